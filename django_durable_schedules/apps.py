@@ -1,0 +1,37 @@
+from django.apps import AppConfig
+from django.db.backends.signals import connection_created
+from django.db.models.signals import post_migrate
+
+
+class DurableSchedulesConfig(AppConfig):
+    """App config: label ``durable_schedules``; imports every app's ``schedules.py`` at
+    start-up, registers the system checks and syncs code-declared schedules after migrate."""
+
+    name = "django_durable_schedules"
+    label = "durable_schedules"
+    verbose_name = "Durable schedules"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the checks)
+        from .conf import app_settings
+        from .registry import autodiscover
+
+        if app_settings.AUTODISCOVER:
+            autodiscover()
+        post_migrate.connect(_sync_after_migrate, sender=self)
+        connection_created.connect(_on_connection_created, dispatch_uid="durable_schedules_sqlite_gate")
+
+
+def _on_connection_created(sender, connection, **kwargs):  # type: ignore[no-untyped-def]
+    from .db.guards import register_sqlite_gate
+
+    register_sqlite_gate(connection)
+
+
+def _sync_after_migrate(sender, using="default", **kwargs):  # type: ignore[no-untyped-def]
+    from .conf import app_settings
+    from .state import sync_declared
+
+    if app_settings.SYNC_ON_MIGRATE:
+        sync_declared(using=using)

@@ -1,0 +1,136 @@
+"""Typed view of ``settings.DURABLE_SCHEDULES``.
+
+Every key is optional. Values are read at call time (not import time), so
+``override_settings(DURABLE_SCHEDULES={...})`` works in tests.
+
+========================  =========  ===========================================================
+key                       default    meaning (unit)
+========================  =========  ===========================================================
+LEASE_SECONDS             30         how long a claim is owned before another worker may
+                                     recover it (seconds); renewed while the callback runs
+RENEW_EVERY_SECONDS       None       how often a worker renews its leases and heartbeat
+                                     (seconds); default: a third of LEASE_SECONDS
+BATCH_SIZE                100        most schedules claimed in one transaction
+CONCURRENCY               4          callbacks run at once per worker (threads)
+POLL_MAX_SECONDS          5.0        longest idle sleep between checks (seconds)
+BACKOFF_BASE_SECONDS      5.0        first retry delay after a failure (seconds); doubles
+BACKOFF_CAP_SECONDS       3600.0     longest retry delay (seconds)
+MAX_ATTEMPTS              3          attempts per occurrence before it is given up
+RESULT_MAX_BYTES          8192       largest JSON result kept in a receipt (bytes)
+ERROR_MESSAGE_MAX_CHARS   1000       longest error message kept in a receipt (characters)
+WORKER_STALE_SECONDS      90         a worker whose heartbeat is older is counted dead (seconds)
+SKEW_WARN_SECONDS         5.0        host/database clock difference that health reports
+AUTODISCOVER              True       import ``schedules.py`` of every installed app at start
+SYNC_ON_MIGRATE           True       create/update schedules declared in code after ``migrate``
+========================  =========  ===========================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+DEFAULTS: dict[str, Any] = {
+    "LEASE_SECONDS": 30,
+    "RENEW_EVERY_SECONDS": None,
+    "BATCH_SIZE": 100,
+    "CONCURRENCY": 4,
+    "POLL_MAX_SECONDS": 5.0,
+    "BACKOFF_BASE_SECONDS": 5.0,
+    "BACKOFF_CAP_SECONDS": 3600.0,
+    "MAX_ATTEMPTS": 3,
+    "RESULT_MAX_BYTES": 8192,
+    "ERROR_MESSAGE_MAX_CHARS": 1000,
+    "WORKER_STALE_SECONDS": 90,
+    "SKEW_WARN_SECONDS": 5.0,
+    "AUTODISCOVER": True,
+    "SYNC_ON_MIGRATE": True,
+}
+
+
+def _user() -> dict[str, Any]:
+    value = getattr(settings, "DURABLE_SCHEDULES", {}) or {}
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured("settings.DURABLE_SCHEDULES must be a dict")
+    return value
+
+
+def get(key: str) -> Any:
+    """Return one setting, falling back to its documented default.
+
+    Raises ``KeyError`` for a key that is not documented.
+    """
+    if key not in DEFAULTS:
+        raise KeyError(key)
+    return _user().get(key, DEFAULTS[key])
+
+
+def unknown_keys() -> list[str]:
+    """Keys of ``DURABLE_SCHEDULES`` that this app does not know (for the system check)."""
+    return sorted(set(_user()) - set(DEFAULTS))
+
+
+class _Settings:
+    """Attribute access to the settings: ``app_settings.LEASE_SECONDS``."""
+
+    @property
+    def LEASE_SECONDS(self) -> int:
+        return int(get("LEASE_SECONDS"))
+
+    @property
+    def RENEW_EVERY_SECONDS(self) -> float:
+        value = get("RENEW_EVERY_SECONDS")
+        return float(value) if value is not None else self.LEASE_SECONDS / 3
+
+    @property
+    def BATCH_SIZE(self) -> int:
+        return int(get("BATCH_SIZE"))
+
+    @property
+    def CONCURRENCY(self) -> int:
+        return int(get("CONCURRENCY"))
+
+    @property
+    def POLL_MAX_SECONDS(self) -> float:
+        return float(get("POLL_MAX_SECONDS"))
+
+    @property
+    def BACKOFF_BASE_SECONDS(self) -> float:
+        return float(get("BACKOFF_BASE_SECONDS"))
+
+    @property
+    def BACKOFF_CAP_SECONDS(self) -> float:
+        return float(get("BACKOFF_CAP_SECONDS"))
+
+    @property
+    def MAX_ATTEMPTS(self) -> int:
+        return int(get("MAX_ATTEMPTS"))
+
+    @property
+    def RESULT_MAX_BYTES(self) -> int:
+        return int(get("RESULT_MAX_BYTES"))
+
+    @property
+    def ERROR_MESSAGE_MAX_CHARS(self) -> int:
+        return int(get("ERROR_MESSAGE_MAX_CHARS"))
+
+    @property
+    def WORKER_STALE_SECONDS(self) -> float:
+        return float(get("WORKER_STALE_SECONDS"))
+
+    @property
+    def SKEW_WARN_SECONDS(self) -> float:
+        return float(get("SKEW_WARN_SECONDS"))
+
+    @property
+    def AUTODISCOVER(self) -> bool:
+        return bool(get("AUTODISCOVER"))
+
+    @property
+    def SYNC_ON_MIGRATE(self) -> bool:
+        return bool(get("SYNC_ON_MIGRATE"))
+
+
+app_settings = _Settings()

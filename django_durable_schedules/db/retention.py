@@ -1,0 +1,91 @@
+"""Retention: the one deliberate path that deletes finished attempt/receipt pairs.
+
+The append-only triggers (:mod:`.guards`) refuse every DELETE unless the session has opened
+the retention gate, which only :func:`retention_gate` does, inside a transaction, and only
+for the statements of :func:`prune_finished`. An attempt without a receipt (a run in
+flight or awaiting lease recovery) is never pruned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import connections, transaction
+
+from ..models import RunAttempt, RunReceipt
+from .guards import MYSQL_GATE_VARIABLE, PG_GATE_SETTING
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """Rows removed by :func:`prune_finished` and the cutoff used (aware UTC)."""
+
+    receipts: int
+    attempts: int
+    cutoff: datetime
+
+
+@contextmanager
+def retention_gate(using: str = "default") -> Iterator[None]:
+    """Open the retention gate for the current connection for the duration of the block.
+
+    Must be used inside ``transaction.atomic`` (PostgreSQL scopes it to the transaction).
+    """
+    conn = connections[using]
+    conn.ensure_connection()
+    vendor = conn.vendor
+    with conn.cursor() as cursor:
+        if vendor == "postgresql":
+            cursor.execute(f"SET LOCAL {PG_GATE_SETTING} = 'open'")
+        elif vendor == "mysql":
+            cursor.execute(f"SET {MYSQL_GATE_VARIABLE} = 'open'")
+    conn._durable_schedules_retention_open = True  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        conn._durable_schedules_retention_open = False  # type: ignore[attr-defined]
+        if vendor == "mysql":
+            with conn.cursor() as cursor:
+                cursor.execute(f"SET {MYSQL_GATE_VARIABLE} = NULL")
+        elif vendor == "postgresql" and not conn.needs_rollback:
+            with conn.cursor() as cursor:
+                cursor.execute(f"SET LOCAL {PG_GATE_SETTING} = ''")
+
+
+def prune_finished(
+    older_than: timedelta,
+    *,
+    now: datetime | None = None,
+    batch_size: int = 5000,
+    using: str = "default",
+) -> PruneResult:
+    """Delete receipts finished before ``now - older_than`` and their attempts, in batches
+    of ``batch_size`` pairs, each batch its own short transaction. Returns the counts.
+
+    ``now`` defaults to the database clock. Raises ``ValueError`` for a negative age.
+    """
+    from ..state import db_now
+
+    if older_than < timedelta(0):
+        raise ValueError("older_than must not be negative")
+    cutoff = (now or db_now(using)) - older_than
+    receipts = attempts = 0
+    while True:
+        with transaction.atomic(using=using):
+            batch = list(
+                RunReceipt.objects.using(using)
+                .filter(finished_at__lt=cutoff)
+                .order_by("finished_at")
+                .values_list("id", "attempt_id")[:batch_size]
+            )
+            if not batch:
+                break
+            with retention_gate(using):
+                receipts += RunReceipt.objects.using(using).filter(id__in=[r[0] for r in batch])._raw_delete(using)
+                attempts += RunAttempt.objects.using(using).filter(id__in=[r[1] for r in batch])._raw_delete(using)
+        if len(batch) < batch_size:
+            break
+    return PruneResult(receipts=receipts, attempts=attempts, cutoff=cutoff)

@@ -1,0 +1,110 @@
+"""The health snapshot: counts over schedules, leases, attempts and workers, and a verdict.
+
+Used by the API's ``health/`` endpoint (200 when healthy, 503 when not), the admin page and
+``manage.py schedules health``. Read-only; a handful of aggregate queries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Count, Q, Sum
+
+from .conf import app_settings
+from .models import RunAttempt, Schedule, Status, WorkerHeartbeat
+
+
+@dataclass(frozen=True)
+class Health:
+    """A point-in-time health snapshot (instants aware UTC, durations seconds)."""
+
+    healthy: bool
+    problems: list[str]
+    checked_at: datetime
+    schedules: dict[str, int]
+    due: int
+    overdue: int
+    degraded: int
+    failing: int
+    live_leases: int
+    expired_leases: int
+    open_attempts: int
+    missed_slots: int
+    live_workers: int
+    workers: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (datetimes as ISO 8601 strings)."""
+        data = asdict(self)
+        data["checked_at"] = self.checked_at.isoformat()
+        for worker in data["workers"]:
+            for key in ("started_at", "last_seen_at"):
+                worker[key] = worker[key].isoformat() if worker[key] else None
+        return data
+
+
+def snapshot(*, now: datetime | None = None, overdue_after: float | None = None,
+             using: str = "default") -> Health:
+    """Build the :class:`Health` snapshot.
+
+    Unhealthy when: schedules are due for longer than ``overdue_after`` seconds (default:
+    ``max(60, 2 x POLL_MAX_SECONDS)``) - no worker is picking them up; leases are expired and
+    unrecovered; schedules are degraded; a live worker's clock is skewed by more than
+    ``SKEW_WARN_SECONDS`` (B24). Schedules that merely fail are counted, not fatal.
+    """
+    from .state import db_now
+
+    now = now or db_now(using)
+    overdue_after = overdue_after if overdue_after is not None else max(60.0, 2 * app_settings.POLL_MAX_SECONDS)
+    schedules = Schedule.objects.using(using)
+    by_status = {s: 0 for s in Status.values}
+    for row in schedules.values("status").annotate(n=Count("id")):
+        by_status[row["status"]] = row["n"]
+    active_unleased = Q(status=Status.ACTIVE, lease_token__isnull=True)
+    agg = schedules.aggregate(
+        due=Count("id", filter=active_unleased & Q(next_run_at__lte=now)),
+        overdue=Count("id", filter=active_unleased & Q(next_run_at__lte=now - timedelta(seconds=overdue_after))),
+        degraded=Count("id", filter=~Q(degraded_reason="")),
+        failing=Count("id", filter=Q(failure_count__gt=0, status__in=[Status.ACTIVE, Status.PAUSED])),
+        live=Count("id", filter=Q(lease_expires_at__gt=now)),
+        expired=Count("id", filter=Q(lease_expires_at__lte=now)),
+        missed=Sum("missed_count"),
+    )
+    open_attempts = RunAttempt.objects.using(using).filter(receipt__isnull=True).count()
+    stale = now - timedelta(seconds=app_settings.WORKER_STALE_SECONDS)
+    workers = list(
+        WorkerHeartbeat.objects.using(using)
+        .filter(stopped_at__isnull=True, last_seen_at__gte=stale)
+        .values("worker_id", "hostname", "pid", "started_at", "last_seen_at", "in_flight",
+                "runs_finished", "clock_skew_seconds")
+    )
+    problems = []
+    if agg["overdue"]:
+        problems.append(f"{agg['overdue']} schedules overdue by more than {overdue_after:.0f}s")
+    if agg["expired"]:
+        problems.append(f"{agg['expired']} expired leases not yet recovered")
+    if agg["degraded"]:
+        problems.append(f"{agg['degraded']} schedules degraded")
+    for w in workers:
+        if abs(w["clock_skew_seconds"]) > app_settings.SKEW_WARN_SECONDS:
+            problems.append(
+                f"worker {w['worker_id']} clock is {w['clock_skew_seconds']:+.1f}s off the database clock"
+            )
+    return Health(
+        healthy=not problems,
+        problems=problems,
+        checked_at=now,
+        schedules=by_status,
+        due=agg["due"],
+        overdue=agg["overdue"],
+        degraded=agg["degraded"],
+        failing=agg["failing"],
+        live_leases=agg["live"],
+        expired_leases=agg["expired"],
+        open_attempts=open_attempts,
+        missed_slots=agg["missed"] or 0,
+        live_workers=len(workers),
+        workers=workers,
+    )

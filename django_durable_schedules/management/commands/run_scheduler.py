@@ -1,0 +1,82 @@
+"""``manage.py run_scheduler``: run a scheduler worker until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from ...worker import Worker, WorkerOptions
+
+
+def positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return number
+
+
+def positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not (0 < number < 86400):
+        raise argparse.ArgumentTypeError(f"{value} must be between 0 and 86400 seconds")
+    return number
+
+
+class Command(BaseCommand):
+    help = (
+        "Run a durable-schedules worker: claim due schedules under leases, run their "
+        "callbacks and record receipts. First SIGTERM/SIGINT drains; a second forces."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--once", action="store_true", help="Run what is due now, then exit.")
+        parser.add_argument("--batch-size", type=positive_int, help="Most claims per transaction.")
+        parser.add_argument("--concurrency", type=positive_int, help="Callbacks run at once (threads).")
+        parser.add_argument("--lease-seconds", type=positive_float, help="Lease length in seconds.")
+        parser.add_argument("--worker-id", help="Name recorded on attempts and heartbeats (default host:pid:rand).")
+        parser.add_argument("--max-idle", "--poll-max", dest="max_idle", type=positive_float,
+                            help="Longest sleep between checks, seconds (default POLL_MAX_SECONDS).")
+        parser.add_argument("--database", default="default", help="Database alias to use.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not settings.USE_TZ:
+            raise CommandError("django-durable-schedules requires USE_TZ = True (see check durable_schedules.E001).")
+        if options["verbosity"] >= 1:
+            _log_to_stderr(logging.DEBUG if options["verbosity"] >= 2 else logging.INFO)
+        worker = Worker(
+            WorkerOptions(
+                worker_id=options["worker_id"],
+                batch_size=options["batch_size"],
+                concurrency=options["concurrency"],
+                lease_seconds=options["lease_seconds"],
+                poll_max_seconds=options["max_idle"],
+                once=options["once"],
+                using=options["database"],
+            )
+        )
+        worker.install_signal_handlers()
+        code = worker.run()
+        if code:
+            sys.exit(code)
+
+
+def _log_to_stderr(level: int) -> None:
+    log = logging.getLogger("django_durable_schedules")
+    if not any(getattr(h, "_dds", False) for h in log.handlers):
+        handler = logging.StreamHandler()
+        handler._dds = True  # type: ignore[attr-defined]
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        log.addHandler(handler)
+        log.propagate = False
+    log.setLevel(level)

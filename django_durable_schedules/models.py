@@ -1,0 +1,383 @@
+"""Models: schedules, their append-only run attempts and receipts, worker heartbeats.
+
+Invariants live in ``Meta.constraints`` (the database enforces them); transitions live in
+:mod:`django_durable_schedules.state`. Attempts and receipts are append-only: triggers
+installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.guards`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone as dj_timezone
+
+from . import timing
+from .registry import NAME_RE
+
+
+class Kind(models.TextChoices):
+    INTERVAL = "interval", "interval"
+    CRON = "cron", "cron"
+    ONCE = "once", "once"
+
+
+class Status(models.TextChoices):
+    ACTIVE = "active", "active"
+    PAUSED = "paused", "paused"
+    COMPLETED = "completed", "completed"
+    CANCELLED = "cancelled", "cancelled"
+    FAILED = "failed", "failed"
+
+
+class ReceiptStatus(models.TextChoices):
+    SUCCEEDED = "succeeded", "succeeded"
+    SKIPPED = "skipped", "skipped"
+    FAILED = "failed", "failed"
+    DEGRADED = "degraded", "degraded"
+    LEASE_EXPIRED = "lease_expired", "lease expired"
+    LEASE_LOST = "lease_lost", "lease lost"
+    RELEASED = "released", "released"
+    CANCELLED = "cancelled", "cancelled"
+    MISSED = "missed", "missed"
+
+
+class MisfirePolicy(models.TextChoices):
+    COALESCE = "coalesce", "coalesce missed slots into one late run"
+    SKIP = "skip", "skip missed slots"
+
+
+name_validator = RegexValidator(
+    NAME_RE, "1-128 of letters, digits, '_', '.', ':' or '-', starting with a letter or digit."
+)
+
+#: Fields that define *when* a schedule fires; a change to any of them is an edit (R10).
+DEFINITION_FIELDS = ("kind", "interval_seconds", "cron", "timezone", "run_at", "start_at", "end_at")
+#: Schedule instants: stored as whole UTC seconds (R9).
+INSTANT_FIELDS = ("run_at", "start_at", "end_at", "next_run_at")
+
+
+def _default_timezone() -> str:
+    return settings.TIME_ZONE or "UTC"
+
+
+class Schedule(models.Model):
+    """A named, durable schedule of a registered callback.
+
+    ``next_run_at`` (aware UTC, whole seconds) is the single source of what is due; the
+    state machine advances it on the nominal grid. ``lease_token``/``lease_expires_at`` are
+    set together while a worker holds the current attempt.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=128, unique=True, validators=[name_validator])
+    callback = models.CharField(max_length=128, help_text="Name of a registered callback.")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.INTERVAL)
+    interval_seconds = models.PositiveBigIntegerField(null=True, blank=True)
+    cron = models.CharField(max_length=200, blank=True, default="")
+    timezone = models.CharField(max_length=64, default=_default_timezone, blank=True)
+    run_at = models.DateTimeField(null=True, blank=True)
+    start_at = models.DateTimeField(null=True, blank=True)
+    end_at = models.DateTimeField(null=True, blank=True)
+    max_runs = models.PositiveIntegerField(null=True, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    misfire_policy = models.CharField(
+        max_length=16, choices=MisfirePolicy.choices, default=MisfirePolicy.COALESCE
+    )
+    max_attempts = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Attempts per occurrence; blank = the MAX_ATTEMPTS setting."
+    )
+
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    degraded_reason = models.CharField(max_length=500, blank=True, default="")
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    occurrence = models.PositiveIntegerField(default=0, help_text="Occurrences fired so far.")
+    attempt = models.PositiveIntegerField(default=0, help_text="Attempts made on the current occurrence.")
+    retry_scheduled_for = models.DateTimeField(
+        null=True, blank=True, help_text="Set while the current occurrence awaits a retry: its slot."
+    )
+    failure_count = models.PositiveIntegerField(default=0, help_text="Consecutive failed attempts.")
+    missed_count = models.PositiveBigIntegerField(default=0, help_text="Slots passed over in total.")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="durable_schedules",
+    )
+    lease_token = models.UUIDField(null=True, blank=True, editable=False)
+    lease_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
+    definition_hash = models.CharField(max_length=40, blank=True, default="", editable=False)
+    created_at = models.DateTimeField(default=dj_timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        indexes = [
+            # The due query: status = active AND next_run_at <= now ORDER BY next_run_at LIMIT n.
+            models.Index(fields=["status", "next_run_at"], name="dds_sched_due_idx"),
+            # Lease recovery: lease_expires_at <= now.
+            models.Index(fields=["lease_expires_at"], name="dds_sched_lease_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=Kind.values), name="dds_sched_kind_valid"),
+            models.CheckConstraint(condition=Q(status__in=Status.values), name="dds_sched_status_valid"),
+            models.CheckConstraint(
+                condition=Q(lease_token__isnull=True, lease_expires_at__isnull=True)
+                | Q(lease_token__isnull=False, lease_expires_at__isnull=False),
+                name="dds_sched_lease_paired",
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind=Kind.INTERVAL) | Q(interval_seconds__gte=1),
+                name="dds_sched_interval_needs_seconds",
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind=Kind.CRON) | ~Q(cron=""), name="dds_sched_cron_needs_expr"
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind=Kind.ONCE) | Q(run_at__isnull=False), name="dds_sched_once_needs_run_at"
+            ),
+            models.CheckConstraint(
+                condition=Q(start_at__isnull=True) | Q(end_at__isnull=True) | Q(end_at__gte=models.F("start_at")),
+                name="dds_sched_window_ordered",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_runs__isnull=True) | Q(max_runs__gte=1), name="dds_sched_max_runs_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    # -- definition ---------------------------------------------------------------------
+
+    @property
+    def anchor(self) -> datetime:
+        """Origin of the interval grid: ``start_at``, else creation time (R4)."""
+        return self.start_at or timing.truncate_to_second(self.created_at or dj_timezone.now())
+
+    def spec(self) -> timing.Spec:
+        """The pure timing definition of this schedule (see :mod:`.timing`)."""
+        return timing.Spec(
+            kind=self.kind,
+            interval_seconds=self.interval_seconds,
+            cron=self.cron or None,
+            timezone=self.timezone or "UTC",
+            run_at=self.run_at,
+            anchor=self.anchor if self.kind == Kind.INTERVAL else None,
+            start_at=self.start_at,
+            end_at=self.end_at,
+        )
+
+    def compute_definition_hash(self) -> str:
+        """Fingerprint of the definition fields; lets the worker notice edits made behind
+        ``save()`` (``QuerySet.update()``, raw SQL) and re-plan instead of firing (B27)."""
+        parts = []
+        for f in DEFINITION_FIELDS:
+            value = getattr(self, f)
+            if isinstance(value, datetime):
+                value = timing.truncate_to_second(value).isoformat()
+            parts.append(f"{f}={value!s}")
+        return hashlib.sha1("|".join(parts).encode()).hexdigest()
+
+    def upcoming(self, count: int = 5, after: datetime | None = None) -> list[datetime]:
+        """The next ``count`` fire times (aware UTC datetimes) strictly after ``after``
+        (default: now), by the same computation the worker uses. Works unsaved."""
+        self._normalize()
+        after = timing.require_aware(after, "after") if after else dj_timezone.now()
+        if self.kind == Kind.INTERVAL and self.created_at is None:
+            self.created_at = dj_timezone.now()
+        return timing.upcoming(self.spec(), after, count)
+
+    # -- validation and normalisation -----------------------------------------------------
+
+    def _normalize(self) -> None:
+        if not self.timezone:
+            self.timezone = _default_timezone()
+        if self.cron:
+            self.cron = " ".join(self.cron.split())
+        for f in INSTANT_FIELDS:
+            value = getattr(self, f)
+            if isinstance(value, datetime) and dj_timezone.is_aware(value):
+                setattr(self, f, timing.truncate_to_second(value))
+
+    def clean(self) -> None:
+        """Validate the definition; raises ``ValidationError`` with field messages."""
+        errors: dict[str, list[str]] = {}
+        for f in ("run_at", "start_at", "end_at"):
+            value = getattr(self, f)
+            if isinstance(value, datetime) and dj_timezone.is_naive(value):
+                errors.setdefault(f, []).append(
+                    "An aware datetime is required (a naive one is neither UTC nor local time)."
+                )
+        if errors:
+            raise ValidationError(errors)
+        self._normalize()
+        from .registry import registry
+
+        if self.callback and self.callback not in registry:
+            errors.setdefault("callback", []).append(
+                f"{self.callback!r} is not a registered callback."
+            )
+        try:
+            self.spec().validate()
+        except timing.InvalidSchedule as exc:
+            errors.setdefault(exc.field, []).append(exc.message)
+        if errors:
+            raise ValidationError(errors)
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Normalise instants to whole UTC seconds and plan ``next_run_at``.
+
+        A new active schedule gets its first slot (an interval is due at once, R4). An edit
+        of the definition re-plans to the first slot of the new definition strictly after
+        now, so an edit never fires a run by itself (R10).
+        """
+        self._normalize()
+        new_hash = self.compute_definition_hash()
+        if self.definition_hash != new_hash:
+            now = timing.truncate_to_second(dj_timezone.now())
+            first = self._state.adding and self.occurrence == 0
+            if self.status == Status.ACTIVE:
+                self.next_run_at = plan_next(self, now, first=first)
+            self.definition_hash = new_hash
+            update_fields = kwargs.get("update_fields")
+            if update_fields is not None:
+                kwargs["update_fields"] = set(update_fields) | {"definition_hash", "next_run_at"}
+        super().save(*args, **kwargs)
+
+
+def plan_next(schedule: Schedule, now: datetime, *, first: bool = False) -> datetime | None:
+    """Next slot of ``schedule``: for a new schedule the first slot at or after now (an
+    interval's anchor if that is later; a ``once`` at ``run_at`` even if past), otherwise the
+    first slot strictly after ``now`` (R10)."""
+    spec = schedule.spec()
+    if schedule.kind == Kind.ONCE:
+        if first:
+            return schedule.run_at
+        return timing.next_slot_after(spec, now)
+    if first:
+        return timing.next_slot_after(spec, now, inclusive=True)
+    return timing.next_slot_after(spec, now)
+
+
+class RunAttempt(models.Model):
+    """One claim of one occurrence by one worker (append-only).
+
+    ``lease_expires_at`` is the lease as first granted; renewals extend the schedule's
+    lease, not this row. ``missed_slots`` counts slots passed over before this attempt
+    (downtime coalescing or overlap). The schedule foreign key has no database constraint
+    on purpose: the audit trail outlives a deleted schedule.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    schedule = models.ForeignKey(
+        Schedule, on_delete=models.DO_NOTHING, db_constraint=False, related_name="attempts"
+    )
+    schedule_name = models.CharField(max_length=128)
+    occurrence = models.PositiveIntegerField()
+    attempt = models.PositiveIntegerField()
+    scheduled_for = models.DateTimeField()
+    claimed_at = models.DateTimeField()
+    lease_token = models.UUIDField(unique=True)
+    lease_expires_at = models.DateTimeField()
+    worker = models.CharField(max_length=200)
+    idempotency_key = models.CharField(max_length=200)
+    missed_slots = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-claimed_at"]
+        indexes = [models.Index(fields=["claimed_at"], name="dds_attempt_claimed_idx")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["schedule", "occurrence", "attempt"], name="dds_attempt_unique_per_occurrence"
+            ),
+            models.CheckConstraint(condition=Q(attempt__gte=1), name="dds_attempt_number_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.schedule_name} #{self.occurrence}.{self.attempt}"
+
+    @property
+    def lateness(self) -> float:
+        """Seconds between the slot and the claim."""
+        return (self.claimed_at - self.scheduled_for).total_seconds()
+
+
+class RunReceipt(models.Model):
+    """The one outcome of one attempt (append-only).
+
+    ``succeeded_occurrence`` equals ``occurrence`` for a success and is NULL otherwise; the
+    unique constraint on ``(schedule, succeeded_occurrence)`` makes a second success of the
+    same occurrence impossible on every backend (R7).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    attempt = models.OneToOneField(
+        RunAttempt, on_delete=models.DO_NOTHING, related_name="receipt"
+    )
+    schedule = models.ForeignKey(
+        Schedule, on_delete=models.DO_NOTHING, db_constraint=False, related_name="receipts"
+    )
+    occurrence = models.PositiveIntegerField()
+    succeeded_occurrence = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    status = models.CharField(max_length=16, choices=ReceiptStatus.choices)
+    finished_at = models.DateTimeField()
+    result = models.JSONField(null=True, blank=True)
+    error_type = models.CharField(max_length=200, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+    failure_count_after = models.PositiveIntegerField(default=0)
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    slots_skipped = models.PositiveBigIntegerField(
+        default=0, help_text="Slots that came due while this attempt ran, skipped (overlap)."
+    )
+
+    class Meta:
+        ordering = ["-finished_at"]
+        indexes = [
+            models.Index(fields=["schedule", "finished_at"], name="dds_receipt_sched_idx"),
+            models.Index(fields=["finished_at"], name="dds_receipt_finished_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=ReceiptStatus.values), name="dds_receipt_status_valid"
+            ),
+            models.UniqueConstraint(
+                fields=["schedule", "succeeded_occurrence"], name="dds_receipt_one_success_per_occurrence"
+            ),
+            models.CheckConstraint(
+                condition=Q(status=ReceiptStatus.SUCCEEDED, succeeded_occurrence=models.F("occurrence"))
+                | (~Q(status=ReceiptStatus.SUCCEEDED) & Q(succeeded_occurrence__isnull=True)),
+                name="dds_receipt_success_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.status} #{self.occurrence}"
+
+
+class WorkerHeartbeat(models.Model):
+    """One row per ``run_scheduler`` process, refreshed while it runs (for health)."""
+
+    worker_id = models.CharField(max_length=200, primary_key=True)
+    hostname = models.CharField(max_length=200, blank=True, default="")
+    pid = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    in_flight = models.PositiveIntegerField(default=0)
+    runs_finished = models.PositiveBigIntegerField(default=0)
+    clock_skew_seconds = models.FloatField(default=0.0, help_text="Host clock minus database clock.")
+
+    class Meta:
+        ordering = ["-last_seen_at"]
+
+    def __str__(self) -> str:
+        return self.worker_id

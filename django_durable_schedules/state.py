@@ -1,0 +1,833 @@
+"""The state machine: every transition of a schedule and every transaction lives here.
+
+Transitions (all take an optional injected ``now``, an aware UTC datetime; by default the
+*database* clock decides, R8):
+
+* :func:`claim_due` - lock due schedules (``SELECT ... FOR UPDATE SKIP LOCKED`` where the
+  database has it, a write-locking transaction on SQLite), write one append-only
+  :class:`~.models.RunAttempt` per claim with a fresh lease token, and advance
+  ``next_run_at`` - all committed *before* any callback runs (B26).
+* :func:`renew_leases` - extend the leases a worker still holds; tells it which it lost.
+* :func:`complete` - write the one :class:`~.models.RunReceipt` of each attempt and move the
+  schedule on, but only while the exact lease token still owns the row (fencing, R7).
+* :func:`expire_leases` - recover claims whose lease ran out (a dead worker): receipt
+  ``lease_expired``, the occurrence is retried (at-least-once).
+* :func:`enable`, :func:`disable`, :func:`cancel`, :func:`delete_schedule`,
+  :func:`sync_declared`, :func:`heartbeat`.
+
+Callers (worker, admin, API, commands) never open transactions themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import socket
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import connections, transaction
+from django.utils import timezone as dj_timezone
+from django.utils.dateparse import parse_datetime
+
+from . import timing
+from .conf import app_settings
+from .exceptions import StateConflict
+from .models import (
+    Kind,
+    MisfirePolicy,
+    ReceiptStatus,
+    RunAttempt,
+    RunReceipt,
+    Schedule,
+    Status,
+    WorkerHeartbeat,
+    plan_next,
+)
+from .registry import registry
+
+logger = logging.getLogger(__name__)
+
+ONE_SECOND = timedelta(seconds=1)
+
+#: Schedule columns a claim writes.
+_CLAIM_FIELDS = [
+    "occurrence", "attempt", "retry_scheduled_for", "lease_token", "lease_expires_at",
+    "next_run_at", "last_run_at", "missed_count", "status", "degraded_reason",
+    "definition_hash",
+]
+#: Schedule columns a completion or a recovery writes.
+_FINISH_FIELDS = [
+    "attempt", "retry_scheduled_for", "lease_token", "lease_expires_at", "next_run_at",
+    "failure_count", "missed_count", "status", "degraded_reason",
+]
+
+
+# ---------------------------------------------------------------------------------------
+# Values passed between the state machine and the worker
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A committed claim: one attempt of one occurrence, owned through ``lease_token``.
+
+    Instants are aware UTC; ``scheduled_for`` is the nominal slot (whole seconds).
+    """
+
+    attempt_id: uuid.UUID
+    schedule_id: uuid.UUID
+    schedule_name: str
+    callback: str
+    occurrence: int
+    attempt: int
+    scheduled_for: datetime
+    claimed_at: datetime
+    lease_token: uuid.UUID
+    lease_expires_at: datetime
+    idempotency_key: str
+    payload: Any
+    missed_slots: int = 0
+
+    @property
+    def lateness(self) -> float:
+        """Seconds from the slot to the claim (>= 0 unless a clock went backwards)."""
+        return (self.claimed_at - self.scheduled_for).total_seconds()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What running a claim produced, as the worker reports it to :func:`complete`.
+
+    ``status`` is one of ``succeeded``, ``skipped``, ``failed``, ``degraded`` or ``released``.
+    For ``failed``: ``terminal`` (``FailRun``: the schedule becomes ``failed``) or a retry,
+    after ``retry_after`` seconds or the exponential backoff. ``result`` must already be
+    bounded JSON (see :mod:`.projection`).
+    """
+
+    claim: Claim
+    status: str
+    result: Any = None
+    error_type: str = ""
+    error_message: str = ""
+    terminal: bool = False
+    retry_after: float | None = None
+
+
+@dataclass
+class _Receipt:
+    attempt_id: uuid.UUID
+    schedule_id: uuid.UUID
+    occurrence: int
+    status: str
+    finished_at: datetime
+    result: Any = None
+    error_type: str = ""
+    error_message: str = ""
+    failure_count_after: int = 0
+    next_run_at: datetime | None = None
+    slots_skipped: int = 0
+
+    def model(self) -> RunReceipt:
+        return RunReceipt(
+            attempt_id=self.attempt_id,
+            schedule_id=self.schedule_id,
+            occurrence=self.occurrence,
+            succeeded_occurrence=self.occurrence if self.status == ReceiptStatus.SUCCEEDED else None,
+            status=self.status,
+            finished_at=self.finished_at,
+            result=self.result,
+            error_type=self.error_type[:200],
+            error_message=self.error_message,
+            failure_count_after=self.failure_count_after,
+            next_run_at=self.next_run_at,
+            slots_skipped=self.slots_skipped,
+        )
+
+
+@dataclass
+class CompletionReport:
+    """What :func:`complete` did: receipts written, and outcomes it fenced off."""
+
+    receipts: list[RunReceipt] = field(default_factory=list)
+    fenced: list[Outcome] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------
+# Clock and locking helpers
+# ---------------------------------------------------------------------------------------
+
+_NOW_SQL = {
+    "postgresql": "SELECT statement_timestamp()",
+    "mysql": "SELECT UTC_TIMESTAMP(6)",
+    "sqlite": "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
+    "oracle": "SELECT SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM DUAL",
+}
+
+
+def db_now(using: str = "default") -> datetime:
+    """The database server's current time as an aware UTC datetime (R8).
+
+    PostgreSQL ``statement_timestamp()``, MySQL/MariaDB ``UTC_TIMESTAMP(6)``, SQLite
+    ``strftime('%f', 'now')`` (millisecond precision; SQLite's clock is the host's own).
+    """
+    conn = connections[using]
+    sql = _NOW_SQL.get(conn.vendor)
+    if sql is None:  # pragma: no cover - unknown backend
+        return dj_timezone.now()
+    with conn.cursor() as cursor:
+        cursor.execute(sql)
+        value = cursor.fetchone()[0]
+    if isinstance(value, str):
+        value = parse_datetime(value.replace(" ", "T"))
+    assert isinstance(value, datetime)
+    if dj_timezone.is_naive(value):
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def _resolve_now(now: datetime | None, using: str) -> datetime:
+    if now is None:
+        return db_now(using)
+    return timing.require_aware(now, "now")
+
+
+def _lock_for_write(using: str) -> None:
+    """On backends without row locks (SQLite), take the database write lock first so the
+    read that follows cannot be raced by another writer (a no-op UPDATE acquires it)."""
+    conn = connections[using]
+    if not conn.features.has_select_for_update:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {conn.ops.quote_name(WorkerHeartbeat._meta.db_table)} SET pid = pid WHERE 1 = 0"
+            )
+
+
+def _locked(qs: Any, using: str, *, skip_locked: bool) -> Any:
+    features = connections[using].features
+    if not features.has_select_for_update:
+        return qs
+    if skip_locked and features.has_select_for_update_skip_locked:
+        return qs.select_for_update(skip_locked=True)
+    return qs.select_for_update()
+
+
+def _ceil_second(value: datetime) -> datetime:
+    if value.microsecond:
+        value = value.replace(microsecond=0) + ONE_SECOND
+    return value
+
+
+def _claim_committing() -> None:
+    """Called as the last statement inside the claim transaction (a test seam for B26)."""
+
+
+def _max_attempts(schedule: Schedule) -> int:
+    return schedule.max_attempts or app_settings.MAX_ATTEMPTS
+
+
+def idempotency_key(schedule_id: uuid.UUID, occurrence: int) -> str:
+    """Stable key of one occurrence, the same for every attempt of it: ``"<uuid>:<n>"``."""
+    return f"{schedule_id}:{occurrence}"
+
+
+# ---------------------------------------------------------------------------------------
+# Claiming
+# ---------------------------------------------------------------------------------------
+
+
+def claim_due(
+    *,
+    worker: str,
+    limit: int | None = None,
+    lease_seconds: float | None = None,
+    now: datetime | None = None,
+    using: str = "default",
+) -> list[Claim]:
+    """Claim up to ``limit`` due schedules for ``worker`` in one transaction.
+
+    Due means ``status = active``, no lease, ``next_run_at <= now`` (database clock), oldest
+    first. For each row: a schedule edited behind ``save()`` is re-planned instead (R10); an
+    unregistered callback is receipted ``degraded`` and paused; otherwise missed slots are
+    coalesced into one run of the latest slot (R6), an attempt row is written with a fresh
+    lease of ``lease_seconds`` (default setting ``LEASE_SECONDS``) and ``next_run_at`` moves
+    to the next slot. Returns the committed claims; on any database error nothing is
+    claimed and the error propagates.
+    """
+    limit = limit or app_settings.BATCH_SIZE
+    lease = timedelta(seconds=lease_seconds or app_settings.LEASE_SECONDS)
+    claims: list[Claim] = []
+    with transaction.atomic(using=using):
+        _lock_for_write(using)
+        now = _resolve_now(now, using)
+        qs = Schedule.objects.using(using).filter(
+            status=Status.ACTIVE, lease_token__isnull=True, next_run_at__lte=now
+        ).order_by("next_run_at")
+        rows = list(_locked(qs, using, skip_locked=True)[:limit])
+        if not rows:
+            return []
+        attempts: list[RunAttempt] = []
+        receipts: list[RunReceipt] = []
+        for row in rows:
+            _plan_claim(row, now, lease, worker, attempts, receipts, claims)
+        if attempts:
+            RunAttempt.objects.using(using).bulk_create(attempts)
+        if receipts:
+            RunReceipt.objects.using(using).bulk_create(receipts)
+        Schedule.objects.using(using).bulk_update(rows, _CLAIM_FIELDS)
+        _claim_committing()
+    for claim in claims:
+        logger.debug(
+            "claimed %s occurrence %s attempt %s", claim.schedule_name, claim.occurrence,
+            claim.attempt, extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+        )
+    return claims
+
+
+def _plan_claim(
+    row: Schedule,
+    now: datetime,
+    lease: timedelta,
+    worker: str,
+    attempts: list[RunAttempt],
+    receipts: list[RunReceipt],
+    claims: list[Claim],
+) -> None:
+    current_hash = row.compute_definition_hash()
+    if row.definition_hash != current_hash:
+        # Edited by QuerySet.update() or raw SQL: re-plan from now, never fire (B27 C).
+        row.definition_hash = current_hash
+        row.retry_scheduled_for = None
+        row.next_run_at = plan_next(row, timing.truncate_to_second(now))
+        if row.next_run_at is None:
+            row.status = Status.COMPLETED
+        return
+
+    spec = row.spec()
+    missed = 0
+    if row.retry_scheduled_for is not None:
+        occurrence, attempt_no, slot = row.occurrence, row.attempt + 1, row.retry_scheduled_for
+        provisional_next = timing.next_slot_after(spec, now) if row.kind != Kind.ONCE else None
+    else:
+        occurrence, attempt_no = row.occurrence + 1, 1
+        due = row.next_run_at
+        assert due is not None
+        if row.kind == Kind.ONCE:
+            slot, provisional_next = due, None
+        else:
+            latest = timing.latest_slot_at_or_before(spec, now, not_before=due) or due
+            missed = timing.count_slots(spec, due, latest)
+            slot = latest
+            provisional_next = timing.next_slot_after(spec, max(slot, now))
+            if row.misfire_policy == MisfirePolicy.SKIP and missed:
+                # Policy "skip": after downtime, no late run at all; wait for the next slot.
+                row.missed_count += missed + 1
+                row.next_run_at = provisional_next
+                if provisional_next is None:
+                    row.status = Status.COMPLETED
+                return
+
+    token = uuid.uuid4()
+    attempt = RunAttempt(
+        id=uuid.uuid4(),
+        schedule_id=row.id,
+        schedule_name=row.name,
+        occurrence=occurrence,
+        attempt=attempt_no,
+        scheduled_for=slot,
+        claimed_at=now,
+        lease_token=token,
+        lease_expires_at=now + lease,
+        worker=worker[:200],
+        idempotency_key=idempotency_key(row.id, occurrence),
+        missed_slots=missed,
+    )
+    attempts.append(attempt)
+    row.occurrence, row.attempt = occurrence, attempt_no
+    row.retry_scheduled_for = None
+    row.missed_count += missed
+    row.last_run_at = now
+
+    if row.callback not in registry:
+        # The code that should run is gone: receipt it, pause the schedule with a reason,
+        # and let a later registration recover it (sync_declared).
+        row.status = Status.PAUSED
+        row.degraded_reason = f"callback {row.callback!r} is not registered"
+        row.next_run_at = provisional_next
+        receipts.append(
+            _Receipt(
+                attempt_id=attempt.id, schedule_id=row.id, occurrence=occurrence,
+                status=ReceiptStatus.DEGRADED, finished_at=now, error_type="NotRegistered",
+                error_message=row.degraded_reason, failure_count_after=row.failure_count,
+                next_run_at=None,
+            ).model()
+        )
+        logger.warning("schedule %s degraded: %s", row.name, row.degraded_reason,
+                       extra={"schedule": row.name, "occurrence": occurrence})
+        return
+
+    row.lease_token, row.lease_expires_at = token, attempt.lease_expires_at
+    row.next_run_at = provisional_next
+    claims.append(
+        Claim(
+            attempt_id=attempt.id, schedule_id=row.id, schedule_name=row.name,
+            callback=row.callback, occurrence=occurrence, attempt=attempt_no,
+            scheduled_for=slot, claimed_at=now, lease_token=token,
+            lease_expires_at=attempt.lease_expires_at, idempotency_key=attempt.idempotency_key,
+            payload=row.payload, missed_slots=missed,
+        )
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Leases
+# ---------------------------------------------------------------------------------------
+
+
+def renew_leases(
+    tokens: Iterable[uuid.UUID],
+    *,
+    lease_seconds: float | None = None,
+    now: datetime | None = None,
+    using: str = "default",
+) -> set[uuid.UUID]:
+    """Extend the leases named by ``tokens`` to ``now + lease_seconds`` while they are
+    still live, and return the tokens that are still owned (the others were lost: expired
+    and recovered, or the schedule was deleted)."""
+    tokens = list(tokens)
+    if not tokens:
+        return set()
+    lease = timedelta(seconds=lease_seconds or app_settings.LEASE_SECONDS)
+    with transaction.atomic(using=using):
+        now = _resolve_now(now, using)
+        Schedule.objects.using(using).filter(
+            lease_token__in=tokens, lease_expires_at__gt=now
+        ).update(lease_expires_at=now + lease)
+        owned = set(
+            Schedule.objects.using(using)
+            .filter(lease_token__in=tokens, lease_expires_at__gt=now)
+            .values_list("lease_token", flat=True)
+        )
+    return owned
+
+
+def expire_leases(
+    *, limit: int | None = None, now: datetime | None = None, using: str = "default"
+) -> int:
+    """Recover up to ``limit`` claims whose lease expired (their worker died or hung).
+
+    Each gets a ``lease_expired`` receipt; its occurrence is retried at once as the next
+    attempt, or given up after ``max_attempts`` (at-least-once execution, B03). Returns the
+    number recovered.
+    """
+    limit = limit or app_settings.BATCH_SIZE
+    with transaction.atomic(using=using):
+        _lock_for_write(using)
+        now = _resolve_now(now, using)
+        qs = Schedule.objects.using(using).filter(lease_expires_at__lte=now).order_by("lease_expires_at")
+        rows = list(_locked(qs, using, skip_locked=True)[:limit])
+        if not rows:
+            return 0
+        attempts = {
+            a.lease_token: a
+            for a in RunAttempt.objects.using(using).filter(lease_token__in=[r.lease_token for r in rows])
+        }
+        receipts = []
+        for row in rows:
+            attempt = attempts.get(row.lease_token)
+            row.lease_token = row.lease_expires_at = None
+            if attempt is None:  # pragma: no cover - an attempt is always written with its lease
+                continue
+            receipts.append(_fail_attempt(row, attempt.occurrence, attempt.attempt, attempt.scheduled_for,
+                                          attempt.id, now, ReceiptStatus.LEASE_EXPIRED, "LeaseExpired",
+                                          "the lease expired before the run reported an outcome",
+                                          retry_after=0.0))
+            logger.warning("lease expired: %s occurrence %s attempt %s", row.name,
+                           attempt.occurrence, attempt.attempt,
+                           extra={"schedule": row.name, "occurrence": attempt.occurrence})
+        RunReceipt.objects.using(using).bulk_create([r.model() for r in receipts])
+        Schedule.objects.using(using).bulk_update(rows, _FINISH_FIELDS)
+    return len(rows)
+
+
+# ---------------------------------------------------------------------------------------
+# Completion
+# ---------------------------------------------------------------------------------------
+
+
+def complete(
+    outcomes: Sequence[Outcome], *, now: datetime | None = None, using: str = "default"
+) -> CompletionReport:
+    """Record the outcome of each claim (one receipt per attempt) and move its schedule on.
+
+    Fencing: an outcome is applied only while its exact lease token still owns a live
+    lease. A late outcome whose lease expired is receipted ``lease_expired`` (and the
+    occurrence retried); one whose token was replaced is receipted ``lease_lost`` unless a
+    receipt was already written by the recovery. Never raises for a fenced outcome.
+    """
+    report = CompletionReport()
+    if not outcomes:
+        return report
+    with transaction.atomic(using=using):
+        _lock_for_write(using)
+        now = _resolve_now(now, using)
+        ids = {o.claim.schedule_id for o in outcomes}
+        rows = {
+            r.id: r
+            for r in _locked(Schedule.objects.using(using).filter(id__in=ids), using, skip_locked=False)
+        }
+        receipts: list[_Receipt] = []
+        touched: dict[uuid.UUID, Schedule] = {}
+        orphans: list[Outcome] = []
+        for outcome in outcomes:
+            claim = outcome.claim
+            row = rows.get(claim.schedule_id)
+            if row is None or row.lease_token != claim.lease_token:
+                orphans.append(outcome)
+                continue
+            touched[row.id] = row
+            row.lease_token = None
+            lease_expires_at, row.lease_expires_at = row.lease_expires_at, None
+            assert lease_expires_at is not None
+            if lease_expires_at <= now:
+                report.fenced.append(outcome)
+                receipts.append(_fail_attempt(
+                    row, claim.occurrence, claim.attempt, claim.scheduled_for, claim.attempt_id, now,
+                    ReceiptStatus.LEASE_EXPIRED, "LeaseExpired",
+                    f"the run finished ({outcome.status}) after its lease expired", retry_after=0.0,
+                ))
+            else:
+                receipts.append(_apply(row, outcome, now))
+        if orphans:
+            done = set(
+                RunReceipt.objects.using(using)
+                .filter(attempt_id__in=[o.claim.attempt_id for o in orphans])
+                .values_list("attempt_id", flat=True)
+            )
+            for outcome in orphans:
+                report.fenced.append(outcome)
+                if outcome.claim.attempt_id in done:
+                    continue
+                receipts.append(_Receipt(
+                    attempt_id=outcome.claim.attempt_id, schedule_id=outcome.claim.schedule_id,
+                    occurrence=outcome.claim.occurrence, status=ReceiptStatus.LEASE_LOST,
+                    finished_at=now, error_type="LeaseLost",
+                    error_message=f"the lease was lost before the run reported {outcome.status}",
+                ))
+        models = [r.model() for r in receipts]
+        RunReceipt.objects.using(using).bulk_create(models)
+        if touched:
+            Schedule.objects.using(using).bulk_update(list(touched.values()), _FINISH_FIELDS)
+        report.receipts = models
+    for outcome in report.fenced:
+        logger.warning("fenced late outcome of %s occurrence %s attempt %s (%s)",
+                       outcome.claim.schedule_name, outcome.claim.occurrence,
+                       outcome.claim.attempt, outcome.status,
+                       extra={"schedule": outcome.claim.schedule_name,
+                              "occurrence": outcome.claim.occurrence})
+    return report
+
+
+def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
+    claim = outcome.claim
+    status = outcome.status
+    if status == "released":
+        # Handed back unrun at shutdown: the same occurrence is due again at once.
+        row.attempt = claim.attempt
+        row.retry_scheduled_for = claim.scheduled_for
+        row.next_run_at = timing.truncate_to_second(now)
+        return _receipt(row, claim, ReceiptStatus.RELEASED, now, outcome)
+    if status == "degraded":
+        row.status = Status.PAUSED
+        row.degraded_reason = outcome.error_message[:500]
+        return _receipt(row, claim, ReceiptStatus.DEGRADED, now, outcome)
+    if status == "failed":
+        return _fail_attempt(
+            row, claim.occurrence, claim.attempt, claim.scheduled_for, claim.attempt_id, now,
+            ReceiptStatus.FAILED, outcome.error_type, outcome.error_message,
+            terminal=outcome.terminal, retry_after=outcome.retry_after, result=outcome.result,
+        )
+    if status == "succeeded":
+        row.failure_count = 0
+        receipt_status = ReceiptStatus.SUCCEEDED
+    elif status == "skipped":
+        receipt_status = ReceiptStatus.SKIPPED
+    else:  # pragma: no cover - programming error
+        raise ValueError(f"unknown outcome status {status!r}")
+    skipped = _move_on(row, claim.occurrence, now)
+    return _receipt(row, claim, receipt_status, now, outcome, slots_skipped=skipped)
+
+
+def _receipt(row: Schedule, claim: Claim, status: str, now: datetime, outcome: Outcome,
+             slots_skipped: int = 0) -> _Receipt:
+    return _Receipt(
+        attempt_id=claim.attempt_id, schedule_id=row.id, occurrence=claim.occurrence,
+        status=status, finished_at=now, result=outcome.result, error_type=outcome.error_type,
+        error_message=outcome.error_message, failure_count_after=row.failure_count,
+        next_run_at=row.next_run_at, slots_skipped=slots_skipped,
+    )
+
+
+def _fail_attempt(
+    row: Schedule,
+    occurrence: int,
+    attempt: int,
+    scheduled_for: datetime,
+    attempt_id: uuid.UUID,
+    now: datetime,
+    status: str,
+    error_type: str,
+    error_message: str,
+    *,
+    terminal: bool = False,
+    retry_after: float | None = None,
+    result: Any = None,
+) -> _Receipt:
+    """A failed attempt: retry the same occurrence with backoff, give it up after
+    ``max_attempts``, or (``terminal``) fail the schedule."""
+    row.failure_count += 1
+    skipped = 0
+    if terminal:
+        row.status = Status.FAILED
+        row.next_run_at = None
+        row.retry_scheduled_for = None
+    elif attempt < _max_attempts(row) and row.status == Status.ACTIVE:
+        if retry_after is None:
+            retry_after = timing.backoff_seconds(
+                attempt, app_settings.BACKOFF_BASE_SECONDS, app_settings.BACKOFF_CAP_SECONDS
+            )
+        row.attempt = attempt
+        row.retry_scheduled_for = scheduled_for
+        row.next_run_at = _ceil_second(now + timedelta(seconds=max(0.0, retry_after)))
+    elif row.kind == Kind.ONCE:
+        row.retry_scheduled_for = None
+        row.next_run_at = None
+        if row.status == Status.ACTIVE:
+            row.status = Status.FAILED
+    else:
+        skipped = _move_on(row, occurrence, now)
+    return _Receipt(
+        attempt_id=attempt_id, schedule_id=row.id, occurrence=occurrence, status=status,
+        finished_at=now, result=result, error_type=error_type, error_message=error_message,
+        failure_count_after=row.failure_count, next_run_at=row.next_run_at, slots_skipped=skipped,
+    )
+
+
+def _move_on(row: Schedule, occurrence: int, now: datetime) -> int:
+    """The occurrence is finished: plan the next slot (or complete the schedule). Slots that
+    passed while it ran are skipped, not replayed; returns how many (R6 overlap)."""
+    row.retry_scheduled_for = None
+    if row.status != Status.ACTIVE:
+        return 0  # paused/cancelled while running: leave it as the operator set it
+    if row.kind == Kind.ONCE or (row.max_runs is not None and occurrence >= row.max_runs):
+        row.status, row.next_run_at = Status.COMPLETED, None
+        return 0
+    spec = row.spec()
+    skipped = 0
+    nxt = row.next_run_at
+    if nxt is not None and nxt <= now:
+        skipped = timing.count_slots(spec, nxt, now + ONE_SECOND)
+        nxt = timing.next_slot_after(spec, now)
+    row.missed_count += skipped
+    row.next_run_at = nxt
+    if nxt is None:
+        row.status = Status.COMPLETED
+    return skipped
+
+
+# ---------------------------------------------------------------------------------------
+# Operator transitions
+# ---------------------------------------------------------------------------------------
+
+
+def _get_locked(schedule_id: Any, using: str) -> Schedule:
+    _lock_for_write(using)
+    return _locked(Schedule.objects.using(using).filter(pk=schedule_id), using, skip_locked=False).get()
+
+
+def enable(schedule_id: Any, *, now: datetime | None = None, using: str = "default") -> Schedule:
+    """Make a paused schedule active again. The next run is the first slot strictly after
+    now: time spent paused produces no catch-up (R10). Clears ``degraded_reason``.
+    Raises :class:`StateConflict` for a cancelled, completed or failed schedule."""
+    with transaction.atomic(using=using):
+        row = _get_locked(schedule_id, using)
+        if row.status == Status.ACTIVE:
+            return row
+        if row.status != Status.PAUSED:
+            raise StateConflict(f"a {row.status} schedule cannot be enabled")
+        now = timing.truncate_to_second(_resolve_now(now, using))
+        row.status = Status.ACTIVE
+        row.degraded_reason = ""
+        row.retry_scheduled_for = None
+        row.next_run_at = plan_next(row, now, first=row.kind == Kind.ONCE and row.occurrence == 0)
+        if row.next_run_at is None:
+            row.status = Status.COMPLETED
+        row.save(update_fields=["status", "degraded_reason", "retry_scheduled_for", "next_run_at", "updated_at"])
+    return row
+
+
+def disable(schedule_id: Any, *, using: str = "default") -> Schedule:
+    """Pause an active schedule; a run in progress finishes and is receipted normally.
+    Raises :class:`StateConflict` for a cancelled, completed or failed schedule."""
+    with transaction.atomic(using=using):
+        row = _get_locked(schedule_id, using)
+        if row.status == Status.PAUSED:
+            return row
+        if row.status != Status.ACTIVE:
+            raise StateConflict(f"a {row.status} schedule cannot be disabled")
+        row.status = Status.PAUSED
+        row.save(update_fields=["status", "updated_at"])
+    return row
+
+
+def cancel(schedule_id: Any, *, using: str = "default") -> Schedule:
+    """Cancel for good: no further runs (a run in progress still gets its receipt).
+    Raises :class:`StateConflict` if already cancelled or completed."""
+    with transaction.atomic(using=using):
+        row = _get_locked(schedule_id, using)
+        if row.status in (Status.CANCELLED, Status.COMPLETED):
+            raise StateConflict(f"a {row.status} schedule cannot be cancelled")
+        row.status = Status.CANCELLED
+        row.next_run_at = None
+        row.retry_scheduled_for = None
+        row.save(update_fields=["status", "next_run_at", "retry_scheduled_for", "updated_at"])
+    return row
+
+
+def delete_schedule(schedule_id: Any, *, now: datetime | None = None, using: str = "default") -> None:
+    """Delete a schedule. Refused (:class:`StateConflict`) while it holds a live lease or
+    has an attempt without a receipt. Its attempts and receipts stay (the audit trail
+    outlives the schedule) until retention prunes them."""
+    with transaction.atomic(using=using):
+        row = _get_locked(schedule_id, using)
+        if row.lease_token is not None:
+            raise StateConflict("the schedule is running (it holds a lease)")
+        if RunAttempt.objects.using(using).filter(schedule_id=row.id, receipt__isnull=True).exists():
+            raise StateConflict("the schedule has an open attempt without a receipt")
+        row.delete(using=using)
+
+
+# ---------------------------------------------------------------------------------------
+# Code-declared schedules and degraded recovery
+# ---------------------------------------------------------------------------------------
+
+
+def sync_declared(*, using: str = "default", now: datetime | None = None) -> list[Schedule]:
+    """Create or update the schedules declared with ``register(..., every=/cron=/at=)``.
+
+    A declared schedule is matched by name; only its definition fields are written, so
+    occurrence counters, failures and history survive; a changed definition is an edit
+    (re-planned from now, R10). Also recovers schedules that were paused as degraded
+    because their callback was missing, now that it is registered again.
+    Returns the schedules created or changed.
+    """
+    changed: list[Schedule] = []
+    for reg in registry.declared():
+        d = reg.declaration
+        assert d is not None
+        wanted: dict[str, Any] = {
+            "callback": reg.name,
+            "kind": d.kind,
+            "interval_seconds": d.every,
+            "cron": d.cron or "",
+            "run_at": d.at,
+            "start_at": d.start_at,
+            "end_at": d.end_at,
+            "max_runs": d.max_runs,
+        }
+        if d.timezone:
+            wanted["timezone"] = d.timezone
+        if d.payload is not None:
+            wanted["payload"] = d.payload
+        with transaction.atomic(using=using):
+            _lock_for_write(using)
+            row = _locked(Schedule.objects.using(using).filter(name=reg.name), using, skip_locked=False).first()
+            if row is None:
+                row = Schedule(name=reg.name, **wanted)
+                row.full_clean()
+                row.save(using=using)
+                changed.append(row)
+                continue
+            diff = {k: v for k, v in wanted.items() if getattr(row, k) != v}
+            if diff:
+                for k, v in diff.items():
+                    setattr(row, k, v)
+                row.full_clean()
+                row.save(using=using)
+                changed.append(row)
+    changed.extend(recover_degraded(using=using, now=now))
+    return changed
+
+
+def recover_degraded(*, using: str = "default", now: datetime | None = None) -> list[Schedule]:
+    """Re-activate schedules paused as degraded whose callback is registered again."""
+    recovered = []
+    candidates = Schedule.objects.using(using).filter(status=Status.PAUSED).exclude(degraded_reason="")
+    for row in candidates.filter(callback__in=registry.names()):
+        recovered.append(enable(row.pk, now=now, using=using))
+        logger.info("schedule %s recovered: callback %r is registered again", row.name, row.callback,
+                    extra={"schedule": row.name})
+    return recovered
+
+
+# ---------------------------------------------------------------------------------------
+# Worker bookkeeping
+# ---------------------------------------------------------------------------------------
+
+
+def next_wakeup(*, using: str = "default") -> datetime | None:
+    """Earliest instant at which something may need this worker: the next due slot of an
+    unleased active schedule, or the next lease expiry."""
+    due = (
+        Schedule.objects.using(using)
+        .filter(status=Status.ACTIVE, lease_token__isnull=True, next_run_at__isnull=False)
+        .order_by("next_run_at").values_list("next_run_at", flat=True).first()
+    )
+    expiry = (
+        Schedule.objects.using(using).filter(lease_expires_at__isnull=False)
+        .order_by("lease_expires_at").values_list("lease_expires_at", flat=True).first()
+    )
+    candidates = [t for t in (due, expiry) if t is not None]
+    return min(candidates) if candidates else None
+
+
+def heartbeat(
+    worker_id: str,
+    *,
+    in_flight: int = 0,
+    runs_finished: int = 0,
+    stopping: bool = False,
+    started_at: datetime | None = None,
+    using: str = "default",
+) -> datetime:
+    """Upsert the worker's heartbeat row (database clock) and return the database time.
+    Records host-minus-database clock skew for health (B24)."""
+    import os
+
+    host_now = dj_timezone.now()
+    now = db_now(using)
+    values = {
+        "hostname": socket.gethostname()[:200],
+        "pid": os.getpid(),
+        "last_seen_at": now,
+        "in_flight": in_flight,
+        "runs_finished": runs_finished,
+        "clock_skew_seconds": round((host_now - now).total_seconds(), 3),
+        "stopped_at": now if stopping else None,
+    }
+    updated = WorkerHeartbeat.objects.using(using).filter(worker_id=worker_id).update(**values)
+    if not updated:
+        WorkerHeartbeat.objects.using(using).create(
+            worker_id=worker_id, started_at=started_at or now, **values
+        )
+    return now
+
+
+def seconds_until(when: datetime | None, now: datetime) -> float:
+    """Seconds from ``now`` to ``when`` (``inf`` for None, 0 if past); never overflows."""
+    if when is None:
+        return math.inf
+    return max(0.0, (when - now).total_seconds())

@@ -1,0 +1,886 @@
+"""Pure schedule time math: validation, next fire times, catch-up and backoff arithmetic.
+
+Nothing here imports Django or touches a database. Every instant that goes in must be an
+aware ``datetime``; every instant that comes out is an aware UTC ``datetime`` with whole
+seconds (R9 in ``shared/field-reports.md``). Durations are integer seconds.
+
+Rules and where they come from (``docs/time.md`` explains them with examples):
+
+* Interval schedules are elapsed UTC time: slot ``n`` is ``anchor + n * interval`` (R4).
+* Cron schedules are wall-clock time in the schedule's IANA zone, evaluated by ``cronsim``
+  and wrapped where it differs from the product contract (DESIGN.md "Semantics", R1-R3, R5):
+
+  - fixed-time jobs (minute and hour fields do not start with ``*``) run once for a wall
+    time inside a spring-forward gap, at the first instant after the gap, and once, at the
+    first reading, for a wall time inside a fall-back overlap;
+  - wildcard jobs (minute or hour field starts with ``*``) run at every real instant whose
+    local reading matches: both passes of a repeated hour, nothing inside a gap;
+  - day-of-month and day-of-week: if either field starts with ``*`` both must match,
+    otherwise either one is enough.
+* Instants are truncated (never rounded up) to whole seconds before any arithmetic (B31).
+"""
+
+from __future__ import annotations
+
+import bisect
+import calendar
+import functools
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone
+from zoneinfo import ZoneInfo, available_timezones
+
+from cronsim import CronSim, CronSimError
+
+__all__ = [
+    "InvalidSchedule",
+    "UTC",
+    "MIN_INTERVAL_SECONDS",
+    "MAX_INTERVAL_SECONDS",
+    "MAX_YEAR",
+    "KINDS",
+    "CRON_MACROS",
+    "require_aware",
+    "truncate_to_second",
+    "validate_timezone",
+    "validate_interval",
+    "validate_cron",
+    "is_wildcard_cron",
+    "Spec",
+    "next_slot_after",
+    "upcoming",
+    "latest_slot_at_or_before",
+    "count_slots",
+    "backoff_seconds",
+    "jitter_offset",
+    "describe",
+]
+
+UTC = timezone.utc
+MIN_INTERVAL_SECONDS = 1
+MAX_INTERVAL_SECONDS = 10 * 366 * 86400  # about ten years; bigger intervals are rejected (B30)
+MAX_YEAR = 9000  # fire times later than this year are "never" (None), never an OverflowError
+KINDS = ("interval", "cron", "once")
+
+#: The ``@`` macros accepted in a cron field, and the 5-field expression each one means.
+CRON_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+_SECOND = timedelta(seconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_LAST_INSTANT = datetime(MAX_YEAR, 12, 31, 23, 59, 59, tzinfo=UTC)
+_FIRST_INSTANT = datetime(2, 1, 1, tzinfo=UTC)  # cron searches never start earlier (no underflow)
+_MAX_REJECTED_CANDIDATES = 10_000  # cronsim results filtered out in one search (see _cron_next)
+
+
+# --------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------
+
+
+class InvalidSchedule(ValueError):
+    """A schedule definition (or an instant given to this module) is not acceptable.
+
+    ``field`` names the offending schedule field (``"cron"``, ``"timezone"``,
+    ``"interval_seconds"``, ``"run_at"``, ...) so that callers can turn it into a
+    field-keyed ``ValidationError`` or an HTTP 400 body; ``message`` is the human text and
+    also what ``str()`` returns.
+    """
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):  # keep both arguments when pickled (e.g. across processes)
+        return (type(self), (self.field, self.message))
+
+
+# --------------------------------------------------------------------------------------
+# Instants
+# --------------------------------------------------------------------------------------
+
+
+def require_aware(value: datetime, field: str) -> datetime:
+    """Return ``value`` converted to UTC, refusing naive datetimes (R9, B10 C).
+
+    A naive datetime is neither UTC nor local time, so it is never guessed at.
+    Microseconds are kept (see :func:`truncate_to_second`).
+
+    Raises :class:`InvalidSchedule` ``(field, "aware datetime required ...")`` for a naive
+    datetime or a non-datetime, and for an instant that cannot be expressed in UTC.
+    """
+    if not isinstance(value, datetime):
+        raise InvalidSchedule(
+            field, f"aware datetime required, got {type(value).__name__} {value!r}"
+        )
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidSchedule(
+            field,
+            f"aware datetime required, got naive {value.isoformat()}; "
+            "give its UTC offset or time zone (it is never read as UTC or as local time)",
+        )
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise InvalidSchedule(field, f"datetime {value.isoformat()} is out of range") from None
+
+
+def truncate_to_second(value: datetime, field: str = "datetime") -> datetime:
+    """Return the aware ``value`` in UTC with ``microsecond=0``.
+
+    Truncates, never rounds up, so a slot can never move into the future (B31: MySQL
+    rounding ``.999999`` up skipped runs). Raises :class:`InvalidSchedule` ``(field, ...)``
+    for a naive datetime, like :func:`require_aware`.
+    """
+    return require_aware(value, field).replace(microsecond=0)
+
+
+def _to_seconds(value: datetime) -> int:
+    """Whole seconds since the Unix epoch of an aware UTC datetime without microseconds."""
+    return (value - _EPOCH) // _SECOND
+
+
+def _from_seconds(seconds: int) -> datetime | None:
+    """The UTC instant ``seconds`` after the epoch, or None when it lies after MAX_YEAR."""
+    if seconds > _to_seconds(_LAST_INSTANT):
+        return None
+    return _EPOCH + timedelta(seconds=seconds)
+
+
+# --------------------------------------------------------------------------------------
+# Time zones and intervals
+# --------------------------------------------------------------------------------------
+
+# Present in some system zone databases but not IANA zone names a schedule may use: the
+# host's own zone and zic's internal defaults.
+_NOT_SCHEDULE_ZONES = frozenset({"localtime", "posixrules", "Factory"})
+
+
+@functools.cache
+def _known_zones() -> frozenset[str]:
+    return frozenset(available_timezones()) | {"UTC"}
+
+
+@functools.lru_cache(maxsize=512)
+def _zone(name: str) -> ZoneInfo:
+    return ZoneInfo(name)
+
+
+def validate_timezone(name: str) -> str:
+    """Return ``name`` if it is an IANA time zone name that ``zoneinfo`` can load.
+
+    Typos (``'America/New_Yrok'``), the empty string, case variants (``'utc'``), file
+    paths and host-specific entries such as ``'localtime'`` are refused (R9, B11 D).
+
+    Raises :class:`InvalidSchedule` ``("timezone", "unknown IANA time zone '...'")``.
+    """
+    message = f"unknown IANA time zone {name!r}"
+    if not isinstance(name, str) or name in _NOT_SCHEDULE_ZONES or name not in _known_zones():
+        raise InvalidSchedule("timezone", message)
+    try:
+        _zone(name)
+    except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+        raise InvalidSchedule("timezone", message) from None
+    return name
+
+
+def validate_interval(seconds: int) -> int:
+    """Return ``seconds`` if it is a valid interval length: an ``int`` (not a ``bool``) in
+    ``[MIN_INTERVAL_SECONDS, MAX_INTERVAL_SECONDS]`` (1 s to about 10 years).
+
+    Zero, negative and absurdly large intervals are refused at creation instead of
+    overflowing a timer in the worker (B30).
+
+    Raises :class:`InvalidSchedule` ``("interval_seconds", ...)``.
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, int):
+        raise InvalidSchedule(
+            "interval_seconds",
+            f"interval must be a whole number of seconds, got {type(seconds).__name__} "
+            f"{seconds!r}",
+        )
+    if seconds < MIN_INTERVAL_SECONDS:
+        raise InvalidSchedule(
+            "interval_seconds",
+            f"interval must be at least {MIN_INTERVAL_SECONDS} second, got {seconds}",
+        )
+    if seconds > MAX_INTERVAL_SECONDS:
+        raise InvalidSchedule(
+            "interval_seconds",
+            f"interval must be at most {MAX_INTERVAL_SECONDS} seconds (about 10 years), "
+            f"got {seconds}",
+        )
+    return seconds
+
+
+# --------------------------------------------------------------------------------------
+# Cron syntax
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _CronField:
+    name: str
+    low: int
+    high: int
+    max_step: int  # a step larger than the field's range is refused (B15 d)
+    names: tuple[str, ...] = ()
+    name_base: int = 0  # value of names[0]
+
+
+_MONTH_NAMES = tuple("JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split())
+_DAY_NAMES = tuple("SUN MON TUE WED THU FRI SAT".split())
+_FIELDS = (
+    _CronField("minute", 0, 59, 60),
+    _CronField("hour", 0, 23, 24),
+    _CronField("day-of-month", 1, 31, 31),
+    _CronField("month", 1, 12, 12, _MONTH_NAMES, 1),
+    _CronField("day-of-week", 0, 7, 7, _DAY_NAMES, 0),
+)
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def _cron_error(field: _CronField, message: str) -> InvalidSchedule:
+    return InvalidSchedule("cron", f"{field.name}: {message}")
+
+
+def _check_value(field: _CronField, token: str) -> int:
+    """The integer a single field value stands for (number or name), or an error."""
+    upper = token.upper()
+    if field.names and upper in field.names:
+        return field.names.index(upper) + field.name_base
+    if not _DIGITS.fullmatch(token):
+        hint = f" or a name such as {field.names[0]}" if field.names else ""
+        raise _cron_error(field, f"{token!r} is not a number{hint}")
+    value = int(token)
+    if not field.low <= value <= field.high:
+        raise _cron_error(field, f"{token!r} is out of range {field.low}-{field.high}")
+    return value
+
+
+def _check_step(field: _CronField, item: str, step: str) -> None:
+    if not _DIGITS.fullmatch(step):
+        raise _cron_error(field, f"step {step!r} in {item!r} is not a number")
+    if int(step) == 0:
+        raise _cron_error(field, f"step 0 in {item!r} is not allowed (steps start at 1)")
+    if int(step) > field.max_step:
+        raise _cron_error(
+            field,
+            f"step {int(step)} in {item!r} is larger than the field range "
+            f"{field.low}-{field.high if field.name != 'day-of-week' else 6} "
+            "(steps restart every period; use an interval schedule for 'every N')",
+        )
+
+
+def _check_range_or_value(field: _CronField, item: str, base: str) -> None:
+    if base == "*":
+        return
+    if "-" in base:
+        first, _, last = base.partition("-")
+        if _check_value(field, first) > _check_value(field, last):
+            raise _cron_error(
+                field, f"range {item!r} runs backwards (wrap-around ranges are not supported)"
+            )
+        return
+    _check_value(field, base)
+
+
+def _check_day_of_month_extension(field: _CronField, item: str) -> bool:
+    """True if ``item`` is an accepted day-of-month extension (L, LW); error if it is an
+    extension cronsim does not evaluate (nW, L-n, nL, L/n ...)."""
+    upper = item.upper()
+    if upper in ("L", "LW"):
+        return True
+    if "W" in upper:
+        raise _cron_error(
+            field,
+            f"{item!r} (nearest weekday) is not supported; only 'LW' (last weekday of "
+            "the month) is",
+        )
+    if "L" in upper:
+        raise _cron_error(
+            field,
+            f"{item!r} is not supported; use 'L' (last day of the month) or 'LW' "
+            "(last weekday of the month)",
+        )
+    return False
+
+
+def _check_day_of_week_extension(field: _CronField, item: str) -> bool:
+    """True if ``item`` is an accepted day-of-week extension (nL, n#k); error for the
+    L forms cronsim does not evaluate."""
+    upper = item.upper()
+    if "#" in upper:
+        day, _, nth = upper.partition("#")
+        _check_value(field, day)
+        if not _DIGITS.fullmatch(nth) or not 1 <= int(nth) <= 5:
+            raise _cron_error(field, f"{item!r}: the occurrence after '#' must be 1-5")
+        return True
+    if "L" in upper:
+        if upper.endswith("L") and _DIGITS.fullmatch(upper[:-1]):
+            _check_value(field, upper[:-1])
+            return True
+        raise _cron_error(
+            field,
+            f"{item!r} is not supported; write the last weekday of the month as its "
+            "number followed by L, e.g. '5L' for the last Friday",
+        )
+    return False
+
+
+def _check_item(field: _CronField, item: str) -> None:
+    """Validate one comma-separated item of a field; raise InvalidSchedule naming both."""
+    if item == "":
+        raise _cron_error(field, "empty list item (check the commas)")
+    if "?" in item:
+        raise _cron_error(field, f"{item!r}: '?' is not supported; use '*'")
+    if field.name == "day-of-month" and _check_day_of_month_extension(field, item):
+        return
+    if field.name == "day-of-week" and _check_day_of_week_extension(field, item):
+        return
+    base, slash, step = item.partition("/")
+    if slash:
+        _check_step(field, item, step)
+    _check_range_or_value(field, item, base)
+
+
+def _expand(expr: str) -> tuple[str, str]:
+    """(normalized, five-field expansion) of a cron expression, or InvalidSchedule."""
+    if not isinstance(expr, str) or not expr.strip():
+        raise InvalidSchedule("cron", "cron expression is empty")
+    words = expr.split()
+    if words[0].startswith("@"):
+        macro = words[0].lower()
+        if macro == "@reboot":
+            raise InvalidSchedule(
+                "cron", "'@reboot' is not supported: a schedule needs a time of day"
+            )
+        if macro not in CRON_MACROS or len(words) != 1:
+            raise InvalidSchedule(
+                "cron",
+                f"unknown cron macro {expr.strip()!r}; use one of {', '.join(CRON_MACROS)}",
+            )
+        return macro, CRON_MACROS[macro]
+    if len(words) != 5:
+        raise InvalidSchedule(
+            "cron",
+            "a cron expression has 5 fields (minute hour day-of-month month day-of-week), "
+            f"got {len(words)}",
+        )
+    normalized = " ".join(words)
+    return normalized, normalized
+
+
+def is_wildcard_cron(expr: str) -> bool:
+    """True when the minute or the hour field starts with ``*`` (R3).
+
+    Macros count as their expansion: ``@hourly`` (``0 * * * *``) is a wildcard job, the
+    others are fixed-time. Wildcard jobs fire at every real instant whose local reading
+    matches; fixed-time jobs fire once per wall-clock match (R1, R2).
+    Raises :class:`InvalidSchedule` ``("cron", ...)`` when ``expr`` has no 5 fields.
+    """
+    minute, hour = _expand(expr)[1].split()[:2]
+    return minute.startswith("*") or hour.startswith("*")
+
+
+# --------------------------------------------------------------------------------------
+# Cron compilation and "can never fire"
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _CronPlan:
+    normalized: str
+    expanded: str
+    wildcard: bool
+    tz: ZoneInfo
+    minutes: frozenset[int]
+    hours: frozenset[int]
+    months: frozenset[int]
+    days: CronSim  # a cronsim instance used only for its day matcher (months forced to *)
+
+    @functools.cached_property
+    def _minutes_of_day(self) -> list[int]:
+        return sorted(60 * h + m for h in self.hours for m in self.minutes)
+
+    def minutes_of_day_between(self, start: timedelta, end: timedelta) -> int:
+        """How many matching wall times ``00:00 + k minutes`` satisfy start <= k < end."""
+        first = math.ceil(start / timedelta(minutes=1))
+        last = math.ceil(end / timedelta(minutes=1))
+        return bisect.bisect_left(self._minutes_of_day, last) - bisect.bisect_left(
+            self._minutes_of_day, first
+        )
+
+    def matches_day(self, day: date) -> bool:
+        return day.month in self.months and self.days.match_day(day)
+
+    def matches_reading(self, local: datetime) -> bool:
+        """True if the local wall reading matches every field (the wildcard rule, R3)."""
+        return (
+            local.second == 0
+            and local.minute in self.minutes
+            and local.hour in self.hours
+            and self.matches_day(local.date())
+        )
+
+
+@functools.cache
+def _month_shapes() -> tuple[tuple[int, int], ...]:
+    """One (year, month) for every distinct (month, weekday of the 1st, length) of the
+    400-year Gregorian cycle: if no day of these months matches, no day ever does."""
+    seen: dict[tuple[int, int, int], tuple[int, int]] = {}
+    for year in range(2000, 2400):
+        for month in range(1, 13):
+            seen.setdefault((month, *calendar.monthrange(year, month)), (year, month))
+    return tuple(seen.values())
+
+
+def _can_ever_fire(plan: _CronPlan) -> bool:
+    for year, month in _month_shapes():
+        if month not in plan.months:
+            continue
+        days_in_month = calendar.monthrange(year, month)[1]
+        if any(plan.days.match_day(date(year, month, d)) for d in range(1, days_in_month + 1)):
+            return True
+    return False
+
+
+def _never_fires_message(expanded: str) -> str:
+    _, _, dom, month, dow = expanded.split()
+    if dow == "*":
+        where = f"day-of-month {dom!r} never occurs in month {month!r}"
+    else:
+        where = f"no date matches day-of-month {dom!r} and day-of-week {dow!r}"
+        if month != "*":
+            where += f" in month {month!r}"
+    return f"can never fire: {where}"
+
+
+def _engine(expanded: str, start: datetime) -> CronSim:
+    try:
+        return CronSim(expanded, start)
+    except CronSimError as exc:  # our own checks should have caught it first
+        raise InvalidSchedule("cron", f"cron expression rejected: {exc}") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _compile(expr: str, tz_name: str) -> _CronPlan:
+    """Check syntax field by field, then build the plan; cached per (expr, zone)."""
+    normalized, expanded = _expand(expr)
+    fields = expanded.split()
+    for field, text in zip(_FIELDS, fields):
+        for item in text.split(","):
+            _check_item(field, item)
+    minute, hour, dom, month, dow = fields
+    reference = datetime(2000, 1, 1)
+    times = _engine(f"{minute} {hour} * * *", reference)
+    plan = _CronPlan(
+        normalized=normalized,
+        expanded=expanded,
+        wildcard=minute.startswith("*") or hour.startswith("*"),
+        tz=_zone(validate_timezone(tz_name)),
+        minutes=frozenset(times.minutes),
+        hours=frozenset(times.hours),
+        months=frozenset(_engine(f"* * * {month} *", reference).months),
+        days=_engine(f"* * {dom} * {dow}", reference),
+    )
+    if not _can_ever_fire(plan):
+        raise InvalidSchedule("cron", _never_fires_message(expanded))
+    _engine(expanded, reference)  # the engine itself must accept the whole expression
+    return plan
+
+
+def validate_cron(expr: str, timezone: str = "UTC") -> str:
+    """Validate a 5-field cron expression and return it normalized.
+
+    Normalized means whitespace collapsed to single spaces; a macro is returned as its
+    lower-case name (``@daily``). Accepted: numbers, ``*``, ranges ``a-b``, lists, steps
+    ``*/n``, ``a-b/n`` and ``a/n`` (``a`` to the field maximum), month and weekday names,
+    weekday 0 or 7 for Sunday, the macros in :data:`CRON_MACROS`, and the extensions
+    cronsim evaluates correctly (B16): ``L`` and ``LW`` in day-of-month, ``nL`` and
+    ``n#k`` in day-of-week.
+
+    Raises :class:`InvalidSchedule` with ``field="cron"`` and a message naming the bad
+    field and token, e.g. ``"day-of-month: '32' is out of range 1-31"``, for: a wrong
+    number of fields, ``@reboot`` or an unknown macro, out-of-range values, backwards
+    ranges, a step of 0 or a step larger than the field's range (``*/90`` minutes, B15),
+    unsupported extensions (``15W``, ``L-3``, ``?``) and expressions that can never fire
+    (``0 0 30 2 *``: "can never fire: ...", B14). Also raises
+    ``InvalidSchedule("timezone", ...)`` for an unknown ``timezone``.
+    """
+    return _compile(expr, timezone).normalized
+
+
+# --------------------------------------------------------------------------------------
+# Cron evaluation (cronsim, wrapped)
+# --------------------------------------------------------------------------------------
+
+
+def _cron_next(plan: _CronPlan, after: datetime) -> datetime | None:
+    """First slot strictly after the UTC instant ``after`` (whole seconds), or None.
+
+    cronsim does the search; two of its results are filtered out:
+
+    * fixed-time jobs: cronsim works on the naive wall reading of ``after`` and so forgets
+      which pass of a repeated hour ``after`` is in. From the second pass it returns the
+      first reading of a later wall time, which is *before* ``after`` (e.g. ``50 1 * * *``
+      from 01:40 EST on 2027-11-07 gives 01:50 EDT = 05:50Z). Results <= ``after`` are
+      skipped; the next one is the right slot (that wall time already fired in the first
+      pass, R2).
+    * wildcard jobs: when cronsim moves to a new day it starts at local midnight; if
+      midnight is inside a spring-forward gap (America/Havana 2027-03-14) it returns that
+      non-existent 00:00, i.e. the instant whose real reading is 01:00, even for
+      ``*/30 0 * * *``. Results whose real local reading does not match are skipped (R3).
+    """
+    after = max(after, _FIRST_INSTANT)
+    if after >= _LAST_INSTANT:
+        return None
+    engine = _engine(plan.expanded, after.astimezone(plan.tz))
+    for _ in range(_MAX_REJECTED_CANDIDATES):
+        try:
+            candidate = next(engine).astimezone(UTC)
+        except (StopIteration, OverflowError):  # cronsim gives up after 50 empty years
+            return None
+        if candidate > _LAST_INSTANT:
+            return None
+        if candidate <= after:
+            continue
+        if plan.wildcard and not plan.matches_reading(candidate.astimezone(plan.tz)):
+            continue
+        return candidate
+    raise RuntimeError(f"cron search for {plan.expanded!r} did not settle")  # pragma: no cover
+
+
+def _plain_day(plan: _CronPlan, day: date) -> tuple[datetime, datetime] | None:
+    """UTC bounds of local ``day`` if the zone's offset is constant from just before its
+    midnight to the next midnight (so every wall minute occurs once and no gap-shifted slot
+    lands in it), else None."""
+    try:
+        start = datetime.combine(day, time(), tzinfo=plan.tz).astimezone(UTC)
+    except OverflowError:
+        return None
+    end = start + timedelta(days=1)
+    offset = (start - _SECOND).astimezone(plan.tz).utcoffset()
+    probes = [start + timedelta(hours=h) for h in range(25)]
+    if any(p.astimezone(plan.tz).utcoffset() != offset for p in probes):
+        return None
+    if end.astimezone(plan.tz).date() != day + timedelta(days=1):
+        return None
+    return start, end
+
+
+def _cron_count(plan: _CronPlan, lo: datetime, hi_excl: datetime, cap: int) -> int:
+    """Slots in [lo, hi_excl), at most ``cap``. Jumps from one firing local day to the
+    next with cronsim; a day without a DST change is counted arithmetically (its wall
+    minutes map linearly to UTC), a day with one is walked slot by slot."""
+    found, cursor = 0, lo
+    while found < cap:
+        slot = _cron_next(plan, cursor - _SECOND)
+        if slot is None or slot >= hi_excl:
+            break
+        bounds = _plain_day(plan, slot.astimezone(plan.tz).date())
+        if bounds is None:
+            found, cursor = found + 1, slot + _SECOND
+            continue
+        day_start, day_end = bounds
+        cursor = min(hi_excl, day_end)
+        found += plan.minutes_of_day_between(slot - day_start, cursor - day_start)
+    return min(found, cap)
+
+
+def _cron_latest(plan: _CronPlan, lo: datetime, hi: datetime) -> datetime | None:
+    """Latest slot in [lo, hi] by bisection over the forward search: O(log(hi - lo))
+    cronsim calls, so 30 days of ``* * * * *`` costs ~22 searches, not 43,200 (B17 B)."""
+    best = _cron_next(plan, lo - _SECOND)
+    if best is None or best > hi:
+        return None
+    top = hi  # invariant: best is a slot, and no slot lies in (top, hi]
+    while best < top:
+        middle = best + timedelta(seconds=math.ceil((top - best) / _SECOND / 2))
+        slot = _cron_next(plan, middle - _SECOND)
+        if slot is not None and slot <= hi:
+            best = slot
+        else:
+            top = middle - _SECOND
+    return best
+
+
+# --------------------------------------------------------------------------------------
+# Schedule specification
+# --------------------------------------------------------------------------------------
+
+
+def _given(value: object) -> bool:
+    return value is not None and value != ""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """The timing definition of a schedule; pure data, validated by :meth:`validate`.
+
+    ``kind`` is ``"interval"`` (``interval_seconds`` from ``anchor``, R4), ``"cron"``
+    (``cron`` in ``timezone``) or ``"once"`` (``run_at``). ``anchor`` is the interval
+    grid origin (the schedule's ``start_at``, else its creation time); when it is None
+    ``start_at`` is used. No slot is earlier than ``start_at`` or later than ``end_at``
+    (inclusive). All datetimes must be aware; they are used truncated to whole seconds.
+    """
+
+    kind: str
+    interval_seconds: int | None = None
+    cron: str | None = None
+    timezone: str = "UTC"
+    run_at: datetime | None = None
+    anchor: datetime | None = None
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+
+    def validate(self) -> None:
+        """Raise :class:`InvalidSchedule` ``(field, message)`` for the first problem:
+        unknown ``kind``; unknown ``timezone``; a naive datetime; ``end_at`` before
+        ``start_at``; a missing required field or a field that does not belong to the kind
+        (``cron`` on an interval, ``run_at`` on a cron, ...); an invalid interval or cron
+        expression; an interval without ``anchor``/``start_at``; a ``run_at`` outside
+        ``[start_at, end_at]``."""
+        if self.kind not in KINDS:
+            raise InvalidSchedule(
+                "kind", f"kind must be one of {', '.join(KINDS)}; got {self.kind!r}"
+            )
+        validate_timezone(self.timezone)
+        for name in ("run_at", "anchor", "start_at", "end_at"):
+            if getattr(self, name) is not None:
+                require_aware(getattr(self, name), name)
+        if self.start_at and self.end_at and _trunc(self.end_at) < _trunc(self.start_at):
+            raise InvalidSchedule("end_at", "end_at must not be before start_at")
+        self._forbid({"interval": ("cron", "run_at"), "cron": ("interval_seconds", "run_at"),
+                      "once": ("interval_seconds", "cron")}[self.kind])
+        getattr(self, f"_validate_{self.kind}")()
+
+    def _forbid(self, names: tuple[str, ...]) -> None:
+        for name in names:
+            if _given(getattr(self, name)):
+                raise InvalidSchedule(name, f"a {self.kind} schedule does not take {name}")
+
+    def _validate_interval(self) -> None:
+        if self.interval_seconds is None:
+            raise InvalidSchedule("interval_seconds", "an interval schedule needs interval_seconds")
+        validate_interval(self.interval_seconds)
+        if self.anchor is None and self.start_at is None:
+            raise InvalidSchedule(
+                "anchor", "an interval schedule needs an anchor (start_at or creation time)"
+            )
+
+    def _validate_cron(self) -> None:
+        if not _given(self.cron):
+            raise InvalidSchedule("cron", "a cron schedule needs a cron expression")
+        validate_cron(self.cron, self.timezone)
+
+    def _validate_once(self) -> None:
+        if self.run_at is None:
+            raise InvalidSchedule("run_at", "a once schedule needs run_at")
+        run_at = _trunc(self.run_at)
+        if self.start_at and run_at < _trunc(self.start_at):
+            raise InvalidSchedule("run_at", "run_at is before start_at")
+        if self.end_at and run_at > _trunc(self.end_at):
+            raise InvalidSchedule("run_at", "run_at is after end_at")
+
+
+def _trunc(value: datetime, field: str = "datetime") -> datetime:
+    return truncate_to_second(value, field)
+
+
+def _window(spec: Spec, lo: datetime, hi: datetime | None) -> tuple[datetime, datetime | None]:
+    """Narrow [lo, hi] (whole-second UTC; hi None = open) to [start_at, end_at]."""
+    if spec.start_at is not None:
+        lo = max(lo, _trunc(spec.start_at))
+    if spec.end_at is not None:
+        end = _trunc(spec.end_at)
+        hi = end if hi is None else min(hi, end)
+    return lo, hi
+
+
+def _interval_grid(spec: Spec) -> tuple[int, int]:
+    anchor = spec.anchor if spec.anchor is not None else spec.start_at
+    return _to_seconds(_trunc(anchor, "anchor")), spec.interval_seconds
+
+
+def _first_slot_from(spec: Spec, lo: datetime) -> datetime | None:
+    """First slot >= lo (whole-second UTC), ignoring end_at."""
+    if spec.kind == "once":
+        run_at = _trunc(spec.run_at, "run_at")
+        return run_at if run_at >= lo else None
+    if spec.kind == "interval":
+        anchor, every = _interval_grid(spec)
+        n = max(0, -((anchor - _to_seconds(lo)) // every))  # ceil((lo - anchor) / every)
+        return _from_seconds(anchor + n * every)
+    return _cron_next(_compile(spec.cron, spec.timezone), lo - _SECOND)
+
+
+# --------------------------------------------------------------------------------------
+# Public slot arithmetic
+# --------------------------------------------------------------------------------------
+
+
+def next_slot_after(spec: Spec, after: datetime, *, inclusive: bool = False) -> datetime | None:
+    """The first slot strictly after ``after`` (at or after it when ``inclusive``), as an
+    aware UTC datetime with whole seconds, or None when there is none (a once schedule
+    already past, ``end_at`` passed, nothing before year MAX_YEAR).
+
+    ``after`` (aware) is truncated to whole seconds first (B31). Slots are never before
+    ``start_at`` nor after ``end_at``. Interval: ``anchor + n * interval_seconds``
+    computed in integer UTC seconds, whatever the zone (R4, B08, B09). Cron: wall time
+    in ``spec.timezone`` with the DST rules of the module docstring (R1-R3, R5). Once:
+    ``run_at``.
+
+    Raises :class:`InvalidSchedule` if the spec is invalid (``spec.validate()``) or
+    ``after`` is naive.
+    """
+    spec.validate()
+    after = _trunc(after, "after")
+    if after >= _LAST_INSTANT:
+        return None
+    lo, hi = _window(spec, after if inclusive else after + _SECOND, None)
+    slot = _first_slot_from(spec, lo)
+    if slot is None or (hi is not None and slot > hi):
+        return None
+    return slot
+
+
+def upcoming(spec: Spec, after: datetime, count: int) -> list[datetime]:
+    """The next ``count`` slots strictly after ``after`` (aware UTC, whole seconds), fewer
+    if the schedule ends. Raises ``ValueError`` for a negative ``count`` and
+    :class:`InvalidSchedule` like :func:`next_slot_after`."""
+    if count < 0:
+        raise ValueError("count must not be negative")
+    slots: list[datetime] = []
+    cursor = after
+    while len(slots) < count:
+        slot = next_slot_after(spec, cursor)
+        if slot is None:
+            break
+        slots.append(slot)
+        cursor = slot
+    return slots
+
+
+def latest_slot_at_or_before(
+    spec: Spec, now: datetime, *, not_before: datetime
+) -> datetime | None:
+    """The most recent slot ``s`` with ``not_before <= s <= now`` (and inside
+    ``[start_at, end_at]``), or None. Used to coalesce missed slots into one late run (R6).
+
+    Bounded whatever the gap (B17): interval and once are O(1) arithmetic; cron bisects
+    over the forward search, O(log(now - not_before)) cronsim calls. Both bounds are
+    truncated to whole seconds first. Raises :class:`InvalidSchedule` like
+    :func:`next_slot_after`.
+    """
+    spec.validate()
+    lo, hi = _window(spec, _trunc(not_before, "not_before"), _trunc(now, "now"))
+    if hi < lo:
+        return None
+    if spec.kind == "once":
+        run_at = _trunc(spec.run_at, "run_at")
+        return run_at if lo <= run_at <= hi else None
+    if spec.kind == "interval":
+        anchor, every = _interval_grid(spec)
+        n = (_to_seconds(hi) - anchor) // every
+        slot = _from_seconds(anchor + n * every) if n >= 0 else None
+        return slot if slot is not None and slot >= lo else None
+    return _cron_latest(_compile(spec.cron, spec.timezone), lo, hi)
+
+
+def count_slots(spec: Spec, start: datetime, end: datetime, *, cap: int = 100_000) -> int:
+    """Number of slots ``s`` with ``start <= s < end`` (and inside ``[start_at, end_at]``),
+    at most ``cap``. Interval and once: O(1) arithmetic. Cron: a walk that counts whole
+    DST-free local days arithmetically and stops at ``cap``. ``start`` and ``end`` are
+    truncated to whole seconds first. Raises ``ValueError`` for a negative ``cap`` and
+    :class:`InvalidSchedule` like :func:`next_slot_after`."""
+    if cap < 0:
+        raise ValueError("cap must not be negative")
+    spec.validate()
+    start, end = _trunc(start, "start"), _trunc(end, "end")
+    if end <= start or cap == 0:
+        return 0
+    lo, hi = _window(spec, start, end - _SECOND)
+    if hi < lo:
+        return 0
+    if spec.kind == "once":
+        return 1 if lo <= _trunc(spec.run_at, "run_at") <= hi else 0
+    if spec.kind == "interval":
+        anchor, every = _interval_grid(spec)
+        first = max(0, -((anchor - _to_seconds(lo)) // every))
+        last = (_to_seconds(hi) - anchor) // every
+        return max(0, min(cap, last - first + 1))
+    return _cron_count(_compile(spec.cron, spec.timezone), lo, hi + _SECOND, cap)
+
+
+# --------------------------------------------------------------------------------------
+# Retries, jitter, descriptions
+# --------------------------------------------------------------------------------------
+
+
+def backoff_seconds(attempt: int, base: float, cap: float) -> float:
+    """Delay in seconds before retry number ``attempt`` (1 = the first retry):
+    ``min(cap, base * 2 ** (attempt - 1))``. Never overflows, whatever ``attempt``.
+    Raises ``ValueError`` if ``attempt < 1`` or ``base``/``cap`` is negative."""
+    if attempt < 1:
+        raise ValueError("attempt must be at least 1")
+    if base < 0 or cap < 0:
+        raise ValueError("base and cap must not be negative")
+    if base == 0:
+        return 0.0
+    if attempt > 2048:  # 2 ** 2047 overflows a float whatever the base
+        return float(cap)
+    try:
+        delay = math.ldexp(float(base), attempt - 1)
+    except OverflowError:
+        return float(cap)
+    return float(min(cap, delay))
+
+
+def jitter_offset(key: str, max_seconds: int) -> int:
+    """A deterministic offset in ``[0, max_seconds]`` seconds derived from the SHA-256 of
+    ``key`` (stable across processes and Python versions, unlike ``hash()``); 0 when
+    ``max_seconds`` is 0. Raises ``ValueError`` for a negative ``max_seconds``."""
+    if max_seconds < 0:
+        raise ValueError("max_seconds must not be negative")
+    if max_seconds == 0:
+        return 0
+    digest = hashlib.sha256(key.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % (max_seconds + 1)
+
+
+_UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+
+
+def _describe_seconds(seconds: int) -> str:
+    for unit, size in _UNITS:
+        if seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def describe(spec: Spec) -> str:
+    """Short human words for a spec: ``"every 5 minutes"``, ``"every 1 hour"``,
+    ``"cron '0 3 * * *' (Europe/Paris)"``, ``"once at 2027-06-01 09:00:00 UTC"``.
+    Does not validate; an interval is named in its largest whole unit."""
+    if spec.kind == "interval" and isinstance(spec.interval_seconds, int) and spec.interval_seconds > 0:
+        return f"every {_describe_seconds(spec.interval_seconds)}"
+    if spec.kind == "cron":
+        return f"cron '{spec.cron}' ({spec.timezone})"
+    if spec.kind == "once" and spec.run_at is not None:
+        return f"once at {_trunc(spec.run_at):%Y-%m-%d %H:%M:%S} UTC"
+    return f"{spec.kind} schedule"

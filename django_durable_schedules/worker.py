@@ -1,0 +1,269 @@
+"""The worker loop: sleep until something is due, claim, run, complete, renew, heartbeat.
+
+All SQL lives in :mod:`.state`; this module only decides *when* to call it. Callbacks run
+in a thread pool (``concurrency`` threads) so the main thread keeps renewing leases and
+heartbeating while user code runs (B21: the heartbeat stops last). Outcomes are completed
+in batches by the main thread.
+
+Signals: the first SIGTERM/SIGINT stops claiming and drains (in-flight runs finish, are
+receipted, their leases kept alive until then); claims not yet started are released. A
+second signal exits at once; leases still held then expire and are recovered elsewhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import Error as DatabaseError
+from django.db import close_old_connections, connections
+from django.utils import timezone as dj_timezone
+
+from . import runner, state
+from .conf import app_settings
+
+logger = logging.getLogger(__name__)
+
+
+def default_worker_id() -> str:
+    """``host:pid:random`` - unique per process."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class WorkerOptions:
+    """Options of one worker (seconds for durations); ``None`` means the setting's default."""
+
+    worker_id: str | None = None
+    batch_size: int | None = None
+    concurrency: int | None = None
+    lease_seconds: float | None = None
+    poll_max_seconds: float | None = None
+    once: bool = False
+    using: str = "default"
+
+
+class Worker:
+    """One scheduler process's loop. Build it, then call :meth:`run` (blocks)."""
+
+    def __init__(self, options: WorkerOptions | None = None):
+        o = options or WorkerOptions()
+        self.worker_id = o.worker_id or default_worker_id()
+        self.batch_size = o.batch_size or app_settings.BATCH_SIZE
+        self.concurrency = o.concurrency or app_settings.CONCURRENCY
+        self.lease_seconds = o.lease_seconds or app_settings.LEASE_SECONDS
+        self.renew_every = min(app_settings.RENEW_EVERY_SECONDS, self.lease_seconds / 3)
+        self.poll_max = o.poll_max_seconds or app_settings.POLL_MAX_SECONDS
+        self.once = o.once
+        self.using = o.using
+        self._in_flight: dict[uuid.UUID, tuple[state.Claim, Future[state.Outcome]]] = {}
+        self._done: queue.SimpleQueue[state.Outcome] = queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._forced = False
+        self._runs_finished = 0
+        self._skew = timedelta(0)  # host clock minus database clock
+        self._started_at = None
+        self.on_idle: Callable[[], None] | None = None  # test seam
+
+    # -- control ---------------------------------------------------------------------
+
+    def request_stop(self, force: bool = False) -> None:
+        """Stop claiming and drain; with ``force`` (or on a second request) stop at once."""
+        if self._stopping.is_set() or force:
+            self._forced = True
+        self._stopping.set()
+        self._wake.set()
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT: first drains, second forces (main thread only)."""
+
+        def handler(signum: int, frame: Any) -> None:
+            logger.warning("worker %s got signal %s: %s", self.worker_id, signum,
+                           "forcing exit" if self._stopping.is_set() else "draining")
+            self.request_stop()
+
+        signal.signal(signal.SIGTERM, handler)
+        signal.signal(signal.SIGINT, handler)
+
+    # -- the loop --------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run until stopped (or one pass with ``once``); returns the process exit code."""
+        logger.info("worker %s starting (concurrency %s, batch %s, lease %ss)",
+                    self.worker_id, self.concurrency, self.batch_size, self.lease_seconds)
+        executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="durable-run")
+        errors = 0
+        last_renew = last_beat = 0.0
+        claimed_total = 0
+        released = False
+        self._startup()
+        try:
+            while not self._forced:
+                if self._stopping.is_set() and not released:
+                    self._release_unstarted()
+                    released = True
+                try:
+                    self._complete_finished()
+                    if self._stopping.is_set() and not self._in_flight:
+                        break
+                    mono = time.monotonic()
+                    if mono - last_renew >= self.renew_every:
+                        self._renew()
+                        last_renew = mono
+                    if mono - last_beat >= self.renew_every:
+                        self._heartbeat()
+                        last_beat = mono
+                    full = False
+                    if not self._stopping.is_set():
+                        state.expire_leases(limit=self.batch_size, using=self.using)
+                        free = self.concurrency - len(self._in_flight)
+                        if free > 0:
+                            claims = state.claim_due(
+                                worker=self.worker_id, limit=min(self.batch_size, free),
+                                lease_seconds=self.lease_seconds, using=self.using,
+                            )
+                            for claim in claims:
+                                self._submit(executor, claim)
+                            claimed_total += len(claims)
+                            full = len(claims) == free
+                            if self.once and (not full or claimed_total >= self.batch_size):
+                                self._stopping.set()  # --once: one pass over what is due now
+                    errors = 0
+                    if not full:
+                        self._sleep()
+                except DatabaseError as exc:
+                    errors += 1
+                    delay = min(30.0, 0.5 * 2 ** min(errors, 6))
+                    logger.error("database error in worker %s (retry in %.1fs): %s",
+                                 self.worker_id, delay, exc)
+                    self._reset_connection()
+                    self._wake.wait(delay)
+                    self._wake.clear()
+        finally:
+            executor.shutdown(wait=not self._forced, cancel_futures=True)
+            if not self._forced:
+                self._final_heartbeat()
+        logger.info("worker %s stopped (%s runs)", self.worker_id, self._runs_finished)
+        return 1 if self._forced else 0
+
+    # -- steps -------------------------------------------------------------------------
+
+    def _startup(self) -> None:
+        attempt = 0
+        while not self._stopping.is_set():
+            try:
+                state.sync_declared(using=self.using)
+                self._heartbeat()
+                return
+            except DatabaseError as exc:
+                attempt += 1
+                delay = min(30.0, 0.5 * 2 ** min(attempt, 6))
+                logger.error("worker %s cannot reach the database (retry in %.1fs): %s",
+                             self.worker_id, delay, exc)
+                self._reset_connection()
+                self._wake.wait(delay)
+
+    def _submit(self, executor: ThreadPoolExecutor, claim: state.Claim) -> None:
+        future = executor.submit(runner.execute, claim)
+        self._in_flight[claim.lease_token] = (claim, future)
+
+        def done(f: Future[state.Outcome]) -> None:
+            if f.cancelled():
+                return
+            exc = f.exception()
+            if exc is not None:  # runner.execute never raises; be safe anyway
+                self._done.put(state.Outcome(claim, "failed", error_type=type(exc).__name__))
+            else:
+                self._done.put(f.result())
+            self._wake.set()
+
+        future.add_done_callback(done)
+
+    def _complete_finished(self) -> None:
+        outcomes: list[state.Outcome] = []
+        while True:
+            try:
+                outcomes.append(self._done.get_nowait())
+            except queue.Empty:
+                break
+        if not outcomes:
+            return
+        try:
+            report = state.complete(outcomes, using=self.using)
+        except DatabaseError:
+            for outcome in outcomes:  # keep them; completion is retried after reconnecting
+                self._done.put(outcome)
+            raise
+        for outcome in outcomes:
+            self._in_flight.pop(outcome.claim.lease_token, None)
+        self._runs_finished += len(outcomes)
+        for receipt in report.receipts:
+            logger.debug("receipt %s occurrence %s: %s", receipt.schedule_id, receipt.occurrence,
+                        receipt.status, extra={"occurrence": receipt.occurrence})
+
+    def _renew(self) -> None:
+        tokens = list(self._in_flight)
+        if not tokens:
+            return
+        owned = state.renew_leases(tokens, lease_seconds=self.lease_seconds, using=self.using)
+        for token in set(tokens) - owned:
+            claim = self._in_flight[token][0]
+            logger.warning("worker %s lost the lease of %s occurrence %s", self.worker_id,
+                           claim.schedule_name, claim.occurrence,
+                           extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence})
+
+    def _heartbeat(self) -> None:
+        db_now = state.heartbeat(
+            self.worker_id, in_flight=len(self._in_flight), runs_finished=self._runs_finished,
+            started_at=self._started_at, using=self.using,
+        )
+        self._started_at = self._started_at or db_now
+        self._skew = dj_timezone.now() - db_now
+
+    def _final_heartbeat(self) -> None:
+        try:
+            state.heartbeat(self.worker_id, in_flight=0, runs_finished=self._runs_finished,
+                            stopping=True, using=self.using)
+        except DatabaseError:
+            logger.warning("worker %s could not record its stop", self.worker_id)
+
+    def _release_unstarted(self) -> None:
+        released = []
+        for claim, future in list(self._in_flight.values()):
+            if future.cancel():
+                released.append(state.Outcome(claim, "released"))
+        if released:
+            for outcome in released:
+                self._done.put(outcome)
+
+    def _sleep(self) -> None:
+        wakeup = state.next_wakeup(using=self.using)
+        db_now_estimate = dj_timezone.now() - self._skew
+        delay = min(self.poll_max, state.seconds_until(wakeup, db_now_estimate))
+        if self._in_flight:
+            delay = min(delay, self.renew_every)
+        if delay > 0:
+            if self.on_idle is not None:
+                self.on_idle()
+            self._wake.wait(delay)
+        self._wake.clear()
+        if delay > 0.5:
+            close_old_connections()
+
+    def _reset_connection(self) -> None:
+        try:
+            connections[self.using].close()
+        except DatabaseError:
+            pass

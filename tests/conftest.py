@@ -1,0 +1,111 @@
+"""Shared fixtures: the SQLite flush hook, worker subprocesses, polling helpers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.core.management.commands import flush
+from django.db import connections
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Test teardown flushes tables with DELETE on SQLite, which the append-only triggers refuse;
+# let flush (tests only) through the same gate retention uses.
+_original_flush = flush.Command.handle
+
+
+def _flush_through_gate(self, **options):
+    conn = connections[options.get("database") or "default"]
+    conn._durable_schedules_retention_open = True
+    try:
+        return _original_flush(self, **options)
+    finally:
+        conn._durable_schedules_retention_open = False
+
+
+flush.Command.handle = _flush_through_gate
+
+
+def database_url(alias: str = "default") -> str:
+    """A DATABASE_URL pointing worker subprocesses at the *test* database."""
+    s = connections[alias].settings_dict
+    engine = s["ENGINE"]
+    if engine.endswith("sqlite3"):
+        return f"sqlite:///{s['NAME']}"
+    scheme = "postgres" if "postgresql" in engine else "mysql"
+    user = s.get("USER") or ""
+    password = f":{s['PASSWORD']}" if s.get("PASSWORD") else ""
+    return f"{scheme}://{user}{password}@{s.get('HOST') or '127.0.0.1'}:{s.get('PORT') or ''}/{s['NAME']}"
+
+
+class WorkerProcess:
+    """A real ``manage.py run_scheduler`` subprocess (``python -m django``)."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None, settings: str = "tests.settings"):
+        full_env = dict(os.environ)
+        full_env.update(
+            DJANGO_SETTINGS_MODULE=settings,
+            DATABASE_URL=database_url(),
+            PYTHONPATH=str(REPO),
+            PYTHONUNBUFFERED="1",
+        )
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "django", "run_scheduler", *args],
+            cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+
+    def signal(self, sig: int = signal.SIGTERM) -> None:
+        self.proc.send_signal(sig)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def wait(self, timeout: float = 60) -> int:
+        return self.proc.wait(timeout)
+
+    def output(self) -> str:
+        if self.proc.poll() is None:
+            self.kill()
+        return self.proc.stdout.read() if self.proc.stdout else ""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def start_worker():
+    started: list[WorkerProcess] = []
+
+    def start(*args: str, **kwargs) -> WorkerProcess:
+        w = WorkerProcess(*args, **kwargs)
+        started.append(w)
+        return w
+
+    yield start
+    for w in started:
+        w.stop()
+
+
+def wait_until(predicate, timeout: float = 30.0, interval: float = 0.1, message: str = "condition"):
+    """Poll ``predicate`` (which may query the database) until true or ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)

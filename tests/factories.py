@@ -1,0 +1,53 @@
+"""factory-boy factories with traits for the common schedule shapes."""
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import factory
+
+from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
+
+T0 = datetime(2027, 6, 1, 10, 0, 0, tzinfo=UTC)
+
+
+class ScheduleFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Schedule
+
+    name = factory.Sequence(lambda n: f"sched-{n}")
+    callback = "tests.noop"
+    kind = "interval"
+    interval_seconds = 60
+    timezone = "UTC"
+    created_at = T0
+
+    class Params:
+        cron_job = factory.Trait(kind="cron", interval_seconds=None, cron="*/5 * * * *")
+        once = factory.Trait(kind="once", interval_seconds=None, run_at=T0 + timedelta(minutes=5))
+
+
+class AttemptFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = RunAttempt
+
+    schedule = factory.SubFactory(ScheduleFactory)
+    schedule_name = factory.LazyAttribute(lambda o: o.schedule.name)
+    occurrence = factory.Sequence(lambda n: n + 1)
+    attempt = 1
+    scheduled_for = T0
+    claimed_at = T0
+    lease_token = factory.LazyFunction(uuid.uuid4)
+    lease_expires_at = T0 + timedelta(seconds=30)
+    worker = "factory"
+    idempotency_key = factory.LazyAttribute(lambda o: f"{o.schedule.id}:{o.occurrence}")
+
+
+class ReceiptFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = RunReceipt
+
+    attempt = factory.SubFactory(AttemptFactory)
+    schedule = factory.LazyAttribute(lambda o: o.attempt.schedule)
+    occurrence = factory.LazyAttribute(lambda o: o.attempt.occurrence)
+    status = "skipped"
+    finished_at = T0 + timedelta(seconds=1)

@@ -1,0 +1,77 @@
+"""Settings for the test suite.
+
+The database comes from ``DATABASE_URL`` (dj-database-url); the default is a SQLite
+file, so worker subprocesses started by the process tests can share it.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent
+SECRET_KEY = "tests-only-not-secret"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+ALLOWED_HOSTS = ["*"]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django_durable_schedules",
+    "tests.testapp.apps.TestAppConfig",
+]
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+ROOT_URLCONF = "tests.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+_sqlite_dir = os.environ.get("DDS_SQLITE_DIR") or tempfile.gettempdir()
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL", f"sqlite:///{_sqlite_dir}/dds-tests.sqlite3")
+    )
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # A file, not memory: worker subprocesses in the process tests open the same database.
+    DATABASES["default"]["TEST"] = {
+        "NAME": os.environ.get("DDS_SQLITE_TEST_NAME", f"{_sqlite_dir}/dds-test-{os.getpid()}.sqlite3")
+    }
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20}
+elif DATABASES["default"]["ENGINE"].endswith("mysql"):
+    DATABASES["default"].setdefault("OPTIONS", {})["charset"] = "utf8mb4"
+    DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+DURABLE_SCHEDULES = {}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"django_durable_schedules": {"handlers": ["console"], "level": "WARNING"}},
+}
