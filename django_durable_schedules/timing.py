@@ -76,10 +76,10 @@ CRON_MACROS = {
 }
 
 _SECOND = timedelta(seconds=1)
+_MINUTE = timedelta(minutes=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _LAST_INSTANT = datetime(MAX_YEAR, 12, 31, 23, 59, 59, tzinfo=UTC)
 _FIRST_INSTANT = datetime(2, 1, 1, tzinfo=UTC)  # cron searches never start earlier (no underflow)
-_MAX_REJECTED_CANDIDATES = 10_000  # cronsim results filtered out in one search (see _cron_next)
 
 
 # --------------------------------------------------------------------------------------
@@ -401,7 +401,7 @@ def is_wildcard_cron(expr: str) -> bool:
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # identity hash: plans are cached per (expression, zone)
 class _CronPlan:
     normalized: str
     expanded: str
@@ -411,30 +411,24 @@ class _CronPlan:
     hours: frozenset[int]
     months: frozenset[int]
     days: CronSim  # a cronsim instance used only for its day matcher (months forced to *)
+    day_expr: str  # "0 0 <dom> <month> <dow>": cronsim jumps to the next firing date
 
     @functools.cached_property
-    def _minutes_of_day(self) -> list[int]:
-        return sorted(60 * h + m for h in self.hours for m in self.minutes)
+    def minutes_of_day(self) -> tuple[int, ...]:
+        """Matching wall times of a firing day, as sorted minutes after midnight."""
+        return tuple(sorted(60 * h + m for h in self.hours for m in self.minutes))
 
-    def minutes_of_day_between(self, start: timedelta, end: timedelta) -> int:
+    def count_minutes_of_day(self, start: timedelta, end: timedelta) -> int:
         """How many matching wall times ``00:00 + k minutes`` satisfy start <= k < end."""
-        first = math.ceil(start / timedelta(minutes=1))
-        last = math.ceil(end / timedelta(minutes=1))
-        return bisect.bisect_left(self._minutes_of_day, last) - bisect.bisect_left(
-            self._minutes_of_day, first
+        first = math.ceil(start / _MINUTE)
+        last = math.ceil(end / _MINUTE)
+        return bisect.bisect_left(self.minutes_of_day, last) - bisect.bisect_left(
+            self.minutes_of_day, first
         )
 
     def matches_day(self, day: date) -> bool:
+        """Month and the day-of-month/day-of-week rule (cronsim's matcher, R5)."""
         return day.month in self.months and self.days.match_day(day)
-
-    def matches_reading(self, local: datetime) -> bool:
-        """True if the local wall reading matches every field (the wildcard rule, R3)."""
-        return (
-            local.second == 0
-            and local.minute in self.minutes
-            and local.hour in self.hours
-            and self.matches_day(local.date())
-        )
 
 
 @functools.cache
@@ -496,6 +490,7 @@ def _compile(expr: str, tz_name: str) -> _CronPlan:
         hours=frozenset(times.hours),
         months=frozenset(_engine(f"* * * {month} *", reference).months),
         days=_engine(f"* * {dom} * {dow}", reference),
+        day_expr=f"0 0 {dom} {month} {dow}",
     )
     if not _can_ever_fire(plan):
         raise InvalidSchedule("cron", _never_fires_message(expanded))
@@ -525,85 +520,165 @@ def validate_cron(expr: str, timezone: str = "UTC") -> str:
 
 
 # --------------------------------------------------------------------------------------
-# Cron evaluation (cronsim, wrapped)
+# Cron evaluation
+#
+# cronsim parses the expression and decides which calendar dates fire (month, the
+# day-of-month/day-of-week rule, L, LW, nL, #). Mapping wall times to instants is done
+# here, because cronsim's own DST handling breaks the contract in three ways (each one is
+# a test in tests/test_timing.py):
+#
+# * fixed-time job, search started inside the second pass of a repeated hour: cronsim
+#   drops the fold and returns the first reading of a later wall time, which lies *before*
+#   the start (``50 1 * * *`` from 06:40Z on 2027-11-07 New York gives 05:50Z);
+# * wildcard job on a day whose midnight falls in a gap (America/Havana 2027-03-14): it
+#   returns the non-existent 00:00, i.e. 01:00 real time, even for ``*/30 0 * * *``;
+# * wildcard job across a 30-minute shift (Australia/Lord_Howe 2027-04-04): it steps hours
+#   in UTC and lands on :30, skipping the 00:00 slot of the next day.
 # --------------------------------------------------------------------------------------
+
+
+def _reading(instant: datetime, tz: ZoneInfo) -> datetime:
+    """The naive local wall-clock reading of a UTC instant."""
+    return instant.astimezone(tz).replace(tzinfo=None, fold=0)
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_day(tz: ZoneInfo, day: date) -> tuple[datetime, datetime] | None:
+    """UTC bounds [start, end) of local ``day`` if the zone's offset is the same from one
+    second before its midnight to the next midnight, so every wall minute of the day occurs
+    exactly once at ``start + minutes`` and no gap-shifted slot lands in it; else None."""
+    try:
+        start = datetime.combine(day, time(), tzinfo=tz).astimezone(UTC)
+        end = start + timedelta(days=1)
+        offset = (start - _SECOND).astimezone(tz).utcoffset()
+        if any(
+            (start + timedelta(hours=h)).astimezone(tz).utcoffset() != offset
+            for h in range(25)
+        ):
+            return None
+    except OverflowError:
+        return None
+    return start, end
+
+
+def _first_instant_after_gap(tz: ZoneInfo, wall: datetime, lo: datetime, hi: datetime) -> datetime:
+    """The first instant whose reading is later than ``wall``, a wall time that a
+    spring-forward gap skips; ``lo < that instant <= hi`` (bisection over seconds)."""
+    while hi - lo > _SECOND:
+        middle = lo + timedelta(seconds=(hi - lo) // _SECOND // 2)
+        if _reading(middle, tz) > wall:
+            hi = middle
+        else:
+            lo = middle
+    return hi
+
+
+def _wall_instants(plan: _CronPlan, wall: datetime) -> tuple[datetime, ...]:
+    """The instants at which a matching wall time fires (R1-R3)."""
+    tz = plan.tz
+    candidates = sorted(
+        {wall.replace(tzinfo=tz, fold=fold).astimezone(UTC) for fold in (0, 1)}
+    )
+    real = [u for u in candidates if _reading(u, tz) == wall]
+    if plan.wildcard:
+        return tuple(real)  # both passes of a repeated hour; nothing inside a gap
+    if real:
+        return (real[0],)  # fixed-time: the first reading only
+    return (_first_instant_after_gap(tz, wall, candidates[0], candidates[-1]),)
+
+
+@functools.lru_cache(maxsize=256)
+def _day_instants(plan: _CronPlan, day: date) -> tuple[datetime, ...]:
+    """All fire instants of the wall times of a firing ``day`` with a DST change, sorted."""
+    midnight = datetime.combine(day, time())
+    instants: set[datetime] = set()
+    for minutes in plan.minutes_of_day:
+        instants.update(_wall_instants(plan, midnight + timedelta(minutes=minutes)))
+    return tuple(sorted(instants))
+
+
+def _first_instant_of_day_after(plan: _CronPlan, day: date, after: datetime) -> datetime | None:
+    """The first fire instant strictly after ``after`` among the wall times of ``day``."""
+    bounds = _plain_day(plan.tz, day)
+    if bounds is None:
+        instants = _day_instants(plan, day)
+        index = bisect.bisect_right(instants, after)
+        return instants[index] if index < len(instants) else None
+    start = bounds[0]
+    index = bisect.bisect_right(plan.minutes_of_day, (after - start) // _MINUTE)
+    if index == len(plan.minutes_of_day):
+        return None
+    return start + plan.minutes_of_day[index] * _MINUTE
+
+
+def _next_firing_day(plan: _CronPlan, day: date) -> date | None:
+    """The first date >= ``day`` that the calendar fields select (None after MAX_YEAR).
+    Looks at the next few dates directly, then lets cronsim jump (it gives up after 50
+    years without a match, which only an expression rejected by validate_cron can need)."""
+    for _ in range(8):
+        if plan.matches_day(day):
+            return day if day.year <= MAX_YEAR else None
+        day += timedelta(days=1)
+    engine = CronSim(plan.day_expr, datetime.combine(day, time()) - _SECOND)
+    try:
+        day = next(engine).date()
+    except (StopIteration, OverflowError):
+        return None
+    return day if day.year <= MAX_YEAR else None
 
 
 def _cron_next(plan: _CronPlan, after: datetime) -> datetime | None:
     """First slot strictly after the UTC instant ``after`` (whole seconds), or None.
 
-    cronsim does the search; two of its results are filtered out:
-
-    * fixed-time jobs: cronsim works on the naive wall reading of ``after`` and so forgets
-      which pass of a repeated hour ``after`` is in. From the second pass it returns the
-      first reading of a later wall time, which is *before* ``after`` (e.g. ``50 1 * * *``
-      from 01:40 EST on 2027-11-07 gives 01:50 EDT = 05:50Z). Results <= ``after`` are
-      skipped; the next one is the right slot (that wall time already fired in the first
-      pass, R2).
-    * wildcard jobs: when cronsim moves to a new day it starts at local midnight; if
-      midnight is inside a spring-forward gap (America/Havana 2027-03-14) it returns that
-      non-existent 00:00, i.e. the instant whose real reading is 01:00, even for
-      ``*/30 0 * * *``. Results whose real local reading does not match are skipped (R3).
+    Walks the firing dates from ``after``'s local date and returns the earliest instant
+    later than ``after``. Next to a DST change the walk also looks at the date before
+    (a repeated hour can straddle midnight) and the date after the one that produced the
+    answer (a repeated hour can put instants of one date before those of the previous).
+    A date without DST change ends before the next one starts, so it needs neither.
     """
     after = max(after, _FIRST_INSTANT)
     if after >= _LAST_INSTANT:
         return None
-    engine = _engine(plan.expanded, after.astimezone(plan.tz))
-    for _ in range(_MAX_REJECTED_CANDIDATES):
-        try:
-            candidate = next(engine).astimezone(UTC)
-        except (StopIteration, OverflowError):  # cronsim gives up after 50 empty years
-            return None
-        if candidate > _LAST_INSTANT:
-            return None
-        if candidate <= after:
-            continue
-        if plan.wildcard and not plan.matches_reading(candidate.astimezone(plan.tz)):
-            continue
-        return candidate
-    raise RuntimeError(f"cron search for {plan.expanded!r} did not settle")  # pragma: no cover
-
-
-def _plain_day(plan: _CronPlan, day: date) -> tuple[datetime, datetime] | None:
-    """UTC bounds of local ``day`` if the zone's offset is constant from just before its
-    midnight to the next midnight (so every wall minute occurs once and no gap-shifted slot
-    lands in it), else None."""
-    try:
-        start = datetime.combine(day, time(), tzinfo=plan.tz).astimezone(UTC)
-    except OverflowError:
-        return None
-    end = start + timedelta(days=1)
-    offset = (start - _SECOND).astimezone(plan.tz).utcoffset()
-    probes = [start + timedelta(hours=h) for h in range(25)]
-    if any(p.astimezone(plan.tz).utcoffset() != offset for p in probes):
-        return None
-    if end.astimezone(plan.tz).date() != day + timedelta(days=1):
-        return None
-    return start, end
+    day = _reading(after, plan.tz).date()
+    if _plain_day(plan.tz, day - timedelta(days=1)) is None:
+        day -= timedelta(days=1)
+    best: datetime | None = None
+    best_day: date | None = None
+    while True:
+        firing = _next_firing_day(plan, day)
+        if firing is None or (best_day is not None and firing > best_day + timedelta(days=1)):
+            break
+        found = _first_instant_of_day_after(plan, firing, after)
+        if found is not None and (best is None or found < best):
+            best, best_day = found, firing
+        if best_day is not None and _plain_day(plan.tz, best_day) is not None:
+            break
+        day = firing + timedelta(days=1)
+    return best if best is not None and best <= _LAST_INSTANT else None
 
 
 def _cron_count(plan: _CronPlan, lo: datetime, hi_excl: datetime, cap: int) -> int:
     """Slots in [lo, hi_excl), at most ``cap``. Jumps from one firing local day to the
-    next with cronsim; a day without a DST change is counted arithmetically (its wall
-    minutes map linearly to UTC), a day with one is walked slot by slot."""
+    next; a day without a DST change is counted arithmetically (its wall minutes map
+    linearly to UTC), a day with one is walked slot by slot."""
     found, cursor = 0, lo
     while found < cap:
         slot = _cron_next(plan, cursor - _SECOND)
         if slot is None or slot >= hi_excl:
             break
-        bounds = _plain_day(plan, slot.astimezone(plan.tz).date())
+        bounds = _plain_day(plan.tz, _reading(slot, plan.tz).date())
         if bounds is None:
             found, cursor = found + 1, slot + _SECOND
             continue
         day_start, day_end = bounds
         cursor = min(hi_excl, day_end)
-        found += plan.minutes_of_day_between(slot - day_start, cursor - day_start)
+        found += plan.count_minutes_of_day(slot - day_start, cursor - day_start)
     return min(found, cap)
 
 
 def _cron_latest(plan: _CronPlan, lo: datetime, hi: datetime) -> datetime | None:
     """Latest slot in [lo, hi] by bisection over the forward search: O(log(hi - lo))
-    cronsim calls, so 30 days of ``* * * * *`` costs ~22 searches, not 43,200 (B17 B)."""
+    searches, so 30 days of ``* * * * *`` costs ~22 of them, not 43,200 (B17 B)."""
     best = _cron_next(plan, lo - _SECOND)
     if best is None or best > hi:
         return None

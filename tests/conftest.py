@@ -15,18 +15,16 @@ from django.db import connections
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Test teardown flushes tables with DELETE on SQLite, which the append-only triggers refuse;
+# Test teardown flushes tables with DELETE on SQLite and MySQL, which the append-only triggers refuse;
 # let flush (tests only) through the same gate retention uses.
 _original_flush = flush.Command.handle
 
 
 def _flush_through_gate(self, **options):
-    conn = connections[options.get("database") or "default"]
-    conn._durable_schedules_retention_open = True
-    try:
+    from django_durable_schedules.db.retention import retention_gate
+
+    with retention_gate(options.get("database") or "default"):
         return _original_flush(self, **options)
-    finally:
-        conn._durable_schedules_retention_open = False
 
 
 flush.Command.handle = _flush_through_gate

@@ -61,9 +61,12 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
         "NAME": os.environ.get("DDS_SQLITE_TEST_NAME", f"{_sqlite_dir}/dds-test-{os.getpid()}.sqlite3")
     }
     DATABASES["default"]["OPTIONS"] = {"timeout": 20}
-elif DATABASES["default"]["ENGINE"].endswith("mysql"):
+else:
+    # One test database per pytest process, so parallel runs on one server never collide.
+    DATABASES["default"]["TEST"] = {"NAME": f"test_dds_{os.getpid()}"}
+if DATABASES["default"]["ENGINE"].endswith("mysql"):
     DATABASES["default"].setdefault("OPTIONS", {})["charset"] = "utf8mb4"
-    DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
+    DATABASES["default"]["TEST"].update(CHARSET="utf8mb4", COLLATION="utf8mb4_unicode_ci")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

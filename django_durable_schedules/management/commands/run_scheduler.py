@@ -73,7 +73,9 @@ class Command(BaseCommand):
 
 def _log_to_stderr(level: int) -> None:
     log = logging.getLogger("django_durable_schedules")
-    if not any(getattr(h, "_dds", False) for h in log.handlers):
+    if log.handlers:  # the project's LOGGING configures it: respect that
+        return
+    if not logging.getLogger().handlers:
         handler = logging.StreamHandler()
         handler._dds = True  # type: ignore[attr-defined]
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))

@@ -1,0 +1,50 @@
+"""Insert the benchmark's schedules (run by ``throughput.py`` in a Django subprocess).
+
+    DJANGO_SETTINGS_MODULE=tests.settings DATABASE_URL=postgres://.../dds_bench \\
+        python bench/seed.py 5000
+
+``bulk_create`` skips ``Schedule.save()``, which normally fills ``next_run_at`` and
+``definition_hash``; both are set here by hand (``next_run_at`` due now, whole seconds, on
+the interval grid anchored at ``created_at``), otherwise the worker would take the rows
+for edits made behind ``save()`` and re-plan them instead of running them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import django  # noqa: E402
+
+
+def main(count: int) -> None:
+    django.setup()
+    from django.utils import timezone
+
+    from django_durable_schedules.models import Kind, Schedule, Status
+
+    now = timezone.now().replace(microsecond=0)
+    template = Schedule(kind=Kind.INTERVAL, interval_seconds=3600, timezone="UTC")
+    definition_hash = template.compute_definition_hash()
+    rows = [
+        Schedule(
+            name=f"bench-{i:06d}",
+            callback="tests.noop",
+            kind=Kind.INTERVAL,
+            interval_seconds=3600,
+            timezone="UTC",
+            status=Status.ACTIVE,
+            created_at=now,
+            next_run_at=now,
+            definition_hash=definition_hash,
+        )
+        for i in range(count)
+    ]
+    Schedule.objects.bulk_create(rows, batch_size=1000)
+    print(f"seeded {Schedule.objects.count()} schedules (definition_hash {definition_hash})")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

@@ -1,0 +1,422 @@
+"""Throughput benchmark: how many runs per second N real ``run_scheduler`` processes
+complete against PostgreSQL.
+
+    .venv/bin/python bench/throughput.py [--schedules 5000] [--workers 1,2,4] \\
+        [--database-url postgres://postgres@127.0.0.1:5432/dds_bench] [--repeat 1] [--check]
+
+What it does (see bench/README.md and docs/benchmarks.md):
+
+1. drops and recreates the database named in ``--database-url`` (its name must start with
+   ``dds_bench``), migrates it with ``python -m django migrate`` (tests.settings) and
+   inserts ``--schedules`` interval schedules (``tests.noop``, every 3600 s) with
+   ``bench/seed.py``;
+2. for each worker count N (and each repetition): truncates attempts, receipts and
+   heartbeats, resets every schedule to "never run" with no ``next_run_at`` (so nothing is
+   due), starts N ``manage.py run_scheduler`` processes, waits until all N have written a
+   heartbeat (so process start-up is not measured), then makes every schedule due in one
+   UPDATE and polls until one receipt per schedule exists; then SIGTERM;
+3. measures from the run tables, on the database clock: runs/s = schedules /
+   (last receipt ``finished_at`` - first attempt ``claimed_at``), and verifies one attempt
+   per schedule and one ``succeeded`` receipt per attempt.
+
+Prints one JSON object on stdout, then a one-line summary. Exit status: 2 if a round failed
+its verification or timed out; 1 with ``--check`` if 4 workers (the largest N measured if 4
+is not among them) stay under ``--floor`` runs/s; else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_bench"
+FLOOR_WORKERS = 4
+
+T_SCHEDULE = "durable_schedules_schedule"
+T_ATTEMPT = "durable_schedules_runattempt"
+T_RECEIPT = "durable_schedules_runreceipt"
+T_HEARTBEAT = "durable_schedules_workerheartbeat"
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Database plumbing (plain psycopg; the engine itself only runs in the worker processes)
+# ---------------------------------------------------------------------------------------
+
+
+def with_dbname(url: str, dbname: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{dbname}"))
+
+
+def dbname_of(url: str) -> str:
+    return urlsplit(url).path.lstrip("/")
+
+
+def connect(url: str) -> psycopg.Connection:
+    return psycopg.connect(url, autocommit=True)
+
+
+def scalar(conn: psycopg.Connection, sql: str, params: Any = None) -> Any:
+    row = conn.execute(sql, params).fetchone()
+    return None if row is None else row[0]
+
+
+def server_info(conn: psycopg.Connection) -> dict[str, Any]:
+    info = {
+        name: scalar(conn, f"SHOW {name}")
+        for name in ("server_version", "fsync", "synchronous_commit", "wal_sync_method",
+                     "shared_buffers", "commit_delay", "full_page_writes")
+    }
+    info["other_sessions"] = scalar(
+        conn,
+        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+        "AND pid <> pg_backend_pid()",
+    )
+    return info
+
+
+def recreate_database(url: str) -> None:
+    name = dbname_of(url)
+    with connect(with_dbname(url, "postgres")) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+
+
+def django_env(url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+    env["DATABASE_URL"] = url
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def run_django(args: list[str], env: dict[str, str]) -> None:
+    subprocess.run([sys.executable, *args], cwd=ROOT, env=env, check=True,
+                   stdout=sys.stderr, stderr=sys.stderr)
+
+
+def reset(conn: psycopg.Connection) -> None:
+    """Forget every run: empty the run tables (TRUNCATE: the append-only triggers refuse
+    DELETE, not TRUNCATE) and put each schedule back to 'never run, not due'."""
+    conn.execute(f"TRUNCATE {T_RECEIPT}, {T_ATTEMPT}, {T_HEARTBEAT}")
+    conn.execute(
+        f"UPDATE {T_SCHEDULE} SET status = 'active', degraded_reason = '', next_run_at = NULL, "
+        "last_run_at = NULL, occurrence = 0, attempt = 0, retry_scheduled_for = NULL, "
+        "failure_count = 0, missed_count = 0, lease_token = NULL, lease_expires_at = NULL"
+    )
+    conn.execute(f"VACUUM (ANALYZE) {T_SCHEDULE}")
+    conn.execute(f"VACUUM (ANALYZE) {T_ATTEMPT}")
+    conn.execute(f"VACUUM (ANALYZE) {T_RECEIPT}")
+    conn.execute("CHECKPOINT")  # every round starts without pending dirty pages
+
+
+def make_due(conn: psycopg.Connection) -> None:
+    """Every schedule due now: anchor the interval grid at this second (``created_at``) and
+    put ``next_run_at`` on it, so the claim runs the anchor slot with nothing missed."""
+    conn.execute(
+        f"UPDATE {T_SCHEDULE} SET created_at = date_trunc('second', statement_timestamp()), "
+        "next_run_at = date_trunc('second', statement_timestamp())"
+    )
+
+
+def counters(conn: psycopg.Connection, dbname: str) -> dict[str, int]:
+    row = conn.execute(
+        "SELECT d.xact_commit, d.xact_rollback, w.wal_sync, w.wal_write, w.wal_bytes, "
+        "pg_current_wal_lsn() - '0/0'::pg_lsn "
+        "FROM pg_stat_database d, pg_stat_wal w WHERE d.datname = %s",
+        (dbname,),
+    ).fetchone()
+    keys = ("xact_commit", "xact_rollback", "wal_sync", "wal_write", "wal_bytes", "wal_lsn")
+    return {k: int(v) for k, v in zip(keys, row, strict=True)}
+
+
+# ---------------------------------------------------------------------------------------
+# Workers
+# ---------------------------------------------------------------------------------------
+
+
+def start_workers(n: int, env: dict[str, str], args: argparse.Namespace, logdir: Path,
+                  tag: str) -> list[tuple[subprocess.Popen[bytes], Path]]:
+    procs = []
+    for i in range(n):
+        path = logdir / f"{tag}-worker{i}.log"
+        cmd = [
+            sys.executable, "-m", "django", "run_scheduler",
+            "--batch-size", str(args.batch_size), "--concurrency", str(args.concurrency),
+            "--max-idle", str(args.max_idle), "--worker-id", f"bench-{tag}-w{i}",
+            "--verbosity", "0",
+        ]
+        with path.open("wb") as out:
+            procs.append((subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out,
+                                           stderr=subprocess.STDOUT), path))
+    return procs
+
+
+def stop_workers(procs: list[tuple[subprocess.Popen[bytes], Path]], grace: float = 30.0) -> list[int]:
+    for proc, _ in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    codes = []
+    deadline = time.monotonic() + grace
+    for proc, path in procs:
+        try:
+            codes.append(proc.wait(timeout=max(0.1, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            log(f"worker {proc.pid} ignored SIGTERM for {grace:.0f}s; killing it (log: {path})")
+            proc.kill()
+            codes.append(proc.wait())
+    return codes
+
+
+def check_alive(procs: list[tuple[subprocess.Popen[bytes], Path]]) -> None:
+    for proc, path in procs:
+        if proc.poll() is not None:
+            tail = path.read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"worker {proc.pid} exited with {proc.returncode}:\n{tail}")
+
+
+def wait_for(conn: psycopg.Connection, sql: str, target: int, deadline: float,
+             procs: list[tuple[subprocess.Popen[bytes], Path]], interval: float) -> int:
+    polls = 0
+    while True:
+        value = scalar(conn, sql)
+        polls += 1
+        if value >= target:
+            return polls
+        check_alive(procs)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{sql!r} reached {value}, not {target}, before the deadline")
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------------------------------
+# One round
+# ---------------------------------------------------------------------------------------
+
+
+def measure(conn: psycopg.Connection, schedules: int) -> dict[str, Any]:
+    a = conn.execute(
+        f"SELECT count(*), count(DISTINCT schedule_id), min(claimed_at), max(claimed_at), "
+        f"count(DISTINCT (worker, claimed_at)) FROM {T_ATTEMPT}"
+    ).fetchone()
+    r = conn.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE status = 'succeeded'), min(finished_at), "
+        f"max(finished_at), count(DISTINCT finished_at) FROM {T_RECEIPT}"
+    ).fetchone()
+    duplicated = scalar(
+        conn,
+        f"SELECT count(*) FROM (SELECT schedule_id FROM {T_ATTEMPT} GROUP BY schedule_id "
+        "HAVING count(*) > 1) AS d",
+    )
+    unreceipted = scalar(
+        conn,
+        f"SELECT count(*) FROM {T_ATTEMPT} a LEFT JOIN {T_RECEIPT} r ON r.attempt_id = a.id "
+        "WHERE r.id IS NULL",
+    )
+    per_worker = dict(conn.execute(
+        f"SELECT worker, count(*) FROM {T_ATTEMPT} GROUP BY worker ORDER BY worker"
+    ).fetchall())
+    leased = scalar(conn, f"SELECT count(*) FROM {T_SCHEDULE} WHERE lease_token IS NOT NULL")
+    attempts, distinct_schedules, first_claim, last_claim, claim_txns = a
+    receipts, succeeded, first_finish, last_finish, finish_instants = r
+    elapsed = (last_finish - first_claim).total_seconds() if receipts else None
+    problems = []
+    if attempts != schedules:
+        problems.append(f"{attempts} attempts, expected {schedules}")
+    if distinct_schedules != schedules:
+        problems.append(f"attempts cover {distinct_schedules} schedules, expected {schedules}")
+    if receipts != schedules:
+        problems.append(f"{receipts} receipts, expected {schedules}")
+    if succeeded != receipts:
+        problems.append(f"{receipts - succeeded} receipts not 'succeeded'")
+    if duplicated:
+        problems.append(f"{duplicated} schedules with more than one attempt")
+    if unreceipted:
+        problems.append(f"{unreceipted} attempts without a receipt")
+    if leased:
+        problems.append(f"{leased} schedules still hold a lease after the workers stopped")
+    return {
+        "runs_per_second": round(schedules / elapsed, 1) if elapsed else None,
+        "elapsed_seconds": round(elapsed, 3) if elapsed is not None else None,
+        "claim_phase_seconds": round((last_claim - first_claim).total_seconds(), 3),
+        "first_claim_to_first_receipt_seconds": round((first_finish - first_claim).total_seconds(), 3),
+        "attempts": attempts,
+        "receipts": receipts,
+        "succeeded": succeeded,
+        "schedules_with_two_attempts": duplicated,
+        "claim_transactions": claim_txns,
+        "mean_claim_batch": round(attempts / claim_txns, 1) if claim_txns else None,
+        "completion_transactions": finish_instants,
+        "mean_completion_batch": round(receipts / finish_instants, 1) if finish_instants else None,
+        "attempts_per_worker": per_worker,
+        "verified": not problems,
+        "problems": problems,
+    }
+
+
+def run_round(conn: psycopg.Connection, n: int, args: argparse.Namespace, env: dict[str, str],
+              logdir: Path, tag: str) -> dict[str, Any]:
+    dbname = dbname_of(args.database_url)
+    reset(conn)
+    procs = start_workers(n, env, args, logdir, tag)
+    try:
+        started = time.monotonic()
+        wait_for(conn, f"SELECT count(*) FROM {T_HEARTBEAT}", n, started + 120, procs, 0.1)
+        startup = time.monotonic() - started
+        time.sleep(0.5)  # every worker is in its idle poll loop now
+        before = counters(conn, dbname)
+        due_at = time.monotonic()
+        make_due(conn)
+        polls = wait_for(conn, f"SELECT count(*) FROM {T_RECEIPT}", args.schedules,
+                         due_at + args.timeout, procs, args.poll_interval)
+        wall = time.monotonic() - due_at
+    finally:
+        codes = stop_workers(procs)
+    time.sleep(1.0)  # exited backends have flushed their statistics
+    after = counters(conn, dbname)
+    result = measure(conn, args.schedules)
+    delta = {k: after[k] - before[k] for k in after}
+    # The bench's own polls are transactions too (one per poll, plus the counters queries).
+    delta["xact_commit"] -= polls + 2
+    result.update(
+        workers=n,
+        wall_seconds_due_to_done=round(wall, 3),
+        worker_startup_seconds=round(startup, 2),
+        worker_exit_codes=codes,
+        commits_per_run=round(delta["xact_commit"] / args.schedules, 2),
+        wal_syncs_per_run=round(delta["wal_sync"] / args.schedules, 3),
+        wal_bytes_per_run=round(delta["wal_lsn"] / args.schedules),
+        db_counters_delta=delta,
+    )
+    if any(codes):
+        result["problems"].append(f"worker exit codes {codes}")
+        result["verified"] = False
+    return result
+
+
+# ---------------------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--schedules", type=int, default=5000, help="schedules to run (default 5000)")
+    p.add_argument("--workers", default="1,2,4", help="comma-separated worker counts (default 1,2,4)")
+    p.add_argument("--database-url", default=os.environ.get("DDS_BENCH_DATABASE_URL", DEFAULT_URL),
+                   help=f"PostgreSQL URL of the bench database, dropped and recreated; its name "
+                        f"must start with dds_bench (default {DEFAULT_URL})")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="rounds per worker count; the median runs/s is reported (default 1)")
+    p.add_argument("--batch-size", type=int, default=100)
+    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--max-idle", type=float, default=0.2)
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per round (default 300)")
+    p.add_argument("--poll-interval", type=float, default=0.1, help="receipt count poll (seconds)")
+    p.add_argument("--floor", type=float, default=1000.0, help="runs/s required at 4 workers")
+    p.add_argument("--check", action="store_true", help="exit 1 if the floor is missed")
+    p.add_argument("--skip-setup", action="store_true",
+                   help="reuse an already migrated and seeded bench database")
+    p.add_argument("--logdir", type=Path, default=ROOT / "bench" / "out",
+                   help="worker logs (default bench/out, git-ignored)")
+    args = p.parse_args(argv)
+    args.worker_counts = [int(w) for w in args.workers.split(",") if w.strip()]
+    if not args.worker_counts or min(args.worker_counts) < 1:
+        p.error("--workers needs positive integers")
+    if not dbname_of(args.database_url).startswith("dds_bench"):
+        p.error("refusing to drop a database whose name does not start with dds_bench")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    env = django_env(args.database_url)
+    args.logdir.mkdir(parents=True, exist_ok=True)
+    dbname = dbname_of(args.database_url)
+
+    if not args.skip_setup:
+        log(f"recreating database {dbname}")
+        recreate_database(args.database_url)
+        log("migrating")
+        run_django(["-m", "django", "migrate", "--verbosity", "0"], env)
+        log(f"seeding {args.schedules} schedules")
+        run_django([str(ROOT / "bench" / "seed.py"), str(args.schedules)], env)
+
+    rounds: dict[int, list[dict[str, Any]]] = {}
+    failed = False
+    with connect(args.database_url) as conn:
+        present = scalar(conn, f"SELECT count(*) FROM {T_SCHEDULE}")
+        if present != args.schedules:
+            log(f"the database holds {present} schedules, not {args.schedules}")
+            return 2
+        server = server_info(conn)
+        log(f"PostgreSQL {server['server_version']}: fsync={server['fsync']} "
+            f"synchronous_commit={server['synchronous_commit']}, "
+            f"{server['other_sessions']} other client sessions")
+        for n in args.worker_counts:
+            for rep in range(args.repeat):
+                tag = f"n{n}-r{rep + 1}"
+                log(f"round {tag}: {n} worker(s)")
+                try:
+                    result = run_round(conn, n, args, env, args.logdir, tag)
+                except (TimeoutError, RuntimeError) as exc:
+                    log(f"round {tag} failed: {exc}")
+                    result = {"workers": n, "verified": False, "problems": [str(exc)],
+                              "runs_per_second": None}
+                failed |= not result["verified"]
+                log(f"round {tag}: {result['runs_per_second']} runs/s, "
+                    f"verified={result['verified']} {result['problems'] or ''}")
+                rounds.setdefault(n, []).append(result)
+
+    summary: dict[str, float | None] = {}
+    for n, results in rounds.items():
+        rates = [r["runs_per_second"] for r in results if r["runs_per_second"] is not None]
+        summary[str(n)] = round(statistics.median(rates), 1) if rates else None
+    floor_n = FLOOR_WORKERS if FLOOR_WORKERS in rounds else max(rounds)
+    at_floor = summary[str(floor_n)]
+    passed = at_floor is not None and at_floor >= args.floor and not failed
+    report = {
+        "benchmark": "throughput",
+        "schedules": args.schedules,
+        "worker_options": {"batch_size": args.batch_size, "concurrency": args.concurrency,
+                           "max_idle": args.max_idle, "verbosity": 0},
+        "runs_per_second": summary,
+        "floor": {"workers": floor_n, "runs_per_second": args.floor, "passed": passed},
+        "verified": not failed,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "platform": platform.platform()},
+        "postgresql": server,
+        "rounds": rounds,
+    }
+    print(json.dumps(report, indent=2, default=str))
+    parts = [f"{n} worker{'s' if n != 1 else ''} {summary[str(n)]} runs/s" for n in rounds]
+    verdict = "PASS" if passed else "FAIL"
+    print(f"throughput: {', '.join(parts)} (floor {args.floor:g} at {floor_n} workers: {verdict})"
+          + ("" if not failed else " - VERIFICATION FAILED"))
+    if failed:
+        return 2
+    if args.check and not passed:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

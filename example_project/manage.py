@@ -1,0 +1,14 @@
+#!/usr/bin/env python
+"""Django's command-line utility for the example site."""
+
+import os
+import sys
+from pathlib import Path
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the app from a checkout
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(sys.argv)
