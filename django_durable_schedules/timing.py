@@ -542,23 +542,27 @@ def _reading(instant: datetime, tz: ZoneInfo) -> datetime:
     return instant.astimezone(tz).replace(tzinfo=None, fold=0)
 
 
+_PLAIN_DAY_MARGIN_HOURS = 3  # more than any DST shift in use (at most 2 hours)
+
+
 @functools.lru_cache(maxsize=4096)
 def _plain_day(tz: ZoneInfo, day: date) -> tuple[datetime, datetime] | None:
-    """UTC bounds [start, end) of local ``day`` if the zone's offset is the same from one
-    second before its midnight to the next midnight, so every wall minute of the day occurs
-    exactly once at ``start + minutes`` and no gap-shifted slot lands in it; else None."""
+    """UTC bounds [start, end) of local ``day`` if the zone's offset does not change from a
+    few hours before its midnight to a few hours after the next one; else None.
+
+    On such a day every wall minute occurs exactly once, at ``start + minutes``, no
+    gap-shifted slot of the previous day lands in it, and no repeated hour straddles
+    either midnight."""
     try:
         start = datetime.combine(day, time(), tzinfo=tz).astimezone(UTC)
-        end = start + timedelta(days=1)
         offset = (start - _SECOND).astimezone(tz).utcoffset()
-        if any(
-            (start + timedelta(hours=h)).astimezone(tz).utcoffset() != offset
-            for h in range(25)
-        ):
-            return None
+        margin = _PLAIN_DAY_MARGIN_HOURS
+        for hours in range(-margin, 24 + margin + 1):
+            if (start + timedelta(hours=hours)).astimezone(tz).utcoffset() != offset:
+                return None
     except OverflowError:
         return None
-    return start, end
+    return start, start + timedelta(days=1)
 
 
 def _first_instant_after_gap(tz: ZoneInfo, wall: datetime, lo: datetime, hi: datetime) -> datetime:
@@ -823,10 +827,15 @@ def next_slot_after(spec: Spec, after: datetime, *, inclusive: bool = False) -> 
     ``after`` is naive.
     """
     spec.validate()
-    after = _trunc(after, "after")
-    if after >= _LAST_INSTANT:
+    after = min(_trunc(after, "after"), _LAST_INSTANT + _SECOND)
+    return _next_slot(spec, after if inclusive else after + _SECOND)
+
+
+def _next_slot(spec: Spec, lo: datetime) -> datetime | None:
+    """First slot >= lo (whole-second UTC) of a validated spec, inside [start_at, end_at]."""
+    if lo > _LAST_INSTANT:
         return None
-    lo, hi = _window(spec, after if inclusive else after + _SECOND, None)
+    lo, hi = _window(spec, lo, None)
     slot = _first_slot_from(spec, lo)
     if slot is None or (hi is not None and slot > hi):
         return None
@@ -839,10 +848,11 @@ def upcoming(spec: Spec, after: datetime, count: int) -> list[datetime]:
     :class:`InvalidSchedule` like :func:`next_slot_after`."""
     if count < 0:
         raise ValueError("count must not be negative")
+    spec.validate()
     slots: list[datetime] = []
-    cursor = after
+    cursor = min(_trunc(after, "after"), _LAST_INSTANT)
     while len(slots) < count:
-        slot = next_slot_after(spec, cursor)
+        slot = _next_slot(spec, cursor + _SECOND)
         if slot is None:
             break
         slots.append(slot)
