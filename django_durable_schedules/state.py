@@ -221,6 +221,29 @@ def _ceil_second(value: datetime) -> datetime:
     return value
 
 
+def _update_rows(rows: Sequence[Schedule], fields: Sequence[str], using: str) -> None:
+    """Write ``fields`` of each row with one parameterised ``UPDATE ... WHERE id = %s``
+    sent through ``executemany`` (pipelined by psycopg 3; one statement in Django's query
+    log). ``QuerySet.bulk_update`` builds a CASE expression per row and field, which costs
+    about 10 ms of Python per row here."""
+    if not rows:
+        return
+    conn = connections[using]
+    meta = Schedule._meta
+    qn = conn.ops.quote_name
+    columns = [meta.get_field(name) for name in fields]
+    sql = "UPDATE {} SET {} WHERE {} = %s".format(
+        qn(meta.db_table), ", ".join(f"{qn(c.column)} = %s" for c in columns), qn(meta.pk.column)
+    )
+    params = [
+        [c.get_db_prep_save(getattr(row, c.attname), conn) for c in columns]
+        + [meta.pk.get_db_prep_save(row.pk, conn)]
+        for row in rows
+    ]
+    with conn.cursor() as cursor:
+        cursor.executemany(sql, params)
+
+
 def _claim_committing() -> None:
     """Called as the last statement inside the claim transaction (a test seam for B26)."""
 
@@ -277,7 +300,7 @@ def claim_due(
             RunAttempt.objects.using(using).bulk_create(attempts)
         if receipts:
             RunReceipt.objects.using(using).bulk_create(receipts)
-        Schedule.objects.using(using).bulk_update(rows, _CLAIM_FIELDS)
+        _update_rows(rows, _CLAIM_FIELDS, using)
         _claim_committing()
     for claim in claims:
         logger.debug(
@@ -449,7 +472,7 @@ def expire_leases(
                            attempt.occurrence, attempt.attempt,
                            extra={"schedule": row.name, "occurrence": attempt.occurrence})
         RunReceipt.objects.using(using).bulk_create([r.model() for r in receipts])
-        Schedule.objects.using(using).bulk_update(rows, _FINISH_FIELDS)
+        _update_rows(rows, _FINISH_FIELDS, using)
     return len(rows)
 
 
@@ -520,7 +543,7 @@ def complete(
         models = [r.model() for r in receipts]
         RunReceipt.objects.using(using).bulk_create(models)
         if touched:
-            Schedule.objects.using(using).bulk_update(list(touched.values()), _FINISH_FIELDS)
+            _update_rows(list(touched.values()), _FINISH_FIELDS, using)
         report.receipts = models
     for outcome in report.fenced:
         logger.warning("fenced late outcome of %s occurrence %s attempt %s (%s)",
