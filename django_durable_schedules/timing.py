@@ -7,8 +7,10 @@ seconds (R9 in ``shared/field-reports.md``). Durations are integer seconds.
 Rules and where they come from (``docs/time.md`` explains them with examples):
 
 * Interval schedules are elapsed UTC time: slot ``n`` is ``anchor + n * interval`` (R4).
-* Cron schedules are wall-clock time in the schedule's IANA zone, evaluated by ``cronsim``
-  and wrapped where it differs from the product contract (DESIGN.md "Semantics", R1-R3, R5):
+* Cron schedules are wall-clock time in the schedule's IANA zone (DESIGN.md "Semantics",
+  R1-R3, R5). ``cronsim`` parses the fields and decides which dates fire; this module maps
+  wall times to instants itself, because cronsim's DST handling breaks the rules below in
+  three cases (see "Cron evaluation"):
 
   - fixed-time jobs (minute and hour fields do not start with ``*``) run once for a wall
     time inside a spring-forward gap, at the first instant after the gap, and once, at the
@@ -34,7 +36,7 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
 
-__all__ = [
+__all__ = [  # noqa: RUF022 (grouped as documented)
     "InvalidSchedule",
     "UTC",
     "MIN_INTERVAL_SECONDS",
@@ -58,7 +60,7 @@ __all__ = [
     "describe",
 ]
 
-UTC = timezone.utc
+UTC = timezone.utc  # noqa: UP017 (the same object as datetime.UTC)
 MIN_INTERVAL_SECONDS = 1
 MAX_INTERVAL_SECONDS = 10 * 366 * 86400  # about ten years; bigger intervals are rejected (B30)
 MAX_YEAR = 9000  # fire times later than this year are "never" (None), never an OverflowError
@@ -241,8 +243,8 @@ class _CronField:
     name_base: int = 0  # value of names[0]
 
 
-_MONTH_NAMES = tuple("JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split())
-_DAY_NAMES = tuple("SUN MON TUE WED THU FRI SAT".split())
+_MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_DAY_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
 _FIELDS = (
     _CronField("minute", 0, 59, 60),
     _CronField("hour", 0, 23, 24),
@@ -542,7 +544,10 @@ def _reading(instant: datetime, tz: ZoneInfo) -> datetime:
     return instant.astimezone(tz).replace(tzinfo=None, fold=0)
 
 
-_PLAIN_DAY_MARGIN_HOURS = 3  # more than any DST shift in use (at most 2 hours)
+# Offsets are compared every few hours from 3 hours before midnight (more than any DST
+# shift in use, at most 2 hours) to 3 hours after the next one; two offset changes that
+# cancel out within 3 hours do not occur in the time zone database.
+_PLAIN_DAY_PROBE_HOURS = (-3, 0, 3, 6, 9, 12, 15, 18, 21, 24, 27)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -556,8 +561,7 @@ def _plain_day(tz: ZoneInfo, day: date) -> tuple[datetime, datetime] | None:
     try:
         start = datetime.combine(day, time(), tzinfo=tz).astimezone(UTC)
         offset = (start - _SECOND).astimezone(tz).utcoffset()
-        margin = _PLAIN_DAY_MARGIN_HOURS
-        for hours in range(-margin, 24 + margin + 1):
+        for hours in _PLAIN_DAY_PROBE_HOURS:
             if (start + timedelta(hours=hours)).astimezone(tz).utcoffset() != offset:
                 return None
     except OverflowError:
@@ -640,7 +644,6 @@ def _cron_next(plan: _CronPlan, after: datetime) -> datetime | None:
     answer (a repeated hour can put instants of one date before those of the previous).
     A date without DST change ends before the next one starts, so it needs neither.
     """
-    after = max(after, _FIRST_INSTANT)
     if after >= _LAST_INSTANT:
         return None
     day = _reading(after, plan.tz).date()
@@ -661,35 +664,50 @@ def _cron_next(plan: _CronPlan, after: datetime) -> datetime | None:
     return best if best is not None and best <= _LAST_INSTANT else None
 
 
+def _cron_from(plan: _CronPlan, lo: datetime) -> datetime | None:
+    """First slot at or after the UTC instant ``lo`` (whole seconds), or None."""
+    return _cron_next(plan, max(lo, _FIRST_INSTANT) - _SECOND)
+
+
 def _cron_count(plan: _CronPlan, lo: datetime, hi_excl: datetime, cap: int) -> int:
-    """Slots in [lo, hi_excl), at most ``cap``. Jumps from one firing local day to the
-    next; a day without a DST change is counted arithmetically (its wall minutes map
-    linearly to UTC), a day with one is walked slot by slot."""
-    found, cursor = 0, lo
-    while found < cap:
-        slot = _cron_next(plan, cursor - _SECOND)
-        if slot is None or slot >= hi_excl:
+    """Slots in [lo, hi_excl), at most ``cap``, day by firing local day: a day without DST
+    change is counted arithmetically (its wall minutes map linearly to UTC); the instants
+    of a day with one are collected in a set, since a gap straddling midnight can move
+    slots of two dates onto the same instant."""
+    tz = plan.tz
+    lo, hi_excl = max(lo, _FIRST_INSTANT), min(hi_excl, _LAST_INSTANT + _SECOND)
+    plain_total = 0
+    dst_instants: set[datetime] = set()
+    day: date | None = _reading(lo, tz).date() - timedelta(days=1)
+    last_day = _reading(hi_excl, tz).date() + timedelta(days=1)
+    while plain_total + len(dst_instants) < cap:
+        day = _next_firing_day(plan, day)
+        if day is None or day > last_day:
             break
-        bounds = _plain_day(plan.tz, _reading(slot, plan.tz).date())
+        bounds = _plain_day(tz, day)
         if bounds is None:
-            found, cursor = found + 1, slot + _SECOND
-            continue
-        day_start, day_end = bounds
-        cursor = min(hi_excl, day_end)
-        found += plan.count_minutes_of_day(slot - day_start, cursor - day_start)
-    return min(found, cap)
+            instants = _day_instants(plan, day)
+            first = bisect.bisect_left(instants, lo)
+            dst_instants.update(instants[first : bisect.bisect_left(instants, hi_excl)])
+        else:
+            start, end = bounds
+            plain_total += max(
+                0, plan.count_minutes_of_day(max(lo, start) - start, min(hi_excl, end) - start)
+            )
+        day += timedelta(days=1)
+    return min(plain_total + len(dst_instants), cap)
 
 
 def _cron_latest(plan: _CronPlan, lo: datetime, hi: datetime) -> datetime | None:
     """Latest slot in [lo, hi] by bisection over the forward search: O(log(hi - lo))
     searches, so 30 days of ``* * * * *`` costs ~22 of them, not 43,200 (B17 B)."""
-    best = _cron_next(plan, lo - _SECOND)
+    best = _cron_from(plan, lo)
     if best is None or best > hi:
         return None
     top = hi  # invariant: best is a slot, and no slot lies in (top, hi]
     while best < top:
         middle = best + timedelta(seconds=math.ceil((top - best) / _SECOND / 2))
-        slot = _cron_next(plan, middle - _SECOND)
+        slot = _cron_from(plan, middle)
         if slot is not None and slot <= hi:
             best = slot
         else:
@@ -799,12 +817,12 @@ def _first_slot_from(spec: Spec, lo: datetime) -> datetime | None:
     """First slot >= lo (whole-second UTC), ignoring end_at."""
     if spec.kind == "once":
         run_at = _trunc(spec.run_at, "run_at")
-        return run_at if run_at >= lo else None
+        return run_at if lo <= run_at <= _LAST_INSTANT else None
     if spec.kind == "interval":
         anchor, every = _interval_grid(spec)
         n = max(0, -((anchor - _to_seconds(lo)) // every))  # ceil((lo - anchor) / every)
         return _from_seconds(anchor + n * every)
-    return _cron_next(_compile(spec.cron, spec.timezone), lo - _SECOND)
+    return _cron_from(_compile(spec.cron, spec.timezone), lo)
 
 
 # --------------------------------------------------------------------------------------
@@ -867,7 +885,7 @@ def latest_slot_at_or_before(
     ``[start_at, end_at]``), or None. Used to coalesce missed slots into one late run (R6).
 
     Bounded whatever the gap (B17): interval and once are O(1) arithmetic; cron bisects
-    over the forward search, O(log(now - not_before)) cronsim calls. Both bounds are
+    over the forward search, O(log(now - not_before)) searches. Both bounds are
     truncated to whole seconds first. Raises :class:`InvalidSchedule` like
     :func:`next_slot_after`.
     """
@@ -962,8 +980,9 @@ def describe(spec: Spec) -> str:
     """Short human words for a spec: ``"every 5 minutes"``, ``"every 1 hour"``,
     ``"cron '0 3 * * *' (Europe/Paris)"``, ``"once at 2027-06-01 09:00:00 UTC"``.
     Does not validate; an interval is named in its largest whole unit."""
-    if spec.kind == "interval" and isinstance(spec.interval_seconds, int) and spec.interval_seconds > 0:
-        return f"every {_describe_seconds(spec.interval_seconds)}"
+    seconds = spec.interval_seconds
+    if spec.kind == "interval" and isinstance(seconds, int) and seconds > 0:
+        return f"every {_describe_seconds(seconds)}"
     if spec.kind == "cron":
         return f"cron '{spec.cron}' ({spec.timezone})"
     if spec.kind == "once" and spec.run_at is not None:
