@@ -35,6 +35,9 @@ from .conf import app_settings
 
 logger = logging.getLogger(__name__)
 
+#: How soon the loop notices a signal while it waits (seconds).
+SIGNAL_POLL_SECONDS = 0.1
+
 
 def default_worker_id() -> str:
     """``host:pid:random`` - unique per process."""
@@ -70,8 +73,11 @@ class Worker:
         self._in_flight: dict[uuid.UUID, tuple[state.Claim, Future[state.Outcome]]] = {}
         self._done: queue.SimpleQueue[state.Outcome] = queue.SimpleQueue()
         self._wake = threading.Event()
-        self._stopping = threading.Event()
+        # Stop state is plain attributes, not Events: a signal handler may write them (see
+        # install_signal_handlers).
+        self._stopping = False
         self._forced = False
+        self._signals: list[tuple[int, bool]] = []  # (signum, forced) noted by the handler
         self._runs_finished = 0
         self._skew = timedelta(0)  # host clock minus database clock
         self._started_at = None
@@ -80,19 +86,29 @@ class Worker:
     # -- control ---------------------------------------------------------------------
 
     def request_stop(self, force: bool = False) -> None:
-        """Stop claiming and drain; with ``force`` (or on a second request) stop at once."""
-        if self._stopping.is_set() or force:
-            self._forced = True
-        self._stopping.set()
+        """Stop claiming and drain; with ``force`` (or on a second request) stop at once.
+        Safe from any thread; a signal handler uses :meth:`_note_stop` instead."""
+        self._note_stop(force)
         self._wake.set()
 
+    def _note_stop(self, force: bool = False) -> bool:
+        """Record a stop request with plain attribute writes only; returns ``forced``."""
+        if self._stopping or force:
+            self._forced = True
+        self._stopping = True
+        return self._forced
+
     def install_signal_handlers(self) -> None:
-        """SIGTERM/SIGINT: first drains, second forces (main thread only)."""
+        """SIGTERM/SIGINT: first drains, second forces (main thread only).
+
+        The handler takes no lock: it runs in the main thread between two bytecodes, maybe
+        while that thread holds ``_wake``'s lock (``Event.set`` would deadlock) or is inside
+        a logging handler. It only notes the request; the loop polls for it (:meth:`_pause`)
+        and logs it.
+        """
 
         def handler(signum: int, frame: Any) -> None:
-            logger.warning("worker %s got signal %s: %s", self.worker_id, signum,
-                           "forcing exit" if self._stopping.is_set() else "draining")
-            self.request_stop()
+            self._signals.append((signum, self._note_stop()))
 
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
@@ -108,15 +124,19 @@ class Worker:
         last_renew = last_beat = 0.0
         claimed_total = 0
         released = False
+        pass_done = False  # --once: claimed what was due; finish those runs, then exit
         self._startup()
         try:
             while not self._forced:
-                if self._stopping.is_set() and not released:
+                self._log_signals()
+                if self._stopping and not released:
+                    # A stop request hands back claims whose callback has not started. (Not
+                    # the end of a --once pass: its claims were made to be run.)
                     self._release_unstarted()
                     released = True
                 try:
                     self._complete_finished()
-                    if self._stopping.is_set() and not self._in_flight:
+                    if (self._stopping or pass_done) and not self._in_flight:
                         break
                     mono = time.monotonic()
                     if mono - last_renew >= self.renew_every:
@@ -126,7 +146,7 @@ class Worker:
                         self._heartbeat()
                         last_beat = mono
                     full = False
-                    if not self._stopping.is_set():
+                    if not (self._stopping or pass_done):
                         state.expire_leases(limit=self.batch_size, using=self.using)
                         free = self.concurrency - len(self._in_flight)
                         if free > 0:
@@ -139,9 +159,10 @@ class Worker:
                             claimed_total += len(claims)
                             full = len(claims) == free
                             if self.once and (not full or claimed_total >= self.batch_size):
-                                self._stopping.set()  # --once: one pass over what is due now
+                                pass_done = True  # --once: one pass over what is due now
                     errors = 0
-                    if not full:
+                    finishing = self._stopping or pass_done
+                    if not full and not (finishing and not self._in_flight):
                         self._sleep()
                 except DatabaseError as exc:
                     errors += 1
@@ -149,9 +170,10 @@ class Worker:
                     logger.error("database error in worker %s (retry in %.1fs): %s",
                                  self.worker_id, delay, exc)
                     self._reset_connection()
-                    self._wake.wait(delay)
+                    self._pause(delay)
                     self._wake.clear()
         finally:
+            self._log_signals()
             executor.shutdown(wait=not self._forced, cancel_futures=True)
             if not self._forced:
                 self._final_heartbeat()
@@ -162,7 +184,8 @@ class Worker:
 
     def _startup(self) -> None:
         attempt = 0
-        while not self._stopping.is_set():
+        while not self._stopping:
+            self._log_signals()
             try:
                 state.sync_declared(using=self.using)
                 self._heartbeat()
@@ -173,7 +196,7 @@ class Worker:
                 logger.error("worker %s cannot reach the database (retry in %.1fs): %s",
                              self.worker_id, delay, exc)
                 self._reset_connection()
-                self._wake.wait(delay)
+                self._pause(delay)
 
     def _submit(self, executor: ThreadPoolExecutor, claim: state.Claim) -> None:
         future = executor.submit(runner.execute, claim)
@@ -257,10 +280,26 @@ class Worker:
         if delay > 0:
             if self.on_idle is not None:
                 self.on_idle()
-            self._wake.wait(delay)
+            self._pause(delay)
         self._wake.clear()
         if delay > 0.5:
             close_old_connections()
+
+    def _pause(self, delay: float) -> None:
+        """Wait up to ``delay`` seconds for ``_wake``, or until a signal is pending (noticed
+        within ``SIGNAL_POLL_SECONDS``: the handler cannot set the event)."""
+        deadline = time.monotonic() + delay
+        while not self._signals:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._wake.wait(min(remaining, SIGNAL_POLL_SECONDS)):
+                return
+
+    def _log_signals(self) -> None:
+        """Log (and so clear) the signals the handler noted."""
+        while self._signals:
+            signum, forced = self._signals.pop(0)
+            logger.warning("worker %s got signal %s: %s", self.worker_id, signum,
+                           "forcing exit" if forced else "draining")
 
     def _reset_connection(self) -> None:
         try:

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -58,6 +59,16 @@ class WorkerProcess:
             [sys.executable, "-m", "django", "run_scheduler", *args],
             cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
+        # Read the output in a thread: an undrained pipe fills up (64 KiB) and blocks the
+        # worker's logging, which would look like a hung scheduler.
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._pump, daemon=True)
+        self._reader.start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
 
     def signal(self, sig: int = signal.SIGTERM) -> None:
         self.proc.send_signal(sig)
@@ -70,9 +81,8 @@ class WorkerProcess:
         return self.proc.wait(timeout)
 
     def output(self) -> str:
-        if self.proc.poll() is None:
-            self.kill()
-        return self.proc.stdout.read() if self.proc.stdout else ""
+        """Everything the worker printed so far."""
+        return "".join(self.lines)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -2,7 +2,8 @@
 
 Every test starts ``python -m django run_scheduler`` subprocesses, so the rows they must
 see are committed (``transaction=True``) and every wait is a database poll with a deadline
-(``wait_until``); the few ``time.sleep`` calls only pace a signal, never decide a result.
+(``wait_until``); the few ``time.sleep`` calls only pace a signal or set the length of a
+load window, never decide a result.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter, defaultdict
 from datetime import timedelta
+from itertools import pairwise
 
 import pytest
 from django.db import connection
@@ -35,27 +36,14 @@ S = timedelta(seconds=1)
 # ---------------------------------------------------------------------------------------
 
 
-def _drain(worker) -> None:
-    """Read a worker's output in a thread: an undrained pipe fills up (64 KiB) and blocks
-    the worker's logging, which would look like a hung scheduler. Lines stay in
-    ``worker.lines`` for failure messages."""
-    worker.lines = []
-
-    def pump() -> None:
-        for line in worker.proc.stdout:
-            worker.lines.append(line)
-
-    threading.Thread(target=pump, daemon=True).start()
-
-
 def start(start_worker, *args: str, **kwargs):
-    worker = start_worker(*args, **kwargs)
-    _drain(worker)
-    return worker
+    return start_worker(*args, **kwargs)
 
 
 def log(*workers) -> str:
-    return "\n".join(f"--- pid {w.proc.pid}:\n" + "".join(getattr(w, "lines", []))[-4000:] for w in workers)
+    return "\n".join(
+        f"--- pid {w.proc.pid}:\n" + "".join(getattr(w, "lines", []))[-4000:] for w in workers
+    )
 
 
 def wait_exit(worker, timeout: float = 30) -> int:
@@ -69,33 +57,61 @@ def wait_started(*worker_ids: str, timeout: float = 30) -> None:
     """A worker writes its heartbeat once its start-up (sync, first heartbeat) is done."""
     wait_until(
         lambda: WorkerHeartbeat.objects.filter(worker_id__in=worker_ids).count() == len(worker_ids),
-        timeout, message=f"workers {worker_ids} to start",
+        timeout,
+        message=f"workers {worker_ids} to start",
     )
 
 
 def django_command(*args: str, settings: str = "tests.settings", timeout: float = 60):
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE=settings, DATABASE_URL=database_url(),
-               PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
-    return subprocess.run([sys.executable, "-m", "django", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    env = dict(
+        os.environ,
+        DJANGO_SETTINGS_MODULE=settings,
+        DATABASE_URL=database_url(),
+        PYTHONPATH=str(REPO),
+        PYTHONUNBUFFERED="1",
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "django", *args],
+        check=False,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def interval_schedules(prefix: str, count: int, every: int, callback: str = "tests.record"):
     return [
-        Schedule.objects.create(name=f"{prefix}-{i:03d}", callback=callback, kind="interval",
-                                interval_seconds=every, timezone="UTC")
+        Schedule.objects.create(
+            name=f"{prefix}-{i:03d}",
+            callback=callback,
+            kind="interval",
+            interval_seconds=every,
+            timezone="UTC",
+        )
         for i in range(count)
     ]
 
 
 def once_schedule(name: str, callback: str, payload=None) -> Schedule:
-    return Schedule.objects.create(name=name, callback=callback, kind="once",
-                                   run_at=dj_timezone.now(), payload=payload, timezone="UTC")
+    return Schedule.objects.create(
+        name=name,
+        callback=callback,
+        kind="once",
+        run_at=dj_timezone.now(),
+        payload=payload or {},
+        timezone="UTC",
+    )
 
 
 def assert_ledger_consistent(record_side_effects: bool = True) -> dict[str, int]:
     """The audit-trail invariants (R7) once every worker has exited; returns status counts."""
-    attempts = list(RunAttempt.objects.select_related("receipt").order_by("schedule_id", "occurrence", "attempt"))
+    attempts = list(
+        RunAttempt.objects.select_related("receipt").order_by(
+            "schedule_id", "occurrence", "attempt"
+        )
+    )
     open_attempts = [a for a in attempts if not hasattr(a, "receipt")]
     assert not open_attempts, f"attempts without a receipt: {open_attempts[:5]}"
     assert RunReceipt.objects.count() == len(attempts)
@@ -111,8 +127,10 @@ def assert_ledger_consistent(record_side_effects: bool = True) -> dict[str, int]
             numbers = [a.attempt for a in rows if a.occurrence == occ]
             assert numbers == list(range(1, len(numbers) + 1)), f"attempt gap in #{occ}: {numbers}"
         # Never concurrently with itself: each attempt is claimed after the previous one ended.
-        for prev, nxt in zip(rows, rows[1:]):
-            assert nxt.claimed_at >= prev.receipt.finished_at, f"overlapping attempts {prev} / {nxt}"
+        for prev, nxt in pairwise(rows):
+            assert nxt.claimed_at >= prev.receipt.finished_at, (
+                f"overlapping attempts {prev} / {nxt}"
+            )
 
     succeeded = Counter(
         RunReceipt.objects.filter(status="succeeded").values_list("schedule_id", "occurrence")
@@ -124,7 +142,9 @@ def assert_ledger_consistent(record_side_effects: bool = True) -> dict[str, int]
         ran = set(SideEffect.objects.values_list("schedule_name", "occurrence", "attempt"))
         for a in attempts:
             if a.receipt.status == "succeeded":
-                assert (a.schedule_name, a.occurrence, a.attempt) in ran, f"{a} succeeded without running"
+                assert (a.schedule_name, a.occurrence, a.attempt) in ran, (
+                    f"{a} succeeded without running"
+                )
     return dict(Counter(RunReceipt.objects.values_list("status", flat=True)))
 
 
@@ -148,9 +168,10 @@ def test_once_runs_everything_due_and_exits_0(start_worker):
         assert s.next_run_at == s.created_at.replace(microsecond=0) + 3600 * S
     assert WorkerHeartbeat.objects.get(worker_id="once-1").stopped_at is not None
 
-    # A second pass finds nothing due: nothing runs again, and it still exits 0.
-    again = start(start_worker, "--once", "--worker-id", "once-2")
-    assert wait_exit(again, 60) == 0, log(again)
+    # A second pass finds nothing due: nothing runs, and it exits 0 at once (it does not
+    # idle until the next due slot or the poll cap first).
+    again = start(start_worker, "--once", "--worker-id", "once-2", "--max-idle", "60")
+    assert wait_exit(again, 20) == 0, log(again)
     assert RunAttempt.objects.count() == 20
 
 
@@ -165,12 +186,22 @@ def test_sigterm_keeps_renewing_until_the_run_ends_b21(start_worker):
     wait_started(*workers)
     s = once_schedule("b21", "tests.sleep", payload={"seconds": 6})
 
-    attempt = wait_until(lambda: RunAttempt.objects.filter(schedule=s).first(), 15, message="the claim")
+    attempt = wait_until(
+        lambda: RunAttempt.objects.filter(schedule=s).first(), 15, message="the claim"
+    )
     claimer = workers[attempt.worker]
     [other] = [w for wid, w in workers.items() if wid != attempt.worker]
     time.sleep(1.0)  # the callback is now 1 s into its 6 s
     assert not SideEffect.objects.exists()
     claimer.signal(signal.SIGTERM)
+
+    # Draining, it claims nothing new: a schedule due now goes to the other worker.
+    later = once_schedule("b21-later", "tests.record")
+    late = wait_until(
+        lambda: RunAttempt.objects.filter(schedule=later).first(), 10, message="the later claim"
+    )
+    assert late.worker != attempt.worker
+    assert claimer.proc.poll() is None  # still running its callback
 
     # The draining worker keeps the lease alive for the remaining ~5 s (> the 3 s lease),
     # records the success and exits 0.
@@ -183,9 +214,10 @@ def test_sigterm_keeps_renewing_until_the_run_ends_b21(start_worker):
     s.refresh_from_db()
     assert s.status == "completed" and s.next_run_at is None and s.lease_token is None
     assert other.proc.poll() is None, log(other)  # the other worker is still up, and idle
-    assert not RunAttempt.objects.exclude(worker=attempt.worker).exists()
+    assert list(RunAttempt.objects.exclude(worker=attempt.worker)) == [late]
     other.signal(signal.SIGTERM)
     assert wait_exit(other, 30) == 0, log(other)
+    assert_ledger_consistent()
 
 
 # ---------------------------------------------------------------------------------------
@@ -200,7 +232,9 @@ def test_sigkill_mid_run_is_recovered_after_lease_expiry_b03(start_worker):
     wait_started(*workers)
     s = once_schedule("b03", "tests.sleep", payload={"seconds": 4})
 
-    first = wait_until(lambda: RunAttempt.objects.filter(schedule=s).first(), 15, message="the claim")
+    first = wait_until(
+        lambda: RunAttempt.objects.filter(schedule=s).first(), 15, message="the claim"
+    )
     victim = workers[first.worker]
     [survivor_id] = [wid for wid in workers if wid != first.worker]
     time.sleep(1.0)  # kill 1 s into the 4 s callback
@@ -211,7 +245,8 @@ def test_sigkill_mid_run_is_recovered_after_lease_expiry_b03(start_worker):
     assert s.lease_token == first.lease_token and expiry is not None
 
     second = wait_until(
-        lambda: RunAttempt.objects.filter(schedule=s, attempt=2).first(), lease + 8,
+        lambda: RunAttempt.objects.filter(schedule=s, attempt=2).first(),
+        lease + 8,
         message="the recovery",
     )
     assert time.monotonic() - killed_at <= lease + 5
@@ -220,7 +255,9 @@ def test_sigkill_mid_run_is_recovered_after_lease_expiry_b03(start_worker):
     r1 = RunReceipt.objects.get(attempt=first)
     assert r1.status == "lease_expired" and r1.finished_at >= expiry
 
-    r2 = wait_until(lambda: RunReceipt.objects.filter(attempt=second).first(), 15, message="attempt 2's receipt")
+    r2 = wait_until(
+        lambda: RunReceipt.objects.filter(attempt=second).first(), 15, message="attempt 2's receipt"
+    )
     assert r2.status == "succeeded", (r2.status, r2.error_message)
     s.refresh_from_db()
     assert s.status == "completed" and s.next_run_at is None
@@ -241,8 +278,10 @@ def test_many_workers_never_duplicate_or_lose_a_run(start_worker):
     n_workers, n_schedules, every, duration = (2, 50, 2, 12) if sqlite else (4, 200, 2, 15)
     interval_schedules("load", n_schedules, every=every)
     ids = [f"load-{i}" for i in range(n_workers)]
-    workers = [start(start_worker, "--worker-id", wid, "--max-idle", "0.5", "--concurrency", "4")
-               for wid in ids]
+    workers = [
+        start(start_worker, "--worker-id", wid, "--max-idle", "0.5", "--concurrency", "4")
+        for wid in ids
+    ]
     wait_started(*ids)
     started = time.monotonic()
     time.sleep(duration)  # the load window (the assertions below poll nothing)
@@ -262,6 +301,10 @@ def test_many_workers_never_duplicate_or_lose_a_run(start_worker):
     assert Schedule.objects.filter(name__startswith="load-", occurrence__lt=2).count() == 0
     assert len(per_worker) >= max(1, n_workers // 2), per_worker
     assert succeeded == SideEffect.objects.count()
+    assert (
+        WorkerHeartbeat.objects.filter(worker_id__in=ids, stopped_at__isnull=False).count()
+        == n_workers
+    )
     print(f"{connection.vendor}: {succeeded} runs in {elapsed:.1f}s by {dict(per_worker)}")
 
 
@@ -273,7 +316,9 @@ def test_many_workers_never_duplicate_or_lose_a_run(start_worker):
 def test_use_tz_false_is_refused_and_touches_nothing_b10(start_worker):
     [s] = interval_schedules("tz", 1, every=60)
     before = Schedule.objects.values().get(pk=s.pk)
-    worker = start(start_worker, "--worker-id", "no-tz", "--max-idle", "0.5", settings="tests.settings_no_tz")
+    worker = start(
+        start_worker, "--worker-id", "no-tz", "--max-idle", "0.5", settings="tests.settings_no_tz"
+    )
     code = wait_exit(worker, 60)
     output = "".join(worker.lines)
     assert code != 0, output
@@ -306,3 +351,23 @@ def test_bad_options_are_usage_errors(args, message):
     assert result.returncode == 2, (result.returncode, result.stderr)
     assert "usage:" in result.stderr and message in result.stderr, result.stderr
     assert not WorkerHeartbeat.objects.exists()
+
+
+def test_second_signal_exits_at_once_with_1(start_worker):
+    worker = start(
+        start_worker, "--worker-id", "forced", "--lease-seconds", "3", "--max-idle", "0.5"
+    )
+    wait_started("forced")
+    s = once_schedule("forced", "tests.sleep", payload={"seconds": 30})
+    attempt = wait_until(
+        lambda: RunAttempt.objects.filter(schedule=s).first(), 15, message="the claim"
+    )
+    worker.signal(signal.SIGTERM)  # drains: the 30 s callback keeps running
+    wait_until(lambda: "draining" in "".join(worker.lines), 10, message="the drain to start")
+    assert worker.proc.poll() is None
+    forced_at = time.monotonic()
+    worker.signal(signal.SIGTERM)
+    assert wait_exit(worker, 10) == 1, log(worker)
+    assert time.monotonic() - forced_at < 5  # did not wait for the callback
+    assert not SideEffect.objects.exists()
+    assert not RunReceipt.objects.filter(attempt=attempt).exists()  # left to lease expiry

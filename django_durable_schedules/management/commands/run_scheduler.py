@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Any
 
@@ -68,7 +69,17 @@ class Command(BaseCommand):
         worker.install_signal_handlers()
         code = worker.run()
         if code:
-            sys.exit(code)
+            # A forced stop (second signal). Callbacks may still be running in the pool's
+            # threads, and interpreter shutdown would join them: the process would keep
+            # running user code without renewing its leases, so another worker could run
+            # the same occurrence at the same time (B21). Leave now; the leases expire and
+            # are recovered elsewhere.
+            ours = logging.getLogger("django_durable_schedules")
+            for handler in logging.getLogger().handlers + ours.handlers:
+                handler.flush()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
 
 
 def _log_to_stderr(level: int) -> None:
