@@ -24,7 +24,24 @@ class ScheduleForm(forms.ModelForm):
 
     class Meta:
         model = Schedule
-        fields = "__all__"
+        fields = (
+            "name",
+            "callback",
+            "kind",
+            "interval_seconds",
+            "cron",
+            "timezone",
+            "run_at",
+            "start_at",
+            "end_at",
+            "max_runs",
+            "misfire_policy",
+            "max_attempts",
+            "payload",
+            "metadata",
+            "status",
+            "owner",
+        )
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -57,13 +74,31 @@ def _bulk(label: str, func: Any):  # type: ignore[no-untyped-def]
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
     form = ScheduleForm
-    list_display = ("name", "callback", "kind", "status", "next_run_at", "last_run_at",
-                    "occurrence", "failure_count")
+    list_display = (
+        "name",
+        "callback",
+        "kind",
+        "status",
+        "next_run_at",
+        "last_run_at",
+        "occurrence",
+        "failure_count",
+    )
     list_filter = ("status", "kind")
     search_fields = ("name", "callback")
-    readonly_fields = ("next_run_at", "last_run_at", "occurrence", "attempt", "failure_count",
-                       "missed_count", "degraded_reason", "lease_token", "lease_expires_at",
-                       "created_at", "updated_at")
+    readonly_fields = (
+        "next_run_at",
+        "last_run_at",
+        "occurrence",
+        "attempt",
+        "failure_count",
+        "missed_count",
+        "degraded_reason",
+        "lease_token",
+        "lease_expires_at",
+        "created_at",
+        "updated_at",
+    )
     actions = [
         _bulk("Enable", state.enable),
         _bulk("Disable", state.disable),
@@ -96,8 +131,15 @@ class _ReadOnly(admin.ModelAdmin):
 
 @admin.register(RunAttempt)
 class RunAttemptAdmin(_ReadOnly):
-    list_display = ("schedule_name", "occurrence", "attempt", "scheduled_for", "claimed_at", "worker",
-                    "missed_slots")
+    list_display = (
+        "schedule_name",
+        "occurrence",
+        "attempt",
+        "scheduled_for",
+        "claimed_at",
+        "worker",
+        "missed_slots",
+    )
     list_filter = ("worker",)
     search_fields = ("schedule_name", "idempotency_key")
     date_hierarchy = "claimed_at"
@@ -105,7 +147,14 @@ class RunAttemptAdmin(_ReadOnly):
 
 @admin.register(RunReceipt)
 class RunReceiptAdmin(_ReadOnly):
-    list_display = ("attempt", "status", "finished_at", "error_type", "failure_count_after", "next_run_at")
+    list_display = (
+        "attempt",
+        "status",
+        "finished_at",
+        "error_type",
+        "failure_count_after",
+        "next_run_at",
+    )
     list_filter = ("status",)
     search_fields = ("attempt__schedule_name", "error_type", "error_message")
     date_hierarchy = "finished_at"
@@ -113,5 +162,13 @@ class RunReceiptAdmin(_ReadOnly):
 
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(_ReadOnly):
-    list_display = ("worker_id", "hostname", "pid", "last_seen_at", "in_flight", "runs_finished",
-                    "clock_skew_seconds", "stopped_at")
+    list_display = (
+        "worker_id",
+        "hostname",
+        "pid",
+        "last_seen_at",
+        "in_flight",
+        "runs_finished",
+        "clock_skew_seconds",
+        "stopped_at",
+    )

@@ -20,7 +20,9 @@ class DurableSchedulesConfig(AppConfig):
         if app_settings.AUTODISCOVER:
             autodiscover()
         post_migrate.connect(_sync_after_migrate, sender=self)
-        connection_created.connect(_on_connection_created, dispatch_uid="durable_schedules_sqlite_gate")
+        connection_created.connect(
+            _on_connection_created, dispatch_uid="durable_schedules_sqlite_gate"
+        )
 
 
 def _on_connection_created(sender, connection, **kwargs):  # type: ignore[no-untyped-def]

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
+from django.core.exceptions import ImproperlyConfigured
 
 from . import conf
 
@@ -24,7 +25,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         )
     try:
         unknown = conf.unknown_keys()
-    except Exception as exc:  # settings.DURABLE_SCHEDULES is not a dict
+    except ImproperlyConfigured as exc:  # settings.DURABLE_SCHEDULES is not a dict
         return errors + [Error(str(exc), id="durable_schedules.E002")]
     if unknown:
         errors.append(
@@ -34,29 +35,44 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 id="durable_schedules.E003",
             )
         )
-    positive = ("LEASE_SECONDS", "BATCH_SIZE", "CONCURRENCY", "POLL_MAX_SECONDS", "MAX_ATTEMPTS",
-                "BACKOFF_BASE_SECONDS", "BACKOFF_CAP_SECONDS", "RESULT_MAX_BYTES",
-                "ERROR_MESSAGE_MAX_CHARS", "WORKER_STALE_SECONDS")
+    positive = (
+        "LEASE_SECONDS",
+        "BATCH_SIZE",
+        "CONCURRENCY",
+        "POLL_MAX_SECONDS",
+        "MAX_ATTEMPTS",
+        "BACKOFF_BASE_SECONDS",
+        "BACKOFF_CAP_SECONDS",
+        "RESULT_MAX_BYTES",
+        "ERROR_MESSAGE_MAX_CHARS",
+        "WORKER_STALE_SECONDS",
+    )
     for key in positive:
         value = conf.get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             errors.append(
-                Error(f"DURABLE_SCHEDULES[{key!r}] must be a positive number, not {value!r}.",
-                      id="durable_schedules.E004")
+                Error(
+                    f"DURABLE_SCHEDULES[{key!r}] must be a positive number, not {value!r}.",
+                    id="durable_schedules.E004",
+                )
             )
     if not errors:
         renew = conf.app_settings.RENEW_EVERY_SECONDS
         if renew >= conf.app_settings.LEASE_SECONDS:
             errors.append(
-                Error("RENEW_EVERY_SECONDS must be shorter than LEASE_SECONDS.",
-                      hint="Leases would expire between renewals and runs would be stolen.",
-                      id="durable_schedules.E005")
+                Error(
+                    "RENEW_EVERY_SECONDS must be shorter than LEASE_SECONDS.",
+                    hint="Leases would expire between renewals and runs would be stolen.",
+                    id="durable_schedules.E005",
+                )
             )
     return errors
 
 
 @register(Tags.database)
-def check_unregistered_callbacks(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
+def check_unregistered_callbacks(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[Any]:
     """Warn about active schedules whose callback is not registered (run with --database)."""
     if not databases:
         return []
@@ -67,7 +83,9 @@ def check_unregistered_callbacks(app_configs: Any = None, databases: Any = None,
 
     try:
         names = set(
-            Schedule.objects.filter(status=Status.ACTIVE).values_list("callback", flat=True).distinct()
+            Schedule.objects.filter(status=Status.ACTIVE)
+            .values_list("callback", flat=True)
+            .distinct()
         )
     except DatabaseError:
         return []

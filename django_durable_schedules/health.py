@@ -45,8 +45,9 @@ class Health:
         return data
 
 
-def snapshot(*, now: datetime | None = None, overdue_after: float | None = None,
-             using: str = "default") -> Health:
+def snapshot(
+    *, now: datetime | None = None, overdue_after: float | None = None, using: str = "default"
+) -> Health:
     """Build the :class:`Health` snapshot.
 
     Unhealthy when: schedules are due for longer than ``overdue_after`` seconds (default:
@@ -57,7 +58,9 @@ def snapshot(*, now: datetime | None = None, overdue_after: float | None = None,
     from .state import db_now
 
     now = now or db_now(using)
-    overdue_after = overdue_after if overdue_after is not None else max(60.0, 2 * app_settings.POLL_MAX_SECONDS)
+    overdue_after = (
+        overdue_after if overdue_after is not None else max(60.0, 2 * app_settings.POLL_MAX_SECONDS)
+    )
     schedules = Schedule.objects.using(using)
     by_status = {s: 0 for s in Status.values}
     for row in schedules.values("status").annotate(n=Count("id")):
@@ -65,9 +68,14 @@ def snapshot(*, now: datetime | None = None, overdue_after: float | None = None,
     active_unleased = Q(status=Status.ACTIVE, lease_token__isnull=True)
     agg = schedules.aggregate(
         due=Count("id", filter=active_unleased & Q(next_run_at__lte=now)),
-        overdue=Count("id", filter=active_unleased & Q(next_run_at__lte=now - timedelta(seconds=overdue_after))),
+        overdue=Count(
+            "id",
+            filter=active_unleased & Q(next_run_at__lte=now - timedelta(seconds=overdue_after)),
+        ),
         degraded=Count("id", filter=~Q(degraded_reason="")),
-        failing=Count("id", filter=Q(failure_count__gt=0, status__in=[Status.ACTIVE, Status.PAUSED])),
+        failing=Count(
+            "id", filter=Q(failure_count__gt=0, status__in=[Status.ACTIVE, Status.PAUSED])
+        ),
         live=Count("id", filter=Q(lease_expires_at__gt=now)),
         expired=Count("id", filter=Q(lease_expires_at__lte=now)),
         missed=Sum("missed_count"),
@@ -77,8 +85,16 @@ def snapshot(*, now: datetime | None = None, overdue_after: float | None = None,
     workers = list(
         WorkerHeartbeat.objects.using(using)
         .filter(stopped_at__isnull=True, last_seen_at__gte=stale)
-        .values("worker_id", "hostname", "pid", "started_at", "last_seen_at", "in_flight",
-                "runs_finished", "clock_skew_seconds")
+        .values(
+            "worker_id",
+            "hostname",
+            "pid",
+            "started_at",
+            "last_seen_at",
+            "in_flight",
+            "runs_finished",
+            "clock_skew_seconds",
+        )
     )
     problems = []
     if agg["overdue"]:

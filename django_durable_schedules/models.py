@@ -94,7 +94,9 @@ class Schedule(models.Model):
         max_length=16, choices=MisfirePolicy.choices, default=MisfirePolicy.COALESCE
     )
     max_attempts = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Attempts per occurrence; blank = the MAX_ATTEMPTS setting."
+        null=True,
+        blank=True,
+        help_text="Attempts per occurrence; blank = the MAX_ATTEMPTS setting.",
     )
 
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
@@ -102,14 +104,23 @@ class Schedule(models.Model):
     next_run_at = models.DateTimeField(null=True, blank=True)
     last_run_at = models.DateTimeField(null=True, blank=True)
     occurrence = models.PositiveIntegerField(default=0, help_text="Occurrences fired so far.")
-    attempt = models.PositiveIntegerField(default=0, help_text="Attempts made on the current occurrence.")
+    attempt = models.PositiveIntegerField(
+        default=0, help_text="Attempts made on the current occurrence."
+    )
     retry_scheduled_for = models.DateTimeField(
-        null=True, blank=True, help_text="Set while the current occurrence awaits a retry: its slot."
+        null=True,
+        blank=True,
+        help_text="Set while the current occurrence awaits a retry: its slot.",
     )
     failure_count = models.PositiveIntegerField(default=0, help_text="Consecutive failed attempts.")
-    missed_count = models.PositiveBigIntegerField(default=0, help_text="Slots passed over in total.")
+    missed_count = models.PositiveBigIntegerField(
+        default=0, help_text="Slots passed over in total."
+    )
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="durable_schedules",
     )
     lease_token = models.UUIDField(null=True, blank=True, editable=False)
@@ -128,7 +139,9 @@ class Schedule(models.Model):
         ]
         constraints = [
             models.CheckConstraint(condition=Q(kind__in=Kind.values), name="dds_sched_kind_valid"),
-            models.CheckConstraint(condition=Q(status__in=Status.values), name="dds_sched_status_valid"),
+            models.CheckConstraint(
+                condition=Q(status__in=Status.values), name="dds_sched_status_valid"
+            ),
             models.CheckConstraint(
                 condition=Q(lease_token__isnull=True, lease_expires_at__isnull=True)
                 | Q(lease_token__isnull=False, lease_expires_at__isnull=False),
@@ -142,19 +155,80 @@ class Schedule(models.Model):
                 condition=~Q(kind=Kind.CRON) | ~Q(cron=""), name="dds_sched_cron_needs_expr"
             ),
             models.CheckConstraint(
-                condition=~Q(kind=Kind.ONCE) | Q(run_at__isnull=False), name="dds_sched_once_needs_run_at"
+                condition=~Q(kind=Kind.ONCE) | Q(run_at__isnull=False),
+                name="dds_sched_once_needs_run_at",
             ),
             models.CheckConstraint(
-                condition=Q(start_at__isnull=True) | Q(end_at__isnull=True) | Q(end_at__gte=models.F("start_at")),
+                condition=Q(start_at__isnull=True)
+                | Q(end_at__isnull=True)
+                | Q(end_at__gte=models.F("start_at")),
                 name="dds_sched_window_ordered",
             ),
             models.CheckConstraint(
-                condition=Q(max_runs__isnull=True) | Q(max_runs__gte=1), name="dds_sched_max_runs_positive"
+                condition=Q(max_runs__isnull=True) | Q(max_runs__gte=1),
+                name="dds_sched_max_runs_positive",
             ),
         ]
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Normalise instants to whole UTC seconds and plan ``next_run_at``.
+
+        A new active schedule gets its first slot (an interval is due at once, R4). An edit
+        of the definition re-plans to the first slot of the new definition strictly after
+        now, so an edit never fires a run by itself (R10).
+        """
+        self._normalize()
+        new_hash = self.compute_definition_hash()
+        if self.definition_hash != new_hash:
+            now = timing.truncate_to_second(dj_timezone.now())
+            first = self._state.adding and self.occurrence == 0
+            if self.status == Status.ACTIVE:
+                self.next_run_at = plan_next(self, now, first=first)
+            self.definition_hash = new_hash
+            update_fields = kwargs.get("update_fields")
+            if update_fields is not None:
+                kwargs["update_fields"] = set(update_fields) | {"definition_hash", "next_run_at"}
+        super().save(*args, **kwargs)
+
+    # -- validation and normalisation -----------------------------------------------------
+
+    def _normalize(self) -> None:
+        if not self.timezone:
+            self.timezone = _default_timezone()
+        if self.cron:
+            self.cron = " ".join(self.cron.split())
+        for f in INSTANT_FIELDS:
+            value = getattr(self, f)
+            if isinstance(value, datetime) and dj_timezone.is_aware(value):
+                setattr(self, f, timing.truncate_to_second(value))
+
+    def clean(self) -> None:
+        """Validate the definition; raises ``ValidationError`` with field messages."""
+        errors: dict[str, list[str]] = {}
+        for f in ("run_at", "start_at", "end_at"):
+            value = getattr(self, f)
+            if isinstance(value, datetime) and dj_timezone.is_naive(value):
+                errors.setdefault(f, []).append(
+                    "An aware datetime is required (a naive one is neither UTC nor local time)."
+                )
+        if errors:
+            raise ValidationError(errors)
+        self._normalize()
+        from .registry import registry
+
+        if self.callback and self.callback not in registry:
+            errors.setdefault("callback", []).append(
+                f"{self.callback!r} is not a registered callback."
+            )
+        try:
+            self.spec().validate()
+        except timing.InvalidSchedule as exc:
+            errors.setdefault(exc.field, []).append(exc.message)
+        if errors:
+            raise ValidationError(errors)
 
     # -- definition ---------------------------------------------------------------------
 
@@ -195,63 +269,6 @@ class Schedule(models.Model):
         if self.kind == Kind.INTERVAL and self.created_at is None:
             self.created_at = dj_timezone.now()
         return timing.upcoming(self.spec(), after, count)
-
-    # -- validation and normalisation -----------------------------------------------------
-
-    def _normalize(self) -> None:
-        if not self.timezone:
-            self.timezone = _default_timezone()
-        if self.cron:
-            self.cron = " ".join(self.cron.split())
-        for f in INSTANT_FIELDS:
-            value = getattr(self, f)
-            if isinstance(value, datetime) and dj_timezone.is_aware(value):
-                setattr(self, f, timing.truncate_to_second(value))
-
-    def clean(self) -> None:
-        """Validate the definition; raises ``ValidationError`` with field messages."""
-        errors: dict[str, list[str]] = {}
-        for f in ("run_at", "start_at", "end_at"):
-            value = getattr(self, f)
-            if isinstance(value, datetime) and dj_timezone.is_naive(value):
-                errors.setdefault(f, []).append(
-                    "An aware datetime is required (a naive one is neither UTC nor local time)."
-                )
-        if errors:
-            raise ValidationError(errors)
-        self._normalize()
-        from .registry import registry
-
-        if self.callback and self.callback not in registry:
-            errors.setdefault("callback", []).append(
-                f"{self.callback!r} is not a registered callback."
-            )
-        try:
-            self.spec().validate()
-        except timing.InvalidSchedule as exc:
-            errors.setdefault(exc.field, []).append(exc.message)
-        if errors:
-            raise ValidationError(errors)
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        """Normalise instants to whole UTC seconds and plan ``next_run_at``.
-
-        A new active schedule gets its first slot (an interval is due at once, R4). An edit
-        of the definition re-plans to the first slot of the new definition strictly after
-        now, so an edit never fires a run by itself (R10).
-        """
-        self._normalize()
-        new_hash = self.compute_definition_hash()
-        if self.definition_hash != new_hash:
-            now = timing.truncate_to_second(dj_timezone.now())
-            first = self._state.adding and self.occurrence == 0
-            if self.status == Status.ACTIVE:
-                self.next_run_at = plan_next(self, now, first=first)
-            self.definition_hash = new_hash
-            update_fields = kwargs.get("update_fields")
-            if update_fields is not None:
-                kwargs["update_fields"] = set(update_fields) | {"definition_hash", "next_run_at"}
-        super().save(*args, **kwargs)
 
 
 def plan_next(schedule: Schedule, now: datetime, *, first: bool = False) -> datetime | None:
@@ -297,7 +314,8 @@ class RunAttempt(models.Model):
         indexes = [models.Index(fields=["claimed_at"], name="dds_attempt_claimed_idx")]
         constraints = [
             models.UniqueConstraint(
-                fields=["schedule", "occurrence", "attempt"], name="dds_attempt_unique_per_occurrence"
+                fields=["schedule", "occurrence", "attempt"],
+                name="dds_attempt_unique_per_occurrence",
             ),
             models.CheckConstraint(condition=Q(attempt__gte=1), name="dds_attempt_number_positive"),
         ]
@@ -320,9 +338,7 @@ class RunReceipt(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    attempt = models.OneToOneField(
-        RunAttempt, on_delete=models.DO_NOTHING, related_name="receipt"
-    )
+    attempt = models.OneToOneField(RunAttempt, on_delete=models.DO_NOTHING, related_name="receipt")
     schedule = models.ForeignKey(
         Schedule, on_delete=models.DO_NOTHING, db_constraint=False, related_name="receipts"
     )
@@ -350,10 +366,13 @@ class RunReceipt(models.Model):
                 condition=Q(status__in=ReceiptStatus.values), name="dds_receipt_status_valid"
             ),
             models.UniqueConstraint(
-                fields=["schedule", "succeeded_occurrence"], name="dds_receipt_one_success_per_occurrence"
+                fields=["schedule", "succeeded_occurrence"],
+                name="dds_receipt_one_success_per_occurrence",
             ),
             models.CheckConstraint(
-                condition=Q(status=ReceiptStatus.SUCCEEDED, succeeded_occurrence=models.F("occurrence"))
+                condition=Q(
+                    status=ReceiptStatus.SUCCEEDED, succeeded_occurrence=models.F("occurrence")
+                )
                 | (~Q(status=ReceiptStatus.SUCCEEDED) & Q(succeeded_occurrence__isnull=True)),
                 name="dds_receipt_success_key",
             ),
@@ -374,7 +393,9 @@ class WorkerHeartbeat(models.Model):
     stopped_at = models.DateTimeField(null=True, blank=True)
     in_flight = models.PositiveIntegerField(default=0)
     runs_finished = models.PositiveBigIntegerField(default=0)
-    clock_skew_seconds = models.FloatField(default=0.0, help_text="Host clock minus database clock.")
+    clock_skew_seconds = models.FloatField(
+        default=0.0, help_text="Host clock minus database clock."
+    )
 
     class Meta:
         ordering = ["-last_seen_at"]

@@ -76,7 +76,7 @@ def _walk(value: Any, budget: _Budget, stack: set[int], depth: int) -> Any:
                     out[key] = _walk(v, budget, stack, depth + 1)
                 return out
             items = []
-            for item in (list.__iter__(value) if t is list else tuple.__iter__(value)):
+            for item in list.__iter__(value) if t is list else tuple.__iter__(value):
                 if budget.left <= 0:
                     budget.truncated = True
                     break

@@ -133,18 +133,28 @@ def register(
     declaration = None
     if given:
         declaration = Declaration(
-            every=every, cron=cron, at=at, timezone=timezone, payload=payload,
-            start_at=start_at, end_at=end_at, max_runs=max_runs,
+            every=every,
+            cron=cron,
+            at=at,
+            timezone=timezone,
+            payload=payload,
+            start_at=start_at,
+            end_at=end_at,
+            max_runs=max_runs,
         )
     elif any(v is not None for v in (timezone, payload, start_at, end_at, max_runs)):
-        raise ValueError("timezone/payload/start_at/end_at/max_runs need one of every=, cron= or at=")
+        raise ValueError(
+            "timezone/payload/start_at/end_at/max_runs need one of every=, cron= or at="
+        )
 
     def decorator(f: Callable[..., Any]) -> Callable[..., Any]:
         if not callable(f):
             raise TypeError(f"callback {name!r} is not callable")
         registry.add(
             Registration(
-                name=name, func=f, declaration=declaration,
+                name=name,
+                func=f,
+                declaration=declaration,
                 is_async=inspect.iscoroutinefunction(f),
             )
         )

@@ -81,16 +81,30 @@ def execute(claim: Claim) -> Outcome:
         value = registration.func(context_for(claim))
         if inspect.isawaitable(value):
             value = asyncio.run(_await(value))
-        outcome = Outcome(claim, "succeeded", result=project_result(value, app_settings.RESULT_MAX_BYTES))
+        outcome = Outcome(
+            claim, "succeeded", result=project_result(value, app_settings.RESULT_MAX_BYTES)
+        )
     except SkipRun as exc:
-        outcome = Outcome(claim, "skipped", error_type="SkipRun", error_message=project_error(exc, max_chars)[1])
+        outcome = Outcome(
+            claim, "skipped", error_type="SkipRun", error_message=project_error(exc, max_chars)[1]
+        )
     except RetryRun as exc:
         after = exc.after_seconds if type(exc.after_seconds) in (int, float) else None
-        outcome = Outcome(claim, "failed", error_type="RetryRun",
-                          error_message=project_error(exc, max_chars)[1], retry_after=after)
+        outcome = Outcome(
+            claim,
+            "failed",
+            error_type="RetryRun",
+            error_message=project_error(exc, max_chars)[1],
+            retry_after=after,
+        )
     except FailRun as exc:
-        outcome = Outcome(claim, "failed", error_type="FailRun",
-                          error_message=project_error(exc, max_chars)[1], terminal=True)
+        outcome = Outcome(
+            claim,
+            "failed",
+            error_type="FailRun",
+            error_message=project_error(exc, max_chars)[1],
+            terminal=True,
+        )
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - any error of user code is an outcome
         error_type, message = project_error(exc, max_chars)
         outcome = Outcome(claim, "failed", error_type=error_type, error_message=message)
@@ -98,8 +112,12 @@ def execute(claim: Claim) -> Outcome:
         close_old_connections()
     logger.info(
         "run %s #%s.%s %s in %.3fs (late %.3fs)",
-        claim.schedule_name, claim.occurrence, claim.attempt, outcome.status,
-        time.monotonic() - started, claim.lateness,
+        claim.schedule_name,
+        claim.occurrence,
+        claim.attempt,
+        outcome.status,
+        time.monotonic() - started,
+        claim.lateness,
         extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
     )
     return outcome

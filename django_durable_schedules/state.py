@@ -55,14 +55,29 @@ ONE_SECOND = timedelta(seconds=1)
 
 #: Schedule columns a claim writes.
 _CLAIM_FIELDS = [
-    "occurrence", "attempt", "retry_scheduled_for", "lease_token", "lease_expires_at",
-    "next_run_at", "last_run_at", "missed_count", "status", "degraded_reason",
+    "occurrence",
+    "attempt",
+    "retry_scheduled_for",
+    "lease_token",
+    "lease_expires_at",
+    "next_run_at",
+    "last_run_at",
+    "missed_count",
+    "status",
+    "degraded_reason",
     "definition_hash",
 ]
 #: Schedule columns a completion or a recovery writes.
 _FINISH_FIELDS = [
-    "attempt", "retry_scheduled_for", "lease_token", "lease_expires_at", "next_run_at",
-    "failure_count", "missed_count", "status", "degraded_reason",
+    "attempt",
+    "retry_scheduled_for",
+    "lease_token",
+    "lease_expires_at",
+    "next_run_at",
+    "failure_count",
+    "missed_count",
+    "status",
+    "degraded_reason",
 ]
 
 
@@ -136,7 +151,9 @@ class _Receipt:
             attempt_id=self.attempt_id,
             schedule_id=self.schedule_id,
             occurrence=self.occurrence,
-            succeeded_occurrence=self.occurrence if self.status == ReceiptStatus.SUCCEEDED else None,
+            succeeded_occurrence=self.occurrence
+            if self.status == ReceiptStatus.SUCCEEDED
+            else None,
             status=self.status,
             finished_at=self.finished_at,
             result=self.result,
@@ -286,9 +303,11 @@ def claim_due(
     with transaction.atomic(using=using):
         _lock_for_write(using)
         now = _resolve_now(now, using)
-        qs = Schedule.objects.using(using).filter(
-            status=Status.ACTIVE, lease_token__isnull=True, next_run_at__lte=now
-        ).order_by("next_run_at")
+        qs = (
+            Schedule.objects.using(using)
+            .filter(status=Status.ACTIVE, lease_token__isnull=True, next_run_at__lte=now)
+            .order_by("next_run_at")
+        )
         rows = list(_locked(qs, using, skip_locked=True)[:limit])
         if not rows:
             return []
@@ -304,8 +323,11 @@ def claim_due(
         _claim_committing()
     for claim in claims:
         logger.debug(
-            "claimed %s occurrence %s attempt %s", claim.schedule_name, claim.occurrence,
-            claim.attempt, extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+            "claimed %s occurrence %s attempt %s",
+            claim.schedule_name,
+            claim.occurrence,
+            claim.attempt,
+            extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
         )
     return claims
 
@@ -382,25 +404,42 @@ def _plan_claim(
         row.next_run_at = provisional_next
         receipts.append(
             _Receipt(
-                attempt_id=attempt.id, schedule_id=row.id, occurrence=occurrence,
-                status=ReceiptStatus.DEGRADED, finished_at=now, error_type="NotRegistered",
-                error_message=row.degraded_reason, failure_count_after=row.failure_count,
+                attempt_id=attempt.id,
+                schedule_id=row.id,
+                occurrence=occurrence,
+                status=ReceiptStatus.DEGRADED,
+                finished_at=now,
+                error_type="NotRegistered",
+                error_message=row.degraded_reason,
+                failure_count_after=row.failure_count,
                 next_run_at=None,
             ).model()
         )
-        logger.warning("schedule %s degraded: %s", row.name, row.degraded_reason,
-                       extra={"schedule": row.name, "occurrence": occurrence})
+        logger.warning(
+            "schedule %s degraded: %s",
+            row.name,
+            row.degraded_reason,
+            extra={"schedule": row.name, "occurrence": occurrence},
+        )
         return
 
     row.lease_token, row.lease_expires_at = token, attempt.lease_expires_at
     row.next_run_at = provisional_next
     claims.append(
         Claim(
-            attempt_id=attempt.id, schedule_id=row.id, schedule_name=row.name,
-            callback=row.callback, occurrence=occurrence, attempt=attempt_no,
-            scheduled_for=slot, claimed_at=now, lease_token=token,
-            lease_expires_at=attempt.lease_expires_at, idempotency_key=attempt.idempotency_key,
-            payload=row.payload, missed_slots=missed,
+            attempt_id=attempt.id,
+            schedule_id=row.id,
+            schedule_name=row.name,
+            callback=row.callback,
+            occurrence=occurrence,
+            attempt=attempt_no,
+            scheduled_for=slot,
+            claimed_at=now,
+            lease_token=token,
+            lease_expires_at=attempt.lease_expires_at,
+            idempotency_key=attempt.idempotency_key,
+            payload=row.payload,
+            missed_slots=missed,
         )
     )
 
@@ -450,13 +489,19 @@ def expire_leases(
     with transaction.atomic(using=using):
         _lock_for_write(using)
         now = _resolve_now(now, using)
-        qs = Schedule.objects.using(using).filter(lease_expires_at__lte=now).order_by("lease_expires_at")
+        qs = (
+            Schedule.objects.using(using)
+            .filter(lease_expires_at__lte=now)
+            .order_by("lease_expires_at")
+        )
         rows = list(_locked(qs, using, skip_locked=True)[:limit])
         if not rows:
             return 0
         attempts = {
             a.lease_token: a
-            for a in RunAttempt.objects.using(using).filter(lease_token__in=[r.lease_token for r in rows])
+            for a in RunAttempt.objects.using(using).filter(
+                lease_token__in=[r.lease_token for r in rows]
+            )
         }
         receipts = []
         for row in rows:
@@ -464,13 +509,27 @@ def expire_leases(
             row.lease_token = row.lease_expires_at = None
             if attempt is None:  # pragma: no cover - an attempt is always written with its lease
                 continue
-            receipts.append(_fail_attempt(row, attempt.occurrence, attempt.attempt, attempt.scheduled_for,
-                                          attempt.id, now, ReceiptStatus.LEASE_EXPIRED, "LeaseExpired",
-                                          "the lease expired before the run reported an outcome",
-                                          retry_after=0.0))
-            logger.warning("lease expired: %s occurrence %s attempt %s", row.name,
-                           attempt.occurrence, attempt.attempt,
-                           extra={"schedule": row.name, "occurrence": attempt.occurrence})
+            receipts.append(
+                _fail_attempt(
+                    row,
+                    attempt.occurrence,
+                    attempt.attempt,
+                    attempt.scheduled_for,
+                    attempt.id,
+                    now,
+                    ReceiptStatus.LEASE_EXPIRED,
+                    "LeaseExpired",
+                    "the lease expired before the run reported an outcome",
+                    retry_after=0.0,
+                )
+            )
+            logger.warning(
+                "lease expired: %s occurrence %s attempt %s",
+                row.name,
+                attempt.occurrence,
+                attempt.attempt,
+                extra={"schedule": row.name, "occurrence": attempt.occurrence},
+            )
         RunReceipt.objects.using(using).bulk_create([r.model() for r in receipts])
         _update_rows(rows, _FINISH_FIELDS, using)
     return len(rows)
@@ -500,7 +559,9 @@ def complete(
         ids = {o.claim.schedule_id for o in outcomes}
         rows = {
             r.id: r
-            for r in _locked(Schedule.objects.using(using).filter(id__in=ids), using, skip_locked=False)
+            for r in _locked(
+                Schedule.objects.using(using).filter(id__in=ids), using, skip_locked=False
+            )
         }
         receipts: list[_Receipt] = []
         touched: dict[uuid.UUID, Schedule] = {}
@@ -517,11 +578,20 @@ def complete(
             assert lease_expires_at is not None
             if lease_expires_at <= now:
                 report.fenced.append(outcome)
-                receipts.append(_fail_attempt(
-                    row, claim.occurrence, claim.attempt, claim.scheduled_for, claim.attempt_id, now,
-                    ReceiptStatus.LEASE_EXPIRED, "LeaseExpired",
-                    f"the run finished ({outcome.status}) after its lease expired", retry_after=0.0,
-                ))
+                receipts.append(
+                    _fail_attempt(
+                        row,
+                        claim.occurrence,
+                        claim.attempt,
+                        claim.scheduled_for,
+                        claim.attempt_id,
+                        now,
+                        ReceiptStatus.LEASE_EXPIRED,
+                        "LeaseExpired",
+                        f"the run finished ({outcome.status}) after its lease expired",
+                        retry_after=0.0,
+                    )
+                )
             else:
                 receipts.append(_apply(row, outcome, now))
         if orphans:
@@ -534,23 +604,31 @@ def complete(
                 report.fenced.append(outcome)
                 if outcome.claim.attempt_id in done:
                     continue
-                receipts.append(_Receipt(
-                    attempt_id=outcome.claim.attempt_id, schedule_id=outcome.claim.schedule_id,
-                    occurrence=outcome.claim.occurrence, status=ReceiptStatus.LEASE_LOST,
-                    finished_at=now, error_type="LeaseLost",
-                    error_message=f"the lease was lost before the run reported {outcome.status}",
-                ))
+                receipts.append(
+                    _Receipt(
+                        attempt_id=outcome.claim.attempt_id,
+                        schedule_id=outcome.claim.schedule_id,
+                        occurrence=outcome.claim.occurrence,
+                        status=ReceiptStatus.LEASE_LOST,
+                        finished_at=now,
+                        error_type="LeaseLost",
+                        error_message=f"the lease was lost before the run reported {outcome.status}",
+                    )
+                )
         models = [r.model() for r in receipts]
         RunReceipt.objects.using(using).bulk_create(models)
         if touched:
             _update_rows(list(touched.values()), _FINISH_FIELDS, using)
         report.receipts = models
     for outcome in report.fenced:
-        logger.warning("fenced late outcome of %s occurrence %s attempt %s (%s)",
-                       outcome.claim.schedule_name, outcome.claim.occurrence,
-                       outcome.claim.attempt, outcome.status,
-                       extra={"schedule": outcome.claim.schedule_name,
-                              "occurrence": outcome.claim.occurrence})
+        logger.warning(
+            "fenced late outcome of %s occurrence %s attempt %s (%s)",
+            outcome.claim.schedule_name,
+            outcome.claim.occurrence,
+            outcome.claim.attempt,
+            outcome.status,
+            extra={"schedule": outcome.claim.schedule_name, "occurrence": outcome.claim.occurrence},
+        )
     return report
 
 
@@ -569,9 +647,18 @@ def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
         return _receipt(row, claim, ReceiptStatus.DEGRADED, now, outcome)
     if status == "failed":
         return _fail_attempt(
-            row, claim.occurrence, claim.attempt, claim.scheduled_for, claim.attempt_id, now,
-            ReceiptStatus.FAILED, outcome.error_type, outcome.error_message,
-            terminal=outcome.terminal, retry_after=outcome.retry_after, result=outcome.result,
+            row,
+            claim.occurrence,
+            claim.attempt,
+            claim.scheduled_for,
+            claim.attempt_id,
+            now,
+            ReceiptStatus.FAILED,
+            outcome.error_type,
+            outcome.error_message,
+            terminal=outcome.terminal,
+            retry_after=outcome.retry_after,
+            result=outcome.result,
         )
     if status == "succeeded":
         row.failure_count = 0
@@ -584,13 +671,26 @@ def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
     return _receipt(row, claim, receipt_status, now, outcome, slots_skipped=skipped)
 
 
-def _receipt(row: Schedule, claim: Claim, status: str, now: datetime, outcome: Outcome,
-             slots_skipped: int = 0) -> _Receipt:
+def _receipt(
+    row: Schedule,
+    claim: Claim,
+    status: str,
+    now: datetime,
+    outcome: Outcome,
+    slots_skipped: int = 0,
+) -> _Receipt:
     return _Receipt(
-        attempt_id=claim.attempt_id, schedule_id=row.id, occurrence=claim.occurrence,
-        status=status, finished_at=now, result=outcome.result, error_type=outcome.error_type,
-        error_message=outcome.error_message, failure_count_after=row.failure_count,
-        next_run_at=row.next_run_at, slots_skipped=slots_skipped,
+        attempt_id=claim.attempt_id,
+        schedule_id=row.id,
+        occurrence=claim.occurrence,
+        status=status,
+        finished_at=now,
+        result=outcome.result,
+        error_type=outcome.error_type,
+        error_message=outcome.error_message,
+        failure_count_after=row.failure_count,
+        next_run_at=row.next_run_at,
+        slots_skipped=slots_skipped,
     )
 
 
@@ -633,9 +733,17 @@ def _fail_attempt(
     else:
         skipped = _move_on(row, occurrence, now)
     return _Receipt(
-        attempt_id=attempt_id, schedule_id=row.id, occurrence=occurrence, status=status,
-        finished_at=now, result=result, error_type=error_type, error_message=error_message,
-        failure_count_after=row.failure_count, next_run_at=row.next_run_at, slots_skipped=skipped,
+        attempt_id=attempt_id,
+        schedule_id=row.id,
+        occurrence=occurrence,
+        status=status,
+        finished_at=now,
+        result=result,
+        error_type=error_type,
+        error_message=error_message,
+        failure_count_after=row.failure_count,
+        next_run_at=row.next_run_at,
+        slots_skipped=skipped,
     )
 
 
@@ -668,7 +776,9 @@ def _move_on(row: Schedule, occurrence: int, now: datetime) -> int:
 
 def _get_locked(schedule_id: Any, using: str) -> Schedule:
     _lock_for_write(using)
-    return _locked(Schedule.objects.using(using).filter(pk=schedule_id), using, skip_locked=False).get()
+    return _locked(
+        Schedule.objects.using(using).filter(pk=schedule_id), using, skip_locked=False
+    ).get()
 
 
 def enable(schedule_id: Any, *, now: datetime | None = None, using: str = "default") -> Schedule:
@@ -688,7 +798,15 @@ def enable(schedule_id: Any, *, now: datetime | None = None, using: str = "defau
         row.next_run_at = plan_next(row, now, first=row.kind == Kind.ONCE and row.occurrence == 0)
         if row.next_run_at is None:
             row.status = Status.COMPLETED
-        row.save(update_fields=["status", "degraded_reason", "retry_scheduled_for", "next_run_at", "updated_at"])
+        row.save(
+            update_fields=[
+                "status",
+                "degraded_reason",
+                "retry_scheduled_for",
+                "next_run_at",
+                "updated_at",
+            ]
+        )
     return row
 
 
@@ -720,7 +838,9 @@ def cancel(schedule_id: Any, *, using: str = "default") -> Schedule:
     return row
 
 
-def delete_schedule(schedule_id: Any, *, now: datetime | None = None, using: str = "default") -> None:
+def delete_schedule(
+    schedule_id: Any, *, now: datetime | None = None, using: str = "default"
+) -> None:
     """Delete a schedule. Refused (:class:`StateConflict`) while it holds a live lease or
     has an attempt without a receipt. Its attempts and receipts stay (the audit trail
     outlives the schedule) until retention prunes them."""
@@ -728,7 +848,11 @@ def delete_schedule(schedule_id: Any, *, now: datetime | None = None, using: str
         row = _get_locked(schedule_id, using)
         if row.lease_token is not None:
             raise StateConflict("the schedule is running (it holds a lease)")
-        if RunAttempt.objects.using(using).filter(schedule_id=row.id, receipt__isnull=True).exists():
+        if (
+            RunAttempt.objects.using(using)
+            .filter(schedule_id=row.id, receipt__isnull=True)
+            .exists()
+        ):
             raise StateConflict("the schedule has an open attempt without a receipt")
         row.delete(using=using)
 
@@ -767,7 +891,9 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
             wanted["payload"] = d.payload
         with transaction.atomic(using=using):
             _lock_for_write(using)
-            row = _locked(Schedule.objects.using(using).filter(name=reg.name), using, skip_locked=False).first()
+            row = _locked(
+                Schedule.objects.using(using).filter(name=reg.name), using, skip_locked=False
+            ).first()
             if row is None:
                 row = Schedule(name=reg.name, **wanted)
                 row.full_clean()
@@ -788,11 +914,17 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
 def recover_degraded(*, using: str = "default", now: datetime | None = None) -> list[Schedule]:
     """Re-activate schedules paused as degraded whose callback is registered again."""
     recovered = []
-    candidates = Schedule.objects.using(using).filter(status=Status.PAUSED).exclude(degraded_reason="")
+    candidates = (
+        Schedule.objects.using(using).filter(status=Status.PAUSED).exclude(degraded_reason="")
+    )
     for row in candidates.filter(callback__in=registry.names()):
         recovered.append(enable(row.pk, now=now, using=using))
-        logger.info("schedule %s recovered: callback %r is registered again", row.name, row.callback,
-                    extra={"schedule": row.name})
+        logger.info(
+            "schedule %s recovered: callback %r is registered again",
+            row.name,
+            row.callback,
+            extra={"schedule": row.name},
+        )
     return recovered
 
 
@@ -807,11 +939,16 @@ def next_wakeup(*, using: str = "default") -> datetime | None:
     due = (
         Schedule.objects.using(using)
         .filter(status=Status.ACTIVE, lease_token__isnull=True, next_run_at__isnull=False)
-        .order_by("next_run_at").values_list("next_run_at", flat=True).first()
+        .order_by("next_run_at")
+        .values_list("next_run_at", flat=True)
+        .first()
     )
     expiry = (
-        Schedule.objects.using(using).filter(lease_expires_at__isnull=False)
-        .order_by("lease_expires_at").values_list("lease_expires_at", flat=True).first()
+        Schedule.objects.using(using)
+        .filter(lease_expires_at__isnull=False)
+        .order_by("lease_expires_at")
+        .values_list("lease_expires_at", flat=True)
+        .first()
     )
     candidates = [t for t in (due, expiry) if t is not None]
     return min(candidates) if candidates else None

@@ -36,7 +36,7 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
 
-__all__ = [  # noqa: RUF022 (grouped as documented)
+__all__ = [
     "InvalidSchedule",
     "UTC",
     "MIN_INTERVAL_SECONDS",
@@ -211,8 +211,7 @@ def validate_interval(seconds: int) -> int:
     if isinstance(seconds, bool) or not isinstance(seconds, int):
         raise InvalidSchedule(
             "interval_seconds",
-            f"interval must be a whole number of seconds, got {type(seconds).__name__} "
-            f"{seconds!r}",
+            f"interval must be a whole number of seconds, got {type(seconds).__name__} {seconds!r}",
         )
     if seconds < MIN_INTERVAL_SECONDS:
         raise InvalidSchedule(
@@ -477,7 +476,7 @@ def _compile(expr: str, tz_name: str) -> _CronPlan:
     """Check syntax field by field, then build the plan; cached per (expr, zone)."""
     normalized, expanded = _expand(expr)
     fields = expanded.split()
-    for field, text in zip(_FIELDS, fields):
+    for field, text in zip(_FIELDS, fields, strict=True):
         for item in text.split(","):
             _check_item(field, item)
     minute, hour, dom, month, dow = fields
@@ -584,9 +583,7 @@ def _first_instant_after_gap(tz: ZoneInfo, wall: datetime, lo: datetime, hi: dat
 def _wall_instants(plan: _CronPlan, wall: datetime) -> tuple[datetime, ...]:
     """The instants at which a matching wall time fires (R1-R3)."""
     tz = plan.tz
-    candidates = sorted(
-        {wall.replace(tzinfo=tz, fold=fold).astimezone(UTC) for fold in (0, 1)}
-    )
+    candidates = sorted({wall.replace(tzinfo=tz, fold=fold).astimezone(UTC) for fold in (0, 1)})
     real = [u for u in candidates if _reading(u, tz) == wall]
     if plan.wildcard:
         return tuple(real)  # both passes of a repeated hour; nothing inside a gap
@@ -761,8 +758,13 @@ class Spec:
                 require_aware(getattr(self, name), name)
         if self.start_at and self.end_at and _trunc(self.end_at) < _trunc(self.start_at):
             raise InvalidSchedule("end_at", "end_at must not be before start_at")
-        self._forbid({"interval": ("cron", "run_at"), "cron": ("interval_seconds", "run_at"),
-                      "once": ("interval_seconds", "cron")}[self.kind])
+        self._forbid(
+            {
+                "interval": ("cron", "run_at"),
+                "cron": ("interval_seconds", "run_at"),
+                "once": ("interval_seconds", "cron"),
+            }[self.kind]
+        )
         getattr(self, f"_validate_{self.kind}")()
 
     def _forbid(self, names: tuple[str, ...]) -> None:
@@ -878,9 +880,7 @@ def upcoming(spec: Spec, after: datetime, count: int) -> list[datetime]:
     return slots
 
 
-def latest_slot_at_or_before(
-    spec: Spec, now: datetime, *, not_before: datetime
-) -> datetime | None:
+def latest_slot_at_or_before(spec: Spec, now: datetime, *, not_before: datetime) -> datetime | None:
     """The most recent slot ``s`` with ``not_before <= s <= now`` (and inside
     ``[start_at, end_at]``), or None. Used to coalesce missed slots into one late run (R6).
 

@@ -117,8 +117,13 @@ class Worker:
 
     def run(self) -> int:
         """Run until stopped (or one pass with ``once``); returns the process exit code."""
-        logger.info("worker %s starting (concurrency %s, batch %s, lease %ss)",
-                    self.worker_id, self.concurrency, self.batch_size, self.lease_seconds)
+        logger.info(
+            "worker %s starting (concurrency %s, batch %s, lease %ss)",
+            self.worker_id,
+            self.concurrency,
+            self.batch_size,
+            self.lease_seconds,
+        )
         executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="durable-run")
         errors = 0
         last_renew = last_beat = 0.0
@@ -151,8 +156,10 @@ class Worker:
                         free = self.concurrency - len(self._in_flight)
                         if free > 0:
                             claims = state.claim_due(
-                                worker=self.worker_id, limit=min(self.batch_size, free),
-                                lease_seconds=self.lease_seconds, using=self.using,
+                                worker=self.worker_id,
+                                limit=min(self.batch_size, free),
+                                lease_seconds=self.lease_seconds,
+                                using=self.using,
                             )
                             for claim in claims:
                                 self._submit(executor, claim)
@@ -167,8 +174,12 @@ class Worker:
                 except DatabaseError as exc:
                     errors += 1
                     delay = min(30.0, 0.5 * 2 ** min(errors, 6))
-                    logger.error("database error in worker %s (retry in %.1fs): %s",
-                                 self.worker_id, delay, exc)
+                    logger.error(
+                        "database error in worker %s (retry in %.1fs): %s",
+                        self.worker_id,
+                        delay,
+                        exc,
+                    )
                     self._reset_connection()
                     self._pause(delay)
                     self._wake.clear()
@@ -193,8 +204,12 @@ class Worker:
             except DatabaseError as exc:
                 attempt += 1
                 delay = min(30.0, 0.5 * 2 ** min(attempt, 6))
-                logger.error("worker %s cannot reach the database (retry in %.1fs): %s",
-                             self.worker_id, delay, exc)
+                logger.error(
+                    "worker %s cannot reach the database (retry in %.1fs): %s",
+                    self.worker_id,
+                    delay,
+                    exc,
+                )
                 self._reset_connection()
                 self._pause(delay)
 
@@ -233,8 +248,13 @@ class Worker:
             self._in_flight.pop(outcome.claim.lease_token, None)
         self._runs_finished += len(outcomes)
         for receipt in report.receipts:
-            logger.debug("receipt %s occurrence %s: %s", receipt.schedule_id, receipt.occurrence,
-                        receipt.status, extra={"occurrence": receipt.occurrence})
+            logger.debug(
+                "receipt %s occurrence %s: %s",
+                receipt.schedule_id,
+                receipt.occurrence,
+                receipt.status,
+                extra={"occurrence": receipt.occurrence},
+            )
 
     def _renew(self) -> None:
         tokens = list(self._in_flight)
@@ -243,22 +263,34 @@ class Worker:
         owned = state.renew_leases(tokens, lease_seconds=self.lease_seconds, using=self.using)
         for token in set(tokens) - owned:
             claim = self._in_flight[token][0]
-            logger.warning("worker %s lost the lease of %s occurrence %s", self.worker_id,
-                           claim.schedule_name, claim.occurrence,
-                           extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence})
+            logger.warning(
+                "worker %s lost the lease of %s occurrence %s",
+                self.worker_id,
+                claim.schedule_name,
+                claim.occurrence,
+                extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+            )
 
     def _heartbeat(self) -> None:
         db_now = state.heartbeat(
-            self.worker_id, in_flight=len(self._in_flight), runs_finished=self._runs_finished,
-            started_at=self._started_at, using=self.using,
+            self.worker_id,
+            in_flight=len(self._in_flight),
+            runs_finished=self._runs_finished,
+            started_at=self._started_at,
+            using=self.using,
         )
         self._started_at = self._started_at or db_now
         self._skew = dj_timezone.now() - db_now
 
     def _final_heartbeat(self) -> None:
         try:
-            state.heartbeat(self.worker_id, in_flight=0, runs_finished=self._runs_finished,
-                            stopping=True, using=self.using)
+            state.heartbeat(
+                self.worker_id,
+                in_flight=0,
+                runs_finished=self._runs_finished,
+                stopping=True,
+                using=self.using,
+            )
         except DatabaseError:
             logger.warning("worker %s could not record its stop", self.worker_id)
 
@@ -298,8 +330,12 @@ class Worker:
         """Log (and so clear) the signals the handler noted."""
         while self._signals:
             signum, forced = self._signals.pop(0)
-            logger.warning("worker %s got signal %s: %s", self.worker_id, signum,
-                           "forcing exit" if forced else "draining")
+            logger.warning(
+                "worker %s got signal %s: %s",
+                self.worker_id,
+                signum,
+                "forcing exit" if forced else "draining",
+            )
 
     def _reset_connection(self) -> None:
         try:

@@ -46,7 +46,9 @@ def database_url(alias: str = "default") -> str:
 class WorkerProcess:
     """A real ``manage.py run_scheduler`` subprocess (``python -m django``)."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None, settings: str = "tests.settings"):
+    def __init__(
+        self, *args: str, env: dict[str, str] | None = None, settings: str = "tests.settings"
+    ):
         full_env = dict(os.environ)
         full_env.update(
             DJANGO_SETTINGS_MODULE=settings,
@@ -57,7 +59,11 @@ class WorkerProcess:
         full_env.update(env or {})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "django", "run_scheduler", *args],
-            cwd=REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            cwd=REPO,
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         # Read the output in a thread: an undrained pipe fills up (64 KiB) and blocks the
         # worker's logging, which would look like a hung scheduler.

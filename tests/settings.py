@@ -58,7 +58,9 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # A file, not memory: worker subprocesses in the process tests open the same database.
     DATABASES["default"]["TEST"] = {
-        "NAME": os.environ.get("DDS_SQLITE_TEST_NAME", f"{_sqlite_dir}/dds-test-{os.getpid()}.sqlite3")
+        "NAME": os.environ.get(
+            "DDS_SQLITE_TEST_NAME", f"{_sqlite_dir}/dds-test-{os.getpid()}.sqlite3"
+        )
     }
     DATABASES["default"]["OPTIONS"] = {"timeout": 20}
 else:

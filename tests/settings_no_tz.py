@@ -1,5 +1,5 @@
 """The test settings with ``USE_TZ = False``: a configuration the app must refuse (B10 A)."""
 
-from .settings import *
+from .settings import *  # noqa: F403
 
 USE_TZ = False

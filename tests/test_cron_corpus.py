@@ -59,8 +59,12 @@ NEVER_FIRES = _read_tsv("cron-never-fires.tsv")
 # ---------------------------------------------------------------------------------------
 
 MACROS = {
-    "@hourly": "0 * * * *", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
-    "@weekly": "0 0 * * 0", "@monthly": "0 0 1 * *", "@yearly": "0 0 1 1 *",
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
 }
 MONTH_NAMES = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
@@ -153,9 +157,7 @@ class Matcher:
 
     def wall_matches(self, wall: datetime) -> bool:
         return (
-            wall.minute in self.minutes
-            and wall.hour in self.hours
-            and self.day_match(wall.date())
+            wall.minute in self.minutes and wall.hour in self.hours and self.day_match(wall.date())
         )
 
 
@@ -259,11 +261,17 @@ def windows(zone: str, year: int = 2027) -> list[tuple[datetime, datetime]]:
 
 def test_transition_finder_knows_the_2027_dates():
     assert transitions("America/New_York") == (
-        datetime(2027, 3, 14, 7, tzinfo=UTC), datetime(2027, 11, 7, 6, tzinfo=UTC))
+        datetime(2027, 3, 14, 7, tzinfo=UTC),
+        datetime(2027, 11, 7, 6, tzinfo=UTC),
+    )
     assert transitions("Australia/Lord_Howe") == (
-        datetime(2027, 4, 3, 15, tzinfo=UTC), datetime(2027, 10, 2, 15, 30, tzinfo=UTC))
+        datetime(2027, 4, 3, 15, tzinfo=UTC),
+        datetime(2027, 10, 2, 15, 30, tzinfo=UTC),
+    )
     assert transitions("America/Moncton", 2006) == (
-        datetime(2006, 4, 2, 4, 1, tzinfo=UTC), datetime(2006, 10, 29, 3, 1, tzinfo=UTC))
+        datetime(2006, 4, 2, 4, 1, tzinfo=UTC),
+        datetime(2006, 10, 29, 3, 1, tzinfo=UTC),
+    )
     assert transitions("UTC") == ()
 
 
@@ -335,43 +343,43 @@ def test_never_firing_expression_fails_spec_validation(expr, zone):
 # ---------------------------------------------------------------------------------------
 
 DST_ZONES = (
-    "America/New_York",     # 02:00 -> 03:00, 02:00 -> 01:00
-    "Europe/Berlin",        # 02:00 -> 03:00, 03:00 -> 02:00
-    "Australia/Sydney",     # southern hemisphere: gap in October, overlap in April
+    "America/New_York",  # 02:00 -> 03:00, 02:00 -> 01:00
+    "Europe/Berlin",  # 02:00 -> 03:00, 03:00 -> 02:00
+    "Australia/Sydney",  # southern hemisphere: gap in October, overlap in April
     "Australia/Lord_Howe",  # 30-minute shift
-    "America/Havana",       # gap at midnight (00:00 -> 01:00), repeated 00:xx hour
-    "America/Santiago",     # gap at midnight, repeated 23:xx hour the day before
+    "America/Havana",  # gap at midnight (00:00 -> 01:00), repeated 00:xx hour
+    "America/Santiago",  # gap at midnight, repeated 23:xx hour the day before
     # (+ America/Moncton in 2006: its repeated hour straddled midnight, 00:01 -> 23:01)
-    "Asia/Beirut",          # gap at midnight, repeated 23:xx hour
-    "America/Nuuk",         # gap 23:00 -> 00:00: the first instant after it is a midnight
+    "Asia/Beirut",  # gap at midnight, repeated 23:xx hour
+    "America/Nuuk",  # gap 23:00 -> 00:00: the first instant after it is a midnight
     "UTC",
 )
 DST_EXPRESSIONS = (
-    "30 2 * * *",        # fixed, in New York/Berlin/Sydney gaps and overlaps
-    "15 2 * * *",        # fixed, inside Lord Howe's 30-minute gap
-    "45 1 * * *",        # fixed, inside Lord Howe's repeated half hour
-    "0 0 * * *",         # fixed, midnight gaps
-    "30 0 * * *",        # fixed, midnight gaps and Havana's repeated hour
-    "30 23 * * *",       # fixed, Santiago/Beirut repeated hour
-    "0,30 2,3 * * *",    # fixed, two slots collapsing into the first instant after a gap
-    "0-59 1 * * *",      # fixed (does not start with *): once per minute, first pass only
-    "*/30 0 * * *",      # wildcard, hour 0 missing on midnight-gap days
-    "*/15 1-2 * * *",    # wildcard, both passes / nothing in the gap
-    "*/20 23 * * *",     # wildcard, repeated 23:xx
-    "* 0 * * *",         # wildcard, every minute of hour 0
-    "0 * * * *",         # wildcard (hour field *)
+    "30 2 * * *",  # fixed, in New York/Berlin/Sydney gaps and overlaps
+    "15 2 * * *",  # fixed, inside Lord Howe's 30-minute gap
+    "45 1 * * *",  # fixed, inside Lord Howe's repeated half hour
+    "0 0 * * *",  # fixed, midnight gaps
+    "30 0 * * *",  # fixed, midnight gaps and Havana's repeated hour
+    "30 23 * * *",  # fixed, Santiago/Beirut repeated hour
+    "0,30 2,3 * * *",  # fixed, two slots collapsing into the first instant after a gap
+    "0-59 1 * * *",  # fixed (does not start with *): once per minute, first pass only
+    "*/30 0 * * *",  # wildcard, hour 0 missing on midnight-gap days
+    "*/15 1-2 * * *",  # wildcard, both passes / nothing in the gap
+    "*/20 23 * * *",  # wildcard, repeated 23:xx
+    "* 0 * * *",  # wildcard, every minute of hour 0
+    "0 * * * *",  # wildcard (hour field *)
     "@hourly",
     "@daily",
-    "0 */2 * * *",       # wildcard by the hour field
+    "0 */2 * * *",  # wildcard by the hour field
     "5 0 L * *",
     "0 1 LW * *",
     "0 0 * * 0L",
-    "30 0 * * 0#1",      # first Sunday: Santiago's and Sydney's transition days
-    "0 2 1-7 * 0",       # OR rule
+    "30 0 * * 0#1",  # first Sunday: Santiago's and Sydney's transition days
+    "0 2 1-7 * 0",  # OR rule
     "*/30 0-3 */2 * 0",  # AND rule (day-of-month starts with *)
-    "0 0,1,2,3 * * sun", # names
-    "*/30 0,23 * * *",   # wildcard across a repeated hour that straddles midnight
-    "0 0,23 * * *",      # fixed: Nuuk's 23:00 (gap) and 00:00 are the same instant
+    "0 0,1,2,3 * * sun",  # names
+    "*/30 0,23 * * *",  # wildcard across a repeated hour that straddles midnight
+    "0 0,23 * * *",  # fixed: Nuuk's 23:00 (gap) and 00:00 are the same instant
 )
 
 
@@ -388,8 +396,15 @@ def test_dst_sensitive_expression_matches_brute_force(expr):
     ("zone", "year"), [(z, 2027) for z in DST_ZONES] + [("America/Moncton", 2006)]
 )
 def test_latest_and_count_agree_with_brute_force(zone, year):
-    for expr in ("30 2 * * *", "*/30 0 * * *", "*/15 1-2 * * *", "0-59 1 * * *", "30 23 * * *",
-                 "*/30 0,23 * * *", "0 0,23 * * *"):
+    for expr in (
+        "30 2 * * *",
+        "*/30 0 * * *",
+        "*/15 1-2 * * *",
+        "0-59 1 * * *",
+        "30 23 * * *",
+        "*/30 0,23 * * *",
+        "0 0,23 * * *",
+    ):
         _check_latest_and_count(expr, zone, year)
 
 

@@ -70,14 +70,19 @@ def test_guards_are_installed_and_reinstall_is_idempotent():
 
 def test_prune_removes_only_old_finished_pairs():
     s = ScheduleFactory()
-    old = [ReceiptFactory(attempt=AttemptFactory(schedule=s), finished_at=T0 - timedelta(days=40))
-           for _ in range(3)]
+    old = [
+        ReceiptFactory(attempt=AttemptFactory(schedule=s), finished_at=T0 - timedelta(days=40))
+        for _ in range(3)
+    ]
     recent = ReceiptFactory(attempt=AttemptFactory(schedule=s), finished_at=T0 - timedelta(days=2))
     open_attempt = AttemptFactory(schedule=s, claimed_at=T0 - timedelta(days=90))
     result = prune_finished(timedelta(days=30), now=T0, batch_size=2)
     assert (result.receipts, result.attempts) == (3, 3)
     assert list(RunReceipt.objects.all()) == [recent]
-    assert set(RunAttempt.objects.values_list("id", flat=True)) == {recent.attempt_id, open_attempt.id}
+    assert set(RunAttempt.objects.values_list("id", flat=True)) == {
+        recent.attempt_id,
+        open_attempt.id,
+    }
     assert not RunReceipt.objects.filter(id__in=[r.id for r in old]).exists()
     # the gate is closed again afterwards
     refused(f"DELETE FROM {q('durable_schedules_runattempt')}")

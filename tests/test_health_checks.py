@@ -17,7 +17,9 @@ S = timedelta(seconds=1)
 
 def mk(name, **kw):
     kw.setdefault("interval_seconds", 60)
-    return Schedule.objects.create(name=name, callback="tests.noop", kind="interval", created_at=T0, **kw)
+    return Schedule.objects.create(
+        name=name, callback="tests.noop", kind="interval", created_at=T0, **kw
+    )
 
 
 def test_empty_is_healthy():
@@ -73,4 +75,6 @@ def test_check_unknown_and_bad_settings():
 def test_check_warns_about_unregistered_callbacks():
     mk("ghost")
     Schedule.objects.update(callback="tests.nope")
-    assert "durable_schedules.W001" in ids(checks.run_checks(databases=["default"], include_deployment_checks=False))
+    assert "durable_schedules.W001" in ids(
+        checks.run_checks(databases=["default"], include_deployment_checks=False)
+    )

@@ -14,14 +14,18 @@ pytestmark = pytest.mark.django_db
 
 
 def test_create_directly_is_due_at_once_and_whole_seconds():
-    s = Schedule.objects.create(name="direct", callback="tests.noop", kind="interval", interval_seconds=60)
+    s = Schedule.objects.create(
+        name="direct", callback="tests.noop", kind="interval", interval_seconds=60
+    )
     assert s.next_run_at is not None and s.next_run_at.microsecond == 0
     assert s.next_run_at <= datetime.now(UTC)
     assert s.definition_hash == s.compute_definition_hash()
 
 
 def test_naive_run_at_is_rejected_b10c():
-    s = Schedule(name="naive", callback="tests.noop", kind="once", run_at=datetime(2027, 6, 1, 9, 0))
+    s = Schedule(
+        name="naive", callback="tests.noop", kind="once", run_at=datetime(2027, 6, 1, 9, 0)
+    )
     with pytest.raises(ValidationError) as exc:
         s.full_clean()
     assert "aware datetime" in str(exc.value.message_dict["run_at"])
@@ -46,16 +50,25 @@ def test_timezone_defaults_to_settings_and_unknown_zone_is_rejected(settings):
     s = Schedule(name="tz", callback="tests.noop", kind="cron", cron="25 8-16 * * *")
     s.full_clean()
     assert s.timezone == "Asia/Jakarta"
-    bad = Schedule(name="tz2", callback="tests.noop", kind="cron", cron="0 * * * *", timezone="America/New_Yrok")
+    bad = Schedule(
+        name="tz2",
+        callback="tests.noop",
+        kind="cron",
+        cron="0 * * * *",
+        timezone="America/New_Yrok",
+    )
     with pytest.raises(ValidationError) as exc:
         bad.full_clean()
     assert "timezone" in exc.value.message_dict
 
 
 def test_upcoming_works_on_an_unsaved_instance():
-    s = Schedule(name="u", callback="tests.noop", kind="cron", cron="0 3 * * *", timezone="Europe/Paris")
+    s = Schedule(
+        name="u", callback="tests.noop", kind="cron", cron="0 3 * * *", timezone="Europe/Paris"
+    )
     assert s.upcoming(2, after=T0) == [
-        datetime(2027, 6, 2, 1, 0, tzinfo=UTC), datetime(2027, 6, 3, 1, 0, tzinfo=UTC)
+        datetime(2027, 6, 2, 1, 0, tzinfo=UTC),
+        datetime(2027, 6, 3, 1, 0, tzinfo=UTC),
     ]
 
 
@@ -79,7 +92,13 @@ def test_one_success_per_occurrence_and_one_receipt_per_attempt():
 
 
 def test_end_before_start_is_rejected():
-    s = Schedule(name="w", callback="tests.noop", kind="interval", interval_seconds=60,
-                 start_at=T0, end_at=T0 - timedelta(hours=1))
+    s = Schedule(
+        name="w",
+        callback="tests.noop",
+        kind="interval",
+        interval_seconds=60,
+        start_at=T0,
+        end_at=T0 - timedelta(hours=1),
+    )
     with pytest.raises(ValidationError):
         s.full_clean()

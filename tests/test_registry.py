@@ -62,7 +62,11 @@ def test_sync_creates_and_updates_without_losing_run_state(cleanup_registry):
     state.sync_declared()
     s.refresh_from_db()
     assert (s.kind, s.cron, s.timezone, s.occurrence, s.failure_count) == (
-        "cron", "0 3 * * *", "Europe/Paris", 7, 2
+        "cron",
+        "0 3 * * *",
+        "Europe/Paris",
+        7,
+        2,
     )
     assert s.next_run_at.astimezone(UTC).hour in (1, 2)  # 03:00 Paris
 

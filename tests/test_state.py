@@ -83,9 +83,9 @@ def test_no_drift_and_overlap_slots_are_skipped_b20():
     # A: 7 s handler, 10 slots, each on the grid.
     for minute in range(10):
         run_at(T0 + minute * 60 * S, took=7 * S)
-    assert list(RunAttempt.objects.order_by("occurrence").values_list("scheduled_for", flat=True)) == [
-        T0 + m * 60 * S for m in range(10)
-    ]
+    assert list(
+        RunAttempt.objects.order_by("occurrence").values_list("scheduled_for", flat=True)
+    ) == [T0 + m * 60 * S for m in range(10)]
 
 
 def test_overlap_skips_slots_that_pass_while_running_b20b():
@@ -102,7 +102,12 @@ def test_overlap_skips_slots_that_pass_while_running_b20b():
 
 
 def test_downtime_is_coalesced_into_one_late_run_b17():
-    make(kind="cron", interval_seconds=None, cron="* * * * *", created_at=datetime(2027, 6, 1, tzinfo=UTC))
+    make(
+        kind="cron",
+        interval_seconds=None,
+        cron="* * * * *",
+        created_at=datetime(2027, 6, 1, tzinfo=UTC),
+    )
     start = datetime(2027, 6, 1, 0, 0, 30, tzinfo=UTC)
     s = Schedule.objects.get()
     s.next_run_at = datetime(2027, 6, 1, 0, 1, tzinfo=UTC)  # as left by a run at 00:00
@@ -121,7 +126,12 @@ def test_downtime_is_coalesced_into_one_late_run_b17():
 
 
 def test_thirty_days_of_downtime_is_one_bounded_catch_up_b17b():
-    make(kind="cron", interval_seconds=None, cron="* * * * *", created_at=datetime(2027, 6, 1, tzinfo=UTC))
+    make(
+        kind="cron",
+        interval_seconds=None,
+        cron="* * * * *",
+        created_at=datetime(2027, 6, 1, tzinfo=UTC),
+    )
     claims, _ = run_at(datetime(2027, 7, 1, 0, 0, 30, tzinfo=UTC))
     assert len(claims) == 1 and claims[0].scheduled_for == datetime(2027, 7, 1, tzinfo=UTC)
     assert claims[0].missed_slots >= 43_000
@@ -202,7 +212,9 @@ def test_renewal_keeps_a_long_run_alive_b21():
     make()
     [claim] = state.claim_due(worker="w1", now=T0, lease_seconds=30)
     for t in range(10, 70, 10):
-        assert state.renew_leases([claim.lease_token], lease_seconds=30, now=T0 + t * S) == {claim.lease_token}
+        assert state.renew_leases([claim.lease_token], lease_seconds=30, now=T0 + t * S) == {
+            claim.lease_token
+        }
         assert state.expire_leases(now=T0 + t * S) == 0
         assert state.claim_due(worker="w2", now=T0 + t * S) == []
     report = state.complete([execute(claim)], now=T0 + 65 * S)
@@ -290,7 +302,9 @@ def test_delete_keeps_the_audit_trail():
 def test_failed_claim_commit_runs_nothing_and_is_retried_b26(monkeypatch):
     make(interval_seconds=3600)
     calls = []
-    registry.add(registry.get("tests.noop").__class__(name="tests.count", func=lambda ctx: calls.append(ctx)))
+    registry.add(
+        registry.get("tests.noop").__class__(name="tests.count", func=lambda ctx: calls.append(ctx))
+    )
     Schedule.objects.update(callback="tests.count")
 
     def boom():

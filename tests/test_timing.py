@@ -89,8 +89,10 @@ def test_require_aware_converts_to_utc_and_keeps_microseconds():
     [
         (Z("2027-06-01T09:00:00.999999"), Z("2027-06-01T09:00:00")),  # B31 (a): never 09:00:01
         (Z("2027-06-01T10:00:00.123456"), Z("2027-06-01T10:00:00")),
-        (datetime(2027, 6, 1, 14, 30, 59, 999999, tzinfo=ZoneInfo("Asia/Kolkata")),
-         Z("2027-06-01T09:00:59")),
+        (
+            datetime(2027, 6, 1, 14, 30, 59, 999999, tzinfo=ZoneInfo("Asia/Kolkata")),
+            Z("2027-06-01T09:00:59"),
+        ),
         (Z("2027-06-01T09:00:00"), Z("2027-06-01T09:00:00")),
     ],
 )
@@ -117,8 +119,18 @@ def test_out_of_range_instant_is_invalid_not_overflow():
 
 @pytest.mark.parametrize(
     "name",
-    ["America/New_York", "Europe/Berlin", "Australia/Sydney", "Australia/Lord_Howe",
-     "America/Havana", "America/Santiago", "Asia/Jakarta", "America/Bogota", "UTC", "Etc/UTC"],
+    [
+        "America/New_York",
+        "Europe/Berlin",
+        "Australia/Sydney",
+        "Australia/Lord_Howe",
+        "America/Havana",
+        "America/Santiago",
+        "Asia/Jakarta",
+        "America/Bogota",
+        "UTC",
+        "Etc/UTC",
+    ],
 )
 def test_validate_timezone_accepts_iana_names(name):
     assert timing.validate_timezone(name) == name
@@ -134,8 +146,21 @@ def test_validate_timezone_names_the_typo():
 
 @pytest.mark.parametrize(
     "name",
-    ["", " UTC", "utc", "localtime", "posixrules", "/etc/localtime", "../etc/passwd",
-     "/usr/share/zoneinfo/UTC", "Europe/", "Europe/Berlin ", "EST+5", None, 5],
+    [
+        "",
+        " UTC",
+        "utc",
+        "localtime",
+        "posixrules",
+        "/etc/localtime",
+        "../etc/passwd",
+        "/usr/share/zoneinfo/UTC",
+        "Europe/",
+        "Europe/Berlin ",
+        "EST+5",
+        None,
+        5,
+    ],
 )
 def test_validate_timezone_refuses_non_iana_names(name):
     with pytest.raises(InvalidSchedule) as caught:
@@ -153,9 +178,9 @@ def test_validate_interval_accepts(seconds):
 @pytest.mark.parametrize(
     ("seconds", "words"),
     [
-        (0, "at least 1 second"),                      # B30 every=0s
-        (-5, "at least 1 second"),                     # B30 every=-5s
-        (10**10 * 86400, "at most"),                   # B30 every=10**10 days
+        (0, "at least 1 second"),  # B30 every=0s
+        (-5, "at least 1 second"),  # B30 every=-5s
+        (10**10 * 86400, "at most"),  # B30 every=10**10 days
         (timing.MAX_INTERVAL_SECONDS + 1, "at most"),
         (True, "whole number"),
         (1.5, "whole number"),
@@ -191,25 +216,25 @@ def test_validate_interval_refuses(seconds, words):
         ("0 0 1 JAN,jul *", "0 0 1 JAN,jul *"),
         ("0 0 * * 7", "0 0 * * 7"),
         ("0 0 * * 0-7", "0 0 * * 0-7"),
-        ("0/5 * * * *", "0/5 * * * *"),          # from the corpus: 0,5,...,55
-        ("0 1/3 * * *", "0 1/3 * * *"),          # from the corpus: 1,4,...,22
-        ("*/60 * * * *", "*/60 * * * *"),        # the step equals the range: only :00
-        ("20 */24 * * *", "20 */24 * * *"),      # from the corpus
+        ("0/5 * * * *", "0/5 * * * *"),  # from the corpus: 0,5,...,55
+        ("0 1/3 * * *", "0 1/3 * * *"),  # from the corpus: 1,4,...,22
+        ("*/60 * * * *", "*/60 * * * *"),  # the step equals the range: only :00
+        ("20 */24 * * *", "20 */24 * * *"),  # from the corpus
         ("55 7-23/24 * * *", "55 7-23/24 * * *"),
         ("0 0 */31 * *", "0 0 */31 * *"),
         ("0 0 * */12 *", "0 0 * */12 *"),
         ("0 0 * * */7", "0 0 * * */7"),
-        ("0 9 * * 5#5", "0 9 * * 5#5"),          # B16 (a)
+        ("0 9 * * 5#5", "0 9 * * 5#5"),  # B16 (a)
         ("0 9 * * FRI#1", "0 9 * * FRI#1"),
-        ("0 9 * * 5L", "0 9 * * 5L"),            # B16 (b)
-        ("0 9 L * *", "0 9 L * *"),              # B16 (c)
-        ("0 9 LW * *", "0 9 LW * *"),            # B16 (d)
+        ("0 9 * * 5L", "0 9 * * 5L"),  # B16 (b)
+        ("0 9 L * *", "0 9 L * *"),  # B16 (c)
+        ("0 9 LW * *", "0 9 LW * *"),  # B16 (d)
         ("0 9 1,L * *", "0 9 1,L * *"),
-        ("0 0 31 * *", "0 0 31 * *"),            # B14 controls
+        ("0 0 31 * *", "0 0 31 * *"),  # B14 controls
         ("0 0 29 2 *", "0 0 29 2 *"),
         ("0 0 31 2,3 *", "0 0 31 2,3 *"),
         ("0 0 30 2 1", "0 0 30 2 1"),
-        ("0 0 * 2 1#5", "0 0 * 2 1#5"),          # fifth Monday of February: leap years only
+        ("0 0 * 2 1#5", "0 0 * 2 1#5"),  # fifth Monday of February: leap years only
     ],
 )
 def test_validate_cron_accepts_and_normalizes(expr, normalized):
@@ -228,9 +253,11 @@ def test_validate_cron_accepts_and_normalizes(expr, normalized):
         ("0 0 * * 8", "day-of-week: '8' is out of range 0-7"),
         ("0 0 * foo *", "month: 'foo' is not a number or a name such as JAN"),
         ("H 0 * * *", "minute: 'H' is not a number"),
-        ("*/0 * * * *", "minute: step 0 in '*/0' is not allowed"),               # B15 (c)
-        ("*/90 * * * *",  # B15 (d)
-         "minute: step 90 in '*/90' is larger than the field range 0-59"),
+        ("*/0 * * * *", "minute: step 0 in '*/0' is not allowed"),  # B15 (c)
+        (
+            "*/90 * * * *",  # B15 (d)
+            "minute: step 90 in '*/90' is larger than the field range 0-59",
+        ),
         ("0 */25 * * *", "hour: step 25 in '*/25' is larger than the field range 0-23"),
         ("0 0 */32 * *", "day-of-month: step 32"),
         ("0 0 * */13 *", "month: step 13"),
@@ -250,7 +277,7 @@ def test_validate_cron_accepts_and_normalizes(expr, normalized):
         ("5-1 * * * *", "minute: range '5-1' runs backwards"),
         ("0 22-2 * * *", "hour: range '22-2' runs backwards"),
         ("1,,2 * * * *", "minute: empty list item"),
-        ("0 0 1 * * *", "a cron expression has 5 fields"),   # 6 fields (seconds) refused
+        ("0 0 1 * * *", "a cron expression has 5 fields"),  # 6 fields (seconds) refused
         ("0 0 * *", "a cron expression has 5 fields"),
         ("", "cron expression is empty"),
         ("   ", "cron expression is empty"),
@@ -262,10 +289,12 @@ def test_validate_cron_accepts_and_normalizes(expr, normalized):
         ("0 0 30 2 *", "can never fire: day-of-month '30' never occurs in month '2'"),
         ("0 0 31 4 *", "can never fire: day-of-month '31' never occurs in month '4'"),
         ("0 0 31 2,4 *", "can never fire: day-of-month '31' never occurs in month '2,4'"),
-        ("0 0 */20 * 1#5",  # days 1 and 21 are never a 5th Monday
-         "can never fire: no date matches day-of-month '*/20' and day-of-week '1#5'"),
-        ("0 0 LW * */6", "can never fire"),        # the last weekday is never Sat/Sun
-        ("0 0 30 2 */7", "can never fire"),        # AND rule: February 30 on a Sunday
+        (
+            "0 0 */20 * 1#5",  # days 1 and 21 are never a 5th Monday
+            "can never fire: no date matches day-of-month '*/20' and day-of-week '1#5'",
+        ),
+        ("0 0 LW * */6", "can never fire"),  # the last weekday is never Sat/Sun
+        ("0 0 30 2 */7", "can never fire"),  # AND rule: February 30 on a Sunday
     ],
 )
 def test_validate_cron_refuses_with_field_and_token(expr, message):
@@ -290,12 +319,23 @@ def test_validate_cron_checks_the_zone():
 @pytest.mark.parametrize(
     ("expr", "wildcard"),
     [
-        ("*/15 * * * *", True), ("30 * * * *", True), ("*/15 1 * * *", True),
-        ("0 */2 * * *", True), ("* 0 * * *", True), ("*/5 9-17 * * 1-5", True),
+        ("*/15 * * * *", True),
+        ("30 * * * *", True),
+        ("*/15 1 * * *", True),
+        ("0 */2 * * *", True),
+        ("* 0 * * *", True),
+        ("*/5 9-17 * * 1-5", True),
         ("@hourly", True),
-        ("0 3 * * *", False), ("0-59 1 * * *", False), ("0,30 2 * * *", False),
-        ("5 0 L * *", False), ("@daily", False), ("@midnight", False), ("@weekly", False),
-        ("@monthly", False), ("@yearly", False), ("@annually", False),
+        ("0 3 * * *", False),
+        ("0-59 1 * * *", False),
+        ("0,30 2 * * *", False),
+        ("5 0 L * *", False),
+        ("@daily", False),
+        ("@midnight", False),
+        ("@weekly", False),
+        ("@monthly", False),
+        ("@yearly", False),
+        ("@annually", False),
     ],
 )
 def test_is_wildcard_cron(expr, wildcard):
@@ -330,8 +370,10 @@ A = Z("2027-06-01T09:00")
         (Spec(kind="cron", cron="0 3 * * *", run_at=A), "run_at"),
         (Spec(kind="cron", cron="0 3 * * *", start_at=datetime(2027, 6, 1)), "start_at"),
         (Spec(kind="cron", cron="0 3 * * *", end_at=datetime(2027, 6, 1)), "end_at"),
-        (Spec(kind="cron", cron="0 3 * * *", start_at=A, end_at=A - timedelta(seconds=1)),
-         "end_at"),
+        (
+            Spec(kind="cron", cron="0 3 * * *", start_at=A, end_at=A - timedelta(seconds=1)),
+            "end_at",
+        ),
         (Spec(kind="once"), "run_at"),
         (Spec(kind="once", run_at=datetime(2027, 6, 1, 9, 0)), "run_at"),  # B10 C
         (Spec(kind="once", run_at=A, cron="0 3 * * *"), "cron"),
@@ -417,10 +459,17 @@ def test_b07_every_15_minutes_fires_in_both_passes_of_the_repeated_hour():
 def test_b07_thirty_past_every_hour_across_fall_back():
     spec = cron("30 * * * *", "America/New_York")
     runs = slots_between(spec, Z("2027-11-07T04:00"), Z("2027-11-07T08:00"))
-    assert runs == [Z("2027-11-07T04:30"), Z("2027-11-07T05:30"), Z("2027-11-07T06:30"),
-                    Z("2027-11-07T07:30")]
+    assert runs == [
+        Z("2027-11-07T04:30"),
+        Z("2027-11-07T05:30"),
+        Z("2027-11-07T06:30"),
+        Z("2027-11-07T07:30"),
+    ]
     assert [r for r in runs if r >= Z("2027-11-07T05:00")] == [
-        Z("2027-11-07T05:30"), Z("2027-11-07T06:30"), Z("2027-11-07T07:30")]
+        Z("2027-11-07T05:30"),
+        Z("2027-11-07T06:30"),
+        Z("2027-11-07T07:30"),
+    ]
 
 
 def test_b07_every_15_minutes_of_hour_one_fires_eight_times():
@@ -432,13 +481,20 @@ def test_b07_every_15_minutes_of_hour_one_fires_eight_times():
 def test_b08_a_interval_through_the_repeated_hour():
     spec = every(600, Z("2027-11-07T05:00"), timezone="America/New_York")
     assert timing.next_slot_after(spec, Z("2027-11-07T05:50")) == Z("2027-11-07T06:00")
-    runs = [s for s in timing.upcoming(spec, Z("2027-11-07T05:50:30"), 10)
-            if s <= Z("2027-11-07T06:45")]
-    assert runs == [Z("2027-11-07T06:00"), Z("2027-11-07T06:10"), Z("2027-11-07T06:20"),
-                    Z("2027-11-07T06:30"), Z("2027-11-07T06:40")]
+    runs = [
+        s for s in timing.upcoming(spec, Z("2027-11-07T05:50:30"), 10) if s <= Z("2027-11-07T06:45")
+    ]
+    assert runs == [
+        Z("2027-11-07T06:00"),
+        Z("2027-11-07T06:10"),
+        Z("2027-11-07T06:20"),
+        Z("2027-11-07T06:30"),
+        Z("2027-11-07T06:40"),
+    ]
     assert {(b - a).total_seconds() for a, b in itertools.pairwise(runs)} == {600}
     assert timing.latest_slot_at_or_before(
-        spec, Z("2027-11-07T06:45"), not_before=Z("2027-11-07T05:50:30")) == Z("2027-11-07T06:40")
+        spec, Z("2027-11-07T06:45"), not_before=Z("2027-11-07T05:50:30")
+    ) == Z("2027-11-07T06:40")
 
 
 @pytest.mark.parametrize(
@@ -492,91 +548,231 @@ def test_b11_cron_fields_are_read_in_the_schedule_zone(zone, day_start, first):
 # Each zone: a fixed-time job in the gap, one in the overlap, a wildcard job across both.
 DST_CASES = [
     # America/New_York: 2027-03-14 02:00->03:00 (07:00Z); 2027-11-07 02:00->01:00 (06:00Z)
-    ("America/New_York", "30 2 * * *", "2027-03-13T12:00",
-     ["2027-03-14T07:00", "2027-03-15T06:30"]),
-    ("America/New_York", "30 1 * * *", "2027-11-06T12:00",
-     ["2027-11-07T05:30", "2027-11-08T06:30"]),
-    ("America/New_York", "*/30 1-2 * * *", "2027-03-14T05:00",
-     ["2027-03-14T06:00", "2027-03-14T06:30", "2027-03-15T05:00"]),
-    ("America/New_York", "*/30 1-2 * * *", "2027-11-07T04:00",
-     ["2027-11-07T05:00", "2027-11-07T05:30", "2027-11-07T06:00", "2027-11-07T06:30",
-      "2027-11-07T07:00", "2027-11-07T07:30", "2027-11-08T06:00"]),
+    (
+        "America/New_York",
+        "30 2 * * *",
+        "2027-03-13T12:00",
+        ["2027-03-14T07:00", "2027-03-15T06:30"],
+    ),
+    (
+        "America/New_York",
+        "30 1 * * *",
+        "2027-11-06T12:00",
+        ["2027-11-07T05:30", "2027-11-08T06:30"],
+    ),
+    (
+        "America/New_York",
+        "*/30 1-2 * * *",
+        "2027-03-14T05:00",
+        ["2027-03-14T06:00", "2027-03-14T06:30", "2027-03-15T05:00"],
+    ),
+    (
+        "America/New_York",
+        "*/30 1-2 * * *",
+        "2027-11-07T04:00",
+        [
+            "2027-11-07T05:00",
+            "2027-11-07T05:30",
+            "2027-11-07T06:00",
+            "2027-11-07T06:30",
+            "2027-11-07T07:00",
+            "2027-11-07T07:30",
+            "2027-11-08T06:00",
+        ],
+    ),
     # Europe/Berlin: 2027-03-28 02:00->03:00 (01:00Z); 2027-10-31 03:00->02:00 (01:00Z)
     ("Europe/Berlin", "30 2 * * *", "2027-03-27T12:00", ["2027-03-28T01:00", "2027-03-29T00:30"]),
     ("Europe/Berlin", "30 2 * * *", "2027-10-30T12:00", ["2027-10-31T00:30", "2027-11-01T01:30"]),
-    ("Europe/Berlin", "*/30 2 * * *", "2027-03-27T00:00",
-     ["2027-03-27T01:00", "2027-03-27T01:30", "2027-03-29T00:00", "2027-03-29T00:30"]),
-    ("Europe/Berlin", "*/30 2 * * *", "2027-10-30T12:00",
-     ["2027-10-31T00:00", "2027-10-31T00:30", "2027-10-31T01:00", "2027-10-31T01:30",
-      "2027-11-01T01:00"]),
+    (
+        "Europe/Berlin",
+        "*/30 2 * * *",
+        "2027-03-27T00:00",
+        ["2027-03-27T01:00", "2027-03-27T01:30", "2027-03-29T00:00", "2027-03-29T00:30"],
+    ),
+    (
+        "Europe/Berlin",
+        "*/30 2 * * *",
+        "2027-10-30T12:00",
+        [
+            "2027-10-31T00:00",
+            "2027-10-31T00:30",
+            "2027-10-31T01:00",
+            "2027-10-31T01:30",
+            "2027-11-01T01:00",
+        ],
+    ),
     # Australia/Sydney (southern hemisphere): 2027-04-04 03:00->02:00 (03/16:00Z);
     # 2027-10-03 02:00->03:00 (10-02T16:00Z)
-    ("Australia/Sydney", "30 2 * * *", "2027-10-02T00:00",
-     ["2027-10-02T16:00", "2027-10-03T15:30"]),
-    ("Australia/Sydney", "30 2 * * *", "2027-04-03T00:00",
-     ["2027-04-03T15:30", "2027-04-04T16:30"]),
-    ("Australia/Sydney", "*/30 2 * * *", "2027-10-01T00:00",
-     ["2027-10-01T16:00", "2027-10-01T16:30", "2027-10-03T15:00", "2027-10-03T15:30"]),
-    ("Australia/Sydney", "*/30 2 * * *", "2027-04-03T00:00",
-     ["2027-04-03T15:00", "2027-04-03T15:30", "2027-04-03T16:00", "2027-04-03T16:30",
-      "2027-04-04T16:00"]),
+    (
+        "Australia/Sydney",
+        "30 2 * * *",
+        "2027-10-02T00:00",
+        ["2027-10-02T16:00", "2027-10-03T15:30"],
+    ),
+    (
+        "Australia/Sydney",
+        "30 2 * * *",
+        "2027-04-03T00:00",
+        ["2027-04-03T15:30", "2027-04-04T16:30"],
+    ),
+    (
+        "Australia/Sydney",
+        "*/30 2 * * *",
+        "2027-10-01T00:00",
+        ["2027-10-01T16:00", "2027-10-01T16:30", "2027-10-03T15:00", "2027-10-03T15:30"],
+    ),
+    (
+        "Australia/Sydney",
+        "*/30 2 * * *",
+        "2027-04-03T00:00",
+        [
+            "2027-04-03T15:00",
+            "2027-04-03T15:30",
+            "2027-04-03T16:00",
+            "2027-04-03T16:30",
+            "2027-04-04T16:00",
+        ],
+    ),
     # Australia/Lord_Howe (30-minute shift): 2027-10-03 02:00->02:30 (10-02T15:30Z);
     # 2027-04-04 02:00->01:30 (04-03T15:00Z)
-    ("Australia/Lord_Howe", "15 2 * * *", "2027-10-02T00:00",
-     ["2027-10-02T15:30", "2027-10-03T15:15"]),
-    ("Australia/Lord_Howe", "45 1 * * *", "2027-04-03T00:00",
-     ["2027-04-03T14:45", "2027-04-04T15:15"]),
-    ("Australia/Lord_Howe", "*/15 2 * * *", "2027-10-02T00:00",
-     ["2027-10-02T15:30", "2027-10-02T15:45", "2027-10-03T15:00"]),
-    ("Australia/Lord_Howe", "*/15 1 * * *", "2027-04-03T00:00",
-     ["2027-04-03T14:00", "2027-04-03T14:15", "2027-04-03T14:30", "2027-04-03T14:45",
-      "2027-04-03T15:00", "2027-04-03T15:15", "2027-04-04T14:30"]),
+    (
+        "Australia/Lord_Howe",
+        "15 2 * * *",
+        "2027-10-02T00:00",
+        ["2027-10-02T15:30", "2027-10-03T15:15"],
+    ),
+    (
+        "Australia/Lord_Howe",
+        "45 1 * * *",
+        "2027-04-03T00:00",
+        ["2027-04-03T14:45", "2027-04-04T15:15"],
+    ),
+    (
+        "Australia/Lord_Howe",
+        "*/15 2 * * *",
+        "2027-10-02T00:00",
+        ["2027-10-02T15:30", "2027-10-02T15:45", "2027-10-03T15:00"],
+    ),
+    (
+        "Australia/Lord_Howe",
+        "*/15 1 * * *",
+        "2027-04-03T00:00",
+        [
+            "2027-04-03T14:00",
+            "2027-04-03T14:15",
+            "2027-04-03T14:30",
+            "2027-04-03T14:45",
+            "2027-04-03T15:00",
+            "2027-04-03T15:15",
+            "2027-04-04T14:30",
+        ],
+    ),
     # America/Havana (midnight transitions): 2027-03-14 00:00->01:00 (05:00Z);
     # 2027-11-07 01:00->00:00 (05:00Z), so 00:00-00:59 happens twice
     ("America/Havana", "30 0 * * *", "2027-03-13T12:00", ["2027-03-14T05:00", "2027-03-15T04:30"]),
     ("America/Havana", "0 0 * * *", "2027-03-13T12:00", ["2027-03-14T05:00", "2027-03-15T04:00"]),
     ("America/Havana", "30 0 * * *", "2027-11-06T12:00", ["2027-11-07T04:30", "2027-11-08T05:30"]),
-    ("America/Havana", "*/30 0 * * *", "2027-03-13T12:00",
-     ["2027-03-15T04:00", "2027-03-15T04:30"]),
-    ("America/Havana", "*/30 0 * * *", "2027-11-06T12:00",
-     ["2027-11-07T04:00", "2027-11-07T04:30", "2027-11-07T05:00", "2027-11-07T05:30",
-      "2027-11-08T05:00"]),
+    (
+        "America/Havana",
+        "*/30 0 * * *",
+        "2027-03-13T12:00",
+        ["2027-03-15T04:00", "2027-03-15T04:30"],
+    ),
+    (
+        "America/Havana",
+        "*/30 0 * * *",
+        "2027-11-06T12:00",
+        [
+            "2027-11-07T04:00",
+            "2027-11-07T04:30",
+            "2027-11-07T05:00",
+            "2027-11-07T05:30",
+            "2027-11-08T05:00",
+        ],
+    ),
     # America/Santiago: 2027-04-04 00:00->23:00 on 04-03 (03:00Z), 2027-09-05 00:00->01:00 (04:00Z)
-    ("America/Santiago", "30 0 * * *", "2027-09-04T12:00",
-     ["2027-09-05T04:00", "2027-09-06T03:30"]),
-    ("America/Santiago", "30 23 * * *", "2027-04-03T12:00",
-     ["2027-04-04T02:30", "2027-04-05T03:30"]),
-    ("America/Santiago", "*/30 0 * * *", "2027-09-04T12:00",
-     ["2027-09-06T03:00", "2027-09-06T03:30"]),
-    ("America/Santiago", "*/30 23 * * *", "2027-04-03T12:00",
-     ["2027-04-04T02:00", "2027-04-04T02:30", "2027-04-04T03:00", "2027-04-04T03:30",
-      "2027-04-05T03:00"]),
+    (
+        "America/Santiago",
+        "30 0 * * *",
+        "2027-09-04T12:00",
+        ["2027-09-05T04:00", "2027-09-06T03:30"],
+    ),
+    (
+        "America/Santiago",
+        "30 23 * * *",
+        "2027-04-03T12:00",
+        ["2027-04-04T02:30", "2027-04-05T03:30"],
+    ),
+    (
+        "America/Santiago",
+        "*/30 0 * * *",
+        "2027-09-04T12:00",
+        ["2027-09-06T03:00", "2027-09-06T03:30"],
+    ),
+    (
+        "America/Santiago",
+        "*/30 23 * * *",
+        "2027-04-03T12:00",
+        [
+            "2027-04-04T02:00",
+            "2027-04-04T02:30",
+            "2027-04-04T03:00",
+            "2027-04-04T03:30",
+            "2027-04-05T03:00",
+        ],
+    ),
     # America/Moncton in 2006 (historic rules): 04-02 00:01 AST -> 01:01 ADT (04:01Z), and
     # 10-29 00:01 ADT -> 23:01 AST on 10-28 (03:01Z): the repeated hour straddles midnight,
     # so 10-29 00:00 ADT (03:00Z) comes before the second 10-28 23:30 (03:30Z).
     ("America/Moncton", "30 0 * * *", "2006-04-01T12:00", ["2006-04-02T04:01", "2006-04-03T03:30"]),
-    ("America/Moncton", "30 23 * * *", "2006-10-28T12:00",
-     ["2006-10-29T02:30", "2006-10-30T03:30"]),
-    ("America/Moncton", "*/30 0,23 * * *", "2006-10-29T02:45",
-     ["2006-10-29T03:00", "2006-10-29T03:30", "2006-10-29T04:00", "2006-10-29T04:30"]),
-    ("America/Moncton", "*/30 0,23 * * *", "2006-10-29T03:00",
-     ["2006-10-29T03:30", "2006-10-29T04:00", "2006-10-29T04:30"]),
+    (
+        "America/Moncton",
+        "30 23 * * *",
+        "2006-10-28T12:00",
+        ["2006-10-29T02:30", "2006-10-30T03:30"],
+    ),
+    (
+        "America/Moncton",
+        "*/30 0,23 * * *",
+        "2006-10-29T02:45",
+        ["2006-10-29T03:00", "2006-10-29T03:30", "2006-10-29T04:00", "2006-10-29T04:30"],
+    ),
+    (
+        "America/Moncton",
+        "*/30 0,23 * * *",
+        "2006-10-29T03:00",
+        ["2006-10-29T03:30", "2006-10-29T04:00", "2006-10-29T04:30"],
+    ),
     # America/Nuuk: 2027-03-27 23:00 -02 -> 03-28 00:00 -01 (01:00Z): a wall time in the gap
     # runs at local midnight, and merges with the midnight slot
     ("America/Nuuk", "30 23 * * *", "2027-03-27T12:00", ["2027-03-28T01:00", "2027-03-29T00:30"]),
-    ("America/Nuuk", "0 0,23 * * *", "2027-03-27T00:00",
-     ["2027-03-27T01:00", "2027-03-27T02:00", "2027-03-28T01:00", "2027-03-29T00:00"]),
+    (
+        "America/Nuuk",
+        "0 0,23 * * *",
+        "2027-03-27T00:00",
+        ["2027-03-27T01:00", "2027-03-27T02:00", "2027-03-28T01:00", "2027-03-29T00:00"],
+    ),
     # UTC: nothing moves
     ("UTC", "30 2 * * *", "2027-03-13T12:00", ["2027-03-14T02:30", "2027-03-15T02:30"]),
     ("UTC", "30 1 * * *", "2027-11-06T12:00", ["2027-11-07T01:30", "2027-11-08T01:30"]),
-    ("UTC", "*/30 1-2 * * *", "2027-11-07T00:00",
-     ["2027-11-07T01:00", "2027-11-07T01:30", "2027-11-07T02:00", "2027-11-07T02:30",
-      "2027-11-08T01:00"]),
+    (
+        "UTC",
+        "*/30 1-2 * * *",
+        "2027-11-07T00:00",
+        [
+            "2027-11-07T01:00",
+            "2027-11-07T01:30",
+            "2027-11-07T02:00",
+            "2027-11-07T02:30",
+            "2027-11-08T01:00",
+        ],
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("zone", "expr", "after", "expected"), DST_CASES,
+    ("zone", "expr", "after", "expected"),
+    DST_CASES,
     ids=[f"{z}|{e}|{a}" for z, e, a, _ in DST_CASES],
 )
 def test_dst_rules_per_zone(zone, expr, after, expected):
@@ -599,7 +795,10 @@ def test_r1_gap_runs_at_first_instant_after_not_at_extrapolated_time():
 def test_r1_several_gap_slots_collapse_into_one_run():
     spec = cron("0,30 2,3 * * *", "America/New_York")
     assert timing.upcoming(spec, Z("2027-03-14T06:00"), 3) == [
-        Z("2027-03-14T07:00"), Z("2027-03-14T07:30"), Z("2027-03-15T06:00")]
+        Z("2027-03-14T07:00"),
+        Z("2027-03-14T07:30"),
+        Z("2027-03-15T06:00"),
+    ]
 
 
 def test_r1_gap_slot_merging_with_the_next_days_midnight_is_counted_once():
@@ -633,7 +832,11 @@ def test_r3_wildcard_keeps_its_minutes_across_a_half_hour_shift():
     """cronsim alone skips 2027-04-05 00:00 +10:30 (04-04T13:30Z) in Lord Howe."""
     spec = cron("*/30 0 * * *", "Australia/Lord_Howe")
     assert timing.upcoming(spec, Z("2027-04-03T12:00"), 4) == [
-        Z("2027-04-03T13:00"), Z("2027-04-03T13:30"), Z("2027-04-04T13:30"), Z("2027-04-04T14:00")]
+        Z("2027-04-03T13:00"),
+        Z("2027-04-03T13:30"),
+        Z("2027-04-04T13:30"),
+        Z("2027-04-04T14:00"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -660,8 +863,20 @@ def test_count_slots_across_dst(zone, start, end, wildcard_count, fixed_count):
 
 def test_b12_a_restricted_day_fields_are_or():
     runs = timing.upcoming(cron("0 22 1-7 * 6"), Z("2027-06-01T00:00"), 12)
-    days = ["06-01", "06-02", "06-03", "06-04", "06-05", "06-06", "06-07", "06-12", "06-19",
-            "06-26", "07-01", "07-02"]
+    days = [
+        "06-01",
+        "06-02",
+        "06-03",
+        "06-04",
+        "06-05",
+        "06-06",
+        "06-07",
+        "06-12",
+        "06-19",
+        "06-26",
+        "07-01",
+        "07-02",
+    ]
     assert runs == [Z(f"2027-{d}T22:00") for d in days]
 
 
@@ -676,8 +891,7 @@ def test_b13_february_29():
     assert timing.next_slot_after(spec, Z("2027-03-01T00:00")) == Z("2028-02-29T09:00")
     assert timing.next_slot_after(spec, Z("2028-02-29T09:00:30")) == Z("2032-02-29T09:00")
     assert timing.next_slot_after(spec, Z("2097-03-01T00:00")) == Z("2104-02-29T09:00")  # 2100
-    assert timing.next_slot_after(cron("0 9 L * *"), Z("2028-02-01T00:00")) == Z(
-        "2028-02-29T09:00")
+    assert timing.next_slot_after(cron("0 9 L * *"), Z("2028-02-01T00:00")) == Z("2028-02-29T09:00")
 
 
 def test_b14_controls_fire_where_expected():
@@ -703,17 +917,24 @@ def test_b15_a_day_step_starts_at_one_and_resets_each_month():
 
 def test_b15_b_every_59_minutes_is_00_and_59():
     runs = timing.upcoming(cron("*/59 * * * *"), Z("2027-06-01T10:00:30"), 4)
-    assert runs == [Z("2027-06-01T10:59"), Z("2027-06-01T11:00"), Z("2027-06-01T11:59"),
-                    Z("2027-06-01T12:00")]
+    assert runs == [
+        Z("2027-06-01T10:59"),
+        Z("2027-06-01T11:00"),
+        Z("2027-06-01T11:59"),
+        Z("2027-06-01T12:00"),
+    ]
 
 
 @pytest.mark.parametrize(
     ("expr", "start", "expected"),
     [
-        ("0 9 * * 5#5", "2027-01-01T00:00",
-         ["2027-01-29", "2027-04-30", "2027-07-30", "2027-10-29", "2027-12-31"]),   # B16 (a)
+        (
+            "0 9 * * 5#5",
+            "2027-01-01T00:00",
+            ["2027-01-29", "2027-04-30", "2027-07-30", "2027-10-29", "2027-12-31"],
+        ),  # B16 (a)
         ("0 9 * * 5L", "2027-01-01T00:00", ["2027-01-29", "2027-02-26", "2027-03-26"]),  # (b)
-        ("0 9 L * *", "2027-01-01T00:00", ["2027-01-31", "2027-02-28", "2027-03-31"]),   # (c)
+        ("0 9 L * *", "2027-01-01T00:00", ["2027-01-31", "2027-02-28", "2027-03-31"]),  # (c)
         ("0 9 LW * *", "2027-01-01T00:00", ["2027-01-29", "2027-02-26", "2027-03-31"]),  # (d)
     ],
 )
@@ -755,7 +976,8 @@ def test_b17_b_thirty_days_is_bounded(zone):
     spec = cron("* * * * *", zone)
     started = clock.perf_counter()
     latest = timing.latest_slot_at_or_before(
-        spec, Z("2027-07-01T07:59:30"), not_before=Z("2027-06-01T00:01"))
+        spec, Z("2027-07-01T07:59:30"), not_before=Z("2027-06-01T00:01")
+    )
     missed = timing.count_slots(spec, Z("2027-06-01T00:01"), latest)
     elapsed = clock.perf_counter() - started
     assert latest == Z("2027-07-01T07:59")
@@ -767,24 +989,29 @@ def test_b17_count_stops_at_cap():
     spec = cron("* * * * *")
     assert timing.count_slots(spec, Z("2027-01-01T00:00"), Z("2028-01-01T00:00")) == 100_000
     assert timing.count_slots(spec, Z("2027-01-01T00:00"), Z("2028-01-01T00:00"), cap=7) == 7
-    assert timing.count_slots(spec, Z("2027-01-01T00:00"), Z("2028-01-01T00:00"),
-                              cap=10**6) == 525_600
+    assert (
+        timing.count_slots(spec, Z("2027-01-01T00:00"), Z("2028-01-01T00:00"), cap=10**6) == 525_600
+    )
 
 
 def test_b17_interval_latest_is_arithmetic_over_years():
     spec = every(60, Z("2027-06-01T00:00"))
     now = Z("2037-06-01T07:59:30")
     assert timing.latest_slot_at_or_before(spec, now, not_before=Z("2027-06-01T00:01")) == Z(
-        "2037-06-01T07:59")
+        "2037-06-01T07:59"
+    )
     assert timing.count_slots(spec, Z("2027-06-01T00:01"), Z("2027-06-01T07:59")) == 478
     assert timing.count_slots(spec, Z("2027-06-01T00:00"), now, cap=10**9) == (
-        (now - Z("2027-06-01T00:00")) // timedelta(minutes=1) + 1)
+        (now - Z("2027-06-01T00:00")) // timedelta(minutes=1) + 1
+    )
 
 
 def test_b19_weekly_interval_follows_its_anchor():
     spec = every(7 * 86400, Z("2027-06-01T00:00"))
-    assert timing.upcoming(spec, Z("2027-06-01T00:00"), 2) == [Z("2027-06-08T00:00"),
-                                                              Z("2027-06-15T00:00")]
+    assert timing.upcoming(spec, Z("2027-06-01T00:00"), 2) == [
+        Z("2027-06-08T00:00"),
+        Z("2027-06-15T00:00"),
+    ]
     for day in range(1, 8):  # a restart at noon on any day gives the same next slot
         assert timing.next_slot_after(spec, Z(f"2027-06-0{day}T12:00")) == Z("2027-06-08T00:00")
 
@@ -795,7 +1022,8 @@ def test_b20_a_interval_slots_do_not_drift_with_run_time():
     assert runs == [Z("2027-06-01T00:00") + timedelta(minutes=i) for i in range(10)]
     for slot in runs:  # next from the finish time (7 s later) is still on the grid
         assert timing.next_slot_after(spec, slot + timedelta(seconds=7)) == slot + timedelta(
-            minutes=1)
+            minutes=1
+        )
 
 
 def test_b20_b_slow_handler_skips_overlapped_slots_and_stays_on_grid():
@@ -805,8 +1033,9 @@ def test_b20_b_slow_handler_skips_overlapped_slots_and_stays_on_grid():
     while slot <= Z("2027-06-01T00:09:59"):
         runs.append(slot)
         finished = slot + timedelta(seconds=90)
-        skipped += timing.count_slots(spec, slot + timedelta(seconds=1),
-                                      finished + timedelta(seconds=1))
+        skipped += timing.count_slots(
+            spec, slot + timedelta(seconds=1), finished + timedelta(seconds=1)
+        )
         slot = timing.next_slot_after(spec, finished)
     assert runs == [Z(f"2027-06-01T00:0{m}") for m in (0, 2, 4, 6, 8)]
     assert skipped == 5
@@ -820,14 +1049,15 @@ def test_b24_hourly_cron_pure_part():
 
 def test_b27_edits_take_the_first_slot_after_the_edit():
     assert timing.next_slot_after(every(60, Z("2027-06-01T10:00")), Z("2027-06-01T10:02")) == Z(
-        "2027-06-01T10:03")
+        "2027-06-01T10:03"
+    )
     assert timing.next_slot_after(cron("0 16 * * *"), Z("2027-06-01T12:20")) == Z(
-        "2027-06-01T16:00")
+        "2027-06-01T16:00"
+    )
 
 
 def test_b30_far_future_values():
-    assert timing.next_slot_after(cron("0 0 1 1 *"), Z("2027-01-02T00:00")) == Z(
-        "2028-01-01T00:00")
+    assert timing.next_slot_after(cron("0 0 1 1 *"), Z("2027-01-02T00:00")) == Z("2028-01-01T00:00")
     far = Z("2099-12-31T23:59:59")
     assert timing.next_slot_after(once(far), Z("2027-01-02T00:00")) == far
     ten_years = every(3650 * 86400, Z("2027-01-02T00:00"))
@@ -852,12 +1082,14 @@ def test_beyond_max_year_is_never_not_overflow():
     assert timing.next_slot_after(huge, Z("8999-06-01T00:00")) is None
     assert timing.upcoming(every(60, Z("9000-12-31T23:58:00")), end_of_time, 3) == []
     assert timing.upcoming(every(60, Z("9000-12-31T23:58:00")), Z("9000-12-31T23:58"), 3) == [
-        Z("9000-12-31T23:59")]
+        Z("9000-12-31T23:59")
+    ]
     first_day = datetime.min.replace(tzinfo=UTC)
     # cron searches start at year 2 (no underflow near datetime.min)
     assert timing.next_slot_after(cron("0 0 1 1 *"), first_day) == Z("0002-01-01T00:00")
-    assert timing.latest_slot_at_or_before(cron("0 0 1 1 *"), Z("2027-06-01T00:00"),
-                                           not_before=first_day) == Z("2027-01-01T00:00")
+    assert timing.latest_slot_at_or_before(
+        cron("0 0 1 1 *"), Z("2027-06-01T00:00"), not_before=first_day
+    ) == Z("2027-01-01T00:00")
     assert timing.count_slots(every(60, first_day), first_day, first_day) == 0
 
 
@@ -874,8 +1106,11 @@ def test_b31_b_interval_created_with_microseconds_stays_on_whole_seconds():
     created = Z("2027-06-01T10:00:00.123456")
     spec = every(60, timing.truncate_to_second(created))
     assert timing.next_slot_after(spec, created, inclusive=True) == Z("2027-06-01T10:00")  # due
-    assert timing.upcoming(spec, created, 3) == [Z("2027-06-01T10:01"), Z("2027-06-01T10:02"),
-                                                 Z("2027-06-01T10:03")]
+    assert timing.upcoming(spec, created, 3) == [
+        Z("2027-06-01T10:01"),
+        Z("2027-06-01T10:02"),
+        Z("2027-06-01T10:03"),
+    ]
     untruncated = every(60, created)
     assert timing.upcoming(untruncated, created, 1) == [Z("2027-06-01T10:01")]
 
@@ -892,22 +1127,27 @@ def test_b31_c_cron_next_from_fractional_now():
 
 def test_interval_grid_never_before_start_at():
     anchor = Z("2027-06-01T10:00")
-    assert timing.next_slot_after(every(600, anchor, start_at=Z("2027-06-01T10:30")), anchor,
-                                  inclusive=True) == Z("2027-06-01T10:30")
-    assert timing.next_slot_after(every(600, anchor, start_at=Z("2027-06-01T10:35")), anchor,
-                                  inclusive=True) == Z("2027-06-01T10:40")
+    assert timing.next_slot_after(
+        every(600, anchor, start_at=Z("2027-06-01T10:30")), anchor, inclusive=True
+    ) == Z("2027-06-01T10:30")
+    assert timing.next_slot_after(
+        every(600, anchor, start_at=Z("2027-06-01T10:35")), anchor, inclusive=True
+    ) == Z("2027-06-01T10:40")
     start_only = Spec(kind="interval", interval_seconds=600, start_at=Z("2027-06-01T10:35"))
     assert timing.next_slot_after(start_only, anchor) == Z("2027-06-01T10:35")
 
 
 def test_end_at_is_inclusive():
     spec = cron("0 * * * *", end_at=Z("2027-06-01T12:00"))
-    assert timing.upcoming(spec, Z("2027-06-01T10:30"), 5) == [Z("2027-06-01T11:00"),
-                                                              Z("2027-06-01T12:00")]
+    assert timing.upcoming(spec, Z("2027-06-01T10:30"), 5) == [
+        Z("2027-06-01T11:00"),
+        Z("2027-06-01T12:00"),
+    ]
     assert timing.next_slot_after(spec, Z("2027-06-01T12:00")) is None
     assert timing.count_slots(spec, Z("2027-06-01T00:00"), Z("2027-06-02T00:00")) == 13
     latest = timing.latest_slot_at_or_before(
-        spec, Z("2027-06-05T00:00"), not_before=Z("2027-06-01T00:00"))
+        spec, Z("2027-06-05T00:00"), not_before=Z("2027-06-01T00:00")
+    )
     assert latest == Z("2027-06-01T12:00")
 
 
@@ -916,22 +1156,32 @@ def test_once():
     assert timing.next_slot_after(spec, Z("2027-06-01T08:00")) == Z("2027-06-01T09:00")
     assert timing.next_slot_after(spec, Z("2027-06-01T09:00")) is None
     assert timing.next_slot_after(spec, Z("2027-06-01T09:00"), inclusive=True) == Z(
-        "2027-06-01T09:00")
+        "2027-06-01T09:00"
+    )
     assert timing.upcoming(spec, Z("2027-01-01T00:00"), 5) == [Z("2027-06-01T09:00")]
     assert timing.count_slots(spec, Z("2027-06-01T09:00"), Z("2027-06-01T09:00:01")) == 1
     assert timing.count_slots(spec, Z("2027-06-01T08:00"), Z("2027-06-01T09:00")) == 0
     latest = timing.latest_slot_at_or_before(
-        spec, Z("2027-06-02T00:00"), not_before=Z("2027-06-01T09:00"))
+        spec, Z("2027-06-02T00:00"), not_before=Z("2027-06-01T09:00")
+    )
     assert latest == Z("2027-06-01T09:00")
-    assert timing.latest_slot_at_or_before(spec, Z("2027-06-02T00:00"),
-                                           not_before=Z("2027-06-01T09:00:01")) is None
+    assert (
+        timing.latest_slot_at_or_before(
+            spec, Z("2027-06-02T00:00"), not_before=Z("2027-06-01T09:00:01")
+        )
+        is None
+    )
 
 
 @pytest.mark.parametrize(
     "spec",
-    [every(3600, Z("2027-03-01T00:00")), every(700, Z("2027-03-01T00:00:03")),
-     cron("*/7 * * * *", "Australia/Lord_Howe"), cron("0 9 * * 1-5", "Europe/Berlin"),
-     cron("30 2 * * *", "America/New_York")],
+    [
+        every(3600, Z("2027-03-01T00:00")),
+        every(700, Z("2027-03-01T00:00:03")),
+        cron("*/7 * * * *", "Australia/Lord_Howe"),
+        cron("0 9 * * 1-5", "Europe/Berlin"),
+        cron("30 2 * * *", "America/New_York"),
+    ],
     ids=["hourly", "700s", "*/7 Lord_Howe", "weekdays Berlin", "02:30 New York"],
 )
 def test_latest_and_count_agree_with_upcoming(spec):
@@ -941,7 +1191,8 @@ def test_latest_and_count_agree_with_upcoming(spec):
     for now in (start + timedelta(hours=h, seconds=13) for h in range(0, 96, 5)):
         expected = [s for s in listed if s <= now]
         assert timing.latest_slot_at_or_before(spec, now, not_before=start) == (
-            expected[-1] if expected else None)
+            expected[-1] if expected else None
+        )
         assert timing.count_slots(spec, start, now) == len([s for s in listed if s < now])
     later = start + timedelta(hours=1)
     assert timing.latest_slot_at_or_before(spec, start, not_before=later) is None
@@ -957,8 +1208,11 @@ def test_upcoming_count_zero_and_negative():
 
 
 def test_results_are_aware_utc_whole_seconds():
-    for spec in (cron("*/15 * * * *", "Asia/Kolkata"), every(90, Z("2027-06-01T00:00:00.5")),
-                 once(Z("2027-06-01T09:00:00.5"))):
+    for spec in (
+        cron("*/15 * * * *", "Asia/Kolkata"),
+        every(90, Z("2027-06-01T00:00:00.5")),
+        once(Z("2027-06-01T09:00:00.5")),
+    ):
         for slot in timing.upcoming(spec, Z("2027-05-31T23:59:59.9"), 3):
             assert slot.tzinfo is UTC and slot.microsecond == 0
 
@@ -970,17 +1224,27 @@ def test_results_are_aware_utc_whole_seconds():
 
 @pytest.mark.parametrize(
     ("attempt", "base", "cap", "expected"),
-    [(1, 2, 60, 2), (2, 2, 60, 4), (3, 2, 60, 8), (6, 2, 60, 60), (10, 2, 60, 60),
-     (10**6, 2, 60, 60), (2000, 1e300, 3600, 3600), (1, 0, 60, 0), (1, 5, 3, 3),
-     (3, 0.5, 100, 2.0)],
+    [
+        (1, 2, 60, 2),
+        (2, 2, 60, 4),
+        (3, 2, 60, 8),
+        (6, 2, 60, 60),
+        (10, 2, 60, 60),
+        (10**6, 2, 60, 60),
+        (2000, 1e300, 3600, 3600),
+        (1, 0, 60, 0),
+        (1, 5, 3, 3),
+        (3, 0.5, 100, 2.0),
+    ],
 )
 def test_backoff_seconds(attempt, base, cap, expected):
     result = timing.backoff_seconds(attempt, base, cap)
     assert result == expected and isinstance(result, float)
 
 
-@pytest.mark.parametrize(("attempt", "base", "cap"), [(0, 2, 60), (-1, 2, 60), (1, -2, 60),
-                                                      (1, 2, -60)])
+@pytest.mark.parametrize(
+    ("attempt", "base", "cap"), [(0, 2, 60), (-1, 2, 60), (1, -2, 60), (1, 2, -60)]
+)
 def test_backoff_seconds_refuses(attempt, base, cap):
     with pytest.raises(ValueError):
         timing.backoff_seconds(attempt, base, cap)
@@ -1011,8 +1275,7 @@ def test_jitter_offset_is_deterministic_sha256():
         (every(7 * 86400, A), "every 7 days"),
         (cron("0 3 * * *", "Europe/Paris"), "cron '0 3 * * *' (Europe/Paris)"),
         (once(Z("2027-06-01T09:00")), "once at 2027-06-01 09:00:00 UTC"),
-        (once(datetime.fromisoformat("2027-06-01T11:00+02:00")),
-         "once at 2027-06-01 09:00:00 UTC"),
+        (once(datetime.fromisoformat("2027-06-01T11:00+02:00")), "once at 2027-06-01 09:00:00 UTC"),
     ],
 )
 def test_describe(spec, text):

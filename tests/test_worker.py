@@ -15,7 +15,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def mk(name, callback, **kw):
-    return Schedule.objects.create(name=name, callback=callback, kind="interval", interval_seconds=3600, **kw)
+    return Schedule.objects.create(
+        name=name, callback=callback, kind="interval", interval_seconds=3600, **kw
+    )
 
 
 def test_once_runs_everything_due_and_records_a_heartbeat():
@@ -32,8 +34,13 @@ def test_once_runs_everything_due_and_records_a_heartbeat():
 
 
 def test_hostile_callbacks_cannot_crash_the_worker():
-    for cb in ("tests.hostile_cycle", "tests.hostile_big", "tests.hostile_object", "tests.hostile_error",
-               "tests.async_echo"):
+    for cb in (
+        "tests.hostile_cycle",
+        "tests.hostile_big",
+        "tests.hostile_object",
+        "tests.hostile_error",
+        "tests.async_echo",
+    ):
         mk(cb.replace("tests.", "h-"), cb)
     assert Worker(WorkerOptions(once=True, concurrency=2)).run() == 0
     receipts = {r.schedule.name: r for r in RunReceipt.objects.select_related("schedule")}
@@ -51,6 +58,8 @@ def test_hostile_callbacks_cannot_crash_the_worker():
 
 def test_run_scheduler_command_once():
     mk("cmd", "tests.noop")
-    call_command("run_scheduler", "--once", "--worker-id", "cmd-worker", verbosity=0, stdout=StringIO())
+    call_command(
+        "run_scheduler", "--once", "--worker-id", "cmd-worker", verbosity=0, stdout=StringIO()
+    )
     assert RunReceipt.objects.get().status == "succeeded"
     assert RunAttempt.objects.get().worker == "cmd-worker"

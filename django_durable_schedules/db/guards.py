@@ -92,7 +92,9 @@ def uninstall_sql(vendor: str) -> list[str]:
             "DROP FUNCTION IF EXISTS durable_schedules_append_only()"
         ]
     if vendor in ("sqlite", "mysql"):
-        return [f"DROP TRIGGER IF EXISTS {t}_{s}" for t in TABLES for s in ("no_update", "no_delete")]
+        return [
+            f"DROP TRIGGER IF EXISTS {t}_{s}" for t in TABLES for s in ("no_update", "no_delete")
+        ]
     return []
 
 
@@ -112,7 +114,11 @@ def uninstall(connection: Any) -> None:
 
 def installed(connection: Any) -> bool:
     """True when every guard trigger exists on ``connection`` (used by a system check)."""
-    names = {stmt.split()[2] for stmt in install_sql(connection.vendor) if stmt.startswith("CREATE TRIGGER")}
+    names = {
+        stmt.split()[2]
+        for stmt in install_sql(connection.vendor)
+        if stmt.startswith("CREATE TRIGGER")
+    }
     if not names:
         return True
     with connection.cursor() as cursor:
@@ -121,7 +127,9 @@ def installed(connection: Any) -> bool:
         elif connection.vendor == "postgresql":
             cursor.execute("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal")
         else:
-            cursor.execute("SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE()")
+            cursor.execute(
+                "SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE()"
+            )
         present = {row[0] for row in cursor.fetchall()}
     return names <= present
 

@@ -84,8 +84,16 @@ def prune_finished(
             if not batch:
                 break
             with retention_gate(using):
-                receipts += RunReceipt.objects.using(using).filter(id__in=[r[0] for r in batch])._raw_delete(using)
-                attempts += RunAttempt.objects.using(using).filter(id__in=[r[1] for r in batch])._raw_delete(using)
+                receipts += (
+                    RunReceipt.objects.using(using)
+                    .filter(id__in=[r[0] for r in batch])
+                    ._raw_delete(using)
+                )
+                attempts += (
+                    RunAttempt.objects.using(using)
+                    .filter(id__in=[r[1] for r in batch])
+                    ._raw_delete(using)
+                )
         if len(batch) < batch_size:
             break
     return PruneResult(receipts=receipts, attempts=attempts, cutoff=cutoff)

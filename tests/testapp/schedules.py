@@ -10,8 +10,11 @@ from .models import SideEffect
 
 def _record(ctx):
     SideEffect.objects.create(
-        schedule_name=ctx.schedule_name, occurrence=ctx.occurrence, attempt=ctx.attempt,
-        idempotency_key=ctx.idempotency_key, pid=os.getpid(),
+        schedule_name=ctx.schedule_name,
+        occurrence=ctx.occurrence,
+        attempt=ctx.attempt,
+        idempotency_key=ctx.idempotency_key,
+        pid=os.getpid(),
     )
 
 

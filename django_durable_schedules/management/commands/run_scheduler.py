@@ -43,16 +43,27 @@ class Command(BaseCommand):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--once", action="store_true", help="Run what is due now, then exit.")
         parser.add_argument("--batch-size", type=positive_int, help="Most claims per transaction.")
-        parser.add_argument("--concurrency", type=positive_int, help="Callbacks run at once (threads).")
+        parser.add_argument(
+            "--concurrency", type=positive_int, help="Callbacks run at once (threads)."
+        )
         parser.add_argument("--lease-seconds", type=positive_float, help="Lease length in seconds.")
-        parser.add_argument("--worker-id", help="Name recorded on attempts and heartbeats (default host:pid:rand).")
-        parser.add_argument("--max-idle", "--poll-max", dest="max_idle", type=positive_float,
-                            help="Longest sleep between checks, seconds (default POLL_MAX_SECONDS).")
+        parser.add_argument(
+            "--worker-id", help="Name recorded on attempts and heartbeats (default host:pid:rand)."
+        )
+        parser.add_argument(
+            "--max-idle",
+            "--poll-max",
+            dest="max_idle",
+            type=positive_float,
+            help="Longest sleep between checks, seconds (default POLL_MAX_SECONDS).",
+        )
         parser.add_argument("--database", default="default", help="Database alias to use.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not settings.USE_TZ:
-            raise CommandError("django-durable-schedules requires USE_TZ = True (see check durable_schedules.E001).")
+            raise CommandError(
+                "django-durable-schedules requires USE_TZ = True (see check durable_schedules.E001)."
+            )
         if options["verbosity"] >= 1:
             _log_to_stderr(logging.DEBUG if options["verbosity"] >= 2 else logging.INFO)
         worker = Worker(
