@@ -112,6 +112,12 @@ class Schedule(models.Model):
         blank=True,
         help_text="Set while the current occurrence awaits a retry: its slot.",
     )
+    triggered_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="A manual run was requested at this instant; the next claim runs it as its own occurrence.",
+    )
     failure_count = models.PositiveIntegerField(default=0, help_text="Consecutive failed attempts.")
     missed_count = models.PositiveBigIntegerField(
         default=0, help_text="Slots passed over in total."

@@ -61,6 +61,7 @@ _CLAIM_FIELDS = [
     "lease_token",
     "lease_expires_at",
     "next_run_at",
+    "triggered_at",
     "last_run_at",
     "missed_count",
     "status",
@@ -305,7 +306,14 @@ def claim_due(
         now = _resolve_now(now, using)
         qs = (
             Schedule.objects.using(using)
-            .filter(status=Status.ACTIVE, lease_token__isnull=True, next_run_at__lte=now)
+            .filter(
+                status__in=(
+                    Status.ACTIVE,
+                    Status.PAUSED,
+                ),  # paused rows are due only when triggered
+                lease_token__isnull=True,
+                next_run_at__lte=now,
+            )
             .order_by("next_run_at")
         )
         rows = list(_locked(qs, using, skip_locked=True)[:limit])
@@ -345,7 +353,10 @@ def _plan_claim(
     if row.definition_hash != current_hash:
         # Edited by QuerySet.update() or raw SQL: re-plan from now, never fire (B27 C).
         row.definition_hash = current_hash
-        row.retry_scheduled_for = None
+        row.retry_scheduled_for = row.triggered_at = None
+        if row.status == Status.PAUSED:
+            row.next_run_at = None
+            return
         row.next_run_at = plan_next(row, timing.truncate_to_second(now))
         if row.next_run_at is None:
             row.status = Status.COMPLETED
@@ -353,9 +364,18 @@ def _plan_claim(
 
     spec = row.spec()
     missed = 0
+    recurring_next = (
+        timing.next_slot_after(spec, now)
+        if row.kind != Kind.ONCE and row.status == Status.ACTIVE
+        else None
+    )
     if row.retry_scheduled_for is not None:
         occurrence, attempt_no, slot = row.occurrence, row.attempt + 1, row.retry_scheduled_for
-        provisional_next = timing.next_slot_after(spec, now) if row.kind != Kind.ONCE else None
+        provisional_next = recurring_next
+    elif row.triggered_at is not None:
+        # A manual run (trigger): its own occurrence; the grid continues after now.
+        occurrence, attempt_no, slot = row.occurrence + 1, 1, row.triggered_at
+        provisional_next = recurring_next
     else:
         occurrence, attempt_no = row.occurrence + 1, 1
         due = row.next_run_at
@@ -392,7 +412,7 @@ def _plan_claim(
     )
     attempts.append(attempt)
     row.occurrence, row.attempt = occurrence, attempt_no
-    row.retry_scheduled_for = None
+    row.retry_scheduled_for = row.triggered_at = None
     row.missed_count += missed
     row.last_run_at = now
 
@@ -401,7 +421,7 @@ def _plan_claim(
         # and let a later registration recover it (sync_declared).
         row.status = Status.PAUSED
         row.degraded_reason = f"callback {row.callback!r} is not registered"
-        row.next_run_at = provisional_next
+        row.next_run_at = None
         receipts.append(
             _Receipt(
                 attempt_id=attempt.id,
@@ -643,6 +663,7 @@ def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
         return _receipt(row, claim, ReceiptStatus.RELEASED, now, outcome)
     if status == "degraded":
         row.status = Status.PAUSED
+        row.next_run_at = None
         row.degraded_reason = outcome.error_message[:500]
         return _receipt(row, claim, ReceiptStatus.DEGRADED, now, outcome)
     if status == "failed":
@@ -782,19 +803,22 @@ def _get_locked(schedule_id: Any, using: str) -> Schedule:
 
 
 def enable(schedule_id: Any, *, now: datetime | None = None, using: str = "default") -> Schedule:
-    """Make a paused schedule active again. The next run is the first slot strictly after
-    now: time spent paused produces no catch-up (R10). Clears ``degraded_reason``.
-    Raises :class:`StateConflict` for a cancelled, completed or failed schedule."""
+    """Make a paused (or failed) schedule active again. The next run is the first slot
+    strictly after now: time spent paused produces no catch-up (R10). Clears
+    ``degraded_reason`` and the consecutive failure count of a failed schedule.
+    Raises :class:`StateConflict` for a cancelled or completed schedule."""
     with transaction.atomic(using=using):
         row = _get_locked(schedule_id, using)
         if row.status == Status.ACTIVE:
             return row
-        if row.status != Status.PAUSED:
+        if row.status not in (Status.PAUSED, Status.FAILED):
             raise StateConflict(f"a {row.status} schedule cannot be enabled")
         now = timing.truncate_to_second(_resolve_now(now, using))
+        if row.status == Status.FAILED:
+            row.failure_count = 0
         row.status = Status.ACTIVE
         row.degraded_reason = ""
-        row.retry_scheduled_for = None
+        row.retry_scheduled_for = row.triggered_at = None
         row.next_run_at = plan_next(row, now, first=row.kind == Kind.ONCE and row.occurrence == 0)
         if row.next_run_at is None:
             row.status = Status.COMPLETED
@@ -803,6 +827,8 @@ def enable(schedule_id: Any, *, now: datetime | None = None, using: str = "defau
                 "status",
                 "degraded_reason",
                 "retry_scheduled_for",
+                "triggered_at",
+                "failure_count",
                 "next_run_at",
                 "updated_at",
             ]
@@ -811,7 +837,9 @@ def enable(schedule_id: Any, *, now: datetime | None = None, using: str = "defau
 
 
 def disable(schedule_id: Any, *, using: str = "default") -> Schedule:
-    """Pause an active schedule; a run in progress finishes and is receipted normally.
+    """Pause an active schedule: no next run until :func:`enable` (a pending retry is
+    dropped); a run in progress finishes and is receipted normally. A paused schedule can
+    still be run by hand with :func:`trigger`.
     Raises :class:`StateConflict` for a cancelled, completed or failed schedule."""
     with transaction.atomic(using=using):
         row = _get_locked(schedule_id, using)
@@ -820,7 +848,36 @@ def disable(schedule_id: Any, *, using: str = "default") -> Schedule:
         if row.status != Status.ACTIVE:
             raise StateConflict(f"a {row.status} schedule cannot be disabled")
         row.status = Status.PAUSED
-        row.save(update_fields=["status", "updated_at"])
+        row.next_run_at = row.retry_scheduled_for = row.triggered_at = None
+        row.save(
+            update_fields=[
+                "status",
+                "next_run_at",
+                "retry_scheduled_for",
+                "triggered_at",
+                "updated_at",
+            ]
+        )
+    return row
+
+
+def trigger(schedule_id: Any, *, now: datetime | None = None, using: str = "default") -> Schedule:
+    """Request a manual run now, as its own occurrence, without disturbing the grid: the
+    next claim runs it (``scheduled_for`` = the trigger instant) and the schedule then goes
+    on with its next slot after that. Works on active and paused schedules (a paused
+    schedule plus triggers is a manual-only job). Raises :class:`StateConflict` while the
+    schedule is running, and for a cancelled, completed or failed schedule."""
+    with transaction.atomic(using=using):
+        row = _get_locked(schedule_id, using)
+        if row.status not in (Status.ACTIVE, Status.PAUSED):
+            raise StateConflict(f"a {row.status} schedule cannot be triggered")
+        if row.lease_token is not None:
+            raise StateConflict("the schedule is running (it holds a lease)")
+        now = timing.truncate_to_second(_resolve_now(now, using))
+        row.triggered_at = now
+        row.retry_scheduled_for = None
+        row.next_run_at = now
+        row.save(update_fields=["triggered_at", "retry_scheduled_for", "next_run_at", "updated_at"])
     return row
 
 
@@ -832,9 +889,16 @@ def cancel(schedule_id: Any, *, using: str = "default") -> Schedule:
         if row.status in (Status.CANCELLED, Status.COMPLETED):
             raise StateConflict(f"a {row.status} schedule cannot be cancelled")
         row.status = Status.CANCELLED
-        row.next_run_at = None
-        row.retry_scheduled_for = None
-        row.save(update_fields=["status", "next_run_at", "retry_scheduled_for", "updated_at"])
+        row.next_run_at = row.retry_scheduled_for = row.triggered_at = None
+        row.save(
+            update_fields=[
+                "status",
+                "next_run_at",
+                "retry_scheduled_for",
+                "triggered_at",
+                "updated_at",
+            ]
+        )
     return row
 
 

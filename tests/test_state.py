@@ -363,3 +363,46 @@ def test_queries_per_run_amortized_over_a_batch(django_assert_max_num_queries):
     per_run = len(ctx.captured_queries) / 100
     assert per_run <= 6, per_run
     assert len(ctx.captured_queries) <= 12
+
+
+def test_trigger_runs_now_as_its_own_occurrence_without_moving_the_grid():
+    s = make(interval_seconds=3600)
+    run_at(T0)
+    state.trigger(s.pk, now=T0 + 600 * S)
+    claims, _ = run_at(T0 + 601 * S)
+    assert [(c.occurrence, c.scheduled_for) for c in claims] == [(2, T0 + 600 * S)]
+    s.refresh_from_db()
+    assert s.next_run_at == T0 + 3600 * S and s.triggered_at is None
+    assert [c.occurrence for c in run_at(T0 + 3600 * S)[0]] == [3]
+
+
+def test_paused_schedule_runs_only_when_triggered():
+    s = make(interval_seconds=60)
+    state.disable(s.pk)
+    assert run_at(T0 + 600 * S)[0] == []
+    state.trigger(s.pk, now=T0 + 601 * S)
+    assert len(run_at(T0 + 602 * S)[0]) == 1
+    s.refresh_from_db()
+    assert s.status == "paused" and s.next_run_at is None
+    assert run_at(T0 + 3600 * S)[0] == []
+
+
+def test_trigger_conflicts():
+    s = make()
+    state.claim_due(worker="w", now=T0)
+    with pytest.raises(StateConflict, match="running"):
+        state.trigger(s.pk, now=T0 + S)
+    c = make("c")
+    state.cancel(c.pk)
+    with pytest.raises(StateConflict):
+        state.trigger(c.pk)
+
+
+def test_enable_a_failed_schedule_resets_failures():
+    make(callback="tests.fatal")
+    run_at(T0)
+    s = Schedule.objects.get()
+    assert s.status == "failed"
+    state.enable(s.pk, now=T0 + 10 * S)
+    s.refresh_from_db()
+    assert (s.status, s.failure_count, s.next_run_at) == ("active", 0, T0 + 60 * S)
