@@ -64,6 +64,38 @@ DEFINITION_FIELDS = ("kind", "interval_seconds", "cron", "timezone", "run_at", "
 INSTANT_FIELDS = ("run_at", "start_at", "end_at", "next_run_at")
 
 
+#: (field, exclusive lower bound, inclusive upper bound) in seconds.
+_DURATION_BOUNDS = (
+    ("backoff_base_seconds", -1e-9, 86400.0),
+    ("backoff_cap_seconds", -1e-9, 30 * 86400.0),
+    ("timeout_seconds", 0.0, 7 * 86400.0),
+    ("misfire_grace_seconds", -1, 366 * 86400),
+)
+METADATA_MAX_KEYS = 50
+METADATA_MAX_VALUE_CHARS = 500
+
+
+def _metadata_errors(metadata: Any) -> dict[str, list[str]]:
+    """``metadata`` must be a flat JSON object: at most 50 string keys of at most 100
+    characters, scalar values, strings at most 500 characters."""
+    if metadata in (None, {}):
+        return {}
+    problems = []
+    if not isinstance(metadata, dict):
+        problems.append("Must be a JSON object.")
+    else:
+        if len(metadata) > METADATA_MAX_KEYS:
+            problems.append(f"At most {METADATA_MAX_KEYS} keys.")
+        for key, value in list(metadata.items())[: METADATA_MAX_KEYS + 1]:
+            if not isinstance(key, str) or len(key) > 100:
+                problems.append("Keys must be strings of at most 100 characters.")
+            if not (value is None or isinstance(value, (bool, int, float, str))):
+                problems.append(f"{key!r}: values must be scalars (flat metadata).")
+            elif isinstance(value, str) and len(value) > METADATA_MAX_VALUE_CHARS:
+                problems.append(f"{key!r}: at most {METADATA_MAX_VALUE_CHARS} characters.")
+    return {"metadata": problems} if problems else {}
+
+
 def _default_timezone() -> str:
     return settings.TIME_ZONE or "UTC"
 
@@ -93,10 +125,33 @@ class Schedule(models.Model):
     misfire_policy = models.CharField(
         max_length=16, choices=MisfirePolicy.choices, default=MisfirePolicy.COALESCE
     )
+    misfire_grace_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Catch-up window: a slot later than this when claimed is receipted 'missed' "
+        "instead of run (seconds; blank = no limit).",
+    )
     max_attempts = models.PositiveIntegerField(
         null=True,
         blank=True,
         help_text="Attempts per occurrence; blank = the MAX_ATTEMPTS setting.",
+    )
+    backoff_base_seconds = models.FloatField(
+        null=True, blank=True, help_text="First retry delay (seconds); blank = the setting."
+    )
+    backoff_cap_seconds = models.FloatField(
+        null=True, blank=True, help_text="Longest retry delay (seconds); blank = the setting."
+    )
+    pause_after_failures = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Pause after this many consecutive failed occurrences (blank = never).",
+    )
+    timeout_seconds = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Longest run (seconds): an async callback is cancelled, a sync one is "
+        "receipted failed and its lease no longer renewed. Blank = no limit.",
     )
 
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
@@ -117,6 +172,13 @@ class Schedule(models.Model):
         blank=True,
         editable=False,
         help_text="A manual run was requested at this instant; the next claim runs it as its own occurrence.",
+    )
+    pause_reason = models.CharField(
+        max_length=500, blank=True, default="", help_text="Why the scheduler paused it by itself."
+    )
+    failed_occurrences = models.PositiveIntegerField(
+        default=0,
+        help_text="Consecutive occurrences given up after failing (for pause_after_failures).",
     )
     failure_count = models.PositiveIntegerField(default=0, help_text="Consecutive failed attempts.")
     missed_count = models.PositiveBigIntegerField(
@@ -171,6 +233,12 @@ class Schedule(models.Model):
                 name="dds_sched_window_ordered",
             ),
             models.CheckConstraint(
+                condition=(Q(backoff_base_seconds__isnull=True) | Q(backoff_base_seconds__gte=0))
+                & (Q(backoff_cap_seconds__isnull=True) | Q(backoff_cap_seconds__gte=0))
+                & (Q(timeout_seconds__isnull=True) | Q(timeout_seconds__gt=0)),
+                name="dds_sched_durations_positive",
+            ),
+            models.CheckConstraint(
                 condition=Q(max_runs__isnull=True) | Q(max_runs__gte=1),
                 name="dds_sched_max_runs_positive",
             ),
@@ -202,6 +270,8 @@ class Schedule(models.Model):
     # -- validation and normalisation -----------------------------------------------------
 
     def _normalize(self) -> None:
+        if self.created_at is None:
+            self.created_at = dj_timezone.now()
         if not self.timezone:
             self.timezone = _default_timezone()
         if self.cron:
@@ -233,6 +303,18 @@ class Schedule(models.Model):
             self.spec().validate()
         except timing.InvalidSchedule as exc:
             errors.setdefault(exc.field, []).append(exc.message)
+        for field, low, high in _DURATION_BOUNDS:
+            value = getattr(self, field)
+            if value is not None and not (low < value <= high):  # also false for NaN
+                errors.setdefault(field, []).append(
+                    f"Must be more than {low:g} and at most {high:g} seconds."
+                )
+        if self.backoff_base_seconds and self.backoff_cap_seconds is not None:
+            if self.backoff_cap_seconds < self.backoff_base_seconds:
+                errors.setdefault("backoff_cap_seconds", []).append(
+                    "Must not be shorter than backoff_base_seconds."
+                )
+        errors.update(_metadata_errors(self.metadata))
         if errors:
             raise ValidationError(errors)
 

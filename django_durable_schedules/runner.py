@@ -59,8 +59,17 @@ def context_for(claim: Claim) -> RunContext:
     )
 
 
-async def _await(value: Any) -> Any:
-    return await value
+class RunTimeout(Exception):
+    """The run passed its schedule's ``timeout_seconds``."""
+
+
+async def _await(value: Any, timeout: float | None) -> Any:
+    if timeout is None:
+        return await value
+    try:
+        return await asyncio.wait_for(value, timeout)
+    except TimeoutError:
+        raise RunTimeout(f"cancelled after timeout_seconds={timeout:g}") from None
 
 
 def execute(claim: Claim) -> Outcome:
@@ -80,7 +89,7 @@ def execute(claim: Claim) -> Outcome:
     try:
         value = registration.func(context_for(claim))
         if inspect.isawaitable(value):
-            value = asyncio.run(_await(value))
+            value = asyncio.run(_await(value, claim.timeout_seconds))
         outcome = Outcome(
             claim, "succeeded", result=project_result(value, app_settings.RESULT_MAX_BYTES)
         )
@@ -107,6 +116,8 @@ def execute(claim: Claim) -> Outcome:
         )
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - any error of user code is an outcome
         error_type, message = project_error(exc, max_chars)
+        if isinstance(exc, RunTimeout):
+            error_type = "Timeout"
         outcome = Outcome(claim, "failed", error_type=error_type, error_message=message)
     finally:
         close_old_connections()

@@ -76,9 +76,11 @@ _FINISH_FIELDS = [
     "lease_expires_at",
     "next_run_at",
     "failure_count",
+    "failed_occurrences",
     "missed_count",
     "status",
     "degraded_reason",
+    "pause_reason",
 ]
 
 
@@ -107,6 +109,7 @@ class Claim:
     idempotency_key: str
     payload: Any
     missed_slots: int = 0
+    timeout_seconds: float | None = None
 
     @property
     def lateness(self) -> float:
@@ -266,6 +269,10 @@ def _claim_committing() -> None:
     """Called as the last statement inside the claim transaction (a test seam for B26)."""
 
 
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
 def _max_attempts(schedule: Schedule) -> int:
     return schedule.max_attempts or app_settings.MAX_ATTEMPTS
 
@@ -340,6 +347,54 @@ def claim_due(
     return claims
 
 
+def _record_missed(
+    row: Schedule,
+    occurrence: int,
+    slot: datetime,
+    now: datetime,
+    missed: int,
+    next_run_at: datetime | None,
+    worker: str,
+    attempts: list[RunAttempt],
+    receipts: list[RunReceipt],
+) -> None:
+    attempt = RunAttempt(
+        id=uuid.uuid4(),
+        schedule_id=row.id,
+        schedule_name=row.name,
+        occurrence=occurrence,
+        attempt=1,
+        scheduled_for=slot,
+        claimed_at=now,
+        lease_token=uuid.uuid4(),
+        lease_expires_at=now,
+        worker=worker[:200],
+        idempotency_key=idempotency_key(row.id, occurrence),
+        missed_slots=missed,
+    )
+    attempts.append(attempt)
+    row.occurrence, row.attempt = occurrence, 1
+    row.missed_count += missed + 1
+    row.next_run_at = next_run_at
+    if next_run_at is None and row.status == Status.ACTIVE:
+        row.status = Status.COMPLETED
+    late = (now - slot).total_seconds()
+    receipts.append(
+        _Receipt(
+            attempt_id=attempt.id,
+            schedule_id=row.id,
+            occurrence=occurrence,
+            status=ReceiptStatus.MISSED,
+            finished_at=now,
+            error_type="Missed",
+            error_message=f"claimed {late:.0f}s after its slot, beyond misfire_grace_seconds="
+            f"{row.misfire_grace_seconds}",
+            failure_count_after=row.failure_count,
+            next_run_at=next_run_at,
+        ).model()
+    )
+
+
 def _plan_claim(
     row: Schedule,
     now: datetime,
@@ -394,6 +449,13 @@ def _plan_claim(
                 if provisional_next is None:
                     row.status = Status.COMPLETED
                 return
+        grace = row.misfire_grace_seconds
+        if grace is not None and (now - slot).total_seconds() > grace:
+            # Too stale for the catch-up window: receipt the slot 'missed', run nothing.
+            _record_missed(
+                row, occurrence, slot, now, missed, provisional_next, worker, attempts, receipts
+            )
+            return
 
     token = uuid.uuid4()
     attempt = RunAttempt(
@@ -460,6 +522,7 @@ def _plan_claim(
             idempotency_key=attempt.idempotency_key,
             payload=row.payload,
             missed_slots=missed,
+            timeout_seconds=row.timeout_seconds,
         )
     )
 
@@ -682,7 +745,7 @@ def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
             result=outcome.result,
         )
     if status == "succeeded":
-        row.failure_count = 0
+        row.failure_count = row.failed_occurrences = 0
         receipt_status = ReceiptStatus.SUCCEEDED
     elif status == "skipped":
         receipt_status = ReceiptStatus.SKIPPED
@@ -741,18 +804,36 @@ def _fail_attempt(
     elif attempt < _max_attempts(row) and row.status == Status.ACTIVE:
         if retry_after is None:
             retry_after = timing.backoff_seconds(
-                attempt, app_settings.BACKOFF_BASE_SECONDS, app_settings.BACKOFF_CAP_SECONDS
+                attempt,
+                _or(row.backoff_base_seconds, app_settings.BACKOFF_BASE_SECONDS),
+                _or(row.backoff_cap_seconds, app_settings.BACKOFF_CAP_SECONDS),
             )
         row.attempt = attempt
         row.retry_scheduled_for = scheduled_for
         row.next_run_at = _ceil_second(now + timedelta(seconds=max(0.0, retry_after)))
-    elif row.kind == Kind.ONCE:
-        row.retry_scheduled_for = None
-        row.next_run_at = None
-        if row.status == Status.ACTIVE:
-            row.status = Status.FAILED
     else:
-        skipped = _move_on(row, occurrence, now)
+        # The occurrence is given up.
+        row.failed_occurrences += 1
+        if row.kind == Kind.ONCE:
+            row.retry_scheduled_for = None
+            row.next_run_at = None
+            if row.status == Status.ACTIVE:
+                row.status = Status.FAILED
+        else:
+            skipped = _move_on(row, occurrence, now)
+            limit = row.pause_after_failures
+            if limit and row.failed_occurrences >= limit and row.status == Status.ACTIVE:
+                row.status = Status.PAUSED
+                row.next_run_at = None
+                row.pause_reason = (
+                    f"paused after {row.failed_occurrences} consecutive failed occurrences"
+                )
+                logger.warning(
+                    "schedule %s %s",
+                    row.name,
+                    row.pause_reason,
+                    extra={"schedule": row.name, "occurrence": occurrence},
+                )
     return _Receipt(
         attempt_id=attempt_id,
         schedule_id=row.id,
@@ -817,7 +898,8 @@ def enable(schedule_id: Any, *, now: datetime | None = None, using: str = "defau
         if row.status == Status.FAILED:
             row.failure_count = 0
         row.status = Status.ACTIVE
-        row.degraded_reason = ""
+        row.degraded_reason = row.pause_reason = ""
+        row.failed_occurrences = 0
         row.retry_scheduled_for = row.triggered_at = None
         row.next_run_at = plan_next(row, now, first=row.kind == Kind.ONCE and row.occurrence == 0)
         if row.next_run_at is None:
@@ -829,6 +911,8 @@ def enable(schedule_id: Any, *, now: datetime | None = None, using: str = "defau
                 "retry_scheduled_for",
                 "triggered_at",
                 "failure_count",
+                "failed_occurrences",
+                "pause_reason",
                 "next_run_at",
                 "updated_at",
             ]

@@ -79,6 +79,8 @@ class Worker:
         self._forced = False
         self._signals: list[tuple[int, bool]] = []  # (signum, forced) noted by the handler
         self._runs_finished = 0
+        self._deadlines: dict[uuid.UUID, float] = {}  # lease token -> monotonic deadline
+        self._abandoned: set[uuid.UUID] = set()  # timed-out runs whose outcome is discarded
         self._skew = timedelta(0)  # host clock minus database clock
         self._started_at = None
         self.on_idle: Callable[[], None] | None = None  # test seam
@@ -140,6 +142,7 @@ class Worker:
                     self._release_unstarted()
                     released = True
                 try:
+                    self._enforce_timeouts()
                     self._complete_finished()
                     if (self._stopping or pass_done) and not self._in_flight:
                         break
@@ -153,7 +156,7 @@ class Worker:
                     full = False
                     if not (self._stopping or pass_done):
                         state.expire_leases(limit=self.batch_size, using=self.using)
-                        free = self.concurrency - len(self._in_flight)
+                        free = self.concurrency - len(self._in_flight) - len(self._abandoned)
                         if free > 0:
                             claims = state.claim_due(
                                 worker=self.worker_id,
@@ -216,9 +219,13 @@ class Worker:
     def _submit(self, executor: ThreadPoolExecutor, claim: state.Claim) -> None:
         future = executor.submit(runner.execute, claim)
         self._in_flight[claim.lease_token] = (claim, future)
+        if claim.timeout_seconds:
+            # Async callbacks cancel themselves at the timeout; this is the sync backstop.
+            self._deadlines[claim.lease_token] = time.monotonic() + claim.timeout_seconds + 0.5
 
         def done(f: Future[state.Outcome]) -> None:
-            if f.cancelled():
+            if f.cancelled() or claim.lease_token in self._abandoned:
+                self._abandoned.discard(claim.lease_token)
                 return
             exc = f.exception()
             if exc is not None:  # runner.execute never raises; be safe anyway
@@ -246,6 +253,7 @@ class Worker:
             raise
         for outcome in outcomes:
             self._in_flight.pop(outcome.claim.lease_token, None)
+            self._deadlines.pop(outcome.claim.lease_token, None)
         self._runs_finished += len(outcomes)
         for receipt in report.receipts:
             logger.debug(
@@ -254,6 +262,38 @@ class Worker:
                 receipt.occurrence,
                 receipt.status,
                 extra={"occurrence": receipt.occurrence},
+            )
+
+    def _enforce_timeouts(self) -> None:
+        """A sync callback past its timeout cannot be stopped (threads cannot be killed):
+        receipt it ``failed`` (Timeout) now and stop renewing its lease; whatever it returns
+        later is discarded. Its thread keeps a pool slot until it returns."""
+        now = time.monotonic()
+        for token, deadline in list(self._deadlines.items()):
+            if deadline > now or token not in self._in_flight:
+                continue
+            claim, future = self._in_flight[token]
+            del self._deadlines[token]
+            if future.done():
+                continue
+            self._abandoned.add(token)
+            logger.warning(
+                "run %s #%s.%s passed timeout_seconds=%g: receipted failed, "
+                "its thread is abandoned",
+                claim.schedule_name,
+                claim.occurrence,
+                claim.attempt,
+                claim.timeout_seconds,
+                extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+            )
+            self._done.put(
+                state.Outcome(
+                    claim,
+                    "failed",
+                    error_type="Timeout",
+                    error_message=f"still running after timeout_seconds={claim.timeout_seconds:g}; "
+                    "the thread was abandoned",
+                )
             )
 
     def _renew(self) -> None:
@@ -309,6 +349,8 @@ class Worker:
         delay = min(self.poll_max, state.seconds_until(wakeup, db_now_estimate))
         if self._in_flight:
             delay = min(delay, self.renew_every)
+        if self._deadlines:
+            delay = min(delay, max(0.0, min(self._deadlines.values()) - time.monotonic()))
         if delay > 0:
             if self.on_idle is not None:
                 self.on_idle()

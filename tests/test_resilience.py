@@ -33,9 +33,13 @@ def kill_other_connections() -> int:
 
 @pytest.mark.skipif("connection.vendor == 'sqlite'", reason="SQLite has no server connections")
 def test_worker_reconnects_after_its_connections_are_killed(start_worker):
-    Schedule.objects.create(name="tick", callback="tests.record", kind="interval", interval_seconds=1)
+    Schedule.objects.create(
+        name="tick", callback="tests.record", kind="interval", interval_seconds=1
+    )
     worker = start_worker("--max-idle", "0.3", "--worker-id", "resilient")
-    wait_until(lambda: RunReceipt.objects.filter(status="succeeded").count() >= 2, 30, message="first runs")
+    wait_until(
+        lambda: RunReceipt.objects.filter(status="succeeded").count() >= 2, 30, message="first runs"
+    )
     for _ in range(3):
         before = RunReceipt.objects.filter(status="succeeded").count()
         assert kill_other_connections() >= 1
@@ -47,4 +51,6 @@ def test_worker_reconnects_after_its_connections_are_killed(start_worker):
     assert worker.proc.poll() is None, worker.output()[-3000:]
     worker.stop()
     assert worker.proc.returncode == 0, worker.output()[-3000:]
-    assert not RunReceipt.objects.exclude(status="succeeded").exclude(status="lease_expired").exists()
+    assert (
+        not RunReceipt.objects.exclude(status="succeeded").exclude(status="lease_expired").exists()
+    )

@@ -108,3 +108,11 @@ class HostileError(Exception):
 @register("tests.hostile_error")
 def hostile_error(ctx):
     raise HostileError(Hostile())
+
+
+@register("tests.async_sleep")
+async def async_sleep(ctx):
+    import asyncio
+
+    await asyncio.sleep(float((ctx.payload or {}).get("seconds", 2)))
+    return "slept"

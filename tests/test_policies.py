@@ -1,0 +1,132 @@
+"""Per-schedule policies: catch-up window, backoff, pause after failures, timeouts."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from django_durable_schedules import state
+from django_durable_schedules.models import RunReceipt, Schedule
+from django_durable_schedules.runner import execute
+from django_durable_schedules.worker import Worker, WorkerOptions
+
+from .factories import T0
+
+pytestmark = pytest.mark.django_db(transaction=True)
+S = timedelta(seconds=1)
+
+
+def make(name="p", **kw):
+    kw.setdefault("callback", "tests.noop")
+    kw.setdefault("kind", "interval")
+    if kw["kind"] == "interval":
+        kw.setdefault("interval_seconds", 60)
+    kw.setdefault("created_at", T0)
+    s = Schedule(name=name, timezone="UTC", **kw)
+    s.full_clean()
+    s.save()
+    return s
+
+
+def run_at(now, **kw):
+    claims = state.claim_due(worker="w", now=now, **kw)
+    state.complete([execute(c) for c in claims], now=now)
+    return claims
+
+
+def test_catch_up_window_receipts_a_stale_slot_missed():
+    make(misfire_grace_seconds=30)
+    assert run_at(T0 + 10 * S)  # 10 s late: within the window
+    assert run_at(T0 + 60 * S + 45 * S) == []  # 45 s late: missed
+    r = RunReceipt.objects.get(status="missed")
+    assert r.occurrence == 2 and "misfire_grace_seconds=30" in r.error_message
+    s = Schedule.objects.get()
+    assert s.next_run_at == T0 + 120 * S and s.status == "active"
+    assert [c.scheduled_for for c in run_at(T0 + 120 * S)] == [T0 + 120 * S]
+
+
+def test_stale_once_is_missed_and_completed():
+    make(kind="once", run_at=T0, misfire_grace_seconds=60)
+    assert run_at(T0 + 3600 * S) == []
+    s = Schedule.objects.get()
+    assert s.status == "completed" and RunReceipt.objects.get().status == "missed"
+
+
+def test_per_schedule_backoff():
+    make(callback="tests.fail", backoff_base_seconds=2, backoff_cap_seconds=3, max_attempts=4)
+    run_at(T0)
+    assert Schedule.objects.get().next_run_at == T0 + 2 * S
+    run_at(T0 + 2 * S)
+    assert Schedule.objects.get().next_run_at == T0 + 5 * S  # 4 s capped at 3
+
+
+def test_pause_after_consecutive_failed_occurrences():
+    make(callback="tests.fail", max_attempts=1, pause_after_failures=2)
+    run_at(T0)
+    assert Schedule.objects.get().status == "active"
+    run_at(T0 + 60 * S)
+    s = Schedule.objects.get()
+    assert s.status == "paused" and "2 consecutive failed occurrences" in s.pause_reason
+    assert s.next_run_at is None
+    state.enable(s.pk, now=T0 + 100 * S)
+    s.refresh_from_db()
+    assert (s.status, s.pause_reason, s.failed_occurrences) == ("active", "", 0)
+
+
+def test_success_resets_failed_occurrences():
+    s = make(callback="tests.fail", max_attempts=1, pause_after_failures=2)
+    run_at(T0)
+    Schedule.objects.filter(pk=s.pk).update(callback="tests.noop")
+    run_at(T0 + 60 * S)
+    Schedule.objects.filter(pk=s.pk).update(callback="tests.fail")
+    run_at(T0 + 120 * S)
+    s.refresh_from_db()
+    assert s.status == "active" and s.failed_occurrences == 1
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("timeout_seconds", 0),
+        ("timeout_seconds", float("nan")),
+        ("backoff_base_seconds", -1),
+        ("misfire_grace_seconds", 10**9),
+    ],
+)
+def test_durations_are_validated(field, value):
+    with pytest.raises(ValidationError) as exc:
+        make("bad", **{field: value})
+    assert field in exc.value.message_dict
+
+
+def test_metadata_must_be_flat_and_bounded():
+    with pytest.raises(ValidationError):
+        make("m1", metadata={"nested": {"a": 1}})
+    with pytest.raises(ValidationError):
+        make("m2", metadata={str(i): i for i in range(51)})
+    make("m3", metadata={"team": "data", "tier": 2})
+
+
+def test_async_callback_is_cancelled_at_its_timeout():
+    make(
+        callback="tests.async_sleep", payload={"seconds": 30}, timeout_seconds=0.2, created_at=None
+    )
+    assert Worker(WorkerOptions(once=True)).run() == 0
+    r = RunReceipt.objects.get()
+    assert r.status == "failed" and r.error_type == "Timeout"
+
+
+def test_sync_callback_past_its_timeout_is_receipted_failed():
+    make(
+        callback="tests.sleep",
+        payload={"seconds": 3},
+        timeout_seconds=0.5,
+        max_attempts=1,
+        created_at=None,
+    )
+    assert Worker(WorkerOptions(once=True)).run() == 0
+    r = RunReceipt.objects.get()
+    assert r.status == "failed" and r.error_type == "Timeout"
+    assert Schedule.objects.get().lease_token is None
