@@ -1,0 +1,61 @@
+"""A JSON parser that bounds what it accepts before any field sees it."""
+
+from __future__ import annotations
+
+import codecs
+import json
+from typing import Any
+
+from django.conf import settings
+from rest_framework import status
+from rest_framework.exceptions import APIException, ParseError
+from rest_framework.parsers import JSONParser
+from rest_framework.settings import api_settings
+
+#: Body size limit when ``settings.DATA_UPLOAD_MAX_MEMORY_SIZE`` is None (bytes).
+FALLBACK_MAX_BODY_BYTES = 2_621_440
+
+
+class RequestTooLarge(APIException):
+    """413: the request body is larger than the site accepts."""
+
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "Request body too large."
+    default_code = "request_too_large"
+
+
+class BoundedJSONParser(JSONParser):
+    """``application/json`` with limits: a body larger than
+    ``settings.DATA_UPLOAD_MAX_MEMORY_SIZE`` is a 413 (read no further); nesting deep enough
+    to exhaust the parser's recursion and strings with unpaired UTF-16 surrogates (which no
+    database or UTF-8 response can hold) are a 400."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None):
+        parser_context = parser_context or {}
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE or FALLBACK_MAX_BODY_BYTES
+        request = parser_context.get("request")
+        try:
+            length = int(request.META.get("CONTENT_LENGTH") or 0) if request else 0
+        except ValueError:
+            length = 0
+        if length > limit:
+            raise RequestTooLarge(f"Request body is {length} bytes; at most {limit} accepted.")
+        raw = stream.read(limit + 1) if stream is not None else b""
+        if len(raw) > limit:
+            raise RequestTooLarge(f"Request body exceeds {limit} bytes.")
+        encoding = parser_context.get("encoding", settings.DEFAULT_CHARSET)
+        try:
+            text = codecs.decode(raw, encoding)
+            parse_constant = json.strict_constant if api_settings.STRICT_JSON else None
+            data = json.loads(text, parse_constant=parse_constant)
+        except (ValueError, LookupError) as exc:
+            raise ParseError(f"JSON parse error - {exc}") from None
+        except RecursionError:
+            raise ParseError("JSON parse error - nested too deeply") from None
+        try:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ParseError("JSON parse error - unpaired surrogate in a string") from None
+        except RecursionError:  # pragma: no cover - parsed, so it also serialises
+            raise ParseError("JSON parse error - nested too deeply") from None
+        return data

@@ -1,0 +1,94 @@
+"""``manage.py schedules``: inspect and control schedules from the shell.
+
+Subcommands: ``list``, ``upcoming NAME [--count N]``, ``health``, and ``enable`` /
+``disable`` / ``cancel`` / ``trigger`` ``NAME`` (the same state transitions as the admin
+and the API).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.core.management.base import BaseCommand, CommandError
+
+from ... import health, state, timing
+from ...exceptions import StateConflict
+from ...models import Schedule
+
+MAX_COUNT = 1000
+
+
+def count_type(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if not 1 <= number <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"--count must be between 1 and {MAX_COUNT}")
+    return number
+
+
+class Command(BaseCommand):
+    help = "Inspect and control durable schedules."
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        sub.add_parser("list", help="One line per schedule.")
+        upcoming = sub.add_parser(
+            "upcoming", help="Next fire times, in the schedule's zone and UTC."
+        )
+        upcoming.add_argument("name")
+        upcoming.add_argument("--count", type=count_type, default=5)
+        sub.add_parser("health", help="The health snapshot as JSON; exit 1 when unhealthy.")
+        for action in ("enable", "disable", "cancel", "trigger"):
+            sub.add_parser(action, help=f"{action.capitalize()} a schedule.").add_argument("name")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        action = options["action"]
+        if action == "list":
+            self._list()
+        elif action == "health":
+            snap = health.snapshot()
+            self.stdout.write(json.dumps(snap.as_dict(), indent=2))
+            if not snap.healthy:
+                raise CommandError("unhealthy: " + "; ".join(snap.problems), returncode=1)
+        elif action == "upcoming":
+            self._upcoming(self._get(options["name"]), options["count"])
+        else:
+            schedule = self._get(options["name"])
+            try:
+                row = getattr(state, action)(schedule.pk)
+            except StateConflict as exc:
+                raise CommandError(f"{schedule.name}: {exc.reason}") from None
+            self.stdout.write(f"{row.name}: {row.status}, next run {_fmt(row.next_run_at)}")
+
+    def _get(self, name: str) -> Schedule:
+        try:
+            return Schedule.objects.get(name=name)
+        except Schedule.DoesNotExist:
+            raise CommandError(f"no schedule named {name!r}") from None
+
+    def _list(self) -> None:
+        for s in Schedule.objects.order_by("name"):
+            self.stdout.write(
+                f"{s.name:40} {s.status:9} {timing.describe(s.spec()):45} next {_fmt(s.next_run_at)}"
+            )
+
+    def _upcoming(self, schedule: Schedule, count: int) -> None:
+        zone = ZoneInfo(schedule.timezone or "UTC")
+        self.stdout.write(f"{schedule.name}: {timing.describe(schedule.spec())}")
+        times = schedule.upcoming(count)
+        if not times:
+            self.stdout.write("  no further fire times")
+        for t in times:
+            self.stdout.write(
+                f"  {t.astimezone(zone).isoformat()}  ({schedule.timezone})   {_fmt(t)}"
+            )
+
+
+def _fmt(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else "-"
