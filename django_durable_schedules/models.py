@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -124,6 +124,12 @@ class Schedule(models.Model):
 
     misfire_policy = models.CharField(
         max_length=16, choices=MisfirePolicy.choices, default=MisfirePolicy.COALESCE
+    )
+    jitter_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Delay each occurrence by a deterministic offset in [0, jitter] seconds "
+        "(the same on every worker), to spread load. At most half the shortest gap between slots.",
     )
     misfire_grace_seconds = models.PositiveIntegerField(
         null=True,
@@ -315,6 +321,13 @@ class Schedule(models.Model):
                     "Must not be shorter than backoff_base_seconds."
                 )
         errors.update(_metadata_errors(self.metadata))
+        if self.jitter_seconds and not errors:
+            times = timing.upcoming(self.spec(), dj_timezone.now(), 10)
+            gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
+            if gaps and self.jitter_seconds > min(gaps) / 2:
+                errors["jitter_seconds"] = [
+                    f"At most half the shortest gap between slots ({min(gaps) / 2:g} seconds)."
+                ]
         if errors:
             raise ValidationError(errors)
 
@@ -349,6 +362,14 @@ class Schedule(models.Model):
             parts.append(f"{f}={value!s}")
         return hashlib.sha1("|".join(parts).encode()).hexdigest()
 
+    def due_at(self, slot: datetime | None) -> datetime | None:
+        """When ``slot`` becomes due: the slot plus this schedule's deterministic jitter
+        (SHA-256 of ``"<id>:<slot epoch seconds>"``, so every worker agrees)."""
+        if slot is None or not self.jitter_seconds:
+            return slot
+        key = f"{self.id}:{int(slot.timestamp())}"
+        return slot + timedelta(seconds=timing.jitter_offset(key, self.jitter_seconds))
+
     def upcoming(self, count: int = 5, after: datetime | None = None) -> list[datetime]:
         """The next ``count`` fire times (aware UTC datetimes) strictly after ``after``
         (default: now), by the same computation the worker uses. Works unsaved."""
@@ -365,12 +386,10 @@ def plan_next(schedule: Schedule, now: datetime, *, first: bool = False) -> date
     first slot strictly after ``now`` (R10)."""
     spec = schedule.spec()
     if schedule.kind == Kind.ONCE:
-        if first:
-            return schedule.run_at
-        return timing.next_slot_after(spec, now)
-    if first:
-        return timing.next_slot_after(spec, now, inclusive=True)
-    return timing.next_slot_after(spec, now)
+        slot = schedule.run_at if first else timing.next_slot_after(spec, now)
+    else:
+        slot = timing.next_slot_after(spec, now, inclusive=first)
+    return schedule.due_at(slot)
 
 
 class RunAttempt(models.Model):

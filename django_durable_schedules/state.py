@@ -420,7 +420,7 @@ def _plan_claim(
     spec = row.spec()
     missed = 0
     recurring_next = (
-        timing.next_slot_after(spec, now)
+        row.due_at(timing.next_slot_after(spec, now))
         if row.kind != Kind.ONCE and row.status == Status.ACTIVE
         else None
     )
@@ -436,12 +436,14 @@ def _plan_claim(
         due = row.next_run_at
         assert due is not None
         if row.kind == Kind.ONCE:
-            slot, provisional_next = due, None
+            slot, provisional_next = row.run_at or due, None
         else:
-            latest = timing.latest_slot_at_or_before(spec, now, not_before=due) or due
-            missed = timing.count_slots(spec, due, latest)
+            # ``due`` may include jitter: the nominal slot lies up to jitter_seconds before it.
+            earliest = due - timedelta(seconds=row.jitter_seconds or 0)
+            latest = timing.latest_slot_at_or_before(spec, now, not_before=earliest) or due
+            missed = timing.count_slots(spec, earliest, latest)
             slot = latest
-            provisional_next = timing.next_slot_after(spec, max(slot, now))
+            provisional_next = row.due_at(timing.next_slot_after(spec, max(slot, now)))
             if row.misfire_policy == MisfirePolicy.SKIP and missed:
                 # Policy "skip": after downtime, no late run at all; wait for the next slot.
                 row.missed_count += missed + 1
@@ -863,7 +865,7 @@ def _move_on(row: Schedule, occurrence: int, now: datetime) -> int:
     nxt = row.next_run_at
     if nxt is not None and nxt <= now:
         skipped = timing.count_slots(spec, nxt, now + ONE_SECOND)
-        nxt = timing.next_slot_after(spec, now)
+        nxt = row.due_at(timing.next_slot_after(spec, now))
     row.missed_count += skipped
     row.next_run_at = nxt
     if nxt is None:

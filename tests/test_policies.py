@@ -130,3 +130,26 @@ def test_sync_callback_past_its_timeout_is_receipted_failed():
     r = RunReceipt.objects.get()
     assert r.status == "failed" and r.error_type == "Timeout"
     assert Schedule.objects.get().lease_token is None
+
+
+def test_jitter_is_deterministic_within_bounds_and_keeps_nominal_slots():
+    s = make("j", interval_seconds=600, jitter_seconds=120)
+    offsets = set()
+    for _ in range(12):
+        due = Schedule.objects.get(pk=s.pk).next_run_at
+        assert state.claim_due(worker="w", now=due - S) == []  # not before its jittered instant
+        [claim] = state.claim_due(worker="w", now=due)
+        nominal = claim.scheduled_for
+        assert (nominal - T0).total_seconds() % 600 == 0  # scheduled_for stays on the grid
+        offsets.add((due - nominal).total_seconds())
+        assert 0 <= (due - nominal).total_seconds() <= 120
+        state.complete([execute(claim)], now=due)
+    assert len(offsets) > 3  # spread, not constant
+    again = Schedule.objects.get(pk=s.pk)
+    assert again.due_at(T0) == again.due_at(T0)
+
+
+def test_jitter_larger_than_half_the_gap_is_rejected():
+    with pytest.raises(ValidationError) as exc:
+        make("j2", interval_seconds=60, jitter_seconds=45)
+    assert "jitter_seconds" in exc.value.message_dict

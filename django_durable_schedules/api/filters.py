@@ -1,0 +1,108 @@
+"""django-filter FilterSets for the list endpoints.
+
+Datetimes in filters must be ISO 8601 with a UTC offset, like everywhere in the API; a
+naive one is a 400. ``*_after`` is inclusive (``>=``), ``*_before`` exclusive (``<``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.utils import timezone as dj_timezone
+from django.utils.dateparse import parse_datetime
+from django_filters import rest_framework as filters
+
+from ..models import Kind, ReceiptStatus, RunAttempt, RunReceipt, Schedule, Status
+from .serializers import AWARE_MESSAGE
+
+
+class AwareDateTimeFormField(forms.DateTimeField):
+    """An ISO 8601 datetime with a UTC offset; naive input is refused, not localised."""
+
+    def to_python(self, value: Any) -> datetime | None:
+        if value in self.empty_values:
+            return None
+        if isinstance(value, datetime):
+            parsed: datetime | None = value
+        else:
+            try:
+                parsed = parse_datetime(str(value).strip())
+            except ValueError:
+                parsed = None
+        if parsed is None:
+            raise ValidationError(
+                "Enter an ISO 8601 datetime with a UTC offset, e.g. 2027-06-01T10:00:00Z.",
+                code="invalid",
+            )
+        if dj_timezone.is_naive(parsed):
+            raise ValidationError(AWARE_MESSAGE, code="naive")
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError:
+            raise ValidationError("Datetime value out of range.", code="overflow") from None
+
+
+class AwareDateTimeFilter(filters.IsoDateTimeFilter):
+    """``IsoDateTimeFilter`` that requires an aware datetime."""
+
+    field_class = AwareDateTimeFormField
+
+
+class ScheduleFilter(filters.FilterSet):
+    """``schedules/?status=&kind=&callback=&degraded=&failing=``."""
+
+    status = filters.MultipleChoiceFilter(choices=Status.choices)
+    kind = filters.ChoiceFilter(choices=Kind.choices)
+    callback = filters.CharFilter()
+    degraded = filters.BooleanFilter(
+        method="filter_degraded", label="Only schedules with (true) / without (false) a reason."
+    )
+    failing = filters.BooleanFilter(
+        method="filter_failing", label="Only schedules with (true) / without (false) failures."
+    )
+
+    class Meta:
+        model = Schedule
+        fields = ["status", "kind", "callback", "degraded", "failing"]
+
+    def filter_degraded(self, queryset: QuerySet, name: str, value: bool) -> QuerySet:
+        return queryset.exclude(degraded_reason="") if value else queryset.filter(degraded_reason="")
+
+    def filter_failing(self, queryset: QuerySet, name: str, value: bool) -> QuerySet:
+        return queryset.filter(failure_count__gt=0) if value else queryset.filter(failure_count=0)
+
+
+class AttemptFilter(filters.FilterSet):
+    """``attempts/?schedule=&status=&open=&worker=&claimed_after=&claimed_before=``.
+
+    ``status`` is the status of the attempt's receipt; ``open=true`` lists attempts that
+    have no receipt yet.
+    """
+
+    schedule = filters.UUIDFilter(field_name="schedule_id")
+    status = filters.MultipleChoiceFilter(field_name="receipt__status", choices=ReceiptStatus.choices)
+    open = filters.BooleanFilter(field_name="receipt", lookup_expr="isnull")
+    worker = filters.CharFilter()
+    claimed_after = AwareDateTimeFilter(field_name="claimed_at", lookup_expr="gte")
+    claimed_before = AwareDateTimeFilter(field_name="claimed_at", lookup_expr="lt")
+
+    class Meta:
+        model = RunAttempt
+        fields = ["schedule", "status", "open", "worker", "claimed_after", "claimed_before"]
+
+
+class ReceiptFilter(filters.FilterSet):
+    """``receipts/?schedule=&status=&finished_after=&finished_before=``."""
+
+    schedule = filters.UUIDFilter(field_name="schedule_id")
+    status = filters.MultipleChoiceFilter(choices=ReceiptStatus.choices)
+    finished_after = AwareDateTimeFilter(field_name="finished_at", lookup_expr="gte")
+    finished_before = AwareDateTimeFilter(field_name="finished_at", lookup_expr="lt")
+
+    class Meta:
+        model = RunReceipt
+        fields = ["schedule", "status", "finished_after", "finished_before"]
