@@ -1083,12 +1083,29 @@ def recover_degraded(*, using: str = "default", now: datetime | None = None) -> 
 # ---------------------------------------------------------------------------------------
 
 
-def next_wakeup(*, using: str = "default") -> datetime | None:
-    """Earliest instant at which something may need this worker: the next due slot of an
-    unleased active schedule, or the next lease expiry."""
+@dataclass(frozen=True)
+class Wakeup:
+    """The next instants a worker must act at (aware UTC, None when there is none)."""
+
+    due: datetime | None
+    lease_expiry: datetime | None
+
+    @property
+    def earliest(self) -> datetime | None:
+        candidates = [t for t in (self.due, self.lease_expiry) if t is not None]
+        return min(candidates) if candidates else None
+
+
+def next_wakeup(*, using: str = "default") -> Wakeup:
+    """The next due slot of an unleased active schedule and the next lease expiry (two
+    index-ordered ``LIMIT 1`` reads)."""
     due = (
         Schedule.objects.using(using)
-        .filter(status=Status.ACTIVE, lease_token__isnull=True, next_run_at__isnull=False)
+        .filter(
+            status__in=(Status.ACTIVE, Status.PAUSED),  # as claim_due: paused = triggered only
+            lease_token__isnull=True,
+            next_run_at__isnull=False,
+        )
         .order_by("next_run_at")
         .values_list("next_run_at", flat=True)
         .first()
@@ -1100,8 +1117,7 @@ def next_wakeup(*, using: str = "default") -> datetime | None:
         .values_list("lease_expires_at", flat=True)
         .first()
     )
-    candidates = [t for t in (due, expiry) if t is not None]
-    return min(candidates) if candidates else None
+    return Wakeup(due=due, lease_expiry=expiry)
 
 
 def heartbeat(

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import Error as DatabaseError
@@ -79,6 +79,14 @@ class Worker:
         self._forced = False
         self._signals: list[tuple[int, bool]] = []  # (signum, forced) noted by the handler
         self._runs_finished = 0
+        # The earliest lease expiry seen by the last look (db clock); an idle worker only
+        # runs the recovery query when it has passed (leases are re-read at every sleep).
+        self._expiry_known = False
+        self._next_expiry: datetime | None = None
+        # Likewise the earliest due slot: the claim transaction runs only when it has come
+        # (a schedule created or triggered meanwhile is seen by the look before the sleep).
+        self._due_known = False
+        self._next_due: datetime | None = None
         self._deadlines: dict[uuid.UUID, float] = {}  # lease token -> monotonic deadline
         self._abandoned: set[uuid.UUID] = set()  # timed-out runs whose outcome is discarded
         self._skew = timedelta(0)  # host clock minus database clock
@@ -155,13 +163,18 @@ class Worker:
                         last_beat = mono
                     full = False
                     if not (self._stopping or pass_done):
-                        state.expire_leases(limit=self.batch_size, using=self.using)
+                        now = state.db_now(self.using)
+                        if self._lease_check_due(now):
+                            state.expire_leases(limit=self.batch_size, now=now, using=self.using)
+                            self._expiry_known = False
                         free = self.concurrency - len(self._in_flight) - len(self._abandoned)
-                        if free > 0:
+                        if free > 0 and self._claim_due(now):
+                            self._due_known = False
                             claims = state.claim_due(
                                 worker=self.worker_id,
                                 limit=min(self.batch_size, free),
                                 lease_seconds=self.lease_seconds,
+                                now=now,
                                 using=self.using,
                             )
                             for claim in claims:
@@ -264,6 +277,16 @@ class Worker:
                 extra={"occurrence": receipt.occurrence},
             )
 
+    def _claim_due(self, now: datetime) -> bool:
+        if not self._due_known:
+            return True
+        return self._next_due is not None and self._next_due <= now
+
+    def _lease_check_due(self, now: datetime) -> bool:
+        if not self._expiry_known:
+            return True
+        return self._next_expiry is not None and self._next_expiry <= now
+
     def _enforce_timeouts(self) -> None:
         """A sync callback past its timeout cannot be stopped (threads cannot be killed):
         receipt it ``failed`` (Timeout) now and stop renewing its lease; whatever it returns
@@ -345,8 +368,10 @@ class Worker:
 
     def _sleep(self) -> None:
         wakeup = state.next_wakeup(using=self.using)
+        self._expiry_known, self._next_expiry = True, wakeup.lease_expiry
+        self._due_known, self._next_due = True, wakeup.due
         db_now_estimate = dj_timezone.now() - self._skew
-        delay = min(self.poll_max, state.seconds_until(wakeup, db_now_estimate))
+        delay = min(self.poll_max, state.seconds_until(wakeup.earliest, db_now_estimate))
         if self._in_flight:
             delay = min(delay, self.renew_every)
         if self._deadlines:

@@ -63,3 +63,38 @@ def test_run_scheduler_command_once():
     )
     assert RunReceipt.objects.get().status == "succeeded"
     assert RunAttempt.objects.get().worker == "cmd-worker"
+
+
+def test_idle_worker_issues_a_few_queries_per_tick():
+    """Idle, a worker reads the clock, looks for due rows and for its next wake-up; the
+    lease-recovery query runs only when a known lease has expired (G7)."""
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    Schedule.objects.create(
+        name="later",
+        callback="tests.noop",
+        kind="interval",
+        interval_seconds=3600,
+        start_at=timezone.now() + timedelta(hours=1),
+    )
+    worker = Worker(WorkerOptions(once=False, poll_max_seconds=0.01))
+    ticks = []
+
+    def on_idle():
+        ticks.append(1)
+        if len(ticks) == 1:
+            ctx.__enter__()
+        if len(ticks) == 11:
+            ctx.__exit__(None, None, None)
+            worker.request_stop()
+
+    ctx = CaptureQueriesContext(connection)
+    worker.on_idle = on_idle
+    worker.run()
+    per_tick = len(ctx.captured_queries) / 10
+    # the clock, and the next wake-up (2 reads); no claim transaction while nothing is due
+    assert per_tick <= 3, [q["sql"][:80] for q in ctx.captured_queries[:12]]
