@@ -181,8 +181,10 @@ class Worker:
                                 self._submit(executor, claim)
                             claimed_total += len(claims)
                             full = len(claims) == free
-                            if self.once and (not full or claimed_total >= self.batch_size):
-                                pass_done = True  # --once: one pass over what is due now
+                        if self.once and (
+                            claimed_total >= self.batch_size or (free > 0 and not full)
+                        ):
+                            pass_done = True  # --once: one pass over what is due now
                     errors = 0
                     finishing = self._stopping or pass_done
                     if not full and not (finishing and not self._in_flight):
