@@ -14,9 +14,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import django
 
-import django  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests package
 
 
 def main(count: int) -> None:

@@ -19,6 +19,13 @@ What it does (see bench/README.md and docs/benchmarks.md):
    (last receipt ``finished_at`` - first attempt ``claimed_at``), and verifies one attempt
    per schedule and one ``succeeded`` receipt per attempt.
 
+Each round also records, for explaining the number: claim/completion transactions and
+their mean batch, commits, WAL syncs and WAL bytes per run (pg_stat_database, pg_stat_wal:
+the WAL figures are server-wide), CPU of the worker processes and of their PostgreSQL
+backends per run, and the CPU the rest of the machine used meanwhile (/proc: the server
+must run on this machine for the CPU figures). ``--experiment`` runs the workers with
+prototype engine changes patched in (bench/experiment_worker.py).
+
 Prints one JSON object on stdout, then a one-line summary. Exit status: 2 if a round failed
 its verification or timed out; 1 with ``--check`` if 4 workers (the largest N measured if 4
 is not among them) stay under ``--floor`` runs/s; else 0.
@@ -81,15 +88,24 @@ def scalar(conn: psycopg.Connection, sql: str, params: Any = None) -> Any:
 def server_info(conn: psycopg.Connection) -> dict[str, Any]:
     info = {
         name: scalar(conn, f"SHOW {name}")
-        for name in ("server_version", "fsync", "synchronous_commit", "wal_sync_method",
-                     "shared_buffers", "commit_delay", "full_page_writes")
+        for name in (
+            "server_version",
+            "fsync",
+            "synchronous_commit",
+            "wal_sync_method",
+            "shared_buffers",
+            "commit_delay",
+            "full_page_writes",
+        )
     }
-    info["other_sessions"] = scalar(
-        conn,
-        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
-        "AND pid <> pg_backend_pid()",
-    )
     return info
+
+
+#: Client sessions of other databases: other users of the server skew the numbers.
+OTHER_SESSIONS_SQL = (
+    "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+    "AND datname IS DISTINCT FROM current_database()"
+)
 
 
 def recreate_database(url: str) -> None:
@@ -108,19 +124,46 @@ def django_env(url: str) -> dict[str, str]:
 
 
 def run_django(args: list[str], env: dict[str, str]) -> None:
-    subprocess.run([sys.executable, *args], cwd=ROOT, env=env, check=True,
-                   stdout=sys.stderr, stderr=sys.stderr)
+    subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, check=True, stdout=sys.stderr, stderr=sys.stderr
+    )
+
+
+#: A schedule's run state as it is before its first run (columns absent from the schema
+#: being measured are skipped, so the bench runs against older and newer engines).
+RUN_STATE = {
+    "status": "'active'",
+    "degraded_reason": "''",
+    "pause_reason": "''",
+    "next_run_at": "NULL",
+    "last_run_at": "NULL",
+    "triggered_at": "NULL",
+    "occurrence": "0",
+    "attempt": "0",
+    "retry_scheduled_for": "NULL",
+    "failure_count": "0",
+    "failed_occurrences": "0",
+    "missed_count": "0",
+    "lease_token": "NULL",
+    "lease_expires_at": "NULL",
+}
 
 
 def reset(conn: psycopg.Connection) -> None:
     """Forget every run: empty the run tables (TRUNCATE: the append-only triggers refuse
     DELETE, not TRUNCATE) and put each schedule back to 'never run, not due'."""
     conn.execute(f"TRUNCATE {T_RECEIPT}, {T_ATTEMPT}, {T_HEARTBEAT}")
-    conn.execute(
-        f"UPDATE {T_SCHEDULE} SET status = 'active', degraded_reason = '', next_run_at = NULL, "
-        "last_run_at = NULL, occurrence = 0, attempt = 0, retry_scheduled_for = NULL, "
-        "failure_count = 0, missed_count = 0, lease_token = NULL, lease_expires_at = NULL"
+    present = {
+        row[0]
+        for row in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = %s",
+            (T_SCHEDULE,),
+        )
+    }
+    assignments = ", ".join(
+        f"{column} = {value}" for column, value in RUN_STATE.items() if column in present
     )
+    conn.execute(f"UPDATE {T_SCHEDULE} SET {assignments}")
     conn.execute(f"VACUUM (ANALYZE) {T_SCHEDULE}")
     conn.execute(f"VACUUM (ANALYZE) {T_ATTEMPT}")
     conn.execute(f"VACUUM (ANALYZE) {T_RECEIPT}")
@@ -147,29 +190,87 @@ def counters(conn: psycopg.Connection, dbname: str) -> dict[str, int]:
     return {k: int(v) for k, v in zip(keys, row, strict=True)}
 
 
+def worker_backends(conn: psycopg.Connection) -> list[int]:
+    """PIDs of the PostgreSQL backends of this database other than the bench's own."""
+    rows = conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of ``pids`` (all their threads), from /proc; 0 for a
+    process that is gone or on a system without /proc (the local PostgreSQL runs on this
+    machine; for a remote one the backend figure is meaningless)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / _TICKS
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all CPUs spent busy since boot (/proc/stat), 0 without /proc."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / _TICKS
+
+
 # ---------------------------------------------------------------------------------------
 # Workers
 # ---------------------------------------------------------------------------------------
 
 
-def start_workers(n: int, env: dict[str, str], args: argparse.Namespace, logdir: Path,
-                  tag: str) -> list[tuple[subprocess.Popen[bytes], Path]]:
+def start_workers(
+    n: int, env: dict[str, str], args: argparse.Namespace, logdir: Path, tag: str
+) -> list[tuple[subprocess.Popen[bytes], Path]]:
     procs = []
     for i in range(n):
         path = logdir / f"{tag}-worker{i}.log"
+        if args.experiment:
+            # Prototype engine changes patched in at run time (bench/experiment_worker.py).
+            launcher = [str(ROOT / "bench" / "experiment_worker.py"), args.experiment, "--"]
+        else:
+            launcher = ["-m", "django", "run_scheduler"]
         cmd = [
-            sys.executable, "-m", "django", "run_scheduler",
-            "--batch-size", str(args.batch_size), "--concurrency", str(args.concurrency),
-            "--max-idle", str(args.max_idle), "--worker-id", f"bench-{tag}-w{i}",
-            "--verbosity", "0",
+            sys.executable,
+            *launcher,
+            "--batch-size",
+            str(args.batch_size),
+            "--concurrency",
+            str(args.concurrency),
+            "--max-idle",
+            str(args.max_idle),
+            "--worker-id",
+            f"bench-{tag}-w{i}",
+            "--verbosity",
+            "0",
         ]
         with path.open("wb") as out:
-            procs.append((subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out,
-                                           stderr=subprocess.STDOUT), path))
+            procs.append(
+                (
+                    subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT),
+                    path,
+                )
+            )
     return procs
 
 
-def stop_workers(procs: list[tuple[subprocess.Popen[bytes], Path]], grace: float = 30.0) -> list[int]:
+def stop_workers(
+    procs: list[tuple[subprocess.Popen[bytes], Path]], grace: float = 30.0
+) -> list[int]:
+    """SIGTERM (drain); a second SIGTERM (force) after ``grace`` seconds; SIGKILL after
+    another 10. Returns the exit codes (negative: killed by that signal)."""
     for proc, _ in procs:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -178,8 +279,16 @@ def stop_workers(procs: list[tuple[subprocess.Popen[bytes], Path]], grace: float
     for proc, path in procs:
         try:
             codes.append(proc.wait(timeout=max(0.1, deadline - time.monotonic())))
+            continue
         except subprocess.TimeoutExpired:
-            log(f"worker {proc.pid} ignored SIGTERM for {grace:.0f}s; killing it (log: {path})")
+            log(
+                f"worker {proc.pid} still draining after {grace:.0f}s; second SIGTERM (log: {path})"
+            )
+            proc.send_signal(signal.SIGTERM)
+        try:
+            codes.append(proc.wait(timeout=10))
+        except subprocess.TimeoutExpired:
+            log(f"worker {proc.pid} ignored a second SIGTERM; SIGKILL")
             proc.kill()
             codes.append(proc.wait())
     return codes
@@ -192,8 +301,14 @@ def check_alive(procs: list[tuple[subprocess.Popen[bytes], Path]]) -> None:
             raise RuntimeError(f"worker {proc.pid} exited with {proc.returncode}:\n{tail}")
 
 
-def wait_for(conn: psycopg.Connection, sql: str, target: int, deadline: float,
-             procs: list[tuple[subprocess.Popen[bytes], Path]], interval: float) -> int:
+def wait_for(
+    conn: psycopg.Connection,
+    sql: str,
+    target: int,
+    deadline: float,
+    procs: list[tuple[subprocess.Popen[bytes], Path]],
+    interval: float,
+) -> int:
     polls = 0
     while True:
         value = scalar(conn, sql)
@@ -230,9 +345,11 @@ def measure(conn: psycopg.Connection, schedules: int) -> dict[str, Any]:
         f"SELECT count(*) FROM {T_ATTEMPT} a LEFT JOIN {T_RECEIPT} r ON r.attempt_id = a.id "
         "WHERE r.id IS NULL",
     )
-    per_worker = dict(conn.execute(
-        f"SELECT worker, count(*) FROM {T_ATTEMPT} GROUP BY worker ORDER BY worker"
-    ).fetchall())
+    per_worker = dict(
+        conn.execute(
+            f"SELECT worker, count(*) FROM {T_ATTEMPT} GROUP BY worker ORDER BY worker"
+        ).fetchall()
+    )
     leased = scalar(conn, f"SELECT count(*) FROM {T_SCHEDULE} WHERE lease_token IS NOT NULL")
     attempts, distinct_schedules, first_claim, last_claim, claim_txns = a
     receipts, succeeded, first_finish, last_finish, finish_instants = r
@@ -256,7 +373,9 @@ def measure(conn: psycopg.Connection, schedules: int) -> dict[str, Any]:
         "runs_per_second": round(schedules / elapsed, 1) if elapsed else None,
         "elapsed_seconds": round(elapsed, 3) if elapsed is not None else None,
         "claim_phase_seconds": round((last_claim - first_claim).total_seconds(), 3),
-        "first_claim_to_first_receipt_seconds": round((first_finish - first_claim).total_seconds(), 3),
+        "first_claim_to_first_receipt_seconds": round(
+            (first_finish - first_claim).total_seconds(), 3
+        ),
         "attempts": attempts,
         "receipts": receipts,
         "succeeded": succeeded,
@@ -268,25 +387,82 @@ def measure(conn: psycopg.Connection, schedules: int) -> dict[str, Any]:
         "attempts_per_worker": per_worker,
         "verified": not problems,
         "problems": problems,
+        **({"diagnostics": diagnostics(conn)} if problems else {}),
     }
 
 
-def run_round(conn: psycopg.Connection, n: int, args: argparse.Namespace, env: dict[str, str],
-              logdir: Path, tag: str) -> dict[str, Any]:
+def diagnostics(conn: psycopg.Connection, sample: int = 3) -> dict[str, Any]:
+    """What went wrong, for a round that failed verification: receipt statuses and the
+    full history of a few schedules that were attempted more than once."""
+    statuses = dict(
+        conn.execute(f"SELECT status, count(*) FROM {T_RECEIPT} GROUP BY status").fetchall()
+    )
+    ids = [
+        row[0]
+        for row in conn.execute(
+            f"SELECT schedule_id FROM {T_ATTEMPT} GROUP BY schedule_id HAVING count(*) > 1 "
+            "ORDER BY count(*) DESC, schedule_id LIMIT %s",
+            (sample,),
+        )
+    ]
+    history = {}
+    for sid in ids:
+        history[str(sid)] = {
+            "schedule": conn.execute(
+                f"SELECT name, status, occurrence, attempt, next_run_at, created_at, "
+                f"last_run_at, missed_count, definition_hash FROM {T_SCHEDULE} WHERE id = %s",
+                (sid,),
+            ).fetchone(),
+            "attempts": conn.execute(
+                f"SELECT a.occurrence, a.attempt, a.worker, a.scheduled_for, a.claimed_at, "
+                f"r.status, r.finished_at, r.error_type, r.error_message, r.next_run_at "
+                f"FROM {T_ATTEMPT} a LEFT JOIN {T_RECEIPT} r ON r.attempt_id = a.id "
+                "WHERE a.schedule_id = %s ORDER BY a.claimed_at",
+                (sid,),
+            ).fetchall(),
+        }
+    return {"receipt_statuses": statuses, "duplicated_schedules": history}
+
+
+def run_round(
+    conn: psycopg.Connection,
+    n: int,
+    args: argparse.Namespace,
+    env: dict[str, str],
+    logdir: Path,
+    tag: str,
+) -> dict[str, Any]:
     dbname = dbname_of(args.database_url)
     reset(conn)
     procs = start_workers(n, env, args, logdir, tag)
     try:
         started = time.monotonic()
-        wait_for(conn, f"SELECT count(*) FROM {T_HEARTBEAT}", n, started + 120, procs, 0.1)
+        try:
+            wait_for(conn, f"SELECT count(*) FROM {T_HEARTBEAT}", n, started + 60, procs, 0.1)
+        except TimeoutError:
+            tail = procs[0][1].read_text(errors="replace")[-1500:]
+            raise TimeoutError(
+                f"the workers did not start; {procs[0][1]} ends with:\n{tail}"
+            ) from None
         startup = time.monotonic() - started
         time.sleep(0.5)  # every worker is in its idle poll loop now
         before = counters(conn, dbname)
+        backends = worker_backends(conn)
+        cpu_before = cpu_seconds([p.pid for p, _ in procs]), cpu_seconds(backends)
+        busy_before, own_before = machine_busy_seconds(), time.process_time()
         due_at = time.monotonic()
         make_due(conn)
-        polls = wait_for(conn, f"SELECT count(*) FROM {T_RECEIPT}", args.schedules,
-                         due_at + args.timeout, procs, args.poll_interval)
+        polls = wait_for(
+            conn,
+            f"SELECT count(*) FROM {T_RECEIPT}",
+            args.schedules,
+            due_at + args.timeout,
+            procs,
+            args.poll_interval,
+        )
         wall = time.monotonic() - due_at
+        cpu_after = cpu_seconds([p.pid for p, _ in procs]), cpu_seconds(backends)
+        busy_after, own_after = machine_busy_seconds(), time.process_time()
     finally:
         codes = stop_workers(procs)
     time.sleep(1.0)  # exited backends have flushed their statistics
@@ -304,6 +480,21 @@ def run_round(conn: psycopg.Connection, n: int, args: argparse.Namespace, env: d
         wal_syncs_per_run=round(delta["wal_sync"] / args.schedules, 3),
         wal_bytes_per_run=round(delta["wal_lsn"] / args.schedules),
         db_counters_delta=delta,
+        # CPU used between "due" and "done" (Linux /proc; includes all threads): the
+        # worker processes, and the PostgreSQL backends serving them.
+        worker_cpu_seconds=round(cpu_after[0] - cpu_before[0], 2),
+        db_backend_cpu_seconds=round(cpu_after[1] - cpu_before[1], 2),
+        worker_cpu_ms_per_run=round(1000 * (cpu_after[0] - cpu_before[0]) / args.schedules, 3),
+        # CPU the rest of the machine used meanwhile (other processes, the bench's own
+        # polling, PostgreSQL's background processes): a busy machine skews the numbers.
+        other_cpu_seconds=round(
+            (busy_after - busy_before)
+            - (cpu_after[0] - cpu_before[0])
+            - (cpu_after[1] - cpu_before[1]),
+            2,
+        ),
+        bench_cpu_seconds=round(own_after - own_before, 2),
+        db_backend_cpu_ms_per_run=round(1000 * (cpu_after[1] - cpu_before[1]) / args.schedules, 3),
     )
     if any(codes):
         result["problems"].append(f"worker exit codes {codes}")
@@ -317,15 +508,25 @@ def run_round(conn: psycopg.Connection, n: int, args: argparse.Namespace, env: d
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--schedules", type=int, default=5000, help="schedules to run (default 5000)")
-    p.add_argument("--workers", default="1,2,4", help="comma-separated worker counts (default 1,2,4)")
-    p.add_argument("--database-url", default=os.environ.get("DDS_BENCH_DATABASE_URL", DEFAULT_URL),
-                   help=f"PostgreSQL URL of the bench database, dropped and recreated; its name "
-                        f"must start with dds_bench (default {DEFAULT_URL})")
-    p.add_argument("--repeat", type=int, default=1,
-                   help="rounds per worker count; the median runs/s is reported (default 1)")
+    p.add_argument(
+        "--workers", default="1,2,4", help="comma-separated worker counts (default 1,2,4)"
+    )
+    p.add_argument(
+        "--database-url",
+        default=os.environ.get("DDS_BENCH_DATABASE_URL", DEFAULT_URL),
+        help=f"PostgreSQL URL of the bench database, dropped and recreated; its name "
+        f"must start with dds_bench (default {DEFAULT_URL})",
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds per worker count; the median runs/s is reported (default 1)",
+    )
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--max-idle", type=float, default=0.2)
@@ -333,10 +534,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--poll-interval", type=float, default=0.1, help="receipt count poll (seconds)")
     p.add_argument("--floor", type=float, default=1000.0, help="runs/s required at 4 workers")
     p.add_argument("--check", action="store_true", help="exit 1 if the floor is missed")
-    p.add_argument("--skip-setup", action="store_true",
-                   help="reuse an already migrated and seeded bench database")
-    p.add_argument("--logdir", type=Path, default=ROOT / "bench" / "out",
-                   help="worker logs (default bench/out, git-ignored)")
+    p.add_argument(
+        "--experiment",
+        default="",
+        help="comma-separated prototype changes to patch into the workers "
+        "(see bench/experiment_worker.py); default: the engine as it is",
+    )
+    p.add_argument("--json-out", type=Path, help="also write the JSON report to this file")
+    p.add_argument(
+        "--skip-setup",
+        action="store_true",
+        help="reuse an already migrated and seeded bench database",
+    )
+    p.add_argument(
+        "--logdir",
+        type=Path,
+        default=ROOT / "bench" / "out",
+        help="worker logs (default bench/out, git-ignored)",
+    )
     args = p.parse_args(argv)
     args.worker_counts = [int(w) for w in args.workers.split(",") if w.strip()]
     if not args.worker_counts or min(args.worker_counts) < 1:
@@ -344,6 +559,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if not dbname_of(args.database_url).startswith("dds_bench"):
         p.error("refusing to drop a database whose name does not start with dds_bench")
     return args
+
+
+def code_version() -> dict[str, Any]:
+    """The commit measured, and whether the engine had uncommitted changes (the numbers
+    belong to exactly that code)."""
+
+    def git(*a: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", *a], cwd=ROOT, capture_output=True, text=True, check=True
+            ).stdout.rstrip("\n")
+        except (OSError, subprocess.CalledProcessError):
+            return ""
+
+    dirty = git("status", "--porcelain", "--", "django_durable_schedules")
+    return {
+        "commit": git("rev-parse", "--short", "HEAD").strip() or None,
+        "engine_uncommitted_changes": [line[3:] for line in dirty.splitlines()],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -368,23 +602,50 @@ def main(argv: list[str] | None = None) -> int:
             log(f"the database holds {present} schedules, not {args.schedules}")
             return 2
         server = server_info(conn)
-        log(f"PostgreSQL {server['server_version']}: fsync={server['fsync']} "
-            f"synchronous_commit={server['synchronous_commit']}, "
-            f"{server['other_sessions']} other client sessions")
-        for n in args.worker_counts:
-            for rep in range(args.repeat):
-                tag = f"n{n}-r{rep + 1}"
-                log(f"round {tag}: {n} worker(s)")
-                try:
+    log(
+        f"PostgreSQL {server['server_version']}: fsync={server['fsync']} "
+        f"synchronous_commit={server['synchronous_commit']}"
+    )
+    for n in args.worker_counts:
+        for rep in range(args.repeat):
+            tag = f"n{n}-r{rep + 1}"
+            try:
+                if not args.skip_setup:
+                    # The engine may have gained migrations since the database was built
+                    # (a no-op otherwise); the round then measures the code it runs.
+                    run_django(["-m", "django", "migrate", "--verbosity", "0"], env)
+                with connect(args.database_url) as conn:  # fresh per round: survives a restart
+                    others = scalar(conn, OTHER_SESSIONS_SQL)
+                    load = os.getloadavg()[0]
+                    log(
+                        f"round {tag}: {n} worker(s); {others} other client sessions, "
+                        f"load {load:.2f}"
+                    )
                     result = run_round(conn, n, args, env, args.logdir, tag)
-                except (TimeoutError, RuntimeError) as exc:
-                    log(f"round {tag} failed: {exc}")
-                    result = {"workers": n, "verified": False, "problems": [str(exc)],
-                              "runs_per_second": None}
-                failed |= not result["verified"]
-                log(f"round {tag}: {result['runs_per_second']} runs/s, "
-                    f"verified={result['verified']} {result['problems'] or ''}")
-                rounds.setdefault(n, []).append(result)
+                    result.update(
+                        other_client_sessions_at_start=others,
+                        loadavg_1min_at_start=round(load, 2),
+                        code=code_version(),
+                    )
+            except (
+                TimeoutError,
+                RuntimeError,
+                psycopg.Error,
+                subprocess.CalledProcessError,
+            ) as exc:
+                log(f"round {tag} failed: {exc}")
+                result = {
+                    "workers": n,
+                    "verified": False,
+                    "problems": [str(exc)],
+                    "runs_per_second": None,
+                }
+            failed |= not result["verified"]
+            log(
+                f"round {tag}: {result['runs_per_second']} runs/s, "
+                f"verified={result['verified']} {result['problems'] or ''}"
+            )
+            rounds.setdefault(n, []).append(result)
 
     summary: dict[str, float | None] = {}
     for n, results in rounds.items():
@@ -396,21 +657,35 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "benchmark": "throughput",
         "schedules": args.schedules,
-        "worker_options": {"batch_size": args.batch_size, "concurrency": args.concurrency,
-                           "max_idle": args.max_idle, "verbosity": 0},
+        "experiment": args.experiment or None,
+        "worker_options": {
+            "batch_size": args.batch_size,
+            "concurrency": args.concurrency,
+            "max_idle": args.max_idle,
+            "verbosity": 0,
+        },
         "runs_per_second": summary,
         "floor": {"workers": floor_n, "runs_per_second": args.floor, "passed": passed},
         "verified": not failed,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform()},
+        "code": code_version(),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
         "postgresql": server,
         "rounds": rounds,
     }
-    print(json.dumps(report, indent=2, default=str))
+    text = json.dumps(report, indent=2, default=str)
+    print(text)
+    if args.json_out:
+        args.json_out.write_text(text + "\n")
     parts = [f"{n} worker{'s' if n != 1 else ''} {summary[str(n)]} runs/s" for n in rounds]
     verdict = "PASS" if passed else "FAIL"
-    print(f"throughput: {', '.join(parts)} (floor {args.floor:g} at {floor_n} workers: {verdict})"
-          + ("" if not failed else " - VERIFICATION FAILED"))
+    print(
+        f"throughput: {', '.join(parts)} (floor {args.floor:g} at {floor_n} workers: {verdict})"
+        + ("" if not failed else " - VERIFICATION FAILED")
+    )
     if failed:
         return 2
     if args.check and not passed:

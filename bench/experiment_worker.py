@@ -1,0 +1,82 @@
+"""``run_scheduler`` with prototype changes patched in at run time, for measuring proposed
+engine changes end to end before anyone edits the engine (its files are not modified).
+
+    DJANGO_SETTINGS_MODULE=tests.settings DATABASE_URL=... \\
+        python bench/experiment_worker.py values-update,full-batches -- --batch-size 100 ...
+
+``throughput.py --experiment values-update,full-batches`` starts its workers this way.
+Experiments:
+
+* ``values-update``: ``state._update_rows`` writes all rows of a batch with one
+  ``UPDATE ... FROM (VALUES ...)`` (PostgreSQL) instead of one ``UPDATE`` per row;
+* ``full-batches``: before completing and claiming, the worker loop waits (at most 5 ms)
+  for the runs still in flight, so each pass completes and claims a whole batch instead of
+  the two half batches (~16 + ~16 of 32) the loop settles into;
+* ``lazy-expiry``: ``expire_leases`` runs at most once a second instead of every pass.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import django
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests package
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # profile_cycle
+
+EXPERIMENTS = ("values-update", "full-batches", "lazy-expiry")
+
+
+def apply(names: list[str]) -> None:
+    from django_durable_schedules import state, worker
+
+    unknown = set(names) - set(EXPERIMENTS)
+    if unknown:
+        raise SystemExit(f"unknown experiment(s) {sorted(unknown)}; known: {EXPERIMENTS}")
+    if "values-update" in names:
+        from profile_cycle import values_update
+
+        state._update_rows = values_update
+    if "full-batches" in names:
+        original = worker.Worker._complete_finished
+
+        def complete_finished(self: worker.Worker) -> None:
+            deadline = time.monotonic() + 0.005
+            while (
+                self._in_flight
+                and self._done.qsize() < len(self._in_flight)
+                and time.monotonic() < deadline
+            ):
+                time.sleep(0.0002)
+            original(self)
+
+        worker.Worker._complete_finished = complete_finished
+    if "lazy-expiry" in names:
+        original_expire = state.expire_leases
+        last = [0.0]
+
+        def expire_leases(*args, **kwargs):
+            now = time.monotonic()
+            if now - last[0] < 1.0:
+                return 0
+            last[0] = now
+            return original_expire(*args, **kwargs)
+
+        state.expire_leases = expire_leases
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    names = [n for n in argv[0].split(",") if n] if argv and argv[0] != "--" else []
+    rest = argv[argv.index("--") + 1 :] if "--" in argv else []
+    django.setup()
+    apply(names)
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(["manage.py", "run_scheduler", *rest])
+
+
+if __name__ == "__main__":
+    main()
