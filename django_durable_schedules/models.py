@@ -109,7 +109,7 @@ class Schedule(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    name = models.CharField(max_length=128, unique=True, validators=[name_validator])
+    name = models.CharField(max_length=128, validators=[name_validator])  # unique: Meta
     callback = models.CharField(max_length=128, help_text="Name of a registered callback.")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.INTERVAL)
     interval_seconds = models.PositiveBigIntegerField(null=True, blank=True)
@@ -212,6 +212,9 @@ class Schedule(models.Model):
             models.Index(fields=["lease_expires_at"], name="dds_sched_lease_idx"),
         ]
         constraints = [
+            # A constraint rather than unique=True: PostgreSQL then gets no extra LIKE index
+            # to maintain on every claim and completion (docs/benchmarks.md).
+            models.UniqueConstraint(fields=["name"], name="dds_sched_name_unique"),
             models.CheckConstraint(condition=Q(kind__in=Kind.values), name="dds_sched_kind_valid"),
             models.CheckConstraint(
                 condition=Q(status__in=Status.values), name="dds_sched_status_valid"

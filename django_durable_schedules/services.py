@@ -1,7 +1,7 @@
 """Create and edit schedules from outside the worker (API, admin, code), safely.
 
 The state machine (:mod:`.state`) owns run-state transitions; these two functions own the
-*definition* writes. Both validate with the model's own ``full_clean()`` (which raises
+*definition* writes. Both validate with the model's own ``full_clean()`` (:func:`validate_schedule`) (which raises
 ``django.core.exceptions.ValidationError`` with field messages). An edit locks the row and
 writes only the fields it changes, so it can never overwrite a worker's concurrent claim
 (lease, occurrence, ``next_run_at``) with stale values; ``Schedule.save()`` re-plans
@@ -52,6 +52,14 @@ def _differs(row: Schedule, name: str, value: Any) -> bool:
     return getattr(row, name) != value
 
 
+def validate_schedule(row: Schedule) -> None:
+    """``row.full_clean()``, except that the database constraints (a safety net under
+    :meth:`Schedule.clean`, with less helpful messages) are checked only once every field
+    is valid. Raises ``ValidationError`` with field messages."""
+    row.full_clean(validate_constraints=False)
+    row.validate_constraints()
+
+
 def create_schedule(*, using: str = "default", **fields: Any) -> Schedule:
     """Validate and insert a schedule; ``save()`` plans its first slot.
 
@@ -61,7 +69,7 @@ def create_schedule(*, using: str = "default", **fields: Any) -> Schedule:
     _check_fields(fields)
     row = Schedule(**fields)
     with transaction.atomic(using=using):
-        row.full_clean()
+        validate_schedule(row)
         row.save(using=using, force_insert=True)
     return row
 
@@ -79,7 +87,7 @@ def update_schedule(schedule_id: Any, *, using: str = "default", **changes: Any)
         changed = [name for name, value in changes.items() if _differs(row, name, value)]
         for name in changed:
             setattr(row, name, changes[name])
-        row.full_clean()
+        validate_schedule(row)
         if changed:
             row.save(using=using, update_fields=[*changed, "updated_at"])
     return row

@@ -243,26 +243,48 @@ def _ceil_second(value: datetime) -> datetime:
 
 
 def _update_rows(rows: Sequence[Schedule], fields: Sequence[str], using: str) -> None:
-    """Write ``fields`` of each row with one parameterised ``UPDATE ... WHERE id = %s``
-    sent through ``executemany`` (pipelined by psycopg 3; one statement in Django's query
-    log). ``QuerySet.bulk_update`` builds a CASE expression per row and field, which costs
-    about 10 ms of Python per row here."""
+    """Write ``fields`` of each row in one round trip.
+
+    PostgreSQL: one ``UPDATE ... FROM (VALUES ...)`` for the whole batch (typed by casting
+    the first row). Others: one parameterised ``UPDATE ... WHERE id = %s`` sent through
+    ``executemany``. (``QuerySet.bulk_update`` builds a CASE expression per row and field,
+    about 10 ms of Python per row here; see docs/benchmarks.md.)
+    """
     if not rows:
         return
     conn = connections[using]
     meta = Schedule._meta
     qn = conn.ops.quote_name
+    pk = meta.pk
     columns = [meta.get_field(name) for name in fields]
-    sql = "UPDATE {} SET {} WHERE {} = %s".format(
-        qn(meta.db_table), ", ".join(f"{qn(c.column)} = %s" for c in columns), qn(meta.pk.column)
-    )
-    params = [
-        [c.get_db_prep_save(getattr(row, c.attname), conn) for c in columns]
-        + [meta.pk.get_db_prep_save(row.pk, conn)]
-        for row in rows
-    ]
+    table = qn(meta.db_table)
     with conn.cursor() as cursor:
-        cursor.executemany(sql, params)
+        if conn.vendor == "postgresql":
+            names = [pk.column, *(c.column for c in columns)]
+            first = ", ".join(f"%s::{f.db_type(conn)}" for f in (pk, *columns))
+            other = ", ".join(["%s"] * len(names))
+            values = ", ".join([f"({first})"] + [f"({other})"] * (len(rows) - 1))
+            sets = ", ".join(f"{qn(c.column)} = v.{qn(c.column)}" for c in columns)
+            cursor.execute(
+                f"UPDATE {table} AS t SET {sets} FROM (VALUES {values}) "
+                f"AS v ({', '.join(qn(n) for n in names)}) WHERE t.{qn(pk.column)} = v.{qn(pk.column)}",
+                [p for row in rows for p in _row_params(row, pk, columns, conn)],
+            )
+        else:
+            sets = ", ".join(f"{qn(c.column)} = %s" for c in columns)
+            cursor.executemany(
+                f"UPDATE {table} SET {sets} WHERE {qn(pk.column)} = %s",
+                [
+                    [*_row_params(row, pk, columns, conn)[1:], pk.get_db_prep_save(row.pk, conn)]
+                    for row in rows
+                ],
+            )
+
+
+def _row_params(row: Schedule, pk: Any, columns: Sequence[Any], conn: Any) -> list[Any]:
+    return [pk.get_db_prep_save(row.pk, conn)] + [
+        c.get_db_prep_save(getattr(row, c.attname), conn) for c in columns
+    ]
 
 
 def _claim_committing() -> None:

@@ -35,6 +35,8 @@ from .conf import app_settings
 
 logger = logging.getLogger(__name__)
 
+#: Longest wait for in-flight runs before a pass completes and claims (seconds).
+GATHER_SECONDS = 0.005
 #: How soon the loop notices a signal while it waits (seconds).
 SIGNAL_POLL_SECONDS = 0.1
 
@@ -151,6 +153,7 @@ class Worker:
                     released = True
                 try:
                     self._enforce_timeouts()
+                    self._gather()
                     self._complete_finished()
                     if (self._stopping or pass_done) and not self._in_flight:
                         break
@@ -250,6 +253,18 @@ class Worker:
             self._wake.set()
 
         future.add_done_callback(done)
+
+    def _gather(self) -> None:
+        """Give runs still in flight a moment (at most ``GATHER_SECONDS``) to finish, so one
+        pass completes and claims a whole batch instead of settling into half batches
+        (docs/benchmarks.md: fixed costs per transaction dominate short runs)."""
+        deadline = time.monotonic() + GATHER_SECONDS
+        while self._in_flight and self._done.qsize() < len(self._in_flight):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._signals:
+                return
+            self._wake.wait(remaining)
+            self._wake.clear()
 
     def _complete_finished(self) -> None:
         outcomes: list[state.Outcome] = []

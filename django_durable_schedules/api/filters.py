@@ -70,7 +70,9 @@ class ScheduleFilter(filters.FilterSet):
         fields = ["status", "kind", "callback", "degraded", "failing"]
 
     def filter_degraded(self, queryset: QuerySet, name: str, value: bool) -> QuerySet:
-        return queryset.exclude(degraded_reason="") if value else queryset.filter(degraded_reason="")
+        return (
+            queryset.exclude(degraded_reason="") if value else queryset.filter(degraded_reason="")
+        )
 
     def filter_failing(self, queryset: QuerySet, name: str, value: bool) -> QuerySet:
         return queryset.filter(failure_count__gt=0) if value else queryset.filter(failure_count=0)
@@ -84,7 +86,9 @@ class AttemptFilter(filters.FilterSet):
     """
 
     schedule = filters.UUIDFilter(field_name="schedule_id")
-    status = filters.MultipleChoiceFilter(field_name="receipt__status", choices=ReceiptStatus.choices)
+    status = filters.MultipleChoiceFilter(
+        field_name="receipt__status", choices=ReceiptStatus.choices
+    )
     open = filters.BooleanFilter(field_name="receipt", lookup_expr="isnull")
     worker = filters.CharFilter()
     claimed_after = AwareDateTimeFilter(field_name="claimed_at", lookup_expr="gte")

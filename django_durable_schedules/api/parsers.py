@@ -16,6 +16,10 @@ from rest_framework.settings import api_settings
 FALLBACK_MAX_BODY_BYTES = 2_621_440
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
 class RequestTooLarge(APIException):
     """413: the request body is larger than the site accepts."""
 
@@ -46,7 +50,7 @@ class BoundedJSONParser(JSONParser):
         encoding = parser_context.get("encoding", settings.DEFAULT_CHARSET)
         try:
             text = codecs.decode(raw, encoding)
-            parse_constant = json.strict_constant if api_settings.STRICT_JSON else None
+            parse_constant = _refuse_constant if api_settings.STRICT_JSON else None
             data = json.loads(text, parse_constant=parse_constant)
         except (ValueError, LookupError) as exc:
             raise ParseError(f"JSON parse error - {exc}") from None

@@ -289,7 +289,7 @@ class ScheduleSerializer(BaseModelSerializer):
                     f"Metadata is flat: the value of {_short(key, 20)} must be a string, "
                     "number, boolean or null."
                 )
-        problem = json_problem(value, max_depth=1)
+        problem = json_problem(value, max_depth=2)
         if problem:
             raise serializers.ValidationError(f"The metadata {problem}.")
         size = json_size(value)
@@ -314,7 +314,7 @@ class ScheduleSerializer(BaseModelSerializer):
                 )
             attrs["run_at"] = timing.truncate_to_second(db_now()) + timedelta(seconds=delay)
         with model_errors_as_400():
-            self._candidate(attrs).full_clean()
+            services.validate_schedule(self._candidate(attrs))
         return attrs
 
     def _candidate(self, attrs: dict[str, Any]) -> Schedule:
@@ -401,15 +401,22 @@ class AttemptSerializer(BaseModelSerializer):
     """A run attempt (read-only), with its receipt's status once it has one."""
 
     lateness = serializers.FloatField(read_only=True, help_text="Seconds from slot to claim.")
-    status = serializers.ChoiceField(
-        choices=ReceiptStatus.choices,
+    # A plain string in the schema: an enum here would collide with the receipt's own
+    # ``status`` enum (drf-spectacular's enum naming warns when one choice set appears
+    # under one name in several components).
+    receipt_status = serializers.CharField(
         source="receipt.status",
         read_only=True,
         allow_null=True,
-        help_text="Status of its receipt; null while the attempt is open.",
+        help_text="Status of its receipt (one of: "
+        + ", ".join(ReceiptStatus.values)
+        + "); null while the attempt is open.",
     )
     finished_at = AwareDateTimeField(
-        source="receipt.finished_at", read_only=True, allow_null=True
+        source="receipt.finished_at",
+        read_only=True,
+        allow_null=True,
+        help_text="When its receipt was written; null while the attempt is open.",
     )
 
     class Meta:
@@ -428,7 +435,7 @@ class AttemptSerializer(BaseModelSerializer):
             "worker",
             "idempotency_key",
             "missed_slots",
-            "status",
+            "receipt_status",
             "finished_at",
         ]
         read_only_fields = fields

@@ -1,0 +1,15 @@
+"""URLs of the API; include under any prefix (namespace ``durable_schedules_api``)."""
+
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from . import views
+
+app_name = "durable_schedules_api"
+
+router = SimpleRouter()
+router.register("schedules", views.ScheduleViewSet, basename="schedule")
+router.register("attempts", views.AttemptViewSet, basename="attempt")
+router.register("receipts", views.ReceiptViewSet, basename="receipt")
+
+urlpatterns = [*router.urls, path("health/", views.HealthView.as_view(), name="health")]

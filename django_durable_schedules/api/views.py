@@ -1,0 +1,217 @@
+"""API views: thin ViewSets over :mod:`..state`, :mod:`..services` and :mod:`..health`.
+
+No rule lives here. A :class:`~..exceptions.StateConflict` from a transition is a 409 with
+``{"detail": reason}``; definition errors are 400s raised by the serializers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import APIException, NotFound
+from rest_framework.pagination import CursorPagination
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .. import health, state, timing
+from ..exceptions import StateConflict
+from ..models import RunAttempt, RunReceipt, Schedule
+from .filters import AttemptFilter, ReceiptFilter, ScheduleFilter
+from .parsers import BoundedJSONParser
+from .permissions import ScheduleAPIPermission, owner_scoped, scope
+from .serializers import (
+    AttemptSerializer,
+    DetailSerializer,
+    HealthSerializer,
+    ReceiptSerializer,
+    ScheduleSerializer,
+    UpcomingQuerySerializer,
+    UpcomingSerializer,
+)
+
+
+class Conflict(APIException):
+    """409: the schedule's state does not allow the request (``detail`` says why)."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The schedule's state does not allow this."
+    default_code = "conflict"
+
+
+@contextmanager
+def state_errors() -> Iterator[None]:
+    """``StateConflict`` -> 409; a row deleted under us -> 404."""
+    try:
+        yield
+    except StateConflict as exc:
+        raise Conflict(exc.reason) from None
+    except Schedule.DoesNotExist:
+        raise NotFound() from None
+
+
+class NewestFirstPagination(CursorPagination):
+    """Cursor pagination, 50 a page (``?page_size=`` up to 500)."""
+
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class SchedulePagination(NewestFirstPagination):
+    """Schedules by name."""
+
+    ordering = ("name",)
+
+
+class AttemptPagination(NewestFirstPagination):
+    """Attempts, newest claim first."""
+
+    ordering = ("-claimed_at", "-id")
+
+
+class ReceiptPagination(NewestFirstPagination):
+    """Receipts, newest first."""
+
+    ordering = ("-finished_at", "-id")
+
+
+class APIViewMixin:
+    """What every view of this API shares: permission, parsers, owner scoping."""
+
+    permission_classes = [ScheduleAPIPermission]
+    parser_classes = [BoundedJSONParser, FormParser, MultiPartParser]
+
+
+_CONFLICT = OpenApiResponse(DetailSerializer, description="State conflict (detail says why).")
+
+
+@extend_schema_view(
+    destroy=extend_schema(
+        responses={204: None, 409: _CONFLICT},
+        description="Delete; refused (409) while it holds a live lease or has an open attempt.",
+    ),
+)
+class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
+    """Schedules: CRUD, the operator transitions, and the next fire times."""
+
+    serializer_class = ScheduleSerializer
+    pagination_class = SchedulePagination
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = ScheduleFilter
+    queryset = Schedule.objects.all()
+
+    def get_queryset(self) -> Any:
+        return scope(Schedule.objects.all(), self.request)
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = super().get_serializer_context()
+        context["owner_scoped"] = owner_scoped(self.request)
+        return context
+
+    def perform_create(self, serializer: ScheduleSerializer) -> None:
+        if owner_scoped(self.request):
+            serializer.save(owner=self.request.user)
+        else:
+            serializer.save()
+
+    def perform_destroy(self, instance: Schedule) -> None:
+        with state_errors():
+            state.delete_schedule(instance.pk)
+
+    def _transition(self, func: Callable[[Any], Schedule]) -> Response:
+        schedule = self.get_object()
+        with state_errors():
+            row = func(schedule.pk)
+        return Response(self.get_serializer(row).data)
+
+    @extend_schema(request=None, responses={200: ScheduleSerializer, 409: _CONFLICT})
+    @action(detail=True, methods=["post"])
+    def enable(self, request: Request, pk: Any = None) -> Response:
+        """Make a paused or failed schedule active again (no catch-up)."""
+        return self._transition(state.enable)
+
+    @extend_schema(request=None, responses={200: ScheduleSerializer, 409: _CONFLICT})
+    @action(detail=True, methods=["post"])
+    def disable(self, request: Request, pk: Any = None) -> Response:
+        """Pause an active schedule."""
+        return self._transition(state.disable)
+
+    @extend_schema(request=None, responses={200: ScheduleSerializer, 409: _CONFLICT})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: Any = None) -> Response:
+        """Cancel for good."""
+        return self._transition(state.cancel)
+
+    @extend_schema(request=None, responses={200: ScheduleSerializer, 409: _CONFLICT})
+    @action(detail=True, methods=["post"])
+    def trigger(self, request: Request, pk: Any = None) -> Response:
+        """Run now, as its own occurrence, without disturbing the grid."""
+        return self._transition(state.trigger)
+
+    @extend_schema(
+        parameters=[UpcomingQuerySerializer],
+        responses={200: UpcomingSerializer, 409: _CONFLICT},
+    )
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def upcoming(self, request: Request, pk: Any = None) -> Response:
+        """The next fire times (UTC and in the schedule's zone)."""
+        schedule = self.get_object()
+        query = UpcomingQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        try:
+            times = schedule.upcoming(**query.validated_data)
+        except timing.InvalidSchedule as exc:  # a stored definition made invalid behind save()
+            raise Conflict(f"the stored definition is invalid: {exc}") from None
+        return Response(UpcomingSerializer.shape(schedule, times))
+
+
+class AttemptViewSet(APIViewMixin, viewsets.ReadOnlyModelViewSet):
+    """Run attempts (append-only), newest first."""
+
+    serializer_class = AttemptSerializer
+    pagination_class = AttemptPagination
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = AttemptFilter
+    queryset = RunAttempt.objects.all()
+
+    def get_queryset(self) -> Any:
+        return scope(RunAttempt.objects.select_related("receipt"), self.request, "schedule__owner")
+
+
+class ReceiptViewSet(APIViewMixin, viewsets.ReadOnlyModelViewSet):
+    """Run receipts (append-only), newest first."""
+
+    serializer_class = ReceiptSerializer
+    pagination_class = ReceiptPagination
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = ReceiptFilter
+    queryset = RunReceipt.objects.all()
+
+    def get_queryset(self) -> Any:
+        return scope(RunReceipt.objects.select_related("attempt"), self.request, "schedule__owner")
+
+
+class HealthView(APIViewMixin, APIView):
+    """The health snapshot: 200 when healthy, 503 when not (never open to owner-scoped
+    users: it describes every schedule and worker)."""
+
+    owner_scoped_access = False
+
+    @extend_schema(
+        responses={
+            200: HealthSerializer,
+            503: OpenApiResponse(HealthSerializer, description="Unhealthy: see problems."),
+        }
+    )
+    def get(self, request: Request) -> Response:
+        snapshot = health.snapshot()
+        code = status.HTTP_200_OK if snapshot.healthy else status.HTTP_503_SERVICE_UNAVAILABLE
+        return Response(snapshot.as_dict(), status=code)
