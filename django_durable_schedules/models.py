@@ -512,3 +512,53 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return self.worker_id
+
+
+class EventAction(models.TextChoices):
+    CREATED = "created", "created"
+    EDITED = "edited", "edited"
+    ENABLED = "enabled", "enabled"
+    DISABLED = "disabled", "disabled"
+    CANCELLED = "cancelled", "cancelled"
+    TRIGGERED = "triggered", "triggered"
+    DELETED = "deleted", "deleted"
+
+
+class ScheduleEvent(models.Model):
+    """One control action on a schedule (append-only, guarded like receipts): who did what,
+    when (database clock), from where, and which fields changed (``{field: [old, new]}``).
+
+    Foreign keys carry no database constraint: the trail outlives deleted schedules and
+    users (``actor_repr`` keeps who it was).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    schedule = models.ForeignKey(
+        Schedule, on_delete=models.DO_NOTHING, db_constraint=False, related_name="events"
+    )
+    schedule_name = models.CharField(max_length=128)
+    action = models.CharField(max_length=16, choices=EventAction.choices)
+    at = models.DateTimeField()
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
+    actor_repr = models.CharField(max_length=200, blank=True, default="")
+    source = models.CharField(max_length=32, help_text="api, admin, command, code or worker.")
+    changes = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at"]
+        indexes = [models.Index(fields=["schedule", "at"], name="dds_event_sched_idx")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(action__in=EventAction.values), name="dds_event_action_valid"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.schedule_name} {self.action} by {self.actor_repr or self.source}"

@@ -37,12 +37,14 @@ from . import timing
 from .conf import app_settings
 from .exceptions import StateConflict
 from .models import (
+    EventAction,
     Kind,
     MisfirePolicy,
     ReceiptStatus,
     RunAttempt,
     RunReceipt,
     Schedule,
+    ScheduleEvent,
     Status,
     WorkerHeartbeat,
     plan_next,
@@ -900,6 +902,49 @@ def _move_on(row: Schedule, occurrence: int, now: datetime) -> int:
 # ---------------------------------------------------------------------------------------
 
 
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if hasattr(value, "pk"):
+        return value.pk
+    return value
+
+
+def _as_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
+    """``{field: [old, new]}`` for the fields of ``after`` (JSON-ready)."""
+    return {
+        k: [_json_value(before.get(k)), _json_value(v)]
+        for k, v in after.items()
+        if before.get(k) != v
+    }
+
+
+def record_event(
+    row: Schedule,
+    action: str,
+    *,
+    now: datetime | None = None,
+    actor: Any = None,
+    source: str = "code",
+    changes: dict[str, Any] | None = None,
+    using: str = "default",
+) -> ScheduleEvent:
+    """Append one :class:`~.models.ScheduleEvent` (called inside the transition's
+    transaction, so the action and its record commit together)."""
+    return ScheduleEvent.objects.using(using).create(
+        schedule_id=row.pk,
+        schedule_name=row.name,
+        action=action,
+        at=_resolve_now(now, using),
+        actor=actor if getattr(actor, "pk", None) else None,
+        actor_repr=str(actor)[:200] if actor is not None else "",
+        source=source[:32],
+        changes=changes or {},
+    )
+
+
 def _get_locked(schedule_id: Any, using: str) -> Schedule:
     _lock_for_write(using)
     return _locked(
@@ -907,7 +952,14 @@ def _get_locked(schedule_id: Any, using: str) -> Schedule:
     ).get()
 
 
-def enable(schedule_id: Any, *, now: datetime | None = None, using: str = "default") -> Schedule:
+def enable(
+    schedule_id: Any,
+    *,
+    now: datetime | None = None,
+    actor: Any = None,
+    source: str = "code",
+    using: str = "default",
+) -> Schedule:
     """Make a paused (or failed) schedule active again. The next run is the first slot
     strictly after now: time spent paused produces no catch-up (R10). Clears
     ``degraded_reason`` and the consecutive failure count of a failed schedule.
@@ -919,6 +971,7 @@ def enable(schedule_id: Any, *, now: datetime | None = None, using: str = "defau
         if row.status not in (Status.PAUSED, Status.FAILED):
             raise StateConflict(f"a {row.status} schedule cannot be enabled")
         now = timing.truncate_to_second(_resolve_now(now, using))
+        before = row.status
         if row.status == Status.FAILED:
             row.failure_count = 0
         row.status = Status.ACTIVE
@@ -941,10 +994,21 @@ def enable(schedule_id: Any, *, now: datetime | None = None, using: str = "defau
                 "updated_at",
             ]
         )
+        record_event(
+            row,
+            EventAction.ENABLED,
+            now=now,
+            actor=actor,
+            source=source,
+            changes={"status": [before, row.status]},
+            using=using,
+        )
     return row
 
 
-def disable(schedule_id: Any, *, using: str = "default") -> Schedule:
+def disable(
+    schedule_id: Any, *, actor: Any = None, source: str = "code", using: str = "default"
+) -> Schedule:
     """Pause an active schedule: no next run until :func:`enable` (a pending retry is
     dropped); a run in progress finishes and is receipted normally. A paused schedule can
     still be run by hand with :func:`trigger`.
@@ -966,10 +1030,25 @@ def disable(schedule_id: Any, *, using: str = "default") -> Schedule:
                 "updated_at",
             ]
         )
+        record_event(
+            row,
+            EventAction.DISABLED,
+            actor=actor,
+            source=source,
+            changes={"status": [Status.ACTIVE, Status.PAUSED]},
+            using=using,
+        )
     return row
 
 
-def trigger(schedule_id: Any, *, now: datetime | None = None, using: str = "default") -> Schedule:
+def trigger(
+    schedule_id: Any,
+    *,
+    now: datetime | None = None,
+    actor: Any = None,
+    source: str = "code",
+    using: str = "default",
+) -> Schedule:
     """Request a manual run now, as its own occurrence, without disturbing the grid: the
     next claim runs it (``scheduled_for`` = the trigger instant) and the schedule then goes
     on with its next slot after that. Works on active and paused schedules (a paused
@@ -986,16 +1065,20 @@ def trigger(schedule_id: Any, *, now: datetime | None = None, using: str = "defa
         row.retry_scheduled_for = None
         row.next_run_at = now
         row.save(update_fields=["triggered_at", "retry_scheduled_for", "next_run_at", "updated_at"])
+        record_event(row, EventAction.TRIGGERED, now=now, actor=actor, source=source, using=using)
     return row
 
 
-def cancel(schedule_id: Any, *, using: str = "default") -> Schedule:
+def cancel(
+    schedule_id: Any, *, actor: Any = None, source: str = "code", using: str = "default"
+) -> Schedule:
     """Cancel for good: no further runs (a run in progress still gets its receipt).
     Raises :class:`StateConflict` if already cancelled or completed."""
     with transaction.atomic(using=using):
         row = _get_locked(schedule_id, using)
         if row.status in (Status.CANCELLED, Status.COMPLETED):
             raise StateConflict(f"a {row.status} schedule cannot be cancelled")
+        before = row.status
         row.status = Status.CANCELLED
         row.next_run_at = row.retry_scheduled_for = row.triggered_at = None
         row.save(
@@ -1007,11 +1090,24 @@ def cancel(schedule_id: Any, *, using: str = "default") -> Schedule:
                 "updated_at",
             ]
         )
+        record_event(
+            row,
+            EventAction.CANCELLED,
+            actor=actor,
+            source=source,
+            changes={"status": [before, Status.CANCELLED]},
+            using=using,
+        )
     return row
 
 
 def delete_schedule(
-    schedule_id: Any, *, now: datetime | None = None, using: str = "default"
+    schedule_id: Any,
+    *,
+    now: datetime | None = None,
+    actor: Any = None,
+    source: str = "code",
+    using: str = "default",
 ) -> None:
     """Delete a schedule. Refused (:class:`StateConflict`) while it holds a live lease or
     has an attempt without a receipt. Its attempts and receipts stay (the audit trail
@@ -1026,6 +1122,7 @@ def delete_schedule(
             .exists()
         ):
             raise StateConflict("the schedule has an open attempt without a receipt")
+        record_event(row, EventAction.DELETED, now=now, actor=actor, source=source, using=using)
         row.delete(using=using)
 
 
@@ -1070,14 +1167,29 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
                 row = Schedule(name=reg.name, **wanted)
                 row.full_clean()
                 row.save(using=using)
+                record_event(
+                    row,
+                    EventAction.CREATED,
+                    source="code",
+                    using=using,
+                    changes=_as_changes({}, wanted),
+                )
                 changed.append(row)
                 continue
-            diff = {k: v for k, v in wanted.items() if getattr(row, k) != v}
+            before = {k: getattr(row, k) for k in wanted}
+            diff = {k: v for k, v in wanted.items() if before[k] != v}
             if diff:
                 for k, v in diff.items():
                     setattr(row, k, v)
                 row.full_clean()
                 row.save(using=using)
+                record_event(
+                    row,
+                    EventAction.EDITED,
+                    source="code",
+                    using=using,
+                    changes=_as_changes(before, diff),
+                )
                 changed.append(row)
     changed.extend(recover_degraded(using=using, now=now))
     return changed
@@ -1090,7 +1202,7 @@ def recover_degraded(*, using: str = "default", now: datetime | None = None) -> 
         Schedule.objects.using(using).filter(status=Status.PAUSED).exclude(degraded_reason="")
     )
     for row in candidates.filter(callback__in=registry.names()):
-        recovered.append(enable(row.pk, now=now, using=using))
+        recovered.append(enable(row.pk, now=now, source="worker", using=using))
         logger.info(
             "schedule %s recovered: callback %r is registered again",
             row.name,

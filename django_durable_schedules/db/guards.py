@@ -18,7 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-TABLES = ("durable_schedules_runattempt", "durable_schedules_runreceipt")
+TABLES = (
+    "durable_schedules_runattempt",
+    "durable_schedules_runreceipt",
+    "durable_schedules_scheduleevent",
+)
 SQLITE_GATE_FUNCTION = "durable_schedules_retention_open"
 PG_GATE_SETTING = "durable_schedules.retention"
 MYSQL_GATE_VARIABLE = "@durable_schedules_retention"
