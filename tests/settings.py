@@ -23,6 +23,9 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
     "django_durable_schedules",
     "tests.testapp.apps.TestAppConfig",
 ]

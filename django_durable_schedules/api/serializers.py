@@ -5,7 +5,7 @@ calling its ``full_clean()`` (which runs :meth:`Schedule.clean` and so :mod:`.ti
 ``ValidationError`` it raises becomes a 400 with the same field messages. What only an HTTP
 API needs is added here: aware datetimes (a naive one is refused, never guessed), a
 ``callback`` chosen among registered names, ``run_in_seconds`` for ``once`` schedules, and
-size limits on ``payload`` and ``metadata``.
+limits on ``payload`` (size, depth) and on what any JSON string or number may hold.
 """
 
 from __future__ import annotations
@@ -33,12 +33,6 @@ from ..state import db_now
 
 #: Largest ``payload``, as compact UTF-8 JSON (bytes).
 PAYLOAD_MAX_BYTES = 64 * 1024
-#: ``metadata`` is a flat object: at most this many keys ...
-METADATA_MAX_KEYS = 50
-#: ... each key 1 to this many characters ...
-METADATA_MAX_KEY_CHARS = 100
-#: ... and at most this many bytes as compact UTF-8 JSON.
-METADATA_MAX_BYTES = 8 * 1024
 #: Deepest nesting accepted in ``payload``.
 JSON_MAX_DEPTH = 32
 #: ``upcoming/``: default and largest ``count``.
@@ -210,16 +204,24 @@ class ScheduleSerializer(BaseModelSerializer):
             "max_runs",
             "max_attempts",
             "misfire_policy",
+            "misfire_grace_seconds",
+            "backoff_base_seconds",
+            "backoff_cap_seconds",
+            "pause_after_failures",
+            "timeout_seconds",
+            "jitter_seconds",
             "payload",
             "metadata",
             "owner",
             "status",
             "degraded_reason",
+            "pause_reason",
             "next_run_at",
             "last_run_at",
             "occurrence",
             "attempt",
             "failure_count",
+            "failed_occurrences",
             "missed_count",
             "lease_token",
             "lease_expires_at",
@@ -229,6 +231,8 @@ class ScheduleSerializer(BaseModelSerializer):
         read_only_fields = [
             "status",
             "degraded_reason",
+            "pause_reason",
+            "failed_occurrences",
             "next_run_at",
             "last_run_at",
             "occurrence",
@@ -271,32 +275,11 @@ class ScheduleSerializer(BaseModelSerializer):
             )
         return value
 
-    def validate_metadata(self, value: Any) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise serializers.ValidationError("Metadata must be a JSON object.")
-        if len(value) > METADATA_MAX_KEYS:
-            raise serializers.ValidationError(
-                f"Metadata has {len(value)} keys; at most {METADATA_MAX_KEYS} are accepted."
-            )
-        for key, item in value.items():
-            if not 1 <= len(key) <= METADATA_MAX_KEY_CHARS:
-                raise serializers.ValidationError(
-                    f"Metadata keys are 1-{METADATA_MAX_KEY_CHARS} characters; "
-                    f"got {_short(key, 20)}."
-                )
-            if isinstance(item, dict | list):
-                raise serializers.ValidationError(
-                    f"Metadata is flat: the value of {_short(key, 20)} must be a string, "
-                    "number, boolean or null."
-                )
-        problem = json_problem(value, max_depth=2)
+    def validate_metadata(self, value: Any) -> Any:
+        # Shape and bounds (a flat object, 50 keys, ...) are the model's rules (clean()).
+        problem = json_problem(value)
         if problem:
             raise serializers.ValidationError(f"The metadata {problem}.")
-        size = json_size(value)
-        if size > METADATA_MAX_BYTES:
-            raise serializers.ValidationError(
-                f"Metadata is {size} bytes as JSON; at most {METADATA_MAX_BYTES} are accepted."
-            )
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -332,10 +315,12 @@ class ScheduleSerializer(BaseModelSerializer):
         return candidate
 
     def create(self, validated_data: dict[str, Any]) -> Schedule:
+        """``services.create_schedule``; ``save(actor=, source=)`` passes the audit fields."""
         with model_errors_as_400():
             return services.create_schedule(**validated_data)
 
     def update(self, instance: Schedule, validated_data: dict[str, Any]) -> Schedule:
+        """``services.update_schedule``; ``save(actor=, source=)`` passes the audit fields."""
         with model_errors_as_400():
             return services.update_schedule(instance.pk, **validated_data)
 

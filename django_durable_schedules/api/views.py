@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, NotFound
@@ -27,6 +27,7 @@ from ..models import RunAttempt, RunReceipt, Schedule
 from .filters import AttemptFilter, ReceiptFilter, ScheduleFilter
 from .parsers import BoundedJSONParser
 from .permissions import ScheduleAPIPermission, owner_scoped, scope
+from .schema import APIAutoSchema, extend_schema
 from .serializers import (
     AttemptSerializer,
     DetailSerializer,
@@ -88,17 +89,15 @@ class APIViewMixin:
 
     permission_classes = [ScheduleAPIPermission]
     parser_classes = [BoundedJSONParser, FormParser, MultiPartParser]
+    schema = APIAutoSchema()
+    # Any id up to the next slash reaches the view, so a malformed one is a JSON 404 from
+    # the API rather than the site's (HTML) 404 page.
+    lookup_value_regex = "[^/]+"
 
 
 _CONFLICT = OpenApiResponse(DetailSerializer, description="State conflict (detail says why).")
 
 
-@extend_schema_view(
-    destroy=extend_schema(
-        responses={204: None, 409: _CONFLICT},
-        description="Delete; refused (409) while it holds a live lease or has an open attempt.",
-    ),
-)
 class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
     """Schedules: CRUD, the operator transitions, and the next fire times."""
 
@@ -116,20 +115,32 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
         context["owner_scoped"] = owner_scoped(self.request)
         return context
 
+    def _audit(self) -> dict[str, Any]:
+        """Who and from where, for the audit trail."""
+        return {"actor": self.request.user, "source": "api"}
+
     def perform_create(self, serializer: ScheduleSerializer) -> None:
         if owner_scoped(self.request):
-            serializer.save(owner=self.request.user)
+            serializer.save(owner=self.request.user, **self._audit())
         else:
-            serializer.save()
+            serializer.save(**self._audit())
+
+    def perform_update(self, serializer: ScheduleSerializer) -> None:
+        serializer.save(**self._audit())
+
+    @extend_schema(responses={204: None, 409: _CONFLICT})
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Delete; refused (409) while it holds a live lease or has an open attempt."""
+        return super().destroy(request, *args, **kwargs)
 
     def perform_destroy(self, instance: Schedule) -> None:
         with state_errors():
-            state.delete_schedule(instance.pk)
+            state.delete_schedule(instance.pk, **self._audit())
 
-    def _transition(self, func: Callable[[Any], Schedule]) -> Response:
+    def _transition(self, func: Callable[..., Schedule]) -> Response:
         schedule = self.get_object()
         with state_errors():
-            row = func(schedule.pk)
+            row = func(schedule.pk, **self._audit())
         return Response(self.get_serializer(row).data)
 
     @extend_schema(request=None, responses={200: ScheduleSerializer, 409: _CONFLICT})

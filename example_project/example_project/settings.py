@@ -21,6 +21,9 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
     "django_durable_schedules",
     "site_jobs",
 ]
@@ -66,6 +69,17 @@ DURABLE_SCHEDULES = {
     "POLL_MAX_SECONDS": 2,
     "BACKOFF_BASE_SECONDS": 2,
     "BACKOFF_CAP_SECONDS": 60,
+}
+
+# The REST API (django_durable_schedules.api): staff-only by default; its OpenAPI schema is
+# served at /api/schema/ with Swagger UI at /api/docs/.
+REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "django-durable-schedules example API",
+    "DESCRIPTION": "Schedules, their run attempts and receipts, and health.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAdminUser"],
 }
 
 LOGGING = {

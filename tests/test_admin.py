@@ -1,0 +1,743 @@
+"""The admin, through Django's test client: lists, filters, actions, the change page,
+deletes, read-only history and the health page. Every write goes through state/services."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.contrib.admin.models import DELETION, LogEntry
+from django.contrib.auth.models import Permission
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from django_durable_schedules import admin as dds_admin
+from django_durable_schedules import services, state
+from django_durable_schedules.models import (
+    RunAttempt,
+    RunReceipt,
+    Schedule,
+    ScheduleEvent,
+    Status,
+    WorkerHeartbeat,
+)
+from django_durable_schedules.registry import registry
+
+pytestmark = pytest.mark.django_db
+
+CHANGELIST = "admin:durable_schedules_schedule_changelist"
+
+
+# ---------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------
+
+
+def make(name: str, **kw) -> Schedule:
+    fields = {"callback": "tests.noop", "kind": "interval", "interval_seconds": 60}
+    fields.update(kw)
+    return Schedule.objects.create(name=name, **fields)
+
+
+def add_history(schedule: Schedule, statuses: list[str], *, start: datetime | None = None):
+    """Append attempts and receipts (oldest first) with the given outcomes."""
+    start = start or datetime(2027, 6, 1, 10, 0, tzinfo=UTC)
+    attempts, receipts = [], []
+    for i, status in enumerate(statuses, 1):
+        at = start + timedelta(minutes=i)
+        attempt = RunAttempt(
+            id=uuid.uuid4(),
+            schedule=schedule,
+            schedule_name=schedule.name,
+            occurrence=i,
+            attempt=1,
+            scheduled_for=at,
+            claimed_at=at,
+            lease_token=uuid.uuid4(),
+            lease_expires_at=at + timedelta(seconds=30),
+            worker="w1",
+            idempotency_key=f"{schedule.pk}:{i}",
+        )
+        attempts.append(attempt)
+        failed = status == "failed"
+        receipts.append(
+            RunReceipt(
+                attempt=attempt,
+                schedule=schedule,
+                occurrence=i,
+                succeeded_occurrence=i if status == "succeeded" else None,
+                status=status,
+                finished_at=at + timedelta(seconds=1),
+                error_type="RuntimeError" if failed else "",
+                error_message="boom" if failed else "",
+            )
+        )
+    RunAttempt.objects.bulk_create(attempts)
+    RunReceipt.objects.bulk_create(receipts)
+    return receipts
+
+
+def open_attempt(schedule: Schedule, now: datetime | None = None) -> RunAttempt:
+    now = now or timezone.now()
+    return RunAttempt.objects.create(
+        schedule=schedule,
+        schedule_name=schedule.name,
+        occurrence=99,
+        attempt=1,
+        scheduled_for=now,
+        claimed_at=now,
+        lease_token=uuid.uuid4(),
+        lease_expires_at=now + timedelta(seconds=30),
+        worker="w1",
+        idempotency_key=f"{schedule.pk}:99",
+    )
+
+
+def hold_lease(schedule: Schedule) -> None:
+    Schedule.objects.filter(pk=schedule.pk).update(
+        lease_token=uuid.uuid4(), lease_expires_at=timezone.now() + timedelta(seconds=60)
+    )
+
+
+def messages_of(response) -> list[tuple[str, str]]:
+    return [(m.level_tag, str(m)) for m in response.context["messages"]]
+
+
+def run_action(client, action: str, *schedules: Schedule, **extra):
+    data = {"action": action, "_selected_action": [str(s.pk) for s in schedules], "index": 0}
+    data.update(extra)
+    return client.post(reverse(CHANGELIST), data, follow=True)
+
+
+def change_url(s: Schedule) -> str:
+    return reverse("admin:durable_schedules_schedule_change", args=[s.pk])
+
+
+def strips(html: str) -> list[str]:
+    return re.findall(r'<span class="dds-strip[^"]*"[^>]*>(.*?)</span>(?=</td>|</div>)', html)
+
+
+# ---------------------------------------------------------------------------------------
+# the list
+# ---------------------------------------------------------------------------------------
+
+
+def test_changelist_shows_cadence_status_next_run_in_zone_and_utc(admin_client):
+    make("every-five", interval_seconds=300)
+    make("tokyo-nine", kind="cron", interval_seconds=None, cron="0 9 * * *", timezone="Asia/Tokyo")
+    paused = make("paused-one")
+    state.disable(paused.pk)
+
+    response = admin_client.get(reverse(CHANGELIST))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "every 5 minutes" in html
+    assert "cron &#x27;0 9 * * *&#x27; (Asia/Tokyo)" in html
+    # 09:00 in Tokyo (no DST) is 00:00 UTC: both readings are shown.
+    assert re.search(r"\d{4}-\d\d-\d\d 09:00:00 JST</span><span class=\"dds-utc\">", html)
+    assert re.search(r"\d{4}-\d\d-\d\d 00:00:00 UTC", html)
+    assert 'class="dds-badge dds-s-active"' in html
+    assert 'class="dds-badge dds-s-paused"' in html
+    assert "Health" in html and reverse("admin:durable_schedules_schedule_health") in html
+
+
+def test_outcome_strip_shows_the_last_20_outcomes_oldest_first(admin_client):
+    s = make("strip")
+    statuses = ["succeeded"] * 4 + ["failed", "skipped", "missed"] + ["succeeded"] * 17 + ["failed"]
+    add_history(s, statuses)  # 25 outcomes, the newest a failure
+    make("no-history")
+
+    html = admin_client.get(reverse(CHANGELIST)).content.decode()
+    marks = re.findall(r'class="dds-mark dds-(o-[a-z_]+|empty)"', html)
+    # Two rows of 20 slots each: 20 marks for "strip", 20 empty slots for "no-history".
+    assert len(marks) == 40
+    # Rows are ordered by name: "no-history" first.
+    assert marks[:20] == ["empty"] * 20
+    expected = [f"o-{st}" for st in statuses[-20:]]
+    assert marks[20:] == expected
+    # Each mark names its outcome in its title (not colour alone) and links to the receipt.
+    assert re.search(r'title="#25 failed · 2027-06-01 10:25:01 UTC · RuntimeError: boom"', html)
+    assert "/admin/durable_schedules/runreceipt/" in html
+    assert 'aria-label="Last 20 outcomes, oldest first: ' in html
+    # The last outcome column shows the newest receipt.
+    assert re.search(r'<td class="field-last_outcome">.*?dds-o-failed', html, re.S)
+    # The legend names every colour.
+    assert "lease expired" in html and "Outcomes:" in html
+
+
+def _changelist_queries(client) -> int:
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(reverse(CHANGELIST))
+    assert response.status_code == 200
+    return len(ctx.captured_queries)
+
+
+def test_changelist_query_count_does_not_grow_with_rows(
+    admin_client, django_assert_max_num_queries
+):
+    for i in range(5):
+        add_history(make(f"a-{i:03}"), ["succeeded", "failed", "skipped"])
+    admin_client.get(reverse(CHANGELIST))  # warm the session and content types
+    five = _changelist_queries(admin_client)
+
+    for i in range(5, 50):
+        add_history(make(f"a-{i:03}"), ["succeeded", "failed", "skipped"])
+    fifty = _changelist_queries(admin_client)
+    print(f"changelist queries: {five} for 5 schedules, {fifty} for 50")
+    assert fifty == five, (five, fifty)
+
+    # Absolute bound: session, user, two counts, the page, its receipts (+ a savepoint pair
+    # or two depending on the backend).
+    with django_assert_max_num_queries(10):
+        admin_client.get(reverse(CHANGELIST))
+
+
+def test_changelist_of_10000_schedules_is_one_page_in_a_bounded_number_of_queries(
+    admin_client, django_assert_max_num_queries
+):
+    now = timezone.now()
+    Schedule.objects.bulk_create(
+        [
+            Schedule(
+                name=f"bulk-{i:05}",
+                callback="tests.noop",
+                kind="interval",
+                interval_seconds=60 + i,
+                next_run_at=now + timedelta(seconds=i),
+            )
+            for i in range(10_000)
+        ],
+        batch_size=1000,
+    )
+    for s in Schedule.objects.order_by("name")[:100:7]:  # some history on the first page
+        add_history(s, ["succeeded", "failed"] * 12)
+    with django_assert_max_num_queries(8):
+        response = admin_client.get(reverse(CHANGELIST))
+    cl = response.context["cl"]
+    assert cl.result_count == 10_000 and len(cl.result_list) == 100
+    assert response.content.decode().count('class="dds-strip"') == 100
+
+
+def test_filters_and_search(admin_client):
+    make("healthy-one")
+    failing = make("failing-one")
+    Schedule.objects.filter(pk=failing.pk).update(failure_count=2)
+    degraded = make("degraded-one")
+    Schedule.objects.filter(pk=degraded.pk).update(
+        status=Status.PAUSED, degraded_reason="callback 'x' is not registered"
+    )
+    running = make("running-one")
+    hold_lease(running)
+    make("cron-one", kind="cron", interval_seconds=None, cron="*/5 * * * *", callback="tests.echo")
+
+    def names(query: str) -> set[str]:
+        response = admin_client.get(reverse(CHANGELIST) + query)
+        assert response.status_code == 200
+        return {s.name for s in response.context["cl"].result_list}
+
+    assert names("?failing=yes") == {"failing-one"}
+    assert names("?degraded=yes") == {"degraded-one"}
+    assert "degraded-one" not in names("?degraded=no")
+    assert names("?running=yes") == {"running-one"}
+    assert names("?status__exact=paused") == {"degraded-one"}
+    assert names("?kind__exact=cron") == {"cron-one"}
+    assert names("?q=failing") == {"failing-one"}
+    assert names("?q=tests.echo") == {"cron-one"}
+
+
+# ---------------------------------------------------------------------------------------
+# actions
+# ---------------------------------------------------------------------------------------
+
+
+def test_every_action_calls_the_state_machine(admin_client, monkeypatch):
+    s = make("spied")
+    calls = []
+    for name in ("enable", "disable", "cancel", "trigger"):
+        real = getattr(state, name)
+
+        def spy(pk, *a, _real=real, _name=name, **kw):
+            calls.append((_name, pk, kw["source"], str(kw["actor"])))
+            return _real(pk, *a, **kw)
+
+        monkeypatch.setattr(state, name, spy)
+    for action in ("disable", "enable", "trigger", "cancel"):
+        run_action(admin_client, action, s)
+    assert calls == [
+        (name, s.pk, "admin", "admin") for name in ("disable", "enable", "trigger", "cancel")
+    ]
+
+
+def test_disable_then_enable_say_what_changed(admin_client):
+    a, b = make("a-job"), make("b-job")
+    response = run_action(admin_client, "disable", a, b)
+    assert messages_of(response) == [
+        ("success", "Disabled 2 schedules: a-job (active → paused); b-job (active → paused).")
+    ]
+    assert set(Schedule.objects.values_list("status", flat=True)) == {Status.PAUSED}
+    # The audit trail names the admin user and the admin as the source.
+    events = ScheduleEvent.objects.filter(action="disabled")
+    assert sorted(events.values_list("schedule_name", "source", "actor_repr")) == [
+        ("a-job", "admin", "admin"),
+        ("b-job", "admin", "admin"),
+    ]
+
+    response = run_action(admin_client, "enable", a)
+    [(level, text)] = messages_of(response)
+    assert level == "success"
+    assert text.startswith("Enabled 1 schedule: a-job (paused → active, next run 20")
+    a.refresh_from_db()
+    assert a.status == Status.ACTIVE and a.next_run_at is not None
+
+
+def test_unchanged_and_refused_are_reported_separately(admin_client):
+    active, paused, cancelled = make("active-1"), make("paused-1"), make("cancelled-1")
+    state.disable(paused.pk)
+    state.cancel(cancelled.pk)
+    response = run_action(admin_client, "enable", active, paused, cancelled)
+    assert messages_of(response) == [
+        ("success", f"Enabled 1 schedule: paused-1 (paused → active, next run {_next(paused)})."),
+        ("info", "Already active, unchanged: active-1."),
+        (
+            "error",
+            "Enable refused for 1 schedule: cancelled-1 (a cancelled schedule cannot be enabled).",
+        ),
+    ]
+    cancelled.refresh_from_db()
+    assert cancelled.status == Status.CANCELLED
+
+
+def _next(s: Schedule) -> str:
+    s.refresh_from_db()
+    return dds_admin.fmt_utc(s.next_run_at)
+
+
+def test_cancel_action_and_its_refusal(admin_client):
+    s = make("to-cancel")
+    response = run_action(admin_client, "cancel", s)
+    assert messages_of(response) == [
+        ("success", "Cancelled 1 schedule: to-cancel (active → cancelled).")
+    ]
+    response = run_action(admin_client, "cancel", s)
+    assert messages_of(response) == [
+        (
+            "error",
+            "Cancel refused for 1 schedule: to-cancel (a cancelled schedule cannot be cancelled).",
+        )
+    ]
+
+
+def test_trigger_action_requests_a_run_now_and_refuses_a_running_schedule(admin_client):
+    idle, running = make("idle"), make("busy")
+    hold_lease(running)
+    response = run_action(admin_client, "trigger", idle, running)
+    assert messages_of(response) == [
+        ("success", "Triggered 1 schedule: idle (runs on the next worker pass, outside its grid)."),
+        (
+            "error",
+            "Trigger now refused for 1 schedule: busy (the schedule is running (it holds a lease)).",
+        ),
+    ]
+    idle.refresh_from_db()
+    assert idle.triggered_at is not None
+    claims = state.claim_due(worker="w")
+    assert [c.schedule_name for c in claims] == ["idle"]
+
+
+def test_actions_need_change_permission(client, django_user_model):
+    viewer = django_user_model.objects.create_user("viewer", password="x", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_schedule"))
+    client.force_login(viewer)
+    s = make("protected")
+    response = client.get(reverse(CHANGELIST))
+    assert response.status_code == 200
+    assert 'name="action"' not in response.content.decode()
+    run_action(client, "cancel", s)
+    s.refresh_from_db()
+    assert s.status == Status.ACTIVE
+
+
+# ---------------------------------------------------------------------------------------
+# the change page
+# ---------------------------------------------------------------------------------------
+
+
+def test_change_page_shows_the_next_five_fire_times_in_zone_and_utc(admin_client):
+    s = make("tokyo", kind="cron", interval_seconds=None, cron="0 9 * * *", timezone="Asia/Tokyo")
+    response = admin_client.get(change_url(s))
+    html = response.content.decode()
+    assert response.status_code == 200
+    table = re.search(r'<table class="dds-upcoming">.*?</table>', html, re.S).group(0)
+    assert "<th>Asia/Tokyo</th><th>UTC</th>" in table
+    rows = re.findall(r"<tr><td>(\d)</td><td>(.*?)</td><td>(.*?)</td></tr>", table)
+    assert [r[0] for r in rows] == ["1", "2", "3", "4", "5"]
+    expected = [t for t in s.upcoming(5)]
+    for (_, local, utc), t in zip(rows, expected, strict=True):
+        assert local == f"{t.astimezone(UTC) + timedelta(hours=9):%Y-%m-%d} 09:00:00 JST"
+        assert utc == f"{t:%Y-%m-%d} 00:00:00 UTC"
+
+
+def test_change_page_of_a_paused_schedule_says_nothing_runs(admin_client):
+    s = make("paused-page")
+    state.disable(s.pk)
+    html = admin_client.get(change_url(s)).content.decode()
+    assert "none runs unless it is enabled" in html
+    assert "nothing planned while paused" in html
+
+
+def test_change_page_inlines_are_read_only_and_limited(admin_client):
+    s = make("history")
+    add_history(s, ["succeeded"] * 22 + ["failed", "skipped", "missed"])
+    open_attempt(s, datetime(2027, 6, 2, tzinfo=UTC))  # after the history above
+    response = admin_client.get(change_url(s))
+    html = response.content.decode()
+    formsets = {f.formset.prefix: f for f in response.context["inline_admin_formsets"]}
+    assert set(formsets) == {"receipts", "attempts"}
+    assert len(formsets["receipts"].formset.forms) == 20
+    assert len(formsets["attempts"].formset.forms) == 20
+    for inline in formsets.values():
+        assert not inline.has_add_permission
+        assert not inline.has_change_permission
+        assert not inline.has_delete_permission
+    # Newest first: the open attempt, then the missed/skipped/failed receipts.
+    assert "open (no receipt yet)" in html
+    receipts = formsets["receipts"].formset.get_queryset()
+    assert [r.status for r in receipts][:3] == ["missed", "skipped", "failed"]
+    # The full history is one click away, filtered by schedule.
+    assert f"?schedule__exact={s.pk}" in html
+    assert "26 attempts</a>" in html and "25 receipts</a>" in html
+    # Filtering the history lists by schedule is allowed.
+    url = reverse("admin:durable_schedules_runreceipt_changelist")
+    listed = admin_client.get(f"{url}?schedule__exact={s.pk}")
+    assert listed.status_code == 200 and listed.context["cl"].result_count == 25
+
+
+def test_callback_is_a_choice_of_registered_names(admin_client):
+    response = admin_client.get(reverse("admin:durable_schedules_schedule_add"))
+    field = response.context["adminform"].form.fields["callback"]
+    values = [v for v, _ in field.choices if v]
+    assert values == registry.names() and "tests.noop" in values
+    assert "status" not in response.context["adminform"].form.fields
+
+
+def _form_data(**overrides) -> dict:
+    data = {
+        "name": "made-in-admin",
+        "callback": "tests.echo",
+        "kind": "cron",
+        "interval_seconds": "",
+        "cron": "30 2 * * *",
+        "timezone": "Europe/Paris",
+        "run_at_0": "",
+        "run_at_1": "",
+        "start_at_0": "",
+        "start_at_1": "",
+        "end_at_0": "",
+        "end_at_1": "",
+        "max_runs": "",
+        "payload": "{}",
+        "metadata": "{}",
+        "owner": "",
+        "misfire_policy": "coalesce",
+        "max_attempts": "",
+        "receipts-TOTAL_FORMS": "0",
+        "receipts-INITIAL_FORMS": "0",
+        "receipts-MIN_NUM_FORMS": "0",
+        "receipts-MAX_NUM_FORMS": "0",
+        "attempts-TOTAL_FORMS": "0",
+        "attempts-INITIAL_FORMS": "0",
+        "attempts-MIN_NUM_FORMS": "0",
+        "attempts-MAX_NUM_FORMS": "0",
+    }
+    data.update(overrides)
+    return data
+
+
+def test_add_goes_through_services_and_rejects_unregistered_callbacks(admin_client, monkeypatch):
+    created = []
+    real = services.create_schedule
+
+    def spy(**fields):
+        created.append((fields["name"], fields["source"], str(fields["actor"])))
+        return real(**fields)
+
+    monkeypatch.setattr(services, "create_schedule", spy)
+    add = reverse("admin:durable_schedules_schedule_add")
+
+    response = admin_client.post(add, _form_data(callback="os.system"))
+    assert response.status_code == 200
+    assert "callback" in response.context["adminform"].form.errors
+    assert not Schedule.objects.exists()
+
+    response = admin_client.post(add, _form_data(), follow=True)
+    assert response.status_code == 200, response.context["adminform"].form.errors
+    assert created == [("made-in-admin", "admin", "admin")]
+    s = Schedule.objects.get(name="made-in-admin")
+    assert s.kind == "cron" and s.timezone == "Europe/Paris" and s.next_run_at is not None
+
+
+def test_edit_goes_through_services_and_writes_only_what_changed(admin_client, monkeypatch):
+    s = make("to-edit", interval_seconds=60)
+    edits = []
+    real = services.update_schedule
+
+    def spy(pk, *, actor=None, source="code", **changes):
+        edits.append((changes, source, str(actor)))
+        return real(pk, actor=actor, source=source, **changes)
+
+    monkeypatch.setattr(services, "update_schedule", spy)
+    data = _form_data(
+        name="to-edit",
+        callback="tests.noop",
+        kind="interval",
+        interval_seconds="300",
+        cron="",
+        timezone="UTC",
+    )
+    # What the browser sends for fields with callable defaults (show_hidden_initial).
+    data.update({"initial-timezone": "UTC", "initial-payload": "{}", "initial-metadata": "{}"})
+    response = admin_client.post(change_url(s), data, follow=True)
+    assert response.status_code == 200
+    assert edits == [({"interval_seconds": 300}, "admin", "admin")]
+    s.refresh_from_db()
+    assert s.interval_seconds == 300 and s.status == Status.ACTIVE
+
+
+def test_change_page_buttons_run_transitions(admin_client):
+    s = make("buttons")
+    html = admin_client.get(change_url(s)).content.decode()
+    assert ">Disable</button>" in html and ">Trigger now</button>" in html
+    assert ">Enable</button>" not in html
+
+    url = reverse("admin:durable_schedules_schedule_transition", args=[s.pk, "disable"])
+    response = admin_client.post(url, follow=True)
+    assert messages_of(response) == [("success", "Disabled 1 schedule: buttons (active → paused).")]
+    assert response.redirect_chain[-1][0] == change_url(s)
+    assert ">Enable</button>" in response.content.decode()
+    s.refresh_from_db()
+    assert s.status == Status.PAUSED
+
+    assert admin_client.get(url).status_code == 405
+    bogus = reverse("admin:durable_schedules_schedule_transition", args=[s.pk, "explode"])
+    assert admin_client.post(bogus).status_code == 404
+
+    state.cancel(s.pk)
+    enable = reverse("admin:durable_schedules_schedule_transition", args=[s.pk, "enable"])
+    response = admin_client.post(enable, follow=True)
+    assert messages_of(response) == [
+        (
+            "error",
+            "Enable refused for 1 schedule: buttons (a cancelled schedule cannot be enabled).",
+        )
+    ]
+
+
+def test_page_of_a_schedule_whose_callback_is_gone_still_renders(admin_client):
+    s = make("orphan")
+    Schedule.objects.filter(pk=s.pk).update(callback="removed.callback")
+    assert admin_client.get(reverse(CHANGELIST)).status_code == 200
+    html = admin_client.get(change_url(s)).content.decode()
+    assert "removed.callback (not registered)" in html
+
+
+# ---------------------------------------------------------------------------------------
+# deleting
+# ---------------------------------------------------------------------------------------
+
+
+def test_delete_goes_through_the_state_machine(admin_client):
+    s = make("deletable")
+    add_history(s, ["succeeded"])
+    url = reverse("admin:durable_schedules_schedule_delete", args=[s.pk])
+    assert admin_client.get(url).status_code == 200
+    response = admin_client.post(url, {"post": "yes"}, follow=True)
+    assert [lvl for lvl, _ in messages_of(response)] == ["success"]
+    assert not Schedule.objects.filter(pk=s.pk).exists()
+    assert RunReceipt.objects.filter(schedule_id=s.pk).count() == 1  # the trail stays
+    assert LogEntry.objects.filter(action_flag=DELETION, object_id=str(s.pk)).exists()
+
+
+@pytest.mark.parametrize("blocker", ["lease", "open attempt"])
+def test_refused_delete_is_an_error_message_not_a_500(admin_client, blocker):
+    s = make("kept")
+    if blocker == "lease":
+        hold_lease(s)
+        reason = "the schedule is running (it holds a lease)"
+    else:
+        open_attempt(s)
+        reason = "the schedule has an open attempt without a receipt"
+    url = reverse("admin:durable_schedules_schedule_delete", args=[s.pk])
+    response = admin_client.post(url, {"post": "yes"}, follow=True)
+    assert response.status_code == 200
+    assert messages_of(response) == [("error", f"The schedule “kept” was not deleted: {reason}.")]
+    assert response.redirect_chain[-1][0] == change_url(s)
+    assert Schedule.objects.filter(pk=s.pk).exists()
+    assert "deleted successfully" not in response.content.decode()
+    assert not LogEntry.objects.filter(action_flag=DELETION).exists()
+    assert not ScheduleEvent.objects.filter(action="deleted").exists()
+
+
+def test_bulk_delete_reports_deleted_and_refused(admin_client):
+    gone, kept = make("gone"), make("stays")
+    hold_lease(kept)
+    # The confirmation page first.
+    response = run_action(admin_client, "delete_selected", gone, kept)
+    assert response.status_code == 200 and "Are you sure" in response.content.decode()
+    data = {
+        "action": "delete_selected",
+        "_selected_action": [str(gone.pk), str(kept.pk)],
+        "post": "yes",
+    }
+    response = admin_client.post(reverse(CHANGELIST), data, follow=True)
+    assert messages_of(response) == [
+        ("success", "Deleted 1 schedule: gone."),
+        ("error", "Not deleted, 1 schedule: stays (the schedule is running (it holds a lease))."),
+    ]
+    assert list(Schedule.objects.values_list("name", flat=True)) == ["stays"]
+    assert list(
+        LogEntry.objects.filter(action_flag=DELETION).values_list("object_repr", flat=True)
+    ) == ["gone"]
+    assert "Successfully deleted" not in response.content.decode()
+
+
+# ---------------------------------------------------------------------------------------
+# read-only history
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model_name", ["runattempt", "runreceipt", "workerheartbeat"])
+def test_history_admins_are_read_only_even_for_superusers(admin_client, model_name):
+    s = make("ro")
+    [receipt] = add_history(s, ["failed"])
+    WorkerHeartbeat.objects.create(
+        worker_id="w1", started_at=timezone.now(), last_seen_at=timezone.now()
+    )
+    obj_pk = {
+        "runattempt": receipt.attempt_id,
+        "runreceipt": receipt.pk,
+        "workerheartbeat": "w1",
+    }[model_name]
+    base = f"admin:durable_schedules_{model_name}"
+
+    listing = admin_client.get(reverse(f"{base}_changelist"))
+    assert listing.status_code == 200
+    assert 'name="_selected_action"' not in listing.content.decode()  # no actions at all
+    assert admin_client.get(reverse(f"{base}_add")).status_code == 403
+    assert admin_client.post(reverse(f"{base}_add"), {}).status_code == 403
+    change = reverse(f"{base}_change", args=[obj_pk])
+    view = admin_client.get(change)
+    assert view.status_code == 200  # viewing is fine
+    assert 'name="_save"' not in view.content.decode()  # no save button
+    assert admin_client.post(change, {"worker": "forged"}).status_code == 403
+    delete = reverse(f"{base}_delete", args=[obj_pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 403
+    assert RunReceipt.objects.count() == 1 and WorkerHeartbeat.objects.count() == 1
+
+
+def test_receipt_and_attempt_lists_render_without_a_query_per_row(
+    admin_client, django_assert_max_num_queries
+):
+    for i in range(30):
+        add_history(make(f"r-{i:02}"), ["succeeded", "failed"])
+    for name in ("runreceipt", "runattempt"):
+        with django_assert_max_num_queries(10):
+            response = admin_client.get(reverse(f"admin:durable_schedules_{name}_changelist"))
+        assert response.status_code == 200
+
+
+# ---------------------------------------------------------------------------------------
+# health
+# ---------------------------------------------------------------------------------------
+
+
+def test_health_page_shows_snapshot_workers_failing_and_degraded(admin_client):
+    make("fine")
+    failing = make("flaky")
+    add_history(failing, ["succeeded", "failed", "failed"])
+    Schedule.objects.filter(pk=failing.pk).update(failure_count=2)
+    degraded = make("lost-callback")
+    Schedule.objects.filter(pk=degraded.pk).update(
+        status=Status.PAUSED, degraded_reason="callback 'gone' is not registered"
+    )
+    now = state.db_now()
+    WorkerHeartbeat.objects.create(
+        worker_id="host-a:123",
+        hostname="host-a",
+        pid=123,
+        started_at=now - timedelta(minutes=5),
+        last_seen_at=now - timedelta(seconds=3),
+        runs_finished=42,
+        clock_skew_seconds=0.25,
+    )
+    WorkerHeartbeat.objects.create(
+        worker_id="host-b:9",
+        hostname="host-b",
+        pid=9,
+        started_at=now - timedelta(minutes=5),
+        last_seen_at=now,
+        clock_skew_seconds=-12.5,
+    )
+    WorkerHeartbeat.objects.create(
+        worker_id="stopped:1", started_at=now, last_seen_at=now, stopped_at=now
+    )
+
+    response = admin_client.get(reverse("admin:durable_schedules_schedule_health"))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "Unhealthy" in html
+    assert "1 schedules degraded" in html
+    assert "worker host-b:9 clock is -12.5s off the database clock" in html
+    # Counts, with links into the filtered list.
+    assert re.search(r'href="[^"]*\?failing=yes"><span class="dds-num">1</span>', html)
+    assert re.search(r'href="[^"]*\?degraded=yes"><span class="dds-num">1</span>', html)
+    assert re.search(r'<span class="dds-num">2</span><span class="dds-label">live workers', html)
+    # Live workers with their last heartbeat and skew; a stopped one is not live.
+    assert "host-a:123" in html and "host-b:9" in html and "stopped:1" not in html
+    assert re.search(r'dds-bad"[^>]*>-12.500 s', html)
+    assert "0.250 s" in html
+    # Failing and degraded schedules link to their change pages.
+    assert f'href="{change_url(failing)}">flaky</a>' in html
+    assert f'href="{change_url(degraded)}">lost-callback</a>' in html
+    assert "RuntimeError: boom" in html
+    assert "callback &#x27;gone&#x27; is not registered" in html
+
+
+def test_health_page_when_healthy(admin_client):
+    make("fine")
+    now = state.db_now()
+    WorkerHeartbeat.objects.create(worker_id="w", started_at=now, last_seen_at=now)
+    html = admin_client.get(reverse("admin:durable_schedules_schedule_health")).content.decode()
+    assert "Healthy" in html and "Unhealthy" not in html
+    assert "No active or paused schedule has consecutive failures." in html
+    assert "No schedule is degraded." in html
+
+
+def test_health_page_is_staff_only(client, django_user_model):
+    url = reverse("admin:durable_schedules_schedule_health")
+    response = client.get(url)
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+    user = django_user_model.objects.create_user("plain", password="x")
+    client.force_login(user)
+    response = client.get(url)
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+    staff = django_user_model.objects.create_user("staff", password="x", is_staff=True)
+    client.force_login(staff)
+    assert client.get(url).status_code == 403  # staff, but may not view schedules
+    staff.user_permissions.add(Permission.objects.get(codename="view_schedule"))
+    assert client.get(url).status_code == 200
+
+
+def test_health_page_is_linked_from_the_app_index_and_lists(admin_client):
+    health = reverse("admin:durable_schedules_schedule_health")
+    app_index = admin_client.get(reverse("admin:app_list", args=["durable_schedules"]))
+    assert health in app_index.content.decode()
+    heartbeats = admin_client.get(reverse("admin:durable_schedules_workerheartbeat_changelist"))
+    assert health in heartbeats.content.decode()
+    s = make("linked")
+    assert health in admin_client.get(change_url(s)).content.decode()

@@ -1,0 +1,284 @@
+"""The admin in a real browser: Playwright driving Debian's Chromium, headless.
+
+Logs in, creates a cron schedule with the add form, triggers it from the list, runs a real
+``run_scheduler --once``, and sees its receipt in the outcome strip, the next five fire
+times on the change page and the health page. With ``DDS_SCREENSHOTS=1`` it saves the
+screenshots used by ``docs/admin.md`` under ``docs/img/``.
+
+Needs ``apt-get install chromium`` and ``pip install playwright`` (never ``playwright
+install``: the browser is Debian's); skipped when either is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "img"
+
+sync_api = pytest.importorskip("playwright.sync_api")
+if not CHROMIUM.exists():  # pragma: no cover - depends on the machine
+    pytest.skip(f"{CHROMIUM} is not installed", allow_module_level=True)
+
+pytestmark = [pytest.mark.browser, pytest.mark.process]
+
+
+# ---------------------------------------------------------------------------------------
+# fixtures
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def served_static(live_server, settings):
+    """Serve the admin's CSS (and this app's) from the live server through the staticfiles
+    finders, so the pages and screenshots look as they do in a real project, even when the
+    test settings do not install ``django.contrib.staticfiles``."""
+    from django.contrib.staticfiles.handlers import StaticFilesHandler
+    from django.core.handlers.wsgi import WSGIHandler
+
+    settings.STATIC_URL = "/static/"
+    httpd = live_server.thread.httpd
+    original = httpd.get_app()
+    httpd.set_app(StaticFilesHandler(WSGIHandler()))
+    yield live_server
+    httpd.set_app(original)
+
+
+@pytest.fixture
+def browser_page(admin_user, monkeypatch):
+    # Playwright's sync API keeps an event loop open in this thread while it runs; the
+    # test's own ORM calls are still plain synchronous code.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1440, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        try:
+            yield page
+        finally:
+            context.close()
+            browser.close()
+            # While Playwright's loop runs, Django keeps this thread's connections apart
+            # (asgiref's async-context storage): close them here, or the test database
+            # cannot be dropped at the end of the session.
+            from django.db import connections
+
+            connections.close_all()
+
+
+def _shot(page, name: str, *, full_page: bool = True) -> None:
+    if os.environ.get("DDS_SCREENSHOTS") == "1":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / name), full_page=full_page)
+
+
+def _seed() -> None:
+    """A few schedules with a history, and two live workers, so the pages show something."""
+    from django_durable_schedules import state
+    from django_durable_schedules.models import (
+        RunAttempt,
+        RunReceipt,
+        Schedule,
+        Status,
+        WorkerHeartbeat,
+    )
+
+    now = state.db_now()
+
+    def schedule(name, callback="tests.noop", **kw):
+        fields = {"kind": "interval", "interval_seconds": 600, "timezone": "UTC"}
+        fields.update(kw)
+        # Created a while ago, so an interval's next slot is in the future (not due now).
+        return Schedule.objects.create(
+            name=name, callback=callback, created_at=now - timedelta(seconds=190), **fields
+        )
+
+    def history(s, outcomes: str):
+        letters = {
+            "s": "succeeded",
+            "f": "failed",
+            "k": "skipped",
+            "m": "missed",
+            "e": "lease_expired",
+            "r": "released",
+        }
+        attempts, receipts = [], []
+        for i, letter in enumerate(outcomes, 1):
+            status = letters[letter]
+            at = now - timedelta(minutes=10 * (len(outcomes) - i + 1))
+            attempt = RunAttempt(
+                id=uuid.uuid4(),
+                schedule=s,
+                schedule_name=s.name,
+                occurrence=i,
+                attempt=1,
+                scheduled_for=at,
+                claimed_at=at,
+                lease_token=uuid.uuid4(),
+                lease_expires_at=at + timedelta(seconds=30),
+                worker="web-1:4127",
+                idempotency_key=f"{s.pk}:{i}",
+            )
+            attempts.append(attempt)
+            receipts.append(
+                RunReceipt(
+                    attempt=attempt,
+                    schedule=s,
+                    occurrence=i,
+                    succeeded_occurrence=i if status == "succeeded" else None,
+                    status=status,
+                    finished_at=at + timedelta(seconds=2),
+                    error_type="HTTPError" if status == "failed" else "",
+                    error_message="partner API answered 503" if status == "failed" else "",
+                )
+            )
+        RunAttempt.objects.bulk_create(attempts)
+        RunReceipt.objects.bulk_create(receipts)
+
+    history(schedule("digest.build", "tests.echo", interval_seconds=900), "sssskssskksssskssssk")
+    flaky = schedule("partner.import", "tests.fail", interval_seconds=600)
+    history(flaky, "sssfssssfsssssssfsff")
+    Schedule.objects.filter(pk=flaky.pk).update(failure_count=2)
+    history(schedule("sessions.clear_expired", interval_seconds=3600), "sssssssssessssssssss")
+    history(
+        schedule(
+            "billing.monthly",
+            kind="cron",
+            interval_seconds=None,
+            cron="0 6 1 * *",
+            timezone="America/New_York",
+        ),
+        "ssmsss",
+    )
+    paused = schedule("exports.weekly", kind="cron", interval_seconds=None, cron="0 4 * * 1")
+    history(paused, "sssrs")
+    state.disable(paused.pk)
+    lost = schedule("legacy.sync", "legacy.sync", interval_seconds=300)  # not registered
+    history(lost, "sssssf")
+    Schedule.objects.filter(pk=lost.pk).update(
+        status=Status.PAUSED,
+        next_run_at=None,
+        degraded_reason="callback 'legacy.sync' is not registered in this deployment",
+    )
+    for worker_id, host, pid, skew in (
+        ("web-1:4127", "web-1", 4127, 0.042),
+        ("web-2:877", "web-2", 877, -0.31),
+    ):
+        WorkerHeartbeat.objects.create(
+            worker_id=worker_id,
+            hostname=host,
+            pid=pid,
+            started_at=now - timedelta(hours=3),
+            last_seen_at=now,
+            in_flight=0,
+            runs_finished=1234 if pid == 4127 else 1187,
+            clock_skew_seconds=skew,
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# the test
+# ---------------------------------------------------------------------------------------
+
+
+def test_admin_in_a_real_browser(served_static, start_worker, browser_page):
+    from django_durable_schedules.models import RunReceipt, Schedule
+
+    _seed()
+    page = browser_page
+    base = served_static.url
+
+    # Log in.
+    page.goto(f"{base}/admin/login/?next=/admin/durable_schedules/schedule/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "password")
+    page.click("input[type=submit]")
+    page.wait_for_url(re.compile(r"/admin/durable_schedules/schedule/$"))
+    assert page.locator("#result_list .dds-strip").count() == 6
+    page.click("#toggle-nav-sidebar")  # more room for the list (remembered by the browser)
+
+    # Create a cron schedule with the add form (callback: a choice of registered names).
+    page.goto(f"{base}/admin/durable_schedules/schedule/add/")
+    page.fill("#id_name", "reports.nightly")
+    page.select_option("#id_callback", "tests.echo")
+    page.select_option("#id_kind", "cron")
+    page.fill("#id_interval_seconds", "")
+    page.fill("#id_cron", "30 2 * * *")
+    page.fill("#id_timezone", "Europe/Paris")
+    page.click("input[name=_save]")
+    page.wait_for_url(re.compile(r"/admin/durable_schedules/schedule/$"))
+    assert "was added successfully" in page.locator("ul.messagelist").inner_text()
+    schedule = Schedule.objects.get(name="reports.nightly")
+    assert schedule.kind == "cron" and schedule.next_run_at is not None
+
+    # Trigger it with the list action.
+    row = page.locator(
+        "#result_list tbody tr", has=page.get_by_role("link", name="reports.nightly")
+    )
+    row.locator("input.action-select").check()
+    page.select_option("select[name=action]", "trigger")
+    page.click("button[name=index]")
+    page.wait_for_load_state()
+    message = page.locator("ul.messagelist li.success").inner_text()
+    assert "Triggered 1 schedule: reports.nightly" in message
+
+    # A real worker pass runs it.
+    worker = start_worker("--once", "--worker-id", "browser-test")
+    assert worker.wait(90) == 0, worker.output()
+    receipt = RunReceipt.objects.get(schedule_id=schedule.pk)
+    assert receipt.status == "succeeded"
+
+    # The list shows the receipt in the strip and as the last outcome.
+    page.goto(f"{base}/admin/durable_schedules/schedule/")
+    row = page.locator(
+        "#result_list tbody tr", has=page.get_by_role("link", name="reports.nightly")
+    )
+    assert row.locator(".dds-strip a.dds-o-succeeded").count() == 1
+    assert "succeeded" in row.locator("td.field-last_outcome").inner_text()
+    title = row.locator(".dds-strip a.dds-o-succeeded").get_attribute("title")
+    assert title.startswith("#1 succeeded · ")
+    assert "cron '30 2 * * *' (Europe/Paris)" in row.locator("td.field-cadence").inner_text()
+    _shot(page, "admin-changelist.png")
+
+    # The change page: the next five fire times, in Paris and in UTC, and the receipt.
+    row.get_by_role("link", name="reports.nightly").click()
+    page.wait_for_url(re.compile(r"/change/$"))
+    upcoming = page.locator("table.dds-upcoming tbody tr")
+    assert upcoming.count() == 5
+    for i in range(5):
+        cells = upcoming.nth(i).locator("td").all_inner_texts()
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d 02:30:00 CES?T", cells[1]), cells
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d 0[01]:30:00 UTC", cells[2]), cells
+    assert "succeeded" in page.locator("#receipts-group").inner_text()
+    assert page.locator("#attempts-group tbody tr.has_original").count() == 1
+    assert page.locator("button.dds-tool", has_text="Trigger now").count() == 1
+    _shot(page, "admin-change.png", full_page=False)  # the top: state, fire times, strip
+
+    # The health page, from the change page's tools.
+    page.click("a.dds-health-link")
+    page.wait_for_url(re.compile(r"/health/$"))
+    text = page.locator("#content-main").inner_text()
+    assert "Unhealthy" in text  # the degraded schedule
+    assert "web-1:4127" in text and "web-2:877" in text
+    assert "partner.import" in text and "legacy.sync" in text
+    page.get_by_role("link", name="partner.import").click()
+    page.wait_for_url(re.compile(r"/change/$"))
+    page.go_back()
+    _shot(page, "admin-health.png")
