@@ -22,6 +22,8 @@ WORKER_STALE_SECONDS      90         a worker whose heartbeat is older is counte
 SKEW_WARN_SECONDS         5.0        host/database clock difference that health reports
 AUTODISCOVER              True       import ``schedules.py`` of every installed app at start
 SYNC_ON_MIGRATE           True       create/update schedules declared in code after ``migrate``
+API_PERMISSION_CLASSES    [IsAdmin]  DRF permission classes (dotted paths) of the API
+API_OWNER_SCOPED          False      non-staff users see and control only their own schedules
 ========================  =========  ===========================================================
 """
 
@@ -47,6 +49,8 @@ DEFAULTS: dict[str, Any] = {
     "SKEW_WARN_SECONDS": 5.0,
     "AUTODISCOVER": True,
     "SYNC_ON_MIGRATE": True,
+    "API_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    "API_OWNER_SCOPED": False,
 }
 
 

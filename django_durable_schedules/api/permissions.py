@@ -22,14 +22,18 @@ from django.utils.module_loading import import_string
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
+from .. import conf
 from ..models import Schedule
 
 DEFAULT_PERMISSION_CLASSES = ("rest_framework.permissions.IsAdminUser",)
 
 
 def api_setting(key: str, default: Any) -> Any:
-    """One API key of ``settings.DURABLE_SCHEDULES``, read at call time (override-friendly)."""
-    return (getattr(settings, "DURABLE_SCHEDULES", None) or {}).get(key, default)
+    """One API key of ``settings.DURABLE_SCHEDULES`` (see :mod:`..conf`), read at call time
+    (override-friendly); ``default`` is used when the key is not set."""
+    return (getattr(settings, "DURABLE_SCHEDULES", None) or {}).get(
+        key, conf.get(key) if key in conf.DEFAULTS else default
+    )
 
 
 def configured_permissions() -> list[BasePermission]:
