@@ -970,7 +970,8 @@ def enable(
             return row
         if row.status not in (Status.PAUSED, Status.FAILED):
             raise StateConflict(f"a {row.status} schedule cannot be enabled")
-        now = timing.truncate_to_second(_resolve_now(now, using))
+        instant = _resolve_now(now, using)
+        now = timing.truncate_to_second(instant)
         before = row.status
         if row.status == Status.FAILED:
             row.failure_count = 0
@@ -997,7 +998,7 @@ def enable(
         record_event(
             row,
             EventAction.ENABLED,
-            now=now,
+            now=instant,
             actor=actor,
             source=source,
             changes={"status": [before, row.status]},
@@ -1060,12 +1061,15 @@ def trigger(
             raise StateConflict(f"a {row.status} schedule cannot be triggered")
         if row.lease_token is not None:
             raise StateConflict("the schedule is running (it holds a lease)")
-        now = timing.truncate_to_second(_resolve_now(now, using))
+        instant = _resolve_now(now, using)
+        now = timing.truncate_to_second(instant)
         row.triggered_at = now
         row.retry_scheduled_for = None
         row.next_run_at = now
         row.save(update_fields=["triggered_at", "retry_scheduled_for", "next_run_at", "updated_at"])
-        record_event(row, EventAction.TRIGGERED, now=now, actor=actor, source=source, using=using)
+        record_event(
+            row, EventAction.TRIGGERED, now=instant, actor=actor, source=source, using=using
+        )
     return row
 
 

@@ -783,3 +783,22 @@ def test_openapi_schema_is_valid_without_warnings():
         assert path in paths, path
     assert "409" in paths["/api/schedules/{id}/enable/"]["post"]["responses"]
     assert "503" in paths["/api/health/"]["get"]["responses"]
+
+
+@pytest.mark.django_db
+def test_events_endpoint_lists_the_audit_trail():
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    admin = get_user_model().objects.create_user("auditor", password="pw", is_staff=True)
+    client = APIClient()
+    client.force_authenticate(admin)
+    s = Schedule.objects.create(
+        name="audited", callback="tests.noop", kind="interval", interval_seconds=60
+    )
+    assert client.post(f"/api/schedules/{s.pk}/disable/").status_code == 200
+    assert client.post(f"/api/schedules/{s.pk}/trigger/").status_code == 200
+    response = client.get(f"/api/schedules/{s.pk}/events/")
+    assert response.status_code == 200
+    actions = [(e["action"], e["source"], e["actor_repr"]) for e in response.json()]
+    assert actions[:2] == [("triggered", "api", "auditor"), ("disabled", "api", "auditor")]

@@ -27,7 +27,7 @@ from rest_framework import serializers
 from rest_framework.settings import api_settings
 
 from .. import services, timing
-from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule
+from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule, ScheduleEvent
 from ..registry import registry
 from ..state import db_now
 
@@ -452,6 +452,27 @@ class ReceiptSerializer(BaseModelSerializer):
             "failure_count_after",
             "next_run_at",
             "slots_skipped",
+        ]
+        read_only_fields = fields
+
+
+class EventSerializer(BaseModelSerializer):
+    """One audit event (read-only): who did what to a schedule, when, from where."""
+
+    changes = serializers.JSONField(read_only=True)
+
+    class Meta:
+        model = ScheduleEvent
+        fields = [
+            "id",
+            "schedule",
+            "schedule_name",
+            "action",
+            "at",
+            "actor",
+            "actor_repr",
+            "source",
+            "changes",
         ]
         read_only_fields = fields
 

@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 
 from .. import health, state, timing
 from ..exceptions import StateConflict
-from ..models import RunAttempt, RunReceipt, Schedule
+from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
 from .filters import AttemptFilter, ReceiptFilter, ScheduleFilter
 from .parsers import BoundedJSONParser
 from .permissions import ScheduleAPIPermission, owner_scoped, scope
@@ -31,6 +31,7 @@ from .schema import APIAutoSchema, extend_schema
 from .serializers import (
     AttemptSerializer,
     DetailSerializer,
+    EventSerializer,
     HealthSerializer,
     ReceiptSerializer,
     ScheduleSerializer,
@@ -166,6 +167,14 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
     def trigger(self, request: Request, pk: Any = None) -> Response:
         """Run now, as its own occurrence, without disturbing the grid."""
         return self._transition(state.trigger)
+
+    @extend_schema(responses={200: EventSerializer(many=True)})
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def events(self, request: Request, pk: Any = None) -> Response:
+        """The schedule's audit trail (control actions), newest first, at most 200."""
+        schedule = self.get_object()
+        rows = ScheduleEvent.objects.filter(schedule_id=schedule.pk).order_by("-at", "-id")[:200]
+        return Response(EventSerializer(rows, many=True).data)
 
     @extend_schema(
         parameters=[UpcomingQuerySerializer],
