@@ -1,7 +1,7 @@
 """Django admin: schedules, their read-only attempts and receipts, worker heartbeats, health.
 
 Thin by design. Every transition (enable, disable, cancel, trigger, delete) calls
-:mod:`.state`; every definition write (add, edit) calls :mod:`.services`; the health page
+:mod:`.state`; every definition write (add, edit) calls :mod:`.state`; the health page
 renders :func:`.health.snapshot`. The admin only chooses what to show:
 
 * the schedule list shows the cadence in words, the status, the next run in the schedule's
@@ -47,7 +47,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 from django.utils.timesince import timesince, timeuntil
 
-from . import services, state, timing
+from . import state, timing
 from .conf import app_settings
 from .exceptions import StateConflict
 from .health import snapshot
@@ -124,8 +124,8 @@ STATE_FIELDS = (
 
 
 def _editable(fields: Iterable[str]) -> tuple[str, ...]:
-    """The fields :mod:`.services` lets a caller write (run state never is)."""
-    return tuple(f for f in fields if f in services.EDITABLE_FIELDS)
+    """The fields :mod:`.state` lets a caller write (run state never is)."""
+    return tuple(f for f in fields if f in state.EDITABLE_FIELDS)
 
 
 # ---------------------------------------------------------------------------------------
@@ -670,7 +670,7 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
         fields = DEFINITION_FIELDS + INPUT_FIELDS + POLICY_FIELDS
-        not_editable = tuple(f for f in fields if f not in services.EDITABLE_FIELDS)
+        not_editable = tuple(f for f in fields if f not in state.EDITABLE_FIELDS)
         return SUMMARY_FIELDS + STATE_FIELDS + not_editable
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
@@ -884,16 +884,16 @@ class ScheduleAdmin(admin.ModelAdmin):
             obj.missed_count,
         )
 
-    # -- writes: services for the definition, state for everything else ----------------------
+    # -- writes: state.create_schedule/update_schedule for the definition, state for the rest ----------------------
 
     def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
-        editable = [f for f in form.fields if f in services.EDITABLE_FIELDS]
+        editable = [f for f in form.fields if f in state.EDITABLE_FIELDS]
         if change:
             changes = {f: getattr(obj, f) for f in form.changed_data if f in editable}
-            row = services.update_schedule(obj.pk, **changes, **_as_admin(request))
+            row = state.update_schedule(obj.pk, **changes, **_as_admin(request))
         else:
             fields = {f: getattr(obj, f) for f in editable}
-            row = services.create_schedule(**fields, **_as_admin(request))
+            row = state.create_schedule(**fields, **_as_admin(request))
         for f in Schedule._meta.concrete_fields:
             setattr(obj, f.attname, getattr(row, f.attname))
         obj._state.adding = False

@@ -1,5 +1,5 @@
 """The admin, through Django's test client: lists, filters, actions, the change page,
-deletes, read-only history and the health page. Every write goes through state/services."""
+deletes, read-only history and the health page. Every write goes through state/state."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from django_durable_schedules import admin as dds_admin
-from django_durable_schedules import services, state
+from django_durable_schedules import state
 from django_durable_schedules.models import (
     RunAttempt,
     RunReceipt,
@@ -459,13 +459,13 @@ def _form_data(**overrides) -> dict:
 
 def test_add_goes_through_services_and_rejects_unregistered_callbacks(admin_client, monkeypatch):
     created = []
-    real = services.create_schedule
+    real = state.create_schedule
 
     def spy(**fields):
         created.append((fields["name"], fields["source"], str(fields["actor"])))
         return real(**fields)
 
-    monkeypatch.setattr(services, "create_schedule", spy)
+    monkeypatch.setattr(state, "create_schedule", spy)
     add = reverse("admin:durable_schedules_schedule_add")
 
     response = admin_client.post(add, _form_data(callback="os.system"))
@@ -483,13 +483,13 @@ def test_add_goes_through_services_and_rejects_unregistered_callbacks(admin_clie
 def test_edit_goes_through_services_and_writes_only_what_changed(admin_client, monkeypatch):
     s = make("to-edit", interval_seconds=60)
     edits = []
-    real = services.update_schedule
+    real = state.update_schedule
 
     def spy(pk, *, actor=None, source="code", **changes):
         edits.append((changes, source, str(actor)))
         return real(pk, actor=actor, source=source, **changes)
 
-    monkeypatch.setattr(services, "update_schedule", spy)
+    monkeypatch.setattr(state, "update_schedule", spy)
     data = _form_data(
         name="to-edit",
         callback="tests.noop",

@@ -13,7 +13,7 @@ from django.test.utils import override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from django_durable_schedules import services, state
+from django_durable_schedules import state
 from django_durable_schedules.api.serializers import ScheduleSerializer
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
 
@@ -403,7 +403,7 @@ def test_name_rules(api):
 
 
 def test_a_name_taken_concurrently_is_a_400_not_a_500(api, monkeypatch):
-    real, calls = services.validate_schedule, []
+    real, calls = state.validate_schedule, []
 
     def racing(row):  # another request inserts the same name between check and insert
         calls.append(row.name)
@@ -413,7 +413,7 @@ def test_a_name_taken_concurrently_is_a_400_not_a_500(api, monkeypatch):
         elif len(calls) > 2:
             real(row)
 
-    monkeypatch.setattr(services, "validate_schedule", racing)
+    monkeypatch.setattr(state, "validate_schedule", racing)
     errors = errors_of(create(api, name="raced"))
     assert "name" in errors and len(calls) == 3
     assert Schedule.objects.filter(name="raced").count() == 1

@@ -6,6 +6,6 @@ Include it under any prefix::
 
 Needs the ``api`` extra (``djangorestframework``, ``django-filter``, ``drf-spectacular``) and
 ``"rest_framework"`` and ``"django_filters"`` in ``INSTALLED_APPS``. Views only validate,
-call :mod:`django_durable_schedules.state` / :mod:`~django_durable_schedules.services` /
+call :mod:`django_durable_schedules.state` /
 :mod:`~django_durable_schedules.health`, and shape the answer; see ``docs/api.md``.
 """

@@ -26,7 +26,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.settings import api_settings
 
-from .. import services, timing
+from .. import state, timing
 from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule, ScheduleEvent
 from ..registry import registry
 from ..state import db_now
@@ -297,7 +297,7 @@ class ScheduleSerializer(BaseModelSerializer):
                 )
             attrs["run_at"] = timing.truncate_to_second(db_now()) + timedelta(seconds=delay)
         with model_errors_as_400():
-            services.validate_schedule(self._candidate(attrs))
+            state.validate_schedule(self._candidate(attrs))
         return attrs
 
     def _candidate(self, attrs: dict[str, Any]) -> Schedule:
@@ -315,14 +315,14 @@ class ScheduleSerializer(BaseModelSerializer):
         return candidate
 
     def create(self, validated_data: dict[str, Any]) -> Schedule:
-        """``services.create_schedule``; ``save(actor=, source=)`` passes the audit fields."""
+        """``state.create_schedule``; ``save(actor=, source=)`` passes the audit fields."""
         with model_errors_as_400():
-            return services.create_schedule(**validated_data)
+            return state.create_schedule(**validated_data)
 
     def update(self, instance: Schedule, validated_data: dict[str, Any]) -> Schedule:
-        """``services.update_schedule``; ``save(actor=, source=)`` passes the audit fields."""
+        """``state.update_schedule``; ``save(actor=, source=)`` passes the audit fields."""
         with model_errors_as_400():
-            return services.update_schedule(instance.pk, **validated_data)
+            return state.update_schedule(instance.pk, **validated_data)
 
 
 class UpcomingQuerySerializer(serializers.Serializer):

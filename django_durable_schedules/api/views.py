@@ -1,4 +1,4 @@
-"""API views: thin ViewSets over :mod:`..state`, :mod:`..services` and :mod:`..health`.
+"""API views: thin ViewSets over :mod:`..state` and :mod:`..health`.
 
 No rule lives here. A :class:`~..exceptions.StateConflict` from a transition is a 409 with
 ``{"detail": reason}``; definition errors are 400s raised by the serializers.
