@@ -30,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
+from django.db.models.functions import Now
 from django.utils import timezone as dj_timezone
 from django.utils.dateparse import parse_datetime
 
@@ -664,14 +665,15 @@ def complete(
         return report
     with transaction.atomic(using=using):
         _lock_for_write(using)
-        now = _resolve_now(now, using)
         ids = {o.claim.schedule_id for o in outcomes}
-        rows = {
-            r.id: r
-            for r in _locked(
-                Schedule.objects.using(using).filter(id__in=ids), using, skip_locked=False
-            )
-        }
+        qs = Schedule.objects.using(using).filter(id__in=ids)
+        read_clock = now is None and connections[using].vendor == "postgresql"
+        if read_clock:  # the database clock in the same round trip (statement_timestamp())
+            qs = qs.annotate(_db_now=Now())
+        rows = {r.id: r for r in _locked(qs, using, skip_locked=False)}
+        if read_clock and rows:
+            now = next(iter(rows.values()))._db_now.astimezone(UTC)
+        now = _resolve_now(now, using)
         receipts: list[_Receipt] = []
         touched: dict[uuid.UUID, Schedule] = {}
         orphans: list[Outcome] = []
