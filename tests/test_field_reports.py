@@ -162,4 +162,4 @@ def test_b29_queries_per_claim_do_not_grow_with_the_table(total):
     _B29_COUNTS[total] = len(ctx.captured_queries)
     if len(_B29_COUNTS) == 2:  # the second size must issue exactly as many statements
         assert _B29_COUNTS[200] == _B29_COUNTS[2000], _B29_COUNTS
-    assert len(ctx.captured_queries) <= 12
+    assert len(ctx.captured_queries) <= 16  # a batch, whatever its size (SQLite logs BEGIN/COMMIT)
