@@ -1,7 +1,7 @@
 """Insert the benchmark's schedules (run by ``throughput.py`` in a Django subprocess).
 
     DJANGO_SETTINGS_MODULE=tests.settings DATABASE_URL=postgres://.../dds_bench \\
-        python bench/seed.py 5000
+        python bench/seed.py 5000 [CALLBACK [PAYLOAD_JSON]]
 
 ``bulk_create`` skips ``Schedule.save()``, which normally fills ``next_run_at`` and
 ``definition_hash``; both are set here by hand (``next_run_at`` due now, whole seconds, on
@@ -11,6 +11,7 @@ for edits made behind ``save()`` and re-plan them instead of running them.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import django
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests package
 
 
-def main(count: int) -> None:
+def main(count: int, callback: str = "tests.noop", payload: object = None) -> None:
     django.setup()
     from django.utils import timezone
 
@@ -31,7 +32,8 @@ def main(count: int) -> None:
     rows = [
         Schedule(
             name=f"bench-{i:06d}",
-            callback="tests.noop",
+            callback=callback,
+            **({} if payload is None else {"payload": payload}),
             kind=Kind.INTERVAL,
             interval_seconds=3600,
             timezone="UTC",
@@ -47,4 +49,8 @@ def main(count: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(
+        int(sys.argv[1]),
+        sys.argv[2] if len(sys.argv) > 2 else "tests.noop",
+        json.loads(sys.argv[3]) if len(sys.argv) > 3 else None,
+    )

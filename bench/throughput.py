@@ -37,291 +37,65 @@ import argparse
 import json
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
-
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_bench"
-FLOOR_WORKERS = 4
-
-T_SCHEDULE = "durable_schedules_schedule"
-T_ATTEMPT = "durable_schedules_runattempt"
-T_RECEIPT = "durable_schedules_runreceipt"
-T_HEARTBEAT = "durable_schedules_workerheartbeat"
-
-
-def log(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-# ---------------------------------------------------------------------------------------
-# Database plumbing (plain psycopg; the engine itself only runs in the worker processes)
-# ---------------------------------------------------------------------------------------
-
-
-def with_dbname(url: str, dbname: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{dbname}"))
-
-
-def dbname_of(url: str) -> str:
-    return urlsplit(url).path.lstrip("/")
-
-
-def connect(url: str) -> psycopg.Connection:
-    return psycopg.connect(url, autocommit=True)
-
-
-def scalar(conn: psycopg.Connection, sql: str, params: Any = None) -> Any:
-    row = conn.execute(sql, params).fetchone()
-    return None if row is None else row[0]
-
-
-def server_info(conn: psycopg.Connection) -> dict[str, Any]:
-    info = {
-        name: scalar(conn, f"SHOW {name}")
-        for name in (
-            "server_version",
-            "fsync",
-            "synchronous_commit",
-            "wal_sync_method",
-            "shared_buffers",
-            "commit_delay",
-            "full_page_writes",
-        )
-    }
-    return info
-
-
-#: Client sessions of other databases: other users of the server skew the numbers.
-OTHER_SESSIONS_SQL = (
-    "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
-    "AND datname IS DISTINCT FROM current_database()"
+from common import (  # bench/ is on sys.path: scripts run as files
+    DEFAULT_URL,
+    OTHER_SESSIONS_SQL,
+    ROOT,
+    T_ATTEMPT,
+    T_HEARTBEAT,
+    T_RECEIPT,
+    T_SCHEDULE,
+    code_version,
+    connect,
+    counters,
+    cpu_seconds,
+    dbname_of,
+    django_env,
+    log,
+    machine_busy_seconds,
+    make_due,
+    recreate_database,
+    reset,
+    run_django,
+    scalar,
+    server_info,
+    start_workers,
+    stop_workers,
+    wait_for,
+    worker_backends,
 )
 
-
-def recreate_database(url: str) -> None:
-    name = dbname_of(url)
-    with connect(with_dbname(url, "postgres")) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{name}"')
+FLOOR_WORKERS = 4
 
 
-def django_env(url: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
-    env["DATABASE_URL"] = url
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    return env
-
-
-def run_django(args: list[str], env: dict[str, str]) -> None:
-    subprocess.run(
-        [sys.executable, *args], cwd=ROOT, env=env, check=True, stdout=sys.stderr, stderr=sys.stderr
-    )
-
-
-#: A schedule's run state as it is before its first run (columns absent from the schema
-#: being measured are skipped, so the bench runs against older and newer engines).
-RUN_STATE = {
-    "status": "'active'",
-    "degraded_reason": "''",
-    "pause_reason": "''",
-    "next_run_at": "NULL",
-    "last_run_at": "NULL",
-    "triggered_at": "NULL",
-    "occurrence": "0",
-    "attempt": "0",
-    "retry_scheduled_for": "NULL",
-    "failure_count": "0",
-    "failed_occurrences": "0",
-    "missed_count": "0",
-    "lease_token": "NULL",
-    "lease_expires_at": "NULL",
-}
-
-
-def reset(conn: psycopg.Connection) -> None:
-    """Forget every run: empty the run tables (TRUNCATE: the append-only triggers refuse
-    DELETE, not TRUNCATE) and put each schedule back to 'never run, not due'."""
-    conn.execute(f"TRUNCATE {T_RECEIPT}, {T_ATTEMPT}, {T_HEARTBEAT}")
-    present = {
-        row[0]
-        for row in conn.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = %s",
-            (T_SCHEDULE,),
-        )
-    }
-    assignments = ", ".join(
-        f"{column} = {value}" for column, value in RUN_STATE.items() if column in present
-    )
-    conn.execute(f"UPDATE {T_SCHEDULE} SET {assignments}")
-    conn.execute(f"VACUUM (ANALYZE) {T_SCHEDULE}")
-    conn.execute(f"VACUUM (ANALYZE) {T_ATTEMPT}")
-    conn.execute(f"VACUUM (ANALYZE) {T_RECEIPT}")
-    conn.execute("CHECKPOINT")  # every round starts without pending dirty pages
-
-
-def make_due(conn: psycopg.Connection) -> None:
-    """Every schedule due now: anchor the interval grid at this second (``created_at``) and
-    put ``next_run_at`` on it, so the claim runs the anchor slot with nothing missed."""
-    conn.execute(
-        f"UPDATE {T_SCHEDULE} SET created_at = date_trunc('second', statement_timestamp()), "
-        "next_run_at = date_trunc('second', statement_timestamp())"
-    )
-
-
-def counters(conn: psycopg.Connection, dbname: str) -> dict[str, int]:
-    row = conn.execute(
-        "SELECT d.xact_commit, d.xact_rollback, w.wal_sync, w.wal_write, w.wal_bytes, "
-        "pg_current_wal_lsn() - '0/0'::pg_lsn "
-        "FROM pg_stat_database d, pg_stat_wal w WHERE d.datname = %s",
-        (dbname,),
-    ).fetchone()
-    keys = ("xact_commit", "xact_rollback", "wal_sync", "wal_write", "wal_bytes", "wal_lsn")
-    return {k: int(v) for k, v in zip(keys, row, strict=True)}
-
-
-def worker_backends(conn: psycopg.Connection) -> list[int]:
-    """PIDs of the PostgreSQL backends of this database other than the bench's own."""
-    rows = conn.execute(
-        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-        "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
-    ).fetchall()
-    return [row[0] for row in rows]
-
-
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds of ``pids`` (all their threads), from /proc; 0 for a
-    process that is gone or on a system without /proc (the local PostgreSQL runs on this
-    machine; for a remote one the backend figure is meaningless)."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
-    return total / _TICKS
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds all CPUs spent busy since boot (/proc/stat), 0 without /proc."""
-    try:
-        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    except OSError:
-        return 0.0
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
-    return (user + nice + system + irq + softirq + steal) / _TICKS
-
-
-# ---------------------------------------------------------------------------------------
-# Workers
-# ---------------------------------------------------------------------------------------
-
-
-def start_workers(
+def bench_workers(
     n: int, env: dict[str, str], args: argparse.Namespace, logdir: Path, tag: str
 ) -> list[tuple[subprocess.Popen[bytes], Path]]:
-    procs = []
-    for i in range(n):
-        path = logdir / f"{tag}-worker{i}.log"
-        if args.experiment:
-            # Prototype engine changes patched in at run time (bench/experiment_worker.py).
-            launcher = [str(ROOT / "bench" / "experiment_worker.py"), args.experiment, "--"]
-        else:
-            launcher = ["-m", "django", "run_scheduler"]
-        cmd = [
-            sys.executable,
-            *launcher,
-            "--batch-size",
-            str(args.batch_size),
-            "--concurrency",
-            str(args.concurrency),
-            "--max-idle",
-            str(args.max_idle),
-            "--worker-id",
-            f"bench-{tag}-w{i}",
-            "--verbosity",
-            "0",
-        ]
-        with path.open("wb") as out:
-            procs.append(
-                (
-                    subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT),
-                    path,
-                )
-            )
-    return procs
+    launcher: tuple[str, ...] = ("-m", "django", "run_scheduler")
+    if args.experiment:
+        # Prototype engine changes patched in at run time (bench/experiment_worker.py).
+        launcher = (str(ROOT / "bench" / "experiment_worker.py"), args.experiment, "--")
+    worker_args = [
+        "--batch-size",
+        str(args.batch_size),
+        "--concurrency",
+        str(args.concurrency),
+        "--max-idle",
+        str(args.max_idle),
+        "--verbosity",
+        "0",
+    ]
+    return start_workers(n, env, logdir, tag, worker_args, launcher)
 
 
-def stop_workers(
-    procs: list[tuple[subprocess.Popen[bytes], Path]], grace: float = 30.0
-) -> list[int]:
-    """SIGTERM (drain); a second SIGTERM (force) after ``grace`` seconds; SIGKILL after
-    another 10. Returns the exit codes (negative: killed by that signal)."""
-    for proc, _ in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    codes = []
-    deadline = time.monotonic() + grace
-    for proc, path in procs:
-        try:
-            codes.append(proc.wait(timeout=max(0.1, deadline - time.monotonic())))
-            continue
-        except subprocess.TimeoutExpired:
-            log(
-                f"worker {proc.pid} still draining after {grace:.0f}s; second SIGTERM (log: {path})"
-            )
-            proc.send_signal(signal.SIGTERM)
-        try:
-            codes.append(proc.wait(timeout=10))
-        except subprocess.TimeoutExpired:
-            log(f"worker {proc.pid} ignored a second SIGTERM; SIGKILL")
-            proc.kill()
-            codes.append(proc.wait())
-    return codes
-
-
-def check_alive(procs: list[tuple[subprocess.Popen[bytes], Path]]) -> None:
-    for proc, path in procs:
-        if proc.poll() is not None:
-            tail = path.read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"worker {proc.pid} exited with {proc.returncode}:\n{tail}")
-
-
-def wait_for(
-    conn: psycopg.Connection,
-    sql: str,
-    target: int,
-    deadline: float,
-    procs: list[tuple[subprocess.Popen[bytes], Path]],
-    interval: float,
-) -> int:
-    polls = 0
-    while True:
-        value = scalar(conn, sql)
-        polls += 1
-        if value >= target:
-            return polls
-        check_alive(procs)
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{sql!r} reached {value}, not {target}, before the deadline")
-        time.sleep(interval)
-
-
-# ---------------------------------------------------------------------------------------
 # One round
 # ---------------------------------------------------------------------------------------
 
@@ -434,7 +208,7 @@ def run_round(
 ) -> dict[str, Any]:
     dbname = dbname_of(args.database_url)
     reset(conn)
-    procs = start_workers(n, env, args, logdir, tag)
+    procs = bench_workers(n, env, args, logdir, tag)
     try:
         started = time.monotonic()
         try:
@@ -559,25 +333,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if not dbname_of(args.database_url).startswith("dds_bench"):
         p.error("refusing to drop a database whose name does not start with dds_bench")
     return args
-
-
-def code_version() -> dict[str, Any]:
-    """The commit measured, and whether the engine had uncommitted changes (the numbers
-    belong to exactly that code)."""
-
-    def git(*a: str) -> str:
-        try:
-            return subprocess.run(
-                ["git", *a], cwd=ROOT, capture_output=True, text=True, check=True
-            ).stdout.rstrip("\n")
-        except (OSError, subprocess.CalledProcessError):
-            return ""
-
-    dirty = git("status", "--porcelain", "--", "django_durable_schedules")
-    return {
-        "commit": git("rev-parse", "--short", "HEAD").strip() or None,
-        "engine_uncommitted_changes": [line[3:] for line in dirty.splitlines()],
-    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,16 +1,24 @@
 """django-durable-schedules: durable, lease-based schedules for Django.
 
-Public API: :func:`register`, the outcome exceptions :class:`SkipRun`, :class:`RetryRun`,
+Public API: :func:`register`, :func:`register_command`, the outcome exceptions :class:`SkipRun`, :class:`RetryRun`,
 :class:`FailRun`, and :class:`RunContext` (what a callback receives).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from .exceptions import FailRun, RetryRun, SkipRun
-from .registry import register
+from .registry import register, register_command
+
+if TYPE_CHECKING:
+    from .runner import RunContext
 
 __version__ = "0.1.0.dev0"
 
 
-def __getattr__(name: str):  # RunContext lives with the runner; import lazily (no Django at import)
+def __getattr__(name: str) -> type[RunContext]:
+    # RunContext lives with the runner; import lazily (no Django at import)
     if name == "RunContext":
         from .runner import RunContext
 
@@ -18,4 +26,4 @@ def __getattr__(name: str):  # RunContext lives with the runner; import lazily (
     raise AttributeError(name)
 
 
-__all__ = ["FailRun", "RetryRun", "RunContext", "SkipRun", "register"]
+__all__ = ["FailRun", "RetryRun", "RunContext", "SkipRun", "register", "register_command"]

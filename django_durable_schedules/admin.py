@@ -46,6 +46,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 from django.utils.timesince import timesince, timeuntil
+from django.utils.translation import gettext
 
 from . import state, timing
 from .conf import app_settings
@@ -407,7 +408,7 @@ def delete_selected(
         try:
             # The log entry commits only with the deletion it records.
             with transaction.atomic(using=router.db_for_write(Schedule)):
-                modeladmin.log_deletions(request, [obj])
+                modeladmin.log_deletions(request, queryset.filter(pk=obj.pk))
                 state.delete_schedule(obj.pk, **_as_admin(request))
         except StateConflict as exc:
             refused.append(f"{obj.name} ({exc.reason})")
@@ -444,7 +445,8 @@ class ScheduleForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        if "callback" not in self.fields:
+        field = self.fields.get("callback")
+        if not isinstance(field, forms.ChoiceField):  # absent from a read-only form
             return
         names = registry.names()
         current = self.instance.callback if self.instance and self.instance.callback else None
@@ -452,8 +454,8 @@ class ScheduleForm(forms.ModelForm):
         if current and current not in names:
             # Shown so the page still renders; saving it again is refused by validation.
             choices.append((current, f"{current} (not registered)"))
-        self.fields["callback"].choices = [("", "---------"), *choices]
-        self.fields["callback"].help_text = "One of the callbacks registered in code."
+        field.choices = [("", "---------"), *choices]
+        field.help_text = "One of the callbacks registered in code."
 
 
 class DegradedFilter(admin.SimpleListFilter):
@@ -703,6 +705,16 @@ class ScheduleAdmin(admin.ModelAdmin):
         except NoReverseMatch:
             return None
 
+    def _does_not_exist_redirect(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """What Django's change view does for a missing object (its private
+        ``_get_obj_does_not_exist_redirect``): a warning and a redirect to the admin index."""
+        msg = gettext("%(name)s with ID “%(key)s” doesn’t exist. Perhaps it was deleted?") % {
+            "name": self.opts.verbose_name,
+            "key": unquote(object_id),
+        }
+        self.message_user(request, msg, messages.WARNING)
+        return HttpResponseRedirect(reverse("admin:index", current_app=self.admin_site.name))
+
     def _receipt_link(self) -> str | None:
         """A receipt change URL with ``{}`` for the id (one reverse, not one per mark)."""
         try:
@@ -794,6 +806,7 @@ class ScheduleAdmin(admin.ModelAdmin):
                     "-finished_at", "-occurrence"
                 )[:STRIP_LENGTH]
             )
+            # The attribute the changelist's Prefetch(to_attr=) fills; not a model field.
             obj.dds_recent_receipts = recent  # type: ignore[attr-defined]
         return recent
 
@@ -948,7 +961,7 @@ class ScheduleAdmin(admin.ModelAdmin):
             raise Http404(f"no transition {transition!r}")
         obj = self.get_object(request, unquote(object_id))
         if obj is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            return self._does_not_exist_redirect(request, object_id)
         if not self.has_change_permission(request, obj):
             raise PermissionDenied
         apply_transition(request, t, [(obj.pk, obj.name, obj.status)])

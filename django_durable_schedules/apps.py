@@ -1,6 +1,9 @@
+from typing import Any
+
 from django.apps import AppConfig
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
-from django.db.models.signals import post_migrate
+from django.db.models.signals import post_migrate, post_save
 
 
 class DurableSchedulesConfig(AppConfig):
@@ -23,15 +26,20 @@ class DurableSchedulesConfig(AppConfig):
         connection_created.connect(
             _on_connection_created, dispatch_uid="durable_schedules_sqlite_gate"
         )
+        from .db.wakeups import schedule_saved
+        from .models import Schedule
+
+        # PostgreSQL: NOTIFY idle workers in the saving transaction (docs/operations.md).
+        post_save.connect(schedule_saved, sender=Schedule, dispatch_uid="durable_schedules_wakeup")
 
 
-def _on_connection_created(sender, connection, **kwargs):  # type: ignore[no-untyped-def]
+def _on_connection_created(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
     from .db.guards import register_sqlite_gate
 
     register_sqlite_gate(connection)
 
 
-def _sync_after_migrate(sender, using="default", **kwargs):  # type: ignore[no-untyped-def]
+def _sync_after_migrate(sender: Any, using: str = "default", **kwargs: Any) -> None:
     from .conf import app_settings
     from .state import sync_declared
 

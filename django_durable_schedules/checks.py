@@ -56,7 +56,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                     id="durable_schedules.E004",
                 )
             )
-    if not errors:
+    if not errors and (
+        conf.get("RENEW_EVERY_SECONDS") is None or _is_number(conf.get("RENEW_EVERY_SECONDS"))
+    ):  # else E006
         renew = conf.app_settings.RENEW_EVERY_SECONDS
         if renew >= conf.app_settings.LEASE_SECONDS:
             errors.append(
@@ -99,3 +101,116 @@ def check_unregistered_callbacks(
             id="durable_schedules.W001",
         )
     ]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+#: Settings that are not positive numbers, and what they must be (check E006).
+_TYPED: dict[str, tuple[str, Any]] = {
+    "RENEW_EVERY_SECONDS": (
+        "None or a positive number",
+        lambda v: v is None or _is_number(v) and v > 0,
+    ),
+    "SKEW_WARN_SECONDS": ("a number >= 0", lambda v: _is_number(v) and v >= 0),
+    "AUTODISCOVER": ("True or False", lambda v: isinstance(v, bool)),
+    "SYNC_ON_MIGRATE": ("True or False", lambda v: isinstance(v, bool)),
+    "API_OWNER_SCOPED": ("True or False", lambda v: isinstance(v, bool)),
+    "API_PERMISSION_CLASSES": (
+        "a list of dotted paths",
+        lambda v: isinstance(v, (list, tuple)) and all(isinstance(p, str) and "." in p for p in v),
+    ),
+    "NOTIFY_CHANNEL": ("None or a channel name", lambda v: v is None or isinstance(v, str)),
+}
+
+#: Apps this app's models and admin rely on (check E007).
+REQUIRED_APPS = ("django.contrib.contenttypes", "django.contrib.auth")
+
+
+@register(Tags.compatibility)
+def check_setting_types(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """E006: a setting of the wrong type; W003: a backoff cap below its base; E007: an app
+    this one needs is not installed."""
+    from django.apps import apps
+
+    messages: list[Any] = []
+    try:
+        user = conf._user()
+    except ImproperlyConfigured:
+        user = {}  # reported by E002
+    for key, (expected, valid) in _TYPED.items():
+        if key in user and key in conf.DEFAULTS and not valid(user[key]):
+            messages.append(
+                Error(
+                    f"DURABLE_SCHEDULES[{key!r}] must be {expected}, not {user[key]!r}.",
+                    id="durable_schedules.E006",
+                )
+            )
+    base, cap = user.get("BACKOFF_BASE_SECONDS"), user.get("BACKOFF_CAP_SECONDS")
+    base = conf.DEFAULTS["BACKOFF_BASE_SECONDS"] if base is None else base
+    cap = conf.DEFAULTS["BACKOFF_CAP_SECONDS"] if cap is None else cap
+    if _is_number(base) and _is_number(cap) and 0 < cap < base:
+        messages.append(
+            Warning(
+                f"BACKOFF_CAP_SECONDS ({cap}) is below BACKOFF_BASE_SECONDS ({base}).",
+                hint="Every retry would wait the cap; raise the cap or lower the base.",
+                id="durable_schedules.W003",
+            )
+        )
+    for name in REQUIRED_APPS:
+        if not apps.is_installed(name):
+            messages.append(
+                Error(
+                    f"django-durable-schedules needs {name!r} in INSTALLED_APPS.",
+                    hint="Schedule.owner and the audit trail's actor point at the user model.",
+                    id="durable_schedules.E007",
+                )
+            )
+    return messages
+
+
+def live_sqlite_workers(using: str = "default") -> list[str]:
+    """Ids of the workers alive on database ``using`` (heartbeat newer than
+    ``WORKER_STALE_SECONDS``, not stopped) when it is SQLite; ``[]`` for any other
+    database, or when the table cannot be read (not migrated yet). Read-only."""
+    from datetime import timedelta
+
+    from django.db import DatabaseError, connections
+
+    if connections[using].vendor != "sqlite":
+        return []
+    from .models import WorkerHeartbeat
+    from .state import db_now
+
+    try:
+        stale = db_now(using) - timedelta(seconds=conf.app_settings.WORKER_STALE_SECONDS)
+        return list(
+            WorkerHeartbeat.objects.using(using)
+            .filter(stopped_at__isnull=True, last_seen_at__gte=stale)
+            .values_list("worker_id", flat=True)
+        )
+    except DatabaseError:
+        return []
+
+
+@register(Tags.database)
+def check_sqlite_workers(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[Any]:
+    """W002: several live workers share a SQLite database (run with ``--database``)."""
+    messages: list[Any] = []
+    for alias in databases or ():
+        workers = live_sqlite_workers(alias)
+        if len(workers) > 1:
+            messages.append(
+                Warning(
+                    f"{len(workers)} workers are alive on the SQLite database {alias!r}: "
+                    f"{', '.join(sorted(workers)[:5])}.",
+                    hint="SQLite allows one writer at a time: extra workers only wait for its "
+                    "lock. Run one worker (raise --concurrency instead), or use PostgreSQL "
+                    "or MariaDB/MySQL for several.",
+                    id="durable_schedules.W002",
+                )
+            )
+    return messages

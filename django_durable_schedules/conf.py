@@ -22,6 +22,9 @@ WORKER_STALE_SECONDS      90         a worker whose heartbeat is older is counte
 SKEW_WARN_SECONDS         5.0        host/database clock difference that health reports
 AUTODISCOVER              True       import ``schedules.py`` of every installed app at start
 SYNC_ON_MIGRATE           True       create/update schedules declared in code after ``migrate``
+NOTIFY_CHANNEL            (note)     PostgreSQL LISTEN/NOTIFY channel that wakes idle workers when a
+                                     schedule changes; default ``"durable_schedules"``; None turns
+                                     wake-ups off (workers only poll)
 API_PERMISSION_CLASSES    [IsAdmin]  DRF permission classes (dotted paths) of the API
 API_OWNER_SCOPED          False      non-staff users see and control only their own schedules
 ========================  =========  ===========================================================
@@ -49,6 +52,7 @@ DEFAULTS: dict[str, Any] = {
     "SKEW_WARN_SECONDS": 5.0,
     "AUTODISCOVER": True,
     "SYNC_ON_MIGRATE": True,
+    "NOTIFY_CHANNEL": "durable_schedules",
     "API_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
     "API_OWNER_SCOPED": False,
 }
@@ -135,6 +139,11 @@ class _Settings:
     @property
     def SYNC_ON_MIGRATE(self) -> bool:
         return bool(get("SYNC_ON_MIGRATE"))
+
+    @property
+    def NOTIFY_CHANNEL(self) -> str | None:
+        value = get("NOTIFY_CHANNEL")
+        return str(value) if value else None
 
 
 app_settings = _Settings()

@@ -8,12 +8,25 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db.models import Count, Q, Sum
 
 from .conf import app_settings
 from .models import RunAttempt, Schedule, Status, WorkerHeartbeat
+
+
+class WorkerRow(TypedDict):
+    """One live worker in :attr:`Health.workers` (a ``WorkerHeartbeat`` row's fields)."""
+
+    worker_id: str
+    hostname: str
+    pid: int
+    started_at: datetime
+    last_seen_at: datetime
+    in_flight: int
+    runs_finished: int
+    clock_skew_seconds: float
 
 
 @dataclass(frozen=True)
@@ -33,7 +46,7 @@ class Health:
     open_attempts: int
     missed_slots: int
     live_workers: int
-    workers: list[dict[str, Any]] = field(default_factory=list)
+    workers: list[WorkerRow] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict (datetimes as ISO 8601 strings)."""
@@ -82,7 +95,7 @@ def snapshot(
     )
     open_attempts = RunAttempt.objects.using(using).filter(receipt__isnull=True).count()
     stale = now - timedelta(seconds=app_settings.WORKER_STALE_SECONDS)
-    workers = list(
+    workers: list[WorkerRow] = list(
         WorkerHeartbeat.objects.using(using)
         .filter(stopped_at__isnull=True, last_seen_at__gte=stale)
         .values(

@@ -39,6 +39,7 @@ class Status(models.TextChoices):
 
 class ReceiptStatus(models.TextChoices):
     SUCCEEDED = "succeeded", "succeeded"
+    ENQUEUED = "enqueued", "enqueued"
     SKIPPED = "skipped", "skipped"
     FAILED = "failed", "failed"
     DEGRADED = "degraded", "degraded"
@@ -47,6 +48,11 @@ class ReceiptStatus(models.TextChoices):
     RELEASED = "released", "released"
     CANCELLED = "cancelled", "cancelled"
     MISSED = "missed", "missed"
+
+
+#: Receipt statuses that finish an occurrence successfully: the callback returned
+#: (``succeeded``) or its task was handed to an execution engine (``enqueued``).
+SUCCESS_STATUSES = (ReceiptStatus.SUCCEEDED, ReceiptStatus.ENQUEUED)
 
 
 class MisfirePolicy(models.TextChoices):
@@ -442,7 +448,8 @@ class RunAttempt(models.Model):
 class RunReceipt(models.Model):
     """The one outcome of one attempt (append-only).
 
-    ``succeeded_occurrence`` equals ``occurrence`` for a success and is NULL otherwise; the
+    ``succeeded_occurrence`` equals ``occurrence`` for a success (``succeeded``, or
+    ``enqueued``: handed to an execution engine) and is NULL otherwise; the
     unique constraint on ``(schedule, succeeded_occurrence)`` makes a second success of the
     same occurrence impossible on every backend (R7).
     """
@@ -481,9 +488,11 @@ class RunReceipt(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(
-                    status=ReceiptStatus.SUCCEEDED, succeeded_occurrence=models.F("occurrence")
+                    status__in=SUCCESS_STATUSES,
+                    succeeded_occurrence__isnull=False,  # NULL = occurrence would pass a CHECK
+                    succeeded_occurrence=models.F("occurrence"),
                 )
-                | (~Q(status=ReceiptStatus.SUCCEEDED) & Q(succeeded_occurrence__isnull=True)),
+                | (~Q(status__in=SUCCESS_STATUSES) & Q(succeeded_occurrence__isnull=True)),
                 name="dds_receipt_success_key",
             ),
         ]

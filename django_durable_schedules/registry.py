@@ -7,7 +7,9 @@ Callbacks are registered with :func:`register`, as a decorator or a call::
 
     register("digest", build_digest, cron="0 7 * * *", timezone="Europe/Paris")
 
-Only registered names can be run: the admin and API choose among them, never an
+A registered callback may also be a ``django.tasks`` Task or a Celery task (the run
+enqueues it, see :mod:`.dispatch`), or a management command
+(:func:`register_command`). Only registered names can be run: the admin and API choose among them, never an
 import path. ``schedules.py`` modules of installed apps are imported at start-up
 (:func:`autodiscover`).
 """
@@ -16,8 +18,9 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -52,14 +55,30 @@ class Declaration:
         return "once"
 
 
+#: What a registration runs: a Python callable (called with the run context), a
+#: ``django.tasks`` Task or a Celery task (enqueued with the payload as keyword arguments),
+#: or a management command (``call_command`` in the worker).
+KIND_CALLABLE = "callable"
+KIND_DJANGO_TASK = "django_task"
+KIND_CELERY_TASK = "celery_task"
+KIND_COMMAND = "command"
+
+#: ``task_options`` a ``django.tasks`` Task accepts (passed to ``Task.using()``).
+DJANGO_TASK_OPTIONS = frozenset({"priority", "queue_name", "run_after", "backend"})
+
+
 @dataclass(frozen=True)
 class Registration:
-    """One registered callback: ``name`` -> ``func`` (sync or async), plus its optional declaration."""
+    """One registered callback: ``name`` -> ``func`` (sync or async), plus its optional
+    declaration. ``kind`` is one of the ``KIND_*`` values; ``options`` are the task options
+    (``task_options=``) or, for a command, ``{"command", "args", "options"}``."""
 
     name: str
-    func: Callable[..., Any]
+    func: Any
     declaration: Declaration | None = None
     is_async: bool = field(default=False)
+    kind: str = KIND_CALLABLE
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Registry:
@@ -101,7 +120,7 @@ registry = Registry()
 
 def register(
     name: str,
-    func: Callable[..., Any] | None = None,
+    func: Any = None,
     *,
     every: int | None = None,
     cron: str | None = None,
@@ -111,6 +130,7 @@ def register(
     start_at: datetime | None = None,
     end_at: datetime | None = None,
     max_runs: int | None = None,
+    task_options: Mapping[str, Any] | None = None,
 ) -> Any:
     """Register ``func`` under ``name``; usable as ``@register("name")`` or ``register("name", f)``.
 
@@ -120,9 +140,108 @@ def register(
     or ``at`` (aware datetime) also declares a schedule of the same name, created or updated
     (keeping its run state) on ``migrate`` and at worker start.
 
-    Raises ``ValueError`` for a malformed name or more than one of every/cron/at.
-    Returns ``func`` (so the decorator form leaves the function usable).
+    ``func`` may instead be a ``django.tasks`` Task (Django 6+) or a Celery task: a run then
+    enqueues it with the schedule's payload (a JSON object) as keyword arguments and is
+    receipted ``enqueued`` with ``{"task_id", "backend", "queue"}`` (see :mod:`.dispatch`).
+    ``task_options`` go with it: for a django.tasks Task any of ``priority``, ``queue_name``,
+    ``run_after``, ``backend`` (``Task.using()``); for a Celery task ``apply_async`` options
+    such as ``queue``, ``routing_key``, ``priority``, ``expires``.
+
+    Raises ``ValueError`` for a malformed name, more than one of every/cron/at, or
+    ``task_options`` that the callback's kind does not take; ``TypeError`` if ``func`` is
+    not callable. Returns ``func`` (so the decorator form leaves the function usable).
     """
+    declaration = _declaration(name, every, cron, at, timezone, payload, start_at, end_at, max_runs)
+
+    def decorator(f: Any) -> Any:
+        kind = _task_kind(f)
+        options = dict(task_options or {})
+        if kind == KIND_CALLABLE:
+            if not callable(f):
+                raise TypeError(f"callback {name!r} is not callable")
+            if options:
+                raise ValueError(f"task_options= only apply to a task; {name!r} is a function")
+        elif kind == KIND_DJANGO_TASK:
+            unknown = ", ".join(sorted(set(options) - DJANGO_TASK_OPTIONS))
+            if unknown:
+                raise ValueError(f"task_options not taken by a django.tasks Task: {unknown}")
+            if options:
+                f.using(**options)  # the backend validates them now (e.g. an unknown queue)
+        elif kind == KIND_CELERY_TASK and {"args", "kwargs", "task_id"} & set(options):
+            raise ValueError(
+                "task_options must not set args, kwargs or task_id (the run sets them)"
+            )
+        registry.add(
+            Registration(
+                name=name,
+                func=f,
+                declaration=declaration,
+                is_async=kind == KIND_CALLABLE and inspect.iscoroutinefunction(f),
+                kind=kind,
+                options=options,
+            )
+        )
+        return f
+
+    if func is not None:
+        return decorator(func)
+    return decorator
+
+
+def register_command(
+    name: str,
+    command: str,
+    *,
+    args: Sequence[str] = (),
+    options: Mapping[str, Any] | None = None,
+    every: int | None = None,
+    cron: str | None = None,
+    at: datetime | None = None,
+    timezone: str | None = None,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+    max_runs: int | None = None,
+) -> None:
+    """Register the management command ``command`` (e.g. ``"clearsessions"``) under ``name``.
+
+    A run calls ``call_command(command, *args, **options)`` in the worker process and keeps
+    its stdout and stderr, cut to ``RESULT_MAX_BYTES``, in the receipt's result; a
+    ``CommandError`` (or any exception) is a ``failed`` receipt, retried like any failure.
+    The registration is the allow-list: only commands registered in code can run, always
+    with the arguments given here (the schedule's payload is not passed to them).
+    ``every``/``cron``/``at``... declare its schedule as for :func:`register`.
+
+    Raises ``ValueError`` for a malformed name or command name, ``TypeError`` if ``args``
+    is not a sequence of strings.
+    """
+    declaration = _declaration(name, every, cron, at, timezone, None, start_at, end_at, max_runs)
+    if not isinstance(command, str) or not command or command.strip() != command:
+        raise ValueError(f"invalid management command name {command!r}")
+    if isinstance(args, str) or not all(isinstance(a, str) for a in args):
+        raise TypeError("args must be a sequence of strings, e.g. args=['--noinput']")
+    registry.add(
+        Registration(
+            name=name,
+            func=command,
+            declaration=declaration,
+            kind=KIND_COMMAND,
+            options={"command": command, "args": tuple(args), "options": dict(options or {})},
+        )
+    )
+
+
+def _declaration(
+    name: str,
+    every: int | None,
+    cron: str | None,
+    at: datetime | None,
+    timezone: str | None,
+    payload: Any,
+    start_at: datetime | None,
+    end_at: datetime | None,
+    max_runs: int | None,
+) -> Declaration | None:
+    """Validate ``name`` and the schedule declared with it (``None`` when none is)."""
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise ValueError(
             f"invalid callback name {name!r}: 1-128 of [A-Za-z0-9_.:-], starting with a letter or digit"
@@ -130,9 +249,8 @@ def register(
     given = [v for v in (every, cron, at) if v is not None]
     if len(given) > 1:
         raise ValueError("declare at most one of every=, cron= or at=")
-    declaration = None
     if given:
-        declaration = Declaration(
+        return Declaration(
             every=every,
             cron=cron,
             at=at,
@@ -142,27 +260,33 @@ def register(
             end_at=end_at,
             max_runs=max_runs,
         )
-    elif any(v is not None for v in (timezone, payload, start_at, end_at, max_runs)):
+    if any(v is not None for v in (timezone, payload, start_at, end_at, max_runs)):
         raise ValueError(
             "timezone/payload/start_at/end_at/max_runs need one of every=, cron= or at="
         )
+    return None
 
-    def decorator(f: Callable[..., Any]) -> Callable[..., Any]:
-        if not callable(f):
-            raise TypeError(f"callback {name!r} is not callable")
-        registry.add(
-            Registration(
-                name=name,
-                func=f,
-                declaration=declaration,
-                is_async=inspect.iscoroutinefunction(f),
-            )
-        )
-        return f
 
-    if func is not None:
-        return decorator(func)
-    return decorator
+def _task_kind(obj: Any) -> str:
+    """``KIND_DJANGO_TASK``, ``KIND_CELERY_TASK`` or ``KIND_CALLABLE`` for ``obj``.
+
+    Looks only at modules already imported (an object of a library's class means the
+    library is loaded), so neither ``django.tasks`` (Django 6+) nor Celery is required,
+    and at ``type(obj)``: a Celery ``shared_task`` proxy is recognised without evaluating
+    it (which would finalize the Celery app at import time).
+    """
+    cls = type(obj)
+    for module_name in ("django.tasks.base", "django_tasks.base"):
+        module = sys.modules.get(module_name)
+        if module is not None and issubclass(cls, module.Task):
+            return KIND_DJANGO_TASK
+    celery_task = sys.modules.get("celery.app.task")
+    if celery_task is not None and issubclass(cls, celery_task.Task):
+        return KIND_CELERY_TASK
+    celery_local = sys.modules.get("celery.local")
+    if celery_local is not None and issubclass(cls, celery_local.Proxy):
+        return KIND_CELERY_TASK
+    return KIND_CALLABLE
 
 
 def autodiscover() -> None:

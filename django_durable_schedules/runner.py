@@ -15,10 +15,11 @@ from typing import Any
 
 from django.db import close_old_connections
 
+from . import dispatch
 from .conf import app_settings
 from .exceptions import FailRun, NotRegistered, RetryRun, SkipRun
 from .projection import project_error, project_result
-from .registry import registry
+from .registry import KIND_CALLABLE, registry
 from .state import Claim, Outcome
 
 logger = logging.getLogger(__name__)
@@ -78,7 +79,8 @@ def execute(claim: Claim) -> Outcome:
     Returning normally -> ``succeeded`` (the value projected, at most ``RESULT_MAX_BYTES``);
     ``SkipRun`` -> ``skipped``; ``RetryRun`` -> ``failed`` retried (after ``after_seconds``);
     ``FailRun`` -> ``failed`` terminal; any other exception -> ``failed`` retried with
-    backoff; a callback that is no longer registered -> ``degraded``.
+    backoff; a callback that is no longer registered -> ``degraded``. A task or a
+    management command is handed to :func:`.dispatch.run` (``enqueued``: see there).
     """
     started = time.monotonic()
     max_chars = app_settings.ERROR_MESSAGE_MAX_CHARS
@@ -87,12 +89,15 @@ def execute(claim: Claim) -> Outcome:
     except NotRegistered as exc:
         return Outcome(claim, "degraded", error_type="NotRegistered", error_message=str(exc))
     try:
-        value = registration.func(context_for(claim))
-        if inspect.isawaitable(value):
-            value = asyncio.run(_await(value, claim.timeout_seconds))
-        outcome = Outcome(
-            claim, "succeeded", result=project_result(value, app_settings.RESULT_MAX_BYTES)
-        )
+        if registration.kind != KIND_CALLABLE:  # a task to enqueue or a command to run
+            outcome = dispatch.run(registration, claim)
+        else:
+            value = registration.func(context_for(claim))
+            if inspect.isawaitable(value):
+                value = asyncio.run(_await(value, claim.timeout_seconds))
+            outcome = Outcome(
+                claim, "succeeded", result=project_result(value, app_settings.RESULT_MAX_BYTES)
+            )
     except SkipRun as exc:
         outcome = Outcome(
             claim, "skipped", error_type="SkipRun", error_message=project_error(exc, max_chars)[1]

@@ -16,6 +16,9 @@ Transitions (all take an optional injected ``now``, an aware UTC datetime; by de
   :func:`sync_declared`, :func:`heartbeat`.
 
 Callers (worker, admin, API, commands) never open transactions themselves.
+
+On PostgreSQL every ``Schedule.save()`` here that leaves a next run also queues a NOTIFY in
+the same transaction, waking idle workers when it commits (:mod:`.db.wakeups`).
 """
 
 from __future__ import annotations
@@ -24,20 +27,22 @@ import logging
 import math
 import socket
 import uuid
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import IntegrityError, connections, transaction
+from django.db.models import Field, ForeignObjectRel, QuerySet
 from django.db.models.functions import Now
 from django.utils import timezone as dj_timezone
 from django.utils.dateparse import parse_datetime
 
-from . import timing
+from . import signals, timing
 from .conf import app_settings
 from .exceptions import StateConflict
 from .models import (
+    SUCCESS_STATUSES,
     EventAction,
     Kind,
     MisfirePolicy,
@@ -50,9 +55,12 @@ from .models import (
     WorkerHeartbeat,
     plan_next,
 )
+from .projection import project_error
 from .registry import registry
 
 logger = logging.getLogger(__name__)
+
+_QS = TypeVar("_QS", bound=QuerySet[Any])
 
 ONE_SECOND = timedelta(seconds=1)
 
@@ -124,10 +132,17 @@ class Claim:
 class Outcome:
     """What running a claim produced, as the worker reports it to :func:`complete`.
 
-    ``status`` is one of ``succeeded``, ``skipped``, ``failed``, ``degraded`` or ``released``.
-    For ``failed``: ``terminal`` (``FailRun``: the schedule becomes ``failed``) or a retry,
-    after ``retry_after`` seconds or the exponential backoff. ``result`` must already be
-    bounded JSON (see :mod:`.projection`).
+    ``status`` is one of ``succeeded``, ``enqueued``, ``skipped``, ``failed``, ``degraded``
+    or ``released``. For ``failed``: ``terminal`` (``FailRun``: the schedule becomes
+    ``failed``) or a retry, after ``retry_after`` seconds or the exponential backoff.
+    ``result`` must already be bounded JSON (see :mod:`.projection`).
+
+    ``enqueue`` (with ``enqueued``): a callable taking no argument that hands the task to an
+    execution engine whose queue lives in the same database and returns the receipt's
+    bounded JSON result. :func:`complete` calls it inside the completion transaction, after
+    the lease check: a fenced outcome never enqueues, and an enqueue whose transaction does
+    not commit (crash, lost connection) is rolled back with it, so an occurrence enqueues
+    its task exactly once. An exception it raises becomes a ``failed`` receipt (retried).
     """
 
     claim: Claim
@@ -137,6 +152,7 @@ class Outcome:
     error_message: str = ""
     terminal: bool = False
     retry_after: float | None = None
+    enqueue: Callable[[], Any] | None = None
 
 
 @dataclass
@@ -158,9 +174,7 @@ class _Receipt:
             attempt_id=self.attempt_id,
             schedule_id=self.schedule_id,
             occurrence=self.occurrence,
-            succeeded_occurrence=self.occurrence
-            if self.status == ReceiptStatus.SUCCEEDED
-            else None,
+            succeeded_occurrence=self.occurrence if self.status in SUCCESS_STATUSES else None,
             status=self.status,
             finished_at=self.finished_at,
             result=self.result,
@@ -230,7 +244,7 @@ def _lock_for_write(using: str) -> None:
             )
 
 
-def _locked(qs: Any, using: str, *, skip_locked: bool) -> Any:
+def _locked(qs: _QS, using: str, *, skip_locked: bool) -> _QS:
     features = connections[using].features
     if not features.has_select_for_update:
         return qs
@@ -258,30 +272,38 @@ def _update_rows(rows: Sequence[Schedule], fields: Sequence[str], using: str) ->
     conn = connections[using]
     meta = Schedule._meta
     qn = conn.ops.quote_name
-    pk = meta.pk
-    columns = [meta.get_field(name) for name in fields]
+    pk, pk_column = _column_field(meta.pk)
+    targets = [_column_field(meta.get_field(name)) for name in fields]
+    columns = [f for f, _ in targets]
     table = qn(meta.db_table)
     with conn.cursor() as cursor:
         if conn.vendor == "postgresql":
-            names = [pk.column, *(c.column for c in columns)]
+            names = [pk_column, *(c for _, c in targets)]
             first = ", ".join(f"%s::{f.db_type(conn)}" for f in (pk, *columns))
             other = ", ".join(["%s"] * len(names))
             values = ", ".join([f"({first})"] + [f"({other})"] * (len(rows) - 1))
-            sets = ", ".join(f"{qn(c.column)} = v.{qn(c.column)}" for c in columns)
+            sets = ", ".join(f"{qn(c)} = v.{qn(c)}" for _, c in targets)
             cursor.execute(
                 f"UPDATE {table} AS t SET {sets} FROM (VALUES {values}) "
-                f"AS v ({', '.join(qn(n) for n in names)}) WHERE t.{qn(pk.column)} = v.{qn(pk.column)}",
+                f"AS v ({', '.join(qn(n) for n in names)}) WHERE t.{qn(pk_column)} = v.{qn(pk_column)}",
                 [p for row in rows for p in _row_params(row, pk, columns, conn)],
             )
         else:
-            sets = ", ".join(f"{qn(c.column)} = %s" for c in columns)
+            sets = ", ".join(f"{qn(c)} = %s" for _, c in targets)
             cursor.executemany(
-                f"UPDATE {table} SET {sets} WHERE {qn(pk.column)} = %s",
+                f"UPDATE {table} SET {sets} WHERE {qn(pk_column)} = %s",
                 [
                     [*_row_params(row, pk, columns, conn)[1:], pk.get_db_prep_save(row.pk, conn)]
                     for row in rows
                 ],
             )
+
+
+def _column_field(field: Field[Any, Any] | ForeignObjectRel | None) -> tuple[Field[Any, Any], str]:
+    """A concrete field of ``Schedule`` and its column (``_update_rows`` writes no other)."""
+    if not isinstance(field, Field) or field.column is None:
+        raise ValueError(f"{field!r} is not a concrete column of {Schedule._meta.db_table}")
+    return field, field.column
 
 
 def _row_params(row: Schedule, pk: Any, columns: Sequence[Any], conn: Any) -> list[Any]:
@@ -578,11 +600,13 @@ def renew_leases(
         Schedule.objects.using(using).filter(
             lease_token__in=tokens, lease_expires_at__gt=now
         ).update(lease_expires_at=now + lease)
-        owned = set(
-            Schedule.objects.using(using)
+        owned = {
+            token
+            for token in Schedule.objects.using(using)
             .filter(lease_token__in=tokens, lease_expires_at__gt=now)
             .values_list("lease_token", flat=True)
-        )
+            if token is not None  # the filter on lease_token already rules None out
+        }
     return owned
 
 
@@ -607,7 +631,7 @@ def expire_leases(
         rows = list(_locked(qs, using, skip_locked=True)[:limit])
         if not rows:
             return 0
-        attempts = {
+        attempts: dict[uuid.UUID | None, RunAttempt] = {
             a.lease_token: a
             for a in RunAttempt.objects.using(using).filter(
                 lease_token__in=[r.lease_token for r in rows]
@@ -659,6 +683,8 @@ def complete(
     lease. A late outcome whose lease expired is receipted ``lease_expired`` (and the
     occurrence retried); one whose token was replaced is receipted ``lease_lost`` unless a
     receipt was already written by the recovery. Never raises for a fenced outcome.
+    An outcome carrying ``enqueue`` (a task for a database queue) enqueues here, in this
+    transaction and only once its lease is confirmed (see :class:`Outcome`).
     """
     report = CompletionReport()
     if not outcomes:
@@ -672,7 +698,8 @@ def complete(
             qs = qs.annotate(_db_now=Now())
         rows = {r.id: r for r in _locked(qs, using, skip_locked=False)}
         if read_clock and rows:
-            now = next(iter(rows.values()))._db_now.astimezone(UTC)
+            # _db_now: the .annotate() above; the plugin types qs as plain Schedule rows.
+            now = next(iter(rows.values()))._db_now.astimezone(UTC)  # type: ignore[attr-defined]
         now = _resolve_now(now, using)
         receipts: list[_Receipt] = []
         touched: dict[uuid.UUID, Schedule] = {}
@@ -701,10 +728,11 @@ def complete(
                         "LeaseExpired",
                         f"the run finished ({outcome.status}) after its lease expired",
                         retry_after=0.0,
+                        result=_fenced_result(outcome),
                     )
                 )
             else:
-                receipts.append(_apply(row, outcome, now))
+                receipts.append(_apply(row, _enqueue(outcome, using), now))
         if orphans:
             done = set(
                 RunReceipt.objects.using(using)
@@ -724,6 +752,7 @@ def complete(
                         finished_at=now,
                         error_type="LeaseLost",
                         error_message=f"the lease was lost before the run reported {outcome.status}",
+                        result=_fenced_result(outcome),
                     )
                 )
         models = [r.model() for r in receipts]
@@ -741,6 +770,36 @@ def complete(
             extra={"schedule": outcome.claim.schedule_name, "occurrence": outcome.claim.occurrence},
         )
     return report
+
+
+def _enqueue_hook(stage: str, outcome: Outcome) -> None:
+    """Called inside the completion transaction just ``"before"`` and ``"after"`` an
+    in-transaction enqueue (a test seam: the crash tests stop the process here)."""
+
+
+def _enqueue(outcome: Outcome, using: str) -> Outcome:
+    """Run ``outcome.enqueue`` (if any) in a savepoint of the completion transaction and
+    return the outcome with its result, or a ``failed`` outcome if the enqueue raised (the
+    savepoint is rolled back, so the completion itself still commits)."""
+    if outcome.enqueue is None:
+        return outcome
+    try:
+        with transaction.atomic(using=using):
+            _enqueue_hook("before", outcome)
+            result = outcome.enqueue()
+            _enqueue_hook("after", outcome)
+    except Exception as exc:  # noqa: BLE001 - a failed enqueue is an outcome, not a crash
+        error_type, message = project_error(exc, app_settings.ERROR_MESSAGE_MAX_CHARS)
+        return Outcome(outcome.claim, "failed", error_type=error_type, error_message=message)
+    return replace(outcome, result=result, enqueue=None)
+
+
+def _fenced_result(outcome: Outcome) -> Any:
+    """A fenced outcome keeps its result only when it records a task that was already
+    handed to an engine outside the transaction (so the duplicate can be traced)."""
+    if outcome.status == "enqueued" and outcome.enqueue is None:
+        return outcome.result
+    return None
 
 
 def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
@@ -772,9 +831,9 @@ def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
             retry_after=outcome.retry_after,
             result=outcome.result,
         )
-    if status == "succeeded":
+    if status in SUCCESS_STATUSES:
         row.failure_count = row.failed_occurrences = 0
-        receipt_status = ReceiptStatus.SUCCEEDED
+        receipt_status = ReceiptStatus(status)
     elif status == "skipped":
         receipt_status = ReceiptStatus.SKIPPED
     else:  # pragma: no cover - programming error
@@ -934,8 +993,9 @@ def record_event(
     using: str = "default",
 ) -> ScheduleEvent:
     """Append one :class:`~.models.ScheduleEvent` (called inside the transition's
-    transaction, so the action and its record commit together)."""
-    return ScheduleEvent.objects.using(using).create(
+    transaction, so the action and its record commit together). ``signals.schedule_changed``
+    is sent once that transaction commits (only built when a receiver is connected)."""
+    event = ScheduleEvent.objects.using(using).create(
         schedule_id=row.pk,
         schedule_name=row.name,
         action=action,
@@ -945,6 +1005,12 @@ def record_event(
         source=source[:32],
         changes=changes or {},
     )
+    if signals.schedule_changed.has_listeners(ScheduleEvent):
+        transaction.on_commit(
+            lambda: signals.send_robust(signals.schedule_changed, ScheduleEvent, event=event),
+            using=using,
+        )
+    return event
 
 
 def _get_locked(schedule_id: Any, using: str) -> Schedule:
@@ -1177,8 +1243,8 @@ def _current(row: Schedule, name: str) -> Any:
 
 def _differs(row: Schedule, name: str, value: Any) -> bool:
     if name == "owner":
-        return row.owner_id != getattr(value, "pk", value)
-    return getattr(row, name) != value
+        return bool(row.owner_id != getattr(value, "pk", value))
+    return bool(getattr(row, name) != value)
 
 
 def validate_schedule(row: Schedule) -> None:

@@ -32,6 +32,7 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
+from typing import overload
 from zoneinfo import ZoneInfo, available_timezones
 
 from cronsim import CronSim, CronSimError
@@ -106,7 +107,8 @@ class InvalidSchedule(ValueError):
     def __str__(self) -> str:
         return self.message
 
-    def __reduce__(self):  # keep both arguments when pickled (e.g. across processes)
+    def __reduce__(self) -> tuple[type[InvalidSchedule], tuple[str, str]]:
+        # keep both arguments when pickled (e.g. across processes)
         return (type(self), (self.field, self.message))
 
 
@@ -675,12 +677,13 @@ def _cron_count(plan: _CronPlan, lo: datetime, hi_excl: datetime, cap: int) -> i
     lo, hi_excl = max(lo, _FIRST_INSTANT), min(hi_excl, _LAST_INSTANT + _SECOND)
     plain_total = 0
     dst_instants: set[datetime] = set()
-    day: date | None = _reading(lo, tz).date() - timedelta(days=1)
+    day = _reading(lo, tz).date() - timedelta(days=1)
     last_day = _reading(hi_excl, tz).date() + timedelta(days=1)
     while plain_total + len(dst_instants) < cap:
-        day = _next_firing_day(plan, day)
-        if day is None or day > last_day:
+        firing_day = _next_firing_day(plan, day)
+        if firing_day is None or firing_day > last_day:
             break
+        day = firing_day
         bounds = _plain_day(tz, day)
         if bounds is None:
             instants = _day_instants(plan, day)
@@ -782,7 +785,7 @@ class Spec:
             )
 
     def _validate_cron(self) -> None:
-        if not _given(self.cron):
+        if self.cron is None or not _given(self.cron):
             raise InvalidSchedule("cron", "a cron schedule needs a cron expression")
         validate_cron(self.cron, self.timezone)
 
@@ -800,6 +803,10 @@ def _trunc(value: datetime, field: str = "datetime") -> datetime:
     return truncate_to_second(value, field)
 
 
+@overload
+def _window(spec: Spec, lo: datetime, hi: datetime) -> tuple[datetime, datetime]: ...
+@overload
+def _window(spec: Spec, lo: datetime, hi: None) -> tuple[datetime, datetime | None]: ...
 def _window(spec: Spec, lo: datetime, hi: datetime | None) -> tuple[datetime, datetime | None]:
     """Narrow [lo, hi] (whole-second UTC; hi None = open) to [start_at, end_at]."""
     if spec.start_at is not None:
@@ -811,14 +818,22 @@ def _window(spec: Spec, lo: datetime, hi: datetime | None) -> tuple[datetime, da
 
 
 def _interval_grid(spec: Spec) -> tuple[int, int]:
+    """(anchor in epoch seconds, interval seconds) of a validated interval spec."""
     anchor = spec.anchor if spec.anchor is not None else spec.start_at
+    assert anchor is not None and spec.interval_seconds is not None  # Spec.validate() checked
     return _to_seconds(_trunc(anchor, "anchor")), spec.interval_seconds
+
+
+def _run_at(spec: Spec) -> datetime:
+    """``run_at`` (whole-second UTC) of a validated once spec."""
+    assert spec.run_at is not None  # Spec.validate() checked
+    return _trunc(spec.run_at, "run_at")
 
 
 def _first_slot_from(spec: Spec, lo: datetime) -> datetime | None:
     """First slot >= lo (whole-second UTC), ignoring end_at."""
     if spec.kind == "once":
-        run_at = _trunc(spec.run_at, "run_at")
+        run_at = _run_at(spec)
         return run_at if lo <= run_at <= _LAST_INSTANT else None
     if spec.kind == "interval":
         anchor, every = _interval_grid(spec)
@@ -894,7 +909,7 @@ def latest_slot_at_or_before(spec: Spec, now: datetime, *, not_before: datetime)
     if hi < lo:
         return None
     if spec.kind == "once":
-        run_at = _trunc(spec.run_at, "run_at")
+        run_at = _run_at(spec)
         return run_at if lo <= run_at <= hi else None
     if spec.kind == "interval":
         anchor, every = _interval_grid(spec)
@@ -920,7 +935,7 @@ def count_slots(spec: Spec, start: datetime, end: datetime, *, cap: int = 100_00
     if hi < lo:
         return 0
     if spec.kind == "once":
-        return 1 if lo <= _trunc(spec.run_at, "run_at") <= hi else 0
+        return 1 if lo <= _run_at(spec) <= hi else 0
     if spec.kind == "interval":
         anchor, every = _interval_grid(spec)
         first = max(0, -((anchor - _to_seconds(lo)) // every))

@@ -30,8 +30,9 @@ from django.db import Error as DatabaseError
 from django.db import close_old_connections, connections
 from django.utils import timezone as dj_timezone
 
-from . import runner, state
+from . import runner, signals, state
 from .conf import app_settings
+from .db import wakeups
 
 logger = logging.getLogger(__name__)
 
@@ -91,9 +92,15 @@ class Worker:
         self._next_due: datetime | None = None
         self._deadlines: dict[uuid.UUID, float] = {}  # lease token -> monotonic deadline
         self._abandoned: set[uuid.UUID] = set()  # timed-out runs whose outcome is discarded
+        # lease token -> [monotonic start, monotonic end or None] of the callback (signals)
+        self._run_times: dict[uuid.UUID, list[float | None]] = {}
         self._skew = timedelta(0)  # host clock minus database clock
-        self._started_at = None
+        self._started_at: datetime | None = None
         self.on_idle: Callable[[], None] | None = None  # test seam
+        # PostgreSQL: a LISTEN thread that ends the idle sleep when a schedule changes.
+        self._listener = (
+            wakeups.Listener() if self.once else wakeups.listener(self.using, self._on_wakeup)
+        )
 
     # -- control ---------------------------------------------------------------------
 
@@ -142,6 +149,7 @@ class Worker:
         claimed_total = 0
         released = False
         pass_done = False  # --once: claimed what was due; finish those runs, then exit
+        self._listener.start()  # before the first look at what is due: no change is missed
         self._startup()
         try:
             while not self._forced:
@@ -166,7 +174,7 @@ class Worker:
                         last_beat = mono
                     full = False
                     if not (self._stopping or pass_done):
-                        now = state.db_now(self.using)
+                        now = self._decision_now()
                         if self._lease_check_due(now):
                             state.expire_leases(limit=self.batch_size, now=now, using=self.using)
                             self._expiry_known = False
@@ -182,6 +190,8 @@ class Worker:
                             )
                             for claim in claims:
                                 self._submit(executor, claim)
+                            if claims and signals.run_claimed.has_listeners(Worker):
+                                self._send_claimed(claims)
                             claimed_total += len(claims)
                             full = len(claims) == free
                         if self.once and (
@@ -206,6 +216,7 @@ class Worker:
                     self._wake.clear()
         finally:
             self._log_signals()
+            self._listener.stop()
             executor.shutdown(wait=not self._forced, cancel_futures=True)
             if not self._forced:
                 self._final_heartbeat()
@@ -235,7 +246,7 @@ class Worker:
                 self._pause(delay)
 
     def _submit(self, executor: ThreadPoolExecutor, claim: state.Claim) -> None:
-        future = executor.submit(runner.execute, claim)
+        future = executor.submit(self._execute, claim)
         self._in_flight[claim.lease_token] = (claim, future)
         if claim.timeout_seconds:
             # Async callbacks cancel themselves at the timeout; this is the sync backstop.
@@ -253,6 +264,40 @@ class Worker:
             self._wake.set()
 
         future.add_done_callback(done)
+
+    def _execute(self, claim: state.Claim) -> state.Outcome:
+        """``runner.execute`` in a pool thread, timing the callback (for ``run_finished``)."""
+        times: list[float | None] = [time.monotonic(), None]
+        self._run_times[claim.lease_token] = times
+        try:
+            return runner.execute(claim)
+        finally:
+            times[1] = time.monotonic()
+
+    def _send_claimed(self, claims: list[state.Claim]) -> None:
+        """Send ``run_claimed`` for committed claims (main thread, robust)."""
+        for claim in claims:
+            signals.send_robust(signals.run_claimed, Worker, claim=claim, worker_id=self.worker_id)
+
+    def _send_finished(self, outcomes: list[state.Outcome], receipts: list[Any]) -> None:
+        """Send ``run_finished`` for each receipt :func:`.state.complete` committed."""
+        claims = {o.claim.attempt_id: o.claim for o in outcomes}
+        now = time.monotonic()
+        for receipt in receipts:
+            claim = claims.get(receipt.attempt_id)
+            if claim is None:  # pragma: no cover - complete() writes receipts of these only
+                continue
+            times = self._run_times.get(claim.lease_token)
+            duration = None if times is None else (times[1] or now) - (times[0] or now)
+            signals.send_robust(
+                signals.run_finished,
+                Worker,
+                receipt=receipt,
+                claim=claim,
+                schedule_name=claim.schedule_name,
+                duration=duration,
+                worker_id=self.worker_id,
+            )
 
     def _gather(self) -> None:
         """Give runs still in flight a moment (at most ``GATHER_SECONDS``) to finish, so one
@@ -285,6 +330,10 @@ class Worker:
             self._in_flight.pop(outcome.claim.lease_token, None)
             self._deadlines.pop(outcome.claim.lease_token, None)
         self._runs_finished += len(outcomes)
+        if report.receipts and signals.run_finished.has_listeners(Worker):
+            self._send_finished(outcomes, report.receipts)
+        for outcome in outcomes:
+            self._run_times.pop(outcome.claim.lease_token, None)
         for receipt in report.receipts:
             logger.debug(
                 "receipt %s occurrence %s: %s",
@@ -293,6 +342,19 @@ class Worker:
                 receipt.status,
                 extra={"occurrence": receipt.occurrence},
             )
+
+    def _decision_now(self) -> datetime:
+        """The database clock for this pass's decisions (R8). Idle, when the next due slot
+        and the next lease expiry are both known and still ahead by the host clock
+        corrected for the measured skew, nothing can be due: the estimate is returned and
+        the round trip saved (G7: an idle tick is then just the wake-up reads). Whenever
+        either may have come, the database is asked, so a claim or a recovery is always
+        decided and stamped by the database clock."""
+        if self._due_known and self._expiry_known:
+            estimate = dj_timezone.now() - self._skew
+            if not (self._claim_due(estimate) or self._lease_check_due(estimate)):
+                return estimate
+        return state.db_now(self.using)
 
     def _claim_due(self, now: datetime) -> bool:
         if not self._due_known:
@@ -400,6 +462,11 @@ class Worker:
         self._wake.clear()
         if delay > 0.5:
             close_old_connections()
+
+    def _on_wakeup(self, payload: str | None) -> None:
+        """A schedule changed (called from the listener thread): look again at once."""
+        self._due_known = False
+        self._wake.set()
 
     def _pause(self, delay: float) -> None:
         """Wait up to ``delay`` seconds for ``_wake``, or until a signal is pending (noticed

@@ -50,4 +50,8 @@ class ReceiptFactory(factory.django.DjangoModelFactory):
     schedule = factory.LazyAttribute(lambda o: o.attempt.schedule)
     occurrence = factory.LazyAttribute(lambda o: o.attempt.occurrence)
     status = "skipped"
+    # As state.complete writes it: the occurrence for a success, NULL otherwise (a CHECK).
+    succeeded_occurrence = factory.LazyAttribute(
+        lambda o: o.occurrence if o.status in ("succeeded", "enqueued") else None
+    )
     finished_at = T0 + timedelta(seconds=1)

@@ -75,6 +75,24 @@ if DATABASES["default"]["ENGINE"].endswith("mysql"):
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Execution engines (tests/test_dispatch.py): django.tasks (Django 6+) with django-tasks-db's
+# DatabaseBackend as alias "db" when it is installed; "default" runs tasks immediately.
+try:
+    import django.tasks  # noqa: F401
+except ImportError:  # Django 5.2
+    pass
+else:
+    TASKS = {
+        "default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend", "QUEUES": []}
+    }
+    try:
+        import django_tasks_db  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        INSTALLED_APPS.append("django_tasks_db")
+        TASKS["db"] = {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": []}
+
 DURABLE_SCHEDULES = {}
 
 LOGGING = {

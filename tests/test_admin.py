@@ -536,6 +536,17 @@ def test_change_page_buttons_run_transitions(admin_client):
     ]
 
 
+def test_change_page_button_of_a_deleted_schedule_redirects_with_a_warning(admin_client):
+    s = make("deleted-meanwhile")
+    url = reverse("admin:durable_schedules_schedule_transition", args=[s.pk, "disable"])
+    state.delete_schedule(s.pk)
+    response = admin_client.post(url, follow=True)
+    assert response.redirect_chain[-1][0] == reverse("admin:index")
+    assert messages_of(response) == [
+        ("warning", f"schedule with ID “{s.pk}” doesn’t exist. Perhaps it was deleted?")
+    ]
+
+
 def test_page_of_a_schedule_whose_callback_is_gone_still_renders(admin_client):
     s = make("orphan")
     Schedule.objects.filter(pk=s.pk).update(callback="removed.callback")

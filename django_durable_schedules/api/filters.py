@@ -9,18 +9,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.utils import timezone as dj_timezone
 from django.utils.dateparse import parse_datetime
 from django_filters import rest_framework as filters
+from django_filters.fields import IsoDateTimeField
 
 from ..models import Kind, ReceiptStatus, RunAttempt, RunReceipt, Schedule, Status
 from .serializers import AWARE_MESSAGE
 
 
-class AwareDateTimeFormField(forms.DateTimeField):
+class AwareDateTimeFormField(IsoDateTimeField):
     """An ISO 8601 datetime with a UTC offset; naive input is refused, not localised."""
 
     def to_python(self, value: Any) -> datetime | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import codecs
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import IO, Any
 
 from django.conf import settings
 from rest_framework import status
@@ -34,7 +35,12 @@ class BoundedJSONParser(JSONParser):
     to exhaust the parser's recursion and strings with unpaired UTF-16 surrogates (which no
     database or UTF-8 response can hold) are a 400."""
 
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None):
+    def parse(
+        self,
+        stream: IO[bytes] | None,
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> Any:  # any JSON value, as DRF's own JSONParser returns
         parser_context = parser_context or {}
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE or FALLBACK_MAX_BODY_BYTES
         request = parser_context.get("request")

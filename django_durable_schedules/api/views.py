@@ -6,7 +6,7 @@ No rule lives here. A :class:`~..exceptions.StateConflict` from a transition is 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -16,9 +16,12 @@ from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, NotFound
 from rest_framework.pagination import CursorPagination
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import BaseParser, FormParser, MultiPartParser
+from rest_framework.permissions import BasePermission, OperandHolder, SingleOperandHolder
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.schemas.inspectors import ViewInspector
+from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
 from .. import health, state, timing
@@ -88,9 +91,11 @@ class ReceiptPagination(NewestFirstPagination):
 class APIViewMixin:
     """What every view of this API shares: permission, parsers, owner scoping."""
 
-    permission_classes = [ScheduleAPIPermission]
-    parser_classes = [BoundedJSONParser, FormParser, MultiPartParser]
-    schema = APIAutoSchema()
+    permission_classes: Sequence[
+        type[BasePermission] | OperandHolder | SingleOperandHolder  # as APIView declares it
+    ] = [ScheduleAPIPermission]
+    parser_classes: Sequence[type[BaseParser]] = [BoundedJSONParser, FormParser, MultiPartParser]
+    schema: ViewInspector | None = APIAutoSchema()
     # Any id up to the next slash reaches the view, so a malformed one is a JSON 404 from
     # the API rather than the site's (HTML) 404 page.
     lookup_value_regex = "[^/]+"
@@ -112,7 +117,7 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
         return scope(Schedule.objects.all(), self.request)
 
     def get_serializer_context(self) -> dict[str, Any]:
-        context = super().get_serializer_context()
+        context = dict(super().get_serializer_context())
         context["owner_scoped"] = owner_scoped(self.request)
         return context
 
@@ -120,13 +125,13 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
         """Who and from where, for the audit trail."""
         return {"actor": self.request.user, "source": "api"}
 
-    def perform_create(self, serializer: ScheduleSerializer) -> None:
+    def perform_create(self, serializer: BaseSerializer[Schedule]) -> None:
         if owner_scoped(self.request):
             serializer.save(owner=self.request.user, **self._audit())
         else:
             serializer.save(**self._audit())
 
-    def perform_update(self, serializer: ScheduleSerializer) -> None:
+    def perform_update(self, serializer: BaseSerializer[Schedule]) -> None:
         serializer.save(**self._audit())
 
     @extend_schema(responses={204: None, 409: _CONFLICT})

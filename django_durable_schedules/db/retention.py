@@ -42,6 +42,7 @@ def retention_gate(using: str = "default") -> Iterator[None]:
             cursor.execute(f"SET LOCAL {PG_GATE_SETTING} = 'open'")
         elif vendor == "mysql":
             cursor.execute(f"SET {MYSQL_GATE_VARIABLE} = 'open'")
+    # A flag of our own on the connection, read by the SQLite gate (guards.py).
     conn._durable_schedules_retention_open = True  # type: ignore[attr-defined]
     try:
         yield
@@ -73,27 +74,52 @@ def prune_finished(
         raise ValueError("older_than must not be negative")
     cutoff = (now or db_now(using)) - older_than
     receipts = attempts = 0
+    pg = connections[using].vendor == "postgresql"
     while True:
         with transaction.atomic(using=using):
-            batch = list(
-                RunReceipt.objects.using(using)
-                .filter(finished_at__lt=cutoff)
-                .order_by("finished_at")
-                .values_list("id", "attempt_id")[:batch_size]
-            )
-            if not batch:
-                break
-            with retention_gate(using):
-                receipts += (
+            if pg:
+                with retention_gate(using):
+                    pruned, pruned_attempts = _prune_batch_postgresql(cutoff, batch_size, using)
+                receipts += pruned
+                attempts += pruned_attempts
+            else:
+                batch = list(
                     RunReceipt.objects.using(using)
-                    .filter(id__in=[r[0] for r in batch])
-                    ._raw_delete(using)
+                    .filter(finished_at__lt=cutoff)
+                    .order_by("finished_at")
+                    .values_list("id", "attempt_id")[:batch_size]
                 )
-                attempts += (
-                    RunAttempt.objects.using(using)
-                    .filter(id__in=[r[1] for r in batch])
-                    ._raw_delete(using)
-                )
-        if len(batch) < batch_size:
+                pruned = len(batch)
+                if batch:
+                    with retention_gate(using):
+                        receipts += (
+                            RunReceipt.objects.using(using)
+                            .filter(id__in=[r[0] for r in batch])
+                            ._raw_delete(using)
+                        )
+                        attempts += (
+                            RunAttempt.objects.using(using)
+                            .filter(id__in=[r[1] for r in batch])
+                            ._raw_delete(using)
+                        )
+        if pruned < batch_size:
             break
     return PruneResult(receipts=receipts, attempts=attempts, cutoff=cutoff)
+
+
+def _prune_batch_postgresql(cutoff: datetime, batch_size: int, using: str) -> tuple[int, int]:
+    """One batch as one statement: the oldest ``batch_size`` receipts finished before
+    ``cutoff`` and their attempts (no id lists travel between client and server).
+    Returns (receipts, attempts) deleted."""
+    receipt = connections[using].ops.quote_name(RunReceipt._meta.db_table)
+    attempt = connections[using].ops.quote_name(RunAttempt._meta.db_table)
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"WITH r AS (DELETE FROM {receipt} WHERE id IN (SELECT id FROM {receipt} "
+            f"WHERE finished_at < %s ORDER BY finished_at LIMIT %s) RETURNING attempt_id), "
+            f"a AS (DELETE FROM {attempt} WHERE id IN (SELECT attempt_id FROM r) RETURNING 1) "
+            "SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM a)",
+            [cutoff, batch_size],
+        )
+        receipts, attempts = cursor.fetchone()
+    return int(receipts), int(attempts)

@@ -71,6 +71,17 @@ DURABLE_SCHEDULES = {
     "BACKOFF_CAP_SECONDS": 60,
 }
 
+# Execution engines, off by default (docs/scale.md). With one of these set, the jobs in
+# site_jobs/engines.py hand their work to the engine instead of running in the scheduler:
+#   DDS_EXAMPLE_TASKS=db      django.tasks on django-tasks-db (pip install django-tasks-db;
+#                             run `manage.py db_worker` next to `manage.py run_scheduler`)
+#   DDS_EXAMPLE_CELERY=redis://127.0.0.1:6379/0   Celery (pip install 'celery[redis]'; run
+#                             `celery -A site_jobs.celery_app worker` from example_project/)
+if os.environ.get("DDS_EXAMPLE_TASKS") == "db":
+    INSTALLED_APPS.append("django_tasks_db")
+    TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+CELERY_BROKER_URL = os.environ.get("DDS_EXAMPLE_CELERY", "")
+
 # The REST API (django_durable_schedules.api): staff-only by default; its OpenAPI schema is
 # served at /api/schema/ with Swagger UI at /api/docs/.
 REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}

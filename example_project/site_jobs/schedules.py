@@ -57,3 +57,6 @@ def flaky_import(ctx):
 def nightly_report(ctx):
     """02:30 Paris time every night (on the DST change day it runs at 03:00, once)."""
     return {"notes": Note.objects.count(), "digests": Digest.objects.count()}
+
+
+from . import engines  # noqa: E402,F401  (command, django.tasks and Celery jobs)

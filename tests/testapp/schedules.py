@@ -116,3 +116,6 @@ async def async_sleep(ctx):
 
     await asyncio.sleep(float((ctx.payload or {}).get("seconds", 2)))
     return "slept"
+
+
+from . import engines  # noqa: E402,F401  (task/command callbacks: tests/test_dispatch.py)

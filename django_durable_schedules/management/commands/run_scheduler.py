@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from ...checks import live_sqlite_workers
 from ...worker import Worker, WorkerOptions
 
 
@@ -58,6 +59,14 @@ class Command(BaseCommand):
             help="Longest sleep between checks, seconds (default POLL_MAX_SECONDS).",
         )
         parser.add_argument("--database", default="default", help="Database alias to use.")
+        parser.add_argument(
+            "--metrics-port",
+            type=port_number,
+            help="Serve Prometheus metrics on this port (needs the 'prometheus' extra).",
+        )
+        parser.add_argument(
+            "--metrics-addr", default="0.0.0.0", help="Address of the metrics server."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not settings.USE_TZ:
@@ -78,7 +87,17 @@ class Command(BaseCommand):
             )
         )
         worker.install_signal_handlers()
-        code = worker.run()
+        self._warn_sqlite_workers(options["database"])
+        metrics = self._start_metrics(options["metrics_port"], options["metrics_addr"])
+        try:
+            code = worker.run()
+        finally:
+            if metrics is not None:
+                server, connected_here = metrics
+                server.shutdown()
+                server.server_close()
+                if connected_here:  # leave a connect() made by the project's own code
+                    _prometheus().disconnect()
         if code:
             # A forced stop (second signal). Callbacks may still be running in the pool's
             # threads, and interpreter shutdown would join them: the process would keep
@@ -92,6 +111,52 @@ class Command(BaseCommand):
             sys.stderr.flush()
             os._exit(code)
 
+    def _warn_sqlite_workers(self, using: str) -> None:
+        """SQLite serialises writers: a second worker adds lock waits, not throughput."""
+        others = live_sqlite_workers(using)
+        if others:
+            message = (
+                f"another worker is alive on this SQLite database ({', '.join(others[:3])}); "
+                "SQLite allows one writer at a time, so several workers contend for its "
+                "lock (see check durable_schedules.W002)."
+            )
+            logging.getLogger("django_durable_schedules").warning(message)
+            self.stderr.write(f"Warning: {message}")
+
+    def _start_metrics(self, port: int | None, addr: str) -> Any:
+        if port is None:
+            return None
+        prometheus = _prometheus()
+        connected_here = not prometheus.is_connected()
+        prometheus.connect()
+        try:
+            return prometheus.serve(port, addr), connected_here
+        except OSError as exc:
+            if connected_here:
+                prometheus.disconnect()
+            raise CommandError(f"cannot serve metrics on {addr}:{port}: {exc}") from exc
+
+
+def port_number(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not between 0 and 65535")
+    return number
+
+
+def _prometheus() -> Any:
+    try:
+        from ...contrib import prometheus
+    except ImportError as exc:
+        raise CommandError(
+            "--metrics-port needs prometheus-client: "
+            "pip install 'django-durable-schedules[prometheus]'"
+        ) from exc
+    return prometheus
+
 
 def _log_to_stderr(level: int) -> None:
     log = logging.getLogger("django_durable_schedules")
@@ -99,7 +164,6 @@ def _log_to_stderr(level: int) -> None:
         return
     if not logging.getLogger().handlers:
         handler = logging.StreamHandler()
-        handler._dds = True  # type: ignore[attr-defined]
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         log.addHandler(handler)
         log.propagate = False

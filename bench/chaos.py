@@ -1,0 +1,664 @@
+"""Chaos soak (G5): real workers killed, stalled and cut off from their database while
+callbacks fail, skip and overrun their leases; then an audit of the run tables and of a
+side-effect log written by the callbacks themselves.
+
+    .venv/bin/python bench/chaos.py [--workers 4] [--duration 300] [--kill-every 10]
+        [--stall-every 30] [--schedules 24] [--lease-seconds 4]
+        [--database-url postgres://postgres@127.0.0.1:5432/dds_chaos]
+        [--restart-postgres | --no-restart-postgres] [--seed 1] [--keep] [--json-out F]
+
+What it does:
+
+1. Makes a fresh database: on PostgreSQL and MariaDB/MySQL ``dds_chaos_<pid>`` on the
+   server of ``--database-url`` (the URL's own database name is never touched; dropped
+   again at the end unless ``--keep``); on SQLite the file of the URL (deleted first).
+   Migrates it and creates ``--schedules`` schedules of the callback ``chaos.work``
+   (bench/chaos_app/schedules.py): interval schedules every 1 or 2 s, and every sixth one a
+   cron ``* * * * *``; 3 attempts per occurrence, backoff 0.5 s doubling to 2 s.
+2. Starts ``--workers`` real ``run_scheduler`` processes (``--lease-seconds``, max idle
+   1 s) and for ``--duration`` seconds: every ``--kill-every`` s SIGKILLs a random worker
+   and starts a replacement; every ``--stall-every`` s (0: never) freezes one with SIGSTOP
+   for lease + 2 s, so its leases expire and are recovered elsewhere while its runs go on
+   (their late outcomes must be fenced); on PostgreSQL, half-way through, restarts the
+   server once (``pg_ctlcluster ... restart``; skipped with a note when that is not
+   possible here, e.g. a remote server). The callbacks fail (10 %), raise ``SkipRun``
+   (8 %) or sleep past their lease (5 %: the worker must keep renewing it), decided by a
+   hash of the idempotency key and attempt, so runs are reproducible.
+3. Stops the workers with SIGTERM (they must drain and exit 0), waits for the leases of
+   killed workers to expire and recovers them (``state.expire_leases``, as a worker
+   would), then audits.
+
+The audit (each item a count; any non-zero count is a violation and exit status 1):
+
+* ``duplicate_successes``: an occurrence (schedule, occurrence number) with more than one
+  ``succeeded`` receipt;
+* ``double_success_in_log``: an idempotency key whose callback completed normally
+  (``done ... ok`` in the side-effect log) more than once where more than one of those
+  attempts is receipted ``succeeded``. Completing normally more than once is allowed
+  (at-least-once: the earlier attempt's lease was lost, a worker died after the callback
+  returned) as long as every other such attempt is receipted ``lease_expired`` or
+  ``lease_lost``; ``ok_with_wrong_receipt`` counts normal completions receipted anything
+  else (``failed``, ``skipped``, ...), ``phantom_successes`` counts ``succeeded`` receipts
+  without a normal completion of that same attempt in the log;
+* ``attempt_executed_twice``: one attempt (key, attempt number) started more than once;
+* ``lost_occurrences``: an occurrence number in ``1..schedule.occurrence`` with no attempt,
+  or whose last attempt ended ``failed``/``lease_expired``/``lease_lost``/``released`` but
+  is neither given up (``max_attempts`` reached) nor still pending as the schedule's
+  current retry. (Missed slots are coalesced into one run or receipted ``missed`` and do
+  not take occurrence numbers of their own: ``slots_skipped``/``missed_count`` count them.)
+* ``attempt_gaps``: attempt numbers of an occurrence that are not exactly 1..k;
+* ``multiple_receipts`` (attempts with more than one receipt), ``orphan_receipts``,
+  ``open_attempts`` (attempts without a receipt at the end), ``leases_left``;
+* ``unclean_worker_exits`` (a worker that did not exit 0 after its SIGTERM) and
+  ``worker_crashes`` (a worker that exited on its own during the soak).
+
+Prints the JSON report on stdout, then one summary line. Worker logs and the side-effect
+log go to ``bench/out/chaos-<pid>/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_chaos"
+SETTLED = {"succeeded", "skipped", "missed", "degraded", "cancelled"}
+FENCED = {"lease_expired", "lease_lost"}
+
+
+def say(message: str) -> None:
+    print(f"[chaos {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------
+# The database
+# ---------------------------------------------------------------------------------------
+
+
+def vendor_of(url: str) -> str:
+    scheme = urlsplit(url).scheme
+    if scheme.startswith("postgres") or scheme == "pgsql":
+        return "postgresql"
+    if scheme in ("mysql", "mariadb", "mysql2"):
+        return "mysql"
+    if scheme.startswith("sqlite"):
+        return "sqlite"
+    raise SystemExit(f"chaos: unsupported database URL scheme {scheme!r}")
+
+
+def with_dbname(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+def fresh_database(url: str, vendor: str) -> str:
+    """Create the soak's own empty database; returns its URL."""
+    if vendor == "sqlite":
+        import dj_database_url
+
+        path = Path(dj_database_url.parse(url)["NAME"] or "")
+        if not path.name or str(path) == ":memory:":
+            raise SystemExit("chaos: SQLite needs a file: sqlite:////absolute/path")
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        return url
+    name = f"dds_chaos_{os.getpid()}"
+    _admin(url, vendor, f"DROP DATABASE IF EXISTS {name}")
+    create = f"CREATE DATABASE {name}"
+    if vendor == "mysql":
+        create += " CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+    _admin(url, vendor, create)
+    return with_dbname(url, name)
+
+
+def drop_database(url: str, vendor: str) -> None:
+    if vendor == "sqlite":
+        return
+    name = urlsplit(url).path.lstrip("/")
+    force = " WITH (FORCE)" if vendor == "postgresql" else ""
+    _admin(url, vendor, f"DROP DATABASE IF EXISTS {name}{force}")
+
+
+def _admin(url: str, vendor: str, sql: str) -> None:
+    """Run one statement outside any database of ours (server maintenance connection)."""
+    if vendor == "postgresql":
+        import psycopg
+
+        with psycopg.connect(with_dbname(url, "postgres"), autocommit=True) as conn:
+            conn.execute(sql)
+        return
+    import MySQLdb
+
+    parts = urlsplit(url)
+    conn = MySQLdb.connect(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 3306,
+        user=unquote(parts.username or "root"),
+        passwd=unquote(parts.password or ""),
+    )
+    try:
+        conn.cursor().execute(sql)
+    finally:
+        conn.close()
+
+
+def setup_django(url: str, log_path: Path, lease: int) -> dict[str, str]:
+    """Configure this process for the soak database; returns the workers' environment."""
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="chaos_settings",
+        DATABASE_URL=url,
+        CHAOS_LOG=str(log_path),
+        CHAOS_LEASE_SECONDS=str(lease),
+        PYTHONPATH=os.pathsep.join(
+            p for p in (str(BENCH), str(ROOT), os.environ.get("PYTHONPATH")) if p
+        ),
+        PYTHONUNBUFFERED="1",
+    )
+    os.environ.update({k: env[k] for k in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "CHAOS_LOG")})
+    os.environ["CHAOS_LEASE_SECONDS"] = str(lease)
+    for p in (str(ROOT), str(BENCH)):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    import django
+
+    django.setup()
+    return env
+
+
+def create_schedules(count: int, rng: random.Random) -> None:
+    from django_durable_schedules import state
+
+    for i in range(count):
+        common = {
+            "callback": "chaos.work",
+            "max_attempts": 3,
+            "backoff_base_seconds": 0.5,
+            "backoff_cap_seconds": 2.0,
+        }
+        if i % 6 == 5:
+            state.create_schedule(
+                name=f"chaos-cron-{i:03}", kind="cron", cron="* * * * *", **common
+            )
+        else:
+            state.create_schedule(
+                name=f"chaos-every-{i:03}",
+                kind="interval",
+                interval_seconds=rng.choice((1, 2)),
+                **common,
+            )
+
+
+# ---------------------------------------------------------------------------------------
+# The workers and the chaos
+# ---------------------------------------------------------------------------------------
+
+
+class Fleet:
+    """The worker processes: start, SIGKILL and replace, freeze (SIGSTOP) and resume."""
+
+    def __init__(self, env: dict[str, str], outdir: Path, lease: int, rng: random.Random):
+        self.env, self.outdir, self.lease, self.rng = env, outdir, lease, rng
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.frozen: dict[str, float] = {}  # worker id -> monotonic time to resume
+        self.started = self.killed = self.stalled = 0
+        self.crashes: list[dict[str, Any]] = []
+
+    def start(self) -> str:
+        self.started += 1
+        wid = f"chaos-w{self.started:03}"
+        with (self.outdir / f"{wid}.log").open("wb") as out:
+            self.procs[wid] = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "django",
+                    "run_scheduler",
+                    "--worker-id",
+                    wid,
+                    "--lease-seconds",
+                    str(self.lease),
+                    "--max-idle",
+                    "1",
+                    "--concurrency",
+                    "4",
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        return wid
+
+    def reap(self) -> None:
+        """A worker that exited on its own is a crash: record it and start a replacement."""
+        for wid, proc in list(self.procs.items()):
+            if proc.poll() is not None:
+                tail = (self.outdir / f"{wid}.log").read_text(errors="replace")[-1500:]
+                self.crashes.append({"worker": wid, "code": proc.returncode, "log_tail": tail})
+                say(f"worker {wid} exited on its own ({proc.returncode}); replacing it")
+                del self.procs[wid]
+                self.frozen.pop(wid, None)
+                self.start()
+
+    def kill_random(self) -> None:
+        wid = self.rng.choice(sorted(self.procs))
+        proc = self.procs.pop(wid)
+        proc.kill()
+        proc.wait()
+        self.frozen.pop(wid, None)
+        self.killed += 1
+        say(f"SIGKILL {wid}; started {self.start()}")
+
+    def stall_random(self) -> None:
+        awake = sorted(set(self.procs) - set(self.frozen))
+        if not awake:
+            return
+        wid = self.rng.choice(awake)
+        self.procs[wid].send_signal(signal.SIGSTOP)
+        self.frozen[wid] = time.monotonic() + self.lease + 2
+        self.stalled += 1
+        say(f"SIGSTOP {wid} for {self.lease + 2}s")
+
+    def resume(self, everyone: bool = False) -> None:
+        now = time.monotonic()
+        for wid, until in list(self.frozen.items()):
+            if everyone or until <= now:
+                self.procs[wid].send_signal(signal.SIGCONT)
+                del self.frozen[wid]
+
+    def stop(self, grace: float = 60.0) -> list[dict[str, Any]]:
+        """SIGTERM every worker (drain); returns those that did not exit 0 in time."""
+        self.resume(everyone=True)
+        for proc in self.procs.values():
+            proc.send_signal(signal.SIGTERM)
+        unclean = []
+        deadline = time.monotonic() + grace
+        for wid, proc in self.procs.items():
+            try:
+                code = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait()
+            if code != 0:
+                unclean.append({"worker": wid, "code": code})
+        return unclean
+
+
+def restart_postgres(url: str) -> dict[str, Any]:
+    """Restart the local PostgreSQL cluster serving ``url`` (fast shutdown); returns what
+    happened, with a note instead of raising when it is not possible here."""
+    parts = urlsplit(url)
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1", None):
+        return {"done": False, "note": f"server {parts.hostname} is not local"}
+    port = str(parts.port or 5432)
+    commands: list[list[str]] = []
+    if shutil.which("pg_lsclusters") and shutil.which("pg_ctlcluster"):
+        listing = subprocess.run(["pg_lsclusters", "-h"], capture_output=True, text=True).stdout
+        for line in listing.splitlines():
+            fields = line.split()
+            if len(fields) >= 3 and fields[2] == port:
+                commands.append(
+                    [
+                        "pg_ctlcluster",
+                        "--skip-systemctl-redirect",
+                        "-m",
+                        "fast",
+                        fields[0],
+                        fields[1],
+                        "restart",
+                    ]
+                )
+    if shutil.which("service"):
+        commands.append(["service", "postgresql", "restart"])
+    start = time.monotonic()
+    for cmd in commands:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if done.returncode == 0:
+            up = _wait_postgres(url, 60)
+            seconds = round(time.monotonic() - start, 2)
+            say(f"PostgreSQL restarted ({' '.join(cmd)}) in {seconds}s")
+            return {"done": up, "command": " ".join(cmd), "seconds": seconds}
+        say(f"{' '.join(cmd)} failed: {(done.stderr or done.stdout).strip()[-300:]}")
+    return {"done": False, "note": "no working restart command here (pg_ctlcluster, service)"}
+
+
+def _wait_postgres(url: str, seconds: float) -> bool:
+    import psycopg
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            psycopg.connect(url, connect_timeout=2).close()
+            return True
+        except psycopg.Error:
+            time.sleep(0.2)
+    return False
+
+
+def soak(fleet: Fleet, args: argparse.Namespace, url: str, vendor: str) -> dict[str, Any]:
+    for _ in range(args.workers):
+        fleet.start()
+    restart: dict[str, Any] = {"done": False, "note": "not requested"}
+    restart_pending = args.restart_postgres
+    if restart_pending and vendor != "postgresql":
+        restart, restart_pending = {"done": False, "note": f"not PostgreSQL ({vendor})"}, False
+    t0 = time.monotonic()
+    next_kill = t0 + args.kill_every if args.kill_every > 0 else float("inf")
+    next_stall = t0 + args.stall_every if args.stall_every > 0 else float("inf")
+    restart_at = t0 + args.duration / 2
+    while (now := time.monotonic()) < t0 + args.duration:
+        fleet.reap()
+        fleet.resume()
+        if now >= next_kill:
+            fleet.kill_random()
+            next_kill += args.kill_every
+        if now >= next_stall:
+            fleet.stall_random()
+            next_stall += args.stall_every
+        if restart_pending and now >= restart_at:
+            restart_pending = False
+            say("restarting PostgreSQL")
+            restart = restart_postgres(url)
+        time.sleep(0.1)
+    return restart
+
+
+def settle(lease: int) -> int:
+    """Recover the leases of killed workers once they expire (as a worker would); returns
+    how many were recovered."""
+    from django_durable_schedules import state
+    from django_durable_schedules.models import Schedule
+
+    recovered = 0
+    deadline = time.monotonic() + lease * 3 + 15
+    while True:
+        recovered += state.expire_leases(limit=1000)
+        if not Schedule.objects.filter(lease_token__isnull=False).exists():
+            return recovered
+        if time.monotonic() > deadline:
+            return recovered
+        time.sleep(0.25)
+
+
+# ---------------------------------------------------------------------------------------
+# The audit
+# ---------------------------------------------------------------------------------------
+
+
+def read_log(path: Path) -> tuple[Counter[tuple[str, int]], dict[tuple[str, int], list[str]]]:
+    starts: Counter[tuple[str, int]] = Counter()
+    dones: dict[tuple[str, int], list[str]] = defaultdict(list)
+    if not path.exists():
+        return starts, dones
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if fields[0] == "start":
+            starts[(fields[1], int(fields[2]))] += 1
+        elif fields[0] == "done":
+            dones[(fields[1], int(fields[2]))].append(fields[3])
+    return starts, dones
+
+
+def audit(log_path: Path) -> dict[str, Any]:
+    from django_durable_schedules.conf import app_settings
+    from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
+
+    schedules = {s.id: s for s in Schedule.objects.all()}
+    attempts = list(
+        RunAttempt.objects.values("id", "schedule_id", "occurrence", "attempt", "idempotency_key")
+    )
+    receipts = list(
+        RunReceipt.objects.values(
+            "attempt_id", "schedule_id", "occurrence", "status", "slots_skipped"
+        )
+    )
+    by_attempt: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for r in receipts:
+        by_attempt[r["attempt_id"]].append(r)
+    attempt_ids = {a["id"] for a in attempts}
+    by_key = {(a["idempotency_key"], a["attempt"]): a for a in attempts}
+    occurrences: dict[tuple[Any, int], list[dict[str, Any]]] = defaultdict(list)
+    for a in attempts:
+        occurrences[(a["schedule_id"], a["occurrence"])].append(a)
+
+    examples: dict[str, list[Any]] = defaultdict(list)
+    counts: Counter[str] = Counter()
+
+    def violation(name: str, example: Any) -> None:
+        counts[name] += 1
+        if len(examples[name]) < 5:
+            examples[name].append(example)
+
+    for a in attempts:
+        n = len(by_attempt[a["id"]])
+        if n == 0:
+            violation("open_attempts", a["idempotency_key"] + f"#{a['attempt']}")
+        elif n > 1:
+            violation("multiple_receipts", a["idempotency_key"] + f"#{a['attempt']}")
+    for r in receipts:
+        if r["attempt_id"] not in attempt_ids:
+            violation("orphan_receipts", str(r["attempt_id"]))
+    succeeded = Counter(
+        (r["schedule_id"], r["occurrence"]) for r in receipts if r["status"] == "succeeded"
+    )
+    for key, n in succeeded.items():
+        if n > 1:
+            violation("duplicate_successes", f"{key[0]}:{key[1]} x{n}")
+
+    pending = given_up = 0
+    for sid, row in schedules.items():
+        if row.lease_token is not None:
+            violation("leases_left", row.name)
+        have = {o for (s, o) in occurrences if s == sid}
+        for o in sorted(set(range(1, row.occurrence + 1)) - have):
+            violation("lost_occurrences", f"{row.name} #{o}: no attempt")
+        for o in sorted(have - set(range(1, row.occurrence + 1))):
+            violation("lost_occurrences", f"{row.name} #{o}: beyond schedule.occurrence")
+        max_attempts = row.max_attempts or app_settings.MAX_ATTEMPTS
+        for o in sorted(have):
+            tries = sorted(occurrences[(sid, o)], key=lambda a: a["attempt"])
+            if [a["attempt"] for a in tries] != list(range(1, len(tries) + 1)):
+                violation("attempt_gaps", f"{row.name} #{o}: {[a['attempt'] for a in tries]}")
+            last = tries[-1]
+            got = by_attempt[last["id"]]
+            if not got or got[0]["status"] in SETTLED:
+                continue
+            status = got[0]["status"]
+            if (
+                o == row.occurrence
+                and row.retry_scheduled_for is not None
+                and row.attempt == last["attempt"]
+            ):
+                pending += 1
+            elif status in ("failed", "lease_expired") and last["attempt"] >= max_attempts:
+                given_up += 1
+            else:
+                violation(
+                    "lost_occurrences",
+                    f"{row.name} #{o}: attempt {last['attempt']} ended {status}, nothing retries it",
+                )
+
+    starts, dones = read_log(log_path)
+    ok_succeeded: Counter[str] = Counter()
+    reexecuted: Counter[str] = Counter()
+    for (key, attempt), outcomes in dones.items():
+        for outcome in outcomes:
+            if outcome != "ok":
+                continue
+            reexecuted[key] += 1
+            a = by_key.get((key, attempt))
+            status = by_attempt[a["id"]][0]["status"] if a and by_attempt[a["id"]] else None
+            if status == "succeeded":
+                ok_succeeded[key] += 1
+            elif status not in FENCED:
+                violation("ok_with_wrong_receipt", f"{key}#{attempt}: {status}")
+    for key, n in ok_succeeded.items():
+        if n > 1:
+            violation("double_success_in_log", f"{key} x{n}")
+    for (key, attempt), n in starts.items():
+        if n > 1:
+            violation("attempt_executed_twice", f"{key}#{attempt} x{n}")
+    for a in attempts:
+        got = by_attempt[a["id"]]
+        if got and got[0]["status"] == "succeeded":
+            if "ok" not in dones.get((a["idempotency_key"], a["attempt"]), []):
+                violation("phantom_successes", f"{a['idempotency_key']}#{a['attempt']}")
+
+    statuses = Counter(r["status"] for r in receipts)
+    return {
+        "violations": {name: counts.get(name, 0) for name in VIOLATIONS},
+        "examples": dict(examples),
+        "totals": {
+            "schedules": len(schedules),
+            "occurrences": len(occurrences),
+            "attempts": len(attempts),
+            "receipts": len(receipts),
+            "receipts_by_status": dict(sorted(statuses.items())),
+            "occurrences_pending_retry": pending,
+            "occurrences_given_up": given_up,
+            "slots_skipped": sum(r["slots_skipped"] or 0 for r in receipts),
+            "missed_count": sum(s.missed_count for s in schedules.values()),
+            "executions_started": sum(starts.values()),
+            "executions_killed_or_unfinished": sum(starts.values())
+            - sum(len(v) for v in dones.values()),
+            "keys_completed_ok_more_than_once": sum(1 for n in reexecuted.values() if n > 1),
+        },
+    }
+
+
+VIOLATIONS = (
+    "duplicate_successes",
+    "double_success_in_log",
+    "ok_with_wrong_receipt",
+    "phantom_successes",
+    "attempt_executed_twice",
+    "lost_occurrences",
+    "attempt_gaps",
+    "multiple_receipts",
+    "orphan_receipts",
+    "open_attempts",
+    "leases_left",
+    "unclean_worker_exits",
+    "worker_crashes",
+)
+
+
+# ---------------------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--duration", type=float, default=300.0, help="seconds of chaos")
+    p.add_argument(
+        "--database-url",
+        default=os.environ.get("DDS_CHAOS_DATABASE_URL", DEFAULT_URL),
+        help="server to use (PostgreSQL/MariaDB: a fresh dds_chaos_<pid> is created there; "
+        "SQLite: this file, deleted first)",
+    )
+    p.add_argument("--kill-every", type=float, default=10.0, help="seconds; 0: never")
+    p.add_argument("--stall-every", type=float, default=30.0, help="seconds; 0: never")
+    p.add_argument(
+        "--restart-postgres",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="restart the (local) PostgreSQL server once, half-way (default on; PostgreSQL only)",
+    )
+    p.add_argument("--schedules", type=int, default=24)
+    p.add_argument("--lease-seconds", type=int, default=4)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--keep", action="store_true", help="keep the soak database afterwards")
+    p.add_argument("--json-out", type=Path)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    rng = random.Random(args.seed)
+    vendor = vendor_of(args.database_url)
+    outdir = BENCH / "out" / f"chaos-{os.getpid()}"
+    outdir.mkdir(parents=True, exist_ok=True)
+    log_path = outdir / "side-effects.log"
+    url = fresh_database(args.database_url, vendor)
+    say(f"{vendor}: database {urlsplit(url).path.lstrip('/')}, logs in {outdir}")
+    env = setup_django(url, log_path, args.lease_seconds)
+
+    from django.core.management import call_command
+    from django.db import connections
+
+    call_command("migrate", verbosity=0, interactive=False)
+    create_schedules(args.schedules, rng)
+    connections.close_all()  # the soak itself stays off the database (and the restart)
+
+    fleet = Fleet(env, outdir, args.lease_seconds, rng)
+    started = time.monotonic()
+    try:
+        restart = soak(fleet, args, url, vendor)
+    finally:
+        unclean = fleet.stop()
+    say(f"workers stopped after {time.monotonic() - started:.0f}s; recovering leases, auditing")
+    recovered = settle(args.lease_seconds)
+    report = audit(log_path)
+    report["violations"]["unclean_worker_exits"] = len(unclean)
+    report["violations"]["worker_crashes"] = len(fleet.crashes)
+    if unclean:
+        report["examples"]["unclean_worker_exits"] = unclean
+    if fleet.crashes:
+        report["examples"]["worker_crashes"] = fleet.crashes[:3]
+    ok = not any(report["violations"].values())
+    report = {
+        "ok": ok,
+        "database": {"vendor": vendor, "name": urlsplit(url).path.lstrip("/")},
+        "config": {
+            k: (str(v) if isinstance(v, Path) else v)
+            for k, v in vars(args).items()
+            if k != "database_url"
+        },
+        "chaos": {
+            "workers_started": fleet.started,
+            "sigkills": fleet.killed,
+            "stalls": fleet.stalled,
+            "postgres_restart": restart,
+            "leases_recovered_after_stop": recovered,
+        },
+        **report,
+        "logs": str(outdir),
+    }
+    connections.close_all()
+    if not args.keep:
+        drop_database(url, vendor)
+    text = json.dumps(report, indent=2, default=str)
+    print(text)
+    if args.json_out:
+        args.json_out.write_text(text + "\n")
+    t = report["totals"]
+    v = report["violations"]
+    restarted = "1 PostgreSQL restart" if restart.get("done") else "no PostgreSQL restart"
+    print(
+        f"chaos: {'PASS' if ok else 'FAIL'} {vendor}, {args.duration:.0f}s, {args.workers} workers, "
+        f"{fleet.killed} SIGKILLs, {fleet.stalled} stalls, {restarted}; "
+        f"{t['attempts']} attempts, {t['receipts']} receipts; "
+        f"{v['duplicate_successes'] + v['double_success_in_log']} duplicate successes, "
+        f"{v['lost_occurrences']} lost occurrences, {v['open_attempts']} open attempts, "
+        f"{sum(v.values())} violations in all"
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

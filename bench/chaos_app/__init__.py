@@ -1,0 +1,1 @@
+"""Callbacks of the chaos soak (bench/chaos.py); autodiscovered from ``schedules.py``."""

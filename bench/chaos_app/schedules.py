@@ -1,0 +1,65 @@
+"""The chaos soak's one callback, ``chaos.work``.
+
+Every execution appends two lines to the side-effect log (``$CHAOS_LOG``, opened with
+``O_APPEND`` and written with one ``write`` each, so lines from concurrent processes never
+interleave)::
+
+    start <idempotency_key> <attempt> <pid> <worker time>
+    done <idempotency_key> <attempt> <ok|fail|skip> <pid> <worker time>
+
+What an execution does is decided by a hash of ``(idempotency key, attempt)``, so a run
+is reproducible and a retry may behave differently from the first attempt:
+
+* 10 %: raise ``RuntimeError`` (failed, retried with backoff);
+* 8 %: raise ``SkipRun`` (skipped: not a success);
+* 5 %: sleep ``LEASE_SECONDS + 1.5`` s - past the lease, which the worker must keep renewing -
+  then succeed;
+* otherwise: sleep up to 0.3 s, then succeed.
+
+A worker SIGKILLed mid-run leaves a ``start`` line without its ``done`` line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+
+from django_durable_schedules import SkipRun, register
+
+FAIL, SKIP, SLOW = 0.10, 0.18, 0.23
+
+
+def draw(key: str, attempt: int) -> float:
+    """A number in [0, 1) fixed by the occurrence's key and the attempt number."""
+    digest = hashlib.sha256(f"{key}:{attempt}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def _log(*fields: object) -> None:
+    line = " ".join(str(f) for f in fields) + "\n"
+    fd = os.open(os.environ["CHAOS_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+@register("chaos.work")
+def work(ctx):
+    """Record the execution, then fail, skip, overrun the lease or succeed (see above)."""
+    key, attempt, pid = ctx.idempotency_key, ctx.attempt, os.getpid()
+    _log("start", key, attempt, pid, f"{time.time():.3f}")
+    r = draw(key, attempt)
+    if r < FAIL:
+        _log("done", key, attempt, "fail", pid, f"{time.time():.3f}")
+        raise RuntimeError("chaos: planned failure")
+    if r < SKIP:
+        _log("done", key, attempt, "skip", pid, f"{time.time():.3f}")
+        raise SkipRun("chaos: planned skip")
+    if r < SLOW:
+        time.sleep(float(os.environ.get("CHAOS_LEASE_SECONDS", "4")) + 1.5)
+    else:
+        time.sleep(0.3 * (r - SLOW) / (1 - SLOW))
+    _log("done", key, attempt, "ok", pid, f"{time.time():.3f}")
+    return {"attempt": attempt}

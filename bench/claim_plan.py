@@ -1,0 +1,267 @@
+"""G3: the claim query's plan and time at 1k / 100k / 1M schedules (PostgreSQL).
+
+    .venv/bin/python bench/claim_plan.py [--sizes 1000,100000,1000000] [--batch 100] \\
+        [--samples 200] [--database-url postgres://postgres@127.0.0.1:5432/dds_bench_plan]
+
+For each size, in two situations — ``batch_due`` (only ``--batch`` rows due, the rest in
+the future: the everyday case) and ``all_due`` (every row due at once: the worst case,
+e.g. 1M rows after a long outage) — it:
+
+1. takes the exact locking ``SELECT`` that ``state.claim_due`` sends (captured from a real
+   claim in a Django subprocess, rolled back);
+2. runs ``EXPLAIN (ANALYZE, BUFFERS)`` on it and reports the plan's node types, whether a
+   ``Sort`` over every due row appears, the rows read and the shared buffers touched;
+3. times the statement ``--samples`` times (each in its own transaction, rolled back, so
+   the locks go away) and reports p50 / p99 / max in milliseconds: in the server
+   (planning + execution, from ``EXPLAIN (ANALYZE, TIMING OFF)``; the floor is judged on
+   this) and as a round trip from a Python client (adds psycopg decoding the rows).
+
+The claim must stay an index scan bounded by the batch: buffers and time must not grow
+with the table. Floor (issue #5, G3): p99 <= 10 ms at every size; target <= 5 ms and
+within 2x across sizes. Prints JSON, then one summary line; ``--check`` exits 1 when the
+floor or the plan check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+from common import (
+    ROOT,
+    T_SCHEDULE,
+    code_version,
+    connect,
+    dbname_of,
+    django_env,
+    emit,
+    log,
+    recreate_database,
+    run_django,
+    scalar,
+    server_info,
+)
+
+DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_bench_plan"
+
+CAPTURE = r"""
+import json, django
+django.setup()
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django_durable_schedules import state
+
+claims = []
+with CaptureQueriesContext(connection) as ctx:
+    try:  # only the SELECT matters; the rest may clash with synthetic rows
+        with transaction.atomic():
+            claims = state.claim_due(worker="plan-probe", limit=%(batch)d)
+            transaction.set_rollback(True)
+    except Exception:
+        pass
+sql = [q["sql"] for q in ctx.captured_queries if "FOR UPDATE" in q["sql"]]
+print(json.dumps({"sql": sql[0] if sql else None, "claimed": len(claims)}))
+"""
+
+
+def grow(conn: Any, target: int) -> None:
+    """Copy the seeded template row until the table holds ``target`` schedules."""
+    have = scalar(conn, f"SELECT count(*) FROM {T_SCHEDULE}")
+    if have >= target:
+        return
+    columns = [
+        row[0]
+        for row in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
+            "ORDER BY ordinal_position",
+            (T_SCHEDULE,),
+        )
+    ]
+    values = []
+    for column in columns:
+        if column == "id":
+            values.append("gen_random_uuid()")
+        elif column == "name":
+            values.append("'plan-' || lpad(g::text, 8, '0')")
+        else:
+            values.append(f"t.{column}")
+    conn.execute(
+        f"INSERT INTO {T_SCHEDULE} ({', '.join(columns)}) "
+        f"SELECT {', '.join(values)} FROM generate_series(%s::bigint, %s::bigint) AS g, "
+        f"(SELECT * FROM {T_SCHEDULE} ORDER BY name LIMIT 1) AS t",
+        (have, target - 1),
+    )
+
+
+def set_due(conn: Any, situation: str, batch: int) -> None:
+    """Everything in the future, then ``batch`` rows (``batch_due``) or every row
+    (``all_due``) due a minute ago; no leases; then ANALYZE."""
+    conn.execute(
+        f"UPDATE {T_SCHEDULE} SET status = 'active', lease_token = NULL, "
+        "lease_expires_at = NULL, next_run_at = date_trunc('second', now()) + "
+        "interval '1 hour' + (random() * interval '1 day')"
+    )
+    if situation == "all_due":
+        conn.execute(
+            f"UPDATE {T_SCHEDULE} SET next_run_at = date_trunc('second', now()) - "
+            "interval '1 minute' - (random() * interval '1 hour')"
+        )
+    else:
+        conn.execute(
+            f"UPDATE {T_SCHEDULE} SET next_run_at = date_trunc('second', now()) - "
+            "interval '1 minute' WHERE id IN "
+            f"(SELECT id FROM {T_SCHEDULE} ORDER BY random() LIMIT %s)",
+            (batch,),
+        )
+    conn.execute(f"VACUUM (ANALYZE) {T_SCHEDULE}")
+
+
+def capture_claim_sql(env: dict[str, str], batch: int) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", CAPTURE % {"batch": batch}],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    found = json.loads(out.strip().splitlines()[-1])
+    if not found["sql"]:
+        raise RuntimeError("no locking SELECT captured from state.claim_due")
+    return found["sql"]
+
+
+def nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [plan]
+    for child in plan.get("Plans", []):
+        found.extend(nodes(child))
+    return found
+
+
+def explain(conn: Any, sql: str) -> dict[str, Any]:
+    with conn.transaction(force_rollback=True):
+        (doc,) = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}").fetchone()
+    root = doc[0]["Plan"]
+    flat = nodes(root)
+    scans = [n for n in flat if "Scan" in n["Node Type"]]
+    sorts = [n for n in flat if n["Node Type"] in ("Sort", "Incremental Sort")]
+    return {
+        "nodes": [
+            n["Node Type"] + (f" using {n['Index Name']}" if "Index Name" in n else "")
+            for n in flat
+        ],
+        "rows_read_by_scans": sum(
+            n.get("Actual Rows", 0) * n.get("Actual Loops", 1) for n in scans
+        ),
+        "sort_input_rows": sum(n.get("Actual Rows", 0) for n in sorts),
+        "shared_buffers": sum(root.get(k, 0) for k in ("Shared Hit Blocks", "Shared Read Blocks")),
+        "execution_ms": round(doc[0]["Execution Time"], 3),
+        "index_scan": all(n["Node Type"].startswith(("Index", "Bitmap")) for n in scans),
+    }
+
+
+def _stats(times: list[float], prefix: str = "") -> dict[str, float]:
+    times = sorted(times)
+    return {
+        f"{prefix}p50_ms": round(statistics.median(times), 3),
+        f"{prefix}p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))], 3),
+        f"{prefix}max_ms": round(times[-1], 3),
+    }
+
+
+def time_query(conn: Any, sql: str, samples: int) -> dict[str, float]:
+    """The statement's time in the server (``EXPLAIN (ANALYZE, TIMING OFF)``'s execution
+    time: planning, index scan, row locks) and its round trip as a Python client sees it
+    (that adds the network and psycopg decoding 100 rows of ~40 columns, which the worker
+    pays as well). Each sample runs in its own rolled-back transaction."""
+    server, round_trip = [], []
+    for _ in range(samples):
+        with conn.transaction(force_rollback=True):
+            (doc,) = conn.execute(
+                f"EXPLAIN (ANALYZE, TIMING OFF, SUMMARY ON, FORMAT JSON) {sql}"
+            ).fetchone()
+            server.append(doc[0]["Planning Time"] + doc[0]["Execution Time"])
+        with conn.transaction(force_rollback=True):
+            started = time.perf_counter()
+            conn.execute(sql).fetchall()
+            round_trip.append((time.perf_counter() - started) * 1000)
+    return {**_stats(server), **_stats(round_trip, "round_trip_")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="1000,100000,1000000")
+    p.add_argument("--batch", type=int, default=100)
+    p.add_argument("--samples", type=int, default=200)
+    p.add_argument("--floor-ms", type=float, default=10.0)
+    p.add_argument("--database-url", default=DEFAULT_URL)
+    p.add_argument("--check", action="store_true")
+    args = p.parse_args(argv)
+    if not dbname_of(args.database_url).startswith("dds_bench"):
+        p.error("refusing to drop a database whose name does not start with dds_bench")
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    env = django_env(args.database_url)
+
+    log(f"recreating {dbname_of(args.database_url)}")
+    recreate_database(args.database_url)
+    run_django(["-m", "django", "migrate", "--verbosity", "0"], env)
+    run_django([str(ROOT / "bench" / "seed.py"), "1"], env)
+
+    results: list[dict[str, Any]] = []
+    with connect(args.database_url) as conn:
+        server = server_info(conn)
+        for size in sizes:
+            log(f"growing to {size:,} schedules")
+            grow(conn, size)
+            for situation in ("batch_due", "all_due"):
+                set_due(conn, situation, args.batch)
+                sql = capture_claim_sql(env, args.batch)
+                plan = explain(conn, sql)
+                timing = time_query(conn, sql, args.samples)
+                row = {"schedules": size, "situation": situation, **timing, "plan": plan}
+                log(
+                    f"{size:>9,} {situation:9}: p99 {timing['p99_ms']} ms "
+                    f"(round trip {timing['round_trip_p99_ms']} ms), "
+                    f"{plan['shared_buffers']} buffers, {' > '.join(plan['nodes'])}"
+                )
+                results.append(row)
+        claim_sql = sql
+
+    p99s = [r["p99_ms"] for r in results]
+    bounded = all(
+        r["plan"]["index_scan"] and r["plan"]["sort_input_rows"] <= args.batch * 2 for r in results
+    )
+    floor_ok = max(p99s) <= args.floor_ms
+    spread = max(p99s) / max(min(p99s), 1e-6)
+    report = {
+        "benchmark": "claim_plan",
+        "batch": args.batch,
+        "samples": args.samples,
+        "results": results,
+        "claim_sql": claim_sql,
+        "worst_p99_ms": max(p99s),
+        "worst_round_trip_p99_ms": max(r["round_trip_p99_ms"] for r in results),
+        "p99_spread_across_sizes": round(spread, 2),
+        "plan_bounded_by_batch": bounded,
+        "floor": {"p99_ms": args.floor_ms, "passed": floor_ok and bounded},
+        "postgresql": server,
+        "code": code_version(),
+    }
+    cells = ", ".join(f"{r['schedules']:,} {r['situation']} {r['p99_ms']} ms" for r in results)
+    verdict = "PASS" if floor_ok and bounded else "FAIL"
+    emit(
+        report,
+        f"claim_plan: server p99 {cells}; worst round trip p99 "
+        f"{max(r['round_trip_p99_ms'] for r in results)} ms; plan bounded by batch: {bounded} "
+        f"(floor {args.floor_ms:g} ms: {verdict})",
+    )
+    return 1 if args.check and verdict == "FAIL" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""System checks added for issue #6: setting types, required apps, several SQLite workers."""
+
+from io import StringIO
+
+import pytest
+from django.core import checks
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import override_settings
+
+from django_durable_schedules import checks as dds_checks
+from django_durable_schedules import state
+
+pytestmark = pytest.mark.django_db(transaction=True)
+sqlite_only = pytest.mark.skipif(
+    connection.vendor != "sqlite", reason="the SQLite worker warning is SQLite-only"
+)
+
+
+def ids(messages):
+    return {m.id for m in messages}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"RENEW_EVERY_SECONDS": "10"},
+        {"RENEW_EVERY_SECONDS": -1},
+        {"SKEW_WARN_SECONDS": "5"},
+        {"AUTODISCOVER": "yes"},
+        {"SYNC_ON_MIGRATE": 1},
+        {"API_OWNER_SCOPED": None},
+        {"API_PERMISSION_CLASSES": "rest_framework.permissions.IsAdminUser"},
+    ],
+)
+def test_a_setting_of_the_wrong_type_is_an_error_not_a_crash(bad):
+    with override_settings(DURABLE_SCHEDULES=bad):
+        found = ids(checks.run_checks())
+    assert "durable_schedules.E006" in found
+
+
+def test_good_settings_pass():
+    good = {"RENEW_EVERY_SECONDS": 5, "AUTODISCOVER": False, "SKEW_WARN_SECONDS": 0}
+    with override_settings(DURABLE_SCHEDULES=good):
+        found = ids(checks.run_checks())
+    assert not {i for i in found if i.startswith("durable_schedules.")}
+
+
+def test_backoff_cap_below_base_warns():
+    with override_settings(
+        DURABLE_SCHEDULES={"BACKOFF_BASE_SECONDS": 120, "BACKOFF_CAP_SECONDS": 60}
+    ):
+        assert "durable_schedules.W003" in ids(checks.run_checks())
+
+
+def test_missing_required_app_is_an_error(monkeypatch):
+    from django.apps import apps
+
+    real = apps.is_installed
+    monkeypatch.setattr(
+        apps, "is_installed", lambda name: name != "django.contrib.auth" and real(name)
+    )
+    messages = dds_checks.check_setting_types()
+    assert [m.id for m in messages] == ["durable_schedules.E007"]
+    assert "django.contrib.auth" in messages[0].msg
+
+
+@sqlite_only
+def test_several_live_workers_on_sqlite_warn_only_with_databases():
+    state.heartbeat("w1")
+    assert "durable_schedules.W002" not in ids(checks.run_checks(databases=["default"]))
+    state.heartbeat("w2")
+    assert "durable_schedules.W002" in ids(checks.run_checks(databases=["default"]))
+    assert "durable_schedules.W002" not in ids(checks.run_checks())  # no database: no query
+    state.heartbeat("w2", stopping=True)
+    assert "durable_schedules.W002" not in ids(checks.run_checks(databases=["default"]))
+
+
+@pytest.mark.skipif(connection.vendor == "sqlite", reason="not SQLite")
+def test_several_workers_on_other_databases_are_fine():
+    state.heartbeat("w1")
+    state.heartbeat("w2")
+    assert "durable_schedules.W002" not in ids(checks.run_checks(databases=["default"]))
+
+
+@sqlite_only
+def test_run_scheduler_warns_at_start_when_another_worker_is_alive_on_sqlite():
+    err = StringIO()
+    call_command("run_scheduler", "--once", verbosity=0, stdout=StringIO(), stderr=err)
+    assert "SQLite" not in err.getvalue()
+    state.heartbeat("elsewhere")
+    call_command("run_scheduler", "--once", verbosity=0, stdout=StringIO(), stderr=err)
+    assert "another worker is alive on this SQLite database (elsewhere)" in err.getvalue()

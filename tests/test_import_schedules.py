@@ -1,0 +1,133 @@
+"""``manage.py import_schedules`` against the real django-celery-beat and django-q2 models.
+
+Their apps are installed only by ``tests.settings_import``; run this file with
+``python -m pytest --ds tests.settings_import tests/test_import_schedules.py`` (.ci/run
+does). Under the default settings it is skipped, except for the not-installed error.
+"""
+
+from datetime import UTC, datetime, timedelta
+from io import StringIO
+
+import pytest
+from django.apps import apps
+from django.core.management import CommandError, call_command
+from django.test.utils import override_settings
+
+from django_durable_schedules.models import Schedule, ScheduleEvent
+
+pytestmark = pytest.mark.django_db(transaction=True)
+needs_beat = pytest.mark.skipif(
+    not apps.is_installed("django_celery_beat"), reason="needs --ds tests.settings_import"
+)
+needs_q = pytest.mark.skipif(
+    not apps.is_installed("django_q"), reason="needs --ds tests.settings_import"
+)
+T = datetime(2027, 6, 1, 6, 15, tzinfo=UTC)
+
+
+def run(*args):
+    out = StringIO()
+    call_command("import_schedules", *args, stdout=out)
+    return out.getvalue()
+
+
+@pytest.mark.skipif(apps.is_installed("django_celery_beat"), reason="installed")
+def test_a_source_that_is_not_installed_is_an_error():
+    with pytest.raises(CommandError, match="not in INSTALLED_APPS"):
+        run("--from", "celery-beat")
+
+
+@needs_beat
+def test_import_from_celery_beat():
+    from django_celery_beat.models import (
+        ClockedSchedule,
+        CrontabSchedule,
+        IntervalSchedule,
+        PeriodicTask,
+        SolarSchedule,
+    )
+
+    every = IntervalSchedule.objects.create(every=10, period=IntervalSchedule.MINUTES)
+    cron = CrontabSchedule.objects.create(
+        minute="0", hour="4", day_of_week="1-5", timezone="Europe/Paris"
+    )
+    clock = ClockedSchedule.objects.create(clocked_time=T + timedelta(days=30))
+    solar = SolarSchedule.objects.create(event="sunset", latitude=48.85, longitude=2.35)
+    PeriodicTask.objects.create(
+        name="ten minutes", task="proj.tasks.tick", interval=every, kwargs='{"n": 1}'
+    )
+    PeriodicTask.objects.create(name="weekday 4am", task="tests.echo", crontab=cron, enabled=False)
+    PeriodicTask.objects.create(name="once", task="tests.noop", clocked=clock, one_off=True)
+    PeriodicTask.objects.create(name="sun", task="tests.noop", solar=solar)
+    PeriodicTask.objects.create(name="not ours", task="proj.tasks.other", interval=every)
+
+    out = run("--from", "celery-beat", "--dry-run", "--callback-map", "proj.tasks.tick=tests.noop")
+    assert "dry run: 3 would create, 2 skipped" in out and not Schedule.objects.exists()
+
+    out = run(
+        "--from", "celery-beat", "--callback-map", "proj.tasks.tick=tests.noop", "--disable-source"
+    )
+    assert "3 created, 2 skipped" in out
+    assert "solar schedules have no equivalent" in out and "'proj.tasks.other'" in out
+    tick = Schedule.objects.get(name="ten-minutes")
+    assert (tick.kind, tick.interval_seconds, tick.callback, tick.payload) == (
+        "interval",
+        600,
+        "tests.noop",
+        {"n": 1},
+    )
+    wk = Schedule.objects.get(name="weekday-4am")
+    assert (wk.cron, wk.timezone, wk.status) == ("0 4 * * 1-5", "Europe/Paris", "paused")
+    once = Schedule.objects.get(name="once")
+    assert once.kind == "once" and once.run_at == T + timedelta(days=30)
+    assert ScheduleEvent.objects.filter(source="import", action="created").count() == 3
+    assert set(PeriodicTask.objects.filter(enabled=True).values_list("name", flat=True)) == {
+        "sun",
+        "not ours",
+    }
+
+    out = run("--from", "celery-beat", "--callback-map", "proj.tasks.tick=tests.noop")
+    assert "3 exists, 2 skipped" in out and Schedule.objects.count() == 3
+
+
+@needs_q
+def test_import_from_django_q2():
+    from django_q.models import Schedule as QSchedule
+
+    QSchedule.objects.create(
+        name="nightly",
+        func="proj.jobs.nightly",
+        schedule_type="D",
+        next_run=T,
+        kwargs="dry_run=False",
+    )
+    QSchedule.objects.create(func="tests.noop", schedule_type="I", minutes=5, repeats=4, next_run=T)
+    QSchedule.objects.create(
+        name="cron job", func="tests.noop", schedule_type="C", cron="*/20 8-18 * * 1-5", next_run=T
+    )
+    QSchedule.objects.create(
+        name="done", func="tests.noop", schedule_type="O", repeats=0, next_run=T
+    )
+    with override_settings(TIME_ZONE="America/New_York"):
+        out = run(
+            "--from",
+            "django-q2",
+            "--callback-map",
+            "proj.jobs.nightly=tests.echo",
+            "--disable-source",
+        )
+    assert "3 created, 1 skipped" in out and "nothing left to run" in out
+    nightly = Schedule.objects.get(name="nightly")
+    assert (nightly.kind, nightly.cron, nightly.timezone) == (
+        "cron",
+        "15 2 * * *",
+        "America/New_York",
+    )
+    assert nightly.payload == {"dry_run": False}
+    five = Schedule.objects.get(metadata__source_id=str(QSchedule.objects.get(minutes=5).pk))
+    assert five.name.startswith("django-q-") and five.interval_seconds == 300
+    assert five.max_runs == 4
+    assert Schedule.objects.get(name="cron-job").cron == "*/20 8-18 * * 1-5"
+    assert list(QSchedule.objects.exclude(repeats=0).values_list("name", flat=True)) == []
+    out = run("--from", "django-q2", "--callback-map", "proj.jobs.nightly=tests.echo")
+    assert "3 exists" in out and Schedule.objects.count() == 3
