@@ -1,6 +1,7 @@
 from typing import Any
 
 from django.apps import AppConfig
+from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 from django.db.models.signals import post_migrate, post_save
@@ -20,7 +21,11 @@ class DurableSchedulesConfig(AppConfig):
         from .conf import app_settings
         from .registry import autodiscover
 
-        if app_settings.AUTODISCOVER:
+        try:
+            discover = app_settings.AUTODISCOVER
+        except ImproperlyConfigured:  # DURABLE_SCHEDULES is not a dict: check E002 says so
+            discover = True
+        if discover:
             autodiscover()
         post_migrate.connect(_sync_after_migrate, sender=self)
         connection_created.connect(
@@ -43,5 +48,9 @@ def _sync_after_migrate(sender: Any, using: str = "default", **kwargs: Any) -> N
     from .conf import app_settings
     from .state import sync_declared
 
-    if app_settings.SYNC_ON_MIGRATE:
+    try:
+        sync = app_settings.SYNC_ON_MIGRATE
+    except ImproperlyConfigured:  # check E002 stops migrate before this in practice
+        return
+    if sync:
         sync_declared(using=using)

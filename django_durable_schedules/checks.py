@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.conf import settings
@@ -47,12 +48,27 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         "ERROR_MESSAGE_MAX_CHARS",
         "WORKER_STALE_SECONDS",
     )
+    # Counts (and the lease, read as whole seconds) must be whole numbers >= 1: 0.5
+    # threads or a batch of 0.5 would pass "positive" and stop the worker (found by a
+    # newcomer). Every value must be finite (nan and 1e400 are floats too).
+    whole = {
+        "LEASE_SECONDS",
+        "BATCH_SIZE",
+        "CONCURRENCY",
+        "MAX_ATTEMPTS",
+        "RESULT_MAX_BYTES",
+        "ERROR_MESSAGE_MAX_CHARS",
+    }
     for key in positive:
         value = conf.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        valid = _is_number(value) and math.isfinite(value) and value > 0
+        if valid and key in whole:
+            valid = value >= 1 and value == int(value)
+        if not valid:
+            kind = "a whole number >= 1" if key in whole else "a positive, finite number"
             errors.append(
                 Error(
-                    f"DURABLE_SCHEDULES[{key!r}] must be a positive number, not {value!r}.",
+                    f"DURABLE_SCHEDULES[{key!r}] must be {kind}, not {value!r}.",
                     id="durable_schedules.E004",
                 )
             )
@@ -183,6 +199,8 @@ def live_sqlite_workers(using: str = "default") -> list[str]:
     from .models import WorkerHeartbeat
     from .state import db_now
 
+    if not settings.USE_TZ:
+        return []  # E001 says so; aware datetimes cannot even be queried then
     try:
         stale = db_now(using) - timedelta(seconds=conf.app_settings.WORKER_STALE_SECONDS)
         return list(
@@ -190,7 +208,7 @@ def live_sqlite_workers(using: str = "default") -> list[str]:
             .filter(stopped_at__isnull=True, last_seen_at__gte=stale)
             .values_list("worker_id", flat=True)
         )
-    except DatabaseError:
+    except (DatabaseError, ValueError, ImproperlyConfigured):
         return []
 
 
@@ -214,3 +232,36 @@ def check_sqlite_workers(
                 )
             )
     return messages
+
+
+@register(Tags.compatibility)
+def check_declared_schedules(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """E008: a schedule declared in code (``register(..., every=/cron=/at=)``) that would not
+    validate, reported before ``migrate`` or a worker tries to create it."""
+    from django.core.exceptions import ValidationError
+
+    from .models import Schedule
+    from .registry import registry
+    from .state import declared_fields
+
+    errors: list[Any] = []
+    for reg in registry.declared():
+        row = Schedule(name=reg.name, **declared_fields(reg))
+        try:
+            row.clean_fields()
+            row.clean()
+        except ValidationError as exc:
+            detail = (
+                "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+                if hasattr(exc, "error_dict")
+                else " ".join(exc.messages)
+            )
+            errors.append(
+                Error(
+                    f"The schedule declared in code for {reg.name!r} is invalid: {detail}",
+                    hint="Fix the every=/cron=/timezone=/at= arguments of its register(...) call.",
+                    obj=reg.name,
+                    id="durable_schedules.E008",
+                )
+            )
+    return errors

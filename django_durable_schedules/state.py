@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Field, ForeignObjectRel, QuerySet
 from django.db.models.functions import Now
@@ -1333,6 +1334,46 @@ def update_schedule(
 # ---------------------------------------------------------------------------------------
 
 
+def declared_fields(reg: Any) -> dict[str, Any]:
+    """The schedule fields a registration declares (``register(..., every=/cron=/at=)``)."""
+    d = reg.declaration
+    assert d is not None
+    wanted: dict[str, Any] = {
+        "callback": reg.name,
+        "kind": d.kind,
+        "interval_seconds": d.every,
+        "cron": d.cron or "",
+        "run_at": d.at,
+        "start_at": d.start_at,
+        "end_at": d.end_at,
+        "max_runs": d.max_runs,
+    }
+    if d.timezone:
+        wanted["timezone"] = d.timezone
+    if d.payload is not None:
+        wanted["payload"] = d.payload
+    return wanted
+
+
+def _clean_declared(row: Schedule) -> None:
+    """``full_clean`` a schedule declared in code; an invalid declaration is a programming
+    error, raised as ``ImproperlyConfigured`` naming the schedule (check E008 reports it
+    before any command runs)."""
+    try:
+        row.full_clean()
+    except ValidationError as exc:
+        raise ImproperlyConfigured(
+            f"The schedule declared in code for {row.name!r} is invalid: "
+            f"{_messages(exc)}. Fix its register(...) call."
+        ) from exc
+
+
+def _messages(exc: ValidationError) -> str:
+    if hasattr(exc, "error_dict"):
+        return "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+    return " ".join(exc.messages)
+
+
 def sync_declared(*, using: str = "default", now: datetime | None = None) -> list[Schedule]:
     """Create or update the schedules declared with ``register(..., every=/cron=/at=)``.
 
@@ -1344,22 +1385,7 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
     """
     changed: list[Schedule] = []
     for reg in registry.declared():
-        d = reg.declaration
-        assert d is not None
-        wanted: dict[str, Any] = {
-            "callback": reg.name,
-            "kind": d.kind,
-            "interval_seconds": d.every,
-            "cron": d.cron or "",
-            "run_at": d.at,
-            "start_at": d.start_at,
-            "end_at": d.end_at,
-            "max_runs": d.max_runs,
-        }
-        if d.timezone:
-            wanted["timezone"] = d.timezone
-        if d.payload is not None:
-            wanted["payload"] = d.payload
+        wanted = declared_fields(reg)
         with transaction.atomic(using=using):
             _lock_for_write(using)
             row = _locked(
@@ -1367,7 +1393,7 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
             ).first()
             if row is None:
                 row = Schedule(name=reg.name, **wanted)
-                row.full_clean()
+                _clean_declared(row)
                 row.save(using=using)
                 record_event(
                     row,
@@ -1383,7 +1409,7 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
             if diff:
                 for k, v in diff.items():
                     setattr(row, k, v)
-                row.full_clean()
+                _clean_declared(row)
                 row.save(using=using)
                 record_event(
                     row,

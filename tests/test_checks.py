@@ -91,3 +91,60 @@ def test_run_scheduler_warns_at_start_when_another_worker_is_alive_on_sqlite():
     state.heartbeat("elsewhere")
     call_command("run_scheduler", "--once", verbosity=0, stdout=StringIO(), stderr=err)
     assert "another worker is alive on this SQLite database (elsewhere)" in err.getvalue()
+
+
+# --- found by a newcomer trying to break a fresh project (issue #6) -----------------------
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"CONCURRENCY": 0.5},
+        {"BATCH_SIZE": 0.5},
+        {"LEASE_SECONDS": 0.5},
+        {"LEASE_SECONDS": float("nan")},
+        {"LEASE_SECONDS": float("inf")},
+        {"POLL_MAX_SECONDS": float("nan")},
+        {"MAX_ATTEMPTS": 2.5},
+    ],
+)
+def test_counts_must_be_whole_and_every_number_finite(bad):
+    with override_settings(DURABLE_SCHEDULES=bad):
+        found = ids(checks.run_checks())
+    assert "durable_schedules.E004" in found
+
+
+@pytest.mark.parametrize("bad", [[("LEASE_SECONDS", 30)], "30"])
+def test_a_durable_schedules_setting_that_is_not_a_dict_is_e002_not_a_crash(bad):
+    with override_settings(DURABLE_SCHEDULES=bad):
+        found = ids(checks.run_checks(databases=["default"]))
+    assert "durable_schedules.E002" in found
+
+
+def test_use_tz_false_is_e001_not_a_crash_of_the_database_checks():
+    with override_settings(USE_TZ=False):
+        found = ids(checks.run_checks(databases=["default"]))
+    assert "durable_schedules.E001" in found
+
+
+@pytest.fixture
+def bad_declaration():
+    from django_durable_schedules import register
+    from django_durable_schedules.registry import registry
+
+    register("t.bad_cron", lambda ctx: None, cron="61 * * * *")
+    yield "t.bad_cron"
+    registry.remove("t.bad_cron")
+
+
+def test_an_invalid_schedule_declared_in_code_is_e008_naming_it(bad_declaration):
+    messages = [m for m in checks.run_checks() if m.id == "durable_schedules.E008"]
+    assert len(messages) == 1
+    assert "'t.bad_cron'" in messages[0].msg and "61" in messages[0].msg
+
+
+def test_syncing_an_invalid_declaration_names_it(bad_declaration):
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured, match="t.bad_cron"):
+        state.sync_declared()

@@ -31,7 +31,7 @@ def positive_float(value: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
     if not (0 < number < 86400):
-        raise argparse.ArgumentTypeError(f"{value} must be between 0 and 86400 seconds")
+        raise argparse.ArgumentTypeError(f"{value} must be more than 0 and less than 86400 seconds")
     return number
 
 
