@@ -4,7 +4,8 @@
 
 Adds a ``connection.execute_wrapper`` to every database connection the worker opens (the
 engine's own code is untouched) and rewrites COUNT_FILE with the running total about
-every 0.5 s and at exit, as ``<statements> <unix time>``.
+every 0.5 s and at exit, as ``<statements> <unix time>``. ``DDS_BENCH_LOG_SQL=1`` also
+prints each statement (time and first 120 characters) on stderr.
 """
 
 from __future__ import annotations
@@ -32,13 +33,19 @@ def main() -> None:
     lock = threading.Lock()
     total = [0]
 
+    log_sql = os.environ.get("DDS_BENCH_LOG_SQL") == "1"
+
     def counter(execute, sql, params, many, context):
         with lock:
             total[0] += 1
+        if log_sql:
+            print(f"{time.time():.3f} SQL {sql[:120]}", file=sys.stderr, flush=True)
         return execute(sql, params, many, context)
 
     def on_connect(sender, connection, **kwargs):
-        connection.execute_wrappers.append(counter)
+        # The wrapper object outlives its connections (every reconnect fires this again).
+        if counter not in connection.execute_wrappers:
+            connection.execute_wrappers.append(counter)
 
     connection_created.connect(on_connect, weak=False)
 
