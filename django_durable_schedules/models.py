@@ -274,10 +274,6 @@ class Schedule(models.Model):
         if self.definition_hash != new_hash:
             now = timing.truncate_to_second(dj_timezone.now())
             first = self._state.adding and self.occurrence == 0
-            if first and self.kind == Kind.INTERVAL and self.start_at is None:
-                # Slot 0 is the anchor, the creation instant: it is due at once (R4) even
-                # when a second boundary passed between building the row and saving it.
-                now = min(now, self.anchor)
             if self.status == Status.ACTIVE:
                 self.next_run_at = plan_next(self, now, first=first)
             self.definition_hash = new_hash

@@ -345,7 +345,7 @@ def test_use_tz_false_is_refused_and_touches_nothing_b10(start_worker):
     [
         (("--batch-size", "0"), "--batch-size: 0 must be at least 1"),
         (("--concurrency", "two"), "--concurrency: 'two' is not an integer"),
-        (("--lease-seconds", "0"), "--lease-seconds: 0 must be between"),
+        (("--lease-seconds", "0"), "--lease-seconds: 0 must be more than 0"),
         (("--max-idle", "nan"), "--max-idle"),
     ],
 )
