@@ -40,8 +40,8 @@ from common import (
     dbname_of,
     django_env,
     emit,
+    fresh_database,
     log,
-    recreate_database,
     run_django,
     scalar,
     server_info,
@@ -207,9 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = sorted(int(s) for s in args.sizes.split(","))
     env = django_env(args.database_url)
 
-    log(f"recreating {dbname_of(args.database_url)}")
-    recreate_database(args.database_url)
-    run_django(["-m", "django", "migrate", "--verbosity", "0"], env)
+    fresh_database(args.database_url, env)
     run_django([str(ROOT / "bench" / "seed.py"), "1"], env)
 
     results: list[dict[str, Any]] = []

@@ -305,3 +305,17 @@ def emit(report: dict[str, Any], summary: str, json_out: Path | None = None) -> 
     if json_out:
         json_out.write_text(text + "\n")
     print(summary, flush=True)
+
+
+def fresh_database(url: str, env: dict[str, str]) -> None:
+    """Drop and recreate the bench database at ``url`` and migrate it (tests.settings)."""
+    log(f"recreating {dbname_of(url)}")
+    recreate_database(url)
+    run_django(["-m", "django", "migrate", "--verbosity", "0"], env)
+
+
+def wait_for_heartbeats(
+    conn: psycopg.Connection, n: int, procs: list[tuple[subprocess.Popen[bytes], Path]]
+) -> None:
+    """Wait (at most 60 s) until ``n`` workers have written a heartbeat."""
+    wait_for(conn, f"SELECT count(*) FROM {T_HEARTBEAT}", n, time.monotonic() + 60, procs, 0.1)

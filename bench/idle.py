@@ -43,11 +43,12 @@ from common import (
     dbname_of,
     django_env,
     emit,
+    fresh_database,
     log,
-    recreate_database,
     run_django,
     scalar,
     stop_workers,
+    wait_for_heartbeats,
 )
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_bench_idle"
@@ -128,11 +129,7 @@ def measure_size(
                 stderr=subprocess.STDOUT,
             )
         try:
-            deadline = time.monotonic() + 60
-            while scalar(conn, f"SELECT count(*) FROM {T_HEARTBEAT}") < 1:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the worker did not start; see {log_path}")
-                time.sleep(0.1)
+            wait_for_heartbeats(conn, 1, [(proc, log_path)])
             time.sleep(args.settle_seconds)
             start_count, started = read_count(count_file), time.monotonic()
             time.sleep(args.idle_seconds)
@@ -170,9 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("refusing to drop a database whose name does not start with dds_bench")
     sizes = sorted(int(s) for s in args.sizes.split(","))
     env = django_env(args.database_url)
-    log(f"recreating {dbname_of(args.database_url)}")
-    recreate_database(args.database_url)
-    run_django(["-m", "django", "migrate", "--verbosity", "0"], env)
+    fresh_database(args.database_url, env)
     run_django([str(ROOT / "bench" / "seed.py"), "1"], env)
     results = []
     with connect(args.database_url) as conn:

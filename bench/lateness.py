@@ -29,19 +29,18 @@ from typing import Any
 from common import (
     ROOT,
     T_ATTEMPT,
-    T_HEARTBEAT,
     T_RECEIPT,
     code_version,
     connect,
     dbname_of,
     django_env,
     emit,
+    fresh_database,
     log,
-    recreate_database,
-    run_django,
     scalar,
     start_workers,
     stop_workers,
+    wait_for_heartbeats,
 )
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_bench_lateness"
@@ -111,9 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     if not dbname_of(args.database_url).startswith("dds_bench"):
         p.error("refusing to drop a database whose name does not start with dds_bench")
     env = django_env(args.database_url)
-    log(f"recreating {dbname_of(args.database_url)}")
-    recreate_database(args.database_url)
-    run_django(["-m", "django", "migrate", "--verbosity", "0"], env)
+    fresh_database(args.database_url, env)
 
     with connect(args.database_url) as conn:
         procs = start_workers(
@@ -124,11 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             ["--concurrency", str(args.concurrency), "--verbosity", "0"],
         )
         try:
-            deadline = time.monotonic() + 60
-            while scalar(conn, f"SELECT count(*) FROM {T_HEARTBEAT}") < args.workers:
-                if time.monotonic() > deadline:
-                    raise TimeoutError("workers did not start")
-                time.sleep(0.1)
+            wait_for_heartbeats(conn, args.workers, procs)
             seeded = subprocess.run(
                 [
                     sys.executable,

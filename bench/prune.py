@@ -38,8 +38,8 @@ from common import (
     dbname_of,
     django_env,
     emit,
+    fresh_database,
     log,
-    recreate_database,
     run_django,
     scalar,
     server_info,
@@ -119,9 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("refusing to drop a database whose name does not start with dds_bench")
     env = django_env(args.database_url)
 
-    log(f"recreating {dbname_of(args.database_url)}")
-    recreate_database(args.database_url)
-    run_django(["-m", "django", "migrate", "--verbosity", "0"], env)
+    fresh_database(args.database_url, env)
     run_django([str(ROOT / "bench" / "seed.py"), str(args.schedules)], env)
     with connect(args.database_url) as conn:
         server = server_info(conn)

@@ -27,7 +27,6 @@ from typing import Any
 from common import (
     ROOT,
     T_ATTEMPT,
-    T_HEARTBEAT,
     T_RECEIPT,
     T_SCHEDULE,
     code_version,
@@ -35,14 +34,15 @@ from common import (
     dbname_of,
     django_env,
     emit,
+    fresh_database,
     log,
     make_due,
-    recreate_database,
     reset,
     run_django,
     scalar,
     start_workers,
     stop_workers,
+    wait_for_heartbeats,
 )
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_bench_recovery"
@@ -71,11 +71,8 @@ def one_round(conn: Any, env: dict[str, str], args: argparse.Namespace, tag: str
     procs = start_workers(2, env, ROOT / "bench" / "out", tag, worker_args)
     by_id = {f"bench-{tag}-w{i}": proc for i, (proc, _) in enumerate(procs)}
     try:
+        wait_for_heartbeats(conn, 2, procs)
         deadline = time.monotonic() + 60
-        while scalar(conn, f"SELECT count(*) FROM {T_HEARTBEAT}") < 2:
-            if time.monotonic() > deadline:
-                raise TimeoutError("workers did not start")
-            time.sleep(0.1)
         make_due(conn)
         (worker,) = wait_value(
             conn, f"SELECT worker FROM {T_ATTEMPT} ORDER BY claimed_at LIMIT 1", deadline
@@ -123,9 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     if not dbname_of(args.database_url).startswith("dds_bench"):
         p.error("refusing to drop a database whose name does not start with dds_bench")
     env = django_env(args.database_url)
-    log(f"recreating {dbname_of(args.database_url)}")
-    recreate_database(args.database_url)
-    run_django(["-m", "django", "migrate", "--verbosity", "0"], env)
+    fresh_database(args.database_url, env)
     run_django([str(ROOT / "bench" / "seed.py"), "1", "tests.sleep", '{"seconds": 120}'], env)
     rounds = []
     with connect(args.database_url) as conn:
