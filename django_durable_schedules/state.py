@@ -34,7 +34,8 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import IntegrityError, connections, transaction
-from django.db.models import Field, ForeignObjectRel, QuerySet
+from django.db.models import DateTimeField, Field, ForeignObjectRel, QuerySet
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 from django.utils import timezone as dj_timezone
 from django.utils.dateparse import parse_datetime
@@ -207,6 +208,10 @@ _NOW_SQL = {
 }
 
 
+# The same clocks as SQL expressions, for the due test inside claim_due's locking SELECT.
+_DUE_NOW_SQL = {"postgresql": "statement_timestamp()", "mysql": "UTC_TIMESTAMP(6)"}
+
+
 def db_now(using: str = "default") -> datetime:
     """The database server's current time as an aware UTC datetime (R8).
 
@@ -358,7 +363,18 @@ def claim_due(
     claims: list[Claim] = []
     with transaction.atomic(using=using):
         _lock_for_write(using)
-        now = _resolve_now(now, using)
+        vendor = connections[using].vendor
+        # With row locks, "due" is judged by the database clock inside the locking SELECT and
+        # the claim time is read after it: a row released or completed by another worker is
+        # visible here only once that commit happened, so its next attempt's ``claimed_at``
+        # can never precede the previous attempt's ``finished_at`` (R7). SQLite serialises
+        # writers with _lock_for_write, so reading its clock first is already ordered.
+        clock_after = now is None and vendor in _DUE_NOW_SQL
+        due_before: Any = (
+            RawSQL(_DUE_NOW_SQL[vendor], (), output_field=DateTimeField())
+            if clock_after
+            else (now := _resolve_now(now, using))
+        )
         qs = (
             Schedule.objects.using(using)
             .filter(
@@ -367,13 +383,16 @@ def claim_due(
                     Status.PAUSED,
                 ),  # paused rows are due only when triggered
                 lease_token__isnull=True,
-                next_run_at__lte=now,
+                next_run_at__lte=due_before,
             )
             .order_by("next_run_at")
         )
         rows = list(_locked(qs, using, skip_locked=True)[:limit])
         if not rows:
             return []
+        if clock_after:
+            now = db_now(using)
+        assert now is not None
         attempts: list[RunAttempt] = []
         receipts: list[RunReceipt] = []
         for row in rows:

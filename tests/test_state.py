@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import OperationalError
+from django.db import OperationalError, connection, connections
 from django.test.utils import override_settings
 
 from django_durable_schedules import state
@@ -406,3 +408,39 @@ def test_enable_a_failed_schedule_resets_failures():
     state.enable(s.pk, now=T0 + 10 * S)
     s.refresh_from_db()
     assert (s.status, s.failure_count, s.next_run_at) == ("active", 0, T0 + 60 * S)
+
+
+@pytest.mark.skipif(
+    not connection.features.has_select_for_update,
+    reason="SQLite serialises writers before reading its clock",
+)
+def test_reclaim_after_a_concurrent_release_never_starts_before_it_ended(monkeypatch):
+    # CI found it on MariaDB: worker B read its clock, worker A released the same schedule
+    # and committed, then B's locking SELECT saw the row and claimed it with the older clock,
+    # so attempt 2 "began" 7 ms before attempt 1 ended. The claim time must follow the read.
+    make(created_at=datetime.now(UTC) - timedelta(minutes=5))
+    [first] = state.claim_due(worker="a")
+    real_locked, raced = state._locked, []
+
+    def release_meanwhile(qs, using, *, skip_locked):
+        if skip_locked and not raced:
+            raced.append(True)
+
+            def release():
+                try:
+                    state.complete([state.Outcome(first, "released")])
+                finally:
+                    connections.close_all()
+
+            thread = threading.Thread(target=release)
+            thread.start()
+            thread.join()
+        return real_locked(qs, using, skip_locked=skip_locked)
+
+    monkeypatch.setattr(state, "_locked", release_meanwhile)
+    time.sleep(0.01)  # a clock read before the release is then measurably earlier
+    [second] = state.claim_due(worker="b")
+    released = RunReceipt.objects.get(attempt_id=first.attempt_id)
+    assert released.status == "released"
+    assert (second.occurrence, second.attempt) == (first.occurrence, first.attempt + 1)
+    assert second.claimed_at >= released.finished_at
