@@ -181,11 +181,14 @@ class Worker:
                         free = self.concurrency - len(self._in_flight) - len(self._abandoned)
                         if free > 0 and self._claim_due(now):
                             self._due_known = False
+                            # No ``now``: claim_due judges "due" and stamps the claim by the
+                            # database clock after its locking read, so a run released or
+                            # finished by another worker meanwhile is never re-claimed at an
+                            # instant before that receipt (R7).
                             claims = state.claim_due(
                                 worker=self.worker_id,
                                 limit=min(self.batch_size, free),
                                 lease_seconds=self.lease_seconds,
-                                now=now,
                                 using=self.using,
                             )
                             for claim in claims:

@@ -418,7 +418,7 @@ def test_reclaim_after_a_concurrent_release_never_starts_before_it_ended(monkeyp
     # CI found it on MariaDB: worker B read its clock, worker A released the same schedule
     # and committed, then B's locking SELECT saw the row and claimed it with the older clock,
     # so attempt 2 "began" 7 ms before attempt 1 ended. The claim time must follow the read.
-    make(created_at=datetime.now(UTC) - timedelta(minutes=5))
+    make("released", kind="once", run_at=datetime.now(UTC) - timedelta(minutes=5))
     [first] = state.claim_due(worker="a")
     real_locked, raced = state._locked, []
 
