@@ -274,6 +274,10 @@ class Schedule(models.Model):
         if self.definition_hash != new_hash:
             now = timing.truncate_to_second(dj_timezone.now())
             first = self._state.adding and self.occurrence == 0
+            if first and self.kind == Kind.INTERVAL and self.start_at is None:
+                # Slot 0 is the creation time (R4), even when the instance was built (and
+                # ``created_at`` set) seconds before this save: a new interval is due at once.
+                now = min(now, self.anchor)
             if self.status == Status.ACTIVE:
                 self.next_run_at = plan_next(self, now, first=first)
             self.definition_hash = new_hash

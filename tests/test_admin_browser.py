@@ -105,7 +105,10 @@ def _seed() -> None:
     def schedule(name, callback="tests.noop", **kw):
         fields = {"kind": "interval", "interval_seconds": 600, "timezone": "UTC"}
         fields.update(kw)
-        # Created a while ago, so an interval's next slot is in the future (not due now).
+        # Anchored a while ago, so an interval's next slot is in the future (not due now; a
+        # new interval without start_at would be due at once, R4).
+        if fields["kind"] == "interval":
+            fields["start_at"] = now - timedelta(seconds=190)
         return Schedule.objects.create(
             name=name, callback=callback, created_at=now - timedelta(seconds=190), **fields
         )
@@ -151,6 +154,7 @@ def _seed() -> None:
             )
         RunAttempt.objects.bulk_create(attempts)
         RunReceipt.objects.bulk_create(receipts)
+        Schedule.objects.filter(pk=s.pk).update(occurrence=len(outcomes))
 
     history(schedule("digest.build", "tests.echo", interval_seconds=900), "sssskssskksssskssssk")
     flaky = schedule("partner.import", "tests.fail", interval_seconds=600)

@@ -102,3 +102,19 @@ def test_end_before_start_is_rejected():
     )
     with pytest.raises(ValidationError):
         s.full_clean()
+
+
+def test_interval_built_before_a_slow_save_is_still_due_at_once_r4():
+    # created_at is set when the instance is built; a save seconds later (a slow form, a
+    # busy host) must not push the first run one interval late.
+    built = datetime.now(UTC) - timedelta(seconds=3, microseconds=250000)
+    s = Schedule(
+        name="slow-save",
+        callback="tests.noop",
+        kind="interval",
+        interval_seconds=3600,
+        created_at=built,
+    )
+    s.save()
+    assert s.next_run_at == built.replace(microsecond=0)
+    assert s.upcoming(1, after=built) == [built.replace(microsecond=0) + timedelta(hours=1)]
