@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import IntegrityError, connections, transaction
-from django.db.models import DateTimeField, Field, ForeignObjectRel, QuerySet
+from django.db.models import DateTimeField, Field, ForeignObjectRel, Model, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 from django.utils import timezone as dj_timezone
@@ -268,41 +268,84 @@ def _ceil_second(value: datetime) -> datetime:
 def _update_rows(rows: Sequence[Schedule], fields: Sequence[str], using: str) -> None:
     """Write ``fields`` of each row in one round trip.
 
-    PostgreSQL: one ``UPDATE ... FROM (VALUES ...)`` for the whole batch (typed by casting
-    the first row). Others: one parameterised ``UPDATE ... WHERE id = %s`` sent through
-    ``executemany``. (``QuerySet.bulk_update`` builds a CASE expression per row and field,
-    about 10 ms of Python per row here; see docs/benchmarks.md.)
+    PostgreSQL: one ``UPDATE ... FROM unnest(%s::uuid[], %s::integer[], ...)`` per batch,
+    one array parameter per column, so the statement text is the same for every batch and
+    the client caches its parsing. Others: one parameterised ``UPDATE ... WHERE id = %s``
+    sent through ``executemany``. (``QuerySet.bulk_update`` builds a CASE expression per row
+    and field, about 10 ms of Python per row here; see docs/benchmarks.md.)
     """
     if not rows:
         return
     conn = connections[using]
-    meta = Schedule._meta
-    qn = conn.ops.quote_name
-    pk, pk_column = _column_field(meta.pk)
-    targets = [_column_field(meta.get_field(name)) for name in fields]
+    pk, pk_column = _column_field(Schedule._meta.pk)
+    targets = [_column_field(Schedule._meta.get_field(name)) for name in fields]
     columns = [f for f, _ in targets]
-    table = qn(meta.db_table)
     with conn.cursor() as cursor:
         if conn.vendor == "postgresql":
-            names = [pk_column, *(c for _, c in targets)]
-            first = ", ".join(f"%s::{f.db_type(conn)}" for f in (pk, *columns))
-            other = ", ".join(["%s"] * len(names))
-            values = ", ".join([f"({first})"] + [f"({other})"] * (len(rows) - 1))
-            sets = ", ".join(f"{qn(c)} = v.{qn(c)}" for _, c in targets)
             cursor.execute(
-                f"UPDATE {table} AS t SET {sets} FROM (VALUES {values}) "
-                f"AS v ({', '.join(qn(n) for n in names)}) WHERE t.{qn(pk_column)} = v.{qn(pk_column)}",
-                [p for row in rows for p in _row_params(row, pk, columns, conn)],
+                _unnest_sql(conn, Schedule, "update", (pk, *columns)),
+                [
+                    [c.get_db_prep_save(getattr(r, c.attname), conn) for r in rows]
+                    for c in (pk, *columns)
+                ],
             )
         else:
+            qn = conn.ops.quote_name
             sets = ", ".join(f"{qn(c)} = %s" for _, c in targets)
             cursor.executemany(
-                f"UPDATE {table} SET {sets} WHERE {qn(pk_column)} = %s",
+                f"UPDATE {qn(Schedule._meta.db_table)} SET {sets} WHERE {qn(pk_column)} = %s",
                 [
                     [*_row_params(row, pk, columns, conn)[1:], pk.get_db_prep_save(row.pk, conn)]
                     for row in rows
                 ],
             )
+
+
+def _insert_rows(model: type[Model], objs: Sequence[Model], using: str) -> None:
+    """Insert new rows of ``model`` (attempts, receipts) in one round trip.
+
+    PostgreSQL: ``INSERT ... SELECT * FROM unnest(%s::uuid[], ...)`` with one array
+    parameter per column (constant statement text; no per-row SQL compilation). Others:
+    ``QuerySet.bulk_create``. Primary keys must be set (every model here has a UUID default).
+    """
+    if not objs:
+        return
+    conn = connections[using]
+    if conn.vendor != "postgresql":
+        model._default_manager.using(using).bulk_create(objs)
+        return
+    fields = tuple(model._meta.concrete_fields)
+    params = [[f.get_db_prep_save(f.pre_save(o, True), conn) for o in objs] for f in fields]
+    with conn.cursor() as cursor:
+        cursor.execute(_unnest_sql(conn, model, "insert", fields), params)
+    for o in objs:
+        o._state.adding, o._state.db = False, using
+
+
+_UNNEST_SQL: dict[tuple[Any, ...], str] = {}
+
+
+def _unnest_sql(conn: Any, model: type[Model], verb: str, fields: Sequence[Field[Any, Any]]) -> str:
+    """The PostgreSQL statement of :func:`_update_rows` (``fields[0]`` is the key) or of
+    :func:`_insert_rows`, built once per model, verb and column list."""
+    key = (conn.alias, model, verb, tuple(f.column for f in fields))
+    sql = _UNNEST_SQL.get(key)
+    if sql is None:
+        qn = conn.ops.quote_name
+        table = qn(model._meta.db_table)
+        names = ", ".join(qn(f.column) for f in fields)
+        arrays = ", ".join(f"%s::{f.db_type(conn)}[]" for f in fields)
+        if verb == "insert":
+            sql = f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays})"
+        else:
+            key_column = qn(fields[0].column)
+            sets = ", ".join(f"{qn(f.column)} = v.{qn(f.column)}" for f in fields[1:])
+            sql = (
+                f"UPDATE {table} AS t SET {sets} FROM unnest({arrays}) AS v ({names}) "
+                f"WHERE t.{key_column} = v.{key_column}"
+            )
+        _UNNEST_SQL[key] = sql
+    return sql
 
 
 def _column_field(field: Field[Any, Any] | ForeignObjectRel | None) -> tuple[Field[Any, Any], str]:
@@ -398,9 +441,9 @@ def claim_due(
         for row in rows:
             _plan_claim(row, now, lease, worker, attempts, receipts, claims)
         if attempts:
-            RunAttempt.objects.using(using).bulk_create(attempts)
+            _insert_rows(RunAttempt, attempts, using)
         if receipts:
-            RunReceipt.objects.using(using).bulk_create(receipts)
+            _insert_rows(RunReceipt, receipts, using)
         _update_rows(rows, _CLAIM_FIELDS, using)
         _claim_committing()
     for claim in claims:
@@ -684,7 +727,7 @@ def expire_leases(
                 attempt.attempt,
                 extra={"schedule": row.name, "occurrence": attempt.occurrence},
             )
-        RunReceipt.objects.using(using).bulk_create([r.model() for r in receipts])
+        _insert_rows(RunReceipt, [r.model() for r in receipts], using)
         _update_rows(rows, _FINISH_FIELDS, using)
     return len(rows)
 
@@ -776,7 +819,7 @@ def complete(
                     )
                 )
         models = [r.model() for r in receipts]
-        RunReceipt.objects.using(using).bulk_create(models)
+        _insert_rows(RunReceipt, models, using)
         if touched:
             _update_rows(list(touched.values()), _FINISH_FIELDS, using)
         report.receipts = models
