@@ -221,8 +221,11 @@ class Worker:
             self._log_signals()
             self._listener.stop()
             executor.shutdown(wait=not self._forced, cancel_futures=True)
-            if not self._forced:
-                self._final_heartbeat()
+            # A forced stop still says it stopped (health and check W002 would otherwise
+            # count this worker alive until its heartbeat goes stale), but only over a
+            # connection already open: a forced exit never waits for a database to answer.
+            if not self._forced or connections[self.using].connection is not None:
+                self._final_heartbeat(in_flight=len(self._in_flight) if self._forced else 0)
         logger.info("worker %s stopped (%s runs)", self.worker_id, self._runs_finished)
         return 1 if self._forced else 0
 
@@ -427,11 +430,11 @@ class Worker:
         self._started_at = self._started_at or db_now
         self._skew = dj_timezone.now() - db_now
 
-    def _final_heartbeat(self) -> None:
+    def _final_heartbeat(self, in_flight: int = 0) -> None:
         try:
             state.heartbeat(
                 self.worker_id,
-                in_flight=0,
+                in_flight=in_flight,
                 runs_finished=self._runs_finished,
                 stopping=True,
                 using=self.using,

@@ -46,3 +46,14 @@ def test_list_health_and_transitions():
 def test_bad_count_is_a_usage_error():
     with pytest.raises(CommandError):
         run("upcoming", "x", "--count", "0")
+
+
+def test_list_says_why_a_schedule_is_paused():
+    Schedule.objects.create(
+        name="lost", callback="tests.noop", kind="interval", interval_seconds=300
+    )
+    Schedule.objects.filter(name="lost").update(
+        status="paused", degraded_reason="callback 'old.job' is not registered"
+    )
+    [line] = [line for line in run("list").splitlines() if line.startswith("lost")]
+    assert "paused" in line and line.endswith("(callback 'old.job' is not registered)")

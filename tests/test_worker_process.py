@@ -374,3 +374,5 @@ def test_second_signal_exits_at_once_with_1(start_worker):
     assert time.monotonic() - forced_at < 5  # did not wait for the callback
     assert not SideEffect.objects.exists()
     assert not RunReceipt.objects.filter(attempt=attempt).exists()  # left to lease expiry
+    beat = WorkerHeartbeat.objects.get(worker_id="forced")
+    assert beat.stopped_at is not None and beat.in_flight == 1  # says it left a run behind

@@ -87,7 +87,7 @@ class Command(BaseCommand):
             )
         )
         worker.install_signal_handlers()
-        self._warn_sqlite_workers(options["database"])
+        self._warn_sqlite_workers(options["database"], logged=options["verbosity"] >= 1)
         metrics = self._start_metrics(options["metrics_port"], options["metrics_addr"])
         try:
             code = worker.run()
@@ -111,8 +111,9 @@ class Command(BaseCommand):
             sys.stderr.flush()
             os._exit(code)
 
-    def _warn_sqlite_workers(self, using: str) -> None:
-        """SQLite serialises writers: a second worker adds lock waits, not throughput."""
+    def _warn_sqlite_workers(self, using: str, *, logged: bool) -> None:
+        """SQLite serialises writers: a second worker adds lock waits, not throughput.
+        Said once: through the worker's log when it logs (verbosity >= 1), else on stderr."""
         others = live_sqlite_workers(using)
         if others:
             message = (
@@ -120,8 +121,10 @@ class Command(BaseCommand):
                 "SQLite allows one writer at a time, so several workers contend for its "
                 "lock (see check durable_schedules.W002)."
             )
-            logging.getLogger("django_durable_schedules").warning(message)
-            self.stderr.write(f"Warning: {message}")
+            if logged:
+                logging.getLogger("django_durable_schedules").warning(message)
+            else:
+                self.stderr.write(f"Warning: {message}")
 
     def _start_metrics(self, port: int | None, addr: str) -> Any:
         if port is None:

@@ -74,9 +74,9 @@ class Command(BaseCommand):
 
     def _list(self) -> None:
         for s in Schedule.objects.order_by("name"):
-            self.stdout.write(
-                f"{s.name:40} {s.status:9} {timing.describe(s.spec()):45} next {_fmt(s.next_run_at)}"
-            )
+            line = f"{s.name:40} {s.status:9} {timing.describe(s.spec()):45} next {_fmt(s.next_run_at)}"
+            why = s.degraded_reason or s.pause_reason  # why a paused schedule does not run
+            self.stdout.write(f"{line}  ({why})" if why else line)
 
     def _upcoming(self, schedule: Schedule, count: int) -> None:
         zone = ZoneInfo(schedule.timezone or "UTC")
