@@ -444,3 +444,79 @@ def test_reclaim_after_a_concurrent_release_never_starts_before_it_ended(monkeyp
     assert released.status == "released"
     assert (second.occurrence, second.attempt) == (first.occurrence, first.attempt + 1)
     assert second.claimed_at >= released.finished_at
+
+
+AWKWARD_TEXT = [
+    'quote " and backslash \\ and \\"',
+    "{braces}, commas, NULL",
+    "NULL",
+    "",
+    "  spaced  ",
+    "line\nbreak\ttab, ünïcödé ✓ 'single'",
+]
+
+
+@pytest.mark.parametrize("text", AWKWARD_TEXT)
+def test_batched_writes_keep_any_text_and_null_exactly(text):
+    # PostgreSQL writes batches as array literals (state._pg_array); other databases use
+    # bulk_create/executemany. Every value must come back as it went in.
+    s = make("awkward")
+    attempt = RunAttempt(
+        id=uuid.uuid4(),
+        schedule_id=s.id,
+        schedule_name=s.name,
+        occurrence=1,
+        attempt=1,
+        scheduled_for=T0,
+        claimed_at=T0 + timedelta(microseconds=123456),
+        lease_token=uuid.uuid4(),
+        lease_expires_at=T0 + 30 * S,
+        worker=text,
+        idempotency_key=f"{s.id}:1",
+    )
+    state._insert_rows(RunAttempt, [attempt], "default")
+    receipt = RunReceipt(
+        attempt_id=attempt.id,
+        schedule_id=s.id,
+        occurrence=1,
+        status="failed",
+        finished_at=T0 + S,
+        error_type=text,
+        error_message=text,
+        result={"text": text, "none": None, "list": [1, "two"]},
+        next_run_at=None,
+    )
+    state._insert_rows(RunReceipt, [receipt], "default")
+    s.degraded_reason, s.last_run_at, s.lease_token = text, None, None
+    state._update_rows([s], ["degraded_reason", "last_run_at", "lease_token"], "default")
+
+    got = RunAttempt.objects.get(pk=attempt.pk)
+    assert got.worker == text and got.claimed_at == attempt.claimed_at
+    got_receipt = RunReceipt.objects.get(attempt_id=attempt.id)
+    assert got_receipt.error_type == text and got_receipt.error_message == text
+    assert got_receipt.result == {"text": text, "none": None, "list": [1, "two"]}
+    assert got_receipt.next_run_at is None and got_receipt.succeeded_occurrence is None
+    row = Schedule.objects.get(pk=s.pk)
+    assert (row.degraded_reason, row.last_run_at, row.lease_token) == (text, None, None)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the array path is PostgreSQL's")
+def test_batched_insert_rejects_a_too_long_value_instead_of_cutting_it():
+    from django.db import DataError
+
+    s = make("long")
+    attempt = RunAttempt(
+        id=uuid.uuid4(),
+        schedule_id=s.id,
+        schedule_name=s.name,
+        occurrence=1,
+        attempt=1,
+        scheduled_for=T0,
+        claimed_at=T0,
+        lease_token=uuid.uuid4(),
+        lease_expires_at=T0 + 30 * S,
+        worker="w" * 201,  # max_length 200
+        idempotency_key=f"{s.id}:1",
+    )
+    with pytest.raises(DataError):
+        state._insert_rows(RunAttempt, [attempt], "default")
