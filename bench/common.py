@@ -314,8 +314,55 @@ def fresh_database(url: str, env: dict[str, str]) -> None:
     run_django(["-m", "django", "migrate", "--verbosity", "0"], env)
 
 
+def wait_started(
+    conn: psycopg.Connection,
+    sql: str,
+    n: int,
+    procs: list[tuple[subprocess.Popen[bytes], Path]],
+) -> float:
+    """Wait (at most 60 s) until ``sql`` counts ``n`` registered workers; returns the seconds
+    it took. On timeout the ``TimeoutError`` carries the end of the first worker's log."""
+    started = time.monotonic()
+    try:
+        wait_for(conn, sql, n, started + 60, procs, 0.1)
+    except TimeoutError:
+        tail = procs[0][1].read_text(errors="replace")[-1500:]
+        raise TimeoutError(f"the workers did not start; {procs[0][1]} ends with:\n{tail}") from None
+    return time.monotonic() - started
+
+
 def wait_for_heartbeats(
     conn: psycopg.Connection, n: int, procs: list[tuple[subprocess.Popen[bytes], Path]]
-) -> None:
-    """Wait (at most 60 s) until ``n`` workers have written a heartbeat."""
-    wait_for(conn, f"SELECT count(*) FROM {T_HEARTBEAT}", n, time.monotonic() + 60, procs, 0.1)
+) -> float:
+    """Wait (at most 60 s) until ``n`` workers have written a heartbeat (see wait_started)."""
+    return wait_started(conn, f"SELECT count(*) FROM {T_HEARTBEAT}", n, procs)
+
+
+def resource_fields(
+    delta: dict[str, int],
+    cpu_before: tuple[float, float],
+    cpu_after: tuple[float, float],
+    busy_before: float,
+    busy_after: float,
+    units: int,
+    unit: str,
+) -> dict[str, Any]:
+    """What a round cost, per ``unit`` ("run", "job") of ``units`` done: commits, WAL syncs
+    and bytes (``delta``: :func:`counters` after minus before, the bench's own commits
+    already taken out), CPU seconds of the workers and of their PostgreSQL backends
+    (``(workers, backends)`` from :func:`cpu_seconds`, between "due" and "done"), and the CPU
+    the rest of the machine used meanwhile (:func:`machine_busy_seconds`): a busy machine
+    skews a round."""
+    worker_cpu = cpu_after[0] - cpu_before[0]
+    backend_cpu = cpu_after[1] - cpu_before[1]
+    return {
+        f"commits_per_{unit}": round(delta["xact_commit"] / units, 2),
+        f"wal_syncs_per_{unit}": round(delta["wal_sync"] / units, 3),
+        f"wal_bytes_per_{unit}": round(delta["wal_lsn"] / units),
+        "db_counters_delta": delta,
+        "worker_cpu_seconds": round(worker_cpu, 2),
+        "db_backend_cpu_seconds": round(backend_cpu, 2),
+        f"worker_cpu_ms_per_{unit}": round(1000 * worker_cpu / units, 3),
+        f"db_backend_cpu_ms_per_{unit}": round(1000 * backend_cpu / units, 3),
+        "other_cpu_seconds": round((busy_after - busy_before) - worker_cpu - backend_cpu, 2),
+    }

@@ -69,10 +69,12 @@ from common import (  # bench/ is on sys.path: scripts run as files
     log,
     machine_busy_seconds,
     recreate_database,
+    resource_fields,
     scalar,
     server_info,
     stop_workers,
     wait_for,
+    wait_started,
     worker_backends,
 )
 
@@ -273,17 +275,7 @@ def run_round(
     vacuum(conn)
     procs = start_peer_workers(n, args, args.logdir, tag)
     try:
-        started = time.monotonic()
-        try:
-            wait_for(
-                conn, "SELECT count(*) FROM procrastinate_workers", n, started + 60, procs, 0.1
-            )
-        except TimeoutError:
-            tail = procs[0][1].read_text(errors="replace")[-1500:]
-            raise TimeoutError(
-                f"the workers did not start; {procs[0][1]} ends with:\n{tail}"
-            ) from None
-        startup = time.monotonic() - started
+        startup = wait_started(conn, "SELECT count(*) FROM procrastinate_workers", n, procs)
         time.sleep(0.5)  # every worker is idle, listening, now
         before = counters(conn, dbname)
         backends = worker_backends(conn)
@@ -321,23 +313,13 @@ def run_round(
     result = measure(conn, args.jobs)
     delta = {k: after[k] - before[k] for k in after}
     delta["xact_commit"] -= polls + 3  # the bench's own polls and queries
-    worker_cpu = cpu_after[0] - cpu_before[0]
-    backend_cpu = cpu_after[1] - cpu_before[1]
     result.update(
         workers=n,
         wall_seconds_available_to_done=round(wall, 3),
         worker_startup_seconds=round(startup, 2),
         worker_exit_codes=codes,
         jobs_per_worker=per_worker,
-        commits_per_job=round(delta["xact_commit"] / args.jobs, 2),
-        wal_syncs_per_job=round(delta["wal_sync"] / args.jobs, 3),
-        wal_bytes_per_job=round(delta["wal_lsn"] / args.jobs),
-        db_counters_delta=delta,
-        worker_cpu_seconds=round(worker_cpu, 2),
-        db_backend_cpu_seconds=round(backend_cpu, 2),
-        worker_cpu_ms_per_job=round(1000 * worker_cpu / args.jobs, 3),
-        db_backend_cpu_ms_per_job=round(1000 * backend_cpu / args.jobs, 3),
-        other_cpu_seconds=round((busy_after - busy_before) - worker_cpu - backend_cpu, 2),
+        **resource_fields(delta, cpu_before, cpu_after, busy_before, busy_after, args.jobs, "job"),
     )
     if any(codes):
         result["problems"].append(f"worker exit codes {codes}")

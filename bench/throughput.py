@@ -50,7 +50,6 @@ from common import (  # bench/ is on sys.path: scripts run as files
     OTHER_SESSIONS_SQL,
     ROOT,
     T_ATTEMPT,
-    T_HEARTBEAT,
     T_RECEIPT,
     T_SCHEDULE,
     code_version,
@@ -64,12 +63,14 @@ from common import (  # bench/ is on sys.path: scripts run as files
     make_due,
     recreate_database,
     reset,
+    resource_fields,
     run_django,
     scalar,
     server_info,
     start_workers,
     stop_workers,
     wait_for,
+    wait_for_heartbeats,
     worker_backends,
 )
 
@@ -210,15 +211,7 @@ def run_round(
     reset(conn)
     procs = bench_workers(n, env, args, logdir, tag)
     try:
-        started = time.monotonic()
-        try:
-            wait_for(conn, f"SELECT count(*) FROM {T_HEARTBEAT}", n, started + 60, procs, 0.1)
-        except TimeoutError:
-            tail = procs[0][1].read_text(errors="replace")[-1500:]
-            raise TimeoutError(
-                f"the workers did not start; {procs[0][1]} ends with:\n{tail}"
-            ) from None
-        startup = time.monotonic() - started
+        startup = wait_for_heartbeats(conn, n, procs)
         time.sleep(0.5)  # every worker is in its idle poll loop now
         before = counters(conn, dbname)
         backends = worker_backends(conn)
@@ -250,25 +243,10 @@ def run_round(
         wall_seconds_due_to_done=round(wall, 3),
         worker_startup_seconds=round(startup, 2),
         worker_exit_codes=codes,
-        commits_per_run=round(delta["xact_commit"] / args.schedules, 2),
-        wal_syncs_per_run=round(delta["wal_sync"] / args.schedules, 3),
-        wal_bytes_per_run=round(delta["wal_lsn"] / args.schedules),
-        db_counters_delta=delta,
-        # CPU used between "due" and "done" (Linux /proc; includes all threads): the
-        # worker processes, and the PostgreSQL backends serving them.
-        worker_cpu_seconds=round(cpu_after[0] - cpu_before[0], 2),
-        db_backend_cpu_seconds=round(cpu_after[1] - cpu_before[1], 2),
-        worker_cpu_ms_per_run=round(1000 * (cpu_after[0] - cpu_before[0]) / args.schedules, 3),
-        # CPU the rest of the machine used meanwhile (other processes, the bench's own
-        # polling, PostgreSQL's background processes): a busy machine skews the numbers.
-        other_cpu_seconds=round(
-            (busy_after - busy_before)
-            - (cpu_after[0] - cpu_before[0])
-            - (cpu_after[1] - cpu_before[1]),
-            2,
-        ),
         bench_cpu_seconds=round(own_after - own_before, 2),
-        db_backend_cpu_ms_per_run=round(1000 * (cpu_after[1] - cpu_before[1]) / args.schedules, 3),
+        **resource_fields(
+            delta, cpu_before, cpu_after, busy_before, busy_after, args.schedules, "run"
+        ),
     )
     if any(codes):
         result["problems"].append(f"worker exit codes {codes}")

@@ -446,6 +446,23 @@ def test_reclaim_after_a_concurrent_release_never_starts_before_it_ended(monkeyp
     assert second.claimed_at >= released.finished_at
 
 
+def new_attempt(s, *, worker, claimed_at=T0):
+    """An unsaved first attempt of ``s``'s first occurrence, for the batched-write tests."""
+    return RunAttempt(
+        id=uuid.uuid4(),
+        schedule_id=s.id,
+        schedule_name=s.name,
+        occurrence=1,
+        attempt=1,
+        scheduled_for=T0,
+        claimed_at=claimed_at,
+        lease_token=uuid.uuid4(),
+        lease_expires_at=T0 + 30 * S,
+        worker=worker,
+        idempotency_key=f"{s.id}:1",
+    )
+
+
 AWKWARD_TEXT = [
     'quote " and backslash \\ and \\"',
     "{braces}, commas, NULL",
@@ -461,19 +478,7 @@ def test_batched_writes_keep_any_text_and_null_exactly(text):
     # PostgreSQL writes batches as array literals (state._pg_array); other databases use
     # bulk_create/executemany. Every value must come back as it went in.
     s = make("awkward")
-    attempt = RunAttempt(
-        id=uuid.uuid4(),
-        schedule_id=s.id,
-        schedule_name=s.name,
-        occurrence=1,
-        attempt=1,
-        scheduled_for=T0,
-        claimed_at=T0 + timedelta(microseconds=123456),
-        lease_token=uuid.uuid4(),
-        lease_expires_at=T0 + 30 * S,
-        worker=text,
-        idempotency_key=f"{s.id}:1",
-    )
+    attempt = new_attempt(s, worker=text, claimed_at=T0 + timedelta(microseconds=123456))
     state._insert_rows(RunAttempt, [attempt], "default")
     receipt = RunReceipt(
         attempt_id=attempt.id,
@@ -504,19 +509,6 @@ def test_batched_writes_keep_any_text_and_null_exactly(text):
 def test_batched_insert_rejects_a_too_long_value_instead_of_cutting_it():
     from django.db import DataError
 
-    s = make("long")
-    attempt = RunAttempt(
-        id=uuid.uuid4(),
-        schedule_id=s.id,
-        schedule_name=s.name,
-        occurrence=1,
-        attempt=1,
-        scheduled_for=T0,
-        claimed_at=T0,
-        lease_token=uuid.uuid4(),
-        lease_expires_at=T0 + 30 * S,
-        worker="w" * 201,  # max_length 200
-        idempotency_key=f"{s.id}:1",
-    )
+    attempt = new_attempt(make("long"), worker="w" * 201)  # max_length 200
     with pytest.raises(DataError):
         state._insert_rows(RunAttempt, [attempt], "default")
