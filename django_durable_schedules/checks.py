@@ -47,6 +47,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         "RESULT_MAX_BYTES",
         "ERROR_MESSAGE_MAX_CHARS",
         "WORKER_STALE_SECONDS",
+        "RETRY_AFTER_MAX_SECONDS",
+        "LOCK_TIMEOUT_SECONDS",
     )
     # Counts (and the lease, read as whole seconds) must be whole numbers >= 1: 0.5
     # threads or a batch of 0.5 would pass "positive" and stop the worker (found by a

@@ -18,6 +18,16 @@ BACKOFF_CAP_SECONDS       3600.0     longest retry delay (seconds)
 MAX_ATTEMPTS              3          attempts per occurrence before it is given up
 RESULT_MAX_BYTES          8192       largest JSON result kept in a receipt (bytes)
 ERROR_MESSAGE_MAX_CHARS   1000       longest error message kept in a receipt (characters)
+RETRY_AFTER_MAX_SECONDS   2592000    longest retry delay a callback may ask for with
+                                     ``RetryRun(after_seconds=...)`` (seconds, 30 days); a
+                                     longer (or infinite) one is clamped, with the reason in
+                                     the receipt
+LOCK_TIMEOUT_SECONDS      5.0        longest wait of a worker's own transactions for a row
+                                     lock (seconds; PostgreSQL ``lock_timeout``, MariaDB/MySQL
+                                     ``innodb_lock_wait_timeout``, whole seconds); SQLite keeps
+                                     its ``OPTIONS["timeout"]``
+HARD_TIMEOUTS             True       run callbacks that have ``timeout_seconds`` in a child
+                                     process that is killed at the deadline
 WORKER_STALE_SECONDS      90         a worker whose heartbeat is older is counted dead (seconds)
 SKEW_WARN_SECONDS         5.0        host/database clock difference that health reports
 AUTODISCOVER              True       import ``schedules.py`` of every installed app at start
@@ -48,6 +58,9 @@ DEFAULTS: dict[str, Any] = {
     "MAX_ATTEMPTS": 3,
     "RESULT_MAX_BYTES": 8192,
     "ERROR_MESSAGE_MAX_CHARS": 1000,
+    "RETRY_AFTER_MAX_SECONDS": 30 * 86400,
+    "LOCK_TIMEOUT_SECONDS": 5.0,
+    "HARD_TIMEOUTS": True,
     "WORKER_STALE_SECONDS": 90,
     "SKEW_WARN_SECONDS": 5.0,
     "AUTODISCOVER": True,
@@ -123,6 +136,18 @@ class _Settings:
     @property
     def ERROR_MESSAGE_MAX_CHARS(self) -> int:
         return int(get("ERROR_MESSAGE_MAX_CHARS"))
+
+    @property
+    def RETRY_AFTER_MAX_SECONDS(self) -> float:
+        return float(get("RETRY_AFTER_MAX_SECONDS"))
+
+    @property
+    def LOCK_TIMEOUT_SECONDS(self) -> float:
+        return float(get("LOCK_TIMEOUT_SECONDS"))
+
+    @property
+    def HARD_TIMEOUTS(self) -> bool:
+        return bool(get("HARD_TIMEOUTS"))
 
     @property
     def WORKER_STALE_SECONDS(self) -> float:

@@ -265,11 +265,17 @@ class Schedule(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         """Normalise instants to whole UTC seconds and plan ``next_run_at``.
 
+        Raises ``ValidationError`` for a duration outside its bounds (backoff, timeout,
+        catch-up window: see ``clean()``), since the engine could not use it.
+
         A new active schedule gets its first slot (an interval is due at once, R4). An edit
         of the definition re-plans to the first slot of the new definition strictly after
         now, so an edit never fires a run by itself (R10).
         """
         self._normalize()
+        bound_errors = self._bound_errors()
+        if bound_errors:  # never store a value the engine would overflow on (1e12 s, NaN)
+            raise ValidationError(bound_errors)
         new_hash = self.compute_definition_hash()
         if self.definition_hash != new_hash:
             now = timing.truncate_to_second(dj_timezone.now())
@@ -322,12 +328,8 @@ class Schedule(models.Model):
             self.spec().validate()
         except timing.InvalidSchedule as exc:
             errors.setdefault(exc.field, []).append(exc.message)
-        for field, low, high in _DURATION_BOUNDS:
-            value = getattr(self, field)
-            if value is not None and not (low < value <= high):  # also false for NaN
-                errors.setdefault(field, []).append(
-                    f"Must be more than {low:g} and at most {high:g} seconds."
-                )
+        for field, messages in self._bound_errors().items():
+            errors.setdefault(field, []).extend(messages)
         if self.backoff_base_seconds and self.backoff_cap_seconds is not None:
             if self.backoff_cap_seconds < self.backoff_base_seconds:
                 errors.setdefault("backoff_cap_seconds", []).append(
@@ -343,6 +345,19 @@ class Schedule(models.Model):
                 ]
         if errors:
             raise ValidationError(errors)
+
+    def _bound_errors(self) -> dict[str, list[str]]:
+        """Field messages for durations outside their bounds (``_DURATION_BOUNDS``, in
+        seconds; NaN, infinities and non-numbers are outside every bound)."""
+        errors: dict[str, list[str]] = {}
+        for field, low, high in _DURATION_BOUNDS:
+            value = getattr(self, field)
+            if value is None:
+                continue
+            valid = isinstance(value, int | float) and not isinstance(value, bool)
+            if not (valid and low < value <= high):  # the comparison is also false for NaN
+                errors[field] = [f"Must be more than {low:g} and at most {high:g} seconds."]
+        return errors
 
     # -- definition ---------------------------------------------------------------------
 

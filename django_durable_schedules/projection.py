@@ -16,12 +16,40 @@ from typing import Any
 _SCALARS = (bool, int, float, type(None))
 _MAX_DEPTH = 32
 _MAX_SAFE_INT = 2**53
+#: What stands in for a character that a receipt cannot store (U+FFFD REPLACEMENT CHARACTER).
+REPLACEMENT = "\ufffd"
+#: Appended to a receipt's error message whose text was repaired by :func:`safe_text`.
+REPAIRED_NOTE = " [invalid characters replaced with U+FFFD]"
+
+
+def safe_text(value: str) -> tuple[str, bool]:
+    """``(text, repaired)``: ``value`` as text every supported database stores unchanged.
+
+    Lone surrogates (``"\\ud800"``: not encodable as UTF-8, so a driver raises
+    ``UnicodeEncodeError``) and NUL (``"\\x00"``: refused by PostgreSQL in ``text`` and
+    ``jsonb``) become U+FFFD; a surrogate pair is joined into its character. ``repaired``
+    says whether anything was replaced. Never raises for a ``str``.
+    """
+    if value.isascii():
+        if "\x00" not in value:
+            return value, False
+        return value.replace("\x00", REPLACEMENT), True
+    try:
+        value.encode("utf-8")
+        clean = value
+    except UnicodeEncodeError:
+        # UTF-16 with surrogatepass pairs what can be paired; the rest decodes as U+FFFD.
+        clean = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if "\x00" in clean:
+        clean = clean.replace("\x00", REPLACEMENT)
+    return clean, clean != value
 
 
 class _Budget:
     def __init__(self, limit: int):
         self.left = limit
         self.truncated = False
+        self.repaired = False
 
     def take(self, n: int) -> bool:
         self.left -= n
@@ -47,6 +75,8 @@ def _walk(value: Any, budget: _Budget, stack: set[int], depth: int) -> Any:
         if len(value) > room:
             budget.truncated = True
             value = value[:room]
+        value, repaired = safe_text(value)
+        budget.repaired = budget.repaired or repaired
         budget.take(len(value.encode("utf-8", "replace")) + 2)
         return value
     if t in _SCALARS:
@@ -93,14 +123,22 @@ def project_result(value: Any, max_bytes: int) -> Any:
 
     Exact dicts/lists/tuples/str/int/float/bool/None are kept (truncated to the budget;
     cycles become ``"<cycle>"``); other objects become ``{"type": "module.Class"}``. When
-    anything was cut, the result is ``{"truncated": true, "value": <partial>}``.
+    anything was cut, the result is ``{"truncated": true, "value": <partial>}``; when a
+    string held characters no database stores (lone surrogates, NUL; see
+    :func:`safe_text`), they are replaced and the result is marked ``"repaired": true``
+    the same way. Non-finite floats become strings (``"nan"``, ``"inf"``).
     """
     try:
         budget = _Budget(max(0, max_bytes - 64))
         projected = _walk(value, budget, set(), 0)
-        if budget.truncated:
-            projected = {"truncated": True, "value": projected}
-        encoded = json.dumps(projected, ensure_ascii=False)
+        if budget.truncated or budget.repaired:
+            marks: dict[str, Any] = {}
+            if budget.truncated:
+                marks["truncated"] = True
+            if budget.repaired:
+                marks["repaired"] = True
+            projected = {**marks, "value": projected}
+        encoded = json.dumps(projected, ensure_ascii=False, allow_nan=False)
         if len(encoded.encode("utf-8")) > max_bytes:
             return {"truncated": True, "type": _type_name(value)}
         return projected
@@ -108,10 +146,40 @@ def project_result(value: Any, max_bytes: int) -> Any:
         return {"truncated": True, "type": "?"}
 
 
+def is_storable(value: Any, max_bytes: int) -> bool:
+    """True when ``value`` is plain JSON (``json.dumps`` with ``allow_nan=False`` accepts it)
+    that every supported database stores unchanged (no NUL, no lone surrogate) in at most
+    ``max_bytes`` UTF-8 bytes. A fast check before :func:`project_result`; never raises."""
+    if value is None or type(value) in (bool, int):
+        return type(value) is not int or abs(value) < _MAX_SAFE_INT
+    try:
+        encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        return "\\u0000" not in encoded and len(encoded.encode("utf-8")) <= max_bytes
+    except Exception:  # noqa: BLE001 - anything json cannot encode is not storable
+        return False
+
+
+def bound_text(value: Any, max_chars: int) -> str:
+    """``value`` as storable text of at most ``max_chars`` characters: a non-``str`` becomes
+    ``""`` (never ``str()`` of a foreign object), invalid characters are replaced and the
+    text marked as repaired (:data:`REPAIRED_NOTE`), a long text is cut with ``"…"``."""
+    if type(value) is not str:
+        return ""
+    text: str = value
+    max_chars = max(1, max_chars)
+    if len(text) > max_chars:
+        text = text[: max_chars - 1] + "…"
+    text, repaired = safe_text(text)
+    if repaired:
+        text = text[: max(0, max_chars - len(REPAIRED_NOTE))] + REPAIRED_NOTE
+    return text
+
+
 def project_error(exc: BaseException, max_chars: int) -> tuple[str, str]:
     """``(error_type, message)`` of an exception without calling its ``__str__``/``__repr__``:
     the type's qualified name and the first argument if it is an exact ``str``, cut to
-    ``max_chars`` characters."""
+    ``max_chars`` characters; characters no database stores are replaced and the message
+    marked (:func:`bound_text`)."""
     try:
         error_type = _type_name(exc)[:200]
         message = ""
@@ -121,8 +189,6 @@ def project_error(exc: BaseException, max_chars: int) -> tuple[str, str]:
                 message = args[0]
             else:
                 message = json.dumps(project_result(list(args), max_chars), ensure_ascii=False)
-        if len(message) > max_chars:
-            message = message[: max(0, max_chars - 1)] + "…"
-        return error_type, message
+        return bound_text(error_type, 200), bound_text(message, max_chars)
     except Exception:  # noqa: BLE001
         return "?", ""

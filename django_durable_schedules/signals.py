@@ -28,6 +28,14 @@ does not even build the arguments.
     ``lease_expired``); not for the ``lease_expired`` receipts written when a worker
     recovers *another* worker's expired lease.
 
+``outcome_dropped``
+    ``sender``: :class:`~django_durable_schedules.worker.Worker` (the class).
+    ``outcome``: the :class:`~django_durable_schedules.state.Outcome` no receipt could be
+    written for: its attempt was pruned by retention while the run was late (a worker
+    stalled past its lease, then ``prune_runs``), or the database refused even its stripped
+    form. Logged too; the occurrence itself is recovered through its lease.
+    ``schedule_name``: ``outcome.claim.schedule_name``. ``worker_id``: the worker's id.
+
 ``schedule_changed``
     ``sender``: :class:`~django_durable_schedules.models.ScheduleEvent` (the class).
     ``event``: the committed :class:`~django_durable_schedules.models.ScheduleEvent`
@@ -47,6 +55,7 @@ logger = logging.getLogger(__name__)
 
 run_claimed = Signal()
 run_finished = Signal()
+outcome_dropped = Signal()
 schedule_changed = Signal()
 
 

@@ -33,7 +33,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured, ValidationError
-from django.db import IntegrityError, connections, transaction
+from django.db import DataError, IntegrityError, connections, transaction
 from django.db.models import DateTimeField, Field, ForeignObjectRel, JSONField, Model, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
@@ -57,7 +57,7 @@ from .models import (
     WorkerHeartbeat,
     plan_next,
 )
-from .projection import project_error
+from .projection import bound_text, is_storable, project_error, project_result
 from .registry import registry
 
 logger = logging.getLogger(__name__)
@@ -190,10 +190,23 @@ class _Receipt:
 
 @dataclass
 class CompletionReport:
-    """What :func:`complete` did: receipts written, and outcomes it fenced off."""
+    """What :func:`complete` did: receipts written, outcomes it fenced off, outcomes it
+    ``deferred`` (their schedule row was locked by someone else, e.g. by the callback
+    itself: hand them to :func:`complete` again later) and outcomes it ``dropped`` (their
+    attempt was pruned by retention meanwhile, or no receipt of them could be stored at
+    all; logged, and the occurrence is recovered when its lease expires)."""
 
     receipts: list[RunReceipt] = field(default_factory=list)
     fenced: list[Outcome] = field(default_factory=list)
+    deferred: list[Outcome] = field(default_factory=list)
+    dropped: list[Outcome] = field(default_factory=list)
+
+    def extend(self, other: CompletionReport) -> None:
+        """Add ``other``'s lists to this report's."""
+        self.receipts += other.receipts
+        self.fenced += other.fenced
+        self.deferred += other.deferred
+        self.dropped += other.dropped
 
 
 # ---------------------------------------------------------------------------------------
@@ -394,12 +407,188 @@ def _claim_committing() -> None:
     """Called as the last statement inside the claim transaction (a test seam for B26)."""
 
 
-def _or(value: float | None, default: float) -> float:
-    return default if value is None else value
-
-
 def _max_attempts(schedule: Schedule) -> int:
     return schedule.max_attempts or app_settings.MAX_ATTEMPTS
+
+
+# ---------------------------------------------------------------------------------------
+# Values that enter the engine: bounded where they enter
+# ---------------------------------------------------------------------------------------
+
+#: Longest ``backoff_base_seconds`` / ``backoff_cap_seconds`` / ``timeout_seconds`` the
+#: engine uses, whatever a row written behind ``save()`` holds (the bounds
+#: ``Schedule.clean()`` and ``save()`` enforce: 1 day, 30 days, 7 days).
+BACKOFF_BASE_MAX_SECONDS = 86400.0
+BACKOFF_CAP_MAX_SECONDS = 30 * 86400.0
+TIMEOUT_MAX_SECONDS = 7 * 86400.0
+
+
+def _bounded_seconds(value: Any, default: float | None, high: float) -> float | None:
+    """``value`` as seconds in ``[0, high]``: None, NaN and non-numbers give ``default``,
+    negative values 0, larger ones ``high`` (a row written behind ``save()`` may hold
+    anything its column type allows)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int beyond a float
+        return high if value > 0 else 0.0
+    if math.isnan(seconds):
+        return default
+    return min(max(seconds, 0.0), high)
+
+
+def bound_retry_after(value: Any) -> tuple[float | None, str]:
+    """``(seconds, note)`` for the ``after_seconds`` a callback gave ``RetryRun``.
+
+    ``None`` means "use the backoff". A number is kept if it lies in
+    ``[0, RETRY_AFTER_MAX_SECONDS]``; a larger one (``inf``, ``1.8e12`` epoch milliseconds
+    read as seconds, a huge int) is clamped to that bound, a negative one (or ``-inf``) to 0;
+    NaN, a bool or a non-number falls back to the backoff. ``note`` says what was changed
+    and why (empty when nothing was), for the receipt's error message. Never raises.
+    """
+    if value is None:
+        return None, ""
+    high = app_settings.RETRY_AFTER_MAX_SECONDS
+    shown = value if type(value) in (int, float) else type(value).__name__
+    if type(value) is int and value.bit_length() > 64:
+        shown = "a huge int"
+    seconds = _bounded_seconds(value, None, high)
+    if seconds is None:
+        return None, f"after_seconds={shown!s} is not a number of seconds; the backoff was used"
+    if seconds == value:
+        return seconds, ""
+    return (
+        seconds,
+        f"after_seconds={shown!s} is outside [0, {high:g}] s; retried after {seconds:g} s",
+    )
+
+
+def bound_outcome(outcome: Outcome) -> Outcome:
+    """``outcome`` with every value a callback could influence made storable: error type
+    (200 characters) and message (``ERROR_MESSAGE_MAX_CHARS``) as valid text, invalid
+    characters replaced and marked (:func:`.projection.bound_text`); ``result`` projected
+    if it is not plain, storable JSON (:func:`.projection.project_result`); ``retry_after``
+    bounded (:func:`bound_retry_after`, the reason appended to the message). The state
+    machine applies it to every outcome it is given, so a receipt is always writable."""
+    max_chars = app_settings.ERROR_MESSAGE_MAX_CHARS
+    changes: dict[str, Any] = {}
+    error_type, error_message = outcome.error_type, outcome.error_message
+    clean_type = bound_text(error_type, 200)
+    if clean_type != error_type:
+        changes["error_type"] = clean_type
+    clean_message = bound_text(error_message, max_chars)
+    retry_after, note = bound_retry_after(outcome.retry_after)
+    if note:
+        clean_message = bound_text(
+            f"{clean_message} ({note})" if clean_message else note, max_chars
+        )
+    if clean_message != error_message:
+        changes["error_message"] = clean_message
+    if retry_after != outcome.retry_after or type(retry_after) is not type(outcome.retry_after):
+        changes["retry_after"] = retry_after
+    max_bytes = app_settings.RESULT_MAX_BYTES
+    if outcome.result is not None and not is_storable(outcome.result, max_bytes):
+        changes["result"] = project_result(outcome.result, max_bytes)
+    if type(outcome.terminal) is not bool:
+        changes["terminal"] = bool(outcome.terminal is True)
+    return replace(outcome, **changes) if changes else outcome
+
+
+def describe_problem(exc: BaseException) -> str:
+    """One line for a receipt or a ``degraded_reason`` saying what could not be evaluated:
+    ``"<field>: <message>"`` for an :class:`~.timing.InvalidSchedule`, ``"<Type>: <message>"``
+    for any other exception (its text bounded, never its ``__str__``). Never raises."""
+    if isinstance(exc, timing.InvalidSchedule) and type(exc.message) is str:
+        return bound_text(f"{exc.field}: {exc.message}", 450)
+    error_type, message = project_error(exc, 400)
+    return bound_text(f"{error_type}: {message}" if message else error_type, 450)
+
+
+#: How a ``degraded_reason`` begins when the engine could not evaluate the row's definition
+#: (such a schedule comes back by a valid edit and :func:`enable`, never by itself).
+UNEVALUABLE_PREFIX = "cannot evaluate the schedule: "
+
+
+def _snapshot(row: Schedule, fields: Sequence[str]) -> dict[str, Any]:
+    return {f: getattr(row, f) for f in fields}
+
+
+def _restore(row: Schedule, snapshot: dict[str, Any]) -> None:
+    for name, value in snapshot.items():
+        setattr(row, name, value)
+
+
+def _safe_hash(row: Schedule) -> str:
+    try:
+        return row.compute_definition_hash()
+    except Exception:  # noqa: BLE001 - a definition too broken to fingerprint
+        return row.definition_hash
+
+
+def _pause_degraded(row: Schedule, reason: str) -> None:
+    """Pause ``row`` because the engine cannot evaluate it (health counts it as degraded);
+    a valid edit and :func:`enable` bring it back."""
+    row.status = Status.PAUSED
+    row.degraded_reason = reason[:500]
+    row.next_run_at = row.retry_scheduled_for = row.triggered_at = None
+    row.lease_token = row.lease_expires_at = None
+    logger.warning(
+        "schedule %s degraded: %s", row.name, row.degraded_reason, extra={"schedule": row.name}
+    )
+
+
+def _quarantine_claim(
+    row: Schedule,
+    exc: BaseException,
+    now: datetime,
+    worker: str,
+    attempts: list[RunAttempt],
+    receipts: list[RunReceipt],
+) -> None:
+    """A due row the engine could not evaluate (a value written behind ``save()``, a zone
+    tzdata no longer has, ...): record its slot as one attempt with a ``degraded`` receipt
+    naming the field and the problem, and pause it with that reason. The rest of the batch
+    is claimed as usual."""
+    occurrence = row.occurrence + 1
+    slot = row.retry_scheduled_for or row.triggered_at or row.next_run_at or now
+    if row.retry_scheduled_for is not None:
+        occurrence = row.occurrence
+    number = row.attempt + 1 if row.retry_scheduled_for is not None else 1
+    reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
+    attempt = RunAttempt(
+        id=uuid.uuid4(),
+        schedule_id=row.id,
+        schedule_name=row.name,
+        occurrence=occurrence,
+        attempt=number,
+        scheduled_for=slot,
+        claimed_at=now,
+        lease_token=uuid.uuid4(),
+        lease_expires_at=now,
+        worker=worker[:200],
+        idempotency_key=idempotency_key(row.id, occurrence),
+    )
+    attempts.append(attempt)
+    row.occurrence, row.attempt = occurrence, number
+    row.last_run_at = now
+    row.definition_hash = _safe_hash(row)
+    _pause_degraded(row, reason)
+    receipts.append(
+        _Receipt(
+            attempt_id=attempt.id,
+            schedule_id=row.id,
+            occurrence=occurrence,
+            status=ReceiptStatus.DEGRADED,
+            finished_at=now,
+            error_type="InvalidSchedule"
+            if isinstance(exc, timing.InvalidSchedule)
+            else bound_text(type(exc).__name__, 200),
+            error_message=reason,
+            failure_count_after=row.failure_count,
+            next_run_at=None,
+        ).model()
+    )
 
 
 def idempotency_key(schedule_id: uuid.UUID, occurrence: int) -> str:
@@ -468,7 +657,16 @@ def claim_due(
         attempts: list[RunAttempt] = []
         receipts: list[RunReceipt] = []
         for row in rows:
-            _plan_claim(row, now, lease, worker, attempts, receipts, claims)
+            # One row's bad value (behind save(): an unknown zone, a cron that never fires,
+            # an overflowing interval) must not abort the batch: quarantine that row only.
+            snapshot = _snapshot(row, _CLAIM_FIELDS)
+            marks = len(attempts), len(receipts), len(claims)
+            try:
+                _plan_claim(row, now, lease, worker, attempts, receipts, claims)
+            except Exception as exc:  # noqa: BLE001 - any evaluation error is that row's
+                del attempts[marks[0] :], receipts[marks[1] :], claims[marks[2] :]
+                _restore(row, snapshot)
+                _quarantine_claim(row, exc, now, worker, attempts, receipts)
         if attempts:
             _insert_rows(RunAttempt, attempts, using)
         if receipts:
@@ -663,7 +861,8 @@ def _plan_claim(
             idempotency_key=attempt.idempotency_key,
             payload=row.payload,
             missed_slots=missed,
-            timeout_seconds=row.timeout_seconds,
+            timeout_seconds=_bounded_seconds(row.timeout_seconds, None, TIMEOUT_MAX_SECONDS)
+            or None,
         )
     )
 
@@ -682,16 +881,25 @@ def renew_leases(
 ) -> set[uuid.UUID]:
     """Extend the leases named by ``tokens`` to ``now + lease_seconds`` while they are
     still live, and return the tokens that are still owned (the others were lost: expired
-    and recovered, or the schedule was deleted)."""
+    and recovered, or the schedule was deleted). A row locked by another transaction is
+    skipped, not waited for (where the database has ``SKIP LOCKED``); its lease stays
+    owned while it has not expired."""
     tokens = list(tokens)
     if not tokens:
         return set()
     lease = timedelta(seconds=lease_seconds or app_settings.LEASE_SECONDS)
     with transaction.atomic(using=using):
         now = _resolve_now(now, using)
-        Schedule.objects.using(using).filter(
+        live = Schedule.objects.using(using).filter(
             lease_token__in=tokens, lease_expires_at__gt=now
-        ).update(lease_expires_at=now + lease)
+        )
+        if connections[using].features.has_select_for_update_skip_locked:
+            # Never wait for a row someone else locked (a callback may lock its own
+            # schedule): renew the others now, that one at the next renewal.
+            live = Schedule.objects.using(using).filter(
+                pk__in=list(_locked(live, using, skip_locked=True).values_list("pk", flat=True))
+            )
+        live.update(lease_expires_at=now + lease)
         owned = {
             token
             for token in Schedule.objects.using(using)
@@ -777,81 +985,30 @@ def complete(
     receipt was already written by the recovery. Never raises for a fenced outcome.
     An outcome carrying ``enqueue`` (a task for a database queue) enqueues here, in this
     transaction and only once its lease is confirmed (see :class:`Outcome`).
+
+    Totality: every outcome is bounded first (:func:`bound_outcome`); an outcome that
+    cannot be applied to its row (its definition was made invalid behind ``save()`` while
+    it ran) is receipted with its own status and the schedule paused as degraded; if the
+    database still refuses the batch (``IntegrityError``, ``DataError``, a driver's
+    ``ValueError``), each outcome is retried in its own transaction, then once without its
+    result and message, and only then dropped (``report.dropped``, logged). An outcome
+    whose attempt retention has pruned meanwhile is dropped with a log line. A row locked
+    by another transaction (e.g. by the callback itself) is not waited for: its outcome
+    is returned in ``report.deferred``. Database errors of the connection itself
+    (``OperationalError``: the server is gone) propagate, and nothing is written.
     """
-    report = CompletionReport()
     if not outcomes:
-        return report
-    with transaction.atomic(using=using):
-        _lock_for_write(using)
-        ids = {o.claim.schedule_id for o in outcomes}
-        qs = Schedule.objects.using(using).filter(id__in=ids)
-        read_clock = now is None and connections[using].vendor == "postgresql"
-        if read_clock:  # the database clock in the same round trip (statement_timestamp())
-            qs = qs.annotate(_db_now=Now())
-        rows = {r.id: r for r in _locked(qs, using, skip_locked=False)}
-        if read_clock and rows:
-            # _db_now: the .annotate() above; the plugin types qs as plain Schedule rows.
-            now = next(iter(rows.values()))._db_now.astimezone(UTC)  # type: ignore[attr-defined]
-        now = _resolve_now(now, using)
-        receipts: list[_Receipt] = []
-        touched: dict[uuid.UUID, Schedule] = {}
-        orphans: list[Outcome] = []
-        for outcome in outcomes:
-            claim = outcome.claim
-            row = rows.get(claim.schedule_id)
-            if row is None or row.lease_token != claim.lease_token:
-                orphans.append(outcome)
-                continue
-            touched[row.id] = row
-            row.lease_token = None
-            lease_expires_at, row.lease_expires_at = row.lease_expires_at, None
-            assert lease_expires_at is not None
-            if lease_expires_at <= now:
-                report.fenced.append(outcome)
-                receipts.append(
-                    _fail_attempt(
-                        row,
-                        claim.occurrence,
-                        claim.attempt,
-                        claim.scheduled_for,
-                        claim.attempt_id,
-                        now,
-                        ReceiptStatus.LEASE_EXPIRED,
-                        "LeaseExpired",
-                        f"the run finished ({outcome.status}) after its lease expired",
-                        retry_after=0.0,
-                        result=_fenced_result(outcome),
-                    )
-                )
-            else:
-                receipts.append(_apply(row, _enqueue(outcome, using), now))
-        if orphans:
-            done = set(
-                RunReceipt.objects.using(using)
-                .filter(attempt_id__in=[o.claim.attempt_id for o in orphans])
-                .values_list("attempt_id", flat=True)
-            )
-            for outcome in orphans:
-                report.fenced.append(outcome)
-                if outcome.claim.attempt_id in done:
-                    continue
-                receipts.append(
-                    _Receipt(
-                        attempt_id=outcome.claim.attempt_id,
-                        schedule_id=outcome.claim.schedule_id,
-                        occurrence=outcome.claim.occurrence,
-                        status=ReceiptStatus.LEASE_LOST,
-                        finished_at=now,
-                        error_type="LeaseLost",
-                        error_message=f"the lease was lost before the run reported {outcome.status}",
-                        result=_fenced_result(outcome),
-                    )
-                )
-        models = [r.model() for r in receipts]
-        _insert_rows(RunReceipt, models, using)
-        if touched:
-            _update_rows(list(touched.values()), _FINISH_FIELDS, using)
-        report.receipts = models
+        return CompletionReport()
+    bounded = [bound_outcome(o) for o in outcomes]
+    try:
+        report = _complete_batch(bounded, now, using)
+    except _REFUSED as exc:
+        if connections[using].in_atomic_block:
+            raise  # inside the caller's transaction nothing can be retried here
+        logger.warning("a completion batch was refused (%s); retrying outcome by outcome", exc)
+        report = CompletionReport()
+        for outcome in bounded:
+            report.extend(_complete_alone(outcome, now, using))
     for outcome in report.fenced:
         logger.warning(
             "fenced late outcome of %s occurrence %s attempt %s (%s)",
@@ -862,6 +1019,178 @@ def complete(
             extra={"schedule": outcome.claim.schedule_name, "occurrence": outcome.claim.occurrence},
         )
     return report
+
+
+#: What the database (or its driver) raises for a value it refuses to store.
+_REFUSED = (IntegrityError, DataError, ValueError)
+
+
+def _complete_alone(outcome: Outcome, now: datetime | None, using: str) -> CompletionReport:
+    """:func:`complete` of one outcome after its batch was refused: as given, then stripped
+    of its result and message, then dropped (logged; its lease expires and the occurrence
+    is recovered)."""
+    try:
+        return _complete_batch([outcome], now, using)
+    except _REFUSED as exc:
+        first = exc
+    stripped = replace(
+        outcome,
+        result=None,
+        error_message=f"the outcome could not be stored as reported ({type(first).__name__})",
+        enqueue=None,
+    )
+    try:
+        return _complete_batch([stripped], now, using)
+    except _REFUSED as exc:
+        logger.error(
+            "dropped the outcome of %s occurrence %s attempt %s: the database refused it "
+            "(%s; %s); its lease will expire and the occurrence be recovered",
+            outcome.claim.schedule_name,
+            outcome.claim.occurrence,
+            outcome.claim.attempt,
+            type(first).__name__,
+            type(exc).__name__,
+            extra={"schedule": outcome.claim.schedule_name, "occurrence": outcome.claim.occurrence},
+        )
+        return CompletionReport(dropped=[outcome])
+
+
+def _complete_batch(
+    outcomes: Sequence[Outcome], now: datetime | None, using: str
+) -> CompletionReport:
+    """One completion transaction over bounded outcomes (see :func:`complete`)."""
+    report = CompletionReport()
+    with transaction.atomic(using=using):
+        _lock_for_write(using)
+        ids = {o.claim.schedule_id for o in outcomes}
+        qs = Schedule.objects.using(using).filter(id__in=ids)
+        read_clock = now is None and connections[using].vendor == "postgresql"
+        if read_clock:  # the database clock in the same round trip (statement_timestamp())
+            qs = qs.annotate(_db_now=Now())
+        rows = {r.id: r for r in _locked(qs, using, skip_locked=True)}
+        if read_clock and rows:
+            # _db_now: the .annotate() above; the plugin types qs as plain Schedule rows.
+            now = next(iter(rows.values()))._db_now.astimezone(UTC)  # type: ignore[attr-defined]
+        now = _resolve_now(now, using)
+        busy: set[uuid.UUID] = set()
+        if len(rows) < len(ids):  # skipped as locked, or deleted: a plain read tells which
+            busy = set(
+                Schedule.objects.using(using)
+                .filter(id__in=ids - set(rows))
+                .values_list("id", flat=True)
+            )
+        receipts: list[_Receipt] = []
+        touched: dict[uuid.UUID, Schedule] = {}
+        orphans: list[Outcome] = []
+        for outcome in outcomes:
+            claim = outcome.claim
+            if claim.schedule_id in busy:
+                report.deferred.append(outcome)
+                continue
+            row = rows.get(claim.schedule_id)
+            if row is None or row.lease_token != claim.lease_token:
+                orphans.append(outcome)
+                continue
+            touched[row.id] = row
+            receipts.append(_finish(row, outcome, now, using, report))
+        if orphans:
+            receipts += _orphan_receipts(orphans, now, using, report)
+        models = [r.model() for r in receipts]
+        _insert_rows(RunReceipt, models, using)
+        if touched:
+            _update_rows(list(touched.values()), _FINISH_FIELDS, using)
+        report.receipts = models
+    return report
+
+
+def _finish(
+    row: Schedule, outcome: Outcome, now: datetime, using: str, report: CompletionReport
+) -> _Receipt:
+    """The receipt of ``outcome`` on the locked ``row`` that its lease token still owns;
+    moves the row on (or pauses it as degraded when its definition cannot be evaluated)."""
+    claim = outcome.claim
+    row.lease_token = None
+    lease_expires_at, row.lease_expires_at = row.lease_expires_at, None
+    if lease_expires_at is None or lease_expires_at <= now:
+        report.fenced.append(outcome)
+        return _fail_attempt(
+            row,
+            claim.occurrence,
+            claim.attempt,
+            claim.scheduled_for,
+            claim.attempt_id,
+            now,
+            ReceiptStatus.LEASE_EXPIRED,
+            "LeaseExpired",
+            f"the run finished ({outcome.status}) after its lease expired",
+            retry_after=0.0,
+            result=_fenced_result(outcome),
+        )
+    snapshot = _snapshot(row, _FINISH_FIELDS)
+    outcome = _enqueue(outcome, using)
+    try:
+        return _apply(row, outcome, now)
+    except Exception as exc:  # noqa: BLE001 - the row's own bad value: pause that row only
+        _restore(row, snapshot)
+        reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
+        _pause_degraded(row, reason)
+        status = outcome.status if outcome.status in ReceiptStatus.values else "failed"
+        message = outcome.error_message
+        note = f"the schedule was paused: {reason}"
+        return _receipt(
+            row,
+            claim,
+            status,
+            now,
+            replace(
+                outcome, error_message=bound_text(f"{message}; {note}" if message else note, 1000)
+            ),
+        )
+
+
+def _orphan_receipts(
+    orphans: list[Outcome], now: datetime, using: str, report: CompletionReport
+) -> list[_Receipt]:
+    """Receipts of outcomes whose lease token no longer owns its row: ``lease_lost``, unless
+    the recovery already receipted the attempt. An attempt that retention pruned meanwhile
+    (a worker stalled past its lease, then ``prune_runs``) has nothing left to receipt: its
+    outcome is dropped with a log line (``report.dropped``)."""
+    known = dict(
+        RunAttempt.objects.using(using)
+        .filter(id__in=[o.claim.attempt_id for o in orphans])
+        .values_list("id", "receipt__id")
+    )
+    receipts = []
+    for outcome in orphans:
+        claim = outcome.claim
+        if claim.attempt_id not in known:
+            report.dropped.append(outcome)
+            logger.warning(
+                "dropped the late outcome (%s) of %s occurrence %s attempt %s: its attempt "
+                "was pruned by retention",
+                outcome.status,
+                claim.schedule_name,
+                claim.occurrence,
+                claim.attempt,
+                extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+            )
+            continue
+        report.fenced.append(outcome)
+        if known[claim.attempt_id] is not None:
+            continue
+        receipts.append(
+            _Receipt(
+                attempt_id=claim.attempt_id,
+                schedule_id=claim.schedule_id,
+                occurrence=claim.occurrence,
+                status=ReceiptStatus.LEASE_LOST,
+                finished_at=now,
+                error_type="LeaseLost",
+                error_message=f"the lease was lost before the run reported {outcome.status}",
+                result=_fenced_result(outcome),
+            )
+        )
+    return receipts
 
 
 def _enqueue_hook(stage: str, outcome: Outcome) -> None:
@@ -982,14 +1311,14 @@ def _fail_attempt(
         row.retry_scheduled_for = None
     elif attempt < _max_attempts(row) and row.status == Status.ACTIVE:
         if retry_after is None:
-            retry_after = timing.backoff_seconds(
-                attempt,
-                _or(row.backoff_base_seconds, app_settings.BACKOFF_BASE_SECONDS),
-                _or(row.backoff_cap_seconds, app_settings.BACKOFF_CAP_SECONDS),
-            )
+            retry_after = backoff_for(row, attempt)
+        retry_after = min(
+            _bounded_seconds(retry_after, 0.0, app_settings.RETRY_AFTER_MAX_SECONDS) or 0.0,
+            app_settings.RETRY_AFTER_MAX_SECONDS,
+        )
         row.attempt = attempt
         row.retry_scheduled_for = scheduled_for
-        row.next_run_at = _ceil_second(now + timedelta(seconds=max(0.0, retry_after)))
+        row.next_run_at = _ceil_second(now + timedelta(seconds=retry_after))
     else:
         # The occurrence is given up.
         row.failed_occurrences += 1
@@ -1026,6 +1355,21 @@ def _fail_attempt(
         next_run_at=row.next_run_at,
         slots_skipped=skipped,
     )
+
+
+def backoff_for(row: Schedule, attempt: int) -> float:
+    """Seconds before retry number ``attempt`` of ``row``: the exponential backoff
+    (:func:`.timing.backoff_seconds`) of the row's base and cap (else the
+    ``BACKOFF_BASE_SECONDS`` / ``BACKOFF_CAP_SECONDS`` settings), each bounded first as
+    ``Schedule.save()`` bounds them, so a row written behind ``save()`` (``1e12``, NaN,
+    negative) cannot overflow a datetime."""
+    base = _bounded_seconds(
+        row.backoff_base_seconds, app_settings.BACKOFF_BASE_SECONDS, BACKOFF_BASE_MAX_SECONDS
+    )
+    cap = _bounded_seconds(
+        row.backoff_cap_seconds, app_settings.BACKOFF_CAP_SECONDS, BACKOFF_CAP_MAX_SECONDS
+    )
+    return timing.backoff_seconds(max(1, attempt), base or 0.0, cap or 0.0)
 
 
 def _move_on(row: Schedule, occurrence: int, now: datetime) -> int:
@@ -1123,7 +1467,8 @@ def enable(
     """Make a paused (or failed) schedule active again. The next run is the first slot
     strictly after now: time spent paused produces no catch-up (R10). Clears
     ``degraded_reason`` and the consecutive failure count of a failed schedule.
-    Raises :class:`StateConflict` for a cancelled or completed schedule."""
+    Raises :class:`StateConflict` for a cancelled or completed schedule, and for one whose
+    stored definition cannot be evaluated (written behind ``save()``: correct it first)."""
     with transaction.atomic(using=using):
         row = _get_locked(schedule_id, using)
         if row.status == Status.ACTIVE:
@@ -1139,7 +1484,15 @@ def enable(
         row.degraded_reason = row.pause_reason = ""
         row.failed_occurrences = 0
         row.retry_scheduled_for = row.triggered_at = None
-        row.next_run_at = plan_next(row, now, first=row.kind == Kind.ONCE and row.occurrence == 0)
+        try:
+            row.next_run_at = plan_next(
+                row, now, first=row.kind == Kind.ONCE and row.occurrence == 0
+            )
+        except Exception as exc:  # noqa: BLE001 - a definition made invalid behind save()
+            raise StateConflict(
+                f"the stored definition cannot be evaluated ({describe_problem(exc)}): "
+                "correct it first"
+            ) from None
         if row.next_run_at is None:
             row.status = Status.COMPLETED
         row.save(
@@ -1518,10 +1871,23 @@ def recover_degraded(*, using: str = "default", now: datetime | None = None) -> 
     """Re-activate schedules paused as degraded whose callback is registered again."""
     recovered = []
     candidates = (
-        Schedule.objects.using(using).filter(status=Status.PAUSED).exclude(degraded_reason="")
+        Schedule.objects.using(using)
+        .filter(status=Status.PAUSED)
+        .exclude(degraded_reason="")
+        .exclude(degraded_reason__startswith=UNEVALUABLE_PREFIX)  # needs a fix and enable()
     )
     for row in candidates.filter(callback__in=registry.names()):
-        recovered.append(enable(row.pk, now=now, source="worker", using=using))
+        try:
+            recovered.append(enable(row.pk, now=now, source="worker", using=using))
+        except (StateConflict, ValidationError, ValueError, Schedule.DoesNotExist) as exc:
+            # Changed meanwhile, or its definition cannot be evaluated: leave it paused.
+            logger.warning(
+                "schedule %s not recovered: %s",
+                row.name,
+                describe_problem(exc),
+                extra={"schedule": row.name},
+            )
+            continue
         logger.info(
             "schedule %s recovered: callback %r is registered again",
             row.name,

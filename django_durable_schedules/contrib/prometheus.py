@@ -16,6 +16,8 @@ name                                                     type        meaning
 ``durable_schedules_runs_total{schedule,status}``        counter     receipts written by workers
 ``durable_schedules_run_duration_seconds{schedule}``     histogram   callback run time (seconds)
 ``durable_schedules_run_lateness_seconds{schedule}``     histogram   slot to claim (seconds)
+``durable_schedules_outcomes_dropped_total{schedule}``   counter     late outcomes with no
+                                                                     receipt left to write
 =======================================================  ==========  ==========================
 
 Workers alive, overdue schedules and expired leases are database-wide facts: read them from
@@ -47,6 +49,7 @@ class Metrics:
     runs: Counter
     run_duration: Histogram
     run_lateness: Histogram
+    outcomes_dropped: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> Metrics:
@@ -79,6 +82,12 @@ class Metrics:
                 buckets=LATENESS_BUCKETS,
                 registry=registry,
             ),
+            outcomes_dropped=Counter(
+                "durable_schedules_outcomes_dropped",
+                "Late outcomes dropped because their attempt was pruned (or not storable).",
+                ["schedule"],
+                registry=registry,
+            ),
         )
 
     def on_claimed(self, sender: Any, claim: Any, **kwargs: Any) -> None:
@@ -93,6 +102,10 @@ class Metrics:
         self.runs.labels(schedule_name, receipt.status).inc()
         if duration is not None:
             self.run_duration.labels(schedule_name).observe(duration)
+
+    def on_dropped(self, sender: Any, schedule_name: str, **kwargs: Any) -> None:
+        """``outcome_dropped`` receiver."""
+        self.outcomes_dropped.labels(schedule_name).inc()
 
 
 _connected: dict[int, Metrics] = {}
@@ -111,6 +124,9 @@ def connect(registry: CollectorRegistry | None = None) -> Metrics:
         )
         signals.run_finished.connect(
             metrics.on_finished, weak=False, dispatch_uid=f"dds-prometheus-finished-{key}"
+        )
+        signals.outcome_dropped.connect(
+            metrics.on_dropped, weak=False, dispatch_uid=f"dds-prometheus-dropped-{key}"
         )
         _connected[key] = metrics
     return _connected[key]
@@ -131,11 +147,13 @@ def disconnect(registry: CollectorRegistry | None = None) -> None:
         return
     signals.run_claimed.disconnect(dispatch_uid=f"dds-prometheus-claimed-{key}")
     signals.run_finished.disconnect(dispatch_uid=f"dds-prometheus-finished-{key}")
+    signals.outcome_dropped.disconnect(dispatch_uid=f"dds-prometheus-dropped-{key}")
     for collector in (
         metrics.runs_claimed,
         metrics.runs,
         metrics.run_duration,
         metrics.run_lateness,
+        metrics.outcomes_dropped,
     ):
         registry.unregister(collector)
 

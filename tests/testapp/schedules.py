@@ -119,3 +119,241 @@ async def async_sleep(ctx):
 
 
 from . import engines  # noqa: E402,F401  (task/command callbacks: tests/test_dispatch.py)
+
+# --- totality (tests/test_totality_properties.py, bench/chaos.py)
+# ``tests.poison`` does what ``ctx.payload["poison"]`` says: raise a named exception, or
+# return a built value. The spec is plain JSON (so a worker subprocess can be told too);
+# text is given as code points, {"cps": [...], "times": n}, because NUL and lone
+# surrogates cannot be stored in the payload column itself. Specs:
+#   {"raise": NAME, "message": TEXT}            NAME in POISON_EXCEPTIONS
+#   {"raise": NAME, "args": [VALUE, ...]}       (an exception whose args are not a str)
+#   {"raise": "RetryRun", "message": TEXT, "after": NUMBER}
+#   {"return": VALUE}
+# NUMBER: ["float", "nan"], ["int", "1000...0"], ["bool", true], ["str", TEXT], ["none"].
+# VALUE: ["none"], ["text", TEXT], ["num", NUMBER], ["list", [VALUE...]],
+#   ["dict", [[VALUE, VALUE], ...]] (hashable keys only), ["cycle"], ["deep", n],
+#   ["hostile"], ["bytes", TEXT], ["set"].
+
+
+class PoisonBaseError(BaseException):
+    """Not an ``Exception``: what a callback raises is still only that run's outcome."""
+
+
+class PoisonStrError(Exception):
+    def __str__(self):
+        raise RuntimeError("str exploded")
+
+    __repr__ = __str__
+
+
+POISON_EXCEPTIONS = {
+    "SkipRun": SkipRun,
+    "RetryRun": RetryRun,
+    "FailRun": FailRun,
+    "RuntimeError": RuntimeError,
+    "KeyError": KeyError,
+    "UnicodeDecodeError": None,  # built below: it needs five arguments
+    "SystemExit": SystemExit,
+    "PoisonStrError": PoisonStrError,
+    "PoisonBaseError": PoisonBaseError,
+}
+
+
+def poison_text(spec):
+    if isinstance(spec, str):
+        return spec
+    return "".join(chr(c) for c in spec.get("cps", [])) * int(spec.get("times", 1))
+
+
+def poison_number(spec):
+    kind = spec[0]
+    if kind == "float":
+        return float(spec[1])
+    if kind == "int":
+        return int(spec[1])
+    if kind == "bool":
+        return bool(spec[1])
+    if kind == "str":
+        return poison_text(spec[1])
+    return None
+
+
+def poison_value(spec):
+    kind, args = spec[0], spec[1:]
+    if kind == "text":
+        return poison_text(args[0])
+    if kind == "num":
+        return poison_number(args[0])
+    if kind == "list":
+        return [poison_value(v) for v in args[0]]
+    if kind == "dict":
+        return {poison_value(k): poison_value(v) for k, v in args[0]}
+    if kind == "cycle":
+        a = {"name": "a", "list": [1]}
+        a["self"] = a
+        a["list"].append(a["list"])
+        return a
+    if kind == "deep":
+        value = []
+        for _ in range(int(args[0])):
+            value = [value]
+        return value
+    if kind == "hostile":
+        return {"obj": Hostile(), "list": [Hostile()]}
+    if kind == "bytes":
+        return poison_text(args[0]).encode("utf-8", "surrogatepass")
+    if kind == "set":
+        return {1, 2, 3}
+    return None
+
+
+def poison_exception(spec):
+    name = spec["raise"]
+    message = poison_text(spec.get("message", ""))
+    if name == "RetryRun":
+        return RetryRun(message, after_seconds=poison_number(spec.get("after", ["none"])))
+    if name == "UnicodeDecodeError":
+        return UnicodeDecodeError("utf-8", b"\xff", 0, 1, message)
+    cls = POISON_EXCEPTIONS[name]
+    if "args" in spec:
+        return cls(*[poison_value(v) for v in spec["args"]])
+    return cls(message)
+
+
+@register("tests.poison")
+def poison(ctx):
+    """Raise or return what ``ctx.payload["poison"]`` says (see above)."""
+    spec = (ctx.payload or {}).get("poison") or {"return": ["none"]}
+    if "raise" in spec:
+        raise poison_exception(spec)
+    return poison_value(spec["return"])
+
+
+# --- worker recovery (tests/test_worker_recovery.py, tests/test_callback_connections.py)
+
+
+@register("tests.recovery.nap")
+def recovery_nap(ctx):
+    """Sleeps payload['seconds'] without touching the database (it can finish during a
+    database outage), then returns."""
+    time.sleep(float((ctx.payload or {}).get("seconds", 1)))
+    return "napped"
+
+
+@register("tests.txleak.atomic")
+def txleak_atomic(ctx):
+    """Enters ``transaction.atomic()`` and never leaves it, after writing a side effect."""
+    from django.db import transaction
+
+    transaction.atomic().__enter__()
+    _record(ctx)
+    return "left an atomic block open"
+
+
+@register("tests.txleak.autocommit_off")
+def txleak_autocommit_off(ctx):
+    """Turns autocommit off, writes a side effect and never commits."""
+    from django.db import connection
+
+    connection.set_autocommit(False)
+    _record(ctx)
+    return "left autocommit off"
+
+
+@register("tests.txleak.atomic_then_fail")
+def txleak_atomic_then_fail(ctx):
+    """Enters ``transaction.atomic()``, writes, then raises (a failure that also leaks)."""
+    from django.db import transaction
+
+    transaction.atomic().__enter__()
+    _record(ctx)
+    raise RuntimeError("failed inside an open transaction")
+
+
+# --- bad values (tests/test_bad_values.py, tests/test_bad_values_worker.py)
+
+_BAD_TEXT = {
+    "surrogate": "lone surrogate \ud800 here",
+    "nul": "a NUL \x00 byte",
+    "both": "\x00\udfff" * 3,
+}
+
+
+@register("tests.badvalue.outcome")
+def badvalue_outcome(ctx):
+    """Does what ``ctx.payload`` says with a value no database stores as it is:
+    ``{"raise": "error"|"skip"|"retry"|"fail", "text": "surrogate"|"nul"|"both",
+    "after": <after_seconds, or "inf"/"-inf"/"nan">}`` or ``{"return": "surrogate"|"nul"}``."""
+    p = ctx.payload or {}
+    text = _BAD_TEXT.get(p.get("text", ""), "plain")
+    after = p.get("after")
+    if isinstance(after, str):
+        after = float(after)
+    if "return" in p:
+        return {_BAD_TEXT[p["return"]]: [_BAD_TEXT[p["return"]], float("nan")]}
+    kind = p.get("raise", "error")
+    if kind == "skip":
+        raise SkipRun(text)
+    if kind == "retry":
+        raise RetryRun(text, after_seconds=after)
+    if kind == "fail":
+        raise FailRun(text)
+    raise RuntimeError(text)
+
+
+@register("tests.badvalue.lock_own_row")
+def badvalue_lock_own_row(ctx):
+    """Locks its own schedule row (SELECT ... FOR UPDATE) for payload['seconds'] (default
+    6), then records a side effect."""
+    from django.db import transaction
+
+    from django_durable_schedules.models import Schedule
+
+    with transaction.atomic():
+        Schedule.objects.select_for_update().get(pk=ctx.schedule_id)
+        time.sleep(float((ctx.payload or {}).get("seconds", 6)))
+    _record(ctx)
+    return "held my own row"
+
+
+# --- hard timeouts (tests/test_hard_timeouts.py)
+
+
+@register("tests.hang")
+def hang(ctx):
+    """Records a side effect (with its pid), then sleeps payload['seconds'] (default 600),
+    holding no database connection: a sync callback only a timeout can stop."""
+    from django.db import connection
+
+    _record(ctx)
+    connection.close()
+    time.sleep(float((ctx.payload or {}).get("seconds", 600)))
+    return "woke up"
+
+
+@register("tests.hang_spin")
+def hang_spin(ctx):
+    """Records a side effect, then spins in C holding the GIL (a catastrophically
+    backtracking regular expression): no thread, signal or asyncio can interrupt it."""
+    import re
+
+    _record(ctx)
+    re.match(r"(a+)+$", "a" * 40 + "b")
+    return "matched"
+
+
+@register("tests.hang_exit")
+def hang_exit(ctx):
+    """Records a side effect, then ends its process at once with exit code 3."""
+    _record(ctx)
+    os._exit(3)
+
+
+@register("tests.hang_leak")
+def hang_leak(ctx):
+    """Returns at once but leaves a non-daemon thread running (forever)."""
+    import threading
+
+    threading.Thread(target=threading.Event().wait, name="leaked-by-callback").start()
+    _record(ctx)
+    return "leaked a thread"
