@@ -16,6 +16,19 @@ from .conf import app_settings
 from .models import RunAttempt, Schedule, Status, WorkerHeartbeat
 
 
+class DegradedRow(TypedDict):
+    """One schedule in :attr:`Health.degraded_schedules`: paused because the engine could
+    not run or evaluate it."""
+
+    id: str
+    name: str
+    degraded_reason: str
+
+
+#: Most degraded schedules a snapshot lists by name (the count is always complete).
+DEGRADED_LISTED = 20
+
+
 class WorkerRow(TypedDict):
     """One live worker in :attr:`Health.workers` (a ``WorkerHeartbeat`` row's fields)."""
 
@@ -47,6 +60,7 @@ class Health:
     missed_slots: int
     live_workers: int
     workers: list[WorkerRow] = field(default_factory=list)
+    degraded_schedules: list[DegradedRow] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict (datetimes as ISO 8601 strings)."""
@@ -93,6 +107,14 @@ def snapshot(
         expired=Count("id", filter=Q(lease_expires_at__lte=now)),
         missed=Sum("missed_count"),
     )
+    degraded_rows: list[DegradedRow] = []
+    if agg["degraded"]:
+        degraded_rows = [
+            DegradedRow(id=str(pk), name=name, degraded_reason=reason)
+            for pk, name, reason in schedules.exclude(degraded_reason="")
+            .order_by("name")
+            .values_list("id", "name", "degraded_reason")[:DEGRADED_LISTED]
+        ]
     open_attempts = RunAttempt.objects.using(using).filter(receipt__isnull=True).count()
     stale = now - timedelta(seconds=app_settings.WORKER_STALE_SECONDS)
     workers: list[WorkerRow] = list(
@@ -115,7 +137,9 @@ def snapshot(
     if agg["expired"]:
         problems.append(f"{agg['expired']} expired leases not yet recovered")
     if agg["degraded"]:
-        problems.append(f"{agg['degraded']} schedules degraded")
+        names = ", ".join(row["name"] for row in degraded_rows[:5])
+        more = ", ..." if agg["degraded"] > 5 else ""
+        problems.append(f"{agg['degraded']} schedules degraded: {names}{more}")
     for w in workers:
         if abs(w["clock_skew_seconds"]) > app_settings.SKEW_WARN_SECONDS:
             problems.append(
@@ -136,4 +160,5 @@ def snapshot(
         missed_slots=agg["missed"] or 0,
         live_workers=len(workers),
         workers=workers,
+        degraded_schedules=degraded_rows,
     )

@@ -66,6 +66,10 @@ _QS = TypeVar("_QS", bound=QuerySet[Any])
 
 ONE_SECOND = timedelta(seconds=1)
 
+#: What the database (or its driver) raises for a value it refuses to store: a batch that
+#: meets one is retried row by row, so one bad row or outcome never blocks the others.
+_REFUSED = (IntegrityError, DataError, ValueError)
+
 #: Schedule columns a claim writes.
 _CLAIM_FIELDS = [
     "occurrence",
@@ -613,14 +617,100 @@ def claim_due(
 
     Due means ``status = active``, no lease, ``next_run_at <= now`` (database clock), oldest
     first. For each row: a schedule edited behind ``save()`` is re-planned instead (R10); an
-    unregistered callback is receipted ``degraded`` and paused; otherwise missed slots are
-    coalesced into one run of the latest slot (R6), an attempt row is written with a fresh
-    lease of ``lease_seconds`` (default setting ``LEASE_SECONDS``) and ``next_run_at`` moves
-    to the next slot. Returns the committed claims; on any database error nothing is
-    claimed and the error propagates.
+    unregistered callback is receipted ``degraded`` and paused; a row the engine cannot
+    evaluate (an unknown zone, a cron that can never fire, a value out of range, written
+    behind ``save()``) is receipted ``degraded`` with the field and the reason, and paused;
+    otherwise missed slots are coalesced into one run of the latest slot (R6), an attempt
+    row is written with a fresh lease of ``lease_seconds`` (default setting
+    ``LEASE_SECONDS``) and ``next_run_at`` moves to the next slot. Returns the committed
+    claims.
+
+    If the database refuses the batch (``IntegrityError``/``DataError``: a row whose stored
+    counters clash with its attempts, ...), the due rows are claimed one transaction each,
+    and a row refused on its own is paused as degraded with the database's reason, so one
+    row never blocks every claim. Other database errors propagate and nothing is claimed.
     """
     limit = limit or app_settings.BATCH_SIZE
     lease = timedelta(seconds=lease_seconds or app_settings.LEASE_SECONDS)
+    if now is not None:  # a caller's naive instant is its error, never a row's
+        now = timing.require_aware(now, "now")
+    try:
+        claims = _claim_batch(worker, limit, lease, now, using, only=None)
+    except _REFUSED as exc:
+        if connections[using].in_atomic_block:
+            raise  # inside the caller's transaction nothing can be retried here
+        logger.warning("a claim batch was refused (%s); claiming row by row", exc)
+        claims = _claim_one_by_one(worker, limit, lease, now, using)
+    for claim in claims:
+        logger.debug(
+            "claimed %s occurrence %s attempt %s",
+            claim.schedule_name,
+            claim.occurrence,
+            claim.attempt,
+            extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+        )
+    return claims
+
+
+def _due(using: str, due_before: Any) -> QuerySet[Schedule]:
+    """Rows a claim may take: active (or paused with a trigger: only ``trigger()`` gives a
+    paused row a ``next_run_at``), unleased, due, oldest first."""
+    return (
+        Schedule.objects.using(using)
+        .filter(
+            status__in=(Status.ACTIVE, Status.PAUSED),
+            lease_token__isnull=True,
+            next_run_at__lte=due_before,
+        )
+        .order_by("next_run_at")
+    )
+
+
+def _claim_one_by_one(
+    worker: str, limit: int, lease: timedelta, now: datetime | None, using: str
+) -> list[Claim]:
+    """The due rows, each claimed in its own transaction; a row the database refuses on
+    its own is paused as degraded (:func:`_quarantine_refused`)."""
+    due_before = now if now is not None else db_now(using)
+    claims: list[Claim] = []
+    for pk in list(_due(using, due_before).values_list("pk", flat=True)[:limit]):
+        try:
+            claims += _claim_batch(worker, limit, lease, now, using, only=pk)
+        except _REFUSED as exc:
+            _quarantine_refused(pk, exc, using)
+    return claims
+
+
+def _quarantine_refused(pk: uuid.UUID, exc: BaseException, using: str) -> None:
+    """Pause the due row ``pk`` whose claim the database refused (its attempt cannot be
+    written, so no receipt can be either): the reason goes to ``degraded_reason``."""
+    reason = f"the database refused its claim: {describe_problem(exc)}"[:500]
+    with transaction.atomic(using=using):
+        updated = (
+            Schedule.objects.using(using)
+            .filter(pk=pk, lease_token__isnull=True)
+            .update(
+                status=Status.PAUSED,
+                degraded_reason=reason,
+                next_run_at=None,
+                retry_scheduled_for=None,
+                triggered_at=None,
+            )
+        )
+    if updated:
+        logger.error("schedule %s paused: %s", pk, reason, extra={"schedule": str(pk)})
+
+
+def _claim_batch(
+    worker: str,
+    limit: int,
+    lease: timedelta,
+    now: datetime | None,
+    using: str,
+    *,
+    only: uuid.UUID | None,
+) -> list[Claim]:
+    """One claim transaction (see :func:`claim_due`); ``only``: that row alone."""
     claims: list[Claim] = []
     with transaction.atomic(using=using):
         _lock_for_write(using)
@@ -636,18 +726,9 @@ def claim_due(
             if clock_after
             else (now := _resolve_now(now, using))
         )
-        qs = (
-            Schedule.objects.using(using)
-            .filter(
-                status__in=(
-                    Status.ACTIVE,
-                    Status.PAUSED,
-                ),  # paused rows are due only when triggered
-                lease_token__isnull=True,
-                next_run_at__lte=due_before,
-            )
-            .order_by("next_run_at")
-        )
+        qs = _due(using, due_before)
+        if only is not None:
+            qs = qs.filter(pk=only)
         rows = list(_locked(qs, using, skip_locked=True)[:limit])
         if not rows:
             return []
@@ -673,14 +754,6 @@ def claim_due(
             _insert_rows(RunReceipt, receipts, using)
         _update_rows(rows, _CLAIM_FIELDS, using)
         _claim_committing()
-    for claim in claims:
-        logger.debug(
-            "claimed %s occurrence %s attempt %s",
-            claim.schedule_name,
-            claim.occurrence,
-            claim.attempt,
-            extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
-        )
     return claims
 
 
@@ -999,6 +1072,8 @@ def complete(
     """
     if not outcomes:
         return CompletionReport()
+    if now is not None:  # a caller's naive instant is its error, never an outcome's
+        now = timing.require_aware(now, "now")
     bounded = [bound_outcome(o) for o in outcomes]
     try:
         report = _complete_batch(bounded, now, using)
@@ -1019,10 +1094,6 @@ def complete(
             extra={"schedule": outcome.claim.schedule_name, "occurrence": outcome.claim.occurrence},
         )
     return report
-
-
-#: What the database (or its driver) raises for a value it refuses to store.
-_REFUSED = (IntegrityError, DataError, ValueError)
 
 
 def _complete_alone(outcome: Outcome, now: datetime | None, using: str) -> CompletionReport:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import threading
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -101,7 +102,10 @@ def test_a_poison_row_is_degraded_and_the_rest_of_its_batch_runs(case):
     assert receipt.status == "degraded" and field in receipt.error_message
     assert receipt.attempt.occurrence == 1 == bad.occurrence
     health = snapshot()
-    assert health.degraded >= 1 and not health.healthy
+    assert health.degraded == 1 and not health.healthy
+    [listed] = health.degraded_schedules
+    assert listed["name"] == "bad" and field in listed["degraded_reason"]
+    assert any("bad" in problem for problem in health.problems)
     # The neighbours complete as usual; the next pass does not touch the paused row again.
     state.complete([execute(c) for c in claims], now=T0 + 2 * S)
     assert state.claim_due(worker="w", now=T0 + 2 * S) == []
@@ -303,6 +307,32 @@ def test_safe_text_pairs_surrogates_and_replaces_the_rest():
     assert safe_text("\ud83d\ude00") == ("😀", True)
     assert safe_text("\ud800x\x00") == ("\ufffdx\ufffd", True)
     assert project_result({"\ud800": 1}, 100) == {"repaired": True, "value": {"\ufffd": 1}}
+
+
+def test_a_row_whose_claim_the_database_refuses_is_paused_and_the_rest_claimed():
+    # Its counter is behind its attempts (an attempt written by hand, a restored backup):
+    # the next attempt's (schedule, occurrence, attempt) already exists.
+    neighbours = [make(f"n-{i}") for i in range(3)]
+    clash = make("clash")
+    RunAttempt.objects.create(
+        schedule_id=clash.pk,
+        schedule_name=clash.name,
+        occurrence=1,
+        attempt=1,
+        scheduled_for=T0,
+        claimed_at=T0,
+        lease_token=uuid.uuid4(),
+        lease_expires_at=T0,
+        worker="by-hand",
+        idempotency_key="x",
+    )
+    claims = state.claim_due(worker="w", now=T0 + S)
+    assert {c.schedule_name for c in claims} == {s.name for s in neighbours}
+    clash.refresh_from_db()
+    assert clash.status == "paused" and "refused its claim" in clash.degraded_reason
+    assert "IntegrityError" in clash.degraded_reason
+    assert snapshot().degraded == 1
+    assert state.claim_due(worker="w", now=T0 + 2 * S) == []
 
 
 # ---------------------------------------------------------------------------------------

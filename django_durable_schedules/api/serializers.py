@@ -497,6 +497,14 @@ class StatusCountsField(serializers.DictField):
     """Schedules per status."""
 
 
+class DegradedScheduleSerializer(serializers.Serializer):
+    """A schedule paused because the engine could not run or evaluate it."""
+
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    degraded_reason = serializers.CharField()
+
+
 class HealthSerializer(serializers.Serializer):
     """The health snapshot (``health.snapshot().as_dict()``), for the schema."""
 
@@ -514,6 +522,9 @@ class HealthSerializer(serializers.Serializer):
     missed_slots = serializers.IntegerField()
     live_workers = serializers.IntegerField()
     workers = WorkerSerializer(many=True)
+    degraded_schedules = DegradedScheduleSerializer(
+        many=True, help_text="Up to 20 degraded schedules by name, with the reason."
+    )
 
 
 class DetailSerializer(serializers.Serializer):
