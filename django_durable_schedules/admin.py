@@ -52,7 +52,15 @@ from . import state, timing
 from .conf import app_settings
 from .exceptions import StateConflict
 from .health import snapshot
-from .models import ReceiptStatus, RunAttempt, RunReceipt, Schedule, Status, WorkerHeartbeat
+from .models import (
+    ReceiptStatus,
+    RunAttempt,
+    RunReceipt,
+    Schedule,
+    ScheduleQuerySet,
+    Status,
+    WorkerHeartbeat,
+)
 from .registry import registry
 
 #: Outcomes in the strip of the schedule list and change page.
@@ -467,9 +475,9 @@ class DegradedFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value() == "yes":
-            return queryset.exclude(degraded_reason="")
+            return queryset.filter(ScheduleQuerySet.degraded_q())
         if self.value() == "no":
-            return queryset.filter(degraded_reason="")
+            return queryset.exclude(ScheduleQuerySet.degraded_q())
         return queryset
 
 
@@ -481,10 +489,10 @@ class FailingFilter(admin.SimpleListFilter):
         return [("yes", "Failing (consecutive failures)"), ("no", "Not failing")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        if self.value() == "yes":
-            return queryset.filter(failure_count__gt=0)
+        if self.value() == "yes":  # the same predicate health counts
+            return queryset.filter(ScheduleQuerySet.failing_q())
         if self.value() == "no":
-            return queryset.filter(failure_count=0)
+            return queryset.exclude(ScheduleQuerySet.failing_q())
         return queryset
 
 
@@ -497,9 +505,9 @@ class RunningFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         if self.value() == "yes":
-            return queryset.filter(lease_token__isnull=False)
+            return queryset.filter(ScheduleQuerySet.leased_q())
         if self.value() == "no":
-            return queryset.filter(lease_token__isnull=True)
+            return queryset.exclude(ScheduleQuerySet.leased_q())
         return queryset
 
 
@@ -988,14 +996,12 @@ class ScheduleAdmin(admin.ModelAdmin):
             for w in health.workers
         ]
         failing_qs = (
-            Schedule.objects.filter(failure_count__gt=0, status__in=[Status.ACTIVE, Status.PAUSED])
+            Schedule.objects.failing()
             .order_by("-failure_count", "name")
             .prefetch_related(_recent_receipts())
         )
         degraded_qs = (
-            Schedule.objects.exclude(degraded_reason="")
-            .order_by("name")
-            .prefetch_related(_recent_receipts())
+            Schedule.objects.degraded().order_by("name").prefetch_related(_recent_receipts())
         )
         link = self._receipt_link()
         counts = [

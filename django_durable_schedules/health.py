@@ -10,10 +10,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypedDict
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Sum
 
 from .conf import app_settings
-from .models import RunAttempt, Schedule, Status, WorkerHeartbeat
+from .models import RunAttempt, Schedule, ScheduleQuerySet, Status, WorkerHeartbeat
 
 
 class DegradedRow(TypedDict):
@@ -92,26 +92,21 @@ def snapshot(
     by_status = {s: 0 for s in Status.values}
     for row in schedules.values("status").annotate(n=Count("id")):
         by_status[row["status"]] = row["n"]
-    active_unleased = Q(status=Status.ACTIVE, lease_token__isnull=True)
+    q = ScheduleQuerySet
     agg = schedules.aggregate(
-        due=Count("id", filter=active_unleased & Q(next_run_at__lte=now)),
-        overdue=Count(
-            "id",
-            filter=active_unleased & Q(next_run_at__lte=now - timedelta(seconds=overdue_after)),
-        ),
-        degraded=Count("id", filter=~Q(degraded_reason="")),
-        failing=Count(
-            "id", filter=Q(failure_count__gt=0, status__in=[Status.ACTIVE, Status.PAUSED])
-        ),
-        live=Count("id", filter=Q(lease_expires_at__gt=now)),
-        expired=Count("id", filter=Q(lease_expires_at__lte=now)),
+        due=Count("id", filter=q.claimable_q(now)),
+        overdue=Count("id", filter=q.claimable_q(now - timedelta(seconds=overdue_after))),
+        degraded=Count("id", filter=q.degraded_q()),
+        failing=Count("id", filter=q.failing_q()),
+        live=Count("id", filter=q.lease_live_q(now)),
+        expired=Count("id", filter=q.lease_expired_q(now)),
         missed=Sum("missed_count"),
     )
     degraded_rows: list[DegradedRow] = []
     if agg["degraded"]:
         degraded_rows = [
             DegradedRow(id=str(pk), name=name, degraded_reason=reason)
-            for pk, name, reason in schedules.exclude(degraded_reason="")
+            for pk, name, reason in schedules.degraded()
             .order_by("name")
             .values_list("id", "name", "degraded_reason")[:DEGRADED_LISTED]
         ]

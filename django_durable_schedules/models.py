@@ -102,6 +102,74 @@ def _metadata_errors(metadata: Any) -> dict[str, list[str]]:
     return {"metadata": problems} if problems else {}
 
 
+class ScheduleQuerySet(models.QuerySet["Schedule"]):
+    """The named predicates on schedules, one definition each, used by the state machine,
+    health, the admin and the API (``Schedule.objects.claimable(now)``). Each has a ``*_q``
+    twin returning the ``Q`` object, for aggregates (``Count("id", filter=...)``).
+    ``now`` is an aware UTC datetime, or an SQL expression of the database clock."""
+
+    @staticmethod
+    def runnable_q() -> Q:
+        """Rows a worker may run when due: active ones, and paused ones that were
+        triggered (a paused schedule runs only when triggered, however it was paused)."""
+        return Q(status=Status.ACTIVE) | Q(status=Status.PAUSED, triggered_at__isnull=False)
+
+    @classmethod
+    def claimable_q(cls, now: Any) -> Q:
+        """Runnable, unleased and due: ``next_run_at <= now``."""
+        return cls.runnable_q() & Q(lease_token__isnull=True, next_run_at__lte=now)
+
+    def claimable(self, now: Any) -> ScheduleQuerySet:
+        """What a claim may take at ``now`` (see :meth:`claimable_q`)."""
+        return self.filter(self.claimable_q(now))
+
+    def waiting(self) -> ScheduleQuerySet:
+        """Runnable, unleased rows with a next run: what an idle worker waits for."""
+        return self.filter(self.runnable_q(), lease_token__isnull=True, next_run_at__isnull=False)
+
+    @staticmethod
+    def failing_q() -> Q:
+        """Consecutive failed attempts on a schedule that still runs (active or paused); a
+        terminally ``failed`` schedule is counted by its status instead."""
+        return Q(failure_count__gt=0, status__in=(Status.ACTIVE, Status.PAUSED))
+
+    def failing(self) -> ScheduleQuerySet:
+        """See :meth:`failing_q`."""
+        return self.filter(self.failing_q())
+
+    @staticmethod
+    def degraded_q() -> Q:
+        """Paused by the engine because it could not run or evaluate it (a reason is set)."""
+        return ~Q(degraded_reason="")
+
+    def degraded(self) -> ScheduleQuerySet:
+        """See :meth:`degraded_q`."""
+        return self.filter(self.degraded_q())
+
+    @staticmethod
+    def leased_q() -> Q:
+        """A worker holds (or held, until recovery) the current attempt's lease."""
+        return Q(lease_token__isnull=False)
+
+    def leased(self) -> ScheduleQuerySet:
+        """See :meth:`leased_q`."""
+        return self.filter(self.leased_q())
+
+    @staticmethod
+    def lease_live_q(now: Any) -> Q:
+        """A lease that has not expired at ``now``."""
+        return Q(lease_expires_at__gt=now)
+
+    @staticmethod
+    def lease_expired_q(now: Any) -> Q:
+        """A lease that expired at or before ``now`` and was not recovered yet."""
+        return Q(lease_expires_at__lte=now)
+
+    def lease_expired(self, now: Any) -> ScheduleQuerySet:
+        """See :meth:`lease_expired_q`."""
+        return self.filter(self.lease_expired_q(now))
+
+
 def _default_timezone() -> str:
     return settings.TIME_ZONE or "UTC"
 
@@ -208,6 +276,8 @@ class Schedule(models.Model):
     definition_hash = models.CharField(max_length=40, blank=True, default="", editable=False)
     created_at = models.DateTimeField(default=dj_timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ScheduleQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]

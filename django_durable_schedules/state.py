@@ -653,17 +653,8 @@ def claim_due(
 
 
 def _due(using: str, due_before: Any) -> QuerySet[Schedule]:
-    """Rows a claim may take: active (or paused with a trigger: only ``trigger()`` gives a
-    paused row a ``next_run_at``), unleased, due, oldest first."""
-    return (
-        Schedule.objects.using(using)
-        .filter(
-            status__in=(Status.ACTIVE, Status.PAUSED),
-            lease_token__isnull=True,
-            next_run_at__lte=due_before,
-        )
-        .order_by("next_run_at")
-    )
+    """Rows a claim may take (``ScheduleQuerySet.claimable``), oldest first."""
+    return Schedule.objects.using(using).claimable(due_before).order_by("next_run_at")
 
 
 def _claim_one_by_one(
@@ -996,11 +987,7 @@ def expire_leases(
     with transaction.atomic(using=using):
         _lock_for_write(using)
         now = _resolve_now(now, using)
-        qs = (
-            Schedule.objects.using(using)
-            .filter(lease_expires_at__lte=now)
-            .order_by("lease_expires_at")
-        )
+        qs = Schedule.objects.using(using).lease_expired(now).order_by("lease_expires_at")
         rows = list(_locked(qs, using, skip_locked=True)[:limit])
         if not rows:
             return 0
@@ -1943,8 +1930,8 @@ def recover_degraded(*, using: str = "default", now: datetime | None = None) -> 
     recovered = []
     candidates = (
         Schedule.objects.using(using)
+        .degraded()
         .filter(status=Status.PAUSED)
-        .exclude(degraded_reason="")
         .exclude(degraded_reason__startswith=UNEVALUABLE_PREFIX)  # needs a fix and enable()
     )
     for row in candidates.filter(callback__in=registry.names()):
@@ -1991,11 +1978,7 @@ def next_wakeup(*, using: str = "default") -> Wakeup:
     index-ordered ``LIMIT 1`` reads)."""
     due = (
         Schedule.objects.using(using)
-        .filter(
-            status__in=(Status.ACTIVE, Status.PAUSED),  # as claim_due: paused = triggered only
-            lease_token__isnull=True,
-            next_run_at__isnull=False,
-        )
+        .waiting()  # as claim_due: runnable and unleased
         .order_by("next_run_at")
         .values_list("next_run_at", flat=True)
         .first()

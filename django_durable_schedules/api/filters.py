@@ -16,7 +16,7 @@ from django.utils.dateparse import parse_datetime
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
 
-from ..models import Kind, ReceiptStatus, RunAttempt, RunReceipt, Schedule, Status
+from ..models import Kind, ReceiptStatus, RunAttempt, RunReceipt, Schedule, ScheduleQuerySet, Status
 from .serializers import AWARE_MESSAGE
 
 
@@ -70,12 +70,12 @@ class ScheduleFilter(filters.FilterSet):
         fields = ["status", "kind", "callback", "degraded", "failing"]
 
     def filter_degraded(self, queryset: QuerySet, name: str, value: bool) -> QuerySet:
-        return (
-            queryset.exclude(degraded_reason="") if value else queryset.filter(degraded_reason="")
-        )
+        q = ScheduleQuerySet.degraded_q()
+        return queryset.filter(q) if value else queryset.exclude(q)
 
     def filter_failing(self, queryset: QuerySet, name: str, value: bool) -> QuerySet:
-        return queryset.filter(failure_count__gt=0) if value else queryset.filter(failure_count=0)
+        q = ScheduleQuerySet.failing_q()  # the same predicate health counts
+        return queryset.filter(q) if value else queryset.exclude(q)
 
 
 class AttemptFilter(filters.FilterSet):
