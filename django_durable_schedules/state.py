@@ -89,6 +89,7 @@ _CLAIM_FIELDS = [
 _FINISH_FIELDS = [
     "attempt",
     "retry_scheduled_for",
+    "triggered_at",
     "lease_token",
     "lease_expires_at",
     "next_run_at",
@@ -828,6 +829,13 @@ def _plan_claim(
     if row.retry_scheduled_for is not None:
         occurrence, attempt_no, slot = row.occurrence, row.attempt + 1, row.retry_scheduled_for
         provisional_next = recurring_next
+        if row.kind != Kind.ONCE and row.status == Status.ACTIVE:
+            # Grid slots that came due while the occurrence waited for its retry (backoff,
+            # lease recovery, a missing callback) are passed over: counted, never dropped.
+            # The previous attempt's claim (``last_run_at``) planned the grid up to its own
+            # instant, so the slots to count are those after it, up to now.
+            since = max(slot, timing.truncate_to_second(row.last_run_at or slot))
+            missed = timing.count_slots(spec, since + ONE_SECOND, now + ONE_SECOND)
     elif row.triggered_at is not None:
         # A manual run (trigger): its own occurrence; the grid continues after now.
         occurrence, attempt_no, slot = row.occurrence + 1, 1, row.triggered_at
@@ -887,6 +895,9 @@ def _plan_claim(
         row.status = Status.PAUSED
         row.degraded_reason = f"callback {row.callback!r} is not registered"
         row.next_run_at = None
+        # The occurrence awaits its run: recover_degraded() makes it due once the callback
+        # is registered again (the retry branch above then runs it, attempt + 1).
+        row.retry_scheduled_for = slot
         receipts.append(
             _Receipt(
                 attempt_id=attempt.id,
@@ -1289,10 +1300,16 @@ def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
         row.attempt = claim.attempt
         row.retry_scheduled_for = claim.scheduled_for
         row.next_run_at = timing.truncate_to_second(now)
+        if row.status == Status.PAUSED:  # a triggered run: still claimable when paused
+            row.triggered_at = claim.scheduled_for
         return _receipt(row, claim, ReceiptStatus.RELEASED, now, outcome)
     if status == "degraded":
+        # The callback vanished between claim and run: the occurrence awaits its run, as
+        # in the claim's own not-registered path.
         row.status = Status.PAUSED
         row.next_run_at = None
+        row.attempt = claim.attempt
+        row.retry_scheduled_for = claim.scheduled_for
         row.degraded_reason = outcome.error_message[:500]
         return _receipt(row, claim, ReceiptStatus.DEGRADED, now, outcome)
     if status == "failed":
@@ -1518,41 +1535,62 @@ def enable(
     schedule_id: Any,
     *,
     now: datetime | None = None,
+    run_at: datetime | None = None,
     actor: Any = None,
     source: str = "code",
     using: str = "default",
 ) -> Schedule:
-    """Make a paused (or failed) schedule active again. The next run is the first slot
-    strictly after now: time spent paused produces no catch-up (R10). Clears
-    ``degraded_reason`` and the consecutive failure count of a failed schedule.
+    """Make a paused (or failed) schedule active again. Clears ``degraded_reason``, the
+    pause reason and (for a failed schedule) the consecutive failure count.
+
+    Recurring: the next run is the first slot strictly after now; time spent paused
+    produces no catch-up (R10). ``once``: it is re-armed, never completed without a run:
+    due at ``run_at`` if that is still ahead, else due at once (a failed one-shot runs
+    again as a new occurrence); ``run_at`` (aware) moves it to a new instant first.
+
     Raises :class:`StateConflict` for a cancelled or completed schedule, and for one whose
-    stored definition cannot be evaluated (written behind ``save()``: correct it first)."""
+    stored definition cannot be evaluated (written behind ``save()``: correct it first);
+    ``ValidationError`` (``run_at``) for a ``run_at`` that is naive, or given to a
+    schedule that is not ``once``."""
     with transaction.atomic(using=using):
         row = _get_locked(schedule_id, using)
-        if row.status == Status.ACTIVE:
+        if row.status == Status.ACTIVE and run_at is None:
             return row
         if row.status not in (Status.PAUSED, Status.FAILED):
             raise StateConflict(f"a {row.status} schedule cannot be enabled")
         instant = _resolve_now(now, using)
         now = timing.truncate_to_second(instant)
         before = row.status
+        changes: dict[str, list[Any]] = {"status": [before, Status.ACTIVE]}
+        if run_at is not None:
+            if row.kind != Kind.ONCE:
+                raise ValidationError({"run_at": ["Only a once schedule takes run_at."]})
+            try:
+                new_run_at = timing.truncate_to_second(run_at, "run_at")
+            except timing.InvalidSchedule as exc:
+                raise ValidationError({"run_at": [exc.message]}) from None
+            changes["run_at"] = [_json_value(row.run_at), _json_value(new_run_at)]
+            row.run_at = new_run_at
+            row.definition_hash = _safe_hash(row)  # planned here, not re-planned by save()
         if row.status == Status.FAILED:
             row.failure_count = 0
         row.status = Status.ACTIVE
         row.degraded_reason = row.pause_reason = ""
         row.failed_occurrences = 0
         row.retry_scheduled_for = row.triggered_at = None
-        try:
-            row.next_run_at = plan_next(
-                row, now, first=row.kind == Kind.ONCE and row.occurrence == 0
-            )
-        except Exception as exc:  # noqa: BLE001 - a definition made invalid behind save()
-            raise StateConflict(
-                f"the stored definition cannot be evaluated ({describe_problem(exc)}): "
-                "correct it first"
-            ) from None
-        if row.next_run_at is None:
-            row.status = Status.COMPLETED
+        if row.kind == Kind.ONCE:
+            _rearm_once(row, now)
+        else:
+            try:
+                row.next_run_at = plan_next(row, now)
+            except Exception as exc:  # noqa: BLE001 - a definition made invalid behind save()
+                raise StateConflict(
+                    f"the stored definition cannot be evaluated ({describe_problem(exc)}): "
+                    "correct it first"
+                ) from None
+            if row.next_run_at is None:
+                row.status = Status.COMPLETED
+                changes["status"] = [before, Status.COMPLETED]
         row.save(
             update_fields=[
                 "status",
@@ -1563,6 +1601,8 @@ def enable(
                 "failed_occurrences",
                 "pause_reason",
                 "next_run_at",
+                "run_at",
+                "definition_hash",
                 "updated_at",
             ]
         )
@@ -1572,10 +1612,23 @@ def enable(
             now=instant,
             actor=actor,
             source=source,
-            changes={"status": [before, row.status]},
+            changes=changes,
             using=using,
         )
     return row
+
+
+def _rearm_once(row: Schedule, now: datetime) -> None:
+    """A ``once`` being enabled: due at its ``run_at`` while that is ahead (or when it
+    never ran), else at once as a manual run of a new occurrence (``triggered_at``), so a
+    catch-up window (``misfire_grace_seconds``) does not turn it into a miss."""
+    if row.run_at is None:
+        raise StateConflict("the stored definition cannot be evaluated (run_at: missing)")
+    run_at = timing.truncate_to_second(row.run_at, "run_at")
+    if run_at > now or row.occurrence == 0:
+        row.next_run_at = run_at
+    else:
+        row.triggered_at = row.next_run_at = now
 
 
 def disable(
@@ -1926,7 +1979,12 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
 
 
 def recover_degraded(*, using: str = "default", now: datetime | None = None) -> list[Schedule]:
-    """Re-activate schedules paused as degraded whose callback is registered again."""
+    """Re-activate schedules paused as degraded because their callback was missing, now
+    that it is registered again. The occurrence that met the missing callback runs once,
+    at once (its next attempt; slots that passed meanwhile are counted as missed, as after
+    downtime), then the grid goes on. A schedule paused because its definition cannot be
+    evaluated is left alone: it needs a valid edit and :func:`enable`. Records an
+    ``enabled`` event (source ``worker``) for each."""
     recovered = []
     candidates = (
         Schedule.objects.using(using)
@@ -1934,25 +1992,60 @@ def recover_degraded(*, using: str = "default", now: datetime | None = None) -> 
         .filter(status=Status.PAUSED)
         .exclude(degraded_reason__startswith=UNEVALUABLE_PREFIX)  # needs a fix and enable()
     )
-    for row in candidates.filter(callback__in=registry.names()):
+    for pk, name, callback in candidates.filter(callback__in=registry.names()).values_list(
+        "pk", "name", "callback"
+    ):
         try:
-            recovered.append(enable(row.pk, now=now, source="worker", using=using))
+            recovered.append(_recover_one(pk, now, using))
         except (StateConflict, ValidationError, ValueError, Schedule.DoesNotExist) as exc:
             # Changed meanwhile, or its definition cannot be evaluated: leave it paused.
             logger.warning(
                 "schedule %s not recovered: %s",
-                row.name,
+                name,
                 describe_problem(exc),
-                extra={"schedule": row.name},
+                extra={"schedule": name},
             )
             continue
         logger.info(
             "schedule %s recovered: callback %r is registered again",
-            row.name,
-            row.callback,
-            extra={"schedule": row.name},
+            name,
+            callback,
+            extra={"schedule": name},
         )
     return recovered
+
+
+def _recover_one(pk: Any, now: datetime | None, using: str) -> Schedule:
+    with transaction.atomic(using=using):
+        row = _get_locked(pk, using)
+        if row.status != Status.PAUSED or not row.degraded_reason:
+            raise StateConflict(f"the schedule is {row.status} now")
+        if row.retry_scheduled_for is None:  # degraded before the occurrence was kept
+            return enable(pk, now=now, source="worker", using=using)
+        instant = _resolve_now(now, using)
+        row.status = Status.ACTIVE
+        row.degraded_reason = row.pause_reason = ""
+        row.triggered_at = None
+        row.next_run_at = timing.truncate_to_second(instant)  # the kept occurrence, at once
+        row.save(
+            update_fields=[
+                "status",
+                "degraded_reason",
+                "pause_reason",
+                "triggered_at",
+                "next_run_at",
+                "updated_at",
+            ]
+        )
+        record_event(
+            row,
+            EventAction.ENABLED,
+            now=instant,
+            source="worker",
+            changes={"status": [Status.PAUSED, Status.ACTIVE]},
+            using=using,
+        )
+    return row
 
 
 # ---------------------------------------------------------------------------------------

@@ -49,6 +49,7 @@ class APIAutoSchema(AutoSchema):
             or self._is_create_operation()
             or self._is_list_view()
             or self.get_override_parameters()
+            or (self.method == "POST" and self.get_request_serializer() is not None)  # a body
         ):
             errors["400"] = (VALIDATION_ERROR, "Invalid input: field errors.")
         for code, (schema, description) in errors.items():

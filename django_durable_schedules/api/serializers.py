@@ -325,6 +325,16 @@ class ScheduleSerializer(BaseModelSerializer):
             return state.update_schedule(instance.pk, **validated_data)
 
 
+class EnableSerializer(serializers.Serializer):
+    """Body of ``enable/`` (optional): ``run_at`` moves a ``once`` schedule to a new
+    instant as it is re-armed (without it, a past one-shot is due at once)."""
+
+    run_at = AwareDateTimeField(
+        required=False,
+        help_text="Once schedules only: the new instant to run at (aware ISO 8601).",
+    )
+
+
 class UpcomingQuerySerializer(serializers.Serializer):
     """Query of ``upcoming/``: ``count`` (1 or more, default 5, capped at 100) and an
     optional aware ``after`` (default: now)."""
@@ -538,6 +548,7 @@ __all__ = [
     "AwareDateTimeField",
     "CallbackField",
     "DetailSerializer",
+    "EnableSerializer",
     "HealthSerializer",
     "ReceiptSerializer",
     "ScheduleSerializer",

@@ -10,11 +10,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException, NotFound
+from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import BaseParser, FormParser, MultiPartParser
 from rest_framework.permissions import BasePermission, OperandHolder, SingleOperandHolder
@@ -34,6 +35,7 @@ from .schema import APIAutoSchema, extend_schema
 from .serializers import (
     AttemptSerializer,
     DetailSerializer,
+    EnableSerializer,
     EventSerializer,
     HealthSerializer,
     ReceiptSerializer,
@@ -53,13 +55,17 @@ class Conflict(APIException):
 
 @contextmanager
 def state_errors() -> Iterator[None]:
-    """``StateConflict`` -> 409; a row deleted under us -> 404."""
+    """``StateConflict`` -> 409; a row deleted under us -> 404; a ``ValidationError`` of
+    the transition (field messages) -> 400."""
     try:
         yield
     except StateConflict as exc:
         raise Conflict(exc.reason) from None
     except Schedule.DoesNotExist:
         raise NotFound() from None
+    except DjangoValidationError as exc:  # a transition's own field check: 400
+        detail = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+        raise ValidationError(detail) from None
 
 
 class NewestFirstPagination(CursorPagination):
@@ -149,11 +155,15 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
             row = func(schedule.pk, **self._audit())
         return Response(self.get_serializer(row).data)
 
-    @extend_schema(request=None, responses={200: ScheduleSerializer, 409: _CONFLICT})
+    @extend_schema(request=EnableSerializer, responses={200: ScheduleSerializer, 409: _CONFLICT})
     @action(detail=True, methods=["post"])
     def enable(self, request: Request, pk: Any = None) -> Response:
-        """Make a paused or failed schedule active again (no catch-up)."""
-        return self._transition(state.enable)
+        """Make a paused or failed schedule active again (no catch-up); a ``once`` one is
+        re-armed (due at once, or at the ``run_at`` given)."""
+        body = EnableSerializer(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        run_at = body.validated_data.get("run_at")
+        return self._transition(lambda pk, **audit: state.enable(pk, run_at=run_at, **audit))
 
     @extend_schema(request=None, responses={200: ScheduleSerializer, 409: _CONFLICT})
     @action(detail=True, methods=["post"])

@@ -2,7 +2,8 @@
 
 Subcommands: ``list``, ``upcoming NAME [--count N]``, ``health``, and ``enable`` /
 ``disable`` / ``cancel`` / ``trigger`` ``NAME`` (the same state transitions as the admin
-and the API).
+and the API, recorded with source ``command``); ``enable NAME --run-at ISO`` re-arms a
+one-shot at a new instant.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.dateparse import parse_datetime
 
 from ... import health, state, timing
 from ...exceptions import StateConflict
@@ -45,7 +48,14 @@ class Command(BaseCommand):
         upcoming.add_argument("--count", type=count_type, default=5)
         sub.add_parser("health", help="The health snapshot as JSON; exit 1 when unhealthy.")
         for action in ("enable", "disable", "cancel", "trigger"):
-            sub.add_parser(action, help=f"{action.capitalize()} a schedule.").add_argument("name")
+            command = sub.add_parser(action, help=f"{action.capitalize()} a schedule.")
+            command.add_argument("name")
+            if action == "enable":
+                command.add_argument(
+                    "--run-at",
+                    type=aware_datetime,
+                    help="Once schedules: the new instant to run at (ISO 8601 with offset).",
+                )
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
@@ -60,10 +70,13 @@ class Command(BaseCommand):
             self._upcoming(self._get(options["name"]), options["count"])
         else:
             schedule = self._get(options["name"])
+            extra = {"run_at": options["run_at"]} if options.get("run_at") else {}
             try:
-                row = getattr(state, action)(schedule.pk)
+                row = getattr(state, action)(schedule.pk, source="command", **extra)
             except StateConflict as exc:
                 raise CommandError(f"{schedule.name}: {exc.reason}") from None
+            except ValidationError as exc:
+                raise CommandError(f"{schedule.name}: {' '.join(exc.messages)}") from None
             self.stdout.write(f"{row.name}: {row.status}, next run {_fmt(row.next_run_at)}")
 
     def _get(self, name: str) -> Schedule:
@@ -74,20 +87,42 @@ class Command(BaseCommand):
 
     def _list(self) -> None:
         for s in Schedule.objects.order_by("name"):
-            line = f"{s.name:40} {s.status:9} {timing.describe(s.spec()):45} next {_fmt(s.next_run_at)}"
+            line = f"{s.name:40} {s.status:9} {_describe(s):45} next {_fmt(s.next_run_at)}"
             why = s.degraded_reason or s.pause_reason  # why a paused schedule does not run
             self.stdout.write(f"{line}  ({why})" if why else line)
 
     def _upcoming(self, schedule: Schedule, count: int) -> None:
-        zone = ZoneInfo(schedule.timezone or "UTC")
-        self.stdout.write(f"{schedule.name}: {timing.describe(schedule.spec())}")
-        times = schedule.upcoming(count)
+        self.stdout.write(f"{schedule.name}: {_describe(schedule)}")
+        try:
+            times = schedule.upcoming(count)
+        except timing.InvalidSchedule as exc:  # a definition made invalid behind save()
+            raise CommandError(
+                f"{schedule.name}: the stored definition is invalid: {exc}"
+            ) from None
+        zone = ZoneInfo(schedule.timezone or "UTC")  # valid: upcoming() checked it
         if not times:
             self.stdout.write("  no further fire times")
         for t in times:
             self.stdout.write(
                 f"  {t.astimezone(zone).isoformat()}  ({schedule.timezone})   {_fmt(t)}"
             )
+
+
+def _describe(schedule: Schedule) -> str:
+    """The schedule in words, or why it cannot be described (a definition written behind
+    ``save()`` that the engine cannot evaluate)."""
+    try:
+        return timing.describe(schedule.spec())
+    except (timing.InvalidSchedule, ValueError, OverflowError):
+        return "(invalid definition)"
+
+
+def aware_datetime(value: str) -> datetime:
+    """An ISO 8601 instant with a UTC offset (argparse type)."""
+    parsed = parse_datetime(value)
+    if parsed is None or parsed.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an ISO 8601 datetime with an offset")
+    return parsed
 
 
 def _fmt(value: datetime | None) -> str:
