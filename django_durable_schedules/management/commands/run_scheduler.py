@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+import threading
 from typing import Any
 
 from django.conf import settings
@@ -98,12 +99,26 @@ class Command(BaseCommand):
                 server.server_close()
                 if connected_here:  # leave a connect() made by the project's own code
                     _prometheus().disconnect()
-        if code:
-            # A forced stop (second signal). Callbacks may still be running in the pool's
-            # threads, and interpreter shutdown would join them: the process would keep
-            # running user code without renewing its leases, so another worker could run
-            # the same occurrence at the same time (B21). Leave now; the leases expire and
-            # are recovered elsewhere.
+        leftover = [
+            t
+            for t in threading.enumerate()
+            if t.is_alive() and not t.daemon and t is not threading.main_thread()
+        ]
+        if leftover and not code:
+            logging.getLogger("django_durable_schedules").warning(
+                "worker stopped; leaving without waiting for %s thread(s) a callback left "
+                "running: %s",
+                len(leftover),
+                ", ".join(t.name for t in leftover[:5]),
+            )
+        if code or leftover:
+            # A forced stop (second signal), or a drained one with threads a callback
+            # started and left running. Callbacks may still be running in the run threads
+            # (an abandoned sync callback, a leaked non-daemon thread), and interpreter
+            # shutdown would join them: the process would keep running user code without
+            # renewing its leases, so another worker could run the same occurrence at the
+            # same time (B21), and no signal would end it. Leave now; the leases expire
+            # and are recovered elsewhere.
             ours = logging.getLogger("django_durable_schedules")
             for handler in logging.getLogger().handlers + ours.handlers:
                 handler.flush()
