@@ -10,7 +10,11 @@ while the *current session* has opened the retention gate:
   on each of its own connections; any other client (the ``sqlite3`` shell) lacks it, so
   its DELETE fails.
 
-UPDATE is refused always. The SQL is kept here as data; :func:`install` is idempotent
+UPDATE is refused always. On SQLite an INSERT that meets an existing row is refused too
+(``INSERT OR REPLACE`` / ``REPLACE INTO`` would otherwise delete the old row without firing
+the DELETE trigger and write a forged one in its place); on PostgreSQL and MariaDB/MySQL,
+``INSERT ... ON CONFLICT DO UPDATE`` / ``ON DUPLICATE KEY UPDATE`` is an UPDATE (refused)
+and MySQL's ``REPLACE`` fires the DELETE trigger (refused). The SQL is kept here as data; :func:`install` is idempotent
 (MySQL DDL is not transactional) and runs from the app's migrations.
 """
 
@@ -29,16 +33,34 @@ MYSQL_GATE_VARIABLE = "@durable_schedules_retention"
 MESSAGE = "durable_schedules: {table} is append-only"
 
 
+#: SQLite: the rows an INSERT would replace (``INSERT OR REPLACE``, ``REPLACE INTO``, an
+#: upsert): one test per unique key of the table.
+_SQLITE_CONFLICTS = {
+    "durable_schedules_runattempt": "id = NEW.id OR lease_token = NEW.lease_token OR "
+    "(schedule_id = NEW.schedule_id AND occurrence = NEW.occurrence AND attempt = NEW.attempt)",
+    "durable_schedules_runreceipt": "id = NEW.id OR attempt_id = NEW.attempt_id OR "
+    "(schedule_id = NEW.schedule_id AND succeeded_occurrence = NEW.succeeded_occurrence)",
+    "durable_schedules_scheduleevent": "id = NEW.id",
+}
+
+
 def _sqlite(table: str) -> list[str]:
     msg = MESSAGE.format(table=table)
+    # REPLACE deletes the conflicting row without firing DELETE triggers (unless the
+    # connection set recursive_triggers), which would rewrite history: refuse any INSERT
+    # that meets an existing row, before SQLite resolves the conflict.
     return [
         f"DROP TRIGGER IF EXISTS {table}_no_update",
         f"DROP TRIGGER IF EXISTS {table}_no_delete",
+        f"DROP TRIGGER IF EXISTS {table}_no_replace",
         f"CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table} "
         f"BEGIN SELECT RAISE(ABORT, '{msg} (UPDATE refused)'); END",
         f"CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table} "
         f"WHEN {SQLITE_GATE_FUNCTION}() IS NOT 1 "
         f"BEGIN SELECT RAISE(ABORT, '{msg} (DELETE refused; use manage.py prune_runs)'); END",
+        f"CREATE TRIGGER {table}_no_replace BEFORE INSERT ON {table} "
+        f"WHEN EXISTS (SELECT 1 FROM {table} WHERE {_SQLITE_CONFLICTS[table]}) "
+        f"BEGIN SELECT RAISE(ABORT, '{msg} (an INSERT that meets an existing row is refused)'); END",
     ]
 
 
@@ -96,9 +118,8 @@ def uninstall_sql(vendor: str) -> list[str]:
             "DROP FUNCTION IF EXISTS durable_schedules_append_only()"
         ]
     if vendor in ("sqlite", "mysql"):
-        return [
-            f"DROP TRIGGER IF EXISTS {t}_{s}" for t in TABLES for s in ("no_update", "no_delete")
-        ]
+        suffixes = ("no_update", "no_delete", "no_replace")
+        return [f"DROP TRIGGER IF EXISTS {t}_{s}" for t in TABLES for s in suffixes]
     return []
 
 
