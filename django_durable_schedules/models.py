@@ -230,8 +230,8 @@ class Schedule(models.Model):
     timeout_seconds = models.FloatField(
         null=True,
         blank=True,
-        help_text="Longest run (seconds): an async callback is cancelled, a sync one is "
-        "receipted failed and its lease no longer renewed. Blank = no limit.",
+        help_text="Longest run (seconds): the callback runs in a child process that is "
+        "killed at the deadline (receipt failed, Timeout). Blank = no limit.",
     )
 
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)

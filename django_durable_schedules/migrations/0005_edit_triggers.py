@@ -5,7 +5,7 @@ way from now. Also (SQLite) the append-only guards now refuse an INSERT that wou
 an existing attempt, receipt or event (``INSERT OR REPLACE``): installed again here.
 """
 
-from django.db import migrations
+from django.db import migrations, models
 
 
 def install(apps, schema_editor):
@@ -27,5 +27,16 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AlterField(
+            model_name="schedule",
+            name="timeout_seconds",
+            field=models.FloatField(
+                blank=True,
+                help_text="Longest run (seconds): the callback runs in a child process that is "
+                "killed at the deadline (receipt failed, Timeout). Blank = no limit.",
+                null=True,
+            ),
+        ),
+        # Last: on SQLite a table rebuild would drop triggers installed before it.
         migrations.RunPython(install, uninstall, elidable=False),
     ]
