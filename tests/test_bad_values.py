@@ -393,3 +393,12 @@ def test_completion_and_renewal_skip_a_row_locked_by_someone_else():
     report = state.complete(report.deferred)
     assert [r.status for r in report.receipts] == ["succeeded"]
     assert RunAttempt.objects.count() == RunReceipt.objects.count() == 2
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "x" * 201, "undecodable \udcff"])
+def test_a_worker_id_no_database_stores_is_a_usage_error(bad):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="worker-id"):
+        call_command("run_scheduler", "--once", "--worker-id", bad)
+    assert not RunAttempt.objects.exists()

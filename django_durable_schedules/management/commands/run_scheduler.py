@@ -50,7 +50,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--lease-seconds", type=positive_float, help="Lease length in seconds.")
         parser.add_argument(
-            "--worker-id", help="Name recorded on attempts and heartbeats (default host:pid:rand)."
+            "--worker-id",
+            type=worker_id,
+            help="Name recorded on attempts and heartbeats (default host:pid:rand).",
         )
         parser.add_argument(
             "--max-idle",
@@ -153,6 +155,18 @@ class Command(BaseCommand):
             if connected_here:
                 prometheus.disconnect()
             raise CommandError(f"cannot serve metrics on {addr}:{port}: {exc}") from exc
+
+
+def worker_id(value: str) -> str:
+    """A worker id: 1-200 characters that every database stores as they are (no NUL, no
+    undecodable bytes from the command line), since it is written on every attempt."""
+    from ...projection import safe_text
+
+    if not 1 <= len(value) <= 200 or safe_text(value)[1]:
+        raise argparse.ArgumentTypeError(
+            "--worker-id must be 1-200 characters without NUL or undecodable bytes"
+        )
+    return value
 
 
 def port_number(value: str) -> int:
