@@ -9,11 +9,12 @@ import inspect
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import Error as DatabaseError
+from django.db import close_old_connections, connections
 
 from . import dispatch
 from .conf import app_settings
@@ -73,6 +74,79 @@ async def _await(value: Any, timeout: float | None) -> Any:
         raise RunTimeout(f"cancelled after timeout_seconds={timeout:g}") from None
 
 
+def discard_open_transactions() -> list[str]:
+    """Roll back whatever transaction a callback left open on this thread's connections,
+    and return the aliases of the connections it did that to (usually none).
+
+    A connection counts as left open when it is still inside an ``atomic`` block, or its
+    autocommit differs from its ``AUTOCOMMIT`` setting. Django's transaction bookkeeping
+    (``in_atomic_block``, ``atomic_blocks``, ``savepoint_ids``, ``needs_rollback``,
+    ``run_on_commit``, ...) is reset and the connection closed: the server discards the
+    transaction, ``on_commit`` callbacks are dropped, and the thread's next query opens a
+    fresh connection in autocommit. Only connections this thread already opened are looked
+    at (``connections.all(initialized_only=True)``); none is opened.
+    """
+    leaked = []
+    for conn in connections.all(initialized_only=True):
+        open_tx = conn.in_atomic_block or (
+            conn.connection is not None and conn.autocommit != conn.settings_dict["AUTOCOMMIT"]
+        )
+        if not open_tx:
+            continue
+        leaked.append(conn.alias)
+        conn.in_atomic_block = False
+        conn.atomic_blocks = []
+        conn.savepoint_ids = []
+        conn.commit_on_exit = True
+        conn.needs_rollback = False
+        conn.run_on_commit = []
+        conn.run_commit_hooks_on_set_autocommit_on = False
+        conn.closed_in_transaction = False
+        try:
+            conn.close()  # not in an atomic block any more: closes and forgets the connection
+        except DatabaseError:  # already broken: it is forgotten all the same
+            logger.debug("closing connection %r after a leaked transaction failed", conn.alias)
+    return leaked
+
+
+def _transaction_left_open(outcome: Outcome, aliases: list[str]) -> Outcome:
+    """``outcome`` after :func:`discard_open_transactions` rolled back ``aliases`` (see
+    :func:`execute`)."""
+    claim = outcome.claim
+    names = ", ".join(repr(alias) for alias in aliases)
+    if len(aliases) == 1:
+        sentence = f"the callback left a transaction open on database {names}; it was rolled back"
+    else:
+        sentence = (
+            f"the callback left transactions open on databases {names}; they were rolled back"
+        )
+    logger.warning(
+        "run %s #%s.%s (%s): %s",
+        claim.schedule_name,
+        claim.occurrence,
+        claim.attempt,
+        outcome.status,
+        sentence,
+        extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+    )
+    max_chars = app_settings.ERROR_MESSAGE_MAX_CHARS
+    if outcome.status in ("succeeded", "enqueued"):
+        return replace(
+            outcome,
+            status="failed",
+            error_type="TransactionLeftOpen",
+            error_message=sentence[:max_chars],
+            terminal=False,
+            retry_after=None,
+            enqueue=None,
+        )
+    if not outcome.error_message:
+        return replace(outcome, error_message=sentence[:max_chars])
+    suffix = f" ({sentence})"
+    kept = outcome.error_message[: max(0, max_chars - len(suffix))]
+    return replace(outcome, error_message=(kept + suffix)[:max_chars])
+
+
 def execute(claim: Claim) -> Outcome:
     """Run ``claim``'s callback and return its outcome; never raises.
 
@@ -81,6 +155,15 @@ def execute(claim: Claim) -> Outcome:
     ``FailRun`` -> ``failed`` terminal; any other exception -> ``failed`` retried with
     backoff; a callback that is no longer registered -> ``degraded``. A task or a
     management command is handed to :func:`.dispatch.run` (``enqueued``: see there).
+
+    A callback that leaves a transaction open on any of this thread's connections (an
+    ``atomic()`` never exited, autocommit turned off and never restored) has it rolled
+    back (:func:`discard_open_transactions`), so it cannot swallow the writes of later
+    runs on the thread. Its writes are lost, so a ``succeeded`` or ``enqueued`` outcome
+    becomes ``failed`` (retried), error type ``TransactionLeftOpen``, message "the callback
+    left a transaction open on database 'default'; it was rolled back"; any other outcome
+    keeps its status and gets that sentence appended, in parentheses, to its message. A
+    warning is logged either way.
     """
     started = time.monotonic()
     max_chars = app_settings.ERROR_MESSAGE_MAX_CHARS
@@ -103,7 +186,8 @@ def execute(claim: Claim) -> Outcome:
             claim, "skipped", error_type="SkipRun", error_message=project_error(exc, max_chars)[1]
         )
     except RetryRun as exc:
-        after = exc.after_seconds if type(exc.after_seconds) in (int, float) else None
+        # Any value: the state machine bounds it and says why in the receipt (inf, nan, -1).
+        after = getattr(exc, "after_seconds", None)
         outcome = Outcome(
             claim,
             "failed",
@@ -125,7 +209,10 @@ def execute(claim: Claim) -> Outcome:
             error_type = "Timeout"
         outcome = Outcome(claim, "failed", error_type=error_type, error_message=message)
     finally:
+        leaked = discard_open_transactions()
         close_old_connections()
+    if leaked:
+        outcome = _transaction_left_open(outcome, leaked)
     logger.info(
         "run %s #%s.%s %s in %.3fs (late %.3fs)",
         claim.schedule_name,

@@ -1,9 +1,10 @@
 """The worker loop: sleep until something is due, claim, run, complete, renew, heartbeat.
 
 All SQL lives in :mod:`.state`; this module only decides *when* to call it. Callbacks run
-in a thread pool (``concurrency`` threads) so the main thread keeps renewing leases and
-heartbeating while user code runs (B21: the heartbeat stops last). Outcomes are completed
-in batches by the main thread.
+in threads (at most ``concurrency`` runs at once) so the main thread keeps renewing leases
+and heartbeating while user code runs (B21: the heartbeat stops last). Outcomes are
+completed in batches by the main thread. A run with ``timeout_seconds`` runs in a child
+process that is killed at the deadline (:mod:`.isolation`; its thread only waits for it).
 
 Signals: the first SIGTERM/SIGINT stops claiming and drains (in-flight runs finish, are
 receipted, their leases kept alive until then); claims not yet started are released. A
@@ -21,7 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,9 +31,9 @@ from django.db import Error as DatabaseError
 from django.db import close_old_connections, connections
 from django.utils import timezone as dj_timezone
 
-from . import runner, signals, state
+from . import isolation, runner, signals, state
 from .conf import app_settings
-from .db import wakeups
+from .db import session, wakeups
 
 logger = logging.getLogger(__name__)
 
@@ -40,11 +41,100 @@ logger = logging.getLogger(__name__)
 GATHER_SECONDS = 0.005
 #: How soon the loop notices a signal while it waits (seconds).
 SIGNAL_POLL_SECONDS = 0.1
+#: A change of the measured host-minus-database clock skew larger than this is logged
+#: (seconds).
+CLOCK_STEP_LOG_SECONDS = 1.0
+#: Shortest wait before trying the database again after an error (seconds).
+RECONNECT_MIN_SECONDS = 0.2
+#: Longest wait between two attempts to reach the database (seconds). Kept short so that
+#: a worker is back within this long of its database and writes the outcomes of runs that
+#: finished during the outage while their leases are still valid.
+RECONNECT_MAX_SECONDS = 2.0
+#: While the database stays unreachable, the error is logged again at most this often
+#: (seconds); the first failure and the recovery are always logged.
+RECONNECT_LOG_SECONDS = 30.0
+
+
+def reconnect_delay(outage_seconds: float) -> float:
+    """Seconds to wait before the next attempt to reach the database, ``outage_seconds``
+    after the first failure of the outage: as long as the outage has lasted so far, within
+    ``RECONNECT_MIN_SECONDS`` .. ``RECONNECT_MAX_SECONDS`` (so the waits double: 0.2, 0.2,
+    0.4, 0.8, 1.6, then 2 s). It grows with elapsed time, not with a count of failed
+    attempts, so however many statements failed the worker is back within
+    ``RECONNECT_MAX_SECONDS`` of its database."""
+    return min(RECONNECT_MAX_SECONDS, max(RECONNECT_MIN_SECONDS, outage_seconds))
 
 
 def default_worker_id() -> str:
     """``host:pid:random`` - unique per process."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class RunThreads:
+    """The threads that run callbacks: a submitted run starts at once, on an idle thread
+    or on a new one (daemon threads, reused, never more than were busy at once).
+
+    Unlike a ``ThreadPoolExecutor`` it has no size: the worker bounds how many runs it
+    starts by counting its own runs in flight, so a thread whose run was abandoned at its
+    timeout (a sync callback that cannot be stopped) takes no capacity from later runs, and
+    shutting down never waits for it (nor does interpreter exit: the threads are daemons).
+    """
+
+    def __init__(self, name_prefix: str = "durable-run"):
+        self._prefix = name_prefix
+        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[Any], Any], Any] | None] = (
+            queue.SimpleQueue()
+        )
+        self._lock = threading.Lock()
+        self._idle = 0  # threads waiting for work, less the work already queued for them
+        self._threads = 0
+
+    def submit(self, fn: Callable[[Any], Any], arg: Any) -> Future[Any]:
+        """Run ``fn(arg)`` in a thread; the future has its result (or exception)."""
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._idle > 0:
+                self._idle -= 1
+                start = False
+            else:
+                self._threads += 1
+                start = True
+        self._work.put((future, fn, arg))
+        if start:
+            name = f"{self._prefix}-{self._threads}"
+            threading.Thread(target=self._loop, name=name, daemon=True).start()
+        return future
+
+    def shutdown(self, cancel_futures: bool = True) -> None:
+        """Let idle threads end (without waiting for them) and, with ``cancel_futures``,
+        cancel runs not yet started. Busy threads end when their run returns."""
+        if cancel_futures:
+            while True:
+                try:
+                    item = self._work.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
+        with self._lock:
+            threads = self._threads
+        for _ in range(threads):
+            self._work.put(None)
+
+    def _loop(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            future, fn, arg = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(arg))
+                except BaseException as exc:  # noqa: BLE001 - handed to the future
+                    future.set_exception(exc)
+            del future, item  # drop the result before idling
+            with self._lock:
+                self._idle += 1
 
 
 @dataclass
@@ -82,6 +172,7 @@ class Worker:
         self._forced = False
         self._signals: list[tuple[int, bool]] = []  # (signum, forced) noted by the handler
         self._runs_finished = 0
+        self._outcomes_dropped = 0  # late outcomes whose attempt retention had pruned
         # The earliest lease expiry seen by the last look (db clock); an idle worker only
         # runs the recovery query when it has passed (leases are re-read at every sleep).
         self._expiry_known = False
@@ -92,9 +183,24 @@ class Worker:
         self._next_due: datetime | None = None
         self._deadlines: dict[uuid.UUID, float] = {}  # lease token -> monotonic deadline
         self._abandoned: set[uuid.UUID] = set()  # timed-out runs whose outcome is discarded
+        # Child processes for runs with timeout_seconds (hard timeouts), started lazily.
+        self._isolation: isolation.IsolationPool | None = None
+        self._isolation_checked = False  # unavailable_reason() looked at (and logged) once
+        self._isolation_off: str | None = None  # why child processes cannot be used
+        # Runs whose outcome the run thread has queued; with _abandoned, under this lock, it
+        # makes sure a claim gets exactly one outcome (its own or the Timeout).
+        self._reported: set[uuid.UUID] = set()
+        self._abandon_lock = threading.Lock()
         # lease token -> [monotonic start, monotonic end or None] of the callback (signals)
         self._run_times: dict[uuid.UUID, list[float | None]] = {}
-        self._skew = timedelta(0)  # host clock minus database clock
+        # The database clock as last read: (database time, time.monotonic() of the read).
+        # Decisions between reads advance it by the monotonic clock, which host clock steps
+        # do not move; every read (heartbeat, _decision_now) re-anchors it.
+        self._clock: tuple[datetime, float] | None = None
+        self._skew = timedelta(0)  # host clock minus database clock, at the last read
+        # time.monotonic() of the first database error of the current outage, or None.
+        self._outage_since: float | None = None
+        self._outage_logged = 0.0  # time.monotonic() of the outage's last error log line
         self._started_at: datetime | None = None
         self.on_idle: Callable[[], None] | None = None  # test seam
         # PostgreSQL: a LISTEN thread that ends the idle sleep when a schedule changes.
@@ -143,13 +249,14 @@ class Worker:
             self.batch_size,
             self.lease_seconds,
         )
-        executor = ThreadPoolExecutor(self.concurrency, thread_name_prefix="durable-run")
-        errors = 0
+        executor = RunThreads()
         last_renew = last_beat = 0.0
         claimed_total = 0
         released = False
         pass_done = False  # --once: claimed what was due; finish those runs, then exit
         self._listener.start()  # before the first look at what is due: no change is missed
+        # This thread's own transactions never wait long for a row lock (db/session.py).
+        session.limit_lock_waits(self.using, app_settings.LOCK_TIMEOUT_SECONDS)
         self._startup()
         try:
             while not self._forced:
@@ -178,7 +285,9 @@ class Worker:
                         if self._lease_check_due(now):
                             state.expire_leases(limit=self.batch_size, now=now, using=self.using)
                             self._expiry_known = False
-                        free = self.concurrency - len(self._in_flight) - len(self._abandoned)
+                        # Abandoned runs are no longer in flight: their threads take no
+                        # capacity (RunThreads grows instead).
+                        free = self.concurrency - len(self._in_flight)
                         if free > 0 and self._claim_due(now):
                             self._due_known = False
                             # No ``now``: claim_due judges "due" and stamps the claim by the
@@ -201,26 +310,26 @@ class Worker:
                             claimed_total >= self.batch_size or (free > 0 and not full)
                         ):
                             pass_done = True  # --once: one pass over what is due now
-                    errors = 0
+                    self._reachable()
                     finishing = self._stopping or pass_done
                     if not full and not (finishing and not self._in_flight):
                         self._sleep()
                 except DatabaseError as exc:
-                    errors += 1
-                    delay = min(30.0, 0.5 * 2 ** min(errors, 6))
-                    logger.error(
-                        "database error in worker %s (retry in %.1fs): %s",
-                        self.worker_id,
-                        delay,
-                        exc,
-                    )
-                    self._reset_connection()
-                    self._pause(delay)
+                    # Wait, then run the next pass, whose first write is the outcomes
+                    # waiting in _done (_complete_finished) - before any renewal, claim or
+                    # lease recovery - so that runs that finished during the outage are
+                    # receipted while their leases hold.
+                    self._pause(self._unreachable(exc, "database error in worker %s"))
                     self._wake.clear()
         finally:
             self._log_signals()
             self._listener.stop()
-            executor.shutdown(wait=not self._forced, cancel_futures=True)
+            session.clear_lock_wait_limit(self.using)
+            # Never waits for a thread: after a drain only abandoned runs are left, and a
+            # forced stop leaves at once (their leases expire and are recovered elsewhere).
+            executor.shutdown(cancel_futures=True)
+            if self._isolation is not None:
+                self._isolation.close(force=self._forced)
             # A forced stop still says it stopped (health and check W002 would otherwise
             # count this worker alive until its heartbeat goes stale), but only over a
             # connection already open: a forced exit never waits for a database to answer.
@@ -232,36 +341,75 @@ class Worker:
     # -- steps -------------------------------------------------------------------------
 
     def _startup(self) -> None:
-        attempt = 0
+        """Sync code-declared schedules and write the first heartbeat, retrying (see
+        :func:`reconnect_delay`) until the database answers or a stop is requested."""
         while not self._stopping:
             self._log_signals()
             try:
                 state.sync_declared(using=self.using)
                 self._heartbeat()
+                self._reachable()
                 return
             except DatabaseError as exc:
-                attempt += 1
-                delay = min(30.0, 0.5 * 2 ** min(attempt, 6))
-                logger.error(
-                    "worker %s cannot reach the database (retry in %.1fs): %s",
-                    self.worker_id,
-                    delay,
-                    exc,
-                )
-                self._reset_connection()
-                self._pause(delay)
+                self._pause(self._unreachable(exc, "worker %s cannot reach the database"))
 
-    def _submit(self, executor: ThreadPoolExecutor, claim: state.Claim) -> None:
-        future = executor.submit(self._execute, claim)
+    def _unreachable(self, exc: DatabaseError, message: str) -> float:
+        """Note a database error: drop the connection, forget what the last look at the
+        schedules said (it may be stale by the time the database answers again), and return
+        the seconds to wait before the next attempt (:func:`reconnect_delay`, timed from the
+        outage's first error). Logs the first error of an outage, then at most every
+        ``RECONNECT_LOG_SECONDS`` (``message`` has one ``%s``: the worker id)."""
+        mono = time.monotonic()
+        if self._outage_since is None:
+            self._outage_since = self._outage_logged = mono
+            log = True
+        else:
+            log = mono - self._outage_logged >= RECONNECT_LOG_SECONDS
+        delay = reconnect_delay(mono - self._outage_since)
+        if log:
+            self._outage_logged = mono
+            logger.error(
+                message + " (retry in %.1fs, then at most every %.1fs): %s",
+                self.worker_id,
+                delay,
+                RECONNECT_MAX_SECONDS,
+                exc,
+            )
+        self._reset_connection()
+        self._due_known = self._expiry_known = False
+        return delay
+
+    def _reachable(self) -> None:
+        """The database answered: end the current outage, if any (logged with its length)."""
+        if self._outage_since is not None:
+            logger.warning(
+                "worker %s reached the database again after %.1fs",
+                self.worker_id,
+                time.monotonic() - self._outage_since,
+            )
+            self._outage_since = None
+
+    def _submit(self, executor: RunThreads, claim: state.Claim) -> None:
+        pool = self._pool_for(claim)
+        future = executor.submit(lambda c: self._execute(c, pool), claim)
         self._in_flight[claim.lease_token] = (claim, future)
         if claim.timeout_seconds:
-            # Async callbacks cancel themselves at the timeout; this is the sync backstop.
-            self._deadlines[claim.lease_token] = time.monotonic() + claim.timeout_seconds + 0.5
+            # The backstop of _enforce_timeouts. In a thread: async callbacks cancel
+            # themselves at the timeout, sync ones are abandoned just after it. In a child
+            # process: the pool kills it at the timeout; this only fires if that failed.
+            limit = (
+                claim.timeout_seconds + 0.5
+                if pool is None
+                else isolation.longest_run_seconds(claim)
+            )
+            self._deadlines[claim.lease_token] = time.monotonic() + limit
 
         def done(f: Future[state.Outcome]) -> None:
-            if f.cancelled() or claim.lease_token in self._abandoned:
-                self._abandoned.discard(claim.lease_token)
-                return
+            with self._abandon_lock:  # one outcome per claim: this one or the Timeout
+                if f.cancelled() or claim.lease_token in self._abandoned:
+                    self._abandoned.discard(claim.lease_token)
+                    return
+                self._reported.add(claim.lease_token)
             exc = f.exception()
             if exc is not None:  # runner.execute never raises; be safe anyway
                 self._done.put(state.Outcome(claim, "failed", error_type=type(exc).__name__))
@@ -271,14 +419,38 @@ class Worker:
 
         future.add_done_callback(done)
 
-    def _execute(self, claim: state.Claim) -> state.Outcome:
-        """``runner.execute`` in a pool thread, timing the callback (for ``run_finished``)."""
+    def _execute(
+        self, claim: state.Claim, pool: isolation.IsolationPool | None = None
+    ) -> state.Outcome:
+        """``runner.execute`` in a run thread, or in one of ``pool``'s child processes,
+        timing the callback (for ``run_finished``)."""
         times: list[float | None] = [time.monotonic(), None]
         self._run_times[claim.lease_token] = times
         try:
-            return runner.execute(claim)
+            return runner.execute(claim) if pool is None else pool.run(claim)
         finally:
             times[1] = time.monotonic()
+
+    def _pool_for(self, claim: state.Claim) -> isolation.IsolationPool | None:
+        """The isolation pool if ``claim`` runs in a child process (hard timeout), started
+        on first use, else ``None`` (it runs in a thread)."""
+        if not isolation.isolates(claim):
+            return None
+        if not self._isolation_checked:
+            self._isolation_checked = True
+            self._isolation_off = isolation.unavailable_reason()
+            if self._isolation_off:
+                logger.warning(
+                    "worker %s: runs with timeout_seconds run in threads (a sync callback "
+                    "past its timeout cannot be stopped): %s",
+                    self.worker_id,
+                    self._isolation_off,
+                )
+        if self._isolation_off:
+            return None
+        if self._isolation is None:
+            self._isolation = isolation.IsolationPool(self.concurrency)
+        return self._isolation
 
     def _send_claimed(self, claims: list[state.Claim]) -> None:
         """Send ``run_claimed`` for committed claims (main thread, robust)."""
@@ -318,6 +490,13 @@ class Worker:
             self._wake.clear()
 
     def _complete_finished(self) -> None:
+        """Write every outcome waiting in ``_done`` in one :func:`.state.complete` batch.
+
+        This is the first database statement of each pass (nothing before it in ``run``
+        touches the database), so after an outage the runs that finished meanwhile are
+        receipted before any renewal, claim or lease recovery, while their leases still
+        hold. If the write fails the outcomes go back into ``_done`` and the next pass, after
+        the reconnect wait, writes them first again."""
         outcomes: list[state.Outcome] = []
         while True:
             try:
@@ -332,9 +511,27 @@ class Worker:
             for outcome in outcomes:  # keep them; completion is retried after reconnecting
                 self._done.put(outcome)
             raise
+        if report.deferred:
+            # Their schedule rows were locked by another transaction (maybe the callback's
+            # own): written at a later pass, never waited for here.
+            deferred = {o.claim.lease_token for o in report.deferred}
+            for outcome in report.deferred:
+                self._done.put(outcome)
+            outcomes = [o for o in outcomes if o.claim.lease_token not in deferred]
+        if report.dropped:
+            self._outcomes_dropped += len(report.dropped)
+            for outcome in report.dropped:
+                signals.send_robust(
+                    signals.outcome_dropped,
+                    Worker,
+                    outcome=outcome,
+                    schedule_name=outcome.claim.schedule_name,
+                    worker_id=self.worker_id,
+                )
         for outcome in outcomes:
             self._in_flight.pop(outcome.claim.lease_token, None)
             self._deadlines.pop(outcome.claim.lease_token, None)
+            self._reported.discard(outcome.claim.lease_token)
         self._runs_finished += len(outcomes)
         if report.receipts and signals.run_finished.has_listeners(Worker):
             self._send_finished(outcomes, report.receipts)
@@ -351,16 +548,47 @@ class Worker:
 
     def _decision_now(self) -> datetime:
         """The database clock for this pass's decisions (R8). Idle, when the next due slot
-        and the next lease expiry are both known and still ahead by the host clock
-        corrected for the measured skew, nothing can be due: the estimate is returned and
-        the round trip saved (G7: an idle tick is then just the wake-up reads). Whenever
-        either may have come, the database is asked, so a claim or a recovery is always
-        decided and stamped by the database clock."""
+        and the next lease expiry are both known and still ahead by the estimate of the
+        database clock (:meth:`_db_clock`), nothing can be due: the estimate is returned
+        and the round trip saved (G7: an idle tick is then just the wake-up reads).
+        Whenever either may have come, the database is asked, so a claim or a recovery is
+        always decided and stamped by the database clock; that read also re-anchors the
+        estimate, so a wrong estimate costs one read, never a busy loop."""
         if self._due_known and self._expiry_known:
-            estimate = dj_timezone.now() - self._skew
+            estimate = self._db_clock()
             if not (self._claim_due(estimate) or self._lease_check_due(estimate)):
                 return estimate
-        return state.db_now(self.using)
+        now = state.db_now(self.using)
+        self._note_db_clock(now)
+        return now
+
+    def _db_clock(self) -> datetime:
+        """The database clock now, estimated without a round trip: the last reading plus
+        the ``time.monotonic()`` seconds since. The host's wall clock plays no part, so a
+        step of it (NTP, a VM resumed, an operator) cannot make the worker act early,
+        sleep too long or spin; drift is corrected at the next reading."""
+        if self._clock is None:  # not read yet (start-up always reads it first)
+            return dj_timezone.now()
+        db_time, mono = self._clock
+        return db_time + timedelta(seconds=time.monotonic() - mono)
+
+    def _note_db_clock(self, db_time: datetime) -> None:
+        """Anchor :meth:`_db_clock` to a database reading just taken, and re-measure the
+        host-minus-database skew (logged when it changed by more than
+        ``CLOCK_STEP_LOG_SECONDS``: one of the clocks was stepped)."""
+        had_reading = self._clock is not None
+        self._clock = (db_time, time.monotonic())
+        skew = dj_timezone.now() - db_time
+        change = (skew - self._skew).total_seconds()
+        self._skew = skew
+        if had_reading and abs(change) > CLOCK_STEP_LOG_SECONDS:
+            logger.warning(
+                "worker %s: host clock minus database clock changed by %+.1fs (now %+.1fs); "
+                "the worker follows the database clock",
+                self.worker_id,
+                change,
+                skew.total_seconds(),
+            )
 
     def _claim_due(self, now: datetime) -> bool:
         if not self._due_known:
@@ -373,18 +601,21 @@ class Worker:
         return self._next_expiry is not None and self._next_expiry <= now
 
     def _enforce_timeouts(self) -> None:
-        """A sync callback past its timeout cannot be stopped (threads cannot be killed):
-        receipt it ``failed`` (Timeout) now and stop renewing its lease; whatever it returns
-        later is discarded. Its thread keeps a pool slot until it returns."""
+        """A run in a thread past its timeout (hard timeouts off, or a callback kept in the
+        worker) cannot be stopped: receipt it ``failed`` (Timeout) now and stop renewing its
+        lease; whatever it returns later is discarded. Its thread runs on, outside the
+        worker's capacity (:class:`RunThreads`). For a run in a child process this is only
+        a backstop: the pool kills the child at the timeout."""
         now = time.monotonic()
         for token, deadline in list(self._deadlines.items()):
             if deadline > now or token not in self._in_flight:
                 continue
             claim, future = self._in_flight[token]
             del self._deadlines[token]
-            if future.done():
-                continue
-            self._abandoned.add(token)
+            with self._abandon_lock:
+                if token in self._reported:  # it returned meanwhile
+                    continue
+                self._abandoned.add(token)
             logger.warning(
                 "run %s #%s.%s passed timeout_seconds=%g: receipted failed, "
                 "its thread is abandoned",
@@ -428,7 +659,7 @@ class Worker:
             using=self.using,
         )
         self._started_at = self._started_at or db_now
-        self._skew = dj_timezone.now() - db_now
+        self._note_db_clock(db_now)
 
     def _final_heartbeat(self, in_flight: int = 0) -> None:
         try:
@@ -455,8 +686,7 @@ class Worker:
         wakeup = state.next_wakeup(using=self.using)
         self._expiry_known, self._next_expiry = True, wakeup.lease_expiry
         self._due_known, self._next_due = True, wakeup.due
-        db_now_estimate = dj_timezone.now() - self._skew
-        delay = min(self.poll_max, state.seconds_until(wakeup.earliest, db_now_estimate))
+        delay = min(self.poll_max, state.seconds_until(wakeup.earliest, self._db_clock()))
         if self._in_flight:
             delay = min(delay, self.renew_every)
         if self._deadlines:

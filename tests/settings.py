@@ -72,6 +72,11 @@ else:
 if DATABASES["default"]["ENGINE"].endswith("mysql"):
     DATABASES["default"].setdefault("OPTIONS", {})["charset"] = "utf8mb4"
     DATABASES["default"]["TEST"].update(CHARSET="utf8mb4", COLLATION="utf8mb4_unicode_ci")
+# Process tests only (tests/test_callback_connections.py): DDS_TEST_CONN_MAX_AGE=none keeps
+# a worker's connections open for good (CONN_MAX_AGE=None), as the docs suggest for workers.
+if os.environ.get("DDS_TEST_CONN_MAX_AGE"):
+    _age = os.environ["DDS_TEST_CONN_MAX_AGE"]
+    DATABASES["default"]["CONN_MAX_AGE"] = None if _age.lower() == "none" else int(_age)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
