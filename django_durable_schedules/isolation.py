@@ -71,7 +71,9 @@ _spawn_lock = threading.Lock()
 def hard_timeouts_enabled() -> bool:
     """``DURABLE_SCHEDULES["HARD_TIMEOUTS"]`` (default :data:`HARD_TIMEOUTS`), read at call
     time."""
-    return bool(getattr(settings, "DURABLE_SCHEDULES", {}).get("HARD_TIMEOUTS", HARD_TIMEOUTS))
+    from .conf import app_settings
+
+    return app_settings.HARD_TIMEOUTS
 
 
 def unavailable_reason() -> str | None:

@@ -15,7 +15,7 @@ change also wakes it at once:
 * **Listening.** A worker starts a :class:`PostgresListener`: a daemon thread with its own
   autocommit psycopg connection (not Django's) that ``LISTEN``s on the channel and calls
   the worker's ``on_wakeup`` for each notification, which ends the worker's sleep. A lost
-  connection is logged and retried with backoff (0.5 s doubling to 30 s); meanwhile the
+  connection is logged and retried with backoff (0.5 s doubling to 5 s); meanwhile the
   worker simply polls. After a reconnection it wakes the worker once, since a change may
   have been missed. Signals never wait on it: the worker's sleep stays interruptible as
   before, and :meth:`PostgresListener.stop` returns within ``LISTEN_TICK_SECONDS``.
@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 #: How often the listening thread checks whether it was asked to stop (seconds).
 LISTEN_TICK_SECONDS = 0.25
 #: Longest wait between two reconnection attempts (seconds).
-RECONNECT_MAX_SECONDS = 30.0
+RECONNECT_MAX_SECONDS = 5.0  # as POLL_MAX_SECONDS: wake-ups resume soon after an outage
 #: Longest wait in :meth:`PostgresListener.start` for the first LISTEN (seconds).
 START_WAIT_SECONDS = 5.0
 
