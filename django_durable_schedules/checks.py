@@ -20,7 +20,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             Error(
                 "django-durable-schedules requires USE_TZ = True.",
                 hint="Schedules store aware UTC instants; with USE_TZ = False local and UTC "
-                "times mix and runs land hours off (field report B10). Set USE_TZ = True.",
+                "times mix and runs land hours off. Set USE_TZ = True.",
                 id="durable_schedules.E001",
             )
         )

@@ -80,7 +80,7 @@ def snapshot(
     Unhealthy when: schedules are due for longer than ``overdue_after`` seconds (default:
     ``max(60, 2 x POLL_MAX_SECONDS)``) - no worker is picking them up; leases are expired and
     unrecovered; schedules are degraded; a live worker's clock is skewed by more than
-    ``SKEW_WARN_SECONDS`` (B24). Schedules that merely fail are counted, not fatal.
+    ``SKEW_WARN_SECONDS``. Schedules that merely fail are counted, not fatal.
     """
     from .state import db_now
 

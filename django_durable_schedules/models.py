@@ -64,9 +64,9 @@ name_validator = RegexValidator(
     NAME_RE, "1-128 of letters, digits, '_', '.', ':' or '-', starting with a letter or digit."
 )
 
-#: Fields that define *when* a schedule fires; a change to any of them is an edit (R10).
+#: Fields that define *when* a schedule fires; a change to any of them is an edit.
 DEFINITION_FIELDS = ("kind", "interval_seconds", "cron", "timezone", "run_at", "start_at", "end_at")
-#: Schedule instants: stored as whole UTC seconds (R9).
+#: Schedule instants: stored as whole UTC seconds.
 INSTANT_FIELDS = ("run_at", "start_at", "end_at", "next_run_at")
 
 
@@ -338,9 +338,9 @@ class Schedule(models.Model):
         Raises ``ValidationError`` for a duration outside its bounds (backoff, timeout,
         catch-up window: see ``clean()``), since the engine could not use it.
 
-        A new active schedule gets its first slot (an interval is due at once, R4). An edit
+        A new active schedule gets its first slot (an interval is due at once). An edit
         of the definition re-plans to the first slot of the new definition strictly after
-        now, so an edit never fires a run by itself (R10).
+        now, so an edit never fires a run by itself.
         """
         self._normalize()
         bound_errors = self._bound_errors()
@@ -351,7 +351,7 @@ class Schedule(models.Model):
             now = timing.truncate_to_second(dj_timezone.now())
             first = self._state.adding and self.occurrence == 0
             if first and self.kind == Kind.INTERVAL and self.start_at is None:
-                # Slot 0 is the creation time (R4), even when the instance was built (and
+                # Slot 0 is the creation time, even when the instance was built (and
                 # ``created_at`` set) seconds before this save: a new interval is due at once.
                 now = min(now, self.anchor)
             if self.status == Status.ACTIVE:
@@ -433,7 +433,7 @@ class Schedule(models.Model):
 
     @property
     def anchor(self) -> datetime:
-        """Origin of the interval grid: ``start_at``, else creation time (R4)."""
+        """Origin of the interval grid: ``start_at``, else creation time."""
         return self.start_at or timing.truncate_to_second(self.created_at or dj_timezone.now())
 
     def spec(self) -> timing.Spec:
@@ -451,7 +451,7 @@ class Schedule(models.Model):
 
     def compute_definition_hash(self) -> str:
         """Fingerprint of the definition fields; lets the worker notice edits made behind
-        ``save()`` (``QuerySet.update()``, raw SQL) and re-plan instead of firing (B27)."""
+        ``save()`` (``QuerySet.update()``, raw SQL) and re-plan instead of firing."""
         parts = []
         for f in DEFINITION_FIELDS:
             value = getattr(self, f)
@@ -481,7 +481,7 @@ class Schedule(models.Model):
 def plan_next(schedule: Schedule, now: datetime, *, first: bool = False) -> datetime | None:
     """Next slot of ``schedule``: for a new schedule the first slot at or after now (an
     interval's anchor if that is later; a ``once`` at ``run_at`` even if past), otherwise the
-    first slot strictly after ``now`` (R10)."""
+    first slot strictly after ``now``."""
     spec = schedule.spec()
     if schedule.kind == Kind.ONCE:
         slot = schedule.run_at if first else timing.next_slot_after(spec, now)
@@ -540,7 +540,7 @@ class RunReceipt(models.Model):
     ``succeeded_occurrence`` equals ``occurrence`` for a success (``succeeded``, or
     ``enqueued``: handed to an execution engine) and is NULL otherwise; the
     unique constraint on ``(schedule, succeeded_occurrence)`` makes a second success of the
-    same occurrence impossible on every backend (R7).
+    same occurrence impossible on every backend.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

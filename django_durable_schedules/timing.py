@@ -2,13 +2,13 @@
 
 Nothing here imports Django or touches a database. Every instant that goes in must be an
 aware ``datetime``; every instant that comes out is an aware UTC ``datetime`` with whole
-seconds (R9 in ``shared/field-reports.md``). Durations are integer seconds.
+seconds. Durations are integer seconds.
 
 Rules and where they come from (``docs/time.md`` explains them with examples):
 
-* Interval schedules are elapsed UTC time: slot ``n`` is ``anchor + n * interval`` (R4).
-* Cron schedules are wall-clock time in the schedule's IANA zone (DESIGN.md "Semantics",
-  R1-R3, R5). ``cronsim`` parses the fields and decides which dates fire; this module maps
+* Interval schedules are elapsed UTC time: slot ``n`` is ``anchor + n * interval``.
+* Cron schedules are wall-clock time in the schedule's IANA zone. ``cronsim`` parses the
+  fields and decides which dates fire; this module maps
   wall times to instants itself, because cronsim's DST handling breaks the rules below in
   three cases (see "Cron evaluation"):
 
@@ -19,7 +19,7 @@ Rules and where they come from (``docs/time.md`` explains them with examples):
     local reading matches: both passes of a repeated hour, nothing inside a gap;
   - day-of-month and day-of-week: if either field starts with ``*`` both must match,
     otherwise either one is enough.
-* Instants are truncated (never rounded up) to whole seconds before any arithmetic (B31).
+* Instants are truncated (never rounded up) to whole seconds before any arithmetic.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ __all__ = [
 
 UTC = timezone.utc  # noqa: UP017 (the same object as datetime.UTC)
 MIN_INTERVAL_SECONDS = 1
-MAX_INTERVAL_SECONDS = 10 * 366 * 86400  # about ten years; bigger intervals are rejected (B30)
+MAX_INTERVAL_SECONDS = 10 * 366 * 86400  # about ten years; bigger intervals are rejected
 MAX_YEAR = 9000  # fire times later than this year are "never" (None), never an OverflowError
 KINDS = ("interval", "cron", "once")
 
@@ -118,7 +118,7 @@ class InvalidSchedule(ValueError):
 
 
 def require_aware(value: datetime, field: str) -> datetime:
-    """Return ``value`` converted to UTC, refusing naive datetimes (R9, B10 C).
+    """Return ``value`` converted to UTC, refusing naive datetimes.
 
     A naive datetime is neither UTC nor local time, so it is never guessed at.
     Microseconds are kept (see :func:`truncate_to_second`).
@@ -145,7 +145,7 @@ def require_aware(value: datetime, field: str) -> datetime:
 def truncate_to_second(value: datetime, field: str = "datetime") -> datetime:
     """Return the aware ``value`` in UTC with ``microsecond=0``.
 
-    Truncates, never rounds up, so a slot can never move into the future (B31: MySQL
+    Truncates, never rounds up, so a slot can never move into the future (MySQL
     rounding ``.999999`` up skipped runs). Raises :class:`InvalidSchedule` ``(field, ...)``
     for a naive datetime, like :func:`require_aware`.
     """
@@ -187,7 +187,7 @@ def validate_timezone(name: str) -> str:
     """Return ``name`` if it is an IANA time zone name that ``zoneinfo`` can load.
 
     Typos (``'America/New_Yrok'``), the empty string, case variants (``'utc'``), file
-    paths and host-specific entries such as ``'localtime'`` are refused (R9, B11 D).
+    paths and host-specific entries such as ``'localtime'`` are refused.
 
     Raises :class:`InvalidSchedule` ``("timezone", "unknown IANA time zone '...'")``.
     """
@@ -206,7 +206,7 @@ def validate_interval(seconds: int) -> int:
     ``[MIN_INTERVAL_SECONDS, MAX_INTERVAL_SECONDS]`` (1 s to about 10 years).
 
     Zero, negative and absurdly large intervals are refused at creation instead of
-    overflowing a timer in the worker (B30).
+    overflowing a timer in the worker.
 
     Raises :class:`InvalidSchedule` ``("interval_seconds", ...)``.
     """
@@ -239,7 +239,7 @@ class _CronField:
     name: str
     low: int
     high: int
-    max_step: int  # a step larger than the field's range is refused (B15 d)
+    max_step: int  # a step larger than the field's range is refused
     names: tuple[str, ...] = ()
     name_base: int = 0  # value of names[0]
 
@@ -388,11 +388,11 @@ def _expand(expr: str) -> tuple[str, str]:
 
 
 def is_wildcard_cron(expr: str) -> bool:
-    """True when the minute or the hour field starts with ``*`` (R3).
+    """True when the minute or the hour field starts with ``*``.
 
     Macros count as their expansion: ``@hourly`` (``0 * * * *``) is a wildcard job, the
     others are fixed-time. Wildcard jobs fire at every real instant whose local reading
-    matches; fixed-time jobs fire once per wall-clock match (R1, R2).
+    matches; fixed-time jobs fire once per wall-clock match.
     Raises :class:`InvalidSchedule` ``("cron", ...)`` when ``expr`` has no 5 fields.
     """
     minute, hour = _expand(expr)[1].split()[:2]
@@ -430,7 +430,7 @@ class _CronPlan:
         )
 
     def matches_day(self, day: date) -> bool:
-        """Month and the day-of-month/day-of-week rule (cronsim's matcher, R5)."""
+        """Month and the day-of-month/day-of-week rule (cronsim's matcher)."""
         return day.month in self.months and self.days.match_day(day)
 
 
@@ -508,15 +508,15 @@ def validate_cron(expr: str, timezone: str = "UTC") -> str:
     lower-case name (``@daily``). Accepted: numbers, ``*``, ranges ``a-b``, lists, steps
     ``*/n``, ``a-b/n`` and ``a/n`` (``a`` to the field maximum), month and weekday names,
     weekday 0 or 7 for Sunday, the macros in :data:`CRON_MACROS`, and the extensions
-    cronsim evaluates correctly (B16): ``L`` and ``LW`` in day-of-month, ``nL`` and
+    cronsim evaluates correctly: ``L`` and ``LW`` in day-of-month, ``nL`` and
     ``n#k`` in day-of-week.
 
     Raises :class:`InvalidSchedule` with ``field="cron"`` and a message naming the bad
     field and token, e.g. ``"day-of-month: '32' is out of range 1-31"``, for: a wrong
     number of fields, ``@reboot`` or an unknown macro, out-of-range values, backwards
-    ranges, a step of 0 or a step larger than the field's range (``*/90`` minutes, B15),
+    ranges, a step of 0 or a step larger than the field's range (``*/90`` minutes),
     unsupported extensions (``15W``, ``L-3``, ``?``) and expressions that can never fire
-    (``0 0 30 2 *``: "can never fire: ...", B14). Also raises
+    (``0 0 30 2 *``: "can never fire: ..."). Also raises
     ``InvalidSchedule("timezone", ...)`` for an unknown ``timezone``.
     """
     return _compile(expr, timezone).normalized
@@ -583,7 +583,7 @@ def _first_instant_after_gap(tz: ZoneInfo, wall: datetime, lo: datetime, hi: dat
 
 
 def _wall_instants(plan: _CronPlan, wall: datetime) -> tuple[datetime, ...]:
-    """The instants at which a matching wall time fires (R1-R3)."""
+    """The instants at which a matching wall time fires."""
     tz = plan.tz
     candidates = sorted({wall.replace(tzinfo=tz, fold=fold).astimezone(UTC) for fold in (0, 1)})
     real = [u for u in candidates if _reading(u, tz) == wall]
@@ -700,7 +700,7 @@ def _cron_count(plan: _CronPlan, lo: datetime, hi_excl: datetime, cap: int) -> i
 
 def _cron_latest(plan: _CronPlan, lo: datetime, hi: datetime) -> datetime | None:
     """Latest slot in [lo, hi] by bisection over the forward search: O(log(hi - lo))
-    searches, so 30 days of ``* * * * *`` costs ~22 of them, not 43,200 (B17 B)."""
+    searches, so 30 days of ``* * * * *`` costs ~22 of them, not 43,200."""
     best = _cron_from(plan, lo)
     if best is None or best > hi:
         return None
@@ -728,7 +728,7 @@ def _given(value: object) -> bool:
 class Spec:
     """The timing definition of a schedule; pure data, validated by :meth:`validate`.
 
-    ``kind`` is ``"interval"`` (``interval_seconds`` from ``anchor``, R4), ``"cron"``
+    ``kind`` is ``"interval"`` (``interval_seconds`` from ``anchor``), ``"cron"``
     (``cron`` in ``timezone``) or ``"once"`` (``run_at``). ``anchor`` is the interval
     grid origin (the schedule's ``start_at``, else its creation time); when it is None
     ``start_at`` is used. No slot is earlier than ``start_at`` or later than ``end_at``
@@ -852,10 +852,10 @@ def next_slot_after(spec: Spec, after: datetime, *, inclusive: bool = False) -> 
     aware UTC datetime with whole seconds, or None when there is none (a once schedule
     already past, ``end_at`` passed, nothing before year MAX_YEAR).
 
-    ``after`` (aware) is truncated to whole seconds first (B31). Slots are never before
+    ``after`` (aware) is truncated to whole seconds first. Slots are never before
     ``start_at`` nor after ``end_at``. Interval: ``anchor + n * interval_seconds``
-    computed in integer UTC seconds, whatever the zone (R4, B08, B09). Cron: wall time
-    in ``spec.timezone`` with the DST rules of the module docstring (R1-R3, R5). Once:
+    computed in integer UTC seconds, whatever the zone. Cron: wall time
+    in ``spec.timezone`` with the DST rules of the module docstring. Once:
     ``run_at``.
 
     Raises :class:`InvalidSchedule` if the spec is invalid (``spec.validate()``) or
@@ -897,9 +897,9 @@ def upcoming(spec: Spec, after: datetime, count: int) -> list[datetime]:
 
 def latest_slot_at_or_before(spec: Spec, now: datetime, *, not_before: datetime) -> datetime | None:
     """The most recent slot ``s`` with ``not_before <= s <= now`` (and inside
-    ``[start_at, end_at]``), or None. Used to coalesce missed slots into one late run (R6).
+    ``[start_at, end_at]``), or None. Used to coalesce missed slots into one late run.
 
-    Bounded whatever the gap (B17): interval and once are O(1) arithmetic; cron bisects
+    Bounded whatever the gap: interval and once are O(1) arithmetic; cron bisects
     over the forward search, O(log(now - not_before)) searches. Both bounds are
     truncated to whole seconds first. Raises :class:`InvalidSchedule` like
     :func:`next_slot_after`.

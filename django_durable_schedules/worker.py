@@ -2,7 +2,7 @@
 
 All SQL lives in :mod:`.state`; this module only decides *when* to call it. Callbacks run
 in threads (at most ``concurrency`` runs at once) so the main thread keeps renewing leases
-and heartbeating while user code runs (B21: the heartbeat stops last). Outcomes are
+and heartbeating while user code runs (the heartbeat stops last). Outcomes are
 completed in batches by the main thread. A run with ``timeout_seconds`` runs in a child
 process that is killed at the deadline (:mod:`.isolation`; its thread only waits for it).
 
@@ -293,7 +293,7 @@ class Worker:
                             # No ``now``: claim_due judges "due" and stamps the claim by the
                             # database clock after its locking read, so a run released or
                             # finished by another worker meanwhile is never re-claimed at an
-                            # instant before that receipt (R7).
+                            # instant before that receipt.
                             claims = state.claim_due(
                                 worker=self.worker_id,
                                 limit=min(self.batch_size, free),
@@ -547,10 +547,10 @@ class Worker:
             )
 
     def _decision_now(self) -> datetime:
-        """The database clock for this pass's decisions (R8). Idle, when the next due slot
+        """The database clock for this pass's decisions. Idle, when the next due slot
         and the next lease expiry are both known and still ahead by the estimate of the
         database clock (:meth:`_db_clock`), nothing can be due: the estimate is returned
-        and the round trip saved (G7: an idle tick is then just the wake-up reads).
+        and the round trip saved (an idle tick is then just the wake-up reads).
         Whenever either may have come, the database is asked, so a claim or a recovery is
         always decided and stamped by the database clock; that read also re-anchors the
         estimate, so a wrong estimate costs one read, never a busy loop."""

@@ -108,7 +108,7 @@ def json_size(value: Any) -> int:
 
 
 class AwareDateTimeField(serializers.DateTimeField):
-    """ISO 8601 datetime that must carry a UTC offset (R9); rendered in UTC (``...Z``).
+    """ISO 8601 datetime that must carry a UTC offset; rendered in UTC (``...Z``).
 
     Accepted between the years 1000 and ``timing.MAX_YEAR``.
     """

@@ -119,7 +119,7 @@ class Command(BaseCommand):
             # (an abandoned sync callback, a leaked non-daemon thread), and interpreter
             # shutdown would join them: the process would keep running user code without
             # renewing its leases, so another worker could run the same occurrence at the
-            # same time (B21), and no signal would end it. Leave now; the leases expire
+            # same time, and no signal would end it. Leave now; the leases expire
             # and are recovered elsewhere.
             ours = logging.getLogger("django_durable_schedules")
             for handler in logging.getLogger().handlers + ours.handlers:
