@@ -5,7 +5,8 @@ side-effect log written by the callbacks themselves.
     .venv/bin/python bench/chaos.py [--workers 4] [--duration 300] [--kill-every 10]
         [--stall-every 30] [--schedules 24] [--lease-seconds 4]
         [--database-url postgres://postgres@127.0.0.1:5432/dds_chaos]
-        [--restart-postgres | --no-restart-postgres] [--seed 1] [--keep] [--json-out F]
+        [--restart-postgres | --no-restart-postgres] [--poison | --no-poison]
+        [--poison-schedules 6] [--seed 1] [--keep] [--json-out F]
 
 What it does:
 
@@ -24,6 +25,18 @@ What it does:
    possible here, e.g. a remote server). The callbacks fail (10 %), raise ``SkipRun``
    (8 %) or sleep past their lease (5 %: the worker must keep renewing it), decided by a
    hash of the idempotency key and attempt, so runs are reproducible.
+   With ``--poison`` (the default) bad values are mixed into that load (issue 11: no
+   single value stops the fleet). Poison rows: eight more ``chaos.work`` schedules
+   (``chaos-victim-*``) get, one after another between 20 % and 60 % of the soak, a value
+   written behind ``save()`` (``QuerySet.update()`` or raw SQL, sometimes with a matching
+   ``definition_hash``) and are made due at once: an unknown zone, a zone tzdata removed,
+   cron ``61 * * * *`` and ``0 0 31 2 *``, ``interval_seconds = 2**62``, and the durations
+   ``backoff_base_seconds = 1e12``, ``backoff_cap_seconds = NaN``, ``timeout_seconds = -1``
+   (a database may refuse a value where it enters: recorded as refused). Poison outcomes:
+   ``--poison-schedules`` schedules of ``chaos.poison`` raise messages with NUL, lone
+   surrogates and 20,000 characters, ``RetryRun(after_seconds=nan / -1 / inf / 1.8e12)``,
+   and return results with NUL and surrogate keys, NaN, a 400-digit int, a cycle and an
+   object whose ``repr`` raises.
 3. Stops the workers with SIGTERM (they must drain and exit 0), waits for the leases of
    killed workers to expire and recovers them (``state.expire_leases``, as a worker
    would), then audits.
@@ -50,7 +63,15 @@ The audit (each item a count; any non-zero count is a violation and exit status 
 * ``multiple_receipts`` (attempts with more than one receipt), ``orphan_receipts``,
   ``open_attempts`` (attempts without a receipt at the end), ``leases_left``;
 * ``unclean_worker_exits`` (a worker that did not exit 0 after its SIGTERM) and
-  ``worker_crashes`` (a worker that exited on its own during the soak).
+  ``worker_crashes`` (a worker that exited on its own during the soak: every worker
+  death must be one the chaos caused);
+* with ``--poison``: ``poison_not_contained`` (a row whose poison was written and names a
+  definition field, not ``paused`` with a ``degraded_reason`` at the end, or health not
+  counting it), ``healthy_stalled`` (a plain ``chaos-every-*`` interval schedule without a
+  ``succeeded`` receipt after the last poison was written), ``unbounded_next_runs`` (a
+  ``next_run_at`` more than 31 days ahead), ``invalid_receipt_text`` (NUL in a receipt's
+  text, or a result that is not strict JSON) and ``dropped_outcomes`` (outcomes the
+  engine logged as dropped because no receipt of them could be stored).
 
 Prints the JSON report on stdout, then one summary line. Worker logs and the side-effect
 log go to ``bench/out/chaos-<pid>/``.
@@ -68,6 +89,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -178,16 +200,18 @@ def setup_django(url: str, log_path: Path, lease: int) -> dict[str, str]:
     return env
 
 
-def create_schedules(count: int, rng: random.Random) -> None:
+def create_schedules(count: int, rng: random.Random, poison_schedules: int = 0) -> None:
+    """``count`` plain ``chaos.work`` schedules; with ``poison_schedules``, also the poison
+    victims (:data:`POISON_ROWS`) and that many ``chaos.poison`` schedules."""
     from django_durable_schedules import state
 
+    common = {
+        "callback": "chaos.work",
+        "max_attempts": 3,
+        "backoff_base_seconds": 0.5,
+        "backoff_cap_seconds": 2.0,
+    }
     for i in range(count):
-        common = {
-            "callback": "chaos.work",
-            "max_attempts": 3,
-            "backoff_base_seconds": 0.5,
-            "backoff_cap_seconds": 2.0,
-        }
         if i % 6 == 5:
             state.create_schedule(
                 name=f"chaos-cron-{i:03}", kind="cron", cron="* * * * *", **common
@@ -199,6 +223,101 @@ def create_schedules(count: int, rng: random.Random) -> None:
                 interval_seconds=rng.choice((1, 2)),
                 **common,
             )
+    if not poison_schedules:
+        return
+    for i, (kind, *_rest) in enumerate(POISON_ROWS):
+        shape = {"cron": "* * * * *"} if kind == "cron" else {"interval_seconds": 2}
+        state.create_schedule(name=f"chaos-victim-{i:02}", kind=kind, **shape, **common)
+    for i in range(poison_schedules):
+        state.create_schedule(
+            name=f"chaos-poison-{i:02}",
+            kind="interval",
+            interval_seconds=rng.choice((1, 2)),
+            **{**common, "callback": "chaos.poison"},
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# Poison rows (--poison)
+# ---------------------------------------------------------------------------------------
+
+#: Values written behind ``save()`` into ``chaos-victim-<i>`` (row ``i``): the victim's
+#: kind, the field, the value, how (``update``: ``QuerySet.update()``, ``sql``: raw SQL),
+#: whether the matching ``definition_hash`` is written too (so the edit looks planned), and
+#: what the engine must do: ``degraded`` (pause it with the reason) or ``bounded`` (a
+#: duration: used within its bounds, or the row paused; either way no stop).
+POISON_ROWS: tuple[tuple[str, str, Any, str, bool, str], ...] = (
+    ("interval", "timezone", "Mars/Olympus", "update", False, "degraded"),
+    ("cron", "cron", "61 * * * *", "sql", False, "degraded"),
+    ("cron", "cron", "0 0 31 2 *", "update", True, "degraded"),
+    ("interval", "interval_seconds", 2**62, "update", False, "degraded"),
+    ("interval", "timezone", "US/Pacific-New", "sql", True, "degraded"),
+    ("interval", "backoff_base_seconds", 1e12, "update", False, "bounded"),
+    ("interval", "backoff_cap_seconds", float("nan"), "sql", False, "bounded"),
+    ("interval", "timeout_seconds", -1.0, "update", False, "bounded"),
+)
+
+
+def write_poison(index: int) -> dict[str, Any] | None:
+    """Write poison row ``index`` (:data:`POISON_ROWS`) and make the victim due now.
+    Returns what happened, or None when the database could not be reached (try again)."""
+    from django.db import (
+        DatabaseError,
+        InterfaceError,
+        OperationalError,
+        connection,
+        connections,
+        transaction,
+    )
+
+    from django_durable_schedules import state
+    from django_durable_schedules.models import Schedule
+
+    _kind, field, value, via, rehash, expect = POISON_ROWS[index]
+    entry: dict[str, Any] = {
+        "victim": f"chaos-victim-{index:02}",
+        "field": field,
+        "value": repr(value),
+        "via": via,
+        "rehash": rehash,
+        "expect": expect,
+    }
+    try:
+        row = Schedule.objects.get(name=entry["victim"])
+        at = state.db_now().replace(microsecond=0)
+        with transaction.atomic():
+            if via == "sql":
+                f = Schedule._meta.get_field(field)
+                qn = connection.ops.quote_name
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        f"UPDATE {qn(Schedule._meta.db_table)} SET {qn(f.column)} = %s "
+                        f"WHERE {qn(Schedule._meta.pk.column)} = %s",
+                        [
+                            f.get_db_prep_save(value, connection),
+                            Schedule._meta.pk.get_db_prep_value(row.pk, connection),
+                        ],
+                    )
+            else:
+                Schedule.objects.filter(pk=row.pk).update(**{field: value})
+            if rehash:
+                fresh = Schedule.objects.get(pk=row.pk)
+                Schedule.objects.filter(pk=row.pk).update(
+                    definition_hash=fresh.compute_definition_hash()
+                )
+            Schedule.objects.filter(pk=row.pk, status="active").update(next_run_at=at)
+        entry.update(result="written", at=at)
+    except (OperationalError, InterfaceError) as exc:
+        if connection.vendor != "mysql" or getattr(exc, "args", (0,))[0] in (2002, 2006, 2013):
+            connections.close_all()
+            return None  # the server is away (the PostgreSQL restart): later
+        entry.update(result=f"refused: {type(exc).__name__}: {str(exc)[:200]}")
+    except (DatabaseError, ValueError, TypeError, OverflowError, UnicodeError) as exc:
+        entry.update(result=f"refused: {type(exc).__name__}: {str(exc)[:200]}")
+    finally:
+        connections.close_all()  # the soak itself stays off the database between writes
+    say(f"poison {entry['victim']}: {field} = {entry['value']} via {via}: {entry['result']}")
+    return entry
 
 
 # ---------------------------------------------------------------------------------------
@@ -348,7 +467,10 @@ def _wait_postgres(url: str, seconds: float) -> bool:
     return False
 
 
-def soak(fleet: Fleet, args: argparse.Namespace, url: str, vendor: str) -> dict[str, Any]:
+def soak(
+    fleet: Fleet, args: argparse.Namespace, url: str, vendor: str, poisoned: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The chaos itself; appends each poison row written (``--poison``) to ``poisoned``."""
     for _ in range(args.workers):
         fleet.start()
     restart: dict[str, Any] = {"done": False, "note": "not requested"}
@@ -359,9 +481,25 @@ def soak(fleet: Fleet, args: argparse.Namespace, url: str, vendor: str) -> dict[
     next_kill = t0 + args.kill_every if args.kill_every > 0 else float("inf")
     next_stall = t0 + args.stall_every if args.stall_every > 0 else float("inf")
     restart_at = t0 + args.duration / 2
+    n = len(POISON_ROWS) if args.poison else 0
+    # Poison rows one after another between 20 % and 60 % of the soak (healthy schedules
+    # then have 40 % of it to show they kept running).
+    poison_at = [t0 + args.duration * (0.2 + 0.4 * i / max(1, n - 1)) for i in range(n)]
+    tries = 0
     while (now := time.monotonic()) < t0 + args.duration:
         fleet.reap()
         fleet.resume()
+        if poison_at and now >= poison_at[0]:
+            entry = write_poison(len(poisoned))
+            tries += 1
+            if entry is None and tries >= 30:
+                entry = {"victim": f"chaos-victim-{len(poisoned):02}", "result": "unreachable"}
+            if entry is not None:
+                poisoned.append(entry)
+                poison_at.pop(0)
+                tries = 0
+            else:
+                poison_at[0] = now + 1.0
         if now >= next_kill:
             fleet.kill_random()
             next_kill += args.kill_every
@@ -518,6 +656,9 @@ def audit(log_path: Path) -> dict[str, Any]:
                 violation("phantom_successes", f"{a['idempotency_key']}#{a['attempt']}")
 
     statuses = Counter(r["status"] for r in receipts)
+    invalid = _invalid_receipts()
+    for example in invalid:
+        violation("invalid_receipt_text", example)
     return {
         "violations": {name: counts.get(name, 0) for name in VIOLATIONS},
         "examples": dict(examples),
@@ -539,6 +680,111 @@ def audit(log_path: Path) -> dict[str, Any]:
     }
 
 
+def _invalid_receipts() -> list[str]:
+    """Receipts whose text holds NUL, or whose result is not strict JSON (NaN, infinity)."""
+    from django_durable_schedules.models import RunReceipt
+
+    bad = []
+    for rid, error_type, message, result in RunReceipt.objects.values_list(
+        "id", "error_type", "error_message", "result"
+    ).iterator():
+        problems = [
+            name
+            for name, text in (("error_type", error_type), ("message", message))
+            if "\x00" in (text or "")
+        ]
+        try:
+            encoded = json.dumps(result, allow_nan=False)
+            if "\\u0000" in encoded:
+                problems.append("NUL in result")
+        except (TypeError, ValueError):
+            problems.append("result not strict JSON")
+        if problems:
+            bad.append(f"{rid}: {', '.join(problems)}")
+    return bad
+
+
+def audit_poison(poisoned: list[dict[str, Any]], outdir: Path) -> dict[str, Any]:
+    """The ``--poison`` checks: poisoned rows contained, healthy schedules still running,
+    next runs bounded, no outcome dropped (see the module docstring)."""
+    from django.db.models import Max
+
+    from django_durable_schedules import health, state
+    from django_durable_schedules.models import RunReceipt, Schedule
+
+    counts: Counter[str] = Counter()
+    examples: dict[str, list[Any]] = defaultdict(list)
+
+    def violation(name: str, example: Any) -> None:
+        counts[name] += 1
+        if len(examples[name]) < 5:
+            examples[name].append(example)
+
+    rows = {s.name: s for s in Schedule.objects.all()}
+    outcomes: Counter[str] = Counter()
+    for entry in poisoned:
+        row = rows[entry["victim"]]
+        written = entry.get("result") == "written"
+        contained = row.status == "paused" and bool(row.degraded_reason)
+        entry["final"] = {"status": row.status, "degraded_reason": row.degraded_reason}
+        if not written:
+            outcomes["refused"] += 1
+        elif contained:
+            outcomes["paused_degraded"] += 1
+        elif entry["expect"] == "bounded":
+            outcomes["bounded"] += 1
+        else:
+            violation("poison_not_contained", f"{row.name} ({entry['field']}): {row.status}")
+    snapshot = health.snapshot()
+    paused = sum(1 for r in rows.values() if r.degraded_reason)
+    if snapshot.degraded != paused:
+        violation("poison_not_contained", f"health counts {snapshot.degraded}, not {paused}")
+
+    written_at = [e["at"] for e in poisoned if e.get("result") == "written"]
+    if written_at:
+        last = max(written_at)
+        latest = dict(
+            RunReceipt.objects.filter(status="succeeded")
+            .values("schedule__name")
+            .annotate(at=Max("finished_at"))
+            .values_list("schedule__name", "at")
+        )
+        for name in sorted(rows):
+            if name.startswith("chaos-every-") and not (latest.get(name) and latest[name] > last):
+                violation("healthy_stalled", f"{name}: last success {latest.get(name)}")
+
+    horizon = state.db_now() + timedelta(days=31)
+    for row in rows.values():
+        if row.next_run_at is not None and row.next_run_at > horizon:
+            violation("unbounded_next_runs", f"{row.name}: {row.next_run_at.isoformat()}")
+
+    dropped = 0
+    tracebacks = 0
+    for path in sorted(outdir.glob("chaos-w*.log")):
+        text = path.read_text(errors="replace")
+        dropped += text.count("dropped the outcome")
+        tracebacks += text.count("Traceback (most recent call last)")
+    for _ in range(dropped):
+        violation("dropped_outcomes", "see the worker logs")
+    return {
+        "violations": dict(counts),
+        "examples": dict(examples),
+        "poison": {
+            "rows": poisoned,
+            "rows_outcome": dict(outcomes),
+            "health_degraded": snapshot.degraded,
+            "poison_callback_receipts": dict(
+                Counter(
+                    RunReceipt.objects.filter(
+                        schedule__name__startswith="chaos-poison-"
+                    ).values_list("status", flat=True)
+                )
+            ),
+            "worker_log_tracebacks": tracebacks,
+        },
+    }
+
+
 VIOLATIONS = (
     "duplicate_successes",
     "double_success_in_log",
@@ -553,6 +799,11 @@ VIOLATIONS = (
     "leases_left",
     "unclean_worker_exits",
     "worker_crashes",
+    "poison_not_contained",
+    "healthy_stalled",
+    "unbounded_next_runs",
+    "invalid_receipt_text",
+    "dropped_outcomes",
 )
 
 
@@ -579,6 +830,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=True,
         help="restart the (local) PostgreSQL server once, half-way (default on; PostgreSQL only)",
     )
+    p.add_argument(
+        "--poison",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="mix poison rows and poison outcomes into the load (default on)",
+    )
+    p.add_argument(
+        "--poison-schedules",
+        type=int,
+        default=6,
+        help="schedules of the chaos.poison callback (with --poison)",
+    )
     p.add_argument("--schedules", type=int, default=24)
     p.add_argument("--lease-seconds", type=int, default=4)
     p.add_argument("--seed", type=int, default=1)
@@ -602,18 +865,24 @@ def main(argv: list[str] | None = None) -> int:
     from django.db import connections
 
     call_command("migrate", verbosity=0, interactive=False)
-    create_schedules(args.schedules, rng)
+    create_schedules(args.schedules, rng, args.poison_schedules if args.poison else 0)
     connections.close_all()  # the soak itself stays off the database (and the restart)
 
     fleet = Fleet(env, outdir, args.lease_seconds, rng)
     started = time.monotonic()
+    poisoned: list[dict[str, Any]] = []
     try:
-        restart = soak(fleet, args, url, vendor)
+        restart = soak(fleet, args, url, vendor, poisoned)
     finally:
         unclean = fleet.stop()
     say(f"workers stopped after {time.monotonic() - started:.0f}s; recovering leases, auditing")
     recovered = settle(args.lease_seconds)
     report = audit(log_path)
+    if args.poison:
+        extra = audit_poison(poisoned, outdir)
+        report["violations"].update(extra["violations"])
+        report["examples"].update(extra["examples"])
+        report["poison"] = extra["poison"]
     report["violations"]["unclean_worker_exits"] = len(unclean)
     report["violations"]["worker_crashes"] = len(fleet.crashes)
     if unclean:
@@ -649,13 +918,23 @@ def main(argv: list[str] | None = None) -> int:
     t = report["totals"]
     v = report["violations"]
     restarted = "1 PostgreSQL restart" if restart.get("done") else "no PostgreSQL restart"
+    poison = ""
+    if args.poison:
+        rows = report["poison"]["rows_outcome"]
+        poison = (
+            f"poison: {len(report['poison']['rows'])} rows ({rows.get('paused_degraded', 0)} "
+            f"paused degraded, {rows.get('bounded', 0)} bounded, {rows.get('refused', 0)} "
+            f"refused), {args.poison_schedules} poison callbacks "
+            f"({sum(report['poison']['poison_callback_receipts'].values())} receipts), "
+            f"{v['healthy_stalled']} healthy stalled, {v['worker_crashes']} worker crashes; "
+        )
     print(
         f"chaos: {'PASS' if ok else 'FAIL'} {vendor}, {args.duration:.0f}s, {args.workers} workers, "
         f"{fleet.killed} SIGKILLs, {fleet.stalled} stalls, {restarted}; "
         f"{t['attempts']} attempts, {t['receipts']} receipts; "
         f"{v['duplicate_successes'] + v['double_success_in_log']} duplicate successes, "
         f"{v['lost_occurrences']} lost occurrences, {v['open_attempts']} open attempts, "
-        f"{sum(v.values())} violations in all"
+        f"{poison}{sum(v.values())} violations in all"
     )
     return 0 if ok else 1
 

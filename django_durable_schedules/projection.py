@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 _SCALARS = (bool, int, float, type(None))
 _MAX_DEPTH = 32
 _MAX_SAFE_INT = 2**53
+_LONG_DIGITS = re.compile(r"\d{16}")
 #: What stands in for a character that a receipt cannot store (U+FFFD REPLACEMENT CHARACTER).
 REPLACEMENT = "\ufffd"
 #: Appended to a receipt's error message whose text was repaired by :func:`safe_text`.
@@ -154,7 +156,13 @@ def is_storable(value: Any, max_bytes: int) -> bool:
         return type(value) is not int or abs(value) < _MAX_SAFE_INT
     try:
         encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
-        return "\\u0000" not in encoded and len(encoded.encode("utf-8")) <= max_bytes
+        return (
+            "\\u0000" not in encoded
+            and len(encoded.encode("utf-8")) <= max_bytes
+            # 16+ digits in a row may be an int beyond 2**53, which JSON readers (and
+            # MariaDB's JSON) do not keep exactly: let project_result make it a string.
+            and _LONG_DIGITS.search(encoded) is None
+        )
     except Exception:  # noqa: BLE001 - anything json cannot encode is not storable
         return False
 

@@ -203,7 +203,9 @@ def execute(claim: Claim) -> Outcome:
             error_message=project_error(exc, max_chars)[1],
             terminal=True,
         )
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - any error of user code is an outcome
+    except BaseException as exc:  # noqa: BLE001 - anything user code raises is an outcome
+        # (SystemExit, asyncio.CancelledError, a BaseException subclass of its own): this
+        # runs in a worker thread or a child process, where nothing may propagate.
         error_type, message = project_error(exc, max_chars)
         if isinstance(exc, RunTimeout):
             error_type = "Timeout"

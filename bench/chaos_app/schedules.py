@@ -25,7 +25,7 @@ import hashlib
 import os
 import time
 
-from django_durable_schedules import SkipRun, register
+from django_durable_schedules import RetryRun, SkipRun, register
 
 FAIL, SKIP, SLOW = 0.10, 0.18, 0.23
 
@@ -62,4 +62,72 @@ def work(ctx):
     else:
         time.sleep(0.3 * (r - SLOW) / (1 - SLOW))
     _log("done", key, attempt, "ok", pid, f"{time.time():.3f}")
+    return {"attempt": attempt}
+
+
+# --- poison outcomes (bench/chaos.py --poison) -----------------------------------------
+# ``chaos.poison`` logs like ``chaos.work`` but reports values no receipt may hold as
+# given: messages with NUL, lone surrogates and 20,000 characters, ``RetryRun`` delays of
+# NaN, -1, inf and 1.8e12 (epoch milliseconds read as seconds), results with NUL and
+# surrogate keys, NaN, a 400-digit int, a cycle and an object whose ``repr`` raises. The
+# engine must receipt each attempt once, with valid text and a bounded next run.
+
+#: (upper bound of the draw, what happens): the rest succeeds with a plain result.
+POISON_PLAN = (
+    (0.12, "error"),
+    (0.20, "skip"),
+    (0.28, "retry_nan"),
+    (0.34, "retry_negative"),
+    (0.37, "retry_inf"),
+    (0.40, "retry_epoch_ms"),
+    (0.55, "hostile_result"),
+    (0.62, "object_result"),
+)
+
+
+class _Opaque:
+    def __repr__(self):
+        raise RuntimeError("repr exploded")
+
+    __str__ = __repr__
+
+
+def _poison_result():
+    cycle = {"name": "cycle"}
+    cycle["self"] = cycle
+    return {
+        "nul\x00key": "lone \ud800 surrogate",
+        "\udfff": ["\x00" * 10, float("nan"), float("inf")],
+        "big": 10**400,
+        "cycle": cycle,
+    }
+
+
+@register("chaos.poison")
+def poison(ctx):
+    """Record the execution, then raise or return a poison value (see above)."""
+    key, attempt, pid = ctx.idempotency_key, ctx.attempt, os.getpid()
+    _log("start", key, attempt, pid, f"{time.time():.3f}")
+    r = draw(key, attempt)
+    what = next((name for bound, name in POISON_PLAN if r < bound), "plain")
+    if what == "error":
+        _log("done", key, attempt, "fail", pid, f"{time.time():.3f}")
+        raise RuntimeError("chaos \x00 poison \ud800 " + "\udfff" * 20_000)
+    if what == "skip":
+        _log("done", key, attempt, "skip", pid, f"{time.time():.3f}")
+        raise SkipRun("\x00" * 3 + "skip \udc80")
+    if what.startswith("retry_"):
+        after = {
+            "retry_nan": float("nan"),
+            "retry_negative": -1.0,
+            "retry_inf": float("inf"),
+            "retry_epoch_ms": 1.8e12,
+        }[what]
+        _log("done", key, attempt, "fail", pid, f"{time.time():.3f}")
+        raise RetryRun(f"retry \x00 after {after}", after_seconds=after)
+    _log("done", key, attempt, "ok", pid, f"{time.time():.3f}")
+    if what == "hostile_result":
+        return _poison_result()
+    if what == "object_result":
+        return {"obj": _Opaque(), "list": [_Opaque()]}
     return {"attempt": attempt}

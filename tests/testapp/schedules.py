@@ -234,9 +234,14 @@ def poison(ctx):
 
 @register("tests.recovery.nap")
 def recovery_nap(ctx):
-    """Sleeps payload['seconds'] without touching the database (it can finish during a
-    database outage), then returns."""
-    time.sleep(float((ctx.payload or {}).get("seconds", 1)))
+    """Waits until the file payload['after_file'] exists (when given; at most 60 s), then
+    sleeps payload['seconds']. Never touches the database: it can finish during an outage."""
+    payload = ctx.payload or {}
+    if payload.get("after_file"):
+        deadline = time.monotonic() + 60
+        while not os.path.exists(payload["after_file"]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    time.sleep(float(payload.get("seconds", 1)))
     return "napped"
 
 
