@@ -23,7 +23,7 @@ from ..projection import bound_text, project_error
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
 from .outcomes import _apply, _fail_attempt, _fenced_result, _receipt
 from .rules import _FINISH_FIELDS, _pause_degraded, _Receipt, _restore, _snapshot
-from .values import CompletionReport, Outcome
+from .values import CompletionReport, Outcome, OutcomeStatus
 
 logger = logging.getLogger(__name__)
 
@@ -263,5 +263,7 @@ def _enqueue(outcome: Outcome, using: str) -> Outcome:
             _enqueue_hook("after", outcome)
     except Exception as exc:  # noqa: BLE001 - a failed enqueue is an outcome, not a crash
         error_type, message = project_error(exc, app_settings.ERROR_MESSAGE_MAX_CHARS)
-        return Outcome(outcome.claim, "failed", error_type=error_type, error_message=message)
+        return Outcome(
+            outcome.claim, OutcomeStatus.FAILED, error_type=error_type, error_message=message
+        )
     return replace(outcome, result=result, enqueue=None)

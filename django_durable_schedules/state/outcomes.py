@@ -18,7 +18,7 @@ from ..conf import app_settings
 from ..models import SUCCESS_STATUSES, Kind, ReceiptStatus, Schedule, Status
 from .bounds import BACKOFF_BASE_MAX_SECONDS, BACKOFF_CAP_MAX_SECONDS, _bounded_seconds
 from .rules import ONE_SECOND, _ceil_second, _max_attempts, _Receipt
-from .values import Claim, Outcome
+from .values import Claim, Outcome, OutcomeStatus
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 def _fenced_result(outcome: Outcome) -> Any:
     """A fenced outcome keeps its result only when it records a task that was already
     handed to an engine outside the transaction (so the duplicate can be traced)."""
-    if outcome.status == "enqueued" and outcome.enqueue is None:
+    if outcome.status == OutcomeStatus.ENQUEUED and outcome.enqueue is None:
         return outcome.result
     return None
 
@@ -34,7 +34,7 @@ def _fenced_result(outcome: Outcome) -> Any:
 def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
     claim = outcome.claim
     status = outcome.status
-    if status == "released":
+    if status == OutcomeStatus.RELEASED:
         # Handed back unrun at shutdown: the same occurrence is due again at once.
         row.attempt = claim.attempt
         row.retry_scheduled_for = claim.scheduled_for
@@ -42,7 +42,7 @@ def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
         if row.status == Status.PAUSED:  # a triggered run: still claimable when paused
             row.triggered_at = claim.scheduled_for
         return _receipt(row, claim, ReceiptStatus.RELEASED, now, outcome)
-    if status == "degraded":
+    if status == OutcomeStatus.DEGRADED:
         # The callback vanished between claim and run: the occurrence awaits its run, as
         # in the claim's own not-registered path.
         row.status = Status.PAUSED
@@ -51,7 +51,7 @@ def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
         row.retry_scheduled_for = claim.scheduled_for
         row.degraded_reason = outcome.error_message[:500]
         return _receipt(row, claim, ReceiptStatus.DEGRADED, now, outcome)
-    if status == "failed":
+    if status == OutcomeStatus.FAILED:
         return _fail_attempt(
             row,
             claim.occurrence,
@@ -69,7 +69,7 @@ def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
     if status in SUCCESS_STATUSES:
         row.failure_count = row.failed_occurrences = 0
         receipt_status = ReceiptStatus(status)
-    elif status == "skipped":
+    elif status == OutcomeStatus.SKIPPED:
         receipt_status = ReceiptStatus.SKIPPED
     else:  # pragma: no cover - programming error
         raise ValueError(f"unknown outcome status {status!r}")
