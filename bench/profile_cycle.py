@@ -131,13 +131,13 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
 
     from django_durable_schedules import runner, state
+    from django_durable_schedules.state import completion, runs
 
     if "prepared" in args.experiment:
         connection.settings_dict["OPTIONS"].update(server_side_binding=True, prepare_threshold=2)
-    if "values-update" in args.experiment:
-        state._update_rows = values_update
-    if "unnest-update" in args.experiment:
-        state._update_rows = unnest_update
+    for name, update in (("values-update", values_update), ("unnest-update", unnest_update)):
+        if name in args.experiment:  # the two modules that write schedule batches
+            runs._update_rows = completion._update_rows = update
 
     with connection.cursor() as cur:
         cur.execute("TRUNCATE durable_schedules_runreceipt, durable_schedules_runattempt")

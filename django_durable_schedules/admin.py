@@ -309,13 +309,13 @@ def _as_admin(request: HttpRequest) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Transition:
-    """An operator transition; ``name`` is the :mod:`.state` function called."""
+    """An operator transition; ``name`` is the :mod:`.state` function called. The statuses
+    it is offered for are :func:`.state.allowed_actions`' (:mod:`.state` decides and may
+    refuse)."""
 
     name: str
     label: str
     done: str
-    #: Statuses it applies to (for the buttons; :mod:`.state` decides and may refuse).
-    offered_for: tuple[str, ...]
     #: A schedule already in this status is left as it is (reported as unchanged).
     target: str | None = None
     danger: bool = False
@@ -324,18 +324,10 @@ class Transition:
 TRANSITIONS: dict[str, Transition] = {
     t.name: t
     for t in (
-        Transition(
-            "enable", "Enable", "Enabled", (Status.PAUSED, Status.FAILED), target=Status.ACTIVE
-        ),
-        Transition("disable", "Disable", "Disabled", (Status.ACTIVE,), target=Status.PAUSED),
-        Transition("trigger", "Trigger now", "Triggered", (Status.ACTIVE, Status.PAUSED)),
-        Transition(
-            "cancel",
-            "Cancel",
-            "Cancelled",
-            (Status.ACTIVE, Status.PAUSED, Status.FAILED),
-            danger=True,
-        ),
+        Transition("enable", "Enable", "Enabled", target=Status.ACTIVE),
+        Transition("disable", "Disable", "Disabled", target=Status.PAUSED),
+        Transition("trigger", "Trigger now", "Triggered"),
+        Transition("cancel", "Cancel", "Cancelled", danger=True),
     )
 }
 
@@ -755,6 +747,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         context["dds_health_url"] = self._url("health")
         context["dds_legend"] = _legend()
         if obj is not None and self.has_change_permission(request, obj):
+            allowed = state.allowed_actions(obj)
             context["dds_transitions"] = [
                 {
                     "label": t.label,
@@ -763,8 +756,7 @@ class ScheduleAdmin(admin.ModelAdmin):
                     "name": t.name,
                 }
                 for t in TRANSITIONS.values()
-                if obj.status in t.offered_for
-                and not (t.name == "trigger" and obj.lease_token is not None)
+                if t.name in allowed
             ]
         return super().render_change_form(request, context, add, change, form_url, obj)
 

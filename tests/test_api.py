@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 from django_durable_schedules import state
 from django_durable_schedules.api.serializers import ScheduleSerializer
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
+from django_durable_schedules.state import definitions
 
 from .factories import T0, AttemptFactory, ReceiptFactory, ScheduleFactory
 
@@ -413,7 +414,9 @@ def test_a_name_taken_concurrently_is_a_400_not_a_500(api, monkeypatch):
         elif len(calls) > 2:
             real(row)
 
+    # The serializer calls state.validate_schedule; create_schedule its own module's.
     monkeypatch.setattr(state, "validate_schedule", racing)
+    monkeypatch.setattr(definitions, "validate_schedule", racing)
     errors = errors_of(create(api, name="raced"))
     assert "name" in errors and len(calls) == 3
     assert Schedule.objects.filter(name="raced").count() == 1

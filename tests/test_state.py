@@ -12,10 +12,12 @@ from django.db import OperationalError, connection, connections
 from django.test.utils import override_settings
 
 from django_durable_schedules import state
+from django_durable_schedules.db import batch
 from django_durable_schedules.exceptions import StateConflict
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
 from django_durable_schedules.registry import registry
 from django_durable_schedules.runner import execute
+from django_durable_schedules.state import runs
 
 from .factories import T0
 
@@ -312,10 +314,10 @@ def test_failed_claim_commit_runs_nothing_and_is_retried_b26(monkeypatch):
     Schedule.objects.update(callback="tests.count")
 
     def boom():
-        monkeypatch.setattr(state, "_claim_committing", lambda: None)
+        monkeypatch.setattr(runs, "_claim_committing", lambda: None)
         raise OperationalError("connection lost at commit")
 
-    monkeypatch.setattr(state, "_claim_committing", boom)
+    monkeypatch.setattr(runs, "_claim_committing", boom)
     try:
         with pytest.raises(OperationalError):
             run_at(T0)
@@ -422,7 +424,7 @@ def test_reclaim_after_a_concurrent_release_never_starts_before_it_ended(monkeyp
     # so attempt 2 "began" 7 ms before attempt 1 ended. The claim time must follow the read.
     make("released", kind="once", run_at=datetime.now(UTC) - timedelta(minutes=5))
     [first] = state.claim_due(worker="a")
-    real_locked, raced = state._locked, []
+    real_locked, raced = runs._locked, []
 
     def release_meanwhile(qs, using, *, skip_locked):
         if skip_locked and not raced:
@@ -439,7 +441,7 @@ def test_reclaim_after_a_concurrent_release_never_starts_before_it_ended(monkeyp
             thread.join()
         return real_locked(qs, using, skip_locked=skip_locked)
 
-    monkeypatch.setattr(state, "_locked", release_meanwhile)
+    monkeypatch.setattr(runs, "_locked", release_meanwhile)
     time.sleep(0.01)  # a clock read before the release is then measurably earlier
     [second] = state.claim_due(worker="b")
     released = RunReceipt.objects.get(attempt_id=first.attempt_id)
@@ -477,11 +479,11 @@ AWKWARD_TEXT = [
 
 @pytest.mark.parametrize("text", AWKWARD_TEXT)
 def test_batched_writes_keep_any_text_and_null_exactly(text):
-    # PostgreSQL writes batches as array literals (state._pg_array); other databases use
+    # PostgreSQL writes batches as array literals (db.batch._pg_array); other databases use
     # bulk_create/executemany. Every value must come back as it went in.
     s = make("awkward")
     attempt = new_attempt(s, worker=text, claimed_at=T0 + timedelta(microseconds=123456))
-    state._insert_rows(RunAttempt, [attempt], "default")
+    batch._insert_rows(RunAttempt, [attempt], "default")
     receipt = RunReceipt(
         attempt_id=attempt.id,
         schedule_id=s.id,
@@ -493,9 +495,9 @@ def test_batched_writes_keep_any_text_and_null_exactly(text):
         result={"text": text, "none": None, "list": [1, "two"]},
         next_run_at=None,
     )
-    state._insert_rows(RunReceipt, [receipt], "default")
+    batch._insert_rows(RunReceipt, [receipt], "default")
     s.degraded_reason, s.last_run_at, s.lease_token = text, None, None
-    state._update_rows([s], ["degraded_reason", "last_run_at", "lease_token"], "default")
+    batch._update_rows([s], ["degraded_reason", "last_run_at", "lease_token"], "default")
 
     got = RunAttempt.objects.get(pk=attempt.pk)
     assert got.worker == text and got.claimed_at == attempt.claimed_at
@@ -513,4 +515,4 @@ def test_batched_insert_rejects_a_too_long_value_instead_of_cutting_it():
 
     attempt = new_attempt(make("long"), worker="w" * 201)  # max_length 200
     with pytest.raises(DataError):
-        state._insert_rows(RunAttempt, [attempt], "default")
+        batch._insert_rows(RunAttempt, [attempt], "default")

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from django.db import connections, transaction
 
 from ..models import RunAttempt, RunReceipt
+from .clock import db_now
 from .guards import MYSQL_GATE_VARIABLE, PG_GATE_SETTING
 
 
@@ -68,8 +69,6 @@ def prune_finished(
 
     ``now`` defaults to the database clock. Raises ``ValueError`` for a negative age.
     """
-    from ..state import db_now
-
     if older_than < timedelta(0):
         raise ValueError("older_than must not be negative")
     cutoff = (now or db_now(using)) - older_than

@@ -1,0 +1,51 @@
+"""The database clock: what is due, and when a lease has expired, is decided by the
+database server's time (R8), read here; an injected ``now`` replaces it in tests and tools.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from django.db import connections
+from django.utils import timezone as dj_timezone
+from django.utils.dateparse import parse_datetime
+
+from .. import timing
+
+_NOW_SQL = {
+    "postgresql": "SELECT statement_timestamp()",
+    "mysql": "SELECT UTC_TIMESTAMP(6)",
+    "sqlite": "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
+    "oracle": "SELECT SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM DUAL",
+}
+
+
+# The same clocks as SQL expressions, for the due test inside claim_due's locking SELECT.
+_DUE_NOW_SQL = {"postgresql": "statement_timestamp()", "mysql": "UTC_TIMESTAMP(6)"}
+
+
+def db_now(using: str = "default") -> datetime:
+    """The database server's current time as an aware UTC datetime (R8).
+
+    PostgreSQL ``statement_timestamp()``, MySQL/MariaDB ``UTC_TIMESTAMP(6)``, SQLite
+    ``strftime('%f', 'now')`` (millisecond precision; SQLite's clock is the host's own).
+    """
+    conn = connections[using]
+    sql = _NOW_SQL.get(conn.vendor)
+    if sql is None:  # pragma: no cover - unknown backend
+        return dj_timezone.now()
+    with conn.cursor() as cursor:
+        cursor.execute(sql)
+        value = cursor.fetchone()[0]
+    if isinstance(value, str):
+        value = parse_datetime(value.replace(" ", "T"))
+    assert isinstance(value, datetime)
+    if dj_timezone.is_naive(value):
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def _resolve_now(now: datetime | None, using: str) -> datetime:
+    if now is None:
+        return db_now(using)
+    return timing.require_aware(now, "now")

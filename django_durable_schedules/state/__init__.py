@@ -1,0 +1,101 @@
+"""The state machine: every transition of a schedule and every transaction lives here.
+
+Transitions (all take an optional injected ``now``, an aware UTC datetime; by default the
+*database* clock decides, R8):
+
+* :func:`claim_due` - lock due schedules (``SELECT ... FOR UPDATE SKIP LOCKED`` where the
+  database has it, a write-locking transaction on SQLite), write one append-only
+  :class:`~.models.RunAttempt` per claim with a fresh lease token, and advance
+  ``next_run_at`` - all committed *before* any callback runs (B26).
+* :func:`renew_leases` - extend the leases a worker still holds; tells it which it lost.
+* :func:`complete` - write the one :class:`~.models.RunReceipt` of each attempt and move the
+  schedule on, but only while the exact lease token still owns the row (fencing, R7).
+* :func:`expire_leases` - recover claims whose lease ran out (a dead worker): receipt
+  ``lease_expired``, the occurrence is retried (at-least-once).
+* :func:`enable`, :func:`disable`, :func:`trigger`, :func:`cancel`,
+  :func:`delete_schedule` (allowed from the statuses of :data:`.control.ALLOWED`),
+  :func:`create_schedule`, :func:`update_schedule`, :func:`sync_declared`,
+  :func:`heartbeat`.
+
+Callers (worker, admin, API, commands) never open transactions themselves.
+
+On PostgreSQL every ``Schedule.save()`` here that leaves a next run also queues a NOTIFY in
+the same transaction, waking idle workers when it commits (:mod:`.db.wakeups`).
+
+The package, by transition family: :mod:`.values` (what passes between it and the worker),
+:mod:`.bounds`, :mod:`.rules` and :mod:`.outcomes` (pure row arithmetic, no database),
+:mod:`.runs` (claims, leases), :mod:`.completion`, :mod:`.control`, :mod:`.definitions`,
+:mod:`.events` (the audit trail), :mod:`.workers`, and :mod:`.transitions` (the table of
+every transition, rendered in docs/concepts.md).
+"""
+
+from ..db.clock import db_now
+from ..exceptions import StateConflict
+from .bounds import (
+    BACKOFF_BASE_MAX_SECONDS,
+    BACKOFF_CAP_MAX_SECONDS,
+    TIMEOUT_MAX_SECONDS,
+    UNEVALUABLE_PREFIX,
+    bound_outcome,
+    bound_retry_after,
+    describe_problem,
+)
+from .completion import complete
+from .control import ALLOWED, allowed_actions, cancel, delete_schedule, disable, enable, trigger
+from .definitions import (
+    EDITABLE_FIELDS,
+    create_schedule,
+    declared_fields,
+    recover_degraded,
+    sync_declared,
+    update_schedule,
+    validate_schedule,
+)
+from .events import record_event
+from .outcomes import backoff_for
+from .rules import ONE_SECOND, idempotency_key
+from .runs import claim_due, expire_leases, renew_leases
+from .values import Claim, CompletionReport, Outcome, OutcomeStatus, Wakeup
+from .workers import heartbeat, next_wakeup, seconds_until
+
+__all__ = [
+    "ALLOWED",
+    "BACKOFF_BASE_MAX_SECONDS",
+    "BACKOFF_CAP_MAX_SECONDS",
+    "EDITABLE_FIELDS",
+    "ONE_SECOND",
+    "TIMEOUT_MAX_SECONDS",
+    "UNEVALUABLE_PREFIX",
+    "Claim",
+    "CompletionReport",
+    "Outcome",
+    "OutcomeStatus",
+    "StateConflict",
+    "Wakeup",
+    "allowed_actions",
+    "backoff_for",
+    "bound_outcome",
+    "bound_retry_after",
+    "cancel",
+    "claim_due",
+    "complete",
+    "create_schedule",
+    "db_now",
+    "declared_fields",
+    "delete_schedule",
+    "describe_problem",
+    "disable",
+    "enable",
+    "expire_leases",
+    "heartbeat",
+    "idempotency_key",
+    "next_wakeup",
+    "recover_degraded",
+    "record_event",
+    "renew_leases",
+    "seconds_until",
+    "sync_declared",
+    "trigger",
+    "update_schedule",
+    "validate_schedule",
+]

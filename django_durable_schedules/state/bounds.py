@@ -1,0 +1,109 @@
+"""Values that enter the engine, bounded where they enter: whatever a callback returned or
+raised, and whatever a row written behind ``save()`` holds, becomes a value a receipt can
+store and a datetime can hold. Pure: no database.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+from .. import timing
+from ..conf import app_settings
+from ..projection import bound_text, is_storable, project_error, project_result
+from .values import Outcome
+
+#: Longest ``backoff_base_seconds`` / ``backoff_cap_seconds`` / ``timeout_seconds`` the
+#: engine uses, whatever a row written behind ``save()`` holds (the bounds
+#: ``Schedule.clean()`` and ``save()`` enforce: 1 day, 30 days, 7 days).
+BACKOFF_BASE_MAX_SECONDS = 86400.0
+BACKOFF_CAP_MAX_SECONDS = 30 * 86400.0
+TIMEOUT_MAX_SECONDS = 7 * 86400.0
+
+
+def _bounded_seconds(value: Any, default: float | None, high: float) -> float | None:
+    """``value`` as seconds in ``[0, high]``: None, NaN and non-numbers give ``default``,
+    negative values 0, larger ones ``high`` (a row written behind ``save()`` may hold
+    anything its column type allows)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int beyond a float
+        return high if value > 0 else 0.0
+    if math.isnan(seconds):
+        return default
+    return min(max(seconds, 0.0), high)
+
+
+def bound_retry_after(value: Any) -> tuple[float | None, str]:
+    """``(seconds, note)`` for the ``after_seconds`` a callback gave ``RetryRun``.
+
+    ``None`` means "use the backoff". A number is kept if it lies in
+    ``[0, RETRY_AFTER_MAX_SECONDS]``; a larger one (``inf``, ``1.8e12`` epoch milliseconds
+    read as seconds, a huge int) is clamped to that bound, a negative one (or ``-inf``) to 0;
+    NaN, a bool or a non-number falls back to the backoff. ``note`` says what was changed
+    and why (empty when nothing was), for the receipt's error message. Never raises.
+    """
+    if value is None:
+        return None, ""
+    high = app_settings.RETRY_AFTER_MAX_SECONDS
+    shown = value if type(value) in (int, float) else type(value).__name__
+    if type(value) is int and value.bit_length() > 64:
+        shown = "a huge int"
+    seconds = _bounded_seconds(value, None, high)
+    if seconds is None:
+        return None, f"after_seconds={shown!s} is not a number of seconds; the backoff was used"
+    if seconds == value:
+        return seconds, ""
+    return (
+        seconds,
+        f"after_seconds={shown!s} is outside [0, {high:g}] s; retried after {seconds:g} s",
+    )
+
+
+def bound_outcome(outcome: Outcome) -> Outcome:
+    """``outcome`` with every value a callback could influence made storable: error type
+    (200 characters) and message (``ERROR_MESSAGE_MAX_CHARS``) as valid text, invalid
+    characters replaced and marked (:func:`.projection.bound_text`); ``result`` projected
+    if it is not plain, storable JSON (:func:`.projection.project_result`); ``retry_after``
+    bounded (:func:`bound_retry_after`, the reason appended to the message). The state
+    machine applies it to every outcome it is given, so a receipt is always writable."""
+    max_chars = app_settings.ERROR_MESSAGE_MAX_CHARS
+    changes: dict[str, Any] = {}
+    error_type, error_message = outcome.error_type, outcome.error_message
+    clean_type = bound_text(error_type, 200)
+    if clean_type != error_type:
+        changes["error_type"] = clean_type
+    clean_message = bound_text(error_message, max_chars)
+    retry_after, note = bound_retry_after(outcome.retry_after)
+    if note:
+        clean_message = bound_text(
+            f"{clean_message} ({note})" if clean_message else note, max_chars
+        )
+    if clean_message != error_message:
+        changes["error_message"] = clean_message
+    if retry_after != outcome.retry_after or type(retry_after) is not type(outcome.retry_after):
+        changes["retry_after"] = retry_after
+    max_bytes = app_settings.RESULT_MAX_BYTES
+    if outcome.result is not None and not is_storable(outcome.result, max_bytes):
+        changes["result"] = project_result(outcome.result, max_bytes)
+    if type(outcome.terminal) is not bool:
+        changes["terminal"] = bool(outcome.terminal is True)
+    return replace(outcome, **changes) if changes else outcome
+
+
+def describe_problem(exc: BaseException) -> str:
+    """One line for a receipt or a ``degraded_reason`` saying what could not be evaluated:
+    ``"<field>: <message>"`` for an :class:`~.timing.InvalidSchedule`, ``"<Type>: <message>"``
+    for any other exception (its text bounded, never its ``__str__``). Never raises."""
+    if isinstance(exc, timing.InvalidSchedule) and type(exc.message) is str:
+        return bound_text(f"{exc.field}: {exc.message}", 450)
+    error_type, message = project_error(exc, 400)
+    return bound_text(f"{error_type}: {message}" if message else error_type, 450)
+
+
+#: How a ``degraded_reason`` begins when the engine could not evaluate the row's definition
+#: (such a schedule comes back by a valid edit and :func:`enable`, never by itself).
+UNEVALUABLE_PREFIX = "cannot evaluate the schedule: "

@@ -1,0 +1,269 @@
+"""Completion: :func:`complete` writes the one receipt of each attempt and moves its
+schedule on, fenced by the exact lease token, in one transaction per batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from django.db import connections, transaction
+from django.db.models.functions import Now
+
+from .. import timing
+from ..conf import app_settings
+from ..db.batch import _REFUSED, _insert_rows, _update_rows
+from ..db.clock import _resolve_now
+from ..db.locks import _lock_for_write, _locked
+from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule
+from ..projection import bound_text, project_error
+from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
+from .outcomes import _apply, _fail_attempt, _fenced_result, _receipt
+from .rules import _FINISH_FIELDS, _pause_degraded, _Receipt, _restore, _snapshot
+from .values import CompletionReport, Outcome, OutcomeStatus
+
+logger = logging.getLogger(__name__)
+
+
+def complete(
+    outcomes: Sequence[Outcome], *, now: datetime | None = None, using: str = "default"
+) -> CompletionReport:
+    """Record the outcome of each claim (one receipt per attempt) and move its schedule on.
+
+    Fencing: an outcome is applied only while its exact lease token still owns a live
+    lease. A late outcome whose lease expired is receipted ``lease_expired`` (and the
+    occurrence retried); one whose token was replaced is receipted ``lease_lost`` unless a
+    receipt was already written by the recovery. Never raises for a fenced outcome.
+    An outcome carrying ``enqueue`` (a task for a database queue) enqueues here, in this
+    transaction and only once its lease is confirmed (see :class:`Outcome`).
+
+    Totality: every outcome is bounded first (:func:`bound_outcome`); an outcome that
+    cannot be applied to its row (its definition was made invalid behind ``save()`` while
+    it ran) is receipted with its own status and the schedule paused as degraded; if the
+    database still refuses the batch (``IntegrityError``, ``DataError``, a driver's
+    ``ValueError``), each outcome is retried in its own transaction, then once without its
+    result and message, and only then dropped (``report.dropped``, logged). An outcome
+    whose attempt retention has pruned meanwhile is dropped with a log line. A row locked
+    by another transaction (e.g. by the callback itself) is not waited for: its outcome
+    is returned in ``report.deferred``. Database errors of the connection itself
+    (``OperationalError``: the server is gone) propagate, and nothing is written.
+    """
+    if not outcomes:
+        return CompletionReport()
+    if now is not None:  # a caller's naive instant is its error, never an outcome's
+        now = timing.require_aware(now, "now")
+    bounded = [bound_outcome(o) for o in outcomes]
+    try:
+        report = _complete_batch(bounded, now, using)
+    except _REFUSED as exc:
+        if connections[using].in_atomic_block:
+            raise  # inside the caller's transaction nothing can be retried here
+        logger.warning("a completion batch was refused (%s); retrying outcome by outcome", exc)
+        report = CompletionReport()
+        for outcome in bounded:
+            report.extend(_complete_alone(outcome, now, using))
+    for outcome in report.fenced:
+        logger.warning(
+            "fenced late outcome of %s occurrence %s attempt %s (%s)",
+            outcome.claim.schedule_name,
+            outcome.claim.occurrence,
+            outcome.claim.attempt,
+            outcome.status,
+            extra={"schedule": outcome.claim.schedule_name, "occurrence": outcome.claim.occurrence},
+        )
+    return report
+
+
+def _complete_alone(outcome: Outcome, now: datetime | None, using: str) -> CompletionReport:
+    """:func:`complete` of one outcome after its batch was refused: as given, then stripped
+    of its result and message, then dropped (logged; its lease expires and the occurrence
+    is recovered)."""
+    try:
+        return _complete_batch([outcome], now, using)
+    except _REFUSED as exc:
+        first = exc
+    stripped = replace(
+        outcome,
+        result=None,
+        error_message=f"the outcome could not be stored as reported ({type(first).__name__})",
+        enqueue=None,
+    )
+    try:
+        return _complete_batch([stripped], now, using)
+    except _REFUSED as exc:
+        logger.error(
+            "dropped the outcome of %s occurrence %s attempt %s: the database refused it "
+            "(%s; %s); its lease will expire and the occurrence be recovered",
+            outcome.claim.schedule_name,
+            outcome.claim.occurrence,
+            outcome.claim.attempt,
+            type(first).__name__,
+            type(exc).__name__,
+            extra={"schedule": outcome.claim.schedule_name, "occurrence": outcome.claim.occurrence},
+        )
+        return CompletionReport(dropped=[outcome])
+
+
+def _complete_batch(
+    outcomes: Sequence[Outcome], now: datetime | None, using: str
+) -> CompletionReport:
+    """One completion transaction over bounded outcomes (see :func:`complete`)."""
+    report = CompletionReport()
+    with transaction.atomic(using=using):
+        _lock_for_write(using)
+        ids = {o.claim.schedule_id for o in outcomes}
+        qs = Schedule.objects.using(using).filter(id__in=ids)
+        read_clock = now is None and connections[using].vendor == "postgresql"
+        if read_clock:  # the database clock in the same round trip (statement_timestamp())
+            qs = qs.annotate(_db_now=Now())
+        rows = {r.id: r for r in _locked(qs, using, skip_locked=True)}
+        if read_clock and rows:
+            # _db_now: the .annotate() above; the plugin types qs as plain Schedule rows.
+            now = next(iter(rows.values()))._db_now.astimezone(UTC)  # type: ignore[attr-defined]
+        now = _resolve_now(now, using)
+        busy: set[uuid.UUID] = set()
+        if len(rows) < len(ids):  # skipped as locked, or deleted: a plain read tells which
+            busy = set(
+                Schedule.objects.using(using)
+                .filter(id__in=ids - set(rows))
+                .values_list("id", flat=True)
+            )
+        receipts: list[_Receipt] = []
+        touched: dict[uuid.UUID, Schedule] = {}
+        orphans: list[Outcome] = []
+        for outcome in outcomes:
+            claim = outcome.claim
+            if claim.schedule_id in busy:
+                report.deferred.append(outcome)
+                continue
+            row = rows.get(claim.schedule_id)
+            if row is None or row.lease_token != claim.lease_token:
+                orphans.append(outcome)
+                continue
+            touched[row.id] = row
+            receipts.append(_finish(row, outcome, now, using, report))
+        if orphans:
+            receipts += _orphan_receipts(orphans, now, using, report)
+        models = [r.model() for r in receipts]
+        _insert_rows(RunReceipt, models, using)
+        if touched:
+            _update_rows(list(touched.values()), _FINISH_FIELDS, using)
+        report.receipts = models
+    return report
+
+
+def _finish(
+    row: Schedule, outcome: Outcome, now: datetime, using: str, report: CompletionReport
+) -> _Receipt:
+    """The receipt of ``outcome`` on the locked ``row`` that its lease token still owns;
+    moves the row on (or pauses it as degraded when its definition cannot be evaluated)."""
+    claim = outcome.claim
+    row.lease_token = None
+    lease_expires_at, row.lease_expires_at = row.lease_expires_at, None
+    if lease_expires_at is None or lease_expires_at <= now:
+        report.fenced.append(outcome)
+        return _fail_attempt(
+            row,
+            claim.occurrence,
+            claim.attempt,
+            claim.scheduled_for,
+            claim.attempt_id,
+            now,
+            ReceiptStatus.LEASE_EXPIRED,
+            "LeaseExpired",
+            f"the run finished ({outcome.status}) after its lease expired",
+            retry_after=0.0,
+            result=_fenced_result(outcome),
+        )
+    snapshot = _snapshot(row, _FINISH_FIELDS)
+    outcome = _enqueue(outcome, using)
+    try:
+        return _apply(row, outcome, now)
+    except Exception as exc:  # noqa: BLE001 - the row's own bad value: pause that row only
+        _restore(row, snapshot)
+        reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
+        _pause_degraded(row, reason)
+        status = outcome.status if outcome.status in ReceiptStatus.values else "failed"
+        message = outcome.error_message
+        note = f"the schedule was paused: {reason}"
+        return _receipt(
+            row,
+            claim,
+            status,
+            now,
+            replace(
+                outcome, error_message=bound_text(f"{message}; {note}" if message else note, 1000)
+            ),
+        )
+
+
+def _orphan_receipts(
+    orphans: list[Outcome], now: datetime, using: str, report: CompletionReport
+) -> list[_Receipt]:
+    """Receipts of outcomes whose lease token no longer owns its row: ``lease_lost``, unless
+    the recovery already receipted the attempt. An attempt that retention pruned meanwhile
+    (a worker stalled past its lease, then ``prune_runs``) has nothing left to receipt: its
+    outcome is dropped with a log line (``report.dropped``)."""
+    known = dict(
+        RunAttempt.objects.using(using)
+        .filter(id__in=[o.claim.attempt_id for o in orphans])
+        .values_list("id", "receipt__id")
+    )
+    receipts = []
+    for outcome in orphans:
+        claim = outcome.claim
+        if claim.attempt_id not in known:
+            report.dropped.append(outcome)
+            logger.warning(
+                "dropped the late outcome (%s) of %s occurrence %s attempt %s: its attempt "
+                "was pruned by retention",
+                outcome.status,
+                claim.schedule_name,
+                claim.occurrence,
+                claim.attempt,
+                extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+            )
+            continue
+        report.fenced.append(outcome)
+        if known[claim.attempt_id] is not None:
+            continue
+        receipts.append(
+            _Receipt(
+                attempt_id=claim.attempt_id,
+                schedule_id=claim.schedule_id,
+                occurrence=claim.occurrence,
+                status=ReceiptStatus.LEASE_LOST,
+                finished_at=now,
+                error_type="LeaseLost",
+                error_message=f"the lease was lost before the run reported {outcome.status}",
+                result=_fenced_result(outcome),
+            )
+        )
+    return receipts
+
+
+def _enqueue_hook(stage: str, outcome: Outcome) -> None:
+    """Called inside the completion transaction just ``"before"`` and ``"after"`` an
+    in-transaction enqueue (a test seam: the crash tests stop the process here)."""
+
+
+def _enqueue(outcome: Outcome, using: str) -> Outcome:
+    """Run ``outcome.enqueue`` (if any) in a savepoint of the completion transaction and
+    return the outcome with its result, or a ``failed`` outcome if the enqueue raised (the
+    savepoint is rolled back, so the completion itself still commits)."""
+    if outcome.enqueue is None:
+        return outcome
+    try:
+        with transaction.atomic(using=using):
+            _enqueue_hook("before", outcome)
+            result = outcome.enqueue()
+            _enqueue_hook("after", outcome)
+    except Exception as exc:  # noqa: BLE001 - a failed enqueue is an outcome, not a crash
+        error_type, message = project_error(exc, app_settings.ERROR_MESSAGE_MAX_CHARS)
+        return Outcome(
+            outcome.claim, OutcomeStatus.FAILED, error_type=error_type, error_message=message
+        )
+    return replace(outcome, result=result, enqueue=None)

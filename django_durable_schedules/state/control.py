@@ -1,0 +1,284 @@
+"""Operator transitions: :func:`enable`, :func:`disable`, :func:`trigger`, :func:`cancel`,
+:func:`delete_schedule`, each allowed from the source statuses of one table,
+:data:`ALLOWED`, which the admin and the API read through :func:`allowed_actions`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from .. import timing
+from ..db.clock import _resolve_now
+from ..db.locks import _get_locked
+from ..exceptions import StateConflict
+from ..models import EventAction, Kind, RunAttempt, Schedule, Status, plan_next
+from .bounds import describe_problem
+from .events import _json_value, record_event
+from .rules import _safe_hash
+
+#: The source statuses each operator action is allowed from; any other is refused with
+#: :class:`StateConflict`. A row that is already where ``enable``/``disable`` would take it
+#: is left as it is (:data:`ALREADY`). ``trigger`` and ``delete`` are also refused while the
+#: schedule holds a lease, and ``delete`` while it has an attempt without a receipt.
+ALLOWED: dict[str, frozenset[str]] = {
+    "enable": frozenset({Status.PAUSED, Status.FAILED}),
+    "disable": frozenset({Status.ACTIVE}),
+    "trigger": frozenset({Status.ACTIVE, Status.PAUSED}),
+    "cancel": frozenset({Status.ACTIVE, Status.PAUSED, Status.FAILED}),
+    "delete": frozenset(Status),
+}
+
+#: The status an action leaves a row in when the row is already there (a no-op, no event).
+ALREADY: dict[str, str] = {"enable": Status.ACTIVE, "disable": Status.PAUSED}
+
+#: Actions refused while the schedule holds a lease (it is running).
+NOT_WHILE_RUNNING = frozenset({"trigger", "delete"})
+
+_DONE = {
+    "enable": "enabled",
+    "disable": "disabled",
+    "trigger": "triggered",
+    "cancel": "cancelled",
+    "delete": "deleted",
+}
+
+
+def allowed_actions(schedule: Schedule) -> set[str]:
+    """The actions the row's ``status`` and lease allow now (what to offer an operator);
+    the transition itself decides under its lock, and may still refuse (``delete``: an
+    attempt without a receipt)."""
+    running = schedule.lease_token is not None
+    return {
+        action
+        for action, sources in ALLOWED.items()
+        if schedule.status in sources and not (running and action in NOT_WHILE_RUNNING)
+    }
+
+
+def _require(action: str, row: Schedule) -> None:
+    """Raise :class:`StateConflict` unless ``action`` is allowed from the locked row's
+    status, and (:data:`NOT_WHILE_RUNNING`) while it holds no lease."""
+    if row.status not in ALLOWED[action]:
+        raise StateConflict(f"a {row.status} schedule cannot be {_DONE[action]}")
+    if action in NOT_WHILE_RUNNING and row.lease_token is not None:
+        raise StateConflict("the schedule is running (it holds a lease)")
+
+
+def enable(
+    schedule_id: Any,
+    *,
+    now: datetime | None = None,
+    run_at: datetime | None = None,
+    actor: Any = None,
+    source: str = "code",
+    using: str = "default",
+) -> Schedule:
+    """Make a paused (or failed) schedule active again. Clears ``degraded_reason``, the
+    pause reason and (for a failed schedule) the consecutive failure count.
+
+    Recurring: the next run is the first slot strictly after now; time spent paused
+    produces no catch-up (R10). ``once``: it is re-armed, never completed without a run:
+    due at ``run_at`` if that is still ahead, else due at once (a failed one-shot runs
+    again as a new occurrence); ``run_at`` (aware) moves it to a new instant first.
+
+    Raises :class:`StateConflict` for a cancelled or completed schedule, and for one whose
+    stored definition cannot be evaluated (written behind ``save()``: correct it first);
+    ``ValidationError`` (``run_at``) for a ``run_at`` that is naive, or given to a
+    schedule that is not ``once``."""
+    with transaction.atomic(using=using):
+        row = _get_locked(schedule_id, using)
+        if row.status == ALREADY["enable"] and run_at is None:
+            return row
+        _require("enable", row)
+        instant = _resolve_now(now, using)
+        now = timing.truncate_to_second(instant)
+        before = row.status
+        changes: dict[str, list[Any]] = {"status": [before, Status.ACTIVE]}
+        if run_at is not None:
+            if row.kind != Kind.ONCE:
+                raise ValidationError({"run_at": ["Only a once schedule takes run_at."]})
+            try:
+                new_run_at = timing.truncate_to_second(run_at, "run_at")
+            except timing.InvalidSchedule as exc:
+                raise ValidationError({"run_at": [exc.message]}) from None
+            changes["run_at"] = [_json_value(row.run_at), _json_value(new_run_at)]
+            row.run_at = new_run_at
+            row.definition_hash = _safe_hash(row)  # planned here, not re-planned by save()
+        if row.status == Status.FAILED:
+            row.failure_count = 0
+        row.status = Status.ACTIVE
+        row.degraded_reason = row.pause_reason = ""
+        row.failed_occurrences = 0
+        row.retry_scheduled_for = row.triggered_at = None
+        if row.kind == Kind.ONCE:
+            _rearm_once(row, now)
+        else:
+            try:
+                row.next_run_at = plan_next(row, now)
+            except Exception as exc:  # noqa: BLE001 - a definition made invalid behind save()
+                raise StateConflict(
+                    f"the stored definition cannot be evaluated ({describe_problem(exc)}): "
+                    "correct it first"
+                ) from None
+            if row.next_run_at is None:
+                row.status = Status.COMPLETED
+                changes["status"] = [before, Status.COMPLETED]
+        row.save(
+            update_fields=[
+                "status",
+                "degraded_reason",
+                "retry_scheduled_for",
+                "triggered_at",
+                "failure_count",
+                "failed_occurrences",
+                "pause_reason",
+                "next_run_at",
+                "run_at",
+                "definition_hash",
+                "updated_at",
+            ]
+        )
+        record_event(
+            row,
+            EventAction.ENABLED,
+            now=instant,
+            actor=actor,
+            source=source,
+            changes=changes,
+            using=using,
+        )
+    return row
+
+
+def _rearm_once(row: Schedule, now: datetime) -> None:
+    """A ``once`` being enabled: due at its ``run_at`` while that is ahead (or when it
+    never ran), else at once as a manual run of a new occurrence (``triggered_at``), so a
+    catch-up window (``misfire_grace_seconds``) does not turn it into a miss."""
+    if row.run_at is None:
+        raise StateConflict("the stored definition cannot be evaluated (run_at: missing)")
+    run_at = timing.truncate_to_second(row.run_at, "run_at")
+    if run_at > now or row.occurrence == 0:
+        row.next_run_at = run_at
+    else:
+        row.triggered_at = row.next_run_at = now
+
+
+def disable(
+    schedule_id: Any, *, actor: Any = None, source: str = "code", using: str = "default"
+) -> Schedule:
+    """Pause an active schedule: no next run until :func:`enable` (a pending retry is
+    dropped); a run in progress finishes and is receipted normally. A paused schedule can
+    still be run by hand with :func:`trigger`.
+    Raises :class:`StateConflict` for a cancelled, completed or failed schedule."""
+    with transaction.atomic(using=using):
+        row = _get_locked(schedule_id, using)
+        if row.status == ALREADY["disable"]:
+            return row
+        _require("disable", row)
+        row.status = Status.PAUSED
+        row.next_run_at = row.retry_scheduled_for = row.triggered_at = None
+        row.save(
+            update_fields=[
+                "status",
+                "next_run_at",
+                "retry_scheduled_for",
+                "triggered_at",
+                "updated_at",
+            ]
+        )
+        record_event(
+            row,
+            EventAction.DISABLED,
+            actor=actor,
+            source=source,
+            changes={"status": [Status.ACTIVE, Status.PAUSED]},
+            using=using,
+        )
+    return row
+
+
+def trigger(
+    schedule_id: Any,
+    *,
+    now: datetime | None = None,
+    actor: Any = None,
+    source: str = "code",
+    using: str = "default",
+) -> Schedule:
+    """Request a manual run now, as its own occurrence, without disturbing the grid: the
+    next claim runs it (``scheduled_for`` = the trigger instant) and the schedule then goes
+    on with its next slot after that. Works on active and paused schedules (a paused
+    schedule plus triggers is a manual-only job). Raises :class:`StateConflict` while the
+    schedule is running, and for a cancelled, completed or failed schedule."""
+    with transaction.atomic(using=using):
+        row = _get_locked(schedule_id, using)
+        _require("trigger", row)
+        instant = _resolve_now(now, using)
+        now = timing.truncate_to_second(instant)
+        row.triggered_at = now
+        row.retry_scheduled_for = None
+        row.next_run_at = now
+        row.save(update_fields=["triggered_at", "retry_scheduled_for", "next_run_at", "updated_at"])
+        record_event(
+            row, EventAction.TRIGGERED, now=instant, actor=actor, source=source, using=using
+        )
+    return row
+
+
+def cancel(
+    schedule_id: Any, *, actor: Any = None, source: str = "code", using: str = "default"
+) -> Schedule:
+    """Cancel for good: no further runs (a run in progress still gets its receipt).
+    Raises :class:`StateConflict` if already cancelled or completed."""
+    with transaction.atomic(using=using):
+        row = _get_locked(schedule_id, using)
+        _require("cancel", row)
+        before = row.status
+        row.status = Status.CANCELLED
+        row.next_run_at = row.retry_scheduled_for = row.triggered_at = None
+        row.save(
+            update_fields=[
+                "status",
+                "next_run_at",
+                "retry_scheduled_for",
+                "triggered_at",
+                "updated_at",
+            ]
+        )
+        record_event(
+            row,
+            EventAction.CANCELLED,
+            actor=actor,
+            source=source,
+            changes={"status": [before, Status.CANCELLED]},
+            using=using,
+        )
+    return row
+
+
+def delete_schedule(
+    schedule_id: Any,
+    *,
+    now: datetime | None = None,
+    actor: Any = None,
+    source: str = "code",
+    using: str = "default",
+) -> None:
+    """Delete a schedule. Refused (:class:`StateConflict`) while it holds a live lease or
+    has an attempt without a receipt. Its attempts and receipts stay (the audit trail
+    outlives the schedule) until retention prunes them."""
+    with transaction.atomic(using=using):
+        row = _get_locked(schedule_id, using)
+        _require("delete", row)
+        if (
+            RunAttempt.objects.using(using)
+            .filter(schedule_id=row.id, receipt__isnull=True)
+            .exists()
+        ):
+            raise StateConflict("the schedule has an open attempt without a receipt")
+        record_event(row, EventAction.DELETED, now=now, actor=actor, source=source, using=using)
+        row.delete(using=using)

@@ -1,0 +1,314 @@
+"""Definitions: create and edit schedules (the API, the admin and the importers call
+these), sync the schedules declared in code, and recover degraded ones.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.db import IntegrityError, transaction
+
+from .. import timing
+from ..db.clock import _resolve_now
+from ..db.locks import _get_locked, _lock_for_write, _locked
+from ..exceptions import StateConflict
+from ..models import EventAction, Schedule, Status
+from ..registry import registry
+from .bounds import UNEVALUABLE_PREFIX, describe_problem
+from .control import enable
+from .events import _as_changes, record_event
+
+logger = logging.getLogger(__name__)
+
+
+#: Fields a caller may set through :func:`create_schedule` / :func:`update_schedule`; run
+#: state (status, counters, leases, ``next_run_at``) changes only through :mod:`.state`.
+EDITABLE_FIELDS = frozenset(
+    {
+        "name",
+        "callback",
+        "kind",
+        "interval_seconds",
+        "cron",
+        "timezone",
+        "run_at",
+        "start_at",
+        "end_at",
+        "max_runs",
+        "payload",
+        "metadata",
+        "misfire_policy",
+        "misfire_grace_seconds",
+        "max_attempts",
+        "backoff_base_seconds",
+        "backoff_cap_seconds",
+        "pause_after_failures",
+        "timeout_seconds",
+        "jitter_seconds",
+        "owner",
+    }
+)
+
+
+def _check_fields(fields: dict[str, Any]) -> None:
+    unknown = set(fields) - EDITABLE_FIELDS
+    if unknown:
+        raise ValueError(f"not editable: {', '.join(sorted(unknown))}")
+
+
+def _current(row: Schedule, name: str) -> Any:
+    return row.owner_id if name == "owner" else getattr(row, name)  # no query for the owner
+
+
+def _differs(row: Schedule, name: str, value: Any) -> bool:
+    if name == "owner":
+        return bool(row.owner_id != getattr(value, "pk", value))
+    return bool(getattr(row, name) != value)
+
+
+def validate_schedule(row: Schedule) -> None:
+    """``row.full_clean()``, except that the database constraints (a safety net under
+    :meth:`Schedule.clean`, with less helpful messages) are checked only once every field
+    is valid. Raises ``ValidationError`` with field messages."""
+    row.full_clean(validate_constraints=False)
+    row.validate_constraints()
+
+
+def _save_or_explain(row: Schedule, using: str, **kwargs: Any) -> None:
+    """``row.save()``; if the database refuses it (a concurrent write took the name between
+    validation and save), validate again so the caller gets field messages, not a crash."""
+    try:
+        with transaction.atomic(using=using):
+            row.save(using=using, **kwargs)
+    except IntegrityError:
+        validate_schedule(row)
+        raise
+
+
+def create_schedule(
+    *, actor: Any = None, source: str = "code", using: str = "default", **fields: Any
+) -> Schedule:
+    """Validate and insert a schedule; ``save()`` plans its first slot. Records a
+    ``created`` event (``actor``: a user or None; ``source``: api, admin, command, code).
+
+    ``fields`` are :data:`EDITABLE_FIELDS`. Raises ``ValidationError`` (field messages)
+    for an invalid definition and ``ValueError`` for a field that is not editable.
+    """
+    _check_fields(fields)
+    row = Schedule(**fields)
+    with transaction.atomic(using=using):
+        _lock_for_write(using)  # SQLite: hold the write lock from the start (validate, insert)
+        validate_schedule(row)
+        _save_or_explain(row, using, force_insert=True)
+        record_event(
+            row,
+            EventAction.CREATED,
+            actor=actor,
+            source=source,
+            changes=_as_changes({}, fields),
+            using=using,
+        )
+    return row
+
+
+def update_schedule(
+    schedule_id: Any,
+    *,
+    actor: Any = None,
+    source: str = "code",
+    using: str = "default",
+    **changes: Any,
+) -> Schedule:
+    """Apply ``changes`` (:data:`EDITABLE_FIELDS`) to the locked row, validate, and write
+    only those columns. A definition change re-plans ``next_run_at`` from now. Records an
+    ``edited`` event with ``{field: [old, new]}`` when something changed.
+
+    Raises ``Schedule.DoesNotExist``, ``ValidationError`` (field messages) or ``ValueError``
+    for a field that is not editable.
+    """
+    _check_fields(changes)
+    with transaction.atomic(using=using):
+        row = _get_locked(schedule_id, using)
+        changed = [name for name, value in changes.items() if _differs(row, name, value)]
+        before = {name: _current(row, name) for name in changed}
+        for name in changed:
+            setattr(row, name, changes[name])
+        validate_schedule(row)
+        if changed:
+            _save_or_explain(row, using, update_fields=[*changed, "updated_at"])
+            record_event(
+                row,
+                EventAction.EDITED,
+                actor=actor,
+                source=source,
+                changes=_as_changes(before, {name: changes[name] for name in changed}),
+                using=using,
+            )
+    return row
+
+
+# ---------------------------------------------------------------------------------------
+# Code-declared schedules and degraded recovery
+# ---------------------------------------------------------------------------------------
+
+
+def declared_fields(reg: Any) -> dict[str, Any]:
+    """The schedule fields a registration declares (``register(..., every=/cron=/at=)``)."""
+    d = reg.declaration
+    assert d is not None
+    wanted: dict[str, Any] = {
+        "callback": reg.name,
+        "kind": d.kind,
+        "interval_seconds": d.every,
+        "cron": d.cron or "",
+        "run_at": d.at,
+        "start_at": d.start_at,
+        "end_at": d.end_at,
+        "max_runs": d.max_runs,
+    }
+    if d.timezone:
+        wanted["timezone"] = d.timezone
+    if d.payload is not None:
+        wanted["payload"] = d.payload
+    return wanted
+
+
+def _clean_declared(row: Schedule) -> None:
+    """``full_clean`` a schedule declared in code; an invalid declaration is a programming
+    error, raised as ``ImproperlyConfigured`` naming the schedule (check E008 reports it
+    before any command runs)."""
+    try:
+        row.full_clean()
+    except ValidationError as exc:
+        raise ImproperlyConfigured(
+            f"The schedule declared in code for {row.name!r} is invalid: "
+            f"{_messages(exc)}. Fix its register(...) call."
+        ) from exc
+
+
+def _messages(exc: ValidationError) -> str:
+    if hasattr(exc, "error_dict"):
+        return "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+    return " ".join(exc.messages)
+
+
+def sync_declared(*, using: str = "default", now: datetime | None = None) -> list[Schedule]:
+    """Create or update the schedules declared with ``register(..., every=/cron=/at=)``.
+
+    A declared schedule is matched by name; only its definition fields are written, so
+    occurrence counters, failures and history survive; a changed definition is an edit
+    (re-planned from now, R10). Also recovers schedules that were paused as degraded
+    because their callback was missing, now that it is registered again.
+    Returns the schedules created or changed.
+    """
+    changed: list[Schedule] = []
+    for reg in registry.declared():
+        wanted = declared_fields(reg)
+        with transaction.atomic(using=using):
+            _lock_for_write(using)
+            row = _locked(
+                Schedule.objects.using(using).filter(name=reg.name), using, skip_locked=False
+            ).first()
+            if row is None:
+                row = Schedule(name=reg.name, **wanted)
+                _clean_declared(row)
+                row.save(using=using)
+                record_event(
+                    row,
+                    EventAction.CREATED,
+                    source="code",
+                    using=using,
+                    changes=_as_changes({}, wanted),
+                )
+                changed.append(row)
+                continue
+            before = {k: getattr(row, k) for k in wanted}
+            diff = {k: v for k, v in wanted.items() if before[k] != v}
+            if diff:
+                for k, v in diff.items():
+                    setattr(row, k, v)
+                _clean_declared(row)
+                row.save(using=using)
+                record_event(
+                    row,
+                    EventAction.EDITED,
+                    source="code",
+                    using=using,
+                    changes=_as_changes(before, diff),
+                )
+                changed.append(row)
+    changed.extend(recover_degraded(using=using, now=now))
+    return changed
+
+
+def recover_degraded(*, using: str = "default", now: datetime | None = None) -> list[Schedule]:
+    """Re-activate schedules paused as degraded because their callback was missing, now
+    that it is registered again. The occurrence that met the missing callback runs once,
+    at once (its next attempt; slots that passed meanwhile are counted as missed, as after
+    downtime), then the grid goes on. A schedule paused because its definition cannot be
+    evaluated is left alone: it needs a valid edit and :func:`enable`. Records an
+    ``enabled`` event (source ``worker``) for each."""
+    recovered = []
+    candidates = (
+        Schedule.objects.using(using)
+        .degraded()
+        .filter(status=Status.PAUSED)
+        .exclude(degraded_reason__startswith=UNEVALUABLE_PREFIX)  # needs a fix and enable()
+    )
+    for pk, name, callback in candidates.filter(callback__in=registry.names()).values_list(
+        "pk", "name", "callback"
+    ):
+        try:
+            recovered.append(_recover_one(pk, now, using))
+        except (StateConflict, ValidationError, ValueError, Schedule.DoesNotExist) as exc:
+            # Changed meanwhile, or its definition cannot be evaluated: leave it paused.
+            logger.warning(
+                "schedule %s not recovered: %s",
+                name,
+                describe_problem(exc),
+                extra={"schedule": name},
+            )
+            continue
+        logger.info(
+            "schedule %s recovered: callback %r is registered again",
+            name,
+            callback,
+            extra={"schedule": name},
+        )
+    return recovered
+
+
+def _recover_one(pk: Any, now: datetime | None, using: str) -> Schedule:
+    with transaction.atomic(using=using):
+        row = _get_locked(pk, using)
+        if row.status != Status.PAUSED or not row.degraded_reason:
+            raise StateConflict(f"the schedule is {row.status} now")
+        if row.retry_scheduled_for is None:  # degraded before the occurrence was kept
+            return enable(pk, now=now, source="worker", using=using)
+        instant = _resolve_now(now, using)
+        row.status = Status.ACTIVE
+        row.degraded_reason = row.pause_reason = ""
+        row.triggered_at = None
+        row.next_run_at = timing.truncate_to_second(instant)  # the kept occurrence, at once
+        row.save(
+            update_fields=[
+                "status",
+                "degraded_reason",
+                "pause_reason",
+                "triggered_at",
+                "next_run_at",
+                "updated_at",
+            ]
+        )
+        record_event(
+            row,
+            EventAction.ENABLED,
+            now=instant,
+            source="worker",
+            changes={"status": [Status.PAUSED, Status.ACTIVE]},
+            using=using,
+        )
+    return row

@@ -1,0 +1,65 @@
+"""The audit trail: one :class:`~..models.ScheduleEvent` per operator or definition change,
+appended inside the transaction of the change it records.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from .. import signals
+from ..db.clock import _resolve_now
+from ..models import Schedule, ScheduleEvent
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if hasattr(value, "pk"):
+        return value.pk
+    return value
+
+
+def _as_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
+    """``{field: [old, new]}`` for the fields of ``after`` (JSON-ready)."""
+    return {
+        k: [_json_value(before.get(k)), _json_value(v)]
+        for k, v in after.items()
+        if before.get(k) != v
+    }
+
+
+def record_event(
+    row: Schedule,
+    action: str,
+    *,
+    now: datetime | None = None,
+    actor: Any = None,
+    source: str = "code",
+    changes: dict[str, Any] | None = None,
+    using: str = "default",
+) -> ScheduleEvent:
+    """Append one :class:`~.models.ScheduleEvent` (called inside the transition's
+    transaction, so the action and its record commit together). ``signals.schedule_changed``
+    is sent once that transaction commits (only built when a receiver is connected)."""
+    event = ScheduleEvent.objects.using(using).create(
+        schedule_id=row.pk,
+        schedule_name=row.name,
+        action=action,
+        at=_resolve_now(now, using),
+        actor=actor if getattr(actor, "pk", None) else None,
+        actor_repr=str(actor)[:200] if actor is not None else "",
+        source=source[:32],
+        changes=changes or {},
+    )
+    if signals.schedule_changed.has_listeners(ScheduleEvent):
+        transaction.on_commit(
+            lambda: signals.send_robust(signals.schedule_changed, ScheduleEvent, event=event),
+            using=using,
+        )
+    return event

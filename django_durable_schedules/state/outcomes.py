@@ -1,0 +1,208 @@
+"""Row arithmetic of a finished attempt: apply an outcome, retry with backoff or give the
+occurrence up, move to the next slot.
+
+Pure: the functions move a locked :class:`~..models.Schedule` row on as plain attributes
+and return the receipt to write; :mod:`.completion` and :mod:`.runs` (lease expiry) write
+and commit them.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from .. import timing
+from ..conf import app_settings
+from ..models import SUCCESS_STATUSES, Kind, ReceiptStatus, Schedule, Status
+from .bounds import BACKOFF_BASE_MAX_SECONDS, BACKOFF_CAP_MAX_SECONDS, _bounded_seconds
+from .rules import ONE_SECOND, _ceil_second, _max_attempts, _Receipt
+from .values import Claim, Outcome, OutcomeStatus
+
+logger = logging.getLogger(__name__)
+
+
+def _fenced_result(outcome: Outcome) -> Any:
+    """A fenced outcome keeps its result only when it records a task that was already
+    handed to an engine outside the transaction (so the duplicate can be traced)."""
+    if outcome.status == OutcomeStatus.ENQUEUED and outcome.enqueue is None:
+        return outcome.result
+    return None
+
+
+def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
+    claim = outcome.claim
+    status = outcome.status
+    if status == OutcomeStatus.RELEASED:
+        # Handed back unrun at shutdown: the same occurrence is due again at once.
+        row.attempt = claim.attempt
+        row.retry_scheduled_for = claim.scheduled_for
+        row.next_run_at = timing.truncate_to_second(now)
+        if row.status == Status.PAUSED:  # a triggered run: still claimable when paused
+            row.triggered_at = claim.scheduled_for
+        return _receipt(row, claim, ReceiptStatus.RELEASED, now, outcome)
+    if status == OutcomeStatus.DEGRADED:
+        # The callback vanished between claim and run: the occurrence awaits its run, as
+        # in the claim's own not-registered path.
+        row.status = Status.PAUSED
+        row.next_run_at = None
+        row.attempt = claim.attempt
+        row.retry_scheduled_for = claim.scheduled_for
+        row.degraded_reason = outcome.error_message[:500]
+        return _receipt(row, claim, ReceiptStatus.DEGRADED, now, outcome)
+    if status == OutcomeStatus.FAILED:
+        return _fail_attempt(
+            row,
+            claim.occurrence,
+            claim.attempt,
+            claim.scheduled_for,
+            claim.attempt_id,
+            now,
+            ReceiptStatus.FAILED,
+            outcome.error_type,
+            outcome.error_message,
+            terminal=outcome.terminal,
+            retry_after=outcome.retry_after,
+            result=outcome.result,
+        )
+    if status in SUCCESS_STATUSES:
+        row.failure_count = row.failed_occurrences = 0
+        receipt_status = ReceiptStatus(status)
+    elif status == OutcomeStatus.SKIPPED:
+        receipt_status = ReceiptStatus.SKIPPED
+    else:  # pragma: no cover - programming error
+        raise ValueError(f"unknown outcome status {status!r}")
+    skipped = _move_on(row, claim.occurrence, now)
+    return _receipt(row, claim, receipt_status, now, outcome, slots_skipped=skipped)
+
+
+def _receipt(
+    row: Schedule,
+    claim: Claim,
+    status: str,
+    now: datetime,
+    outcome: Outcome,
+    slots_skipped: int = 0,
+) -> _Receipt:
+    return _Receipt(
+        attempt_id=claim.attempt_id,
+        schedule_id=row.id,
+        occurrence=claim.occurrence,
+        status=status,
+        finished_at=now,
+        result=outcome.result,
+        error_type=outcome.error_type,
+        error_message=outcome.error_message,
+        failure_count_after=row.failure_count,
+        next_run_at=row.next_run_at,
+        slots_skipped=slots_skipped,
+    )
+
+
+def _fail_attempt(
+    row: Schedule,
+    occurrence: int,
+    attempt: int,
+    scheduled_for: datetime,
+    attempt_id: uuid.UUID,
+    now: datetime,
+    status: str,
+    error_type: str,
+    error_message: str,
+    *,
+    terminal: bool = False,
+    retry_after: float | None = None,
+    result: Any = None,
+) -> _Receipt:
+    """A failed attempt: retry the same occurrence with backoff, give it up after
+    ``max_attempts``, or (``terminal``) fail the schedule."""
+    row.failure_count += 1
+    skipped = 0
+    if terminal:
+        row.status = Status.FAILED
+        row.next_run_at = None
+        row.retry_scheduled_for = None
+    elif attempt < _max_attempts(row) and row.status == Status.ACTIVE:
+        if retry_after is None:
+            retry_after = backoff_for(row, attempt)
+        retry_after = min(
+            _bounded_seconds(retry_after, 0.0, app_settings.RETRY_AFTER_MAX_SECONDS) or 0.0,
+            app_settings.RETRY_AFTER_MAX_SECONDS,
+        )
+        row.attempt = attempt
+        row.retry_scheduled_for = scheduled_for
+        row.next_run_at = _ceil_second(now + timedelta(seconds=retry_after))
+    else:
+        # The occurrence is given up.
+        row.failed_occurrences += 1
+        if row.kind == Kind.ONCE:
+            row.retry_scheduled_for = None
+            row.next_run_at = None
+            if row.status == Status.ACTIVE:
+                row.status = Status.FAILED
+        else:
+            skipped = _move_on(row, occurrence, now)
+            limit = row.pause_after_failures
+            if limit and row.failed_occurrences >= limit and row.status == Status.ACTIVE:
+                row.status = Status.PAUSED
+                row.next_run_at = None
+                row.pause_reason = (
+                    f"paused after {row.failed_occurrences} consecutive failed occurrences"
+                )
+                logger.warning(
+                    "schedule %s %s",
+                    row.name,
+                    row.pause_reason,
+                    extra={"schedule": row.name, "occurrence": occurrence},
+                )
+    return _Receipt(
+        attempt_id=attempt_id,
+        schedule_id=row.id,
+        occurrence=occurrence,
+        status=status,
+        finished_at=now,
+        result=result,
+        error_type=error_type,
+        error_message=error_message,
+        failure_count_after=row.failure_count,
+        next_run_at=row.next_run_at,
+        slots_skipped=skipped,
+    )
+
+
+def backoff_for(row: Schedule, attempt: int) -> float:
+    """Seconds before retry number ``attempt`` of ``row``: the exponential backoff
+    (:func:`.timing.backoff_seconds`) of the row's base and cap (else the
+    ``BACKOFF_BASE_SECONDS`` / ``BACKOFF_CAP_SECONDS`` settings), each bounded first as
+    ``Schedule.save()`` bounds them, so a row written behind ``save()`` (``1e12``, NaN,
+    negative) cannot overflow a datetime."""
+    base = _bounded_seconds(
+        row.backoff_base_seconds, app_settings.BACKOFF_BASE_SECONDS, BACKOFF_BASE_MAX_SECONDS
+    )
+    cap = _bounded_seconds(
+        row.backoff_cap_seconds, app_settings.BACKOFF_CAP_SECONDS, BACKOFF_CAP_MAX_SECONDS
+    )
+    return timing.backoff_seconds(max(1, attempt), base or 0.0, cap or 0.0)
+
+
+def _move_on(row: Schedule, occurrence: int, now: datetime) -> int:
+    """The occurrence is finished: plan the next slot (or complete the schedule). Slots that
+    passed while it ran are skipped, not replayed; returns how many (R6 overlap)."""
+    row.retry_scheduled_for = None
+    if row.status != Status.ACTIVE:
+        return 0  # paused/cancelled while running: leave it as the operator set it
+    if row.kind == Kind.ONCE or (row.max_runs is not None and occurrence >= row.max_runs):
+        row.status, row.next_run_at = Status.COMPLETED, None
+        return 0
+    spec = row.spec()
+    skipped = 0
+    nxt = row.next_run_at
+    if nxt is not None and nxt <= now:
+        skipped = timing.count_slots(spec, nxt, now + ONE_SECOND)
+        nxt = row.due_at(timing.next_slot_after(spec, now))
+    row.missed_count += skipped
+    row.next_run_at = nxt
+    if nxt is None:
+        row.status = Status.COMPLETED
+    return skipped

@@ -1,0 +1,388 @@
+"""Row arithmetic of a claim: choose the slot, grant the lease, count what was missed.
+
+Pure: the functions read and write a locked :class:`~..models.Schedule` row as plain
+attributes and build unsaved attempts and receipts; :mod:`.runs` locks, writes and
+commits them. No database access, so each rule is testable on an unsaved row.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from .. import timing
+from ..conf import app_settings
+from ..models import (
+    SUCCESS_STATUSES,
+    Kind,
+    MisfirePolicy,
+    ReceiptStatus,
+    RunAttempt,
+    RunReceipt,
+    Schedule,
+    Status,
+    plan_next,
+)
+from ..projection import bound_text
+from ..registry import registry
+from .bounds import TIMEOUT_MAX_SECONDS, UNEVALUABLE_PREFIX, _bounded_seconds, describe_problem
+from .values import Claim
+
+logger = logging.getLogger(__name__)
+
+ONE_SECOND = timedelta(seconds=1)
+
+#: Schedule columns a claim writes.
+_CLAIM_FIELDS = [
+    "occurrence",
+    "attempt",
+    "retry_scheduled_for",
+    "lease_token",
+    "lease_expires_at",
+    "next_run_at",
+    "triggered_at",
+    "last_run_at",
+    "missed_count",
+    "status",
+    "degraded_reason",
+    "definition_hash",
+]
+#: Schedule columns a completion or a recovery writes.
+_FINISH_FIELDS = [
+    "attempt",
+    "retry_scheduled_for",
+    "triggered_at",
+    "lease_token",
+    "lease_expires_at",
+    "next_run_at",
+    "failure_count",
+    "failed_occurrences",
+    "missed_count",
+    "status",
+    "degraded_reason",
+    "pause_reason",
+]
+
+
+@dataclass
+class _Receipt:
+    attempt_id: uuid.UUID
+    schedule_id: uuid.UUID
+    occurrence: int
+    status: str
+    finished_at: datetime
+    result: Any = None
+    error_type: str = ""
+    error_message: str = ""
+    failure_count_after: int = 0
+    next_run_at: datetime | None = None
+    slots_skipped: int = 0
+
+    def model(self) -> RunReceipt:
+        return RunReceipt(
+            attempt_id=self.attempt_id,
+            schedule_id=self.schedule_id,
+            occurrence=self.occurrence,
+            succeeded_occurrence=self.occurrence if self.status in SUCCESS_STATUSES else None,
+            status=self.status,
+            finished_at=self.finished_at,
+            result=self.result,
+            error_type=self.error_type[:200],
+            error_message=self.error_message,
+            failure_count_after=self.failure_count_after,
+            next_run_at=self.next_run_at,
+            slots_skipped=self.slots_skipped,
+        )
+
+
+def _ceil_second(value: datetime) -> datetime:
+    if value.microsecond:
+        value = value.replace(microsecond=0) + ONE_SECOND
+    return value
+
+
+def _max_attempts(schedule: Schedule) -> int:
+    return schedule.max_attempts or app_settings.MAX_ATTEMPTS
+
+
+def _snapshot(row: Schedule, fields: Sequence[str]) -> dict[str, Any]:
+    return {f: getattr(row, f) for f in fields}
+
+
+def _restore(row: Schedule, snapshot: dict[str, Any]) -> None:
+    for name, value in snapshot.items():
+        setattr(row, name, value)
+
+
+def _safe_hash(row: Schedule) -> str:
+    try:
+        return row.compute_definition_hash()
+    except Exception:  # noqa: BLE001 - a definition too broken to fingerprint
+        return row.definition_hash
+
+
+def _pause_degraded(row: Schedule, reason: str) -> None:
+    """Pause ``row`` because the engine cannot evaluate it (health counts it as degraded);
+    a valid edit and :func:`enable` bring it back."""
+    row.status = Status.PAUSED
+    row.degraded_reason = reason[:500]
+    row.next_run_at = row.retry_scheduled_for = row.triggered_at = None
+    row.lease_token = row.lease_expires_at = None
+    logger.warning(
+        "schedule %s degraded: %s", row.name, row.degraded_reason, extra={"schedule": row.name}
+    )
+
+
+def _quarantine_claim(
+    row: Schedule,
+    exc: BaseException,
+    now: datetime,
+    worker: str,
+    attempts: list[RunAttempt],
+    receipts: list[RunReceipt],
+) -> None:
+    """A due row the engine could not evaluate (a value written behind ``save()``, a zone
+    tzdata no longer has, ...): record its slot as one attempt with a ``degraded`` receipt
+    naming the field and the problem, and pause it with that reason. The rest of the batch
+    is claimed as usual."""
+    occurrence = row.occurrence + 1
+    slot = row.retry_scheduled_for or row.triggered_at or row.next_run_at or now
+    if row.retry_scheduled_for is not None:
+        occurrence = row.occurrence
+    number = row.attempt + 1 if row.retry_scheduled_for is not None else 1
+    reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
+    attempt = RunAttempt(
+        id=uuid.uuid4(),
+        schedule_id=row.id,
+        schedule_name=row.name,
+        occurrence=occurrence,
+        attempt=number,
+        scheduled_for=slot,
+        claimed_at=now,
+        lease_token=uuid.uuid4(),
+        lease_expires_at=now,
+        worker=worker[:200],
+        idempotency_key=idempotency_key(row.id, occurrence),
+    )
+    attempts.append(attempt)
+    row.occurrence, row.attempt = occurrence, number
+    row.last_run_at = now
+    row.definition_hash = _safe_hash(row)
+    _pause_degraded(row, reason)
+    receipts.append(
+        _Receipt(
+            attempt_id=attempt.id,
+            schedule_id=row.id,
+            occurrence=occurrence,
+            status=ReceiptStatus.DEGRADED,
+            finished_at=now,
+            error_type="InvalidSchedule"
+            if isinstance(exc, timing.InvalidSchedule)
+            else bound_text(type(exc).__name__, 200),
+            error_message=reason,
+            failure_count_after=row.failure_count,
+            next_run_at=None,
+        ).model()
+    )
+
+
+def idempotency_key(schedule_id: uuid.UUID, occurrence: int) -> str:
+    """Stable key of one occurrence, the same for every attempt of it: ``"<uuid>:<n>"``."""
+    return f"{schedule_id}:{occurrence}"
+
+
+def _record_missed(
+    row: Schedule,
+    occurrence: int,
+    slot: datetime,
+    now: datetime,
+    missed: int,
+    next_run_at: datetime | None,
+    worker: str,
+    attempts: list[RunAttempt],
+    receipts: list[RunReceipt],
+) -> None:
+    attempt = RunAttempt(
+        id=uuid.uuid4(),
+        schedule_id=row.id,
+        schedule_name=row.name,
+        occurrence=occurrence,
+        attempt=1,
+        scheduled_for=slot,
+        claimed_at=now,
+        lease_token=uuid.uuid4(),
+        lease_expires_at=now,
+        worker=worker[:200],
+        idempotency_key=idempotency_key(row.id, occurrence),
+        missed_slots=missed,
+    )
+    attempts.append(attempt)
+    row.occurrence, row.attempt = occurrence, 1
+    row.missed_count += missed + 1
+    row.next_run_at = next_run_at
+    if next_run_at is None and row.status == Status.ACTIVE:
+        row.status = Status.COMPLETED
+    late = (now - slot).total_seconds()
+    receipts.append(
+        _Receipt(
+            attempt_id=attempt.id,
+            schedule_id=row.id,
+            occurrence=occurrence,
+            status=ReceiptStatus.MISSED,
+            finished_at=now,
+            error_type="Missed",
+            error_message=f"claimed {late:.0f}s after its slot, beyond misfire_grace_seconds="
+            f"{row.misfire_grace_seconds}",
+            failure_count_after=row.failure_count,
+            next_run_at=next_run_at,
+        ).model()
+    )
+
+
+def _plan_claim(
+    row: Schedule,
+    now: datetime,
+    lease: timedelta,
+    worker: str,
+    attempts: list[RunAttempt],
+    receipts: list[RunReceipt],
+    claims: list[Claim],
+) -> None:
+    current_hash = row.compute_definition_hash()
+    if row.definition_hash != current_hash:
+        # Edited by QuerySet.update() or raw SQL: re-plan from now, never fire (B27 C).
+        row.definition_hash = current_hash
+        row.retry_scheduled_for = row.triggered_at = None
+        if row.status == Status.PAUSED:
+            row.next_run_at = None
+            return
+        row.next_run_at = plan_next(row, timing.truncate_to_second(now))
+        if row.next_run_at is None:
+            row.status = Status.COMPLETED
+        return
+
+    spec = row.spec()
+    missed = 0
+    recurring_next = (
+        row.due_at(timing.next_slot_after(spec, now))
+        if row.kind != Kind.ONCE and row.status == Status.ACTIVE
+        else None
+    )
+    if row.retry_scheduled_for is not None:
+        occurrence, attempt_no, slot = row.occurrence, row.attempt + 1, row.retry_scheduled_for
+        provisional_next = recurring_next
+        if row.kind != Kind.ONCE and row.status == Status.ACTIVE:
+            # Grid slots that came due while the occurrence waited for its retry (backoff,
+            # lease recovery, a missing callback) are passed over: counted, never dropped.
+            # The previous attempt's claim (``last_run_at``) planned the grid up to its own
+            # instant, so the slots to count are those after it, up to now.
+            since = max(slot, timing.truncate_to_second(row.last_run_at or slot))
+            missed = timing.count_slots(spec, since + ONE_SECOND, now + ONE_SECOND)
+    elif row.triggered_at is not None:
+        # A manual run (trigger): its own occurrence; the grid continues after now.
+        occurrence, attempt_no, slot = row.occurrence + 1, 1, row.triggered_at
+        provisional_next = recurring_next
+    else:
+        occurrence, attempt_no = row.occurrence + 1, 1
+        due = row.next_run_at
+        assert due is not None
+        if row.kind == Kind.ONCE:
+            slot, provisional_next = row.run_at or due, None
+        else:
+            # ``due`` may include jitter: the nominal slot lies up to jitter_seconds before it.
+            earliest = due - timedelta(seconds=row.jitter_seconds or 0)
+            latest = timing.latest_slot_at_or_before(spec, now, not_before=earliest) or due
+            missed = timing.count_slots(spec, earliest, latest)
+            slot = latest
+            provisional_next = row.due_at(timing.next_slot_after(spec, max(slot, now)))
+            if row.misfire_policy == MisfirePolicy.SKIP and missed:
+                # Policy "skip": after downtime, no late run at all; wait for the next slot.
+                row.missed_count += missed + 1
+                row.next_run_at = provisional_next
+                if provisional_next is None:
+                    row.status = Status.COMPLETED
+                return
+        grace = row.misfire_grace_seconds
+        if grace is not None and (now - slot).total_seconds() > grace:
+            # Too stale for the catch-up window: receipt the slot 'missed', run nothing.
+            _record_missed(
+                row, occurrence, slot, now, missed, provisional_next, worker, attempts, receipts
+            )
+            return
+
+    token = uuid.uuid4()
+    attempt = RunAttempt(
+        id=uuid.uuid4(),
+        schedule_id=row.id,
+        schedule_name=row.name,
+        occurrence=occurrence,
+        attempt=attempt_no,
+        scheduled_for=slot,
+        claimed_at=now,
+        lease_token=token,
+        lease_expires_at=now + lease,
+        worker=worker[:200],
+        idempotency_key=idempotency_key(row.id, occurrence),
+        missed_slots=missed,
+    )
+    attempts.append(attempt)
+    row.occurrence, row.attempt = occurrence, attempt_no
+    row.retry_scheduled_for = row.triggered_at = None
+    row.missed_count += missed
+    row.last_run_at = now
+
+    if row.callback not in registry:
+        # The code that should run is gone: receipt it, pause the schedule with a reason,
+        # and let a later registration recover it (sync_declared).
+        row.status = Status.PAUSED
+        row.degraded_reason = f"callback {row.callback!r} is not registered"
+        row.next_run_at = None
+        # The occurrence awaits its run: recover_degraded() makes it due once the callback
+        # is registered again (the retry branch above then runs it, attempt + 1).
+        row.retry_scheduled_for = slot
+        receipts.append(
+            _Receipt(
+                attempt_id=attempt.id,
+                schedule_id=row.id,
+                occurrence=occurrence,
+                status=ReceiptStatus.DEGRADED,
+                finished_at=now,
+                error_type="NotRegistered",
+                error_message=row.degraded_reason,
+                failure_count_after=row.failure_count,
+                next_run_at=None,
+            ).model()
+        )
+        logger.warning(
+            "schedule %s degraded: %s",
+            row.name,
+            row.degraded_reason,
+            extra={"schedule": row.name, "occurrence": occurrence},
+        )
+        return
+
+    row.lease_token, row.lease_expires_at = token, attempt.lease_expires_at
+    row.next_run_at = provisional_next
+    claims.append(
+        Claim(
+            attempt_id=attempt.id,
+            schedule_id=row.id,
+            schedule_name=row.name,
+            callback=row.callback,
+            occurrence=occurrence,
+            attempt=attempt_no,
+            scheduled_for=slot,
+            claimed_at=now,
+            lease_token=token,
+            lease_expires_at=attempt.lease_expires_at,
+            idempotency_key=attempt.idempotency_key,
+            payload=row.payload,
+            missed_slots=missed,
+            timeout_seconds=_bounded_seconds(row.timeout_seconds, None, TIMEOUT_MAX_SECONDS)
+            or None,
+        )
+    )

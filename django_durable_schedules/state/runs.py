@@ -1,0 +1,282 @@
+"""Claims and leases: :func:`claim_due`, :func:`renew_leases`, :func:`expire_leases`.
+
+Each opens its own transaction and takes the row locks; the arithmetic of a claim is
+:mod:`.rules`, that of a recovered attempt :mod:`.outcomes`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connections, transaction
+from django.db.models import DateTimeField, QuerySet
+from django.db.models.expressions import RawSQL
+
+from .. import timing
+from ..conf import app_settings
+from ..db.batch import _REFUSED, _insert_rows, _update_rows
+from ..db.clock import _DUE_NOW_SQL, _resolve_now, db_now
+from ..db.locks import _lock_for_write, _locked
+from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule, Status
+from .bounds import describe_problem
+from .outcomes import _fail_attempt
+from .rules import (
+    _CLAIM_FIELDS,
+    _FINISH_FIELDS,
+    _plan_claim,
+    _quarantine_claim,
+    _restore,
+    _snapshot,
+)
+from .values import Claim
+
+logger = logging.getLogger(__name__)
+
+
+def _claim_committing() -> None:
+    """Called as the last statement inside the claim transaction (a test seam for B26)."""
+
+
+def claim_due(
+    *,
+    worker: str,
+    limit: int | None = None,
+    lease_seconds: float | None = None,
+    now: datetime | None = None,
+    using: str = "default",
+) -> list[Claim]:
+    """Claim up to ``limit`` due schedules for ``worker`` in one transaction.
+
+    Due means ``status = active``, no lease, ``next_run_at <= now`` (database clock), oldest
+    first. For each row: a schedule edited behind ``save()`` is re-planned instead (R10); an
+    unregistered callback is receipted ``degraded`` and paused; a row the engine cannot
+    evaluate (an unknown zone, a cron that can never fire, a value out of range, written
+    behind ``save()``) is receipted ``degraded`` with the field and the reason, and paused;
+    otherwise missed slots are coalesced into one run of the latest slot (R6), an attempt
+    row is written with a fresh lease of ``lease_seconds`` (default setting
+    ``LEASE_SECONDS``) and ``next_run_at`` moves to the next slot. Returns the committed
+    claims.
+
+    If the database refuses the batch (``IntegrityError``/``DataError``: a row whose stored
+    counters clash with its attempts, ...), the due rows are claimed one transaction each,
+    and a row refused on its own is paused as degraded with the database's reason, so one
+    row never blocks every claim. Other database errors propagate and nothing is claimed.
+    """
+    limit = limit or app_settings.BATCH_SIZE
+    lease = timedelta(seconds=lease_seconds or app_settings.LEASE_SECONDS)
+    if now is not None:  # a caller's naive instant is its error, never a row's
+        now = timing.require_aware(now, "now")
+    try:
+        claims = _claim_batch(worker, limit, lease, now, using, only=None)
+    except _REFUSED as exc:
+        if connections[using].in_atomic_block:
+            raise  # inside the caller's transaction nothing can be retried here
+        logger.warning("a claim batch was refused (%s); claiming row by row", exc)
+        claims = _claim_one_by_one(worker, limit, lease, now, using)
+    for claim in claims:
+        logger.debug(
+            "claimed %s occurrence %s attempt %s",
+            claim.schedule_name,
+            claim.occurrence,
+            claim.attempt,
+            extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+        )
+    return claims
+
+
+def _due(using: str, due_before: Any) -> QuerySet[Schedule]:
+    """Rows a claim may take (``ScheduleQuerySet.claimable``), oldest first."""
+    return Schedule.objects.using(using).claimable(due_before).order_by("next_run_at")
+
+
+def _claim_one_by_one(
+    worker: str, limit: int, lease: timedelta, now: datetime | None, using: str
+) -> list[Claim]:
+    """The due rows, each claimed in its own transaction; a row the database refuses on
+    its own is paused as degraded (:func:`_quarantine_refused`)."""
+    due_before = now if now is not None else db_now(using)
+    claims: list[Claim] = []
+    for pk in list(_due(using, due_before).values_list("pk", flat=True)[:limit]):
+        try:
+            claims += _claim_batch(worker, limit, lease, now, using, only=pk)
+        except _REFUSED as exc:
+            _quarantine_refused(pk, exc, using)
+    return claims
+
+
+def _quarantine_refused(pk: uuid.UUID, exc: BaseException, using: str) -> None:
+    """Pause the due row ``pk`` whose claim the database refused (its attempt cannot be
+    written, so no receipt can be either): the reason goes to ``degraded_reason``."""
+    reason = f"the database refused its claim: {describe_problem(exc)}"[:500]
+    with transaction.atomic(using=using):
+        updated = (
+            Schedule.objects.using(using)
+            .filter(pk=pk, lease_token__isnull=True)
+            .update(
+                status=Status.PAUSED,
+                degraded_reason=reason,
+                next_run_at=None,
+                retry_scheduled_for=None,
+                triggered_at=None,
+            )
+        )
+    if updated:
+        logger.error("schedule %s paused: %s", pk, reason, extra={"schedule": str(pk)})
+
+
+def _claim_batch(
+    worker: str,
+    limit: int,
+    lease: timedelta,
+    now: datetime | None,
+    using: str,
+    *,
+    only: uuid.UUID | None,
+) -> list[Claim]:
+    """One claim transaction (see :func:`claim_due`); ``only``: that row alone."""
+    claims: list[Claim] = []
+    with transaction.atomic(using=using):
+        _lock_for_write(using)
+        vendor = connections[using].vendor
+        # With row locks, "due" is judged by the database clock inside the locking SELECT and
+        # the claim time is read after it: a row released or completed by another worker is
+        # visible here only once that commit happened, so its next attempt's ``claimed_at``
+        # can never precede the previous attempt's ``finished_at`` (R7). SQLite serialises
+        # writers with _lock_for_write, so reading its clock first is already ordered.
+        clock_after = now is None and vendor in _DUE_NOW_SQL
+        due_before: Any = (
+            RawSQL(_DUE_NOW_SQL[vendor], (), output_field=DateTimeField())
+            if clock_after
+            else (now := _resolve_now(now, using))
+        )
+        qs = _due(using, due_before)
+        if only is not None:
+            qs = qs.filter(pk=only)
+        rows = list(_locked(qs, using, skip_locked=True)[:limit])
+        if not rows:
+            return []
+        if clock_after:
+            now = db_now(using)
+        assert now is not None
+        attempts: list[RunAttempt] = []
+        receipts: list[RunReceipt] = []
+        for row in rows:
+            # One row's bad value (behind save(): an unknown zone, a cron that never fires,
+            # an overflowing interval) must not abort the batch: quarantine that row only.
+            snapshot = _snapshot(row, _CLAIM_FIELDS)
+            marks = len(attempts), len(receipts), len(claims)
+            try:
+                _plan_claim(row, now, lease, worker, attempts, receipts, claims)
+            except Exception as exc:  # noqa: BLE001 - any evaluation error is that row's
+                del attempts[marks[0] :], receipts[marks[1] :], claims[marks[2] :]
+                _restore(row, snapshot)
+                _quarantine_claim(row, exc, now, worker, attempts, receipts)
+        if attempts:
+            _insert_rows(RunAttempt, attempts, using)
+        if receipts:
+            _insert_rows(RunReceipt, receipts, using)
+        _update_rows(rows, _CLAIM_FIELDS, using)
+        _claim_committing()
+    return claims
+
+
+# ---------------------------------------------------------------------------------------
+# Leases
+# ---------------------------------------------------------------------------------------
+
+
+def renew_leases(
+    tokens: Iterable[uuid.UUID],
+    *,
+    lease_seconds: float | None = None,
+    now: datetime | None = None,
+    using: str = "default",
+) -> set[uuid.UUID]:
+    """Extend the leases named by ``tokens`` to ``now + lease_seconds`` while they are
+    still live, and return the tokens that are still owned (the others were lost: expired
+    and recovered, or the schedule was deleted). A row locked by another transaction is
+    skipped, not waited for (where the database has ``SKIP LOCKED``); its lease stays
+    owned while it has not expired."""
+    tokens = list(tokens)
+    if not tokens:
+        return set()
+    lease = timedelta(seconds=lease_seconds or app_settings.LEASE_SECONDS)
+    with transaction.atomic(using=using):
+        now = _resolve_now(now, using)
+        live = Schedule.objects.using(using).filter(
+            lease_token__in=tokens, lease_expires_at__gt=now
+        )
+        if connections[using].features.has_select_for_update_skip_locked:
+            # Never wait for a row someone else locked (a callback may lock its own
+            # schedule): renew the others now, that one at the next renewal.
+            live = Schedule.objects.using(using).filter(
+                pk__in=list(_locked(live, using, skip_locked=True).values_list("pk", flat=True))
+            )
+        live.update(lease_expires_at=now + lease)
+        owned = {
+            token
+            for token in Schedule.objects.using(using)
+            .filter(lease_token__in=tokens, lease_expires_at__gt=now)
+            .values_list("lease_token", flat=True)
+            if token is not None  # the filter on lease_token already rules None out
+        }
+    return owned
+
+
+def expire_leases(
+    *, limit: int | None = None, now: datetime | None = None, using: str = "default"
+) -> int:
+    """Recover up to ``limit`` claims whose lease expired (their worker died or hung).
+
+    Each gets a ``lease_expired`` receipt; its occurrence is retried at once as the next
+    attempt, or given up after ``max_attempts`` (at-least-once execution, B03). Returns the
+    number recovered.
+    """
+    limit = limit or app_settings.BATCH_SIZE
+    with transaction.atomic(using=using):
+        _lock_for_write(using)
+        now = _resolve_now(now, using)
+        qs = Schedule.objects.using(using).lease_expired(now).order_by("lease_expires_at")
+        rows = list(_locked(qs, using, skip_locked=True)[:limit])
+        if not rows:
+            return 0
+        attempts: dict[uuid.UUID | None, RunAttempt] = {
+            a.lease_token: a
+            for a in RunAttempt.objects.using(using).filter(
+                lease_token__in=[r.lease_token for r in rows]
+            )
+        }
+        receipts = []
+        for row in rows:
+            attempt = attempts.get(row.lease_token)
+            row.lease_token = row.lease_expires_at = None
+            if attempt is None:  # pragma: no cover - an attempt is always written with its lease
+                continue
+            receipts.append(
+                _fail_attempt(
+                    row,
+                    attempt.occurrence,
+                    attempt.attempt,
+                    attempt.scheduled_for,
+                    attempt.id,
+                    now,
+                    ReceiptStatus.LEASE_EXPIRED,
+                    "LeaseExpired",
+                    "the lease expired before the run reported an outcome",
+                    retry_after=0.0,
+                )
+            )
+            logger.warning(
+                "lease expired: %s occurrence %s attempt %s",
+                row.name,
+                attempt.occurrence,
+                attempt.attempt,
+                extra={"schedule": row.name, "occurrence": attempt.occurrence},
+            )
+        _insert_rows(RunReceipt, [r.model() for r in receipts], using)
+        _update_rows(rows, _FINISH_FIELDS, using)
+    return len(rows)

@@ -1,0 +1,314 @@
+"""The transition table: every way a schedule's status, next run and receipts change.
+
+Each row is one event on a schedule in one of its ``sources`` statuses: the status it
+leaves the row in, what ``next_run_at`` becomes and which receipt is written. It is the
+state machine described, not driving it: :mod:`.control` drives the operator actions from
+:data:`.control.ALLOWED` (a test holds the two together), and docs/concepts.md shows the
+table as :func:`render_markdown` renders it (a test holds that too).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..models import Status
+
+ANY = frozenset(Status)
+ACTIVE = frozenset({Status.ACTIVE})
+PAUSED = frozenset({Status.PAUSED})
+RUNNABLE = frozenset({Status.ACTIVE, Status.PAUSED})  # paused: only by a trigger
+#: A row a run holds a lease on: claimed active or triggered, or paused or cancelled since.
+LEASED = frozenset({Status.ACTIVE, Status.PAUSED, Status.CANCELLED})
+
+DEGRADED = "paused, degraded"
+NEXT_OR_COMPLETED = "active (completed when no slot is left)"
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One row: ``event`` on a row in a status of ``sources``."""
+
+    family: str  # "claim", "outcome" or "control"
+    sources: frozenset[str]
+    event: str
+    target: str
+    next_run_at: str
+    receipt: str
+    #: For a control row, the key of :data:`.control.ALLOWED` it describes.
+    action: str = ""
+
+
+TABLE: tuple[Transition, ...] = (
+    # -- claims: claim_due, one locked row at a time ---------------------------------------
+    Transition(
+        "claim",
+        ACTIVE,
+        "due (or triggered)",
+        "active, leased",
+        "the next slot after now (`once`: none)",
+        "none yet: an attempt with a live lease",
+    ),
+    Transition(
+        "claim",
+        PAUSED,
+        "triggered",
+        "paused, leased",
+        "none",
+        "none yet: an attempt with a live lease",
+    ),
+    Transition(
+        "claim",
+        ACTIVE,
+        "missed beyond `misfire_grace_seconds`",
+        NEXT_OR_COMPLETED,
+        "the next slot",
+        "`missed`",
+    ),
+    Transition(
+        "claim",
+        ACTIVE,
+        "missed slots, `misfire_policy` skip",
+        NEXT_OR_COMPLETED,
+        "the next slot",
+        "none (counted in `missed_count`)",
+    ),
+    Transition(
+        "claim",
+        RUNNABLE,
+        "callback not registered",
+        DEGRADED,
+        "none (the occurrence is kept: it runs once the callback is registered again)",
+        "`degraded`",
+    ),
+    Transition(
+        "claim",
+        RUNNABLE,
+        "definition cannot be evaluated",
+        DEGRADED,
+        "none (a valid edit and enable bring it back)",
+        "`degraded`",
+    ),
+    Transition(
+        "claim",
+        RUNNABLE,
+        "the database refused the claim",
+        DEGRADED,
+        "none",
+        "none (the reason is in `degraded_reason`)",
+    ),
+    Transition(
+        "claim",
+        ACTIVE,
+        "edited behind `save()` (fingerprint differs)",
+        NEXT_OR_COMPLETED,
+        "the first slot of the new definition after now",
+        "none",
+    ),
+    Transition(
+        "claim",
+        PAUSED,
+        "triggered, edited behind `save()`",
+        "paused",
+        "none (the trigger is dropped)",
+        "none",
+    ),
+    # -- outcomes: complete() (and expire_leases), on the row the lease token owns ---------
+    Transition(
+        "outcome",
+        ACTIVE,
+        "succeeded / enqueued",
+        "active (completed after the last slot, `max_runs`, or a `once`)",
+        "the next slot on the grid (slots passed while it ran are counted)",
+        "`succeeded` / `enqueued` (`failure_count` reset)",
+    ),
+    Transition(
+        "outcome",
+        ACTIVE,
+        "skipped",
+        "active (completed after the last slot, `max_runs`, or a `once`)",
+        "the next slot on the grid (slots passed while it ran are counted)",
+        "`skipped` (`failure_count` kept)",
+    ),
+    Transition(
+        "outcome",
+        frozenset({Status.PAUSED, Status.CANCELLED}),
+        "succeeded / enqueued / skipped (paused or cancelled while it ran)",
+        "unchanged",
+        "unchanged (as the operator left it)",
+        "`succeeded` / `enqueued` / `skipped`",
+    ),
+    Transition(
+        "outcome",
+        ACTIVE,
+        "failed, retried (attempt < `max_attempts`)",
+        "active",
+        "now + `after_seconds`, else the backoff (the same occurrence)",
+        "`failed`",
+    ),
+    Transition(
+        "outcome",
+        ACTIVE,
+        "failed, given up (`max_attempts` reached)",
+        "recurring: active (paused after `pause_after_failures` failed occurrences); "
+        "`once`: failed",
+        "recurring: the next slot; `once`: none",
+        "`failed`",
+    ),
+    Transition(
+        "outcome",
+        LEASED,
+        "failed, terminal (`FailRun`)",
+        "failed",
+        "none",
+        "`failed`",
+    ),
+    Transition(
+        "outcome",
+        LEASED,
+        "degraded (the callback vanished before it ran)",
+        DEGRADED,
+        "none (the occurrence is kept)",
+        "`degraded`",
+    ),
+    Transition(
+        "outcome",
+        LEASED,
+        "released (handed back unrun at shutdown)",
+        "unchanged",
+        "now: the same occurrence, its next attempt",
+        "`released`",
+    ),
+    Transition(
+        "outcome",
+        ACTIVE,
+        "lease expired (the worker died, or reported too late)",
+        "as failed, retried at once; given up after `max_attempts`",
+        "now: the same occurrence, its next attempt",
+        "`lease_expired`",
+    ),
+    Transition(
+        "outcome",
+        LEASED,
+        "lease lost (the token no longer owns the row)",
+        "unchanged",
+        "unchanged",
+        "`lease_lost`, unless the recovery receipted the attempt",
+    ),
+    Transition(
+        "outcome",
+        LEASED,
+        "cannot be applied (definition made invalid while it ran)",
+        DEGRADED,
+        "none",
+        "the outcome's own status, noting the pause",
+    ),
+    # -- control: the operator actions (state.control) and edits ----------------------------
+    Transition(
+        "control",
+        frozenset({Status.PAUSED, Status.FAILED}),
+        "enable",
+        NEXT_OR_COMPLETED,
+        "the first slot after now (`once`: `run_at` while ahead, else now)",
+        "none (event `enabled`)",
+        action="enable",
+    ),
+    Transition(
+        "control",
+        ACTIVE,
+        "disable",
+        "paused",
+        "none (a pending retry is dropped)",
+        "none (event `disabled`)",
+        action="disable",
+    ),
+    Transition(
+        "control",
+        RUNNABLE,
+        "trigger (refused while it holds a lease)",
+        "unchanged",
+        "now, as its own occurrence",
+        "none (event `triggered`)",
+        action="trigger",
+    ),
+    Transition(
+        "control",
+        frozenset({Status.ACTIVE, Status.PAUSED, Status.FAILED}),
+        "cancel",
+        "cancelled",
+        "none",
+        "none (event `cancelled`)",
+        action="cancel",
+    ),
+    Transition(
+        "control",
+        ANY,
+        "delete (refused while it holds a lease or an open attempt)",
+        "deleted (its attempts and receipts stay)",
+        "-",
+        "none (event `deleted`)",
+        action="delete",
+    ),
+    Transition(
+        "control",
+        ANY,
+        "edit (`update_schedule`, `save()`)",
+        "unchanged",
+        "active: the first slot of the new definition after now; else unchanged",
+        "none (event `edited`)",
+    ),
+    Transition(
+        "control",
+        ACTIVE,
+        "edit behind `save()` (`QuerySet.update()`, raw SQL), unleased",
+        "active",
+        "now; the next claim re-plans it (see the claim rows)",
+        "none",
+    ),
+    Transition(
+        "control",
+        ACTIVE,
+        "bulk pause behind `save()` (status set to paused)",
+        "paused",
+        "none, unless a trigger is pending",
+        "none",
+    ),
+    Transition(
+        "control",
+        PAUSED,
+        "bulk resume behind `save()` (status set to active, no next run)",
+        "active",
+        "now; the next claim re-plans it from now (no catch-up)",
+        "none",
+    ),
+)
+
+_FAMILIES = {
+    "claim": "Claims (`claim_due`)",
+    "outcome": "Outcomes (`complete`, `expire_leases`)",
+    "control": "Control actions and edits",
+}
+
+
+def _sources(sources: frozenset[str]) -> str:
+    if sources == ANY:
+        return "any"
+    return ", ".join(s for s in Status.values if s in sources)
+
+
+def render_markdown() -> str:
+    """:data:`TABLE` as the Markdown that docs/concepts.md shows between its markers."""
+    out: list[str] = []
+    for family, title in _FAMILIES.items():
+        out += [
+            f"**{title}**",
+            "",
+            "| From | Event | To | `next_run_at` | Receipt |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        out += [
+            f"| {_sources(t.sources)} | {t.event} | {t.target} | {t.next_run_at} | {t.receipt} |"
+            for t in TABLE
+            if t.family == family
+        ]
+        out.append("")
+    return "\n".join(out)

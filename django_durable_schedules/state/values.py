@@ -1,0 +1,114 @@
+"""Values passed between the state machine and the worker: frozen, and free of the database."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..models import RunReceipt
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A committed claim: one attempt of one occurrence, owned through ``lease_token``.
+
+    Instants are aware UTC; ``scheduled_for`` is the nominal slot (whole seconds).
+    """
+
+    attempt_id: uuid.UUID
+    schedule_id: uuid.UUID
+    schedule_name: str
+    callback: str
+    occurrence: int
+    attempt: int
+    scheduled_for: datetime
+    claimed_at: datetime
+    lease_token: uuid.UUID
+    lease_expires_at: datetime
+    idempotency_key: str
+    payload: Any
+    missed_slots: int = 0
+    timeout_seconds: float | None = None
+
+    @property
+    def lateness(self) -> float:
+        """Seconds from the slot to the claim (>= 0 unless a clock went backwards)."""
+        return (self.claimed_at - self.scheduled_for).total_seconds()
+
+
+class OutcomeStatus(enum.StrEnum):
+    """What running a claim produced (:attr:`Outcome.status`). A ``str`` enum: a caller may
+    pass the plain string."""
+
+    SUCCEEDED = "succeeded"
+    ENQUEUED = "enqueued"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+    DEGRADED = "degraded"
+    RELEASED = "released"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What running a claim produced, as the worker reports it to :func:`complete`.
+
+    ``status`` is an :class:`OutcomeStatus` (or its string: ``succeeded``, ``enqueued``,
+    ``skipped``, ``failed``, ``degraded`` or ``released``). For ``failed``: ``terminal`` (``FailRun``: the schedule becomes
+    ``failed``) or a retry, after ``retry_after`` seconds or the exponential backoff.
+    ``result`` must already be bounded JSON (see :mod:`.projection`).
+
+    ``enqueue`` (with ``enqueued``): a callable taking no argument that hands the task to an
+    execution engine whose queue lives in the same database and returns the receipt's
+    bounded JSON result. :func:`complete` calls it inside the completion transaction, after
+    the lease check: a fenced outcome never enqueues, and an enqueue whose transaction does
+    not commit (crash, lost connection) is rolled back with it, so an occurrence enqueues
+    its task exactly once. An exception it raises becomes a ``failed`` receipt (retried).
+    """
+
+    claim: Claim
+    status: str
+    result: Any = None
+    error_type: str = ""
+    error_message: str = ""
+    terminal: bool = False
+    retry_after: float | None = None
+    enqueue: Callable[[], Any] | None = None
+
+
+@dataclass
+class CompletionReport:
+    """What :func:`complete` did: receipts written, outcomes it fenced off, outcomes it
+    ``deferred`` (their schedule row was locked by someone else, e.g. by the callback
+    itself: hand them to :func:`complete` again later) and outcomes it ``dropped`` (their
+    attempt was pruned by retention meanwhile, or no receipt of them could be stored at
+    all; logged, and the occurrence is recovered when its lease expires)."""
+
+    receipts: list[RunReceipt] = field(default_factory=list)
+    fenced: list[Outcome] = field(default_factory=list)
+    deferred: list[Outcome] = field(default_factory=list)
+    dropped: list[Outcome] = field(default_factory=list)
+
+    def extend(self, other: CompletionReport) -> None:
+        """Add ``other``'s lists to this report's."""
+        self.receipts += other.receipts
+        self.fenced += other.fenced
+        self.deferred += other.deferred
+        self.dropped += other.dropped
+
+
+@dataclass(frozen=True)
+class Wakeup:
+    """The next instants a worker must act at (aware UTC, None when there is none)."""
+
+    due: datetime | None
+    lease_expiry: datetime | None
+
+    @property
+    def earliest(self) -> datetime | None:
+        candidates = [t for t in (self.due, self.lease_expiry) if t is not None]
+        return min(candidates) if candidates else None
