@@ -342,7 +342,7 @@ def disable_django_q(schedule: Any) -> None:
 
 def apply(plans: Iterable[Plan], *, dry_run: bool = False, using: str = "default") -> list[Result]:
     """Create the planned schedules (``state.create_schedule(source="import")``; a disabled
-    source is then paused with ``state.disable``). A plan whose name is taken is left
+    source is created paused, in the same transaction). A plan whose name is taken is left
     alone (``exists``), so re-running imports nothing twice. Nothing is written with
     ``dry_run``; plans are still validated."""
     from . import state
@@ -374,9 +374,11 @@ def apply(plans: Iterable[Plan], *, dry_run: bool = False, using: str = "default
                 state.validate_schedule(Schedule(**plan.fields))
                 results.append(Result(plan, "would create"))
                 continue
-            row = state.create_schedule(source="import", using=using, **plan.fields)
-            if not plan.enabled:
-                row = state.disable(row.id, source="import", using=using)
+            # A disabled source is created paused in the same transaction: no worker can
+            # run it in between.
+            row = state.create_schedule(
+                source="import", paused=not plan.enabled, using=using, **plan.fields
+            )
         except ValidationError as exc:
             messages = "; ".join(
                 f"{k}: {' '.join(v)}" for k, v in getattr(exc, "message_dict", {}).items()

@@ -257,7 +257,11 @@ def test_apply_creates_once_pauses_disabled_and_validates():
     results = importers.apply(plans)
     assert [r.action for r in results] == ["created", "created", "invalid"]
     assert "cron" in results[2].detail
-    assert Schedule.objects.get(name="off").status == "paused"
+    off = Schedule.objects.get(name="off")
+    assert off.status == "paused" and off.next_run_at is None
+    # Created paused in one transaction: one event, never an active moment in between.
+    [event] = ScheduleEvent.objects.filter(schedule_id=off.pk)
+    assert event.action == "created" and event.changes["status"] == [None, "paused"]
     assert set(ScheduleEvent.objects.values_list("source", flat=True)) == {"import"}
     again = importers.apply(plans)
     assert [(r.action, r.detail) for r in again][:2] == [("exists", "already imported")] * 2

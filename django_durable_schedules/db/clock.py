@@ -1,5 +1,5 @@
 """The database clock: what is due, and when a lease has expired, is decided by the
-database server's time (R8), read here; an injected ``now`` replaces it in tests and tools.
+database server's time, read here; an injected ``now`` replaces it in tests and tools.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ _DUE_NOW_SQL = {"postgresql": "statement_timestamp()", "mysql": "UTC_TIMESTAMP(6
 
 
 def db_now(using: str = "default") -> datetime:
-    """The database server's current time as an aware UTC datetime (R8).
+    """The database server's current time as an aware UTC datetime.
 
     PostgreSQL ``statement_timestamp()``, MySQL/MariaDB ``UTC_TIMESTAMP(6)``, SQLite
     ``strftime('%f', 'now')`` (millisecond precision; SQLite's clock is the host's own).

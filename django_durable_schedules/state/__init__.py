@@ -1,15 +1,15 @@
 """The state machine: every transition of a schedule and every transaction lives here.
 
 Transitions (all take an optional injected ``now``, an aware UTC datetime; by default the
-*database* clock decides, R8):
+*database* clock decides):
 
 * :func:`claim_due` - lock due schedules (``SELECT ... FOR UPDATE SKIP LOCKED`` where the
   database has it, a write-locking transaction on SQLite), write one append-only
   :class:`~.models.RunAttempt` per claim with a fresh lease token, and advance
-  ``next_run_at`` - all committed *before* any callback runs (B26).
+  ``next_run_at`` - all committed *before* any callback runs.
 * :func:`renew_leases` - extend the leases a worker still holds; tells it which it lost.
 * :func:`complete` - write the one :class:`~.models.RunReceipt` of each attempt and move the
-  schedule on, but only while the exact lease token still owns the row (fencing, R7).
+  schedule on, but only while the exact lease token still owns the row (fencing).
 * :func:`expire_leases` - recover claims whose lease ran out (a dead worker): receipt
   ``lease_expired``, the occurrence is retried (at-least-once).
 * :func:`enable`, :func:`disable`, :func:`trigger`, :func:`cancel`,

@@ -78,6 +78,8 @@ def bound_outcome(outcome: Outcome) -> Outcome:
         changes["error_type"] = clean_type
     clean_message = bound_text(error_message, max_chars)
     retry_after, note = bound_retry_after(outcome.retry_after)
+    if str(outcome.status) != "failed":  # only a failure is retried: nothing to bound
+        retry_after, note = None, ""
     if note:
         clean_message = bound_text(
             f"{clean_message} ({note})" if clean_message else note, max_chars

@@ -81,7 +81,7 @@ def enable(
     pause reason and (for a failed schedule) the consecutive failure count.
 
     Recurring: the next run is the first slot strictly after now; time spent paused
-    produces no catch-up (R10). ``once``: it is re-armed, never completed without a run:
+    produces no catch-up. ``once``: it is re-armed, never completed without a run:
     due at ``run_at`` if that is still ahead, else due at once (a failed one-shot runs
     again as a new occurrence); ``run_at`` (aware) moves it to a new instant first.
 

@@ -89,16 +89,26 @@ def _save_or_explain(row: Schedule, using: str, **kwargs: Any) -> None:
 
 
 def create_schedule(
-    *, actor: Any = None, source: str = "code", using: str = "default", **fields: Any
+    *,
+    actor: Any = None,
+    source: str = "code",
+    paused: bool = False,
+    using: str = "default",
+    **fields: Any,
 ) -> Schedule:
     """Validate and insert a schedule; ``save()`` plans its first slot. Records a
-    ``created`` event (``actor``: a user or None; ``source``: api, admin, command, code).
+    ``created`` event (``actor``: a user or None; ``source``: api, admin, command, code,
+    import). ``paused``: insert it paused (no next run until enabled) in the same
+    transaction, so no worker can run it in between (an import of a disabled source).
 
     ``fields`` are :data:`EDITABLE_FIELDS`. Raises ``ValidationError`` (field messages)
     for an invalid definition and ``ValueError`` for a field that is not editable.
     """
     _check_fields(fields)
     row = Schedule(**fields)
+    if paused:
+        row.status = Status.PAUSED
+        fields = {**fields, "status": Status.PAUSED}
     with transaction.atomic(using=using):
         _lock_for_write(using)  # SQLite: hold the write lock from the start (validate, insert)
         validate_schedule(row)
@@ -200,7 +210,7 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
 
     A declared schedule is matched by name; only its definition fields are written, so
     occurrence counters, failures and history survive; a changed definition is an edit
-    (re-planned from now, R10). Also recovers schedules that were paused as degraded
+    (re-planned from now). Also recovers schedules that were paused as degraded
     because their callback was missing, now that it is registered again.
     Returns the schedules created or changed.
     """

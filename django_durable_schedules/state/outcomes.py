@@ -188,7 +188,7 @@ def backoff_for(row: Schedule, attempt: int) -> float:
 
 def _move_on(row: Schedule, occurrence: int, now: datetime) -> int:
     """The occurrence is finished: plan the next slot (or complete the schedule). Slots that
-    passed while it ran are skipped, not replayed; returns how many (R6 overlap)."""
+    passed while it ran are skipped, not replayed; returns how many."""
     row.retry_scheduled_for = None
     if row.status != Status.ACTIVE:
         return 0  # paused/cancelled while running: leave it as the operator set it

@@ -254,7 +254,7 @@ def _plan_claim(
 ) -> None:
     current_hash = row.compute_definition_hash()
     if row.definition_hash != current_hash:
-        # Edited by QuerySet.update() or raw SQL: re-plan from now, never fire (B27 C).
+        # Edited by QuerySet.update() or raw SQL: re-plan from now, never fire.
         row.definition_hash = current_hash
         row.retry_scheduled_for = row.triggered_at = None
         if row.status == Status.PAUSED:
@@ -266,6 +266,10 @@ def _plan_claim(
         return
 
     spec = row.spec()
+    if row.kind == Kind.ONCE:
+        # A one-shot's arithmetic never reads its zone; the admin, the API and upcoming()
+        # do: an invalid one is this row's problem now, not theirs later.
+        spec.validate()
     missed = 0
     recurring_next = (
         row.due_at(timing.next_slot_after(spec, now))

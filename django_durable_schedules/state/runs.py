@@ -38,7 +38,8 @@ logger = logging.getLogger(__name__)
 
 
 def _claim_committing() -> None:
-    """Called as the last statement inside the claim transaction (a test seam for B26)."""
+    """Called as the last statement inside the claim transaction (a test seam: a crash
+    here must leave nothing claimed and nothing run)."""
 
 
 def claim_due(
@@ -52,11 +53,11 @@ def claim_due(
     """Claim up to ``limit`` due schedules for ``worker`` in one transaction.
 
     Due means ``status = active``, no lease, ``next_run_at <= now`` (database clock), oldest
-    first. For each row: a schedule edited behind ``save()`` is re-planned instead (R10); an
+    first. For each row: a schedule edited behind ``save()`` is re-planned instead; an
     unregistered callback is receipted ``degraded`` and paused; a row the engine cannot
     evaluate (an unknown zone, a cron that can never fire, a value out of range, written
     behind ``save()``) is receipted ``degraded`` with the field and the reason, and paused;
-    otherwise missed slots are coalesced into one run of the latest slot (R6), an attempt
+    otherwise missed slots are coalesced into one run of the latest slot, an attempt
     row is written with a fresh lease of ``lease_seconds`` (default setting
     ``LEASE_SECONDS``) and ``next_run_at`` moves to the next slot. Returns the committed
     claims.
@@ -145,7 +146,7 @@ def _claim_batch(
         # With row locks, "due" is judged by the database clock inside the locking SELECT and
         # the claim time is read after it: a row released or completed by another worker is
         # visible here only once that commit happened, so its next attempt's ``claimed_at``
-        # can never precede the previous attempt's ``finished_at`` (R7). SQLite serialises
+        # can never precede the previous attempt's ``finished_at``. SQLite serialises
         # writers with _lock_for_write, so reading its clock first is already ordered.
         clock_after = now is None and vendor in _DUE_NOW_SQL
         due_before: Any = (
@@ -233,7 +234,7 @@ def expire_leases(
     """Recover up to ``limit`` claims whose lease expired (their worker died or hung).
 
     Each gets a ``lease_expired`` receipt; its occurrence is retried at once as the next
-    attempt, or given up after ``max_attempts`` (at-least-once execution, B03). Returns the
+    attempt, or given up after ``max_attempts`` (at-least-once execution). Returns the
     number recovered.
     """
     limit = limit or app_settings.BATCH_SIZE

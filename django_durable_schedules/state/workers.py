@@ -43,7 +43,7 @@ def heartbeat(
     using: str = "default",
 ) -> datetime:
     """Upsert the worker's heartbeat row (database clock) and return the database time.
-    Records host-minus-database clock skew for health (B24)."""
+    Records host-minus-database clock skew for health."""
     import os
 
     host_now = dj_timezone.now()
