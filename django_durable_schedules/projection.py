@@ -83,7 +83,9 @@ def _walk(value: Any, budget: _Budget, stack: set[int], depth: int) -> Any:
         return value
     if t in _SCALARS:
         budget.take(8)
-        if t is float and not math.isfinite(value):
+        if t is float and (not math.isfinite(value) or abs(value) >= _MAX_SAFE_INT):
+            # NaN/inf are not JSON; a float this large comes back from PostgreSQL's jsonb
+            # as an integer no JSON reader keeps exactly: kept as its text instead.
             return str(float(value))
         if t is int and abs(value) >= _MAX_SAFE_INT:
             return str(int(value)) if value.bit_length() < 4000 else "<int too large>"
@@ -128,7 +130,8 @@ def project_result(value: Any, max_bytes: int) -> Any:
     anything was cut, the result is ``{"truncated": true, "value": <partial>}``; when a
     string held characters no database stores (lone surrogates, NUL; see
     :func:`safe_text`), they are replaced and the result is marked ``"repaired": true``
-    the same way. Non-finite floats become strings (``"nan"``, ``"inf"``).
+    the same way. Non-finite floats become strings (``"nan"``, ``"inf"``), and so do ints
+    and floats of magnitude 2**53 or more (JSON readers do not keep them exactly).
     """
     try:
         budget = _Budget(max(0, max_bytes - 64))
@@ -159,9 +162,10 @@ def is_storable(value: Any, max_bytes: int) -> bool:
         return (
             "\\u0000" not in encoded
             and len(encoded.encode("utf-8")) <= max_bytes
-            # 16+ digits in a row may be an int beyond 2**53, which JSON readers (and
-            # MariaDB's JSON) do not keep exactly: let project_result make it a string.
+            # 16+ digits in a row may be an int beyond 2**53, and "e+" a float that large;
+            # JSON readers do not keep them exactly: let project_result make them strings.
             and _LONG_DIGITS.search(encoded) is None
+            and "e+" not in encoded
         )
     except Exception:  # noqa: BLE001 - anything json cannot encode is not storable
         return False

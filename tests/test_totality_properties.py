@@ -218,7 +218,8 @@ def clean_text(value: str, max_chars: int) -> bool:
 
 
 def clean_json(value: Any) -> bool:
-    """Plain JSON every database keeps exactly (small ints, finite floats, valid text)."""
+    """Plain JSON every database keeps exactly (numbers below 2**53 in magnitude: a larger
+    float comes back from PostgreSQL's jsonb as an int; valid text)."""
     if value is None or isinstance(value, bool):
         return True
     if isinstance(value, str):
@@ -226,7 +227,7 @@ def clean_json(value: Any) -> bool:
     if isinstance(value, int):
         return abs(value) < 2**53
     if isinstance(value, float):
-        return math.isfinite(value)
+        return math.isfinite(value) and abs(value) < 2**53
     if isinstance(value, list):
         return all(clean_json(v) for v in value)
     if isinstance(value, dict):
