@@ -402,3 +402,31 @@ def test_a_worker_id_no_database_stores_is_a_usage_error(bad):
     with pytest.raises(CommandError, match="worker-id"):
         call_command("run_scheduler", "--once", "--worker-id", bad)
     assert not RunAttempt.objects.exists()
+
+
+@pytest.mark.skipif(
+    "connection.vendor == 'sqlite'", reason="SQLite's lock wait is its OPTIONS timeout"
+)
+def test_the_worker_thread_bounds_its_lock_waits_before_it_locks_rows():
+    from django_durable_schedules.db import session
+
+    show = (
+        "SHOW lock_timeout"
+        if connection.vendor == "postgresql"
+        else "SELECT @@SESSION.innodb_lock_wait_timeout"
+    )
+
+    def current() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute(show)
+            return str(cursor.fetchone()[0])
+
+    before = current()
+    session.limit_lock_waits("default", 3)
+    try:
+        assert current() == before  # nothing sent until a transaction locks rows
+        state.claim_due(worker="w", now=T0)
+        assert current() in ("3s", "3000ms", "3")
+    finally:
+        session.clear_lock_wait_limit("default")
+        connection.close()

@@ -11,6 +11,7 @@ from django.db import connections
 from django.db.models import QuerySet
 
 from ..models import Schedule, WorkerHeartbeat
+from .session import apply_lock_wait_limit
 
 _QS = TypeVar("_QS", bound=QuerySet[Any])
 
@@ -19,6 +20,7 @@ def _lock_for_write(using: str) -> None:
     """On backends without row locks (SQLite), take the database write lock first so the
     read that follows cannot be raced by another writer (a no-op UPDATE acquires it)."""
     conn = connections[using]
+    apply_lock_wait_limit(using)  # the worker's own transactions never wait long for a lock
     if not conn.features.has_select_for_update:
         with conn.cursor() as cursor:
             cursor.execute(
@@ -30,6 +32,7 @@ def _locked(qs: _QS, using: str, *, skip_locked: bool) -> _QS:
     features = connections[using].features
     if not features.has_select_for_update:
         return qs
+    apply_lock_wait_limit(using)
     if skip_locked and features.has_select_for_update_skip_locked:
         return qs.select_for_update(skip_locked=True)
     return qs.select_for_update()

@@ -27,7 +27,6 @@ import threading
 from typing import Any
 
 from django.db import connections
-from django.db.backends.signals import connection_created
 
 _local = threading.local()
 
@@ -48,35 +47,40 @@ def _apply(connection: Any, seconds: float) -> None:
         cursor.execute(sql)
 
 
-def _on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
+def apply_lock_wait_limit(using: str) -> None:
+    """Apply the calling thread's limit (:func:`limit_lock_waits`) to its connection
+    ``using`` if this connection does not have it yet; a no-op in any other thread. Called
+    by :mod:`.locks` before a transaction of the state machine locks rows, so an idle
+    worker, which locks nothing, sends no extra statement when it reconnects."""
     limits: dict[str, float] | None = getattr(_local, "limits", None)
-    if limits and connection.alias in limits:
-        _apply(connection, limits[connection.alias])
-
-
-connection_created.connect(_on_connection_created, dispatch_uid="durable_schedules_lock_waits")
+    if not limits or using not in limits:
+        return
+    connection = connections[using]
+    connection.ensure_connection()
+    raw = connection.connection
+    if getattr(connection, "_durable_schedules_lock_limited", None) is raw:
+        return
+    _apply(connection, limits[using])
+    connection._durable_schedules_lock_limited = raw  # type: ignore[attr-defined]
 
 
 def limit_lock_waits(using: str, seconds: float) -> None:
     """Bound every lock wait of the calling thread's connection ``using`` to ``seconds``
-    (rounded up to milliseconds on PostgreSQL, to whole seconds on MariaDB/MySQL), now if
-    it is open and again on every reconnection. A non-finite or non-positive ``seconds``
-    leaves the database's default. Raises the database's error if the connection is open
-    and the setting cannot be applied."""
+    (rounded up to milliseconds on PostgreSQL, to whole seconds on MariaDB/MySQL). The
+    setting is sent on each connection before its first row-locking transaction
+    (:func:`apply_lock_wait_limit`), and again after a reconnection. A non-finite or
+    non-positive ``seconds`` leaves the database's default."""
     if not (isinstance(seconds, int | float) and math.isfinite(seconds) and seconds > 0):
         return
     limits = getattr(_local, "limits", None)
     if limits is None:
         limits = _local.limits = {}
     limits[using] = float(seconds)
-    connection = connections[using]
-    if connection.connection is not None:
-        _apply(connection, seconds)
 
 
 def clear_lock_wait_limit(using: str) -> None:
-    """Stop applying :func:`limit_lock_waits` to the calling thread's new connections
-    ``using`` (an open connection keeps its setting until it is closed)."""
+    """Stop applying :func:`limit_lock_waits` to the calling thread's connections ``using``
+    (an open connection keeps its setting until it is closed)."""
     limits = getattr(_local, "limits", None)
     if limits:
         limits.pop(using, None)
