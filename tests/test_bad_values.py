@@ -17,7 +17,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import connection, connections, transaction  # noqa: F401 (skipif)
+from django.db import connection, connections, transaction
 from django.utils import timezone as dj_timezone
 
 from django_durable_schedules import state
