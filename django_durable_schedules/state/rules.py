@@ -137,6 +137,34 @@ def _pause_degraded(row: Schedule, reason: str) -> None:
     )
 
 
+def _new_attempt(
+    row: Schedule,
+    occurrence: int,
+    number: int,
+    slot: datetime,
+    now: datetime,
+    lease_expires_at: datetime,
+    worker: str,
+    missed: int = 0,
+) -> RunAttempt:
+    """The attempt row of one claim (unsaved): a fresh lease token until
+    ``lease_expires_at`` (``now`` for an attempt receipted at once: missed, degraded)."""
+    return RunAttempt(
+        id=uuid.uuid4(),
+        schedule_id=row.id,
+        schedule_name=row.name,
+        occurrence=occurrence,
+        attempt=number,
+        scheduled_for=slot,
+        claimed_at=now,
+        lease_token=uuid.uuid4(),
+        lease_expires_at=lease_expires_at,
+        worker=worker[:200],
+        idempotency_key=idempotency_key(row.id, occurrence),
+        missed_slots=missed,
+    )
+
+
 def _quarantine_claim(
     row: Schedule,
     exc: BaseException,
@@ -155,19 +183,7 @@ def _quarantine_claim(
         occurrence = row.occurrence
     number = row.attempt + 1 if row.retry_scheduled_for is not None else 1
     reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
-    attempt = RunAttempt(
-        id=uuid.uuid4(),
-        schedule_id=row.id,
-        schedule_name=row.name,
-        occurrence=occurrence,
-        attempt=number,
-        scheduled_for=slot,
-        claimed_at=now,
-        lease_token=uuid.uuid4(),
-        lease_expires_at=now,
-        worker=worker[:200],
-        idempotency_key=idempotency_key(row.id, occurrence),
-    )
+    attempt = _new_attempt(row, occurrence, number, slot, now, now, worker)
     attempts.append(attempt)
     row.occurrence, row.attempt = occurrence, number
     row.last_run_at = now
@@ -206,20 +222,7 @@ def _record_missed(
     attempts: list[RunAttempt],
     receipts: list[RunReceipt],
 ) -> None:
-    attempt = RunAttempt(
-        id=uuid.uuid4(),
-        schedule_id=row.id,
-        schedule_name=row.name,
-        occurrence=occurrence,
-        attempt=1,
-        scheduled_for=slot,
-        claimed_at=now,
-        lease_token=uuid.uuid4(),
-        lease_expires_at=now,
-        worker=worker[:200],
-        idempotency_key=idempotency_key(row.id, occurrence),
-        missed_slots=missed,
-    )
+    attempt = _new_attempt(row, occurrence, 1, slot, now, now, worker, missed)
     attempts.append(attempt)
     row.occurrence, row.attempt = occurrence, 1
     row.missed_count += missed + 1
@@ -318,21 +321,8 @@ def _plan_claim(
             )
             return
 
-    token = uuid.uuid4()
-    attempt = RunAttempt(
-        id=uuid.uuid4(),
-        schedule_id=row.id,
-        schedule_name=row.name,
-        occurrence=occurrence,
-        attempt=attempt_no,
-        scheduled_for=slot,
-        claimed_at=now,
-        lease_token=token,
-        lease_expires_at=now + lease,
-        worker=worker[:200],
-        idempotency_key=idempotency_key(row.id, occurrence),
-        missed_slots=missed,
-    )
+    attempt = _new_attempt(row, occurrence, attempt_no, slot, now, now + lease, worker, missed)
+    token = attempt.lease_token
     attempts.append(attempt)
     row.occurrence, row.attempt = occurrence, attempt_no
     row.retry_scheduled_for = row.triggered_at = None
