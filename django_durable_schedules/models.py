@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
-from django.db import models
+from django.db import models, router
 from django.db.models import Q
 from django.utils import timezone as dj_timezone
 
@@ -46,7 +46,6 @@ class ReceiptStatus(models.TextChoices):
     LEASE_EXPIRED = "lease_expired", "lease expired"
     LEASE_LOST = "lease_lost", "lease lost"
     RELEASED = "released", "released"
-    CANCELLED = "cancelled", "cancelled"
     MISSED = "missed", "missed"
 
 
@@ -107,6 +106,30 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
     health, the admin and the API (``Schedule.objects.claimable(now)``). Each has a ``*_q``
     twin returning the ``Q`` object, for aggregates (``Count("id", filter=...)``).
     ``now`` is an aware UTC datetime, or an SQL expression of the database clock."""
+
+    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[Schedule]:
+        """``QuerySet.bulk_create`` that prepares new rows as ``save()`` does, with one read
+        of the database clock for the whole batch: instants normalised, a missing
+        ``created_at`` set to the database clock's time, a missing ``definition_hash``
+        computed, and an active row without ``next_run_at`` planned to its first slot.
+        Values given explicitly are kept (a bench may seed ``next_run_at``). Durations are
+        not validated here (as with ``update()``, the engine bounds them when used)."""
+        objs = list(objs)
+        if any(obj.created_at is None or not obj.definition_hash for obj in objs):
+            from .db import clock
+            from .state.rules import plan_next
+
+            db_time = clock.db_now(self._db or router.db_for_write(self.model))
+            now = timing.truncate_to_second(db_time)
+            for obj in objs:
+                obj._normalize()
+                if obj.created_at is None:
+                    obj.created_at = db_time
+                if not obj.definition_hash:
+                    obj.definition_hash = obj.compute_definition_hash()
+                    if obj.status == Status.ACTIVE and obj.next_run_at is None:
+                        obj.next_run_at = plan_next(obj, now, first=True)
+        return super().bulk_create(objs, *args, **kwargs)
 
     @staticmethod
     def runnable_q() -> Q:
@@ -274,7 +297,11 @@ class Schedule(models.Model):
     lease_token = models.UUIDField(null=True, blank=True, editable=False)
     lease_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     definition_hash = models.CharField(max_length=40, blank=True, default="", editable=False)
-    created_at = models.DateTimeField(default=dj_timezone.now, editable=False)
+    created_at = models.DateTimeField(
+        editable=False,
+        help_text="When the row was created, by the database clock (the interval grid's origin "
+        "when start_at is blank). Set by save() and bulk_create() when not given.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     objects = ScheduleQuerySet.as_manager()
@@ -333,31 +360,41 @@ class Schedule(models.Model):
         return self.name
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        """Normalise instants to whole UTC seconds and plan ``next_run_at``.
+        """Normalise instants to whole UTC seconds, fingerprint the definition and plan
+        ``next_run_at``, by the database clock.
 
         Raises ``ValidationError`` for a duration outside its bounds (backoff, timeout,
         catch-up window: see ``clean()``), since the engine could not use it.
 
-        A new active schedule gets its first slot (an interval is due at once). An edit
-        of the definition re-plans to the first slot of the new definition strictly after
-        now, so an edit never fires a run by itself.
+        When the definition changed (a new row, or an edit of a definition field) it reads
+        the database clock once (:func:`.db.clock.db_now`: one query) and plans with
+        :func:`.state.rules.plan_next`: a new active schedule gets its first slot (an
+        interval is due at once, its grid anchored at ``created_at``); an edit re-plans to
+        the first slot of the new definition strictly after now, so an edit never fires a
+        run by itself. A new row without ``created_at`` gets the database clock's time. An
+        edit of other fields (name, payload, policies) plans nothing and reads no clock.
         """
         self._normalize()
         bound_errors = self._bound_errors()
         if bound_errors:  # never store a value the engine would overflow on (1e12 s, NaN)
             raise ValidationError(bound_errors)
         new_hash = self.compute_definition_hash()
-        if self.definition_hash != new_hash:
-            now = timing.truncate_to_second(dj_timezone.now())
+        if self.definition_hash != new_hash or self.created_at is None:
+            from .db import clock
+            from .state.rules import plan_next
+
+            using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
+            db_time = clock.db_now(using)
+            update_fields = kwargs.get("update_fields")
+            if self.created_at is None:
+                self.created_at = db_time
+                if update_fields is not None:
+                    update_fields = set(update_fields) | {"created_at"}
+            now = timing.truncate_to_second(db_time)
             first = self._state.adding and self.occurrence == 0
-            if first and self.kind == Kind.INTERVAL and self.start_at is None:
-                # Slot 0 is the creation time, even when the instance was built (and
-                # ``created_at`` set) seconds before this save: a new interval is due at once.
-                now = min(now, self.anchor)
-            if self.status == Status.ACTIVE:
+            if self.status == Status.ACTIVE and self.definition_hash != new_hash:
                 self.next_run_at = plan_next(self, now, first=first)
             self.definition_hash = new_hash
-            update_fields = kwargs.get("update_fields")
             if update_fields is not None:
                 kwargs["update_fields"] = set(update_fields) | {"definition_hash", "next_run_at"}
         super().save(*args, **kwargs)
@@ -365,8 +402,6 @@ class Schedule(models.Model):
     # -- validation and normalisation -----------------------------------------------------
 
     def _normalize(self) -> None:
-        if self.created_at is None:
-            self.created_at = dj_timezone.now()
         if not self.timezone:
             self.timezone = _default_timezone()
         if self.cron:
@@ -433,7 +468,8 @@ class Schedule(models.Model):
 
     @property
     def anchor(self) -> datetime:
-        """Origin of the interval grid: ``start_at``, else creation time."""
+        """Origin of the interval grid: ``start_at``, else creation time (for a row not yet
+        saved, the host clock's now: a preview; ``save()`` sets ``created_at``)."""
         return self.start_at or timing.truncate_to_second(self.created_at or dj_timezone.now())
 
     def spec(self) -> timing.Spec:
@@ -473,21 +509,7 @@ class Schedule(models.Model):
         (default: now), by the same computation the worker uses. Works unsaved."""
         self._normalize()
         after = timing.require_aware(after, "after") if after else dj_timezone.now()
-        if self.kind == Kind.INTERVAL and self.created_at is None:
-            self.created_at = dj_timezone.now()
         return timing.upcoming(self.spec(), after, count)
-
-
-def plan_next(schedule: Schedule, now: datetime, *, first: bool = False) -> datetime | None:
-    """Next slot of ``schedule``: for a new schedule the first slot at or after now (an
-    interval's anchor if that is later; a ``once`` at ``run_at`` even if past), otherwise the
-    first slot strictly after ``now``."""
-    spec = schedule.spec()
-    if schedule.kind == Kind.ONCE:
-        slot = schedule.run_at if first else timing.next_slot_after(spec, now)
-    else:
-        slot = timing.next_slot_after(spec, now, inclusive=first)
-    return schedule.due_at(slot)
 
 
 class RunAttempt(models.Model):

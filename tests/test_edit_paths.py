@@ -128,3 +128,73 @@ def test_a_replacing_insert_cannot_forge_a_receipt():
                     cursor.execute(sql)
     receipt.refresh_from_db()
     assert receipt.status == "succeeded" and RunReceipt.objects.count() == 1
+
+
+# -- save() plans by the database clock, not the host's ------------------------------------
+
+
+@pytest.fixture
+def host_an_hour_ahead(monkeypatch):
+    """The host clock one hour ahead of the database's (a skewed application server)."""
+    from django.utils import timezone as dj_timezone
+
+    real_now = dj_timezone.now
+
+    def host_now():
+        return real_now() + timedelta(hours=1)
+
+    monkeypatch.setattr(dj_timezone, "now", host_now)
+    field = Schedule._meta.get_field("created_at")
+    if field.default is real_now:  # a default captured before the patch reads the host too
+        monkeypatch.setattr(field, "default", host_now)
+
+
+def test_a_new_schedule_is_anchored_and_planned_by_the_database_clock(host_an_hour_ahead):
+    before = state.db_now()
+    s = Schedule.objects.create(
+        name="new", callback="tests.noop", kind="interval", interval_seconds=600, timezone="UTC"
+    )
+    after = state.db_now()
+    assert before - S <= s.created_at <= after + S  # the database's time, not the host's
+    assert s.next_run_at <= after  # due at once, not in an hour
+    assert [c.schedule_id for c in state.claim_due(worker="w")] == [s.pk]
+
+
+def test_an_edit_by_save_is_planned_by_the_database_clock(host_an_hour_ahead):
+    s = hourly()
+    s.interval_seconds = 60
+    s.save()
+    now = state.db_now()
+    # The first 60 s slot after the database's now, not after the host's (an hour later).
+    assert now < s.next_run_at <= now + 61 * S
+
+
+def test_bulk_create_fills_created_at_and_plans_like_save(
+    host_an_hour_ahead, django_assert_num_queries
+):
+    rows = [
+        Schedule(name=f"bulk-{i}", callback="tests.noop", kind="interval", interval_seconds=60)
+        for i in range(3)
+    ]
+    with django_assert_num_queries(2):  # one clock read for the batch, one INSERT
+        Schedule.objects.bulk_create(rows)
+    now = state.db_now()
+    for row in Schedule.objects.filter(name__startswith="bulk-"):
+        assert now - 5 * S <= row.created_at <= now
+        assert row.definition_hash == row.compute_definition_hash()
+        assert row.next_run_at <= now  # due at once, as after save()
+    assert len(state.claim_due(worker="w")) == 3
+
+
+def test_a_save_that_changes_no_definition_field_reads_no_clock():
+    from django.test.utils import CaptureQueriesContext
+
+    from django_durable_schedules.db.clock import _NOW_SQL
+
+    s = hourly()
+    s.payload = {"x": 1}
+    with CaptureQueriesContext(connection) as ctx:
+        s.save()
+    clock_sql = _NOW_SQL[connection.vendor]
+    assert [q["sql"] for q in ctx.captured_queries if clock_sql in q["sql"]] == []
+    assert any(q["sql"].startswith("UPDATE") for q in ctx.captured_queries)

@@ -256,7 +256,8 @@ def test_edit_via_save_replans_without_firing_b27a():
     run_at(T0)
     s.refresh_from_db()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("django.utils.timezone.now", lambda: T0 + 120 * S)
+        # save() plans by the database clock: stand it at T0 + 120 s.
+        mp.setattr("django_durable_schedules.db.clock.db_now", lambda using: T0 + 120 * S)
         s.interval_seconds = 60
         s.save()
     assert s.next_run_at == T0 + 180 * S

@@ -15,10 +15,10 @@ from .. import timing
 from ..db.clock import _resolve_now
 from ..db.locks import _get_locked
 from ..exceptions import StateConflict
-from ..models import EventAction, Kind, RunAttempt, Schedule, Status, plan_next
+from ..models import EventAction, Kind, RunAttempt, Schedule, Status
 from .bounds import describe_problem
 from .events import _json_value, record_event
-from .rules import _safe_hash
+from .rules import _safe_hash, plan_next
 
 #: The source statuses each operator action is allowed from; any other is refused with
 #: :class:`StateConflict`. A row that is already where ``enable``/``disable`` would take it

@@ -25,7 +25,6 @@ from ..models import (
     RunReceipt,
     Schedule,
     Status,
-    plan_next,
 )
 from ..projection import bound_text
 from ..registry import registry
@@ -66,6 +65,27 @@ _FINISH_FIELDS = [
     "degraded_reason",
     "pause_reason",
 ]
+
+
+def plan_next(schedule: Schedule, now: datetime, *, first: bool = False) -> datetime | None:
+    """When ``schedule`` next comes due (aware UTC, jitter added), or ``None`` if never.
+
+    ``now`` is an aware UTC datetime in whole seconds, read from the database clock by the
+    caller (``Schedule.save()``, enable, the re-plan of an edit made behind ``save()``).
+    For a new schedule (``first``) it is the first slot at or after ``now`` (a ``once`` at
+    ``run_at`` even if past; an interval without ``start_at`` at its anchor, slot 0 being
+    the creation time, so a new interval is due at once even when ``created_at`` was set
+    before ``now``); otherwise the first slot strictly after ``now``, so planning never
+    fires a run by itself.
+    """
+    spec = schedule.spec()
+    if first and schedule.kind == Kind.INTERVAL and schedule.start_at is None:
+        now = min(now, schedule.anchor)
+    if schedule.kind == Kind.ONCE:
+        slot = schedule.run_at if first else timing.next_slot_after(spec, now)
+    else:
+        slot = timing.next_slot_after(spec, now, inclusive=first)
+    return schedule.due_at(slot)
 
 
 @dataclass

@@ -1,0 +1,89 @@
+"""``Schedule.created_at`` has no host-clock default any more: ``save()`` and
+``bulk_create()`` set it from the database clock (the interval grid's origin must be the
+same clock that decides what is due). The receipt status ``cancelled``, never written, is
+no longer allowed.
+
+On SQLite, changing a CHECK constraint or a column rebuilds the table, and SQLite drops a
+table's triggers with it: the append-only guards and the edit triggers are installed again
+at the end (idempotent on every backend, see db/guards.py and db/edits.py), and so is
+0004's claim index, which Django's migration state does not know.
+"""
+
+from django.db import migrations, models
+
+
+def install(apps, schema_editor):
+    from django_durable_schedules.db import edits, guards
+
+    guards.install(schema_editor.connection)
+    edits.install(schema_editor.connection)
+    if schema_editor.connection.vendor == "sqlite":  # the only backend that rebuilt the table
+        schema_editor.execute(
+            'CREATE INDEX IF NOT EXISTS "dds_sched_claim_idx" ON "durable_schedules_schedule" '
+            "(\"next_run_at\") WHERE lease_token IS NULL AND status IN ('active', 'paused')"
+        )
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("durable_schedules", "0005_edit_triggers"),
+    ]
+
+    operations = [
+        # Unapplying rebuilds the tables again (SQLite): re-install the triggers last then too.
+        migrations.RunPython(migrations.RunPython.noop, install, elidable=False),
+        migrations.RemoveConstraint(
+            model_name="runreceipt",
+            name="dds_receipt_status_valid",
+        ),
+        migrations.AlterField(
+            model_name="runreceipt",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("succeeded", "succeeded"),
+                    ("enqueued", "enqueued"),
+                    ("skipped", "skipped"),
+                    ("failed", "failed"),
+                    ("degraded", "degraded"),
+                    ("lease_expired", "lease expired"),
+                    ("lease_lost", "lease lost"),
+                    ("released", "released"),
+                    ("missed", "missed"),
+                ],
+                max_length=16,
+            ),
+        ),
+        migrations.AlterField(
+            model_name="schedule",
+            name="created_at",
+            field=models.DateTimeField(
+                editable=False,
+                help_text="When the row was created, by the database clock (the interval grid's origin when start_at is blank). Set by save() and bulk_create() when not given.",
+            ),
+        ),
+        migrations.AddConstraint(
+            model_name="runreceipt",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "status__in",
+                        [
+                            "succeeded",
+                            "enqueued",
+                            "skipped",
+                            "failed",
+                            "degraded",
+                            "lease_expired",
+                            "lease_lost",
+                            "released",
+                            "missed",
+                        ],
+                    )
+                ),
+                name="dds_receipt_status_valid",
+            ),
+        ),
+        # Last: on SQLite a table rebuild would drop triggers installed before it.
+        migrations.RunPython(install, migrations.RunPython.noop, elidable=False),
+    ]
