@@ -10,6 +10,7 @@ from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
 from . import conf
+from .exceptions import validation_text
 
 
 @register(Tags.compatibility)
@@ -253,11 +254,7 @@ def check_declared_schedules(app_configs: Any = None, **kwargs: Any) -> list[Any
             row.clean_fields()
             row.clean()
         except ValidationError as exc:
-            detail = (
-                "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
-                if hasattr(exc, "error_dict")
-                else " ".join(exc.messages)
-            )
+            detail = validation_text(exc)
             errors.append(
                 Error(
                     f"The schedule declared in code for {reg.name!r} is invalid: {detail}",

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
+
 from .timing import InvalidSchedule
+
+
+def validation_text(exc: ValidationError) -> str:
+    """A ``ValidationError`` as one line of text: ``"field: message message; field: ..."``
+    for field errors (``error_dict``), else its messages joined by spaces. Used wherever a
+    validation error becomes a reason in a receipt, an event, a check or an import result.
+    """
+    if hasattr(exc, "error_dict"):
+        return "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+    return " ".join(exc.messages)
 
 
 class DurableSchedulesError(Exception):

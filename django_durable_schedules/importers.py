@@ -24,6 +24,7 @@ from zoneinfo import ZoneInfo
 
 from django.core.exceptions import ValidationError
 
+from .exceptions import validation_text
 from .registry import NAME_RE
 
 CELERY_BEAT = "celery-beat"
@@ -380,10 +381,7 @@ def apply(plans: Iterable[Plan], *, dry_run: bool = False, using: str = "default
                 source="import", paused=not plan.enabled, using=using, **plan.fields
             )
         except ValidationError as exc:
-            messages = "; ".join(
-                f"{k}: {' '.join(v)}" for k, v in getattr(exc, "message_dict", {}).items()
-            ) or " ".join(exc.messages)
-            results.append(Result(plan, "invalid", messages))
+            results.append(Result(plan, "invalid", validation_text(exc)))
             continue
         results.append(Result(plan, "created", "" if plan.enabled else "paused", row))
     return results

@@ -20,6 +20,7 @@ from django.db.models import Q
 from django.utils import timezone as dj_timezone
 
 from . import timing
+from .limits import DURATION_BOUNDS
 from .registry import NAME_RE
 
 
@@ -69,13 +70,6 @@ DEFINITION_FIELDS = ("kind", "interval_seconds", "cron", "timezone", "run_at", "
 INSTANT_FIELDS = ("run_at", "start_at", "end_at", "next_run_at")
 
 
-#: (field, exclusive lower bound, inclusive upper bound) in seconds.
-_DURATION_BOUNDS = (
-    ("backoff_base_seconds", -1e-9, 86400.0),
-    ("backoff_cap_seconds", -1e-9, 30 * 86400.0),
-    ("timeout_seconds", 0.0, 7 * 86400.0),
-    ("misfire_grace_seconds", -1, 366 * 86400),
-)
 METADATA_MAX_KEYS = 50
 METADATA_MAX_VALUE_CHARS = 500
 
@@ -452,10 +446,10 @@ class Schedule(models.Model):
             raise ValidationError(errors)
 
     def _bound_errors(self) -> dict[str, list[str]]:
-        """Field messages for durations outside their bounds (``_DURATION_BOUNDS``, in
+        """Field messages for durations outside their bounds (``DURATION_BOUNDS``, in
         seconds; NaN, infinities and non-numbers are outside every bound)."""
         errors: dict[str, list[str]] = {}
-        for field, low, high in _DURATION_BOUNDS:
+        for field, low, high in DURATION_BOUNDS:
             value = getattr(self, field)
             if value is None:
                 continue

@@ -31,10 +31,8 @@ every transition, rendered in docs/concepts.md).
 
 from ..db.clock import db_now
 from ..exceptions import StateConflict
+from ..limits import BACKOFF_BASE_MAX_SECONDS, BACKOFF_CAP_MAX_SECONDS, TIMEOUT_MAX_SECONDS
 from .bounds import (
-    BACKOFF_BASE_MAX_SECONDS,
-    BACKOFF_CAP_MAX_SECONDS,
-    TIMEOUT_MAX_SECONDS,
     UNEVALUABLE_PREFIX,
     bound_outcome,
     bound_retry_after,

@@ -14,13 +14,6 @@ from ..conf import app_settings
 from ..projection import bound_text, is_storable, project_error, project_result
 from .values import Outcome
 
-#: Longest ``backoff_base_seconds`` / ``backoff_cap_seconds`` / ``timeout_seconds`` the
-#: engine uses, whatever a row written behind ``save()`` holds (the bounds
-#: ``Schedule.clean()`` and ``save()`` enforce: 1 day, 30 days, 7 days).
-BACKOFF_BASE_MAX_SECONDS = 86400.0
-BACKOFF_CAP_MAX_SECONDS = 30 * 86400.0
-TIMEOUT_MAX_SECONDS = 7 * 86400.0
-
 
 def _bounded_seconds(value: Any, default: float | None, high: float) -> float | None:
     """``value`` as seconds in ``[0, high]``: None, NaN and non-numbers give ``default``,

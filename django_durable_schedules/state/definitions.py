@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 from .. import timing
 from ..db.clock import _resolve_now
 from ..db.locks import _get_locked, _lock_for_write, _locked
-from ..exceptions import StateConflict
+from ..exceptions import StateConflict, validation_text
 from ..models import EventAction, Schedule, Status
 from ..registry import registry
 from .bounds import UNEVALUABLE_PREFIX, describe_problem
@@ -195,14 +195,8 @@ def _clean_declared(row: Schedule) -> None:
     except ValidationError as exc:
         raise ImproperlyConfigured(
             f"The schedule declared in code for {row.name!r} is invalid: "
-            f"{_messages(exc)}. Fix its register(...) call."
+            f"{validation_text(exc)}. Fix its register(...) call."
         ) from exc
-
-
-def _messages(exc: ValidationError) -> str:
-    if hasattr(exc, "error_dict"):
-        return "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
-    return " ".join(exc.messages)
 
 
 def sync_declared(*, using: str = "default", now: datetime | None = None) -> list[Schedule]:

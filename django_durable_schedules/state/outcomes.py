@@ -15,8 +15,9 @@ from typing import Any
 
 from .. import timing
 from ..conf import app_settings
+from ..limits import BACKOFF_BASE_MAX_SECONDS, BACKOFF_CAP_MAX_SECONDS
 from ..models import SUCCESS_STATUSES, Kind, ReceiptStatus, Schedule, Status
-from .bounds import BACKOFF_BASE_MAX_SECONDS, BACKOFF_CAP_MAX_SECONDS, _bounded_seconds
+from .bounds import _bounded_seconds
 from .rules import ONE_SECOND, _ceil_second, _max_attempts, _Receipt
 from .values import Claim, Outcome, OutcomeStatus
 

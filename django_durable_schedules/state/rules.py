@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import timing
 from ..conf import app_settings
+from ..limits import TIMEOUT_MAX_SECONDS
 from ..models import (
     SUCCESS_STATUSES,
     Kind,
@@ -28,7 +29,7 @@ from ..models import (
 )
 from ..projection import bound_text
 from ..registry import registry
-from .bounds import TIMEOUT_MAX_SECONDS, UNEVALUABLE_PREFIX, _bounded_seconds, describe_problem
+from .bounds import UNEVALUABLE_PREFIX, _bounded_seconds, describe_problem
 from .values import Claim
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,23 @@
+"""The bounds of the durations a schedule may hold, in seconds: one table that
+``Schedule.clean()`` and ``save()`` enforce and that the engine clamps to when it reads a
+row written behind ``save()`` (:mod:`.state.bounds`). Pure: no imports.
+"""
+
+from __future__ import annotations
+
+#: Longest base delay of the retry backoff (one day).
+BACKOFF_BASE_MAX_SECONDS = 86400.0
+#: Longest backoff delay (30 days).
+BACKOFF_CAP_MAX_SECONDS = 30 * 86400.0
+#: Longest ``timeout_seconds`` (7 days).
+TIMEOUT_MAX_SECONDS = 7 * 86400.0
+#: Longest ``misfire_grace_seconds`` (a year).
+MISFIRE_GRACE_MAX_SECONDS = 366 * 86400
+
+#: (field, exclusive lower bound, inclusive upper bound) in seconds.
+DURATION_BOUNDS = (
+    ("backoff_base_seconds", -1e-9, BACKOFF_BASE_MAX_SECONDS),
+    ("backoff_cap_seconds", -1e-9, BACKOFF_CAP_MAX_SECONDS),
+    ("timeout_seconds", 0.0, TIMEOUT_MAX_SECONDS),
+    ("misfire_grace_seconds", -1, MISFIRE_GRACE_MAX_SECONDS),
+)
