@@ -24,12 +24,12 @@ TRANSACTION_OWNERS = ("state/", "db/retention.py", "db/locks.py")
 TRANSACTION_EXCEPTIONS = {
     # The admin's bulk delete wraps its LogEntry and state.delete_schedule in one
     # transaction, so the log entry commits only with the deletion it records.
-    ("admin.py", "delete_selected"),
+    ("admin/actions.py", "delete_selected"),
 }
 
 PURE = ("state/values.py", "state/bounds.py", "state/rules.py", "state/outcomes.py", "timing.py")
 
-THIN = ("admin.py", "api/", "management/commands/")
+THIN = ("admin/", "api/", "management/commands/")
 RUN_STATE = frozenset(
     {
         "status",
@@ -52,7 +52,7 @@ WRITING_CALLS = frozenset(
 
 MAX_LINES = 500
 #: Over the limit today, to be split (not by this test).
-TOO_LONG = {"admin.py", "timing.py", "models.py", "worker.py", "api/serializers.py"}
+TOO_LONG = {"timing.py", "models.py", "worker.py", "api/serializers.py"}
 
 
 def modules() -> list[tuple[str, ast.Module]]:

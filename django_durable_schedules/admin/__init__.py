@@ -1,0 +1,113 @@
+"""Django admin: schedules, their read-only attempts and receipts, worker heartbeats, health.
+
+Thin by design. Every transition (enable, disable, cancel, trigger, delete) calls
+:mod:`.state`; every definition write (add, edit) calls :mod:`.state`; the health page
+renders :func:`.health.snapshot`. The admin only chooses what to show:
+
+* the schedule list shows the cadence in words, the status, the next run in the schedule's
+  zone and in UTC, the last outcome, consecutive failures and a strip of the last
+  :data:`STRIP_LENGTH` outcomes (fetched for the whole page in one query);
+* the change page shows the next :data:`UPCOMING_COUNT` fire times and read-only inlines of
+  the latest attempts and receipts, with buttons for the transitions;
+* ``<admin>/durable_schedules/schedule/health/`` is the health page.
+
+The colours live in ``static/durable_schedules/admin.css`` (no inline styles or scripts, so
+a strict Content-Security-Policy is fine).
+
+Importing this package registers the four model admins with ``admin.site`` (Django's admin
+autodiscovery imports it). Its modules:
+
+* :mod:`.display`: formatting helpers (instants, outcomes and their strip, status badges,
+  cadence, message lists);
+* :mod:`.actions`: the transitions table, the list actions and the bulk delete;
+* :mod:`.forms`: :class:`ScheduleForm` and the fields of the schedule's fieldsets;
+* :mod:`.filters`: the schedule list's degraded / failing / running filters;
+* :mod:`.changelist`: the schedule list's ChangeList (the strip's receipts in one query);
+* :mod:`.inlines`: the read-only attempt and receipt inlines of the change page;
+* :mod:`.columns`: the schedule list's columns and the change page's computed fields;
+* :mod:`.views`: the health page and the change page's transition buttons;
+* :mod:`.schedules`: :class:`ScheduleAdmin` (registered for Schedule);
+* :mod:`.runs`: the read-only :class:`RunAttemptAdmin`, :class:`RunReceiptAdmin` and
+  :class:`WorkerHeartbeatAdmin` (registered).
+
+Every name of the former single module ``admin.py`` is still importable from here.
+"""
+
+# The imports below re-export the names of the former admin.py, most of them unused here.
+# ruff: noqa: F401
+
+from __future__ import annotations
+
+# Schedule first: the models are registered in the order they were before the split.
+from .schedules import ScheduleAdmin
+
+# isort: split
+from .actions import (
+    TRANSITIONS,
+    Transition,
+    _as_admin,
+    _DeleteRefused,
+    _make_action,
+    _what_changed,
+    apply_transition,
+    delete_selected,
+)
+from .changelist import ScheduleChangeList, _recent_receipts
+from .columns import UPCOMING_COUNT
+from .display import (
+    _CSS,
+    _EMPTY,
+    MESSAGE_NAMES,
+    STRIP_LENGTH,
+    _attempt_outcome,
+    _is_utc,
+    _legend,
+    _names,
+    _plural,
+    _receipt_title,
+    _relative,
+    _safe_reverse,
+    _when,
+    _zone,
+    cadence,
+    fmt_utc,
+    fmt_zone,
+    outcome_label,
+    outcome_strip,
+    status_badges,
+)
+from .filters import DegradedFilter, FailingFilter, RunningFilter
+from .forms import (
+    DEFINITION_FIELDS,
+    DEFINITION_LAYOUT,
+    INPUT_FIELDS,
+    POLICY_FIELDS,
+    STATE_FIELDS,
+    SUMMARY_FIELDS,
+    ScheduleForm,
+    _editable,
+)
+from .inlines import (
+    INLINE_LIMIT,
+    AttemptInline,
+    LatestFormSet,
+    ReceiptInline,
+    _ReadOnlyInline,
+)
+from .runs import (
+    ReadOnlyAdmin,
+    RunAttemptAdmin,
+    RunReceiptAdmin,
+    WorkerHeartbeatAdmin,
+    _schedule_link,
+)
+from .views import HEALTH_LIST_LIMIT, _count
+
+__all__ = [
+    "RunAttemptAdmin",
+    "RunReceiptAdmin",
+    "ScheduleAdmin",
+    "ScheduleForm",
+    "WorkerHeartbeatAdmin",
+    "outcome_strip",
+]

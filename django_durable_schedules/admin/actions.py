@@ -1,0 +1,151 @@
+"""The operator transitions and the bulk delete: one table, :data:`TRANSITIONS`, drives the
+list actions, the change page's buttons and their messages; every transition and every
+deletion calls :mod:`..state` (which decides, and may refuse).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected as django_delete_selected
+from django.db import router, transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+
+from .. import state
+from ..exceptions import StateConflict
+from ..models import Schedule, Status
+from .display import _names, _plural, fmt_utc
+
+if TYPE_CHECKING:
+    from .schedules import ScheduleAdmin
+
+
+def _as_admin(request: HttpRequest) -> dict[str, Any]:
+    """Who and where, for the audit trail (``ScheduleEvent.actor`` / ``source``)."""
+    return {"actor": request.user, "source": "admin"}
+
+
+@dataclass(frozen=True)
+class Transition:
+    """An operator transition; ``name`` is the :mod:`.state` function called. The statuses
+    it is offered for are :func:`.state.allowed_actions`' (:mod:`.state` decides and may
+    refuse)."""
+
+    name: str
+    label: str
+    done: str
+    #: A schedule already in this status is left as it is (reported as unchanged).
+    target: str | None = None
+    danger: bool = False
+
+
+TRANSITIONS: dict[str, Transition] = {
+    t.name: t
+    for t in (
+        Transition("enable", "Enable", "Enabled", target=Status.ACTIVE),
+        Transition("disable", "Disable", "Disabled", target=Status.PAUSED),
+        Transition("trigger", "Trigger now", "Triggered"),
+        Transition("cancel", "Cancel", "Cancelled", danger=True),
+    )
+}
+
+
+def _what_changed(t: Transition, name: str, before: str, row: Schedule) -> str:
+    if t.name == "trigger":
+        return f"{name} (runs on the next worker pass, outside its grid)"
+    change = f"{name} ({before} → {row.status}"
+    if t.name == "enable":
+        change += f", next run {fmt_utc(row.next_run_at)}"
+    return change + ")"
+
+
+def apply_transition(
+    request: HttpRequest, t: Transition, rows: Iterable[tuple[Any, str, str]]
+) -> None:
+    """Call ``state.<t.name>`` for each ``(pk, name, status before)`` and tell the user
+    what changed, what already was so, and what was refused (with the reason)."""
+    func = getattr(state, t.name)
+    changed: list[str] = []
+    unchanged: list[str] = []
+    refused: list[str] = []
+    for pk, name, before in rows:
+        try:
+            row = func(pk, **_as_admin(request))
+        except StateConflict as exc:
+            refused.append(f"{name} ({exc.reason})")
+        except Schedule.DoesNotExist:
+            refused.append(f"{name} (it no longer exists)")
+        else:
+            if t.target is not None and before == t.target:
+                unchanged.append(name)
+            else:
+                changed.append(_what_changed(t, name, before, row))
+    if changed:
+        messages.success(request, f"{t.done} {_plural(len(changed))}: {_names(changed)}.")
+    if unchanged:
+        messages.info(request, f"Already {t.target}, unchanged: {_names(unchanged)}.")
+    if refused:
+        messages.error(
+            request, f"{t.label} refused for {_plural(len(refused))}: {_names(refused)}."
+        )
+
+
+def _make_action(t: Transition) -> Any:
+    def action(modeladmin: ScheduleAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+        rows = queryset.prefetch_related(None).order_by("name").values_list("pk", "name", "status")
+        apply_transition(request, t, list(rows))
+
+    action.__name__ = t.name
+    return admin.action(permissions=["change"], description=f"{t.label} – selected schedules")(
+        action
+    )
+
+
+class _DeleteRefused(Exception):
+    def __init__(self, name: str, reason: str):
+        super().__init__(reason)
+        self.name = name
+        self.reason = reason
+
+
+@admin.action(permissions=["delete"], description="Delete selected schedules")
+def delete_selected(
+    modeladmin: ScheduleAdmin, request: HttpRequest, queryset: QuerySet
+) -> HttpResponse | None:
+    """Django's confirmation page, then :func:`.state.delete_schedule` per schedule: a
+    refused one stays, and the message says which and why (never "deleted" for it)."""
+    queryset = queryset.prefetch_related(None)
+    if not request.POST.get("post"):
+        return django_delete_selected(modeladmin, request, queryset)
+    _, _, perms_needed, protected = modeladmin.get_deleted_objects(queryset, request)
+    if perms_needed or protected:
+        return django_delete_selected(modeladmin, request, queryset)
+    deleted: list[str] = []
+    refused: list[str] = []
+    for obj in queryset.order_by("name"):
+        try:
+            # The log entry commits only with the deletion it records.
+            with transaction.atomic(using=router.db_for_write(Schedule)):
+                modeladmin.log_deletions(request, queryset.filter(pk=obj.pk))
+                state.delete_schedule(obj.pk, **_as_admin(request))
+        except StateConflict as exc:
+            refused.append(f"{obj.name} ({exc.reason})")
+        except Schedule.DoesNotExist:
+            refused.append(f"{obj.name} (it no longer exists)")
+        else:
+            deleted.append(obj.name)
+    if deleted:
+        modeladmin.message_user(
+            request, f"Deleted {_plural(len(deleted))}: {_names(deleted)}.", messages.SUCCESS
+        )
+    if refused:
+        modeladmin.message_user(
+            request,
+            f"Not deleted, {_plural(len(refused))}: {_names(refused)}.",
+            messages.ERROR,
+        )
+    return None

@@ -1,0 +1,185 @@
+"""The computed fields of the schedule admin: the list's columns (cadence, status, next run,
+last outcome, failures, the outcome strip) and the change page's read-only summary (next
+run, the next :data:`UPCOMING_COUNT` fire times, history links, lease). A base class of
+:class:`.schedules.ScheduleAdmin`.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import NoReverseMatch, reverse
+from django.utils import timezone as dj_timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from .. import timing
+from ..models import RunAttempt, RunReceipt, Schedule, Status
+from .display import (
+    _EMPTY,
+    STRIP_LENGTH,
+    _is_utc,
+    _receipt_title,
+    _when,
+    cadence,
+    fmt_utc,
+    fmt_zone,
+    outcome_label,
+    outcome_strip,
+    status_badges,
+)
+
+#: Fire times listed on a schedule's change page.
+UPCOMING_COUNT = 5
+
+
+class ScheduleColumns(admin.ModelAdmin):
+    """The list columns and change-page fields of :class:`.schedules.ScheduleAdmin`."""
+
+    def _receipt_link(self) -> str | None:
+        """A receipt change URL with ``{}`` for the id (one reverse, not one per mark)."""
+        try:
+            url = reverse(
+                "admin:durable_schedules_runreceipt_change",
+                args=["00000000-0000-0000-0000-000000000000"],
+                current_app=self.admin_site.name,
+            )
+        except NoReverseMatch:
+            return None
+        return url.replace("00000000-0000-0000-0000-000000000000", "{}")
+
+    # -- list columns ----------------------------------------------------------------------
+
+    @admin.display(description="cadence")
+    def cadence(self, obj: Schedule) -> str:
+        return cadence(obj)
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj: Schedule) -> SafeString:
+        return status_badges(obj)
+
+    @admin.display(description="next run (zone · UTC)", ordering="next_run_at")
+    def next_run(self, obj: Schedule) -> SafeString:
+        return _when(obj.next_run_at, obj.timezone, now=dj_timezone.now())
+
+    @admin.display(description="last outcome")
+    def last_outcome(self, obj: Schedule) -> SafeString | str:
+        recent = self._recent(obj)
+        if not recent:
+            return _EMPTY
+        last = recent[0]
+        return format_html(
+            '<span title="{}">{}</span>',
+            _receipt_title(last),
+            outcome_label(last.status, last.get_status_display()),
+        )
+
+    @admin.display(description="failures", ordering="failure_count")
+    def failures(self, obj: Schedule) -> SafeString:
+        return format_html(
+            '<span class="dds-failures{}" title="consecutive failed attempts">{}</span>',
+            " dds-failing" if obj.failure_count else "",
+            obj.failure_count,
+        )
+
+    @admin.display(description=f"last {STRIP_LENGTH} outcomes")
+    def outcomes(self, obj: Schedule) -> SafeString:
+        return outcome_strip(self._recent(obj), link=self._receipt_link())
+
+    def _recent(self, obj: Schedule) -> list[RunReceipt]:
+        recent = getattr(obj, "dds_recent_receipts", None)
+        if recent is None:  # outside the changelist: one query for this schedule
+            recent = list(
+                RunReceipt.objects.filter(schedule_id=obj.pk).order_by(
+                    "-finished_at", "-occurrence"
+                )[:STRIP_LENGTH]
+            )
+            # The attribute the changelist's Prefetch(to_attr=) fills; not a model field.
+            obj.dds_recent_receipts = recent  # type: ignore[attr-defined]
+        return recent
+
+    # -- change page fields ------------------------------------------------------------------
+
+    @admin.display(description="next run")
+    def next_run_detail(self, obj: Schedule) -> SafeString:
+        if obj.next_run_at is None:
+            return format_html("{} (nothing planned while {})", _EMPTY, obj.status)
+        return _when(obj.next_run_at, obj.timezone, now=dj_timezone.now())
+
+    @admin.display(description="last run")
+    def last_run_detail(self, obj: Schedule) -> SafeString:
+        return _when(obj.last_run_at, obj.timezone, now=dj_timezone.now())
+
+    @admin.display(description="lease")
+    def lease_detail(self, obj: Schedule) -> str:
+        if obj.lease_token is None:
+            return "none (not running)"
+        return f"{obj.lease_token}, expires {fmt_utc(obj.lease_expires_at)}"
+
+    @admin.display(description=f"next {UPCOMING_COUNT} fire times")
+    def upcoming_table(self, obj: Schedule) -> SafeString:
+        try:
+            times = obj.upcoming(UPCOMING_COUNT)
+        except (timing.InvalidSchedule, ValueError, TypeError) as exc:
+            return format_html('<span class="dds-note">cannot compute: {}</span>', exc)
+        note = ""
+        if obj.status != Status.ACTIVE:
+            note = format_html(
+                '<p class="dds-note">The schedule is {}: these are the times its definition '
+                "gives; none runs unless it is enabled (or triggered).</p>",
+                obj.status,
+            )
+        if not times:
+            return format_html('{}<span class="dds-note">No further fire times.</span>', note)
+        zone = obj.timezone or "UTC"
+        utc_only = _is_utc(zone)
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td>{}</tr>",
+            (
+                (
+                    i,
+                    fmt_zone(t, zone) if not utc_only else fmt_utc(t),
+                    SafeString("") if utc_only else format_html("<td>{}</td>", fmt_utc(t)),
+                )
+                for i, t in enumerate(times, 1)
+            ),
+        )
+        head = (
+            format_html("<th>#</th><th>{}</th>", "UTC")
+            if utc_only
+            else format_html("<th>#</th><th>{}</th><th>UTC</th>", zone)
+        )
+        return format_html(
+            '{}<table class="dds-upcoming"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
+            note,
+            head,
+            rows,
+        )
+
+    @admin.display(description=f"last {STRIP_LENGTH} outcomes")
+    def recent_outcomes(self, obj: Schedule) -> SafeString:
+        return outcome_strip(self._recent(obj), link=self._receipt_link(), large=True)
+
+    @admin.display(description="history")
+    def history_links(self, obj: Schedule) -> SafeString:
+        parts = []
+        for model, word in ((RunAttempt, "attempt"), (RunReceipt, "receipt")):
+            count = model.objects.filter(schedule_id=obj.pk).count()
+            label = word if count == 1 else f"{word}s"
+            try:
+                url = reverse(
+                    f"admin:durable_schedules_{model._meta.model_name}_changelist",
+                    current_app=self.admin_site.name,
+                )
+            except NoReverseMatch:
+                parts.append(format_html("{} {}", count, label))
+                continue
+            parts.append(
+                format_html('<a href="{}?schedule__exact={}">{} {}</a>', url, obj.pk, count, label)
+            )
+        return format_html(
+            "{} in all · occurrence {} · {} slots missed",
+            SafeString(" · ".join(parts)),
+            obj.occurrence,
+            obj.missed_count,
+        )

@@ -1,0 +1,206 @@
+"""How the admin shows things: instants in the schedule's zone and in UTC, outcomes (a
+coloured label, the strip of the last :data:`STRIP_LENGTH`, the legend), status badges, the
+cadence in words, the lists of names in action messages, the admin's stylesheet, and
+``_safe_reverse`` (a URL, or None where the site has no such page).
+
+Pure formatting, no queries of their own (``_attempt_outcome`` reads an attempt's receipt,
+which its callers select with the attempt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django.contrib.admin.utils import quote
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
+from django.utils.timesince import timesince, timeuntil
+
+from .. import timing
+from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule
+
+#: Outcomes in the strip of the schedule list and change page.
+STRIP_LENGTH = 20
+#: Names listed in one action message before "and N more".
+MESSAGE_NAMES = 10
+
+_CSS = {"all": ["durable_schedules/admin.css"]}
+_EMPTY = "—"
+
+
+def _zone(name: str | None) -> ZoneInfo:
+    try:
+        return ZoneInfo(name or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
+
+
+def _is_utc(name: str | None) -> bool:
+    return (name or "UTC") in ("UTC", "Etc/UTC", "Etc/UCT", "UCT", "Universal", "Zulu")
+
+
+def fmt_utc(value: datetime | None) -> str:
+    """``2027-06-01 10:00:00 UTC`` (or a dash)."""
+    if value is None:
+        return _EMPTY
+    return f"{value.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def fmt_zone(value: datetime, zone_name: str | None) -> str:
+    """``2027-06-01 12:00:00 CEST``: the instant as read in the schedule's zone."""
+    local = value.astimezone(_zone(zone_name))
+    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()}"
+
+
+def _relative(value: datetime, now: datetime) -> str:
+    if value <= now:
+        return f"{timesince(value, now)} ago" if (now - value).total_seconds() >= 60 else "now"
+    return f"in {timeuntil(value, now)}" if (value - now).total_seconds() >= 60 else "now"
+
+
+def _plural(n: int, word: str = "schedule") -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _names(items: Sequence[str]) -> str:
+    shown = "; ".join(items[:MESSAGE_NAMES])
+    if len(items) > MESSAGE_NAMES:
+        shown += f"; and {len(items) - MESSAGE_NAMES} more"
+    return shown
+
+
+def _receipt_title(receipt: RunReceipt) -> str:
+    title = f"#{receipt.occurrence} {receipt.get_status_display()} · {fmt_utc(receipt.finished_at)}"
+    if receipt.error_type or receipt.error_message:
+        error = ": ".join(p for p in (receipt.error_type, receipt.error_message) if p)
+        title += f" · {Truncator(error).chars(160)}"
+    return title
+
+
+def outcome_strip(
+    receipts: Sequence[RunReceipt],
+    *,
+    link: str | None = None,
+    length: int = STRIP_LENGTH,
+    large: bool = False,
+) -> SafeString:
+    """The last ``length`` outcomes as coloured marks, oldest left, newest right.
+
+    ``receipts`` are newest first (as fetched). Each mark has the status in its colour
+    *and* in its title (hover) and accessible label; empty slots are outlined. ``link`` is a
+    receipt change URL with ``{}`` where the receipt id goes.
+    """
+    recent = list(receipts[:length])
+    counts: dict[str, int] = {}
+    for r in recent:
+        counts[r.get_status_display()] = counts.get(r.get_status_display(), 0) + 1
+    summary = ", ".join(f"{n} {label}" for label, n in counts.items()) or "no runs yet"
+    marks = [SafeString('<span class="dds-mark dds-empty"></span>')] * (length - len(recent))
+    for r in reversed(recent):
+        title = _receipt_title(r)
+        if link:
+            marks.append(
+                format_html(
+                    '<a class="dds-mark dds-o-{}" href="{}" title="{}" aria-label="{}"></a>',
+                    r.status,
+                    link.replace("{}", quote(str(r.pk))),
+                    title,
+                    title,
+                )
+            )
+        else:
+            marks.append(
+                format_html(
+                    '<span class="dds-mark dds-o-{}" title="{}"></span>',
+                    r.status,
+                    title,
+                )
+            )
+    return format_html(
+        '<span class="dds-strip{}" aria-label="Last {} outcomes, oldest first: {}">{}</span>',
+        " dds-strip-large" if large else "",
+        len(recent),
+        summary,
+        SafeString("".join(marks)),
+    )
+
+
+def outcome_label(status: str, label: str | None = None) -> SafeString:
+    """A coloured dot and the outcome's name."""
+    return format_html(
+        '<span class="dds-outcome"><span class="dds-dot dds-o-{}"></span>{}</span>',
+        status,
+        label or ReceiptStatus(status).label,
+    )
+
+
+def status_badges(obj: Schedule) -> SafeString:
+    """The status as a coloured badge, plus "running" (lease held) and "degraded"."""
+    badges = [
+        format_html(
+            '<span class="dds-badge dds-s-{}" title="{}">{}</span>',
+            obj.status,
+            obj.pause_reason or obj.get_status_display(),
+            obj.get_status_display(),
+        )
+    ]
+    if obj.lease_token is not None:
+        badges.append(
+            format_html(
+                '<span class="dds-badge dds-s-running" title="lease held until {}">running</span>',
+                fmt_utc(obj.lease_expires_at),
+            )
+        )
+    if obj.degraded_reason:
+        badges.append(
+            format_html(
+                '<span class="dds-badge dds-s-degraded" title="{}">degraded</span>',
+                obj.degraded_reason,
+            )
+        )
+    return SafeString(" ".join(badges))
+
+
+def _when(value: datetime | None, zone_name: str | None, *, now: datetime) -> SafeString:
+    """An instant in the schedule's zone and, below it, in UTC (once if the zone is UTC)."""
+    if value is None:
+        return SafeString(_EMPTY)
+    hint = f"{zone_name or 'UTC'} · {_relative(value, now)}"
+    if _is_utc(zone_name):
+        return format_html('<span class="dds-when" title="{}">{}</span>', hint, fmt_utc(value))
+    return format_html(
+        '<span class="dds-when" title="{}">{}</span><span class="dds-utc">{}</span>',
+        hint,
+        fmt_zone(value, zone_name),
+        fmt_utc(value),
+    )
+
+
+def cadence(obj: Schedule) -> str:
+    try:
+        return timing.describe(obj.spec())
+    except (timing.InvalidSchedule, ValueError, TypeError):
+        return f"{obj.kind} schedule"
+
+
+def _attempt_outcome(obj: RunAttempt) -> SafeString | str:
+    try:
+        receipt = obj.receipt
+    except RunReceipt.DoesNotExist:
+        return SafeString('<span class="dds-outcome dds-open">open (no receipt yet)</span>')
+    return outcome_label(receipt.status)
+
+
+def _safe_reverse(name: str, current_app: str) -> str | None:
+    try:
+        return reverse(name, current_app=current_app)
+    except NoReverseMatch:
+        return None
+
+
+def _legend() -> list[SafeString]:
+    return [outcome_label(value, label) for value, label in ReceiptStatus.choices]

@@ -1,0 +1,166 @@
+"""The read-only history: :class:`RunAttemptAdmin`, :class:`RunReceiptAdmin` and
+:class:`WorkerHeartbeatAdmin`, on :class:`ReadOnlyAdmin` (no add, change or delete for
+anyone).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.utils import quote
+from django.http import HttpRequest, HttpResponse
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
+
+from ..conf import app_settings
+from ..models import RunAttempt, RunReceipt, WorkerHeartbeat
+from .display import _CSS, _EMPTY, _attempt_outcome, _safe_reverse, fmt_utc, outcome_label
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """No add, change or delete for anyone, superusers included (the database refuses
+    UPDATE and DELETE on attempts and receipts anyway). Viewing needs view permission."""
+
+    class Media:
+        css = _CSS
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def _schedule_link(admin_site: admin.AdminSite, schedule_id: Any, name: str) -> SafeString | str:
+    try:
+        url = reverse(
+            "admin:durable_schedules_schedule_change",
+            args=[quote(schedule_id)],
+            current_app=admin_site.name,
+        )
+    except NoReverseMatch:
+        return name
+    return format_html('<a href="{}">{}</a>', url, name)
+
+
+@admin.register(RunAttempt)
+class RunAttemptAdmin(ReadOnlyAdmin):
+    list_display = (
+        "schedule_link",
+        "occurrence",
+        "attempt",
+        "slot",
+        "claimed",
+        "lateness_display",
+        "worker",
+        "missed_slots",
+        "outcome",
+    )
+    list_select_related = ("receipt",)
+    list_filter = ("worker",)
+    search_fields = ("schedule_name", "idempotency_key", "=worker")
+    date_hierarchy = "claimed_at"
+
+    @admin.display(description="schedule", ordering="schedule_name")
+    def schedule_link(self, obj: RunAttempt) -> SafeString | str:
+        return _schedule_link(self.admin_site, obj.schedule_id, obj.schedule_name)
+
+    @admin.display(description="scheduled for (UTC)", ordering="scheduled_for")
+    def slot(self, obj: RunAttempt) -> str:
+        return fmt_utc(obj.scheduled_for)
+
+    @admin.display(description="claimed at (UTC)", ordering="claimed_at")
+    def claimed(self, obj: RunAttempt) -> str:
+        return fmt_utc(obj.claimed_at)
+
+    @admin.display(description="late")
+    def lateness_display(self, obj: RunAttempt) -> str:
+        return f"{obj.lateness:.0f} s"
+
+    @admin.display(description="outcome")
+    def outcome(self, obj: RunAttempt) -> SafeString | str:
+        return _attempt_outcome(obj)
+
+
+@admin.register(RunReceipt)
+class RunReceiptAdmin(ReadOnlyAdmin):
+    list_display = (
+        "schedule_link",
+        "occurrence",
+        "outcome",
+        "finished",
+        "error",
+        "failure_count_after",
+        "next_run",
+    )
+    list_select_related = ("attempt",)
+    list_filter = ("status",)
+    search_fields = ("attempt__schedule_name", "error_type", "error_message")
+    date_hierarchy = "finished_at"
+
+    @admin.display(description="schedule", ordering="attempt__schedule_name")
+    def schedule_link(self, obj: RunReceipt) -> SafeString | str:
+        return _schedule_link(self.admin_site, obj.schedule_id, obj.attempt.schedule_name)
+
+    @admin.display(description="outcome", ordering="status")
+    def outcome(self, obj: RunReceipt) -> SafeString:
+        return outcome_label(obj.status)
+
+    @admin.display(description="finished at (UTC)", ordering="finished_at")
+    def finished(self, obj: RunReceipt) -> str:
+        return fmt_utc(obj.finished_at)
+
+    @admin.display(description="error")
+    def error(self, obj: RunReceipt) -> str:
+        text = ": ".join(p for p in (obj.error_type, obj.error_message) if p)
+        return Truncator(text).chars(120) if text else _EMPTY
+
+    @admin.display(description="next run (UTC)", ordering="next_run_at")
+    def next_run(self, obj: RunReceipt) -> str:
+        return fmt_utc(obj.next_run_at)
+
+
+@admin.register(WorkerHeartbeat)
+class WorkerHeartbeatAdmin(ReadOnlyAdmin):
+    list_display = (
+        "worker_id",
+        "hostname",
+        "pid",
+        "last_seen",
+        "in_flight",
+        "runs_finished",
+        "skew",
+        "stopped",
+    )
+    change_list_template = "durable_schedules/admin/change_list.html"
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        context = {
+            "dds_health_url": _safe_reverse(
+                "admin:durable_schedules_schedule_health", self.admin_site.name
+            ),
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, extra_context=context)
+
+    @admin.display(description="last seen (UTC)", ordering="last_seen_at")
+    def last_seen(self, obj: WorkerHeartbeat) -> str:
+        return fmt_utc(obj.last_seen_at)
+
+    @admin.display(description="stopped at (UTC)", ordering="stopped_at")
+    def stopped(self, obj: WorkerHeartbeat) -> str:
+        return fmt_utc(obj.stopped_at)
+
+    @admin.display(description="clock skew", ordering="clock_skew_seconds")
+    def skew(self, obj: WorkerHeartbeat) -> SafeString:
+        return format_html(
+            '<span class="{}">{} s</span>',
+            "dds-bad" if abs(obj.clock_skew_seconds) > app_settings.SKEW_WARN_SECONDS else "",
+            f"{obj.clock_skew_seconds:+.3f}",
+        )

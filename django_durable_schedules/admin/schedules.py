@@ -1,0 +1,167 @@
+"""The schedule admin, :class:`ScheduleAdmin`: its list and change pages, and the writes,
+each through :mod:`..state` (add and edit the definition, delete). Its columns and fields
+are in :mod:`.columns`, its own views (health page, transition buttons) in :mod:`.views`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+
+from .. import state
+from ..exceptions import StateConflict
+from ..models import Schedule
+from .actions import TRANSITIONS, _as_admin, _DeleteRefused, _make_action, delete_selected
+from .changelist import ScheduleChangeList
+from .display import _CSS, _legend, _names
+from .filters import DegradedFilter, FailingFilter, RunningFilter
+from .forms import (
+    DEFINITION_FIELDS,
+    DEFINITION_LAYOUT,
+    INPUT_FIELDS,
+    POLICY_FIELDS,
+    STATE_FIELDS,
+    SUMMARY_FIELDS,
+    ScheduleForm,
+)
+from .inlines import AttemptInline, ReceiptInline
+from .views import ScheduleViews
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(ScheduleViews):
+    form = ScheduleForm
+    list_display = (
+        "name",
+        "kind",
+        "cadence",
+        "status_badge",
+        "next_run",
+        "last_outcome",
+        "failures",
+        "outcomes",
+    )
+    list_display_links = ("name",)
+    list_filter = ("status", "kind", DegradedFilter, FailingFilter, RunningFilter)
+    search_fields = ("name", "callback")
+    search_help_text = "Search by schedule name or callback name."
+    raw_id_fields = ("owner",)
+    inlines = (ReceiptInline, AttemptInline)
+    actions = [_make_action(t) for t in TRANSITIONS.values()] + [delete_selected]
+    change_list_template = "durable_schedules/admin/change_list.html"
+    change_form_template = "durable_schedules/admin/schedule_change_form.html"
+
+    class Media:
+        css = _CSS
+
+    # -- page structure ------------------------------------------------------------------
+
+    def get_fieldsets(self, request: HttpRequest, obj: Schedule | None = None) -> list[Any]:
+        fieldsets: list[Any] = [
+            ("Definition", {"fields": DEFINITION_LAYOUT}),
+            ("Input and owner", {"fields": INPUT_FIELDS}),
+            ("Policies", {"fields": POLICY_FIELDS, "classes": ["collapse"]}),
+        ]
+        if obj is not None:
+            fieldsets.insert(0, ("Now", {"fields": SUMMARY_FIELDS}))
+            fieldsets.append(("Run state", {"fields": STATE_FIELDS, "classes": ["collapse"]}))
+        return fieldsets
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
+        fields = DEFINITION_FIELDS + INPUT_FIELDS + POLICY_FIELDS
+        not_editable = tuple(f for f in fields if f not in state.EDITABLE_FIELDS)
+        return SUMMARY_FIELDS + STATE_FIELDS + not_editable
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return ScheduleChangeList
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        context = {
+            "dds_health_url": self._url("health"),
+            "dds_legend": _legend(),
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, extra_context=context)
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Schedule | None = None,
+    ) -> HttpResponse:
+        context["dds_health_url"] = self._url("health")
+        context["dds_legend"] = _legend()
+        if obj is not None and self.has_change_permission(request, obj):
+            allowed = state.allowed_actions(obj)
+            context["dds_transitions"] = [
+                {
+                    "label": t.label,
+                    "url": self._url("transition", quote(obj.pk), t.name),
+                    "danger": t.danger,
+                    "name": t.name,
+                }
+                for t in TRANSITIONS.values()
+                if t.name in allowed
+            ]
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    # -- writes: state.create_schedule/update_schedule for the definition, state for the rest ----------------------
+
+    def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
+        editable = [f for f in form.fields if f in state.EDITABLE_FIELDS]
+        if change:
+            changes = {f: getattr(obj, f) for f in form.changed_data if f in editable}
+            row = state.update_schedule(obj.pk, **changes, **_as_admin(request))
+        else:
+            fields = {f: getattr(obj, f) for f in editable}
+            row = state.create_schedule(**fields, **_as_admin(request))
+        for f in Schedule._meta.concrete_fields:
+            setattr(obj, f.attname, getattr(row, f.attname))
+        obj._state.adding = False
+        obj._state.db = row._state.db
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        # The inlines are read-only history: never written (the database refuses anyway);
+        # save(commit=False) only fills in what the change message reads.
+        form.save_m2m()
+        for formset in formsets:
+            formset.save(commit=False)
+
+    def delete_model(self, request: HttpRequest, obj: Schedule) -> None:
+        try:
+            state.delete_schedule(obj.pk, **_as_admin(request))
+        except StateConflict as exc:
+            raise _DeleteRefused(obj.name, exc.reason) from exc
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        """Not used by this admin's pages (its ``delete_selected`` action deletes one by one
+        and reports refusals itself); kept safe for code that calls it."""
+        refused = []
+        for obj in queryset.prefetch_related(None):
+            try:
+                state.delete_schedule(obj.pk, **_as_admin(request))
+            except StateConflict as exc:
+                refused.append(f"{obj.name} ({exc.reason})")
+        if refused:
+            self.message_user(request, f"Not deleted: {_names(refused)}.", messages.ERROR)
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: Any = None
+    ) -> HttpResponse:
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except _DeleteRefused as exc:
+            # delete_view's transaction rolled back, with it the "deleted" log entry.
+            self.message_user(
+                request, f"The schedule “{exc.name}” was not deleted: {exc.reason}.", messages.ERROR
+            )
+            url = self._url("change", quote(unquote(object_id))) or "../"
+            return HttpResponseRedirect(url)

@@ -1,0 +1,199 @@
+"""The schedule admin's own views and their URLs: the health page
+(``<admin>/durable_schedules/schedule/health/``, :func:`..health.snapshot` rendered) and the
+change page's transition buttons (``<id>/transition/<name>/``). A base class of
+:class:`.schedules.ScheduleAdmin`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.admin.utils import quote, unquote
+from django.core.exceptions import PermissionDenied
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
+from django.template.response import TemplateResponse
+from django.urls import NoReverseMatch, path, reverse
+from django.utils.text import Truncator
+from django.utils.translation import gettext
+
+from ..conf import app_settings
+from ..health import snapshot
+from ..models import Schedule, Status
+from .actions import TRANSITIONS, apply_transition
+from .changelist import _recent_receipts
+from .columns import ScheduleColumns
+from .display import _safe_reverse, cadence, fmt_utc, outcome_strip, status_badges
+
+#: Failing or degraded schedules listed on the health page (the rest: a filtered list).
+HEALTH_LIST_LIMIT = 50
+
+
+class ScheduleViews(ScheduleColumns):
+    """The health page and the transition buttons of :class:`.schedules.ScheduleAdmin`."""
+
+    def get_urls(self) -> list[Any]:
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "health/",
+                self.admin_site.admin_view(self.health_view),
+                name="{}_{}_health".format(*info),
+            ),
+            path(
+                "<path:object_id>/transition/<str:transition>/",
+                self.admin_site.admin_view(self.transition_view),
+                name="{}_{}_transition".format(*info),
+            ),
+            *super().get_urls(),
+        ]
+
+    def _url(self, name: str, *args: Any) -> str | None:
+        info = self.opts.app_label, self.opts.model_name
+        try:
+            return reverse(
+                f"admin:{info[0]}_{info[1]}_{name}",
+                args=args,
+                current_app=self.admin_site.name,
+            )
+        except NoReverseMatch:
+            return None
+
+    def _does_not_exist_redirect(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """What Django's change view does for a missing object (its private
+        ``_get_obj_does_not_exist_redirect``): a warning and a redirect to the admin index."""
+        msg = gettext("%(name)s with ID “%(key)s” doesn’t exist. Perhaps it was deleted?") % {
+            "name": self.opts.verbose_name,
+            "key": unquote(object_id),
+        }
+        self.message_user(request, msg, messages.WARNING)
+        return HttpResponseRedirect(reverse("admin:index", current_app=self.admin_site.name))
+
+    def transition_view(
+        self, request: HttpRequest, object_id: str, transition: str
+    ) -> HttpResponse:
+        """POST ``<id>/transition/<enable|disable|trigger|cancel>/``: the change page's buttons."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        t = TRANSITIONS.get(transition)
+        if t is None:
+            raise Http404(f"no transition {transition!r}")
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            return self._does_not_exist_redirect(request, object_id)
+        if not self.has_change_permission(request, obj):
+            raise PermissionDenied
+        apply_transition(request, t, [(obj.pk, obj.name, obj.status)])
+        return HttpResponseRedirect(self._url("change", quote(obj.pk)) or "../")
+
+    # -- health ----------------------------------------------------------------------------
+
+    def health_view(self, request: HttpRequest) -> HttpResponse:
+        """The health snapshot, live workers, failing and degraded schedules (staff with
+        view permission on schedules)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        health = snapshot()
+        changelist = self._url("changelist") or ""
+        skew_warn = app_settings.SKEW_WARN_SECONDS
+        workers = [
+            {
+                **w,
+                "last_seen": fmt_utc(w["last_seen_at"]),
+                "age": max(0.0, (health.checked_at - w["last_seen_at"]).total_seconds()),
+                "started": fmt_utc(w["started_at"]),
+                "skewed": abs(w["clock_skew_seconds"]) > skew_warn,
+            }
+            for w in health.workers
+        ]
+        failing_qs = (
+            Schedule.objects.failing()
+            .order_by("-failure_count", "name")
+            .prefetch_related(_recent_receipts())
+        )
+        degraded_qs = (
+            Schedule.objects.degraded().order_by("name").prefetch_related(_recent_receipts())
+        )
+        link = self._receipt_link()
+        counts = [
+            *(
+                _count(
+                    f"{status} schedules",
+                    health.schedules.get(status, 0),
+                    f"{changelist}?status__exact={status}",
+                    "bad" if status == Status.FAILED and health.schedules.get(status) else "",
+                )
+                for status in Status.values
+            ),
+            _count("due now", health.due),
+            _count("overdue", health.overdue, tone="bad" if health.overdue else ""),
+            _count(
+                "degraded",
+                health.degraded,
+                f"{changelist}?degraded=yes",
+                "bad" if health.degraded else "",
+            ),
+            _count(
+                "failing",
+                health.failing,
+                f"{changelist}?failing=yes",
+                "warn" if health.failing else "",
+            ),
+            _count("live leases", health.live_leases, f"{changelist}?running=yes"),
+            _count(
+                "expired leases", health.expired_leases, tone="bad" if health.expired_leases else ""
+            ),
+            _count("open attempts", health.open_attempts),
+            _count("missed slots (total)", health.missed_slots),
+            _count("live workers", health.live_workers, tone="" if health.live_workers else "warn"),
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Scheduler health",
+            "opts": self.opts,
+            "media": self.media,
+            "health": health,
+            "checked_at": fmt_utc(health.checked_at),
+            "counts": counts,
+            "workers": workers,
+            "stale_after": app_settings.WORKER_STALE_SECONDS,
+            "skew_warn": skew_warn,
+            "failing": [self._health_row(s, link) for s in failing_qs[:HEALTH_LIST_LIMIT]],
+            "failing_more": max(0, health.failing - HEALTH_LIST_LIMIT),
+            "degraded": [self._health_row(s, link) for s in degraded_qs[:HEALTH_LIST_LIMIT]],
+            "degraded_more": max(0, health.degraded - HEALTH_LIST_LIMIT),
+            "changelist_url": changelist,
+            "heartbeats_url": _safe_reverse(
+                "admin:durable_schedules_workerheartbeat_changelist", self.admin_site.name
+            ),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "durable_schedules/admin/health.html", context)
+
+    def _health_row(self, obj: Schedule, link: str | None) -> dict[str, Any]:
+        recent = self._recent(obj)
+        last_error = next((r for r in recent if r.error_type or r.error_message), None)
+        return {
+            "schedule": obj,
+            "url": self._url("change", quote(obj.pk)),
+            "status": status_badges(obj),
+            "cadence": cadence(obj),
+            "strip": outcome_strip(recent, link=link),
+            "last_error": (
+                Truncator(
+                    ": ".join(p for p in (last_error.error_type, last_error.error_message) if p)
+                ).chars(200)
+                if last_error
+                else ""
+            ),
+        }
+
+
+def _count(label: str, value: int, url: str | None = None, tone: str = "") -> dict[str, Any]:
+    return {"label": label, "value": value, "url": url, "tone": tone}
