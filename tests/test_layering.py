@@ -27,7 +27,14 @@ TRANSACTION_EXCEPTIONS = {
     ("admin/actions.py", "delete_selected"),
 }
 
-PURE = ("state/values.py", "state/bounds.py", "state/rules.py", "state/outcomes.py", "timing.py")
+PURE = (
+    "state/values.py",
+    "state/bounds.py",
+    "state/rules.py",
+    "state/outcomes.py",
+    "timing.py",
+    "limits.py",
+)
 
 THIN = ("admin/", "api/", "management/commands/")
 RUN_STATE = frozenset(
@@ -52,7 +59,7 @@ WRITING_CALLS = frozenset(
 
 MAX_LINES = 500
 #: Over the limit today, to be split (not by this test).
-TOO_LONG = {"timing.py", "models.py", "worker.py", "api/serializers.py"}
+TOO_LONG = {"timing.py", "worker.py", "api/serializers.py"}
 
 
 def modules() -> list[tuple[str, ast.Module]]:

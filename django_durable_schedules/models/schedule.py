@@ -1,8 +1,5 @@
-"""Models: schedules, their append-only run attempts and receipts, worker heartbeats.
-
-Invariants live in ``Meta.constraints`` (the database enforces them); transitions live in
-:mod:`django_durable_schedules.state`. Attempts and receipts are append-only: triggers
-installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.guards`).
+"""``Schedule``: the definition of when and what to run, and its run state (written only
+by :mod:`..state`); normalisation, validation and fingerprinting of the definition.
 """
 
 from __future__ import annotations
@@ -14,61 +11,14 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
 from django.db import models, router
 from django.db.models import Q
 from django.utils import timezone as dj_timezone
 
-from . import timing
-from .limits import DURATION_BOUNDS
-from .registry import NAME_RE
-
-
-class Kind(models.TextChoices):
-    INTERVAL = "interval", "interval"
-    CRON = "cron", "cron"
-    ONCE = "once", "once"
-
-
-class Status(models.TextChoices):
-    ACTIVE = "active", "active"
-    PAUSED = "paused", "paused"
-    COMPLETED = "completed", "completed"
-    CANCELLED = "cancelled", "cancelled"
-    FAILED = "failed", "failed"
-
-
-class ReceiptStatus(models.TextChoices):
-    SUCCEEDED = "succeeded", "succeeded"
-    ENQUEUED = "enqueued", "enqueued"
-    SKIPPED = "skipped", "skipped"
-    FAILED = "failed", "failed"
-    DEGRADED = "degraded", "degraded"
-    LEASE_EXPIRED = "lease_expired", "lease expired"
-    LEASE_LOST = "lease_lost", "lease lost"
-    RELEASED = "released", "released"
-    MISSED = "missed", "missed"
-
-
-#: Receipt statuses that finish an occurrence successfully: the callback returned
-#: (``succeeded``) or its task was handed to an execution engine (``enqueued``).
-SUCCESS_STATUSES = (ReceiptStatus.SUCCEEDED, ReceiptStatus.ENQUEUED)
-
-
-class MisfirePolicy(models.TextChoices):
-    COALESCE = "coalesce", "coalesce missed slots into one late run"
-    SKIP = "skip", "skip missed slots"
-
-
-name_validator = RegexValidator(
-    NAME_RE, "1-128 of letters, digits, '_', '.', ':' or '-', starting with a letter or digit."
-)
-
-#: Fields that define *when* a schedule fires; a change to any of them is an edit.
-DEFINITION_FIELDS = ("kind", "interval_seconds", "cron", "timezone", "run_at", "start_at", "end_at")
-#: Schedule instants: stored as whole UTC seconds.
-INSTANT_FIELDS = ("run_at", "start_at", "end_at", "next_run_at")
-
+from .. import timing
+from ..limits import DURATION_BOUNDS
+from .choices import DEFINITION_FIELDS, INSTANT_FIELDS, Kind, MisfirePolicy, Status, name_validator
+from .queries import ScheduleQuerySet
 
 METADATA_MAX_KEYS = 50
 METADATA_MAX_VALUE_CHARS = 500
@@ -93,98 +43,6 @@ def _metadata_errors(metadata: Any) -> dict[str, list[str]]:
             elif isinstance(value, str) and len(value) > METADATA_MAX_VALUE_CHARS:
                 problems.append(f"{key!r}: at most {METADATA_MAX_VALUE_CHARS} characters.")
     return {"metadata": problems} if problems else {}
-
-
-class ScheduleQuerySet(models.QuerySet["Schedule"]):
-    """The named predicates on schedules, one definition each, used by the state machine,
-    health, the admin and the API (``Schedule.objects.claimable(now)``). Each has a ``*_q``
-    twin returning the ``Q`` object, for aggregates (``Count("id", filter=...)``).
-    ``now`` is an aware UTC datetime, or an SQL expression of the database clock."""
-
-    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[Schedule]:
-        """``QuerySet.bulk_create`` that prepares new rows as ``save()`` does, with one read
-        of the database clock for the whole batch: instants normalised, a missing
-        ``created_at`` set to the database clock's time, a missing ``definition_hash``
-        computed, and an active row without ``next_run_at`` planned to its first slot.
-        Values given explicitly are kept (a bench may seed ``next_run_at``). Durations are
-        not validated here (as with ``update()``, the engine bounds them when used)."""
-        objs = list(objs)
-        if any(obj.created_at is None or not obj.definition_hash for obj in objs):
-            from .db import clock
-            from .state.rules import plan_next
-
-            db_time = clock.db_now(self._db or router.db_for_write(self.model))
-            now = timing.truncate_to_second(db_time)
-            for obj in objs:
-                obj._normalize()
-                if obj.created_at is None:
-                    obj.created_at = db_time
-                if not obj.definition_hash:
-                    obj.definition_hash = obj.compute_definition_hash()
-                    if obj.status == Status.ACTIVE and obj.next_run_at is None:
-                        obj.next_run_at = plan_next(obj, now, first=True)
-        return super().bulk_create(objs, *args, **kwargs)
-
-    @staticmethod
-    def runnable_q() -> Q:
-        """Rows a worker may run when due: active ones, and paused ones that were
-        triggered (a paused schedule runs only when triggered, however it was paused)."""
-        return Q(status=Status.ACTIVE) | Q(status=Status.PAUSED, triggered_at__isnull=False)
-
-    @classmethod
-    def claimable_q(cls, now: Any) -> Q:
-        """Runnable, unleased and due: ``next_run_at <= now``."""
-        return cls.runnable_q() & Q(lease_token__isnull=True, next_run_at__lte=now)
-
-    def claimable(self, now: Any) -> ScheduleQuerySet:
-        """What a claim may take at ``now`` (see :meth:`claimable_q`)."""
-        return self.filter(self.claimable_q(now))
-
-    def waiting(self) -> ScheduleQuerySet:
-        """Runnable, unleased rows with a next run: what an idle worker waits for."""
-        return self.filter(self.runnable_q(), lease_token__isnull=True, next_run_at__isnull=False)
-
-    @staticmethod
-    def failing_q() -> Q:
-        """Consecutive failed attempts on a schedule that still runs (active or paused); a
-        terminally ``failed`` schedule is counted by its status instead."""
-        return Q(failure_count__gt=0, status__in=(Status.ACTIVE, Status.PAUSED))
-
-    def failing(self) -> ScheduleQuerySet:
-        """See :meth:`failing_q`."""
-        return self.filter(self.failing_q())
-
-    @staticmethod
-    def degraded_q() -> Q:
-        """Paused by the engine because it could not run or evaluate it (a reason is set)."""
-        return ~Q(degraded_reason="")
-
-    def degraded(self) -> ScheduleQuerySet:
-        """See :meth:`degraded_q`."""
-        return self.filter(self.degraded_q())
-
-    @staticmethod
-    def leased_q() -> Q:
-        """A worker holds (or held, until recovery) the current attempt's lease."""
-        return Q(lease_token__isnull=False)
-
-    def leased(self) -> ScheduleQuerySet:
-        """See :meth:`leased_q`."""
-        return self.filter(self.leased_q())
-
-    @staticmethod
-    def lease_live_q(now: Any) -> Q:
-        """A lease that has not expired at ``now``."""
-        return Q(lease_expires_at__gt=now)
-
-    @staticmethod
-    def lease_expired_q(now: Any) -> Q:
-        """A lease that expired at or before ``now`` and was not recovered yet."""
-        return Q(lease_expires_at__lte=now)
-
-    def lease_expired(self, now: Any) -> ScheduleQuerySet:
-        """See :meth:`lease_expired_q`."""
-        return self.filter(self.lease_expired_q(now))
 
 
 def _default_timezone() -> str:
@@ -374,8 +232,8 @@ class Schedule(models.Model):
             raise ValidationError(bound_errors)
         new_hash = self.compute_definition_hash()
         if self.definition_hash != new_hash or self.created_at is None:
-            from .db import clock
-            from .state.rules import plan_next
+            from ..db import clock
+            from ..state.rules import plan_next
 
             using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
             db_time = clock.db_now(using)
@@ -417,7 +275,7 @@ class Schedule(models.Model):
         if errors:
             raise ValidationError(errors)
         self._normalize()
-        from .registry import registry
+        from ..registry import registry
 
         if self.callback and self.callback not in registry:
             errors.setdefault("callback", []).append(
@@ -504,175 +362,3 @@ class Schedule(models.Model):
         self._normalize()
         after = timing.require_aware(after, "after") if after else dj_timezone.now()
         return timing.upcoming(self.spec(), after, count)
-
-
-class RunAttempt(models.Model):
-    """One claim of one occurrence by one worker (append-only).
-
-    ``lease_expires_at`` is the lease as first granted; renewals extend the schedule's
-    lease, not this row. ``missed_slots`` counts slots passed over before this attempt
-    (downtime coalescing or overlap). The schedule foreign key has no database constraint
-    on purpose: the audit trail outlives a deleted schedule.
-    """
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    schedule = models.ForeignKey(
-        Schedule, on_delete=models.DO_NOTHING, db_constraint=False, related_name="attempts"
-    )
-    schedule_name = models.CharField(max_length=128)
-    occurrence = models.PositiveIntegerField()
-    attempt = models.PositiveIntegerField()
-    scheduled_for = models.DateTimeField()
-    claimed_at = models.DateTimeField()
-    lease_token = models.UUIDField(unique=True)
-    lease_expires_at = models.DateTimeField()
-    worker = models.CharField(max_length=200)
-    idempotency_key = models.CharField(max_length=200)
-    missed_slots = models.PositiveBigIntegerField(default=0)
-
-    class Meta:
-        ordering = ["-claimed_at"]
-        indexes = [models.Index(fields=["claimed_at"], name="dds_attempt_claimed_idx")]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["schedule", "occurrence", "attempt"],
-                name="dds_attempt_unique_per_occurrence",
-            ),
-            models.CheckConstraint(condition=Q(attempt__gte=1), name="dds_attempt_number_positive"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.schedule_name} #{self.occurrence}.{self.attempt}"
-
-    @property
-    def lateness(self) -> float:
-        """Seconds between the slot and the claim."""
-        return (self.claimed_at - self.scheduled_for).total_seconds()
-
-
-class RunReceipt(models.Model):
-    """The one outcome of one attempt (append-only).
-
-    ``succeeded_occurrence`` equals ``occurrence`` for a success (``succeeded``, or
-    ``enqueued``: handed to an execution engine) and is NULL otherwise; the
-    unique constraint on ``(schedule, succeeded_occurrence)`` makes a second success of the
-    same occurrence impossible on every backend.
-    """
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    attempt = models.OneToOneField(RunAttempt, on_delete=models.DO_NOTHING, related_name="receipt")
-    schedule = models.ForeignKey(
-        Schedule, on_delete=models.DO_NOTHING, db_constraint=False, related_name="receipts"
-    )
-    occurrence = models.PositiveIntegerField()
-    succeeded_occurrence = models.PositiveIntegerField(null=True, blank=True, editable=False)
-    status = models.CharField(max_length=16, choices=ReceiptStatus.choices)
-    finished_at = models.DateTimeField()
-    result = models.JSONField(null=True, blank=True)
-    error_type = models.CharField(max_length=200, blank=True, default="")
-    error_message = models.TextField(blank=True, default="")
-    failure_count_after = models.PositiveIntegerField(default=0)
-    next_run_at = models.DateTimeField(null=True, blank=True)
-    slots_skipped = models.PositiveBigIntegerField(
-        default=0, help_text="Slots that came due while this attempt ran, skipped (overlap)."
-    )
-
-    class Meta:
-        ordering = ["-finished_at"]
-        indexes = [
-            models.Index(fields=["schedule", "finished_at"], name="dds_receipt_sched_idx"),
-            models.Index(fields=["finished_at"], name="dds_receipt_finished_idx"),
-        ]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(status__in=ReceiptStatus.values), name="dds_receipt_status_valid"
-            ),
-            models.UniqueConstraint(
-                fields=["schedule", "succeeded_occurrence"],
-                name="dds_receipt_one_success_per_occurrence",
-            ),
-            models.CheckConstraint(
-                condition=Q(
-                    status__in=SUCCESS_STATUSES,
-                    succeeded_occurrence__isnull=False,  # NULL = occurrence would pass a CHECK
-                    succeeded_occurrence=models.F("occurrence"),
-                )
-                | (~Q(status__in=SUCCESS_STATUSES) & Q(succeeded_occurrence__isnull=True)),
-                name="dds_receipt_success_key",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.status} #{self.occurrence}"
-
-
-class WorkerHeartbeat(models.Model):
-    """One row per ``run_scheduler`` process, refreshed while it runs (for health)."""
-
-    worker_id = models.CharField(max_length=200, primary_key=True)
-    hostname = models.CharField(max_length=200, blank=True, default="")
-    pid = models.PositiveIntegerField(default=0)
-    started_at = models.DateTimeField()
-    last_seen_at = models.DateTimeField()
-    stopped_at = models.DateTimeField(null=True, blank=True)
-    in_flight = models.PositiveIntegerField(default=0)
-    runs_finished = models.PositiveBigIntegerField(default=0)
-    clock_skew_seconds = models.FloatField(
-        default=0.0, help_text="Host clock minus database clock."
-    )
-
-    class Meta:
-        ordering = ["-last_seen_at"]
-
-    def __str__(self) -> str:
-        return self.worker_id
-
-
-class EventAction(models.TextChoices):
-    CREATED = "created", "created"
-    EDITED = "edited", "edited"
-    ENABLED = "enabled", "enabled"
-    DISABLED = "disabled", "disabled"
-    CANCELLED = "cancelled", "cancelled"
-    TRIGGERED = "triggered", "triggered"
-    DELETED = "deleted", "deleted"
-
-
-class ScheduleEvent(models.Model):
-    """One control action on a schedule (append-only, guarded like receipts): who did what,
-    when (database clock), from where, and which fields changed (``{field: [old, new]}``).
-
-    Foreign keys carry no database constraint: the trail outlives deleted schedules and
-    users (``actor_repr`` keeps who it was).
-    """
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    schedule = models.ForeignKey(
-        Schedule, on_delete=models.DO_NOTHING, db_constraint=False, related_name="events"
-    )
-    schedule_name = models.CharField(max_length=128)
-    action = models.CharField(max_length=16, choices=EventAction.choices)
-    at = models.DateTimeField()
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.DO_NOTHING,
-        db_constraint=False,
-        related_name="+",
-    )
-    actor_repr = models.CharField(max_length=200, blank=True, default="")
-    source = models.CharField(max_length=32, help_text="api, admin, command, code or worker.")
-    changes = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["-at"]
-        indexes = [models.Index(fields=["schedule", "at"], name="dds_event_sched_idx")]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(action__in=EventAction.values), name="dds_event_action_valid"
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.schedule_name} {self.action} by {self.actor_repr or self.source}"

@@ -1,0 +1,57 @@
+"""Models: schedules, their append-only run attempts and receipts, the audit trail and
+worker heartbeats.
+
+Invariants live in ``Meta.constraints`` (the database enforces them); transitions live in
+:mod:`django_durable_schedules.state`. Attempts, receipts and events are append-only:
+triggers installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.guards`).
+
+* :mod:`.choices`: the enumerations and the field groups of a definition;
+* :mod:`.queries`: ``ScheduleQuerySet``, the named predicates;
+* :mod:`.schedule`: ``Schedule``;
+* :mod:`.runs`: ``RunAttempt`` and ``RunReceipt``;
+* :mod:`.events`: ``ScheduleEvent`` and ``WorkerHeartbeat``.
+"""
+
+from .choices import (
+    DEFINITION_FIELDS,
+    INSTANT_FIELDS,
+    SUCCESS_STATUSES,
+    EventAction,
+    Kind,
+    MisfirePolicy,
+    ReceiptStatus,
+    Status,
+    name_validator,
+)
+from .events import ScheduleEvent, WorkerHeartbeat
+from .queries import ScheduleQuerySet
+from .runs import RunAttempt, RunReceipt
+from .schedule import (
+    METADATA_MAX_KEYS,
+    METADATA_MAX_VALUE_CHARS,
+    Schedule,
+    _default_timezone,
+    _metadata_errors,
+)
+
+__all__ = [
+    "DEFINITION_FIELDS",
+    "INSTANT_FIELDS",
+    "METADATA_MAX_KEYS",
+    "METADATA_MAX_VALUE_CHARS",
+    "SUCCESS_STATUSES",
+    "EventAction",
+    "Kind",
+    "MisfirePolicy",
+    "ReceiptStatus",
+    "RunAttempt",
+    "RunReceipt",
+    "Schedule",
+    "ScheduleEvent",
+    "ScheduleQuerySet",
+    "Status",
+    "WorkerHeartbeat",
+    "_default_timezone",
+    "_metadata_errors",
+    "name_validator",
+]

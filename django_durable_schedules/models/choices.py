@@ -1,0 +1,66 @@
+"""The enumerations of the models (kinds, statuses, receipt statuses, misfire policies,
+audit actions) and the field groups that define a schedule.
+"""
+
+from __future__ import annotations
+
+from django.core.validators import RegexValidator
+from django.db import models
+
+from ..registry import NAME_RE
+
+
+class Kind(models.TextChoices):
+    INTERVAL = "interval", "interval"
+    CRON = "cron", "cron"
+    ONCE = "once", "once"
+
+
+class Status(models.TextChoices):
+    ACTIVE = "active", "active"
+    PAUSED = "paused", "paused"
+    COMPLETED = "completed", "completed"
+    CANCELLED = "cancelled", "cancelled"
+    FAILED = "failed", "failed"
+
+
+class ReceiptStatus(models.TextChoices):
+    SUCCEEDED = "succeeded", "succeeded"
+    ENQUEUED = "enqueued", "enqueued"
+    SKIPPED = "skipped", "skipped"
+    FAILED = "failed", "failed"
+    DEGRADED = "degraded", "degraded"
+    LEASE_EXPIRED = "lease_expired", "lease expired"
+    LEASE_LOST = "lease_lost", "lease lost"
+    RELEASED = "released", "released"
+    MISSED = "missed", "missed"
+
+
+#: Receipt statuses that finish an occurrence successfully: the callback returned
+#: (``succeeded``) or its task was handed to an execution engine (``enqueued``).
+SUCCESS_STATUSES = (ReceiptStatus.SUCCEEDED, ReceiptStatus.ENQUEUED)
+
+
+class MisfirePolicy(models.TextChoices):
+    COALESCE = "coalesce", "coalesce missed slots into one late run"
+    SKIP = "skip", "skip missed slots"
+
+
+class EventAction(models.TextChoices):
+    CREATED = "created", "created"
+    EDITED = "edited", "edited"
+    ENABLED = "enabled", "enabled"
+    DISABLED = "disabled", "disabled"
+    CANCELLED = "cancelled", "cancelled"
+    TRIGGERED = "triggered", "triggered"
+    DELETED = "deleted", "deleted"
+
+
+name_validator = RegexValidator(
+    NAME_RE, "1-128 of letters, digits, '_', '.', ':' or '-', starting with a letter or digit."
+)
+
+#: Fields that define *when* a schedule fires; a change to any of them is an edit.
+DEFINITION_FIELDS = ("kind", "interval_seconds", "cron", "timezone", "run_at", "start_at", "end_at")
+#: Schedule instants: stored as whole UTC seconds.
+INSTANT_FIELDS = ("run_at", "start_at", "end_at", "next_run_at")

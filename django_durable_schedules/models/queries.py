@@ -1,0 +1,108 @@
+"""``ScheduleQuerySet``: the named predicates on schedules (claimable, due, waiting,
+failing, degraded, leased, lease expired), one definition each.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.db import models, router
+from django.db.models import Q
+
+from .. import timing
+from .choices import Status
+
+if TYPE_CHECKING:
+    from .schedule import Schedule
+
+
+class ScheduleQuerySet(models.QuerySet["Schedule"]):
+    """The named predicates on schedules, one definition each, used by the state machine,
+    health, the admin and the API (``Schedule.objects.claimable(now)``). Each has a ``*_q``
+    twin returning the ``Q`` object, for aggregates (``Count("id", filter=...)``).
+    ``now`` is an aware UTC datetime, or an SQL expression of the database clock."""
+
+    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[Schedule]:
+        """``QuerySet.bulk_create`` that prepares new rows as ``save()`` does, with one read
+        of the database clock for the whole batch: instants normalised, a missing
+        ``created_at`` set to the database clock's time, a missing ``definition_hash``
+        computed, and an active row without ``next_run_at`` planned to its first slot.
+        Values given explicitly are kept (a bench may seed ``next_run_at``). Durations are
+        not validated here (as with ``update()``, the engine bounds them when used)."""
+        objs = list(objs)
+        if any(obj.created_at is None or not obj.definition_hash for obj in objs):
+            from ..db import clock
+            from ..state.rules import plan_next
+
+            db_time = clock.db_now(self._db or router.db_for_write(self.model))
+            now = timing.truncate_to_second(db_time)
+            for obj in objs:
+                obj._normalize()
+                if obj.created_at is None:
+                    obj.created_at = db_time
+                if not obj.definition_hash:
+                    obj.definition_hash = obj.compute_definition_hash()
+                    if obj.status == Status.ACTIVE and obj.next_run_at is None:
+                        obj.next_run_at = plan_next(obj, now, first=True)
+        return super().bulk_create(objs, *args, **kwargs)
+
+    @staticmethod
+    def runnable_q() -> Q:
+        """Rows a worker may run when due: active ones, and paused ones that were
+        triggered (a paused schedule runs only when triggered, however it was paused)."""
+        return Q(status=Status.ACTIVE) | Q(status=Status.PAUSED, triggered_at__isnull=False)
+
+    @classmethod
+    def claimable_q(cls, now: Any) -> Q:
+        """Runnable, unleased and due: ``next_run_at <= now``."""
+        return cls.runnable_q() & Q(lease_token__isnull=True, next_run_at__lte=now)
+
+    def claimable(self, now: Any) -> ScheduleQuerySet:
+        """What a claim may take at ``now`` (see :meth:`claimable_q`)."""
+        return self.filter(self.claimable_q(now))
+
+    def waiting(self) -> ScheduleQuerySet:
+        """Runnable, unleased rows with a next run: what an idle worker waits for."""
+        return self.filter(self.runnable_q(), lease_token__isnull=True, next_run_at__isnull=False)
+
+    @staticmethod
+    def failing_q() -> Q:
+        """Consecutive failed attempts on a schedule that still runs (active or paused); a
+        terminally ``failed`` schedule is counted by its status instead."""
+        return Q(failure_count__gt=0, status__in=(Status.ACTIVE, Status.PAUSED))
+
+    def failing(self) -> ScheduleQuerySet:
+        """See :meth:`failing_q`."""
+        return self.filter(self.failing_q())
+
+    @staticmethod
+    def degraded_q() -> Q:
+        """Paused by the engine because it could not run or evaluate it (a reason is set)."""
+        return ~Q(degraded_reason="")
+
+    def degraded(self) -> ScheduleQuerySet:
+        """See :meth:`degraded_q`."""
+        return self.filter(self.degraded_q())
+
+    @staticmethod
+    def leased_q() -> Q:
+        """A worker holds (or held, until recovery) the current attempt's lease."""
+        return Q(lease_token__isnull=False)
+
+    def leased(self) -> ScheduleQuerySet:
+        """See :meth:`leased_q`."""
+        return self.filter(self.leased_q())
+
+    @staticmethod
+    def lease_live_q(now: Any) -> Q:
+        """A lease that has not expired at ``now``."""
+        return Q(lease_expires_at__gt=now)
+
+    @staticmethod
+    def lease_expired_q(now: Any) -> Q:
+        """A lease that expired at or before ``now`` and was not recovered yet."""
+        return Q(lease_expires_at__lte=now)
+
+    def lease_expired(self, now: Any) -> ScheduleQuerySet:
+        """See :meth:`lease_expired_q`."""
+        return self.filter(self.lease_expired_q(now))

@@ -1,0 +1,114 @@
+"""The append-only record of runs: ``RunAttempt`` (one claim of one occurrence) and
+``RunReceipt`` (how it ended). Triggers installed by the migrations refuse UPDATE and
+DELETE (:mod:`..db.guards`).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from .choices import SUCCESS_STATUSES, ReceiptStatus
+from .schedule import Schedule
+
+
+class RunAttempt(models.Model):
+    """One claim of one occurrence by one worker (append-only).
+
+    ``lease_expires_at`` is the lease as first granted; renewals extend the schedule's
+    lease, not this row. ``missed_slots`` counts slots passed over before this attempt
+    (downtime coalescing or overlap). The schedule foreign key has no database constraint
+    on purpose: the audit trail outlives a deleted schedule.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    schedule = models.ForeignKey(
+        Schedule, on_delete=models.DO_NOTHING, db_constraint=False, related_name="attempts"
+    )
+    schedule_name = models.CharField(max_length=128)
+    occurrence = models.PositiveIntegerField()
+    attempt = models.PositiveIntegerField()
+    scheduled_for = models.DateTimeField()
+    claimed_at = models.DateTimeField()
+    lease_token = models.UUIDField(unique=True)
+    lease_expires_at = models.DateTimeField()
+    worker = models.CharField(max_length=200)
+    idempotency_key = models.CharField(max_length=200)
+    missed_slots = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-claimed_at"]
+        indexes = [models.Index(fields=["claimed_at"], name="dds_attempt_claimed_idx")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["schedule", "occurrence", "attempt"],
+                name="dds_attempt_unique_per_occurrence",
+            ),
+            models.CheckConstraint(condition=Q(attempt__gte=1), name="dds_attempt_number_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.schedule_name} #{self.occurrence}.{self.attempt}"
+
+    @property
+    def lateness(self) -> float:
+        """Seconds between the slot and the claim."""
+        return (self.claimed_at - self.scheduled_for).total_seconds()
+
+
+class RunReceipt(models.Model):
+    """The one outcome of one attempt (append-only).
+
+    ``succeeded_occurrence`` equals ``occurrence`` for a success (``succeeded``, or
+    ``enqueued``: handed to an execution engine) and is NULL otherwise; the
+    unique constraint on ``(schedule, succeeded_occurrence)`` makes a second success of the
+    same occurrence impossible on every backend.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    attempt = models.OneToOneField(RunAttempt, on_delete=models.DO_NOTHING, related_name="receipt")
+    schedule = models.ForeignKey(
+        Schedule, on_delete=models.DO_NOTHING, db_constraint=False, related_name="receipts"
+    )
+    occurrence = models.PositiveIntegerField()
+    succeeded_occurrence = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    status = models.CharField(max_length=16, choices=ReceiptStatus.choices)
+    finished_at = models.DateTimeField()
+    result = models.JSONField(null=True, blank=True)
+    error_type = models.CharField(max_length=200, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+    failure_count_after = models.PositiveIntegerField(default=0)
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    slots_skipped = models.PositiveBigIntegerField(
+        default=0, help_text="Slots that came due while this attempt ran, skipped (overlap)."
+    )
+
+    class Meta:
+        ordering = ["-finished_at"]
+        indexes = [
+            models.Index(fields=["schedule", "finished_at"], name="dds_receipt_sched_idx"),
+            models.Index(fields=["finished_at"], name="dds_receipt_finished_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=ReceiptStatus.values), name="dds_receipt_status_valid"
+            ),
+            models.UniqueConstraint(
+                fields=["schedule", "succeeded_occurrence"],
+                name="dds_receipt_one_success_per_occurrence",
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    status__in=SUCCESS_STATUSES,
+                    succeeded_occurrence__isnull=False,  # NULL = occurrence would pass a CHECK
+                    succeeded_occurrence=models.F("occurrence"),
+                )
+                | (~Q(status__in=SUCCESS_STATUSES) & Q(succeeded_occurrence__isnull=True)),
+                name="dds_receipt_success_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.status} #{self.occurrence}"
