@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .. import state, timing
@@ -82,6 +83,15 @@ class ScheduleSerializer(BaseModelSerializer):
         allow_null=True,
         help_text="IANA time zone of a cron schedule (default: settings.TIME_ZONE).",
     )
+    # Read from the state machine's table (state.allowed_actions, as the admin's buttons
+    # are), from the row's own status and lease: no query, and no status rule typed here.
+    allowed_actions = serializers.SerializerMethodField(
+        help_text="The actions the schedule's status and lease allow now, by name: cancel, "
+        "disable, enable, trigger (POST schedules/{id}/{action}/) and delete (DELETE). Any "
+        "other is a 409, except enable of an active schedule and disable of a paused one "
+        "(a no-op 200). A listed action can still be a 409 if the schedule changed in "
+        "between, or for delete while an attempt has no receipt.",
+    )
 
     class Meta:
         model = Schedule
@@ -110,6 +120,7 @@ class ScheduleSerializer(BaseModelSerializer):
             "metadata",
             "owner",
             "status",
+            "allowed_actions",
             "degraded_reason",
             "pause_reason",
             "next_run_at",
@@ -153,6 +164,10 @@ class ScheduleSerializer(BaseModelSerializer):
         if self.context.get("owner_scoped"):
             fields["owner"] = serializers.PrimaryKeyRelatedField(read_only=True)
         return fields
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_allowed_actions(self, schedule: Schedule) -> list[str]:
+        return sorted(state.allowed_actions(schedule))
 
     def validate_cron(self, value: str | None) -> str:
         return value or ""
