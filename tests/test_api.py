@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from django_durable_schedules import state
 from django_durable_schedules.api.serializers import ScheduleSerializer
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
-from django_durable_schedules.state import definitions
+from django_durable_schedules.state import control, definitions
 
 from .factories import T0, AttemptFactory, ReceiptFactory, ScheduleFactory
 
@@ -542,6 +542,83 @@ def test_api_writes_are_in_the_audit_trail(api, staff):
     assert set(events.values_list("source", "actor_id")) == {("api", staff.pk)}
     assert events.get(action="edited").changes == {"interval_seconds": [60, 120]}
     assert events.get(action="created").changes["callback"] == [None, "tests.noop"]
+
+
+#: A schedule in each state an operator meets, built through the state machine where it can
+#: be (failed and completed are where the worker leaves a row: set directly).
+STATES = {
+    "active": lambda: ScheduleFactory(),
+    "running": lambda: leased(ScheduleFactory()),
+    "paused": lambda: state.disable(ScheduleFactory().pk),
+    "failed": lambda: with_status(ScheduleFactory(), "failed", failure_count=3),
+    "completed": lambda: with_status(ScheduleFactory(), "completed"),
+    "cancelled": lambda: state.cancel(ScheduleFactory().pk),
+}
+ACTIONS = ("cancel", "delete", "disable", "enable", "trigger")
+
+
+def leased(schedule):
+    lease(schedule)
+    return Schedule.objects.get(pk=schedule.pk)
+
+
+def with_status(schedule, status, **fields):
+    Schedule.objects.filter(pk=schedule.pk).update(status=status, next_run_at=None, **fields)
+    return Schedule.objects.get(pk=schedule.pk)
+
+
+def attempt_action(api, name, schedule):
+    if name == "delete":
+        return api.delete(url("schedule-detail", schedule.pk))
+    return post(api, name, schedule)
+
+
+@pytest.mark.parametrize("label", STATES)
+def test_allowed_actions_are_what_the_actions_accept(api, label):
+    """``allowed_actions`` lists exactly the actions the endpoints then carry out (each
+    tried on its own copy); any other is a 409, or, for an enable of an active schedule or
+    a disable of a paused one, a no-op 200 that changes nothing."""
+    listed = api.get(url("schedule-detail", STATES[label]().pk)).json()["allowed_actions"]
+    assert listed == sorted(listed) and set(listed) <= set(ACTIONS)
+    for name in ACTIONS:
+        schedule = STATES[label]()
+        events = ScheduleEvent.objects.filter(schedule_id=schedule.pk).count()
+        response = attempt_action(api, name, schedule)
+        if name in listed:
+            assert response.status_code in (200, 204), (label, name, response.json())
+            assert ScheduleEvent.objects.filter(schedule_id=schedule.pk).count() == events + 1
+        elif control.ALREADY.get(name) == schedule.status:
+            assert response.status_code == 200, (label, name, response.json())
+            assert response.json()["status"] == schedule.status
+            assert ScheduleEvent.objects.filter(schedule_id=schedule.pk).count() == events
+        else:
+            assert response.status_code == 409, (label, name, response.json())
+            assert Schedule.objects.get(pk=schedule.pk).status == schedule.status
+
+
+def test_allowed_actions_follow_the_transitions(api):
+    """Each action's answer carries the row's new ``allowed_actions``."""
+    schedule = ScheduleFactory()
+    before = api.get(url("schedule-detail", schedule.pk)).json()["allowed_actions"]
+    after = post(api, "disable", schedule).json()
+    assert after["allowed_actions"] == sorted(state.allowed_actions(state.disable(schedule.pk)))
+    assert "disable" in before and "disable" not in after["allowed_actions"]
+    assert post(api, "cancel", schedule).json()["allowed_actions"] == ["delete"]
+
+
+def test_list_queries_do_not_grow_with_rows(api, django_assert_max_num_queries):
+    """``allowed_actions`` (and every other field) is read from the row: one page of
+    schedules costs the same few queries however many rows it holds."""
+    for make in STATES.values():
+        make()
+    with django_assert_max_num_queries(1):
+        response = api.get(url("schedule-list"))
+    assert len(response.json()["results"]) == len(STATES)
+    for _ in range(20):
+        ScheduleFactory()
+    with django_assert_max_num_queries(1):
+        response = api.get(url("schedule-list"))
+    assert len(response.json()["results"]) == len(STATES) + 20
 
 
 def test_actions_404_for_a_missing_schedule(api):

@@ -17,7 +17,7 @@ from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
 
 from ..models import Kind, ReceiptStatus, RunAttempt, RunReceipt, Schedule, ScheduleQuerySet, Status
-from .serializers import AWARE_MESSAGE
+from .fields import AWARE_MESSAGE
 
 
 class AwareDateTimeFormField(IsoDateTimeField):

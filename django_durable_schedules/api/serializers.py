@@ -6,154 +6,51 @@ calling its ``full_clean()`` (which runs :meth:`Schedule.clean` and so :mod:`.ti
 API needs is added here: aware datetimes (a naive one is refused, never guessed), a
 ``callback`` chosen among registered names, ``run_in_seconds`` for ``once`` schedules, and
 limits on ``payload`` (size, depth) and on what any JSON string or number may hold.
+
+This module holds the schedule's serializers (and the error answer); the shared fields and
+checks are in :mod:`.fields`, the runs' in :mod:`.run_serializers`, the health snapshot's
+in :mod:`.health_serializers`. Every name is also importable from here.
 """
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from django.core.exceptions import NON_FIELD_ERRORS
-from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import models
-from django.utils import timezone as dj_timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
-from rest_framework.settings import api_settings
 
 from .. import state, timing
-from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule, ScheduleEvent
+from ..models import Schedule
 from ..registry import registry
 from ..state import db_now
 
-#: Largest ``payload``, as compact UTF-8 JSON (bytes).
-PAYLOAD_MAX_BYTES = 64 * 1024
-#: Deepest nesting accepted in ``payload``.
-JSON_MAX_DEPTH = 32
-#: ``upcoming/``: default and largest ``count``.
-UPCOMING_DEFAULT_COUNT = 5
-UPCOMING_MAX_COUNT = 100
-#: Instants accepted on input (every supported database can store them).
-MIN_INSTANT = datetime(1000, 1, 1, tzinfo=UTC)
-MAX_INSTANT = datetime(timing.MAX_YEAR, 12, 31, 23, 59, 59, tzinfo=UTC)
-
-AWARE_MESSAGE = (
-    "An aware datetime is required: give a UTC offset or 'Z' (e.g. 2027-06-01T10:00:00Z); "
-    "a naive datetime is neither UTC nor local time."
+# The shared fields and the run and health serializers, re-exported: every name this module
+# held before they moved stays importable from here (``X as X``: explicit re-exports, not
+# added to ``__all__``, which is unchanged).
+from .fields import AWARE_MESSAGE as AWARE_MESSAGE
+from .fields import JSON_MAX_DEPTH as JSON_MAX_DEPTH
+from .fields import MAX_INSTANT as MAX_INSTANT
+from .fields import MIN_INSTANT as MIN_INSTANT
+from .fields import (
+    PAYLOAD_MAX_BYTES,
+    UPCOMING_DEFAULT_COUNT,
+    UPCOMING_MAX_COUNT,
+    AwareDateTimeField,
+    BaseModelSerializer,
+    CallbackField,
+    json_problem,
+    json_size,
+    model_errors_as_400,
 )
-
-
-def _short(value: Any, limit: int = 100) -> str:
-    """``repr`` of the first ``limit`` characters of ``value`` (safe to echo in an error)."""
-    text = value if isinstance(value, str) else str(value)
-    return repr(text[:limit]) + ("..." if len(text) > limit else "")
-
-
-def field_errors(exc: DjangoValidationError) -> dict[str, list[str]]:
-    """A model ``ValidationError`` as DRF field errors (``__all__`` -> non-field errors;
-    ``anchor``, the interval grid origin, is reported on ``start_at``)."""
-    errors: dict[str, list[str]] = {}
-    rename = {NON_FIELD_ERRORS: api_settings.NON_FIELD_ERRORS_KEY, "anchor": "start_at"}
-    for name, messages in exc.message_dict.items():
-        errors.setdefault(rename.get(name, name), []).extend(messages)
-    return errors
-
-
-@contextmanager
-def model_errors_as_400() -> Iterator[None]:
-    """Re-raise a model ``ValidationError`` as a DRF one (a 400 with field messages)."""
-    try:
-        yield
-    except DjangoValidationError as exc:
-        raise serializers.ValidationError(field_errors(exc)) from None
-
-
-def json_problem(value: Any, max_depth: int = JSON_MAX_DEPTH) -> str | None:
-    """What makes ``value`` unfit to store as JSON on every backend, or None: nesting deeper
-    than ``max_depth``, a NUL character or an unpaired surrogate in a string (PostgreSQL
-    and UTF-8 refuse them), a non-finite number (JSON has none)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > max_depth:
-            return f"nested deeper than {max_depth} levels"
-        if isinstance(item, dict):
-            stack.extend((k, depth) for k in item)
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend((v, depth + 1) for v in item)
-        elif isinstance(item, str):
-            if "\x00" in item:
-                return "contains a NUL character"
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return "contains an unpaired surrogate"
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                return "contains a non-finite number"
-        elif item is not None and not isinstance(item, bool | int):
-            return f"contains a {type(item).__name__}, which is not JSON"
-    return None
-
-
-def json_size(value: Any) -> int:
-    """Bytes of ``value`` as compact UTF-8 JSON."""
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
-
-
-class AwareDateTimeField(serializers.DateTimeField):
-    """ISO 8601 datetime that must carry a UTC offset; rendered in UTC (``...Z``).
-
-    Accepted between the years 1000 and ``timing.MAX_YEAR``.
-    """
-
-    default_error_messages = {
-        "naive": AWARE_MESSAGE,
-        "range": f"Out of range: give an instant between {MIN_INSTANT:%Y-%m-%d} and "
-        f"{MAX_INSTANT:%Y-%m-%d}.",
-    }
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("default_timezone", UTC)
-        super().__init__(**kwargs)
-
-    def enforce_timezone(self, value: datetime) -> datetime:
-        if dj_timezone.is_naive(value):
-            self.fail("naive")
-        return super().enforce_timezone(value)
-
-    def to_internal_value(self, value: Any) -> datetime:
-        result = super().to_internal_value(value)
-        if not MIN_INSTANT <= result <= MAX_INSTANT:
-            self.fail("range")
-        return result
-
-
-class CallbackField(serializers.ChoiceField):
-    """A registered callback name (never an import path); an unknown name is a 400 that
-    names only the input."""
-
-    default_error_messages = {"invalid_choice": "{input} is not a registered callback."}
-
-    def to_internal_value(self, data: Any) -> str:
-        if isinstance(data, str) and data in self.choice_strings_to_values:
-            return data
-        self.fail("invalid_choice", input=_short(data))
-
-
-class BaseModelSerializer(serializers.ModelSerializer):
-    """Model serializer whose datetimes are :class:`AwareDateTimeField`."""
-
-    serializer_field_mapping = {
-        **serializers.ModelSerializer.serializer_field_mapping,
-        models.DateTimeField: AwareDateTimeField,
-    }
+from .fields import field_errors as field_errors
+from .health_serializers import DegradedScheduleSerializer as DegradedScheduleSerializer
+from .health_serializers import HealthSerializer
+from .health_serializers import StatusCountsField as StatusCountsField
+from .health_serializers import WorkerSerializer as WorkerSerializer
+from .run_serializers import AttemptSerializer, ReceiptSerializer
+from .run_serializers import EventSerializer as EventSerializer
 
 
 class ScheduleSerializer(BaseModelSerializer):
@@ -186,6 +83,15 @@ class ScheduleSerializer(BaseModelSerializer):
         allow_null=True,
         help_text="IANA time zone of a cron schedule (default: settings.TIME_ZONE).",
     )
+    # Read from the state machine's table (state.allowed_actions, as the admin's buttons
+    # are), from the row's own status and lease: no query, and no status rule typed here.
+    allowed_actions = serializers.SerializerMethodField(
+        help_text="The actions the schedule's status and lease allow now, by name: cancel, "
+        "disable, enable, trigger (POST schedules/{id}/{action}/) and delete (DELETE). Any "
+        "other is a 409, except enable of an active schedule and disable of a paused one "
+        "(a no-op 200). A listed action can still be a 409 if the schedule changed in "
+        "between, or for delete while an attempt has no receipt.",
+    )
 
     class Meta:
         model = Schedule
@@ -214,6 +120,7 @@ class ScheduleSerializer(BaseModelSerializer):
             "metadata",
             "owner",
             "status",
+            "allowed_actions",
             "degraded_reason",
             "pause_reason",
             "next_run_at",
@@ -257,6 +164,10 @@ class ScheduleSerializer(BaseModelSerializer):
         if self.context.get("owner_scoped"):
             fields["owner"] = serializers.PrimaryKeyRelatedField(read_only=True)
         return fields
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_allowed_actions(self, schedule: Schedule) -> list[str]:
+        return sorted(state.allowed_actions(schedule))
 
     def validate_cron(self, value: str | None) -> str:
         return value or ""
@@ -390,151 +301,6 @@ class UpcomingSerializer(serializers.Serializer):
                 for t in times
             ],
         }
-
-
-class AttemptSerializer(BaseModelSerializer):
-    """A run attempt (read-only), with its receipt's status once it has one."""
-
-    lateness = serializers.FloatField(read_only=True, help_text="Seconds from slot to claim.")
-    # A plain string in the schema: an enum here would collide with the receipt's own
-    # ``status`` enum (drf-spectacular's enum naming warns when one choice set appears
-    # under one name in several components).
-    receipt_status = serializers.CharField(
-        source="receipt.status",
-        read_only=True,
-        allow_null=True,
-        help_text="Status of its receipt (one of: "
-        + ", ".join(ReceiptStatus.values)
-        + "); null while the attempt is open.",
-    )
-    finished_at = AwareDateTimeField(
-        source="receipt.finished_at",
-        read_only=True,
-        allow_null=True,
-        help_text="When its receipt was written; null while the attempt is open.",
-    )
-
-    class Meta:
-        model = RunAttempt
-        fields = [
-            "id",
-            "schedule",
-            "schedule_name",
-            "occurrence",
-            "attempt",
-            "scheduled_for",
-            "claimed_at",
-            "lateness",
-            "lease_token",
-            "lease_expires_at",
-            "worker",
-            "idempotency_key",
-            "missed_slots",
-            "receipt_status",
-            "finished_at",
-        ]
-        read_only_fields = fields
-
-
-class ReceiptSerializer(BaseModelSerializer):
-    """A run receipt (read-only): the one outcome of one attempt."""
-
-    schedule_name = serializers.CharField(source="attempt.schedule_name", read_only=True)
-    attempt_number = serializers.IntegerField(source="attempt.attempt", read_only=True)
-    worker = serializers.CharField(source="attempt.worker", read_only=True)
-    result = serializers.JSONField(read_only=True, allow_null=True)
-
-    class Meta:
-        model = RunReceipt
-        fields = [
-            "id",
-            "attempt",
-            "schedule",
-            "schedule_name",
-            "occurrence",
-            "attempt_number",
-            "worker",
-            "status",
-            "finished_at",
-            "result",
-            "error_type",
-            "error_message",
-            "failure_count_after",
-            "next_run_at",
-            "slots_skipped",
-        ]
-        read_only_fields = fields
-
-
-class EventSerializer(BaseModelSerializer):
-    """One audit event (read-only): who did what to a schedule, when, from where."""
-
-    changes = serializers.JSONField(read_only=True)
-
-    class Meta:
-        model = ScheduleEvent
-        fields = [
-            "id",
-            "schedule",
-            "schedule_name",
-            "action",
-            "at",
-            "actor",
-            "actor_repr",
-            "source",
-            "changes",
-        ]
-        read_only_fields = fields
-
-
-class WorkerSerializer(serializers.Serializer):
-    """A live worker in the health snapshot."""
-
-    worker_id = serializers.CharField()
-    hostname = serializers.CharField()
-    pid = serializers.IntegerField()
-    started_at = serializers.DateTimeField()
-    last_seen_at = serializers.DateTimeField()
-    in_flight = serializers.IntegerField()
-    runs_finished = serializers.IntegerField()
-    clock_skew_seconds = serializers.FloatField()
-
-
-@extend_schema_field(
-    {"type": "object", "additionalProperties": {"type": "integer"}},
-)
-class StatusCountsField(serializers.DictField):
-    """Schedules per status."""
-
-
-class DegradedScheduleSerializer(serializers.Serializer):
-    """A schedule paused because the engine could not run or evaluate it."""
-
-    id = serializers.UUIDField()
-    name = serializers.CharField()
-    degraded_reason = serializers.CharField()
-
-
-class HealthSerializer(serializers.Serializer):
-    """The health snapshot (``health.snapshot().as_dict()``), for the schema."""
-
-    healthy = serializers.BooleanField()
-    problems = serializers.ListField(child=serializers.CharField())
-    checked_at = serializers.DateTimeField()
-    schedules = StatusCountsField()
-    due = serializers.IntegerField()
-    overdue = serializers.IntegerField()
-    degraded = serializers.IntegerField()
-    failing = serializers.IntegerField()
-    live_leases = serializers.IntegerField()
-    expired_leases = serializers.IntegerField()
-    open_attempts = serializers.IntegerField()
-    missed_slots = serializers.IntegerField()
-    live_workers = serializers.IntegerField()
-    workers = WorkerSerializer(many=True)
-    degraded_schedules = DegradedScheduleSerializer(
-        many=True, help_text="Up to 20 degraded schedules by name, with the reason."
-    )
 
 
 class DetailSerializer(serializers.Serializer):

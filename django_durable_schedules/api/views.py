@@ -29,16 +29,14 @@ from .. import health, state, timing
 from ..exceptions import StateConflict
 from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
 from .filters import AttemptFilter, ReceiptFilter, ScheduleFilter
+from .health_serializers import HealthSerializer
 from .parsers import BoundedJSONParser
 from .permissions import ScheduleAPIPermission, owner_scoped, scope
+from .run_serializers import AttemptSerializer, EventSerializer, ReceiptSerializer
 from .schema import APIAutoSchema, extend_schema
 from .serializers import (
-    AttemptSerializer,
     DetailSerializer,
     EnableSerializer,
-    EventSerializer,
-    HealthSerializer,
-    ReceiptSerializer,
     ScheduleSerializer,
     UpcomingQuerySerializer,
     UpcomingSerializer,

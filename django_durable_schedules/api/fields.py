@@ -1,0 +1,168 @@
+"""Fields and checks the serializers share: what only an HTTP API adds to the model's rules.
+
+Aware datetimes (a naive one is refused, never guessed, and only instants every supported
+database can store), a ``callback`` chosen among registered names, the limits on what any
+JSON string or number may hold (:func:`json_problem`, :func:`json_size`), the bounds
+constants, and a model ``ValidationError`` turned into a 400 with the same field messages
+(:func:`field_errors`, :func:`model_errors_as_400`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from django.core.exceptions import NON_FIELD_ERRORS
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import models
+from django.utils import timezone as dj_timezone
+from rest_framework import serializers
+from rest_framework.settings import api_settings
+
+from .. import timing
+
+#: Largest ``payload``, as compact UTF-8 JSON (bytes).
+PAYLOAD_MAX_BYTES = 64 * 1024
+#: Deepest nesting accepted in ``payload``.
+JSON_MAX_DEPTH = 32
+#: ``upcoming/``: default and largest ``count``.
+UPCOMING_DEFAULT_COUNT = 5
+UPCOMING_MAX_COUNT = 100
+#: Instants accepted on input (every supported database can store them).
+MIN_INSTANT = datetime(1000, 1, 1, tzinfo=UTC)
+MAX_INSTANT = datetime(timing.MAX_YEAR, 12, 31, 23, 59, 59, tzinfo=UTC)
+
+AWARE_MESSAGE = (
+    "An aware datetime is required: give a UTC offset or 'Z' (e.g. 2027-06-01T10:00:00Z); "
+    "a naive datetime is neither UTC nor local time."
+)
+
+
+def _short(value: Any, limit: int = 100) -> str:
+    """``repr`` of the first ``limit`` characters of ``value`` (safe to echo in an error)."""
+    text = value if isinstance(value, str) else str(value)
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
+
+
+def field_errors(exc: DjangoValidationError) -> dict[str, list[str]]:
+    """A model ``ValidationError`` as DRF field errors (``__all__`` -> non-field errors;
+    ``anchor``, the interval grid origin, is reported on ``start_at``)."""
+    errors: dict[str, list[str]] = {}
+    rename = {NON_FIELD_ERRORS: api_settings.NON_FIELD_ERRORS_KEY, "anchor": "start_at"}
+    for name, messages in exc.message_dict.items():
+        errors.setdefault(rename.get(name, name), []).extend(messages)
+    return errors
+
+
+@contextmanager
+def model_errors_as_400() -> Iterator[None]:
+    """Re-raise a model ``ValidationError`` as a DRF one (a 400 with field messages)."""
+    try:
+        yield
+    except DjangoValidationError as exc:
+        raise serializers.ValidationError(field_errors(exc)) from None
+
+
+def json_problem(value: Any, max_depth: int = JSON_MAX_DEPTH) -> str | None:
+    """What makes ``value`` unfit to store as JSON on every backend, or None: nesting deeper
+    than ``max_depth``, a NUL character or an unpaired surrogate in a string (PostgreSQL
+    and UTF-8 refuse them), a non-finite number (JSON has none)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > max_depth:
+            return f"nested deeper than {max_depth} levels"
+        if isinstance(item, dict):
+            stack.extend((k, depth) for k in item)
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend((v, depth + 1) for v in item)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return "contains a NUL character"
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return "contains an unpaired surrogate"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return "contains a non-finite number"
+        elif item is not None and not isinstance(item, bool | int):
+            return f"contains a {type(item).__name__}, which is not JSON"
+    return None
+
+
+def json_size(value: Any) -> int:
+    """Bytes of ``value`` as compact UTF-8 JSON."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
+class AwareDateTimeField(serializers.DateTimeField):
+    """ISO 8601 datetime that must carry a UTC offset; rendered in UTC (``...Z``).
+
+    Accepted between the years 1000 and ``timing.MAX_YEAR``.
+    """
+
+    default_error_messages = {
+        "naive": AWARE_MESSAGE,
+        "range": f"Out of range: give an instant between {MIN_INSTANT:%Y-%m-%d} and "
+        f"{MAX_INSTANT:%Y-%m-%d}.",
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("default_timezone", UTC)
+        super().__init__(**kwargs)
+
+    def enforce_timezone(self, value: datetime) -> datetime:
+        if dj_timezone.is_naive(value):
+            self.fail("naive")
+        return super().enforce_timezone(value)
+
+    def to_internal_value(self, value: Any) -> datetime:
+        result = super().to_internal_value(value)
+        if not MIN_INSTANT <= result <= MAX_INSTANT:
+            self.fail("range")
+        return result
+
+
+class CallbackField(serializers.ChoiceField):
+    """A registered callback name (never an import path); an unknown name is a 400 that
+    names only the input."""
+
+    default_error_messages = {"invalid_choice": "{input} is not a registered callback."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if isinstance(data, str) and data in self.choice_strings_to_values:
+            return data
+        self.fail("invalid_choice", input=_short(data))
+
+
+class BaseModelSerializer(serializers.ModelSerializer):
+    """Model serializer whose datetimes are :class:`AwareDateTimeField`."""
+
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        models.DateTimeField: AwareDateTimeField,
+    }
+
+
+__all__ = [
+    "AWARE_MESSAGE",
+    "JSON_MAX_DEPTH",
+    "MAX_INSTANT",
+    "MIN_INSTANT",
+    "PAYLOAD_MAX_BYTES",
+    "UPCOMING_DEFAULT_COUNT",
+    "UPCOMING_MAX_COUNT",
+    "AwareDateTimeField",
+    "BaseModelSerializer",
+    "CallbackField",
+    "field_errors",
+    "json_problem",
+    "json_size",
+    "model_errors_as_400",
+]

@@ -1,0 +1,106 @@
+"""Serializers of a schedule's runs and history (read-only): attempts, receipts, events."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from ..models import ReceiptStatus, RunAttempt, RunReceipt, ScheduleEvent
+from .fields import AwareDateTimeField, BaseModelSerializer
+
+
+class AttemptSerializer(BaseModelSerializer):
+    """A run attempt (read-only), with its receipt's status once it has one."""
+
+    lateness = serializers.FloatField(read_only=True, help_text="Seconds from slot to claim.")
+    # A plain string in the schema: an enum here would collide with the receipt's own
+    # ``status`` enum (drf-spectacular's enum naming warns when one choice set appears
+    # under one name in several components).
+    receipt_status = serializers.CharField(
+        source="receipt.status",
+        read_only=True,
+        allow_null=True,
+        help_text="Status of its receipt (one of: "
+        + ", ".join(ReceiptStatus.values)
+        + "); null while the attempt is open.",
+    )
+    finished_at = AwareDateTimeField(
+        source="receipt.finished_at",
+        read_only=True,
+        allow_null=True,
+        help_text="When its receipt was written; null while the attempt is open.",
+    )
+
+    class Meta:
+        model = RunAttempt
+        fields = [
+            "id",
+            "schedule",
+            "schedule_name",
+            "occurrence",
+            "attempt",
+            "scheduled_for",
+            "claimed_at",
+            "lateness",
+            "lease_token",
+            "lease_expires_at",
+            "worker",
+            "idempotency_key",
+            "missed_slots",
+            "receipt_status",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class ReceiptSerializer(BaseModelSerializer):
+    """A run receipt (read-only): the one outcome of one attempt."""
+
+    schedule_name = serializers.CharField(source="attempt.schedule_name", read_only=True)
+    attempt_number = serializers.IntegerField(source="attempt.attempt", read_only=True)
+    worker = serializers.CharField(source="attempt.worker", read_only=True)
+    result = serializers.JSONField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = RunReceipt
+        fields = [
+            "id",
+            "attempt",
+            "schedule",
+            "schedule_name",
+            "occurrence",
+            "attempt_number",
+            "worker",
+            "status",
+            "finished_at",
+            "result",
+            "error_type",
+            "error_message",
+            "failure_count_after",
+            "next_run_at",
+            "slots_skipped",
+        ]
+        read_only_fields = fields
+
+
+class EventSerializer(BaseModelSerializer):
+    """One audit event (read-only): who did what to a schedule, when, from where."""
+
+    changes = serializers.JSONField(read_only=True)
+
+    class Meta:
+        model = ScheduleEvent
+        fields = [
+            "id",
+            "schedule",
+            "schedule_name",
+            "action",
+            "at",
+            "actor",
+            "actor_repr",
+            "source",
+            "changes",
+        ]
+        read_only_fields = fields
+
+
+__all__ = ["AttemptSerializer", "EventSerializer", "ReceiptSerializer"]
