@@ -52,7 +52,7 @@ WRITING_CALLS = frozenset(
 
 MAX_LINES = 500
 #: Over the limit today, to be split (not by this test).
-TOO_LONG = {"admin.py", "timing.py", "models.py", "worker.py", "api/serializers.py"}
+TOO_LONG = {"admin.py", "timing.py", "models.py", "api/serializers.py"}
 
 
 def modules() -> list[tuple[str, ast.Module]]:
