@@ -47,8 +47,8 @@ def apply(names: list[str]) -> None:
         def complete_finished(self: worker.Worker) -> None:
             deadline = time.monotonic() + 0.005
             while (
-                self._in_flight
-                and self._done.qsize() < len(self._in_flight)
+                self._runs.in_flight
+                and self._runs.done.qsize() < len(self._runs.in_flight)
                 and time.monotonic() < deadline
             ):
                 time.sleep(0.0002)

@@ -16,7 +16,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone as dj_timezone
 
-from django_durable_schedules import state
+from django_durable_schedules import inflight, outage, state, worker_clock
 from django_durable_schedules import worker as worker_module
 from django_durable_schedules.db import wakeups
 from django_durable_schedules.models import (
@@ -58,9 +58,9 @@ def test_idle_worker_stays_under_one_query_per_second(monkeypatch):
     connection runs (clock, wake-up reads, heartbeats) over the simulated seconds slept."""
     later_schedule()
     clock = SimpleNamespace(now=1000.0)
-    monkeypatch.setattr(
-        worker_module, "time", SimpleNamespace(monotonic=lambda: clock.now, sleep=time.sleep)
-    )
+    fake_time = SimpleNamespace(monotonic=lambda: clock.now, sleep=time.sleep)
+    for module in (worker_module, worker_clock, inflight, outage):  # each reads time.monotonic
+        monkeypatch.setattr(module, "time", fake_time)
     worker = Worker(WorkerOptions())
     slept: list[float] = []
     statements: list[str] = []

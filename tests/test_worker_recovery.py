@@ -449,11 +449,11 @@ def test_worker_decisions_use_the_database_clock_not_the_host_clock(monkeypatch)
 
     worker = Worker(WorkerOptions(once=True))
     db_time = state.db_now()
-    worker._note_db_clock(db_time)
+    worker._clock.note_reading(db_time)
     real_now = dj_timezone.now
     monkeypatch.setattr(dj_timezone, "now", lambda: real_now() + timedelta(hours=1))
-    assert abs((worker._db_clock() - db_time).total_seconds()) < 1
+    assert abs((worker._clock.estimate() - db_time).total_seconds()) < 1
     later = db_time + timedelta(minutes=5)  # as if the database clock had been stepped
-    worker._note_db_clock(later)
-    assert abs((worker._db_clock() - later).total_seconds()) < 1
-    assert worker._skew > timedelta(minutes=50)
+    worker._clock.note_reading(later)
+    assert abs((worker._clock.estimate() - later).total_seconds()) < 1
+    assert worker._clock.skew > timedelta(minutes=50)

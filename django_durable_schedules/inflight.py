@@ -1,0 +1,248 @@
+"""The runs a worker has claimed and not yet receipted (:class:`RunsInFlight`): starting
+each one in a run thread or a child process, timing it, the outcome queue its thread
+reports to, the backstop of ``timeout_seconds``, renewing their leases, handing back the
+ones not started at a stop, and writing the queued outcomes in batches.
+
+Split out of :mod:`.worker` as flat modules beside it rather than a ``worker/`` package,
+so that ``Worker`` stays ``django_durable_schedules.worker.Worker`` (the documented sender
+of the signals). The worker's loop decides *when* each step runs and keeps the steps that
+are seams (``Worker._complete_finished``, ``Worker._send_finished``: it passes both the
+sender and its ``_send_finished`` to :meth:`RunsInFlight.complete`); this module owns the
+bookkeeping of the runs themselves. Its log lines keep the worker's logger name.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from django.db import Error as DatabaseError
+
+from . import isolation, runner, signals, state
+from .threads import RunThreads
+
+# The worker's logger: these lines were the worker's before the split and keep its name.
+logger = logging.getLogger("django_durable_schedules.worker")
+
+
+class RunsInFlight:
+    """One worker's runs in flight, keyed by lease token. ``submit`` and the methods the
+    loop calls run in the main thread; a run's done callback (its run thread) only touches
+    ``done``, ``wake`` and, under ``abandon_lock``, ``reported`` / ``abandoned``."""
+
+    def __init__(
+        self,
+        worker_id: str,
+        concurrency: int,
+        lease_seconds: float,
+        using: str,
+        wake: threading.Event,
+    ):
+        self.worker_id = worker_id
+        self.concurrency = concurrency
+        self.lease_seconds = lease_seconds
+        self.using = using
+        self.wake = wake  # set when an outcome is queued
+        self.in_flight: dict[uuid.UUID, tuple[state.Claim, Future[state.Outcome]]] = {}
+        self.done: queue.SimpleQueue[state.Outcome] = queue.SimpleQueue()
+        self.deadlines: dict[uuid.UUID, float] = {}  # lease token -> monotonic deadline
+        self.abandoned: set[uuid.UUID] = set()  # timed-out runs whose outcome is discarded
+        # Child processes for runs with timeout_seconds (hard timeouts), started lazily.
+        self.isolation: isolation.IsolationPool | None = None
+        self.isolation_checked = False  # unavailable_reason() looked at (and logged) once
+        self.isolation_off: str | None = None  # why child processes cannot be used
+        # Runs whose outcome the run thread has queued; with abandoned, under this lock, it
+        # makes sure a claim gets exactly one outcome (its own or the Timeout).
+        self.reported: set[uuid.UUID] = set()
+        self.abandon_lock = threading.Lock()
+        # lease token -> [monotonic start, monotonic end or None] of the callback (signals)
+        self.run_times: dict[uuid.UUID, list[float | None]] = {}
+        self.finished = 0  # runs receipted
+        self.dropped = 0  # late outcomes whose attempt retention had pruned
+
+    def submit(self, executor: RunThreads, claim: state.Claim) -> None:
+        pool = self.pool_for(claim)
+        future = executor.submit(lambda c: self.execute(c, pool), claim)
+        self.in_flight[claim.lease_token] = (claim, future)
+        if claim.timeout_seconds:
+            # The backstop of enforce_timeouts. In a thread: async callbacks cancel
+            # themselves at the timeout, sync ones are abandoned just after it. In a child
+            # process: the pool kills it at the timeout; this only fires if that failed.
+            limit = (
+                claim.timeout_seconds + 0.5
+                if pool is None
+                else isolation.longest_run_seconds(claim)
+            )
+            self.deadlines[claim.lease_token] = time.monotonic() + limit
+
+        def done(f: Future[state.Outcome]) -> None:
+            with self.abandon_lock:  # one outcome per claim: this one or the Timeout
+                if f.cancelled() or claim.lease_token in self.abandoned:
+                    self.abandoned.discard(claim.lease_token)
+                    return
+                self.reported.add(claim.lease_token)
+            exc = f.exception()
+            if exc is not None:  # runner.execute never raises; be safe anyway
+                self.done.put(state.Outcome(claim, "failed", error_type=type(exc).__name__))
+            else:
+                self.done.put(f.result())
+            self.wake.set()
+
+        future.add_done_callback(done)
+
+    def execute(
+        self, claim: state.Claim, pool: isolation.IsolationPool | None = None
+    ) -> state.Outcome:
+        """``runner.execute`` in a run thread, or in one of ``pool``'s child processes,
+        timing the callback (for ``run_finished``)."""
+        times: list[float | None] = [time.monotonic(), None]
+        self.run_times[claim.lease_token] = times
+        try:
+            return runner.execute(claim) if pool is None else pool.run(claim)
+        finally:
+            times[1] = time.monotonic()
+
+    def pool_for(self, claim: state.Claim) -> isolation.IsolationPool | None:
+        """The isolation pool if ``claim`` runs in a child process (hard timeout), started
+        on first use, else ``None`` (it runs in a thread)."""
+        if not isolation.isolates(claim):
+            return None
+        if not self.isolation_checked:
+            self.isolation_checked = True
+            self.isolation_off = isolation.unavailable_reason()
+            if self.isolation_off:
+                logger.warning(
+                    "worker %s: runs with timeout_seconds run in threads (a sync callback "
+                    "past its timeout cannot be stopped): %s",
+                    self.worker_id,
+                    self.isolation_off,
+                )
+        if self.isolation_off:
+            return None
+        if self.isolation is None:
+            self.isolation = isolation.IsolationPool(self.concurrency)
+        return self.isolation
+
+    def enforce_timeouts(self) -> None:
+        """A run in a thread past its timeout (hard timeouts off, or a callback kept in the
+        worker) cannot be stopped: receipt it ``failed`` (Timeout) now and stop renewing its
+        lease; whatever it returns later is discarded. Its thread runs on, outside the
+        worker's capacity (:class:`.RunThreads`). For a run in a child process this is only
+        a backstop: the pool kills the child at the timeout."""
+        now = time.monotonic()
+        for token, deadline in list(self.deadlines.items()):
+            if deadline > now or token not in self.in_flight:
+                continue
+            claim, future = self.in_flight[token]
+            del self.deadlines[token]
+            with self.abandon_lock:
+                if token in self.reported:  # it returned meanwhile
+                    continue
+                self.abandoned.add(token)
+            logger.warning(
+                "run %s #%s.%s passed timeout_seconds=%g: receipted failed, "
+                "its thread is abandoned",
+                claim.schedule_name,
+                claim.occurrence,
+                claim.attempt,
+                claim.timeout_seconds,
+                extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+            )
+            self.done.put(
+                state.Outcome(
+                    claim,
+                    "failed",
+                    error_type="Timeout",
+                    error_message=f"still running after timeout_seconds={claim.timeout_seconds:g}; "
+                    "the thread was abandoned",
+                )
+            )
+
+    def renew(self) -> None:
+        tokens = list(self.in_flight)
+        if not tokens:
+            return
+        owned = state.renew_leases(tokens, lease_seconds=self.lease_seconds, using=self.using)
+        for token in set(tokens) - owned:
+            claim = self.in_flight[token][0]
+            logger.warning(
+                "worker %s lost the lease of %s occurrence %s",
+                self.worker_id,
+                claim.schedule_name,
+                claim.occurrence,
+                extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+            )
+
+    def release_unstarted(self) -> None:
+        released = []
+        for claim, future in list(self.in_flight.values()):
+            if future.cancel():
+                released.append(state.Outcome(claim, "released"))
+        if released:
+            for outcome in released:
+                self.done.put(outcome)
+
+    def complete(
+        self,
+        sender: type,
+        send_finished: Callable[[list[state.Outcome], list[Any]], None],
+    ) -> None:
+        """Write every outcome waiting in ``done`` in one :func:`.state.complete` batch (the
+        loop's first statement of a pass: ``Worker._complete_finished``) and forget the runs
+        receipted. Outcomes not written (a database error: re-raised) or deferred go back
+        into ``done``. ``sender`` sends ``outcome_dropped``; ``send_finished(outcomes,
+        receipts)`` sends ``run_finished``, called only when it has receivers."""
+        outcomes: list[state.Outcome] = []
+        while True:
+            try:
+                outcomes.append(self.done.get_nowait())
+            except queue.Empty:
+                break
+        if not outcomes:
+            return
+        try:
+            report = state.complete(outcomes, using=self.using)
+        except DatabaseError:
+            for outcome in outcomes:  # keep them; completion is retried after reconnecting
+                self.done.put(outcome)
+            raise
+        if report.deferred:
+            # Their schedule rows were locked by another transaction (maybe the callback's
+            # own): written at a later pass, never waited for here.
+            deferred = {o.claim.lease_token for o in report.deferred}
+            for outcome in report.deferred:
+                self.done.put(outcome)
+            outcomes = [o for o in outcomes if o.claim.lease_token not in deferred]
+        if report.dropped:
+            self.dropped += len(report.dropped)
+            for outcome in report.dropped:
+                signals.send_robust(
+                    signals.outcome_dropped,
+                    sender,
+                    outcome=outcome,
+                    schedule_name=outcome.claim.schedule_name,
+                    worker_id=self.worker_id,
+                )
+        for outcome in outcomes:
+            self.in_flight.pop(outcome.claim.lease_token, None)
+            self.deadlines.pop(outcome.claim.lease_token, None)
+            self.reported.discard(outcome.claim.lease_token)
+        self.finished += len(outcomes)
+        if report.receipts and signals.run_finished.has_listeners(sender):
+            send_finished(outcomes, report.receipts)
+        for outcome in outcomes:
+            self.run_times.pop(outcome.claim.lease_token, None)
+        for receipt in report.receipts:
+            logger.debug(
+                "receipt %s occurrence %s: %s",
+                receipt.schedule_id,
+                receipt.occurrence,
+                receipt.status,
+                extra={"occurrence": receipt.occurrence},
+            )

@@ -1,0 +1,108 @@
+"""The worker's sense of time (:class:`WorkerClock`): the database clock estimated between
+readings by the monotonic clock, and what the last look at the schedules said comes next
+(the earliest due slot and lease expiry), which together decide when a pass must ask the
+database and when it may act on the estimate.
+
+Split out of :mod:`.worker` (which re-exports ``CLOCK_STEP_LOG_SECONDS``) as flat modules
+beside it rather than a ``worker/`` package, so that ``Worker`` stays
+``django_durable_schedules.worker.Worker`` (the documented sender of the signals). The
+worker reads and resets the look's fields directly (plain attributes, as before the
+split); this module holds them and the decisions made from them. Its log lines keep the
+worker's logger name.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime, timedelta
+
+from django.utils import timezone as dj_timezone
+
+from . import state
+
+# The worker's logger: these lines were the worker's before the split and keep its name.
+logger = logging.getLogger("django_durable_schedules.worker")
+
+#: A change of the measured host-minus-database clock skew larger than this is logged
+#: (seconds).
+CLOCK_STEP_LOG_SECONDS = 1.0
+
+
+class WorkerClock:
+    """The database clock and the next due slot and lease expiry, as one worker knows them.
+
+    ``due_known`` / ``expiry_known`` are cleared from other threads too (the wake-up
+    listener): plain attribute writes, read at the next decision.
+    """
+
+    def __init__(self, worker_id: str, using: str):
+        self.worker_id = worker_id
+        self.using = using
+        # The earliest lease expiry seen by the last look (db clock); an idle worker only
+        # runs the recovery query when it has passed (leases are re-read at every sleep).
+        self.expiry_known = False
+        self.next_expiry: datetime | None = None
+        # Likewise the earliest due slot: the claim transaction runs only when it has come
+        # (a schedule created or triggered meanwhile is seen by the look before the sleep).
+        self.due_known = False
+        self.next_due: datetime | None = None
+        # The database clock as last read: (database time, time.monotonic() of the read).
+        # Decisions between reads advance it by the monotonic clock, which host clock steps
+        # do not move; every read (heartbeat, decision_now) re-anchors it.
+        self.reading: tuple[datetime, float] | None = None
+        self.skew = timedelta(0)  # host clock minus database clock, at the last read
+
+    def decision_now(self) -> datetime:
+        """The database clock for this pass's decisions. Idle, when the next due slot
+        and the next lease expiry are both known and still ahead by the estimate of the
+        database clock (:meth:`estimate`), nothing can be due: the estimate is returned
+        and the round trip saved (an idle tick is then just the wake-up reads).
+        Whenever either may have come, the database is asked, so a claim or a recovery is
+        always decided and stamped by the database clock; that read also re-anchors the
+        estimate, so a wrong estimate costs one read, never a busy loop."""
+        if self.due_known and self.expiry_known:
+            estimate = self.estimate()
+            if not (self.claim_due(estimate) or self.lease_check_due(estimate)):
+                return estimate
+        now = state.db_now(self.using)
+        self.note_reading(now)
+        return now
+
+    def estimate(self) -> datetime:
+        """The database clock now, estimated without a round trip: the last reading plus
+        the ``time.monotonic()`` seconds since. The host's wall clock plays no part, so a
+        step of it (NTP, a VM resumed, an operator) cannot make the worker act early,
+        sleep too long or spin; drift is corrected at the next reading."""
+        if self.reading is None:  # not read yet (start-up always reads it first)
+            return dj_timezone.now()
+        db_time, mono = self.reading
+        return db_time + timedelta(seconds=time.monotonic() - mono)
+
+    def note_reading(self, db_time: datetime) -> None:
+        """Anchor :meth:`estimate` to a database reading just taken, and re-measure the
+        host-minus-database skew (logged when it changed by more than
+        ``CLOCK_STEP_LOG_SECONDS``: one of the clocks was stepped)."""
+        had_reading = self.reading is not None
+        self.reading = (db_time, time.monotonic())
+        skew = dj_timezone.now() - db_time
+        change = (skew - self.skew).total_seconds()
+        self.skew = skew
+        if had_reading and abs(change) > CLOCK_STEP_LOG_SECONDS:
+            logger.warning(
+                "worker %s: host clock minus database clock changed by %+.1fs (now %+.1fs); "
+                "the worker follows the database clock",
+                self.worker_id,
+                change,
+                skew.total_seconds(),
+            )
+
+    def claim_due(self, now: datetime) -> bool:
+        if not self.due_known:
+            return True
+        return self.next_due is not None and self.next_due <= now
+
+    def lease_check_due(self, now: datetime) -> bool:
+        if not self.expiry_known:
+            return True
+        return self.next_expiry is not None and self.next_expiry <= now
