@@ -174,31 +174,7 @@ def disable(
     dropped); a run in progress finishes and is receipted normally. A paused schedule can
     still be run by hand with :func:`trigger`.
     Raises :class:`StateConflict` for a cancelled, completed or failed schedule."""
-    with transaction.atomic(using=using):
-        row = _get_locked(schedule_id, using)
-        if row.status == ALREADY["disable"]:
-            return row
-        _require("disable", row)
-        row.status = Status.PAUSED
-        row.next_run_at = row.retry_scheduled_for = row.triggered_at = None
-        row.save(
-            update_fields=[
-                "status",
-                "next_run_at",
-                "retry_scheduled_for",
-                "triggered_at",
-                "updated_at",
-            ]
-        )
-        record_event(
-            row,
-            EventAction.DISABLED,
-            actor=actor,
-            source=source,
-            changes={"status": [Status.ACTIVE, Status.PAUSED]},
-            using=using,
-        )
-    return row
+    return _halt(schedule_id, "disable", Status.PAUSED, EventAction.DISABLED, actor, source, using)
 
 
 def trigger(
@@ -234,11 +210,32 @@ def cancel(
 ) -> Schedule:
     """Cancel for good: no further runs (a run in progress still gets its receipt).
     Raises :class:`StateConflict` if already cancelled or completed."""
+    return _halt(
+        schedule_id, "cancel", Status.CANCELLED, EventAction.CANCELLED, actor, source, using
+    )
+
+
+def _halt(
+    schedule_id: Any,
+    action: str,
+    status: str,
+    event: str,
+    actor: Any,
+    source: str,
+    using: str,
+) -> Schedule:
+    """The transition of ``disable`` (to paused) and ``cancel`` (to cancelled): under the
+    row lock, refuse what :data:`ALLOWED` refuses, leave a row already there alone
+    (:data:`ALREADY`), else set ``status`` with no next run, no pending retry and no pending
+    trigger, and record ``event`` with the status change. A run in progress keeps its lease
+    and is receipted normally."""
     with transaction.atomic(using=using):
         row = _get_locked(schedule_id, using)
-        _require("cancel", row)
+        if row.status == ALREADY.get(action):
+            return row
+        _require(action, row)
         before = row.status
-        row.status = Status.CANCELLED
+        row.status = status
         row.next_run_at = row.retry_scheduled_for = row.triggered_at = None
         row.save(
             update_fields=[
@@ -251,10 +248,10 @@ def cancel(
         )
         record_event(
             row,
-            EventAction.CANCELLED,
+            event,
             actor=actor,
             source=source,
-            changes={"status": [before, Status.CANCELLED]},
+            changes={"status": [before, status]},
             using=using,
         )
     return row
