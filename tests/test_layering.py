@@ -3,7 +3,7 @@
 * Only the state package, and the db/ helpers that it or the one retention path call inside
   their transactions, open transactions or take row locks.
 * The pure modules (``state/values.py``, ``state/bounds.py``, ``state/rules.py``,
-  ``state/outcomes.py``, ``timing.py``) import nothing from ``django.db``.
+  ``state/outcomes.py``, the ``timing/`` package) import nothing from ``django.db``.
 * The thin layers (admin, API, management commands) never write a schedule's run state:
   they call ``state.*``.
 * No module of the package is over 500 lines.
@@ -27,7 +27,8 @@ TRANSACTION_EXCEPTIONS = {
     ("admin.py", "delete_selected"),
 }
 
-PURE = ("state/values.py", "state/bounds.py", "state/rules.py", "state/outcomes.py", "timing.py")
+#: Pure modules; an entry ending in ``/`` is a whole package (see ``_under``).
+PURE = ("state/values.py", "state/bounds.py", "state/rules.py", "state/outcomes.py", "timing/")
 
 THIN = ("admin.py", "api/", "management/commands/")
 RUN_STATE = frozenset(
@@ -52,7 +53,7 @@ WRITING_CALLS = frozenset(
 
 MAX_LINES = 500
 #: Over the limit today, to be split (not by this test).
-TOO_LONG = {"admin.py", "timing.py", "models.py", "worker.py", "api/serializers.py"}
+TOO_LONG = {"admin.py", "models.py", "worker.py", "api/serializers.py"}
 
 
 def modules() -> list[tuple[str, ast.Module]]:
@@ -104,7 +105,18 @@ def test_only_the_state_package_opens_transactions_and_takes_row_locks():
     assert offenders == []
 
 
-@pytest.mark.parametrize("rel", PURE)
+def pure_modules() -> list[str]:
+    """The modules PURE names, its packages expanded to their modules."""
+    rels = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py"))
+    return [rel for rel in rels if _under(rel, PURE)]
+
+
+def test_every_pure_entry_names_modules():
+    found = pure_modules()
+    assert [p for p in PURE if not any(_under(rel, (p,)) for rel in found)] == []
+
+
+@pytest.mark.parametrize("rel", pure_modules())
 def test_pure_modules_import_nothing_from_django_db(rel):
     tree = ast.parse((PACKAGE / rel).read_text(), rel)
     imported = []
