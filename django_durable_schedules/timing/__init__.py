@@ -1,0 +1,87 @@
+"""Pure schedule time math: validation, next fire times, catch-up and backoff arithmetic.
+
+Nothing here imports Django or touches a database. Every instant that goes in must be an
+aware ``datetime``; every instant that comes out is an aware UTC ``datetime`` with whole
+seconds. Durations are integer seconds.
+
+Rules and where they come from (``docs/time.md`` explains them with examples):
+
+* Interval schedules are elapsed UTC time: slot ``n`` is ``anchor + n * interval``.
+* Cron schedules are wall-clock time in the schedule's IANA zone. ``cronsim`` parses the
+  fields and decides which dates fire; this module maps
+  wall times to instants itself, because cronsim's DST handling breaks the rules below in
+  three cases (see "Cron evaluation"):
+
+  - fixed-time jobs (minute and hour fields do not start with ``*``) run once for a wall
+    time inside a spring-forward gap, at the first instant after the gap, and once, at the
+    first reading, for a wall time inside a fall-back overlap;
+  - wildcard jobs (minute or hour field starts with ``*``) run at every real instant whose
+    local reading matches: both passes of a repeated hour, nothing inside a gap;
+  - day-of-month and day-of-week: if either field starts with ``*`` both must match,
+    otherwise either one is enough.
+* Instants are truncated (never rounded up) to whole seconds before any arithmetic.
+
+The package, one module per concern (each imports only the ones listed before it):
+
+* ``errors``: :class:`InvalidSchedule`;
+* ``instants``: ``UTC``, ``MAX_YEAR``, the searchable bounds, :func:`require_aware`,
+  :func:`truncate_to_second`, whole seconds since the epoch;
+* ``zones``: :func:`validate_timezone` and the cached ``ZoneInfo`` lookup;
+* ``intervals``: :func:`validate_interval` and its bounds;
+* ``cron_syntax``: :data:`CRON_MACROS`, the field-by-field syntax check,
+  :func:`is_wildcard_cron`;
+* ``cron_plan``: compiled, cached cron plans, "can never fire", :func:`validate_cron`;
+* ``cron``: cron evaluation: wall times to instants under the DST rules, next, latest and
+  counted slots;
+* ``spec``: :class:`Spec` and ``KINDS``;
+* ``slots``: :func:`next_slot_after`, :func:`upcoming`, :func:`latest_slot_at_or_before`,
+  :func:`count_slots`, the interval grid;
+* ``delays``: :func:`backoff_seconds`, :func:`jitter_offset`;
+* ``descriptions``: :func:`describe`.
+"""
+
+from __future__ import annotations
+
+# The private names imported ``as`` themselves stay reachable as ``timing.<name>``: the cached
+# helpers (``timing._compile.cache_clear()`` clears the one cache) and the cron expansion.
+from .cron import _day_instants as _day_instants
+from .cron import _plain_day as _plain_day
+from .cron_plan import _compile as _compile
+from .cron_plan import _month_shapes as _month_shapes
+from .cron_plan import validate_cron
+from .cron_syntax import CRON_MACROS, is_wildcard_cron
+from .cron_syntax import _expand as _expand
+from .delays import backoff_seconds, jitter_offset
+from .descriptions import describe
+from .errors import InvalidSchedule
+from .instants import MAX_YEAR, UTC, require_aware, truncate_to_second
+from .intervals import MAX_INTERVAL_SECONDS, MIN_INTERVAL_SECONDS, validate_interval
+from .slots import count_slots, latest_slot_at_or_before, next_slot_after, upcoming
+from .spec import KINDS, Spec
+from .zones import _known_zones as _known_zones
+from .zones import _zone as _zone
+from .zones import validate_timezone
+
+__all__ = [
+    "InvalidSchedule",
+    "UTC",
+    "MIN_INTERVAL_SECONDS",
+    "MAX_INTERVAL_SECONDS",
+    "MAX_YEAR",
+    "KINDS",
+    "CRON_MACROS",
+    "require_aware",
+    "truncate_to_second",
+    "validate_timezone",
+    "validate_interval",
+    "validate_cron",
+    "is_wildcard_cron",
+    "Spec",
+    "next_slot_after",
+    "upcoming",
+    "latest_slot_at_or_before",
+    "count_slots",
+    "backoff_seconds",
+    "jitter_offset",
+    "describe",
+]

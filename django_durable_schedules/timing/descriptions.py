@@ -1,0 +1,30 @@
+"""Descriptions: short human words for a spec (``"every 5 minutes"``)."""
+
+from __future__ import annotations
+
+from .instants import _trunc
+from .spec import Spec
+
+_UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+
+
+def _describe_seconds(seconds: int) -> str:
+    for unit, size in _UNITS:
+        if seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def describe(spec: Spec) -> str:
+    """Short human words for a spec: ``"every 5 minutes"``, ``"every 1 hour"``,
+    ``"cron '0 3 * * *' (Europe/Paris)"``, ``"once at 2027-06-01 09:00:00 UTC"``.
+    Does not validate; an interval is named in its largest whole unit."""
+    seconds = spec.interval_seconds
+    if spec.kind == "interval" and isinstance(seconds, int) and seconds > 0:
+        return f"every {_describe_seconds(seconds)}"
+    if spec.kind == "cron":
+        return f"cron '{spec.cron}' ({spec.timezone})"
+    if spec.kind == "once" and spec.run_at is not None:
+        return f"once at {_trunc(spec.run_at):%Y-%m-%d %H:%M:%S} UTC"
+    return f"{spec.kind} schedule"

@@ -1,0 +1,73 @@
+"""Instants: the UTC zone, the bounds of the searchable range, aware datetimes truncated to
+whole seconds, and conversions to and from whole seconds since the Unix epoch.
+
+Every instant that goes in must be an aware ``datetime``; every instant that comes out is an
+aware UTC ``datetime`` with whole seconds. Instants are truncated (never rounded up) to whole
+seconds before any arithmetic.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from .errors import InvalidSchedule
+
+UTC = timezone.utc  # noqa: UP017 (the same object as datetime.UTC)
+MAX_YEAR = 9000  # fire times later than this year are "never" (None), never an OverflowError
+
+_SECOND = timedelta(seconds=1)
+_MINUTE = timedelta(minutes=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_LAST_INSTANT = datetime(MAX_YEAR, 12, 31, 23, 59, 59, tzinfo=UTC)
+_FIRST_INSTANT = datetime(2, 1, 1, tzinfo=UTC)  # cron searches never start earlier (no underflow)
+
+
+def require_aware(value: datetime, field: str) -> datetime:
+    """Return ``value`` converted to UTC, refusing naive datetimes.
+
+    A naive datetime is neither UTC nor local time, so it is never guessed at.
+    Microseconds are kept (see :func:`truncate_to_second`).
+
+    Raises :class:`InvalidSchedule` ``(field, "aware datetime required ...")`` for a naive
+    datetime or a non-datetime, and for an instant that cannot be expressed in UTC.
+    """
+    if not isinstance(value, datetime):
+        raise InvalidSchedule(
+            field, f"aware datetime required, got {type(value).__name__} {value!r}"
+        )
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidSchedule(
+            field,
+            f"aware datetime required, got naive {value.isoformat()}; "
+            "give its UTC offset or time zone (it is never read as UTC or as local time)",
+        )
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise InvalidSchedule(field, f"datetime {value.isoformat()} is out of range") from None
+
+
+def truncate_to_second(value: datetime, field: str = "datetime") -> datetime:
+    """Return the aware ``value`` in UTC with ``microsecond=0``.
+
+    Truncates, never rounds up, so a slot can never move into the future (MySQL
+    rounding ``.999999`` up skipped runs). Raises :class:`InvalidSchedule` ``(field, ...)``
+    for a naive datetime, like :func:`require_aware`.
+    """
+    return require_aware(value, field).replace(microsecond=0)
+
+
+def _to_seconds(value: datetime) -> int:
+    """Whole seconds since the Unix epoch of an aware UTC datetime without microseconds."""
+    return (value - _EPOCH) // _SECOND
+
+
+def _from_seconds(seconds: int) -> datetime | None:
+    """The UTC instant ``seconds`` after the epoch, or None when it lies after MAX_YEAR."""
+    if seconds > _to_seconds(_LAST_INSTANT):
+        return None
+    return _EPOCH + timedelta(seconds=seconds)
+
+
+def _trunc(value: datetime, field: str = "datetime") -> datetime:
+    return truncate_to_second(value, field)

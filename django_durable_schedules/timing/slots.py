@@ -1,0 +1,158 @@
+"""Slot arithmetic on a :class:`~.spec.Spec`: the next slot, the next few (``upcoming``),
+the latest slot of a window and the number of slots in one.
+
+Interval schedules are elapsed UTC time: slot ``n`` is ``anchor + n * interval``, computed in
+integer seconds. Cron schedules are searched by :mod:`.cron`. No slot is earlier than
+``start_at`` or later than ``end_at``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import overload
+
+from .cron import _cron_count, _cron_from, _cron_latest
+from .cron_plan import _compile
+from .instants import _LAST_INSTANT, _SECOND, _from_seconds, _to_seconds, _trunc
+from .spec import Spec
+
+
+@overload
+def _window(spec: Spec, lo: datetime, hi: datetime) -> tuple[datetime, datetime]: ...
+@overload
+def _window(spec: Spec, lo: datetime, hi: None) -> tuple[datetime, datetime | None]: ...
+def _window(spec: Spec, lo: datetime, hi: datetime | None) -> tuple[datetime, datetime | None]:
+    """Narrow [lo, hi] (whole-second UTC; hi None = open) to [start_at, end_at]."""
+    if spec.start_at is not None:
+        lo = max(lo, _trunc(spec.start_at))
+    if spec.end_at is not None:
+        end = _trunc(spec.end_at)
+        hi = end if hi is None else min(hi, end)
+    return lo, hi
+
+
+def _interval_grid(spec: Spec) -> tuple[int, int]:
+    """(anchor in epoch seconds, interval seconds) of a validated interval spec."""
+    anchor = spec.anchor if spec.anchor is not None else spec.start_at
+    assert anchor is not None and spec.interval_seconds is not None  # Spec.validate() checked
+    return _to_seconds(_trunc(anchor, "anchor")), spec.interval_seconds
+
+
+def _run_at(spec: Spec) -> datetime:
+    """``run_at`` (whole-second UTC) of a validated once spec."""
+    assert spec.run_at is not None  # Spec.validate() checked
+    return _trunc(spec.run_at, "run_at")
+
+
+def _first_slot_from(spec: Spec, lo: datetime) -> datetime | None:
+    """First slot >= lo (whole-second UTC), ignoring end_at."""
+    if spec.kind == "once":
+        run_at = _run_at(spec)
+        return run_at if lo <= run_at <= _LAST_INSTANT else None
+    if spec.kind == "interval":
+        anchor, every = _interval_grid(spec)
+        n = max(0, -((anchor - _to_seconds(lo)) // every))  # ceil((lo - anchor) / every)
+        return _from_seconds(anchor + n * every)
+    return _cron_from(_compile(spec.cron, spec.timezone), lo)
+
+
+# --------------------------------------------------------------------------------------
+# Public slot arithmetic
+# --------------------------------------------------------------------------------------
+
+
+def next_slot_after(spec: Spec, after: datetime, *, inclusive: bool = False) -> datetime | None:
+    """The first slot strictly after ``after`` (at or after it when ``inclusive``), as an
+    aware UTC datetime with whole seconds, or None when there is none (a once schedule
+    already past, ``end_at`` passed, nothing before year MAX_YEAR).
+
+    ``after`` (aware) is truncated to whole seconds first. Slots are never before
+    ``start_at`` nor after ``end_at``. Interval: ``anchor + n * interval_seconds``
+    computed in integer UTC seconds, whatever the zone. Cron: wall time
+    in ``spec.timezone`` with the DST rules of the package docstring. Once:
+    ``run_at``.
+
+    Raises :class:`InvalidSchedule` if the spec is invalid (``spec.validate()``) or
+    ``after`` is naive.
+    """
+    spec.validate()
+    after = min(_trunc(after, "after"), _LAST_INSTANT + _SECOND)
+    return _next_slot(spec, after if inclusive else after + _SECOND)
+
+
+def _next_slot(spec: Spec, lo: datetime) -> datetime | None:
+    """First slot >= lo (whole-second UTC) of a validated spec, inside [start_at, end_at]."""
+    if lo > _LAST_INSTANT:
+        return None
+    lo, hi = _window(spec, lo, None)
+    slot = _first_slot_from(spec, lo)
+    if slot is None or (hi is not None and slot > hi):
+        return None
+    return slot
+
+
+def upcoming(spec: Spec, after: datetime, count: int) -> list[datetime]:
+    """The next ``count`` slots strictly after ``after`` (aware UTC, whole seconds), fewer
+    if the schedule ends. Raises ``ValueError`` for a negative ``count`` and
+    :class:`InvalidSchedule` like :func:`next_slot_after`."""
+    if count < 0:
+        raise ValueError("count must not be negative")
+    spec.validate()
+    slots: list[datetime] = []
+    cursor = min(_trunc(after, "after"), _LAST_INSTANT)
+    while len(slots) < count:
+        slot = _next_slot(spec, cursor + _SECOND)
+        if slot is None:
+            break
+        slots.append(slot)
+        cursor = slot
+    return slots
+
+
+def latest_slot_at_or_before(spec: Spec, now: datetime, *, not_before: datetime) -> datetime | None:
+    """The most recent slot ``s`` with ``not_before <= s <= now`` (and inside
+    ``[start_at, end_at]``), or None. Used to coalesce missed slots into one late run.
+
+    Bounded whatever the gap: interval and once are O(1) arithmetic; cron bisects
+    over the forward search, O(log(now - not_before)) searches. Both bounds are
+    truncated to whole seconds first. Raises :class:`InvalidSchedule` like
+    :func:`next_slot_after`.
+    """
+    spec.validate()
+    lo, hi = _window(spec, _trunc(not_before, "not_before"), _trunc(now, "now"))
+    if hi < lo:
+        return None
+    if spec.kind == "once":
+        run_at = _run_at(spec)
+        return run_at if lo <= run_at <= hi else None
+    if spec.kind == "interval":
+        anchor, every = _interval_grid(spec)
+        n = (_to_seconds(hi) - anchor) // every
+        slot = _from_seconds(anchor + n * every) if n >= 0 else None
+        return slot if slot is not None and slot >= lo else None
+    return _cron_latest(_compile(spec.cron, spec.timezone), lo, hi)
+
+
+def count_slots(spec: Spec, start: datetime, end: datetime, *, cap: int = 100_000) -> int:
+    """Number of slots ``s`` with ``start <= s < end`` (and inside ``[start_at, end_at]``),
+    at most ``cap``. Interval and once: O(1) arithmetic. Cron: a walk that counts whole
+    DST-free local days arithmetically and stops at ``cap``. ``start`` and ``end`` are
+    truncated to whole seconds first. Raises ``ValueError`` for a negative ``cap`` and
+    :class:`InvalidSchedule` like :func:`next_slot_after`."""
+    if cap < 0:
+        raise ValueError("cap must not be negative")
+    spec.validate()
+    start, end = _trunc(start, "start"), _trunc(end, "end")
+    if end <= start or cap == 0:
+        return 0
+    lo, hi = _window(spec, start, end - _SECOND)
+    if hi < lo:
+        return 0
+    if spec.kind == "once":
+        return 1 if lo <= _run_at(spec) <= hi else 0
+    if spec.kind == "interval":
+        anchor, every = _interval_grid(spec)
+        first = max(0, -((anchor - _to_seconds(lo)) // every))
+        last = (_to_seconds(hi) - anchor) // every
+        return max(0, min(cap, last - first + 1))
+    return _cron_count(_compile(spec.cron, spec.timezone), lo, hi + _SECOND, cap)

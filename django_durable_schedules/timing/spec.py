@@ -1,0 +1,94 @@
+"""The schedule specification: :class:`Spec`, the timing definition of a schedule as pure
+data, and its validation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from .cron_plan import validate_cron
+from .errors import InvalidSchedule
+from .instants import _trunc, require_aware
+from .intervals import validate_interval
+from .zones import validate_timezone
+
+KINDS = ("interval", "cron", "once")
+
+
+def _given(value: object) -> bool:
+    return value is not None and value != ""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """The timing definition of a schedule; pure data, validated by :meth:`validate`.
+
+    ``kind`` is ``"interval"`` (``interval_seconds`` from ``anchor``), ``"cron"``
+    (``cron`` in ``timezone``) or ``"once"`` (``run_at``). ``anchor`` is the interval
+    grid origin (the schedule's ``start_at``, else its creation time); when it is None
+    ``start_at`` is used. No slot is earlier than ``start_at`` or later than ``end_at``
+    (inclusive). All datetimes must be aware; they are used truncated to whole seconds.
+    """
+
+    kind: str
+    interval_seconds: int | None = None
+    cron: str | None = None
+    timezone: str = "UTC"
+    run_at: datetime | None = None
+    anchor: datetime | None = None
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+
+    def validate(self) -> None:
+        """Raise :class:`InvalidSchedule` ``(field, message)`` for the first problem:
+        unknown ``kind``; unknown ``timezone``; a naive datetime; ``end_at`` before
+        ``start_at``; a missing required field or a field that does not belong to the kind
+        (``cron`` on an interval, ``run_at`` on a cron, ...); an invalid interval or cron
+        expression; an interval without ``anchor``/``start_at``; a ``run_at`` outside
+        ``[start_at, end_at]``."""
+        if self.kind not in KINDS:
+            raise InvalidSchedule(
+                "kind", f"kind must be one of {', '.join(KINDS)}; got {self.kind!r}"
+            )
+        validate_timezone(self.timezone)
+        for name in ("run_at", "anchor", "start_at", "end_at"):
+            if getattr(self, name) is not None:
+                require_aware(getattr(self, name), name)
+        if self.start_at and self.end_at and _trunc(self.end_at) < _trunc(self.start_at):
+            raise InvalidSchedule("end_at", "end_at must not be before start_at")
+        self._forbid(
+            {
+                "interval": ("cron", "run_at"),
+                "cron": ("interval_seconds", "run_at"),
+                "once": ("interval_seconds", "cron"),
+            }[self.kind]
+        )
+        getattr(self, f"_validate_{self.kind}")()
+
+    def _forbid(self, names: tuple[str, ...]) -> None:
+        for name in names:
+            if _given(getattr(self, name)):
+                raise InvalidSchedule(name, f"a {self.kind} schedule does not take {name}")
+
+    def _validate_interval(self) -> None:
+        if self.interval_seconds is None:
+            raise InvalidSchedule("interval_seconds", "an interval schedule needs interval_seconds")
+        validate_interval(self.interval_seconds)
+        if self.anchor is None and self.start_at is None:
+            raise InvalidSchedule(
+                "anchor", "an interval schedule needs an anchor (start_at or creation time)"
+            )
+
+    def _validate_cron(self) -> None:
+        if self.cron is None or not _given(self.cron):
+            raise InvalidSchedule("cron", "a cron schedule needs a cron expression")
+        validate_cron(self.cron, self.timezone)
+
+    def _validate_once(self) -> None:
+        if self.run_at is None:
+            raise InvalidSchedule("run_at", "a once schedule needs run_at")
+        run_at = _trunc(self.run_at)
+        if self.start_at and run_at < _trunc(self.start_at):
+            raise InvalidSchedule("run_at", "run_at is before start_at")
+        if self.end_at and run_at > _trunc(self.end_at):
+            raise InvalidSchedule("run_at", "run_at is after end_at")

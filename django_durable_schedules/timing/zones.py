@@ -1,0 +1,40 @@
+"""Time zones: the IANA zone names a schedule may use and their ``ZoneInfo`` (cached)."""
+
+from __future__ import annotations
+
+import functools
+from zoneinfo import ZoneInfo, available_timezones
+
+from .errors import InvalidSchedule
+
+# Present in some system zone databases but not IANA zone names a schedule may use: the
+# host's own zone and zic's internal defaults.
+_NOT_SCHEDULE_ZONES = frozenset({"localtime", "posixrules", "Factory"})
+
+
+@functools.cache
+def _known_zones() -> frozenset[str]:
+    return frozenset(available_timezones()) | {"UTC"}
+
+
+@functools.lru_cache(maxsize=512)
+def _zone(name: str) -> ZoneInfo:
+    return ZoneInfo(name)
+
+
+def validate_timezone(name: str) -> str:
+    """Return ``name`` if it is an IANA time zone name that ``zoneinfo`` can load.
+
+    Typos (``'America/New_Yrok'``), the empty string, case variants (``'utc'``), file
+    paths and host-specific entries such as ``'localtime'`` are refused.
+
+    Raises :class:`InvalidSchedule` ``("timezone", "unknown IANA time zone '...'")``.
+    """
+    message = f"unknown IANA time zone {name!r}"
+    if not isinstance(name, str) or name in _NOT_SCHEDULE_ZONES or name not in _known_zones():
+        raise InvalidSchedule("timezone", message)
+    try:
+        _zone(name)
+    except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+        raise InvalidSchedule("timezone", message) from None
+    return name
