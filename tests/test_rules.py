@@ -68,3 +68,30 @@ def test_a_success_moves_on_and_a_failure_retries_with_backoff():
     receipt = outcomes._apply(s, Outcome(c, "failed"), T0 + S)  # a plain string works too
     assert receipt.status == "failed" and s.failure_count == 1
     assert s.retry_scheduled_for == T0 and s.next_run_at == T0 + 11 * S
+
+
+# -- planning (Schedule.plan / timing.planned_slot): pure, the caller reads the clock --------
+
+
+def test_a_new_interval_is_due_at_its_anchor_even_when_created_at_was_set_before_now():
+    s = row(created_at=T0)
+    assert s.plan(T0 + 5 * S, first=True) == T0  # slot 0 is the creation time
+    assert s.plan(T0 + 5 * S) == T0 + 60 * S  # an edit: strictly after now
+
+
+def test_a_new_interval_anchored_later_waits_for_its_anchor():
+    s = row(created_at=T0, start_at=T0 + 600 * S)
+    assert s.plan(T0, first=True) == T0 + 600 * S
+
+
+def test_a_new_once_runs_at_run_at_even_if_past_and_a_replan_never_fires_it():
+    s = row(kind="once", interval_seconds=None, run_at=T0)
+    assert s.plan(T0 + 3600 * S, first=True) == T0
+    assert s.plan(T0 + 3600 * S) is None  # past, not new: never again
+
+
+def test_a_new_cron_is_planned_to_its_first_slot_at_or_after_now():
+    s = row(kind="cron", interval_seconds=None, cron="0 * * * *")
+    top = T0.replace(minute=0, second=0) + timedelta(hours=1)
+    assert s.plan(top, first=True) == top
+    assert s.plan(top) == top + timedelta(hours=1)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as django_delete_selected
@@ -19,9 +19,6 @@ from .. import state
 from ..exceptions import StateConflict
 from ..models import Schedule, Status
 from .display import _names, _plural, fmt_utc
-
-if TYPE_CHECKING:
-    from .schedules import ScheduleAdmin
 
 
 def _as_admin(request: HttpRequest) -> dict[str, Any]:
@@ -95,7 +92,9 @@ def apply_transition(
 
 
 def _make_action(t: Transition) -> Any:
-    def action(modeladmin: ScheduleAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+    def action(
+        modeladmin: admin.ModelAdmin[Schedule], request: HttpRequest, queryset: QuerySet
+    ) -> None:
         rows = queryset.prefetch_related(None).order_by("name").values_list("pk", "name", "status")
         apply_transition(request, t, list(rows))
 
@@ -114,7 +113,7 @@ class _DeleteRefused(Exception):
 
 @admin.action(permissions=["delete"], description="Delete selected schedules")
 def delete_selected(
-    modeladmin: ScheduleAdmin, request: HttpRequest, queryset: QuerySet
+    modeladmin: admin.ModelAdmin[Schedule], request: HttpRequest, queryset: QuerySet
 ) -> HttpResponse | None:
     """Django's confirmation page, then :func:`.state.delete_schedule` per schedule: a
     refused one stays, and the message says which and why (never "deleted" for it)."""

@@ -4,7 +4,8 @@ failing, degraded, leased, lease expired), one definition each.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import models, router
 from django.db.models import Q
@@ -22,7 +23,9 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
     twin returning the ``Q`` object, for aggregates (``Count("id", filter=...)``).
     ``now`` is an aware UTC datetime, or an SQL expression of the database clock."""
 
-    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[Schedule]:
+    def bulk_create(  # type: ignore[override]
+        self, objs: Iterable[Schedule], *args: Any, **kwargs: Any
+    ) -> list[Schedule]:
         """``QuerySet.bulk_create`` that prepares new rows as ``save()`` does, with one read
         of the database clock for the whole batch: instants normalised, a missing
         ``created_at`` set to the database clock's time, a missing ``definition_hash``
@@ -32,9 +35,9 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         objs = list(objs)
         if any(obj.created_at is None or not obj.definition_hash for obj in objs):
             from ..db import clock
-            from ..state.rules import plan_next
 
-            db_time = clock.db_now(self._db or router.db_for_write(self.model))
+            using = getattr(self, "_db", None) or router.db_for_write(self.model)
+            db_time = clock.db_now(using)
             now = timing.truncate_to_second(db_time)
             for obj in objs:
                 obj._normalize()
@@ -43,8 +46,9 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
                 if not obj.definition_hash:
                     obj.definition_hash = obj.compute_definition_hash()
                     if obj.status == Status.ACTIVE and obj.next_run_at is None:
-                        obj.next_run_at = plan_next(obj, now, first=True)
-        return super().bulk_create(objs, *args, **kwargs)
+                        obj.next_run_at = obj.plan(now, first=True)
+        created = super().bulk_create(objs, *args, **kwargs)  # type: ignore[arg-type]
+        return cast("list[Schedule]", created)
 
     @staticmethod
     def runnable_q() -> Q:

@@ -220,7 +220,7 @@ class Schedule(models.Model):
 
         When the definition changed (a new row, or an edit of a definition field) it reads
         the database clock once (:func:`.db.clock.db_now`: one query) and plans with
-        :func:`.state.rules.plan_next`: a new active schedule gets its first slot (an
+        :meth:`plan`: a new active schedule gets its first slot (an
         interval is due at once, its grid anchored at ``created_at``); an edit re-plans to
         the first slot of the new definition strictly after now, so an edit never fires a
         run by itself. A new row without ``created_at`` gets the database clock's time. An
@@ -233,7 +233,6 @@ class Schedule(models.Model):
         new_hash = self.compute_definition_hash()
         if self.definition_hash != new_hash or self.created_at is None:
             from ..db import clock
-            from ..state.rules import plan_next
 
             using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
             db_time = clock.db_now(using)
@@ -245,7 +244,7 @@ class Schedule(models.Model):
             now = timing.truncate_to_second(db_time)
             first = self._state.adding and self.occurrence == 0
             if self.status == Status.ACTIVE and self.definition_hash != new_hash:
-                self.next_run_at = plan_next(self, now, first=first)
+                self.next_run_at = self.plan(now, first=first)
             self.definition_hash = new_hash
             if update_fields is not None:
                 kwargs["update_fields"] = set(update_fields) | {"definition_hash", "next_run_at"}
@@ -347,6 +346,14 @@ class Schedule(models.Model):
                 value = timing.truncate_to_second(value).isoformat()
             parts.append(f"{f}={value!s}")
         return hashlib.sha1("|".join(parts).encode()).hexdigest()
+
+    def plan(self, now: datetime, *, first: bool = False) -> datetime | None:
+        """When this schedule next comes due at ``now`` (aware UTC, whole seconds, read from
+        the database clock by the caller), jitter added, or ``None`` if never: the slot
+        :func:`.timing.planned_slot` gives (``first`` for a new schedule, else strictly
+        after ``now``). Used by ``save()``, ``bulk_create()``, enable and the re-plan of an
+        edit made behind ``save()``; pure (no database, no clock)."""
+        return self.due_at(timing.planned_slot(self.spec(), now, first=first))
 
     def due_at(self, slot: datetime | None) -> datetime | None:
         """When ``slot`` becomes due: the slot plus this schedule's deterministic jitter

@@ -18,7 +18,7 @@ from ..exceptions import StateConflict
 from ..models import EventAction, Kind, RunAttempt, Schedule, Status
 from .bounds import describe_problem
 from .events import _json_value, record_event
-from .rules import _safe_hash, plan_next
+from .rules import _safe_hash
 
 #: The source statuses each operator action is allowed from; any other is refused with
 #: :class:`StateConflict`. A row that is already where ``enable``/``disable`` would take it
@@ -118,7 +118,7 @@ def enable(
             _rearm_once(row, now)
         else:
             try:
-                row.next_run_at = plan_next(row, now)
+                row.next_run_at = row.plan(now)
             except Exception as exc:  # noqa: BLE001 - a definition made invalid behind save()
                 raise StateConflict(
                     f"the stored definition cannot be evaluated ({describe_problem(exc)}): "

@@ -68,27 +68,6 @@ _FINISH_FIELDS = [
 ]
 
 
-def plan_next(schedule: Schedule, now: datetime, *, first: bool = False) -> datetime | None:
-    """When ``schedule`` next comes due (aware UTC, jitter added), or ``None`` if never.
-
-    ``now`` is an aware UTC datetime in whole seconds, read from the database clock by the
-    caller (``Schedule.save()``, enable, the re-plan of an edit made behind ``save()``).
-    For a new schedule (``first``) it is the first slot at or after ``now`` (a ``once`` at
-    ``run_at`` even if past; an interval without ``start_at`` at its anchor, slot 0 being
-    the creation time, so a new interval is due at once even when ``created_at`` was set
-    before ``now``); otherwise the first slot strictly after ``now``, so planning never
-    fires a run by itself.
-    """
-    spec = schedule.spec()
-    if first and schedule.kind == Kind.INTERVAL and schedule.start_at is None:
-        now = min(now, schedule.anchor)
-    if schedule.kind == Kind.ONCE:
-        slot = schedule.run_at if first else timing.next_slot_after(spec, now)
-    else:
-        slot = timing.next_slot_after(spec, now, inclusive=first)
-    return schedule.due_at(slot)
-
-
 @dataclass
 class _Receipt:
     attempt_id: uuid.UUID
@@ -284,7 +263,7 @@ def _plan_claim(
         if row.status == Status.PAUSED:
             row.next_run_at = None
             return
-        row.next_run_at = plan_next(row, timing.truncate_to_second(now))
+        row.next_run_at = row.plan(timing.truncate_to_second(now))
         if row.next_run_at is None:
             row.status = Status.COMPLETED
         return

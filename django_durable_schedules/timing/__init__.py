@@ -34,7 +34,7 @@ The package, one module per concern (each imports only the ones listed before it
 * ``cron``: cron evaluation: wall times to instants under the DST rules, next, latest and
   counted slots;
 * ``spec``: :class:`Spec` and ``KINDS``;
-* ``slots``: :func:`next_slot_after`, :func:`upcoming`, :func:`latest_slot_at_or_before`,
+* ``slots``: :func:`next_slot_after`, :func:`planned_slot`, :func:`upcoming`, :func:`latest_slot_at_or_before`,
   :func:`count_slots`, the interval grid;
 * ``delays``: :func:`backoff_seconds`, :func:`jitter_offset`;
 * ``descriptions``: :func:`describe`.
@@ -56,7 +56,7 @@ from .descriptions import describe
 from .errors import InvalidSchedule
 from .instants import MAX_YEAR, UTC, require_aware, truncate_to_second
 from .intervals import MAX_INTERVAL_SECONDS, MIN_INTERVAL_SECONDS, validate_interval
-from .slots import count_slots, latest_slot_at_or_before, next_slot_after, upcoming
+from .slots import count_slots, latest_slot_at_or_before, next_slot_after, planned_slot, upcoming
 from .spec import KINDS, Spec
 from .zones import _known_zones as _known_zones
 from .zones import _zone as _zone
@@ -78,6 +78,7 @@ __all__ = [
     "is_wildcard_cron",
     "Spec",
     "next_slot_after",
+    "planned_slot",
     "upcoming",
     "latest_slot_at_or_before",
     "count_slots",

@@ -80,6 +80,23 @@ def next_slot_after(spec: Spec, after: datetime, *, inclusive: bool = False) -> 
     return _next_slot(spec, after if inclusive else after + _SECOND)
 
 
+def planned_slot(spec: Spec, now: datetime, *, first: bool = False) -> datetime | None:
+    """The slot a schedule is planned for at ``now`` (aware, whole seconds), or None.
+
+    ``first`` (a new schedule): a ``once`` at ``run_at`` even if past (a one-shot created
+    late still runs); an interval without ``start_at`` at its anchor when that is at or
+    before ``now`` (slot 0 is the creation time, so a new interval is due at once even when
+    ``created_at`` was set a moment before ``now``); otherwise the first slot at or after
+    ``now``. Not ``first`` (an edit, an enable, a re-plan): the first slot strictly after
+    ``now``, so planning never fires a run by itself.
+    """
+    if first and spec.kind == "once":
+        return spec.run_at
+    if first and spec.kind == "interval" and spec.start_at is None and spec.anchor is not None:
+        now = min(now, spec.anchor)
+    return next_slot_after(spec, now, inclusive=first)
+
+
 def _next_slot(spec: Spec, lo: datetime) -> datetime | None:
     """First slot >= lo (whole-second UTC) of a validated spec, inside [start_at, end_at]."""
     if lo > _LAST_INSTANT:
