@@ -156,6 +156,23 @@ def test_a_definition_broken_while_it_runs_is_receipted_and_paused():
     assert healthy.status == "active" and healthy.next_run_at == T0 + 120 * S
 
 
+def test_a_lease_written_behind_save_with_no_attempt_is_cleared_and_the_schedule_runs():
+    """A lease token no attempt holds (set by raw SQL or ``update()``) expires like any
+    other: the lease is cleared, nothing is receipted (nothing ran), and the schedule and
+    its batch neighbour run at their next claim."""
+    stray = make("stray-lease", created_at=T0)
+    other = make("other", created_at=T0)
+    Schedule.objects.filter(pk=stray.pk).update(
+        lease_token=uuid.uuid4(), lease_expires_at=T0 + 5 * S
+    )
+    assert state.expire_leases(now=T0 + 10 * S) == 1
+    stray.refresh_from_db()
+    assert stray.lease_token is None and stray.lease_expires_at is None
+    assert receipts_of(stray) == []
+    claims = state.claim_due(worker="w", now=T0 + 11 * S)
+    assert {c.schedule_id for c in claims} == {stray.pk, other.pk}
+
+
 def test_a_failure_on_a_row_with_overflowing_backoff_written_behind_save():
     s = make("backoff", callback="tests.fail", max_attempts=5)
     Schedule.objects.filter(pk=s.pk).update(backoff_base_seconds=1e12, backoff_cap_seconds=1e12)

@@ -69,11 +69,7 @@ def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
         )
     if status in SUCCESS_STATUSES:
         row.failure_count = row.failed_occurrences = 0
-        receipt_status = ReceiptStatus(status)
-    elif status == OutcomeStatus.SKIPPED:
-        receipt_status = ReceiptStatus.SKIPPED
-    else:  # pragma: no cover - programming error
-        raise ValueError(f"unknown outcome status {status!r}")
+    receipt_status = ReceiptStatus(status)  # succeeded, enqueued, skipped: the same words
     skipped = _move_on(row, claim.occurrence, now)
     return _receipt(row, claim, receipt_status, now, outcome, slots_skipped=skipped)
 

@@ -255,7 +255,9 @@ def expire_leases(
         for row in rows:
             attempt = attempts.get(row.lease_token)
             row.lease_token = row.lease_expires_at = None
-            if attempt is None:  # pragma: no cover - an attempt is always written with its lease
+            if attempt is None:
+                # A lease no attempt holds: written behind save() (a claim writes both in
+                # one transaction). Nothing ran under it, so there is nothing to receipt.
                 continue
             receipts.append(
                 _fail_attempt(

@@ -9,11 +9,10 @@ _UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
 
 
 def _describe_seconds(seconds: int) -> str:
-    for unit, size in _UNITS:
-        if seconds % size == 0:
-            count = seconds // size
-            return f"{count} {unit}{'' if count == 1 else 's'}"
-    raise AssertionError("unreachable")  # pragma: no cover
+    """``seconds`` in the largest unit that divides it (a second divides every int)."""
+    unit, size = next((u, n) for u, n in _UNITS if seconds % n == 0)
+    count = seconds // size
+    return f"{count} {unit}{'' if count == 1 else 's'}"
 
 
 def describe(spec: Spec) -> str:
