@@ -20,6 +20,9 @@ RUNNABLE = frozenset({Status.ACTIVE, Status.PAUSED})  # paused: only by a trigge
 #: A row a run holds a lease on: claimed active or triggered, or paused or cancelled since.
 LEASED = frozenset({Status.ACTIVE, Status.PAUSED, Status.CANCELLED})
 
+#: A row not yet stored (its creation).
+NEW: frozenset[str] = frozenset()
+
 DEGRADED = "paused, degraded"
 NEXT_OR_COMPLETED = "active (completed when no slot is left)"
 
@@ -250,10 +253,21 @@ TABLE: tuple[Transition, ...] = (
     ),
     Transition(
         "control",
+        NEW,
+        "create (`create_schedule`, `save()`, `bulk_create()`)",
+        "active (or paused, when created disabled)",
+        "active: the first slot at or after now by the database clock (an interval: now, "
+        "its grid anchored at `created_at`, the same reading; a `once`: `run_at`, even if "
+        "past); paused: none",
+        "none (event `created`, except by `save()` and `bulk_create()`)",
+    ),
+    Transition(
+        "control",
         ANY,
         "edit (`update_schedule`, `save()`)",
         "unchanged",
-        "active: the first slot of the new definition after now; else unchanged",
+        "active: the first slot of the new definition after now (the database clock); "
+        "else unchanged",
         "none (event `edited`)",
     ),
     Transition(
@@ -292,6 +306,8 @@ _FAMILIES = {
 def _sources(sources: frozenset[str]) -> str:
     if sources == ANY:
         return "any"
+    if not sources:
+        return "(new)"
     return ", ".join(s for s in Status.values if s in sources)
 
 
