@@ -8,7 +8,7 @@
    pass the append-only guards), all finished 40-100 days ago, then ``VACUUM ANALYZE``.
 2. Times the claim query (the exact SQL ``state.claim_due`` sends, as in
    ``claim_plan.py``) with nothing else running: the baseline p99.
-3. Runs the real command, ``manage.py prune_runs --older-than 30``, timing it from the
+3. Runs the real command, ``manage.py prune_runs --older-than 30 --no-input``, timing it from the
    outside, while a second connection keeps timing the claim query: does pruning slow
    claims down?
 4. Verifies the run tables are empty afterwards and the guards are still in force.
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         stop = threading.Event()
         timer = threading.Thread(target=claim_timer, args=(args.database_url, sql, stop, during))
         timer.start()
-        log("prune_runs --older-than 30")
+        log("prune_runs --older-than 30 --no-input")
         started = time.monotonic()
         done = subprocess.run(
             [
@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                 "prune_runs",
                 "--older-than",
                 "30",
+                "--no-input",
                 "--batch-size",
                 str(args.batch_size),
             ],

@@ -136,6 +136,15 @@ _TYPED: dict[str, tuple[str, Any]] = {
     "AUTODISCOVER": ("True or False", lambda v: isinstance(v, bool)),
     "SYNC_ON_MIGRATE": ("True or False", lambda v: isinstance(v, bool)),
     "API_OWNER_SCOPED": ("True or False", lambda v: isinstance(v, bool)),
+    "PROBE_PUBLIC": ("True or False", lambda v: isinstance(v, bool)),
+    "PROBE_MIN_WORKERS": (
+        "a whole number >= 0",
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    ),
+    "PROBE_MAX_LAG_SECONDS": (
+        "a positive number",
+        lambda v: _is_number(v) and math.isfinite(v) and v > 0,
+    ),
     "API_PERMISSION_CLASSES": (
         "a list of dotted paths",
         lambda v: isinstance(v, (list, tuple)) and all(isinstance(p, str) and "." in p for p in v),

@@ -37,6 +37,11 @@ NOTIFY_CHANNEL            (note)     PostgreSQL LISTEN/NOTIFY channel that wakes
                                      wake-ups off (workers only poll)
 API_PERMISSION_CLASSES    [IsAdmin]  DRF permission classes (dotted paths) of the API
 API_OWNER_SCOPED          False      non-staff users see and control only their own schedules
+PROBE_PUBLIC              True       anyone may read the fleet probe (``health/probe/``: no
+                                     schedule names); False: the API's permission classes
+PROBE_MIN_WORKERS         1          live workers the probe needs to pass
+PROBE_MAX_LAG_SECONDS     60.0       the probe fails when a due schedule has waited longer
+                                     than this for a claim (seconds)
 ========================  =========  ===========================================================
 """
 
@@ -68,6 +73,9 @@ DEFAULTS: dict[str, Any] = {
     "NOTIFY_CHANNEL": "durable_schedules",
     "API_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
     "API_OWNER_SCOPED": False,
+    "PROBE_PUBLIC": True,
+    "PROBE_MIN_WORKERS": 1,
+    "PROBE_MAX_LAG_SECONDS": 60.0,
 }
 
 
@@ -169,6 +177,18 @@ class _Settings:
     def NOTIFY_CHANNEL(self) -> str | None:
         value = get("NOTIFY_CHANNEL")
         return str(value) if value else None
+
+    @property
+    def PROBE_PUBLIC(self) -> bool:
+        return bool(get("PROBE_PUBLIC"))
+
+    @property
+    def PROBE_MIN_WORKERS(self) -> int:
+        return int(get("PROBE_MIN_WORKERS"))
+
+    @property
+    def PROBE_MAX_LAG_SECONDS(self) -> float:
+        return float(get("PROBE_MAX_LAG_SECONDS"))
 
 
 app_settings = _Settings()

@@ -7,10 +7,11 @@ Used by the API's ``health/`` endpoint (200 when healthy, 503 when not), the adm
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
 from django.db.models import Count, Sum
+from django.utils.translation import ngettext
 
 from .conf import app_settings
 from .models import RunAttempt, Schedule, ScheduleQuerySet, Status, WorkerHeartbeat
@@ -63,13 +64,18 @@ class Health:
     degraded_schedules: list[DegradedRow] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (datetimes as ISO 8601 strings)."""
+        """JSON-ready dict; datetimes as ISO 8601 in UTC ending in ``Z``
+        (``2027-06-01T10:00:00.123456Z``), as every datetime the API answers."""
         data = asdict(self)
-        data["checked_at"] = self.checked_at.isoformat()
+        data["checked_at"] = _utc_text(self.checked_at)
         for worker in data["workers"]:
             for key in ("started_at", "last_seen_at"):
-                worker[key] = worker[key].isoformat() if worker[key] else None
+                worker[key] = _utc_text(worker[key]) if worker[key] else None
         return data
+
+
+def _utc_text(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def snapshot(
@@ -128,13 +134,25 @@ def snapshot(
     )
     problems = []
     if agg["overdue"]:
-        problems.append(f"{agg['overdue']} schedules overdue by more than {overdue_after:.0f}s")
+        n = agg["overdue"]
+        problems.append(
+            ngettext("%(n)d schedule overdue", "%(n)d schedules overdue", n) % {"n": n}
+            + f" by more than {overdue_after:.0f}s"
+        )
     if agg["expired"]:
-        problems.append(f"{agg['expired']} expired leases not yet recovered")
+        n = agg["expired"]
+        problems.append(
+            ngettext(
+                "%(n)d expired lease not yet recovered", "%(n)d expired leases not yet recovered", n
+            )
+            % {"n": n}
+        )
     if agg["degraded"]:
+        n = agg["degraded"]
         names = ", ".join(row["name"] for row in degraded_rows[:5])
-        more = ", ..." if agg["degraded"] > 5 else ""
-        problems.append(f"{agg['degraded']} schedules degraded: {names}{more}")
+        more = ", ..." if n > 5 else ""
+        degraded = ngettext("%(n)d schedule degraded", "%(n)d schedules degraded", n) % {"n": n}
+        problems.append(f"{degraded}: {names}{more}")
     for w in workers:
         if abs(w["clock_skew_seconds"]) > app_settings.SKEW_WARN_SECONDS:
             problems.append(
@@ -157,3 +175,70 @@ def snapshot(
         workers=workers,
         degraded_schedules=degraded_rows,
     )
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The fleet's verdict for a load balancer, Kubernetes or an uptime monitor: is the
+    scheduler doing its job? Names no schedule (safe to expose)."""
+
+    ok: bool
+    checked_at: datetime
+    database: bool
+    live_workers: int
+    #: How long the longest-waiting due schedule has waited for a claim (seconds; 0 when
+    #: none is due), by the database clock.
+    claim_lag_seconds: float
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (``checked_at`` in UTC, ending in ``Z``)."""
+        data = asdict(self)
+        data["checked_at"] = _utc_text(self.checked_at)
+        return data
+
+
+def probe(*, now: datetime | None = None, using: str = "default") -> Probe:
+    """The fleet probe (:class:`Probe`): it passes when the database answers, at least
+    ``PROBE_MIN_WORKERS`` workers have a live heartbeat (within ``WORKER_STALE_SECONDS``)
+    and no due schedule has waited longer than ``PROBE_MAX_LAG_SECONDS`` for a claim.
+    A degraded or failing schedule does not fail it (that is one schedule's problem: see
+    :func:`snapshot`). Two indexed queries; never raises for a database error (it is the
+    verdict ``database: false``)."""
+    from django.db import DatabaseError
+    from django.db.models import Min
+
+    from .state import db_now
+
+    checked = datetime.now(UTC)
+    try:
+        now = now or db_now(using)
+        checked = now
+        stale = now - timedelta(seconds=app_settings.WORKER_STALE_SECONDS)
+        live = (
+            WorkerHeartbeat.objects.using(using)
+            .filter(stopped_at__isnull=True, last_seen_at__gte=stale)
+            .count()
+        )
+        oldest = (
+            Schedule.objects.using(using)
+            .claimable(now)
+            .aggregate(oldest=Min("next_run_at"))["oldest"]
+        )
+    except DatabaseError as exc:
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        return Probe(False, checked, False, 0, 0.0, [f"the database does not answer: {reason}"])
+    lag = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
+    problems = []
+    need = app_settings.PROBE_MIN_WORKERS
+    if live < need:
+        problems.append(
+            ngettext("%(n)d live worker", "%(n)d live workers", live) % {"n": live}
+            + f", at least {need} needed"
+        )
+    if lag > app_settings.PROBE_MAX_LAG_SECONDS:
+        problems.append(
+            f"a due schedule has waited {lag:.0f}s for a worker (more than "
+            f"PROBE_MAX_LAG_SECONDS = {app_settings.PROBE_MAX_LAG_SECONDS:g})"
+        )
+    return Probe(not problems, now, True, live, round(lag, 3), problems)

@@ -27,7 +27,7 @@ from typing import Any
 
 from .exceptions import NotRegistered
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")  # \Z: no trailing newline
 
 
 @dataclass(frozen=True)

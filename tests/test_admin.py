@@ -266,7 +266,7 @@ def test_every_action_calls_the_state_machine(admin_client, monkeypatch):
 
         monkeypatch.setattr(state, name, spy)
     for action in ("disable", "enable", "trigger", "cancel"):
-        run_action(admin_client, action, s)
+        run_action(admin_client, action, s, post="yes")  # cancel asks first (post=yes: confirmed)
     assert calls == [
         (name, s.pk, "admin", "admin") for name in ("disable", "enable", "trigger", "cancel")
     ]
@@ -316,19 +316,60 @@ def _next(s: Schedule) -> str:
     return dds_admin.fmt_utc(s.next_run_at)
 
 
-def test_cancel_action_and_its_refusal(admin_client):
-    s = make("to-cancel")
-    response = run_action(admin_client, "cancel", s)
+def test_cancel_action_asks_first_then_cancels_and_then_refuses(admin_client):
+    s, done = make("to-cancel"), make("already-done")
+    Schedule.objects.filter(pk=done.pk).update(status=Status.COMPLETED, next_run_at=None)
+    page = run_action(admin_client, "cancel", s, done)
+    html = page.content.decode()
+    assert page.status_code == 200 and "Cancelling is final" in html
+    assert "<strong>to-cancel</strong>" in html and "already-done (completed)" in html
+    assert f'name="_selected_action" value="{s.pk}"' in html  # only what can be cancelled
+    assert f'value="{done.pk}"' not in html
+    assert "No, take me back" in html
+    s.refresh_from_db()
+    assert s.status == Status.ACTIVE  # asked, not done
+    assert not ScheduleEvent.objects.filter(action="cancelled").exists()
+
+    response = run_action(admin_client, "cancel", s, post="yes")
     assert messages_of(response) == [
         ("success", "Cancelled 1 schedule: to-cancel (active → cancelled).")
     ]
-    response = run_action(admin_client, "cancel", s)
+    response = run_action(admin_client, "cancel", s, post="yes")
     assert messages_of(response) == [
         (
             "error",
             "Cancel refused for 1 schedule: to-cancel (a cancelled schedule cannot be cancelled).",
         )
     ]
+    html = run_action(admin_client, "cancel", s).content.decode()
+    assert "Nothing to cancel" in html and "Yes, cancel" not in html
+
+
+def test_the_change_page_cancel_asks_on_its_own_page_first(admin_client):
+    s = make("cancel-me")
+    html = admin_client.get(change_url(s)).content.decode()
+    url = reverse("admin:durable_schedules_schedule_transition", args=[s.pk, "cancel"])
+    assert f'href="{url}"' in html and ">Cancel…</a>" in html  # a link to the question
+    page = admin_client.get(url)
+    assert page.status_code == 200 and "Cancelling is final" in page.content.decode()
+    assert f'href="{change_url(s)}" class="button cancel-link">No, take me back' in (
+        page.content.decode()
+    )
+    assert admin_client.post(url).status_code == 200  # a POST without post=yes asks too
+    s.refresh_from_db()
+    assert s.status == Status.ACTIVE
+    response = admin_client.post(url, {"post": "yes"}, follow=True)
+    assert response.redirect_chain[-1][0] == change_url(s)
+    assert messages_of(response) == [
+        ("success", "Cancelled 1 schedule: cancel-me (active → cancelled).")
+    ]
+    s.refresh_from_db()
+    assert s.status == Status.CANCELLED
+
+
+def test_the_add_page_has_no_empty_run_tables(admin_client):
+    html = admin_client.get(reverse("admin:durable_schedules_schedule_add")).content.decode()
+    assert "latest attempts" not in html and "latest receipts" not in html
 
 
 def test_trigger_action_requests_a_run_now_and_refuses_a_running_schedule(admin_client):
@@ -356,9 +397,11 @@ def test_actions_need_change_permission(client, django_user_model):
     response = client.get(reverse(CHANGELIST))
     assert response.status_code == 200
     assert 'name="action"' not in response.content.decode()
-    run_action(client, "cancel", s)
+    run_action(client, "cancel", s, post="yes")
     s.refresh_from_db()
     assert s.status == Status.ACTIVE
+    cancel = reverse("admin:durable_schedules_schedule_transition", args=[s.pk, "cancel"])
+    assert client.get(cancel).status_code == 403  # not even the question
 
 
 # ---------------------------------------------------------------------------------------
@@ -396,7 +439,7 @@ def test_change_page_inlines_are_read_only_and_limited(admin_client):
     response = admin_client.get(change_url(s))
     html = response.content.decode()
     formsets = {f.formset.prefix: f for f in response.context["inline_admin_formsets"]}
-    assert set(formsets) == {"receipts", "attempts"}
+    assert set(formsets) == {"receipts", "attempts", "events"}
     assert len(formsets["receipts"].formset.forms) == 20
     assert len(formsets["attempts"].formset.forms) == 20
     for inline in formsets.values():
@@ -432,12 +475,9 @@ def _form_data(**overrides) -> dict:
         "interval_seconds": "",
         "cron": "30 2 * * *",
         "timezone": "Europe/Paris",
-        "run_at_0": "",
-        "run_at_1": "",
-        "start_at_0": "",
-        "start_at_1": "",
-        "end_at_0": "",
-        "end_at_1": "",
+        "run_at": "",
+        "start_at": "",
+        "end_at": "",
         "max_runs": "",
         "payload": "{}",
         "metadata": "{}",
@@ -452,6 +492,10 @@ def _form_data(**overrides) -> dict:
         "attempts-INITIAL_FORMS": "0",
         "attempts-MIN_NUM_FORMS": "0",
         "attempts-MAX_NUM_FORMS": "0",
+        "events-TOTAL_FORMS": "0",
+        "events-INITIAL_FORMS": "0",
+        "events-MIN_NUM_FORMS": "0",
+        "events-MAX_NUM_FORMS": "0",
     }
     data.update(overrides)
     return data
@@ -700,7 +744,7 @@ def test_health_page_shows_snapshot_workers_failing_and_degraded(admin_client):
     html = response.content.decode()
     assert response.status_code == 200
     assert "Unhealthy" in html
-    assert "1 schedules degraded" in html
+    assert "1 schedule degraded" in html
     assert "worker host-b:9 clock is -12.5s off the database clock" in html
     # Counts, with links into the filtered list.
     assert re.search(r'href="[^"]*\?failing=yes"><span class="dds-num">1</span>', html)
@@ -752,3 +796,61 @@ def test_health_page_is_linked_from_the_app_index_and_lists(admin_client):
     assert health in heartbeats.content.decode()
     s = make("linked")
     assert health in admin_client.get(change_url(s)).content.decode()
+
+
+@pytest.mark.parametrize("model", ["runattempt", "runreceipt"])
+def test_each_history_row_links_to_its_own_page_and_the_schedule_is_its_own_column(
+    admin_client, model
+):
+    """The first column links the row (attempt or receipt); the schedule link stands in a
+    column of its own, never inside the row link (a browser drops a link inside a link)."""
+    s = make("linked")
+    [receipt] = add_history(s, ["succeeded"])
+    html = admin_client.get(reverse(f"admin:durable_schedules_{model}_changelist")).content
+    html = html.decode()
+    row_pk = receipt.attempt_id if model == "runattempt" else receipt.pk
+    row_url = reverse(f"admin:durable_schedules_{model}_change", args=[row_pk])
+    assert re.search(rf'<th class="field-run"><a href="{re.escape(row_url)}">#1\.1</a></th>', html)
+    assert re.search(
+        rf'<td class="field-schedule_link"><a href="{re.escape(change_url(s))}">linked</a></td>',
+        html,
+    )
+    assert not re.search(r"<a [^>]*>(?:(?!</a>).)*<a ", html, re.S)  # no link inside a link
+
+
+def test_the_audit_trail_is_on_the_change_page_and_in_its_own_filterable_list(admin_client):
+    s = make("audited", interval_seconds=60)
+    state.update_schedule(s.pk, interval_seconds=120, source="api")
+    state.disable(s.pk, source="command")
+    html = admin_client.get(change_url(s)).content.decode()
+    assert "Audit trail: latest control actions" in html
+    assert "interval_seconds: 60 → 120" in html and "status: active → paused" in html
+    assert "2 events</a>" in html  # edited, disabled: linked to the full list
+
+    events = reverse("admin:durable_schedules_scheduleevent_changelist")
+    html = admin_client.get(events, {"schedule__exact": s.pk}).content.decode()
+    assert html.count('class="field-action"') == 2
+    html = admin_client.get(events, {"action__exact": "disabled"}).content.decode()
+    assert html.count('class="field-action"') == 1 and "command" in html
+    event = ScheduleEvent.objects.get(action="disabled")
+    page = admin_client.get(
+        reverse("admin:durable_schedules_scheduleevent_change", args=[event.pk])
+    )
+    assert page.status_code == 200
+    add = reverse("admin:durable_schedules_scheduleevent_add")
+    assert admin_client.get(add).status_code == 403  # append-only, for superusers too
+
+
+def test_cron_in_words_in_the_list_the_form_and_as_you_type(admin_client):
+    s = make("weekdays", kind="cron", interval_seconds=None, cron="0 9 * * 1-5")
+    html = admin_client.get(reverse(CHANGELIST)).content.decode()
+    assert '<span class="dds-cron-words">At 09:00, Monday through Friday</span>' in html
+    html = admin_client.get(change_url(s)).content.decode()
+    assert 'id="id_cron_words" aria-live="polite">At 09:00, Monday through Friday</p>' in html
+    describe = reverse("admin:durable_schedules_schedule_describe_cron")
+    assert f'data-words-url="{describe}"' in html
+    answer = admin_client.get(describe, {"cron": "*/15 * * * *", "timezone": "Europe/Paris"})
+    assert answer.json() == {"words": "Every 15 minutes", "error": ""}
+    answer = admin_client.get(describe, {"cron": "61 * * * *"}).json()
+    assert answer["words"] == "" and "minute" in answer["error"]
+    assert admin_client.get(describe, {"cron": "@daily"}).json()["words"] == "At 00:00"

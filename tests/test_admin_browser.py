@@ -286,3 +286,102 @@ def test_admin_in_a_real_browser(served_static, start_worker, browser_page):
     page.wait_for_url(re.compile(r"/change/$"))
     page.go_back()
     _shot(page, "admin-health.png")
+
+
+def _login(page, base: str, next_url: str) -> None:
+    page.goto(f"{base}/admin/login/?next={next_url}")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "password")
+    page.click("input[type=submit]")
+    page.wait_for_url(re.compile(re.escape(next_url) + "$"))
+
+
+def test_operator_traps_in_a_real_browser(served_static, browser_page):
+    """What a person clicks: Cancel asks on its own page (and a button never drops unsaved
+    edits silently), each history row opens its own page, and a time entered for a Tokyo
+    schedule is Tokyo time."""
+    from django_durable_schedules.models import RunAttempt, Schedule
+
+    _seed()
+    page = browser_page
+    base = served_static.url
+    digest = Schedule.objects.get(name="digest.build")
+    change = f"/admin/durable_schedules/schedule/{digest.pk}/change/"
+    _login(page, base, change)
+
+    # An unsaved edit, then Disable: the browser asks; dismissing keeps the page and the edit.
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.fill("#id_interval_seconds", "1200")
+    page.click("button.dds-tool:has-text('Disable')")
+    assert len(dialogs) == 1 and "not saved" in dialogs[0]
+    assert page.input_value("#id_interval_seconds") == "1200"
+    assert page.url.endswith(change)
+    digest.refresh_from_db()
+    assert digest.status == "active" and digest.interval_seconds == 900
+
+    # Without edits, Cancel… opens a confirmation page; "No, take me back" changes nothing.
+    page.reload()
+    page.click("a.dds-tool:has-text('Cancel')")
+    page.wait_for_url(re.compile(r"/transition/cancel/$"))
+    assert "Cancelling is final" in page.locator("#content").inner_text()
+    _shot(page, "admin-cancel-confirmation.png", full_page=False)
+    page.get_by_role("link", name="No, take me back").click()
+    page.wait_for_url(re.compile(re.escape(change) + "$"))
+    digest.refresh_from_db()
+    assert digest.status == "active"
+
+    # Confirmed, it is cancelled, and the page says so.
+    page.click("a.dds-tool:has-text('Cancel')")
+    page.wait_for_url(re.compile(r"/transition/cancel/$"))
+    page.click("input[type=submit][value^='Yes, cancel']")
+    page.wait_for_url(re.compile(re.escape(change) + "$"))
+    assert "Cancelled 1 schedule: digest.build" in page.locator("ul.messagelist").inner_text()
+    digest.refresh_from_db()
+    assert digest.status == "cancelled"
+
+    # The bulk action asks too, listing what it would cancel.
+    page.goto(f"{base}/admin/durable_schedules/schedule/")
+    for name in ("partner.import", "sessions.clear_expired"):
+        row = page.locator("#result_list tbody tr", has=page.get_by_role("link", name=name))
+        row.locator("input.action-select").check()
+    page.select_option("select[name=action]", "cancel")
+    page.click("button[name=index]")
+    page.wait_for_load_state()
+    text = page.locator("#content").inner_text()
+    assert "These 2 schedules will be cancelled" in text and "partner.import" in text
+    page.get_by_role("link", name="No, take me back").click()
+    page.wait_for_load_state()
+    assert Schedule.objects.filter(status="cancelled").count() == 1
+
+    # Each attempt row opens its own page; the schedule column opens the schedule.
+    page.goto(f"{base}/admin/durable_schedules/runattempt/")
+    first = page.locator("#result_list tbody tr").first
+    run_label = first.locator("th.field-run a").inner_text()
+    first.locator("th.field-run a").click()
+    page.wait_for_url(re.compile(r"/runattempt/[0-9a-f-]+/change/$"))
+    attempt_id = page.url.rstrip("/").split("/")[-2]
+    attempt = RunAttempt.objects.get(pk=attempt_id)
+    assert run_label == f"#{attempt.occurrence}.{attempt.attempt}"
+    page.go_back()
+    first = page.locator("#result_list tbody tr").first
+    name = first.locator("td.field-schedule_link a").inner_text()
+    first.locator("td.field-schedule_link a").click()
+    page.wait_for_url(re.compile(r"/schedule/[0-9a-f-]+/change/$"))
+    assert page.locator("#id_name").input_value() == name
+
+    # A one-shot in Asia/Tokyo entered as 09:00 is 09:00 in Tokyo (00:00 UTC).
+    page.goto(f"{base}/admin/durable_schedules/schedule/add/")
+    page.fill("#id_name", "tokyo.once")
+    page.select_option("#id_callback", "tests.noop")
+    page.select_option("#id_kind", "once")
+    page.fill("#id_interval_seconds", "")
+    page.fill("#id_timezone", "Asia/Tokyo")
+    page.fill("#id_run_at", "2027-06-01T09:00:00")
+    page.click("input[name=_continue]")
+    page.wait_for_url(re.compile(r"/change/$"))
+    tokyo = Schedule.objects.get(name="tokyo.once")
+    assert tokyo.run_at.isoformat() == "2027-06-01T00:00:00+00:00"
+    assert page.input_value("#id_run_at") in ("2027-06-01T09:00", "2027-06-01T09:00:00")
+    help_text = page.locator(".field-run_at .help").inner_text()
+    assert "2027-06-01 09:00:00 JST = 2027-06-01 00:00:00 UTC" in help_text

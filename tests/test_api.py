@@ -756,6 +756,21 @@ def test_health_200_when_healthy(api):
     assert response.status_code == 200
     data = response.json()
     assert data["healthy"] is True and data["problems"] == [] and "schedules" in data
+    assert data["checked_at"].endswith("Z")  # every datetime the API answers ends in Z
+
+
+def test_every_datetime_of_the_api_ends_in_z(api, staff):
+    from django_durable_schedules.models import WorkerHeartbeat
+
+    WorkerHeartbeat.objects.create(
+        worker_id="w:1", started_at=now(), last_seen_at=now(), clock_skew_seconds=0.0
+    )
+    s = create(api, name="z").json()
+    texts = [s["next_run_at"], s["created_at"], s["updated_at"]]
+    health = api.get(url("health")).json()
+    texts += [health["checked_at"], health["workers"][0]["last_seen_at"]]
+    texts += [health["workers"][0]["started_at"]]
+    assert all(t.endswith("Z") and "+00:00" not in t for t in texts), texts
 
 
 def test_health_503_when_a_schedule_is_overdue(api):
@@ -882,3 +897,16 @@ def test_events_endpoint_lists_the_audit_trail():
     assert response.status_code == 200
     actions = [(e["action"], e["source"], e["actor_repr"]) for e in response.json()]
     assert actions[:2] == [("triggered", "api", "auditor"), ("disabled", "api", "auditor")]
+
+
+def test_cron_description_is_the_cron_in_words(api):
+    body = create(api, name="weekdays", kind="cron", cron="0 9 * * 1-5", interval_seconds=None)
+    assert body.status_code == 201, body.json()
+    assert body.json()["cron_description"] == "At 09:00, Monday through Friday"
+    other = create(api, name="tick").json()
+    assert other["cron_description"] is None
+    from django.utils import translation
+
+    with translation.override("fr"):  # what LocaleMiddleware does for a French request
+        french = api.get(url("schedule-detail", body.json()["id"]))
+    assert french.json()["cron_description"].startswith("À 09:00")

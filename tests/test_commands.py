@@ -23,8 +23,9 @@ def test_upcoming_prints_local_and_utc():
     out = run("upcoming", "paris", "--count", "3")
     lines = [line for line in out.splitlines() if line.startswith("  ")]
     assert len(lines) == 3
-    assert "T03:00:00+0" in lines[0] and "(Europe/Paris)" in lines[0]
+    assert " 03:00:00 CE" in lines[0] and "(Europe/Paris)" in lines[0]  # CET or CEST
     assert lines[0].rstrip().endswith(("T01:00:00Z", "T02:00:00Z"))
+    assert out.splitlines()[0] == "paris: cron '0 3 * * *' (Europe/Paris): At 03:00"
 
 
 def test_list_health_and_transitions():
@@ -34,7 +35,7 @@ def test_list_health_and_transitions():
     assert "every 5 minutes" in run("list")
     assert "paused" in run("disable", "tick")
     assert "active" in run("enable", "tick")
-    run("trigger", "tick")
+    assert "tick: triggered; it runs at the next worker pass" in run("trigger", "tick")
     run("cancel", "tick")
     with pytest.raises(CommandError, match="cannot be enabled"):
         run("enable", "tick")
@@ -57,3 +58,23 @@ def test_list_says_why_a_schedule_is_paused():
     )
     [line] = [line for line in run("list").splitlines() if line.startswith("lost")]
     assert "paused" in line and line.endswith("(callback 'old.job' is not registered)")
+
+
+def test_list_has_a_header_and_shows_the_next_run_in_the_zone_and_in_utc():
+    s = Schedule.objects.create(
+        name="tokyo", callback="tests.noop", kind="cron", cron="0 9 * * *", timezone="Asia/Tokyo"
+    )
+    header, line = run("list").splitlines()
+    assert header.split()[:3] == ["NAME", "STATUS", "CADENCE"] and "UTC" in header
+    local = s.next_run_at.astimezone(__import__("zoneinfo").ZoneInfo("Asia/Tokyo"))
+    assert f"{local:%Y-%m-%d} 09:00:00 JST · {s.next_run_at:%Y-%m-%dT%H:%M:%SZ}" in line
+
+
+def test_subcommands_have_help_for_their_arguments():
+    from django_durable_schedules.management.commands.schedules import Command
+
+    parser = Command().create_parser("manage.py", "schedules")
+    sub = next(a for a in parser._actions if a.dest == "action")
+    helps = sub.choices["upcoming"].format_help()
+    assert "The schedule's name." in helps and "How many fire times" in helps
+    assert "not undoable" in sub.choices["cancel"].format_help()

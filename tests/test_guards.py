@@ -95,7 +95,7 @@ def test_prune_removes_only_old_finished_pairs():
 def test_prune_runs_command():
     ReceiptFactory(finished_at=T0 - timedelta(days=400))
     out = StringIO()
-    call_command("prune_runs", "--older-than", "30", stdout=out)
+    call_command("prune_runs", "--older-than", "30", "--no-input", stdout=out)
     assert "Pruned 1 receipts and 1 attempts" in out.getvalue()
     assert RunAttempt.objects.count() == 0
     with pytest.raises(CommandError):

@@ -35,6 +35,7 @@ PURE = (
     "state/outcomes.py",
     "timing/",
     "limits.py",
+    "payloads.py",
 )
 
 THIN = ("admin/", "api/", "management/commands/")

@@ -10,10 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.actions import delete_selected as django_delete_selected
 from django.db import router, transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 
 from .. import state
 from ..exceptions import StateConflict
@@ -38,6 +40,10 @@ class Transition:
     #: A schedule already in this status is left as it is (reported as unchanged).
     target: str | None = None
     danger: bool = False
+    #: Final: asked on a confirmation page first (:func:`confirmation_page`), like Delete.
+    confirm: bool = False
+    #: What the confirmation page says the transition means.
+    warning: str = ""
 
 
 TRANSITIONS: dict[str, Transition] = {
@@ -46,7 +52,16 @@ TRANSITIONS: dict[str, Transition] = {
         Transition("enable", "Enable", "Enabled", target=Status.ACTIVE),
         Transition("disable", "Disable", "Disabled", target=Status.PAUSED),
         Transition("trigger", "Trigger now", "Triggered"),
-        Transition("cancel", "Cancel", "Cancelled", danger=True),
+        Transition(
+            "cancel",
+            "Cancel",
+            "Cancelled",
+            danger=True,
+            confirm=True,
+            warning="Cancelling is final: a cancelled schedule never runs again and cannot be "
+            "enabled. A run in progress finishes and gets its receipt; the schedule, its "
+            "attempts, receipts and audit trail stay.",
+        ),
     )
 }
 
@@ -91,12 +106,53 @@ def apply_transition(
         )
 
 
+def confirmation_page(
+    modeladmin: admin.ModelAdmin[Schedule],
+    request: HttpRequest,
+    t: Transition,
+    schedules: Iterable[Schedule],
+    *,
+    back_url: str,
+    bulk: bool,
+) -> TemplateResponse:
+    """The page that asks before a final transition (:attr:`Transition.confirm`): what it
+    means, the schedules it applies to, those it would refuse (with their status), and a
+    form that posts ``post=yes`` to the same URL (``bulk``: as the list action, with the
+    selected ids, as Django's delete confirmation does)."""
+    rows = list(schedules)
+    allowed = [s for s in rows if t.name in state.allowed_actions(s)]
+    refused = [s for s in rows if t.name not in state.allowed_actions(s)]
+    opts = modeladmin.model._meta
+    title = f"{t.label} {'schedules' if bulk or len(rows) != 1 else 'schedule'}"
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": f"{title}: are you sure?",
+        "subtitle": None,
+        "opts": opts,
+        "transition": t,
+        "allowed": allowed,
+        "refused": refused,
+        "bulk": bulk,
+        "back_url": back_url,
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "media": modeladmin.media,
+    }
+    return TemplateResponse(
+        request, "durable_schedules/admin/transition_confirmation.html", context
+    )
+
+
 def _make_action(t: Transition) -> Any:
     def action(
         modeladmin: admin.ModelAdmin[Schedule], request: HttpRequest, queryset: QuerySet
-    ) -> None:
-        rows = queryset.prefetch_related(None).order_by("name").values_list("pk", "name", "status")
-        apply_transition(request, t, list(rows))
+    ) -> TemplateResponse | None:
+        queryset = queryset.prefetch_related(None).order_by("name")
+        if t.confirm and request.POST.get("post") != "yes":
+            return confirmation_page(
+                modeladmin, request, t, queryset, back_url=request.get_full_path(), bulk=True
+            )
+        apply_transition(request, t, list(queryset.values_list("pk", "name", "status")))
+        return None
 
     action.__name__ = t.name
     return admin.action(permissions=["change"], description=f"{t.label} – selected schedules")(

@@ -13,7 +13,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from .. import timing
-from ..models import RunAttempt, RunReceipt, Schedule, Status
+from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent, Status
 from .display import (
     _EMPTY,
     STRIP_LENGTH,
@@ -163,7 +163,11 @@ class ScheduleColumns(admin.ModelAdmin):
     @admin.display(description="history")
     def history_links(self, obj: Schedule) -> SafeString:
         parts = []
-        for model, word in ((RunAttempt, "attempt"), (RunReceipt, "receipt")):
+        for model, word in (
+            (RunAttempt, "attempt"),
+            (RunReceipt, "receipt"),
+            (ScheduleEvent, "event"),
+        ):
             count = model.objects.filter(schedule_id=obj.pk).count()
             label = word if count == 1 else f"{word}s"
             try:

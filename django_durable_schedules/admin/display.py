@@ -21,6 +21,7 @@ from django.utils.text import Truncator
 from django.utils.timesince import timesince, timeuntil
 
 from .. import timing
+from ..cron_words import cron_in_words
 from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule
 
 #: Outcomes in the strip of the schedule list and change page.
@@ -180,11 +181,17 @@ def _when(value: datetime | None, zone_name: str | None, *, now: datetime) -> Sa
     )
 
 
-def cadence(obj: Schedule) -> str:
+def cadence(obj: Schedule) -> SafeString | str:
+    """``every 5 minutes``; for cron the expression and its zone, with the expression in
+    words below it (``At 09:00, Monday through Friday``, :func:`..cron_words.cron_in_words`)."""
     try:
-        return timing.describe(obj.spec())
+        text = timing.describe(obj.spec())
     except (timing.InvalidSchedule, ValueError, TypeError):
         return f"{obj.kind} schedule"
+    words = cron_in_words(obj.cron) if obj.kind == "cron" else ""
+    if not words:
+        return text
+    return format_html('{}<span class="dds-cron-words">{}</span>', text, words)
 
 
 def _attempt_outcome(obj: RunAttempt) -> SafeString | str:

@@ -9,10 +9,18 @@ from collections.abc import Iterable
 from typing import Any
 
 from django import forms
+from django.forms.fields import InvalidJSONInput
 
-from .. import state
+from .. import state, timing
+from ..cron_words import cron_in_words
 from ..models import Schedule
+from ..payloads import JSON_MAX_DEPTH, PAYLOAD_MAX_BYTES, json_problem
 from ..registry import registry
+from .zoned import INSTANT_INPUTS, WallTimeInput, ZonedDateTimeField, ZonedInstantsMixin
+
+#: Longest JSON text the payload and metadata fields parse (four times the payload bound:
+#: room for indentation and escapes; the model then bounds the value itself).
+JSON_TEXT_MAX_CHARS = 4 * PAYLOAD_MAX_BYTES
 
 DEFINITION_FIELDS = (
     "name",
@@ -74,17 +82,97 @@ def _editable(fields: Iterable[str]) -> tuple[str, ...]:
     return tuple(f for f in fields if f in state.EDITABLE_FIELDS)
 
 
-class ScheduleForm(forms.ModelForm):
-    """``callback`` is a choice among registered names, never a free import path."""
+class BoundedJSONField(forms.JSONField):
+    """Django's JSON form field, bounded: text longer than :data:`JSON_TEXT_MAX_CHARS` or
+    nested too deeply for the parser (``RecursionError``) is a field error, never a 500;
+    what the model cannot store (NaN, NUL, too deep: :mod:`..payloads`) is refused by the
+    model's ``clean()`` with the API's messages."""
+
+    default_error_messages = {
+        "too_long": "At most %(limit)s characters of JSON are accepted.",
+        "too_deep": f"The JSON is nested deeper than {JSON_MAX_DEPTH} levels.",
+    }
+
+    def to_python(self, value: Any) -> Any:
+        if isinstance(value, str) and len(value) > JSON_TEXT_MAX_CHARS:
+            raise forms.ValidationError(
+                self.error_messages["too_long"],
+                code="too_long",
+                params={"limit": JSON_TEXT_MAX_CHARS},
+            )
+        try:
+            return super().to_python(value)
+        except RecursionError:
+            raise forms.ValidationError(self.error_messages["too_deep"], code="too_deep") from None
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        # Re-rendering an invalid form parses the text again: show it as it was typed.
+        if isinstance(data, str) and len(data) > JSON_TEXT_MAX_CHARS:
+            return InvalidJSONInput(data)
+        try:
+            value = super().bound_data(data, initial)
+        except RecursionError:
+            return InvalidJSONInput(data)
+        if json_problem(value):  # NaN, a NUL, a lone surrogate: show the text as typed
+            return InvalidJSONInput(data)
+        return value
+
+
+class ZoneInput(forms.TextInput):
+    """A text input that offers every IANA zone name as you type (an HTML ``datalist``);
+    any case is accepted and stored in the IANA spelling (``europe/paris``)."""
+
+    template_name = "durable_schedules/widgets/zone_input.html"
+
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        attrs = {**(attrs or {}), "list": f"dds-zones-{name}", "autocomplete": "off"}
+        context = super().get_context(name, value, attrs)
+        context["widget"]["zones"] = timing.zone_names()
+        return context
+
+
+class CronInput(forms.TextInput):
+    """A text input with the expression in words below it, updated as you type
+    (``cron_words.js`` asks the admin's ``describe-cron/`` view)."""
+
+    template_name = "durable_schedules/widgets/cron_input.html"
+
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        context = super().get_context(name, value, attrs)
+        context["widget"]["words"] = cron_in_words(value) if isinstance(value, str) else ""
+        return context
+
+
+class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
+    """``callback`` is a choice among registered names, never a free import path;
+    ``run_at``, ``start_at`` and ``end_at`` are wall times in the schedule's own zone
+    (:class:`.zoned.ZonedInstantsMixin`)."""
 
     callback = forms.ChoiceField(choices=())
+    #: The admin's describe-cron URL (set by :meth:`.schedules.ScheduleAdmin.get_form`).
+    cron_words_url: str | None = None
 
     class Meta:
         model = Schedule
         fields = _editable(DEFINITION_FIELDS + INPUT_FIELDS + POLICY_FIELDS)
+        widgets = {
+            "timezone": ZoneInput,
+            "cron": CronInput,
+            # Not the admin's split date/time widget, whose shortcuts use the site's zone.
+            **dict.fromkeys(INSTANT_INPUTS, WallTimeInput),
+        }
+        field_classes = {
+            "payload": BoundedJSONField,
+            "metadata": BoundedJSONField,
+            **dict.fromkeys(INSTANT_INPUTS, ZonedDateTimeField),
+        }
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self.zone_instant_fields()
+        cron = self.fields.get("cron")
+        if cron is not None and self.cron_words_url:
+            cron.widget.attrs["data-words-url"] = self.cron_words_url
         field = self.fields.get("callback")
         if not isinstance(field, forms.ChoiceField):  # absent from a read-only form
             return

@@ -1,5 +1,5 @@
-"""The read-only inlines of a schedule's change page: its latest attempts and receipts
-(at most :data:`INLINE_LIMIT` of each, through :class:`LatestFormSet`).
+"""The read-only inlines of a schedule's change page: its latest receipts, attempts and
+audit events (at most :data:`INLINE_LIMIT` of each, through :class:`LatestFormSet`).
 """
 
 from __future__ import annotations
@@ -10,11 +10,9 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
-from django.utils.safestring import SafeString
-from django.utils.text import Truncator
 
-from ..models import RunAttempt, RunReceipt
-from .display import _EMPTY, _attempt_outcome, fmt_utc, outcome_label
+from ..models import RunAttempt, RunReceipt, ScheduleEvent
+from .run_columns import AttemptColumns, EventColumns, ReceiptColumns
 
 #: Latest attempts and receipts shown on a schedule's change page.
 INLINE_LIMIT = 20
@@ -46,7 +44,7 @@ class _ReadOnlyInline(admin.TabularInline):
         return False
 
 
-class AttemptInline(_ReadOnlyInline):
+class AttemptInline(AttemptColumns, _ReadOnlyInline):
     model = RunAttempt
     verbose_name = "attempt"
     verbose_name_plural = f"latest attempts (newest first, at most {INLINE_LIMIT})"
@@ -65,24 +63,8 @@ class AttemptInline(_ReadOnlyInline):
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).select_related("receipt").order_by("-claimed_at")
 
-    @admin.display(description="scheduled for (UTC)")
-    def slot(self, obj: RunAttempt) -> str:
-        return fmt_utc(obj.scheduled_for)
 
-    @admin.display(description="claimed at (UTC)")
-    def claimed(self, obj: RunAttempt) -> str:
-        return fmt_utc(obj.claimed_at)
-
-    @admin.display(description="late")
-    def lateness_display(self, obj: RunAttempt) -> str:
-        return f"{obj.lateness:.0f} s"
-
-    @admin.display(description="outcome")
-    def outcome(self, obj: RunAttempt) -> SafeString | str:
-        return _attempt_outcome(obj)
-
-
-class ReceiptInline(_ReadOnlyInline):
+class ReceiptInline(ReceiptColumns, _ReadOnlyInline):
     model = RunReceipt
     verbose_name = "receipt"
     verbose_name_plural = f"latest receipts (newest first, at most {INLINE_LIMIT})"
@@ -100,19 +82,17 @@ class ReceiptInline(_ReadOnlyInline):
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         return super().get_queryset(request).order_by("-finished_at", "-occurrence")
 
-    @admin.display(description="outcome")
-    def outcome(self, obj: RunReceipt) -> SafeString:
-        return outcome_label(obj.status)
 
-    @admin.display(description="finished at (UTC)")
-    def finished(self, obj: RunReceipt) -> str:
-        return fmt_utc(obj.finished_at)
+class EventInline(EventColumns, _ReadOnlyInline):
+    """The schedule's latest control actions (the audit trail; all of them a link away)."""
 
-    @admin.display(description="error")
-    def error(self, obj: RunReceipt) -> str:
-        text = ": ".join(p for p in (obj.error_type, obj.error_message) if p)
-        return Truncator(text).chars(120) if text else _EMPTY
+    model = ScheduleEvent
+    verbose_name = "event"
+    verbose_name_plural = (
+        f"audit trail: latest control actions (newest first, at most {INLINE_LIMIT})"
+    )
+    fields = ("when", "action", "who", "source", "what_changed")
+    readonly_fields = fields
 
-    @admin.display(description="next run (UTC)")
-    def next_run(self, obj: RunReceipt) -> str:
-        return fmt_utc(obj.next_run_at)
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).order_by("-at", "-id")

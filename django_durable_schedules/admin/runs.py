@@ -13,11 +13,11 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.utils.text import Truncator
 
 from ..conf import app_settings
-from ..models import RunAttempt, RunReceipt, WorkerHeartbeat
-from .display import _CSS, _EMPTY, _attempt_outcome, _safe_reverse, fmt_utc, outcome_label
+from ..models import RunAttempt, RunReceipt, ScheduleEvent, WorkerHeartbeat
+from .display import _CSS, _safe_reverse, fmt_utc
+from .run_columns import AttemptColumns, EventColumns, ReceiptColumns
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -50,11 +50,10 @@ def _schedule_link(admin_site: admin.AdminSite, schedule_id: Any, name: str) -> 
 
 
 @admin.register(RunAttempt)
-class RunAttemptAdmin(ReadOnlyAdmin):
+class RunAttemptAdmin(AttemptColumns, ReadOnlyAdmin):
     list_display = (
+        "run",
         "schedule_link",
-        "occurrence",
-        "attempt",
         "slot",
         "claimed",
         "lateness_display",
@@ -62,68 +61,63 @@ class RunAttemptAdmin(ReadOnlyAdmin):
         "missed_slots",
         "outcome",
     )
+    #: The row's own page is on its first column; the schedule link is a column of its own
+    #: (a link inside the row link would be dropped by the browser).
+    list_display_links = ("run",)
     list_select_related = ("receipt",)
     list_filter = ("worker",)
     search_fields = ("schedule_name", "idempotency_key", "=worker")
     date_hierarchy = "claimed_at"
 
+    @admin.display(description="run", ordering="claimed_at")
+    def run(self, obj: RunAttempt) -> str:
+        return f"#{obj.occurrence}.{obj.attempt}"
+
     @admin.display(description="schedule", ordering="schedule_name")
     def schedule_link(self, obj: RunAttempt) -> SafeString | str:
         return _schedule_link(self.admin_site, obj.schedule_id, obj.schedule_name)
 
-    @admin.display(description="scheduled for (UTC)", ordering="scheduled_for")
-    def slot(self, obj: RunAttempt) -> str:
-        return fmt_utc(obj.scheduled_for)
-
-    @admin.display(description="claimed at (UTC)", ordering="claimed_at")
-    def claimed(self, obj: RunAttempt) -> str:
-        return fmt_utc(obj.claimed_at)
-
-    @admin.display(description="late")
-    def lateness_display(self, obj: RunAttempt) -> str:
-        return f"{obj.lateness:.0f} s"
-
-    @admin.display(description="outcome")
-    def outcome(self, obj: RunAttempt) -> SafeString | str:
-        return _attempt_outcome(obj)
-
 
 @admin.register(RunReceipt)
-class RunReceiptAdmin(ReadOnlyAdmin):
+class RunReceiptAdmin(ReceiptColumns, ReadOnlyAdmin):
     list_display = (
+        "run",
         "schedule_link",
-        "occurrence",
         "outcome",
         "finished",
         "error",
         "failure_count_after",
         "next_run",
     )
+    list_display_links = ("run",)  # as for attempts: the schedule link is its own column
     list_select_related = ("attempt",)
     list_filter = ("status",)
     search_fields = ("attempt__schedule_name", "error_type", "error_message")
     date_hierarchy = "finished_at"
 
+    @admin.display(description="run", ordering="finished_at")
+    def run(self, obj: RunReceipt) -> str:
+        return f"#{obj.occurrence}.{obj.attempt.attempt}"
+
     @admin.display(description="schedule", ordering="attempt__schedule_name")
     def schedule_link(self, obj: RunReceipt) -> SafeString | str:
         return _schedule_link(self.admin_site, obj.schedule_id, obj.attempt.schedule_name)
 
-    @admin.display(description="outcome", ordering="status")
-    def outcome(self, obj: RunReceipt) -> SafeString:
-        return outcome_label(obj.status)
 
-    @admin.display(description="finished at (UTC)", ordering="finished_at")
-    def finished(self, obj: RunReceipt) -> str:
-        return fmt_utc(obj.finished_at)
+@admin.register(ScheduleEvent)
+class ScheduleEventAdmin(EventColumns, ReadOnlyAdmin):
+    """The audit trail: every control action on a schedule, who did it, when (the database
+    clock), from where and what changed. Append-only: the database refuses changes."""
 
-    @admin.display(description="error")
-    def error(self, obj: RunReceipt) -> str:
-        text = ": ".join(p for p in (obj.error_type, obj.error_message) if p)
-        return Truncator(text).chars(120) if text else _EMPTY
+    list_display = ("when", "schedule_link", "action", "who", "source", "what_changed")
+    list_display_links = ("when",)
+    list_filter = ("action", "source")
+    search_fields = ("schedule_name", "actor_repr")
+    date_hierarchy = "at"
 
-    @admin.display(description="next run (UTC)", ordering="next_run_at")
-    def next_run(self, obj: RunReceipt) -> str:
-        return fmt_utc(obj.next_run_at)
+    @admin.display(description="schedule", ordering="schedule_name")
+    def schedule_link(self, obj: ScheduleEvent) -> SafeString | str:
+        return _schedule_link(self.admin_site, obj.schedule_id, obj.schedule_name)
 
 
 @admin.register(WorkerHeartbeat)

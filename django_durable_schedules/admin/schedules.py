@@ -29,7 +29,7 @@ from .forms import (
     SUMMARY_FIELDS,
     ScheduleForm,
 )
-from .inlines import AttemptInline, ReceiptInline
+from .inlines import AttemptInline, EventInline, ReceiptInline
 from .views import ScheduleViews
 
 
@@ -51,13 +51,17 @@ class ScheduleAdmin(ScheduleViews):
     search_fields = ("name", "callback")
     search_help_text = "Search by schedule name or callback name."
     raw_id_fields = ("owner",)
-    inlines = (ReceiptInline, AttemptInline)
+    inlines = (ReceiptInline, AttemptInline, EventInline)
     actions = [_make_action(t) for t in TRANSITIONS.values()] + [delete_selected]
     change_list_template = "durable_schedules/admin/change_list.html"
     change_form_template = "durable_schedules/admin/schedule_change_form.html"
 
     class Media:
         css = _CSS
+        js = (
+            "durable_schedules/unsaved.js",  # asks before a button drops unsaved edits
+            "durable_schedules/cron_words.js",  # the cron field in words, as you type
+        )
 
     # -- page structure ------------------------------------------------------------------
 
@@ -72,10 +76,22 @@ class ScheduleAdmin(ScheduleViews):
             fieldsets.append(("Run state", {"fields": STATE_FIELDS, "classes": ["collapse"]}))
         return fieldsets
 
+    def get_inlines(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
+        # A schedule being added has no attempts or receipts: no empty tables.
+        return self.inlines if obj is not None else ()
+
     def get_readonly_fields(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
         fields = DEFINITION_FIELDS + INPUT_FIELDS + POLICY_FIELDS
         not_editable = tuple(f for f in fields if f not in state.EDITABLE_FIELDS)
         return SUMMARY_FIELDS + STATE_FIELDS + not_editable
+
+    def get_form(
+        self, request: HttpRequest, obj: Schedule | None = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if issubclass(form, ScheduleForm):
+            form.cron_words_url = self._url("describe_cron")
+        return form
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return ScheduleChangeList
@@ -106,6 +122,7 @@ class ScheduleAdmin(ScheduleViews):
                     "label": t.label,
                     "url": self._url("transition", quote(obj.pk), t.name),
                     "danger": t.danger,
+                    "confirm": t.confirm,
                     "name": t.name,
                 }
                 for t in TRANSITIONS.values()

@@ -17,16 +17,19 @@ from django.http import (
     HttpResponse,
     HttpResponseNotAllowed,
     HttpResponseRedirect,
+    JsonResponse,
 )
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, path, reverse
 from django.utils.text import Truncator
 from django.utils.translation import gettext
 
+from .. import timing
 from ..conf import app_settings
+from ..cron_words import cron_in_words
 from ..health import snapshot
 from ..models import Schedule, Status
-from .actions import TRANSITIONS, apply_transition
+from .actions import TRANSITIONS, apply_transition, confirmation_page
 from .changelist import _recent_receipts
 from .columns import ScheduleColumns
 from .display import _safe_reverse, cadence, fmt_utc, outcome_strip, status_badges
@@ -45,6 +48,11 @@ class ScheduleViews(ScheduleColumns):
                 "health/",
                 self.admin_site.admin_view(self.health_view),
                 name="{}_{}_health".format(*info),
+            ),
+            path(
+                "describe-cron/",
+                self.admin_site.admin_view(self.describe_cron_view),
+                name="{}_{}_describe_cron".format(*info),
             ),
             path(
                 "<path:object_id>/transition/<str:transition>/",
@@ -78,19 +86,40 @@ class ScheduleViews(ScheduleColumns):
     def transition_view(
         self, request: HttpRequest, object_id: str, transition: str
     ) -> HttpResponse:
-        """POST ``<id>/transition/<enable|disable|trigger|cancel>/``: the change page's buttons."""
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
+        """POST ``<id>/transition/<enable|disable|trigger|cancel>/``: the change page's buttons.
+        A final transition (cancel) first shows its confirmation page (GET, or a POST
+        without ``post=yes``)."""
         t = TRANSITIONS.get(transition)
         if t is None:
             raise Http404(f"no transition {transition!r}")
+        if request.method != "POST" and not (t.confirm and request.method == "GET"):
+            return HttpResponseNotAllowed(["GET", "POST"] if t.confirm else ["POST"])
         obj = self.get_object(request, unquote(object_id))
         if obj is None:
             return self._does_not_exist_redirect(request, object_id)
         if not self.has_change_permission(request, obj):
             raise PermissionDenied
+        change_url = self._url("change", quote(obj.pk)) or "../"
+        if t.confirm and request.POST.get("post") != "yes":
+            return confirmation_page(self, request, t, [obj], back_url=change_url, bulk=False)
         apply_transition(request, t, [(obj.pk, obj.name, obj.status)])
-        return HttpResponseRedirect(self._url("change", quote(obj.pk)) or "../")
+        return HttpResponseRedirect(change_url)
+
+    def describe_cron_view(self, request: HttpRequest) -> HttpResponse:
+        """GET ``describe-cron/?cron=EXPR&timezone=ZONE``: ``{"words": ..., "error": ...}``,
+        the expression in words in the active language, or why it is not a valid cron
+        (the model's own validation). For the form's live description; view permission."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        expression = request.GET.get("cron", "")[:200]
+        zone = request.GET.get("timezone", "") or "UTC"
+        if not expression.strip():
+            return JsonResponse({"words": "", "error": ""})
+        try:
+            timing.validate_cron(expression, timing.canonical_timezone(zone))
+        except timing.InvalidSchedule as exc:
+            return JsonResponse({"words": "", "error": exc.message})
+        return JsonResponse({"words": cron_in_words(expression), "error": ""})
 
     # -- health ----------------------------------------------------------------------------
 

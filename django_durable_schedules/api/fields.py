@@ -2,15 +2,13 @@
 
 Aware datetimes (a naive one is refused, never guessed, and only instants every supported
 database can store), a ``callback`` chosen among registered names, the limits on what any
-JSON string or number may hold (:func:`json_problem`, :func:`json_size`), the bounds
+JSON string or number may hold (re-exported from :mod:`..payloads`), the bounds
 constants, and a model ``ValidationError`` turned into a 400 with the same field messages
 (:func:`field_errors`, :func:`model_errors_as_400`).
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -24,11 +22,8 @@ from rest_framework import serializers
 from rest_framework.settings import api_settings
 
 from .. import timing
+from ..payloads import JSON_MAX_DEPTH, PAYLOAD_MAX_BYTES, json_problem, json_size
 
-#: Largest ``payload``, as compact UTF-8 JSON (bytes).
-PAYLOAD_MAX_BYTES = 64 * 1024
-#: Deepest nesting accepted in ``payload``.
-JSON_MAX_DEPTH = 32
 #: ``upcoming/``: default and largest ``count``.
 UPCOMING_DEFAULT_COUNT = 5
 UPCOMING_MAX_COUNT = 100
@@ -65,40 +60,6 @@ def model_errors_as_400() -> Iterator[None]:
         yield
     except DjangoValidationError as exc:
         raise serializers.ValidationError(field_errors(exc)) from None
-
-
-def json_problem(value: Any, max_depth: int = JSON_MAX_DEPTH) -> str | None:
-    """What makes ``value`` unfit to store as JSON on every backend, or None: nesting deeper
-    than ``max_depth``, a NUL character or an unpaired surrogate in a string (PostgreSQL
-    and UTF-8 refuse them), a non-finite number (JSON has none)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > max_depth:
-            return f"nested deeper than {max_depth} levels"
-        if isinstance(item, dict):
-            stack.extend((k, depth) for k in item)
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend((v, depth + 1) for v in item)
-        elif isinstance(item, str):
-            if "\x00" in item:
-                return "contains a NUL character"
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return "contains an unpaired surrogate"
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                return "contains a non-finite number"
-        elif item is not None and not isinstance(item, bool | int):
-            return f"contains a {type(item).__name__}, which is not JSON"
-    return None
-
-
-def json_size(value: Any) -> int:
-    """Bytes of ``value`` as compact UTF-8 JSON."""
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
 
 
 class AwareDateTimeField(serializers.DateTimeField):

@@ -22,7 +22,9 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .. import state, timing
+from ..cron_words import cron_in_words
 from ..models import Schedule
+from ..payloads import payload_errors
 from ..registry import registry
 from ..state import db_now
 
@@ -33,18 +35,18 @@ from .fields import AWARE_MESSAGE as AWARE_MESSAGE
 from .fields import JSON_MAX_DEPTH as JSON_MAX_DEPTH
 from .fields import MAX_INSTANT as MAX_INSTANT
 from .fields import MIN_INSTANT as MIN_INSTANT
+from .fields import PAYLOAD_MAX_BYTES as PAYLOAD_MAX_BYTES
 from .fields import (
-    PAYLOAD_MAX_BYTES,
     UPCOMING_DEFAULT_COUNT,
     UPCOMING_MAX_COUNT,
     AwareDateTimeField,
     BaseModelSerializer,
     CallbackField,
-    json_problem,
-    json_size,
     model_errors_as_400,
 )
 from .fields import field_errors as field_errors
+from .fields import json_problem as json_problem
+from .fields import json_size as json_size
 from .health_serializers import DegradedScheduleSerializer as DegradedScheduleSerializer
 from .health_serializers import HealthSerializer
 from .health_serializers import StatusCountsField as StatusCountsField
@@ -82,6 +84,10 @@ class ScheduleSerializer(BaseModelSerializer):
         allow_blank=True,
         allow_null=True,
         help_text="IANA time zone of a cron schedule (default: settings.TIME_ZONE).",
+    )
+    cron_description = serializers.SerializerMethodField(
+        help_text="The cron expression in words, in the request's language where "
+        'cron-descriptor has it ("At 09:00, Monday through Friday"); null for other kinds.'
     )
     # Read from the state machine's table (state.allowed_actions, as the admin's buttons
     # are), from the row's own status and lease: no query, and no status rule typed here.
@@ -121,6 +127,7 @@ class ScheduleSerializer(BaseModelSerializer):
             "owner",
             "status",
             "allowed_actions",
+            "cron_description",
             "degraded_reason",
             "pause_reason",
             "next_run_at",
@@ -166,6 +173,12 @@ class ScheduleSerializer(BaseModelSerializer):
         return fields
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_cron_description(self, schedule: Schedule) -> str | None:
+        if schedule.kind != "cron":
+            return None
+        return cron_in_words(schedule.cron) or None
+
     def get_allowed_actions(self, schedule: Schedule) -> list[str]:
         return sorted(state.allowed_actions(schedule))
 
@@ -173,24 +186,19 @@ class ScheduleSerializer(BaseModelSerializer):
         return value or ""
 
     def validate_timezone(self, value: str | None) -> str:
-        return value or ""
+        return timing.canonical_timezone(value) if value else ""  # europe/paris: Europe/Paris
 
     def validate_payload(self, value: Any) -> Any:
-        problem = json_problem(value)
-        if problem:
-            raise serializers.ValidationError(f"The payload {problem}.")
-        size = json_size(value)
-        if size > PAYLOAD_MAX_BYTES:
-            raise serializers.ValidationError(
-                f"The payload is {size} bytes as JSON; at most {PAYLOAD_MAX_BYTES} are accepted."
-            )
+        problems = payload_errors(value, None).get("payload")
+        if problems:  # the model's rule (payloads.py), checked before the model is built
+            raise serializers.ValidationError(problems)
         return value
 
     def validate_metadata(self, value: Any) -> Any:
         # Shape and bounds (a flat object, 50 keys, ...) are the model's rules (clean()).
-        problem = json_problem(value)
-        if problem:
-            raise serializers.ValidationError(f"The metadata {problem}.")
+        problems = payload_errors(None, value).get("metadata")
+        if problems:
+            raise serializers.ValidationError(problems)
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
+from ..probe import probe_view
 from . import views
 
 app_name = "durable_schedules_api"
@@ -12,4 +13,9 @@ router.register("schedules", views.ScheduleViewSet, basename="schedule")
 router.register("attempts", views.AttemptViewSet, basename="attempt")
 router.register("receipts", views.ReceiptViewSet, basename="receipt")
 
-urlpatterns = [*router.urls, path("health/", views.HealthView.as_view(), name="health")]
+urlpatterns = [
+    *router.urls,
+    path("health/", views.HealthView.as_view(), name="health"),
+    # For machines: the fleet's verdict, no schedule names (public unless PROBE_PUBLIC=False).
+    path("health/probe/", probe_view, name="health-probe"),
+]

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connections, transaction
+from django.db.models import Count, Max, Min
 
-from ..models import RunAttempt, RunReceipt
+from ..conf import app_settings
+from ..models import RunAttempt, RunReceipt, Schedule
 from .clock import db_now
 from .guards import MYSQL_GATE_VARIABLE, PG_GATE_SETTING
 
@@ -27,6 +29,44 @@ class PruneResult:
     receipts: int
     attempts: int
     cutoff: datetime
+
+
+@dataclass(frozen=True)
+class PrunableGroup:
+    """Finished pairs of one receipt status that a prune would delete."""
+
+    status: str
+    count: int
+    oldest: datetime
+    newest: datetime
+
+
+def prunable(cutoff: datetime, *, using: str = "default") -> list[PrunableGroup]:
+    """What :func:`prune_finished` would delete at ``cutoff`` (aware UTC): the receipts
+    finished before it, per status, with the oldest and newest ``finished_at``. Read-only
+    (one grouped query over the ``finished_at`` range)."""
+    rows = (
+        RunReceipt.objects.using(using)
+        .filter(finished_at__lt=cutoff)
+        .values("status")
+        .annotate(count=Count("id"), oldest=Min("finished_at"), newest=Max("finished_at"))
+        .order_by("status")
+    )
+    return [PrunableGroup(r["status"], r["count"], r["oldest"], r["newest"]) for r in rows]
+
+
+def shortest_window(*, now: datetime | None = None, using: str = "default") -> timedelta:
+    """The shortest retention window :func:`prune_finished` accepts: the longest lease, that
+    is ``LEASE_SECONDS`` or the longest time a live lease still has to run (a worker started
+    with a longer ``--lease-seconds``), whichever is longer. A shorter window could delete
+    the attempt of a run whose worker stalled past its lease and then reports: its outcome
+    would be dropped (docs/operations.md, "What a deployment must not do")."""
+    now = now or db_now(using)
+    longest = timedelta(seconds=app_settings.LEASE_SECONDS)
+    latest = Schedule.objects.using(using).aggregate(latest=Max("lease_expires_at"))["latest"]
+    if latest is not None:
+        longest = max(longest, latest - now)
+    return longest
 
 
 @contextmanager

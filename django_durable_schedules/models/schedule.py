@@ -11,12 +11,14 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models, router
 from django.db.models import Q
 from django.utils import timezone as dj_timezone
 
 from .. import timing
 from ..limits import DURATION_BOUNDS
+from ..payloads import payload_errors
 from .choices import DEFINITION_FIELDS, INSTANT_FIELDS, Kind, MisfirePolicy, Status, name_validator
 from .queries import ScheduleQuerySet
 
@@ -62,12 +64,25 @@ class Schedule(models.Model):
     callback = models.CharField(max_length=128, help_text="Name of a registered callback.")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.INTERVAL)
     interval_seconds = models.PositiveBigIntegerField(null=True, blank=True)
-    cron = models.CharField(max_length=200, blank=True, default="")
-    timezone = models.CharField(max_length=64, default=_default_timezone, blank=True)
+    cron = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="Five fields, minute hour day-of-month month day-of-week, in the schedule's "
+        "zone: '30 2 * * *' (02:30 daily), '0 9 * * 1-5' (09:00 on weekdays), '*/15 * * * *' "
+        "(every 15 minutes), '0 0 1 * *' (monthly); or @daily, @hourly, @weekly, @monthly.",
+    )
+    timezone = models.CharField(
+        max_length=64,
+        default=_default_timezone,
+        blank=True,
+        help_text="IANA time zone the cron and the instants are read in: 'Europe/Paris', "
+        "'America/New_York', 'Asia/Tokyo', 'UTC' (any case). Blank: the TIME_ZONE setting.",
+    )
     run_at = models.DateTimeField(null=True, blank=True)
     start_at = models.DateTimeField(null=True, blank=True)
     end_at = models.DateTimeField(null=True, blank=True)
-    max_runs = models.PositiveIntegerField(null=True, blank=True)
+    max_runs = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     payload = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
 
@@ -89,6 +104,7 @@ class Schedule(models.Model):
     max_attempts = models.PositiveIntegerField(
         null=True,
         blank=True,
+        validators=[MinValueValidator(1)],
         help_text="Attempts per occurrence; blank = the MAX_ATTEMPTS setting.",
     )
     backoff_base_seconds = models.FloatField(
@@ -255,6 +271,7 @@ class Schedule(models.Model):
     def _normalize(self) -> None:
         if not self.timezone:
             self.timezone = _default_timezone()
+        self.timezone = timing.canonical_timezone(self.timezone)  # europe/paris: Europe/Paris
         if self.cron:
             self.cron = " ".join(self.cron.split())
         for f in INSTANT_FIELDS:
@@ -291,7 +308,10 @@ class Schedule(models.Model):
                 errors.setdefault("backoff_cap_seconds", []).append(
                     "Must not be shorter than backoff_base_seconds."
                 )
-        errors.update(_metadata_errors(self.metadata))
+        for field, messages in payload_errors(self.payload, self.metadata).items():
+            errors.setdefault(field, []).extend(messages)
+        if "metadata" not in errors:
+            errors.update(_metadata_errors(self.metadata))
         if self.jitter_seconds and not errors:
             times = timing.upcoming(self.spec(), dj_timezone.now(), 10)
             gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]

@@ -63,7 +63,7 @@ def _require(action: str, row: Schedule) -> None:
     """Raise :class:`StateConflict` unless ``action`` is allowed from the locked row's
     status, and (:data:`NOT_WHILE_RUNNING`) while it holds no lease."""
     if row.status not in ALLOWED[action]:
-        raise StateConflict(f"a {row.status} schedule cannot be {_DONE[action]}")
+        raise StateConflict(f"{timing.with_article(row.status)} schedule cannot be {_DONE[action]}")
     if action in NOT_WHILE_RUNNING and row.lease_token is not None:
         raise StateConflict("the schedule is running (it holds a lease)")
 

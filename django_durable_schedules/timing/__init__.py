@@ -26,7 +26,8 @@ The package, one module per concern (each imports only the ones listed before it
 * ``errors``: :class:`InvalidSchedule`;
 * ``instants``: ``UTC``, ``MAX_YEAR``, the searchable bounds, :func:`require_aware`,
   :func:`truncate_to_second`, whole seconds since the epoch;
-* ``zones``: :func:`validate_timezone` and the cached ``ZoneInfo`` lookup;
+* ``zones``: :func:`validate_timezone`, :func:`canonical_timezone`, :func:`zone_names` and
+  the cached ``ZoneInfo`` lookup;
 * ``intervals``: :func:`validate_interval` and its bounds;
 * ``cron_syntax``: :data:`CRON_MACROS`, the field-by-field syntax check,
   :func:`is_wildcard_cron`;
@@ -41,6 +42,8 @@ The package, one module per concern (each imports only the ones listed before it
 """
 
 from __future__ import annotations
+
+from .articles import with_article
 
 # The private names imported ``as`` themselves stay reachable as ``timing.<name>``: the cached
 # helpers (``timing._compile.cache_clear()`` clears the one cache) and the cron expansion.
@@ -60,7 +63,7 @@ from .slots import count_slots, latest_slot_at_or_before, next_slot_after, plann
 from .spec import KINDS, Spec
 from .zones import _known_zones as _known_zones
 from .zones import _zone as _zone
-from .zones import validate_timezone
+from .zones import canonical_timezone, validate_timezone, zone_names
 
 __all__ = [
     "InvalidSchedule",
@@ -73,6 +76,8 @@ __all__ = [
     "require_aware",
     "truncate_to_second",
     "validate_timezone",
+    "canonical_timezone",
+    "zone_names",
     "validate_interval",
     "validate_cron",
     "is_wildcard_cron",
@@ -85,4 +90,5 @@ __all__ = [
     "backoff_seconds",
     "jitter_offset",
     "describe",
+    "with_article",
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from .articles import with_article
 from .cron_plan import validate_cron
 from .errors import InvalidSchedule
 from .instants import _trunc, require_aware
@@ -68,7 +69,9 @@ class Spec:
     def _forbid(self, names: tuple[str, ...]) -> None:
         for name in names:
             if _given(getattr(self, name)):
-                raise InvalidSchedule(name, f"a {self.kind} schedule does not take {name}")
+                raise InvalidSchedule(
+                    name, f"{with_article(self.kind)} schedule does not take {name}"
+                )
 
     def _validate_interval(self) -> None:
         if self.interval_seconds is None:

@@ -17,6 +17,26 @@ def _known_zones() -> frozenset[str]:
     return frozenset(available_timezones()) | {"UTC"}
 
 
+@functools.cache
+def _by_lower_case() -> dict[str, str]:
+    return {name.lower(): name for name in _known_zones() - _NOT_SCHEDULE_ZONES}
+
+
+def zone_names() -> list[str]:
+    """Every IANA zone name a schedule may use, sorted (for choices and completion)."""
+    return sorted(_known_zones() - _NOT_SCHEDULE_ZONES)
+
+
+def canonical_timezone(name: str) -> str:
+    """``name`` in its IANA spelling when it matches one ignoring case and surrounding
+    spaces (``' europe/paris'`` -> ``'Europe/Paris'``, ``'utc'`` -> ``'UTC'``); otherwise
+    ``name`` unchanged, for :func:`validate_timezone` to refuse. Input is normalised with
+    it where it enters (the model, the admin, the API); stored names are canonical."""
+    if not isinstance(name, str):
+        return name
+    return _by_lower_case().get(name.strip().lower(), name)
+
+
 @functools.lru_cache(maxsize=512)
 def _zone(name: str) -> ZoneInfo:
     return ZoneInfo(name)

@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_datetime
 
 from ... import health, state, timing
+from ...cron_words import cron_in_words
 from ...exceptions import StateConflict
 from ...models import Schedule
 
@@ -44,12 +45,19 @@ class Command(BaseCommand):
         upcoming = sub.add_parser(
             "upcoming", help="Next fire times, in the schedule's zone and UTC."
         )
-        upcoming.add_argument("name")
-        upcoming.add_argument("--count", type=count_type, default=5)
+        upcoming.add_argument("name", help="The schedule's name.")
+        upcoming.add_argument(
+            "--count",
+            type=count_type,
+            default=5,
+            help=f"How many fire times (1 to {MAX_COUNT}, default 5).",
+        )
         sub.add_parser("health", help="The health snapshot as JSON; exit 1 when unhealthy.")
         for action in ("enable", "disable", "cancel", "trigger"):
-            command = sub.add_parser(action, help=f"{action.capitalize()} a schedule.")
-            command.add_argument("name")
+            command = sub.add_parser(
+                action, help=_ACTION_HELP[action], description=_ACTION_HELP[action]
+            )
+            command.add_argument("name", help="The schedule's name.")
             if action == "enable":
                 command.add_argument(
                     "--run-at",
@@ -77,7 +85,15 @@ class Command(BaseCommand):
                 raise CommandError(f"{schedule.name}: {exc.reason}") from None
             except ValidationError as exc:
                 raise CommandError(f"{schedule.name}: {' '.join(exc.messages)}") from None
-            self.stdout.write(f"{row.name}: {row.status}, next run {_fmt(row.next_run_at)}")
+            if action == "trigger":
+                self.stdout.write(
+                    f"{row.name}: triggered; it runs at the next worker pass as its own "
+                    "occurrence, and its grid is unchanged."
+                )
+            else:
+                self.stdout.write(
+                    f"{row.name}: {row.status}, next run {_when(row.next_run_at, row.timezone)}"
+                )
 
     def _get(self, name: str) -> Schedule:
         try:
@@ -86,13 +102,17 @@ class Command(BaseCommand):
             raise CommandError(f"no schedule named {name!r}") from None
 
     def _list(self) -> None:
+        self.stdout.write(f"{'NAME':32} {'STATUS':9} {'CADENCE':44} NEXT RUN (ITS ZONE · UTC)")
         for s in Schedule.objects.order_by("name"):
-            line = f"{s.name:40} {s.status:9} {_describe(s):45} next {_fmt(s.next_run_at)}"
+            line = f"{s.name:32} {s.status:9} {_describe(s):44} {_when(s.next_run_at, s.timezone)}"
             why = s.degraded_reason or s.pause_reason  # why a paused schedule does not run
             self.stdout.write(f"{line}  ({why})" if why else line)
 
     def _upcoming(self, schedule: Schedule, count: int) -> None:
-        self.stdout.write(f"{schedule.name}: {_describe(schedule)}")
+        words = cron_in_words(schedule.cron) if schedule.kind == "cron" else ""
+        self.stdout.write(
+            f"{schedule.name}: {_describe(schedule)}" + (f": {words}" if words else "")
+        )
         try:
             times = schedule.upcoming(count)
         except timing.InvalidSchedule as exc:  # a definition made invalid behind save()
@@ -104,7 +124,7 @@ class Command(BaseCommand):
             self.stdout.write("  no further fire times")
         for t in times:
             self.stdout.write(
-                f"  {t.astimezone(zone).isoformat()}  ({schedule.timezone})   {_fmt(t)}"
+                f"  {t.astimezone(zone):%Y-%m-%d %H:%M:%S %Z} ({zone.key})   {_fmt(t)}"
             )
 
 
@@ -127,3 +147,25 @@ def aware_datetime(value: str) -> datetime:
 
 def _fmt(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else "-"
+
+
+def _when(value: datetime | None, zone_name: str) -> str:
+    """An instant in the schedule's zone with its abbreviation, and in UTC beside it:
+    ``2027-06-01 09:00:00 JST · 2027-06-01T00:00:00Z`` (UTC once for a UTC schedule)."""
+    if value is None:
+        return "-"
+    try:
+        zone = ZoneInfo(timing.validate_timezone(zone_name or "UTC"))
+    except timing.InvalidSchedule:
+        return _fmt(value)
+    if zone.key == "UTC":
+        return _fmt(value)
+    return f"{value.astimezone(zone):%Y-%m-%d %H:%M:%S %Z} · {_fmt(value)}"
+
+
+_ACTION_HELP = {
+    "enable": "Make a paused or failed schedule active again (a failed one-shot is re-armed).",
+    "disable": "Pause an active schedule (a run in progress finishes).",
+    "cancel": "Cancel a schedule for good: it never runs again (not undoable).",
+    "trigger": "Run a schedule at the next worker pass, as its own occurrence.",
+}

@@ -1,0 +1,70 @@
+"""Cron expressions in words (``"0 9 * * 1-5"`` -> ``"At 09:00, Monday through Friday"``),
+for the admin, the API (``cron_description``) and the ``schedules`` command.
+
+The words come from `cron-descriptor <https://pypi.org/project/cron-descriptor/>`_, in the
+active Django language where it has a translation (``fr`` -> ``fr_FR``), else English; a
+24-hour clock. Macros (``@daily``) are expanded first. The description is of the fields
+only: the zone they are read in is the schedule's, shown beside them.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from django.utils import translation
+
+from .timing.cron_syntax import CRON_MACROS
+
+try:  # an optional nicety: without the library, no words (the expression is still shown)
+    import cron_descriptor
+    from cron_descriptor import ExpressionDescriptor, Options
+except ImportError:  # pragma: no cover - it is a dependency of the package
+    cron_descriptor = None
+
+
+@functools.cache
+def _locales() -> frozenset[str]:
+    if cron_descriptor is None:  # pragma: no cover
+        return frozenset()
+    folder = Path(cron_descriptor.__file__).parent / "locale"
+    return frozenset(p.stem for p in folder.glob("*.mo")) | {"en_US"}
+
+
+def locale_for(language: str | None) -> str:
+    """The cron-descriptor locale for a Django language code: ``"fr"`` -> ``"fr_FR"``,
+    ``"pt-br"`` -> ``"pt_PT"`` (the language's only one), unknown -> ``"en_US"``."""
+    if not language:
+        return "en_US"
+    lang, _, region = language.replace("_", "-").partition("-")
+    exact = f"{lang.lower()}_{region.upper()}"
+    if exact in _locales():
+        return exact
+    same = sorted(code for code in _locales() if code.split("_")[0] == lang.lower())
+    return same[0] if same else "en_US"
+
+
+@functools.lru_cache(maxsize=2048)
+def _describe(expression: str, locale: str) -> str:
+    if cron_descriptor is None:  # pragma: no cover
+        return ""
+    fields = CRON_MACROS.get(expression.strip().lower(), expression)
+    options = Options()
+    options.use_24hour_time_format = True
+    options.locale_code = locale
+    options.throw_exception_on_parse_error = True
+    try:
+        return str(ExpressionDescriptor(fields, options).get_description())
+    except Exception:  # noqa: BLE001 - any expression it cannot read has no words
+        return ""
+
+
+def cron_in_words(expression: str | None, language: str | None = None) -> str:
+    """``expression`` in words in ``language`` (default: the active Django language), or
+    ``""`` for an empty expression or one the library cannot read (the expression itself
+    is validated elsewhere: :func:`.timing.validate_cron`). Never raises."""
+    if not expression or not isinstance(expression, str):
+        return ""
+    return _describe(
+        " ".join(expression.split()), locale_for(language or translation.get_language())
+    )

@@ -1,0 +1,176 @@
+"""Bad input in the admin gets the API's field messages, never a 500 (operators' traps:
+a payload holding NaN, NUL or 100,000 levels of nesting; ``max_attempts=0``; a name with a
+trailing newline). Each case is posted through the real add form and through the API."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from django_durable_schedules.models import Schedule
+from django_durable_schedules.registry import register
+
+from .test_admin import _form_data
+
+pytestmark = pytest.mark.django_db
+
+ADD = "admin:durable_schedules_schedule_add"
+
+
+@pytest.fixture
+def api(django_user_model):
+    client = APIClient()
+    client.force_authenticate(django_user_model.objects.create_user("staff", is_staff=True))
+    return client
+
+
+def admin_errors(admin_client, **fields) -> dict[str, list[str]]:
+    response = admin_client.post(reverse(ADD), _form_data(**fields))
+    assert response.status_code == 200  # the form again, with its errors: not a 500
+    assert not Schedule.objects.exists()
+    return {k: list(v) for k, v in response.context["adminform"].form.errors.items()}
+
+
+def api_errors(api, body: str) -> dict:
+    response = api.generic("POST", "/api/schedules/", body, content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert not Schedule.objects.exists()
+    return response.json()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"x": NaN}', "The payload contains a non-finite number."),
+        ('{"x": Infinity}', "The payload contains a non-finite number."),
+        ('{"x": "a\\u0000b"}', "The payload contains a NUL character."),
+        ('{"x": "\\ud800"}', "The payload contains an unpaired surrogate."),
+        ("[" * 40 + "]" * 40, "The payload nested deeper than 32 levels."),
+        ("[" * 100_000 + "]" * 100_000, "The JSON is nested deeper than 32 levels."),
+    ],
+)
+def test_a_payload_no_backend_can_store_is_a_field_error(admin_client, text, message):
+    assert admin_errors(admin_client, payload=text) == {"payload": [message]}
+
+
+def test_the_admin_and_the_api_give_the_same_payload_message(admin_client, api):
+    admin = admin_errors(admin_client, payload='{"x": "a\\u0000b"}')
+    body = '{"name": "n", "callback": "tests.noop", "kind": "interval", "interval_seconds": 60, '
+    assert api_errors(api, body + '"payload": {"x": "a\\u0000b"}}')["payload"] == admin["payload"]
+
+
+def test_a_huge_json_text_is_refused_before_it_is_parsed(admin_client):
+    errors = admin_errors(admin_client, payload='"' + "x" * 300_000 + '"')
+    assert errors == {"payload": ["At most 262144 characters of JSON are accepted."]}
+
+
+@pytest.mark.parametrize("field", ["max_attempts", "max_runs"])
+def test_zero_attempts_or_runs_is_refused_as_by_the_api(admin_client, api, field):
+    errors = admin_errors(admin_client, **{field: "0"})
+    assert errors == {field: ["Ensure this value is greater than or equal to 1."]}
+    body = '{"name": "n", "callback": "tests.noop", "kind": "interval", "interval_seconds": 60, '
+    assert field in api_errors(api, body + f'"{field}": 0}}')
+
+
+def test_a_name_with_a_trailing_newline_is_refused_everywhere(admin_client, api):
+    # The admin's form trims what is typed (Django's CharField): "daily" is stored.
+    admin_client.post(reverse(ADD), _form_data(name="daily\n"))
+    assert list(Schedule.objects.values_list("name", flat=True)) == ["daily"]
+    Schedule.objects.all().delete()
+    body = '{"name": "daily\\n", "callback": "tests.noop", "kind": "interval", '
+    response = api.generic(
+        "POST", "/api/schedules/", body + '"interval_seconds": 60}', content_type="application/json"
+    )
+    assert response.status_code == 201 and response.json()["name"] == "daily"  # trimmed too
+    # The model's own validator: a full match, so a trailing newline is not a name.
+    with pytest.raises(ValidationError) as info:
+        Schedule(name="daily\n", callback="tests.noop", interval_seconds=60).full_clean()
+    assert "name" in info.value.message_dict
+    with pytest.raises(ValueError, match="invalid callback name"):
+        register("daily\n")
+
+
+# -- instants are entered and shown in the schedule's own zone -----------------------------
+
+CHANGE = "admin:durable_schedules_schedule_change"
+
+
+def once(**fields) -> dict:
+    return _form_data(kind="once", cron="", name="one-shot", **fields)
+
+
+def test_run_at_is_read_in_the_schedule_zone_not_the_site_zone(admin_client):
+    response = admin_client.post(
+        reverse(ADD), once(timezone="Asia/Tokyo", run_at="2027-06-01T09:00"), follow=True
+    )
+    assert response.status_code == 200
+    s = Schedule.objects.get(name="one-shot")
+    assert s.run_at.isoformat() == "2027-06-01T00:00:00+00:00"  # 09:00 JST
+    html = admin_client.get(reverse(CHANGE, args=[s.pk])).content.decode()
+    assert 'value="2027-06-01T09:00:00"' in html  # shown as entered, in Tokyo
+    assert "(in the schedule&#x27;s zone)" in html or "(in the schedule's zone)" in html
+    assert "2027-06-01 09:00:00 JST</b> = 2027-06-01 00:00:00 UTC" in html
+
+
+def test_a_wall_time_the_zone_skips_is_refused_with_the_reason(admin_client):
+    errors = admin_errors(admin_client, **once(timezone="Europe/Paris", run_at="2027-03-28T02:30"))
+    assert errors == {
+        "run_at": [
+            "2027-03-28 02:30:00 does not exist in Europe/Paris: the clocks skip it that night "
+            "(daylight saving time). Give a time before or after the gap."
+        ]
+    }
+
+
+def test_a_repeated_wall_time_is_its_first_occurrence(admin_client):
+    admin_client.post(reverse(ADD), once(timezone="Europe/Paris", run_at="2027-10-31T02:30"))
+    s = Schedule.objects.get(name="one-shot")
+    assert s.run_at.isoformat() == "2027-10-31T00:30:00+00:00"  # 02:30 CEST, not CET
+
+
+def test_changing_the_zone_reads_the_same_wall_time_in_the_new_zone(admin_client):
+    admin_client.post(reverse(ADD), once(timezone="Europe/Paris", run_at="2027-06-01T09:00"))
+    s = Schedule.objects.get(name="one-shot")
+    assert s.run_at.isoformat() == "2027-06-01T07:00:00+00:00"
+    data = once(timezone="Asia/Tokyo", run_at="2027-06-01T09:00:00")
+    response = admin_client.post(reverse(CHANGE, args=[s.pk]), data, follow=True)
+    assert response.status_code == 200
+    s.refresh_from_db()
+    assert (s.timezone, s.run_at.isoformat()) == ("Asia/Tokyo", "2027-06-01T00:00:00+00:00")
+
+
+def test_a_time_typed_with_an_offset_is_that_instant(admin_client):
+    admin_client.post(reverse(ADD), once(timezone="Asia/Tokyo", run_at="2027-06-01T09:00:00+02:00"))
+    assert Schedule.objects.get(name="one-shot").run_at.isoformat() == "2027-06-01T07:00:00+00:00"
+
+
+# -- time zone input ------------------------------------------------------------------------
+
+
+def test_the_zone_field_offers_every_zone_and_accepts_any_case(admin_client, api):
+    html = admin_client.get(reverse(ADD)).content.decode()
+    assert 'list="dds-zones-timezone"' in html
+    assert '<option value="Europe/Paris">' in html and '<option value="localtime">' not in html
+    response = admin_client.post(reverse(ADD), _form_data(timezone=" europe/paris"), follow=True)
+    assert response.status_code == 200
+    assert Schedule.objects.get(name="made-in-admin").timezone == "Europe/Paris"
+
+    body = '{"name": "n", "callback": "tests.noop", "kind": "cron", "cron": "0 9 * * *", '
+    response = api.generic(
+        "POST",
+        "/api/schedules/",
+        body + '"timezone": "asia/TOKYO"}',
+        content_type="application/json",
+    )
+    assert response.status_code == 201 and response.json()["timezone"] == "Asia/Tokyo"
+    s = Schedule(name="m", callback="tests.noop", kind="cron", cron="0 9 * * *", timezone="utc")
+    s.full_clean()
+    assert s.timezone == "UTC"
+
+
+def test_cron_and_zone_fields_have_help_with_examples(admin_client):
+    html = admin_client.get(reverse(ADD)).content.decode()
+    assert "'0 9 * * 1-5' (09:00 on weekdays)" in html
+    assert "'America/New_York'" in html
