@@ -63,6 +63,10 @@ KIND_DJANGO_TASK = "django_task"
 KIND_CELERY_TASK = "celery_task"
 KIND_COMMAND = "command"
 
+#: ``owner_min_interval`` when not given: owner-scoped users' schedules of a callback open
+#: to them run at most every 5 minutes.
+DEFAULT_OWNER_MIN_INTERVAL = 300
+
 #: ``task_options`` a ``django.tasks`` Task accepts (passed to ``Task.using()``).
 DJANGO_TASK_OPTIONS = frozenset({"priority", "queue_name", "run_after", "backend"})
 
@@ -79,6 +83,10 @@ class Registration:
     is_async: bool = field(default=False)
     kind: str = KIND_CALLABLE
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: Owner-scoped API users (``API_OWNER_SCOPED``, not staff) may schedule this callback.
+    owner_scoped: bool = False
+    #: The shortest gap between two runs their schedules may have (seconds).
+    owner_min_interval: int = 0
 
 
 class Registry:
@@ -110,6 +118,10 @@ class Registry:
         """Sorted registered names (the only values ``Schedule.callback`` may take)."""
         return sorted(self._items)
 
+    def owner_scoped_names(self) -> list[str]:
+        """Sorted names owner-scoped API users may schedule (``register(owner_scoped=True)``)."""
+        return sorted(n for n, r in self._items.items() if r.owner_scoped)
+
     def declared(self) -> list[Registration]:
         """Registrations that declare a schedule in code."""
         return [r for r in self._items.values() if r.declaration is not None]
@@ -131,6 +143,8 @@ def register(
     end_at: datetime | None = None,
     max_runs: int | None = None,
     task_options: Mapping[str, Any] | None = None,
+    owner_scoped: bool = False,
+    owner_min_interval: int = DEFAULT_OWNER_MIN_INTERVAL,
 ) -> Any:
     """Register ``func`` under ``name``; usable as ``@register("name")`` or ``register("name", f)``.
 
@@ -147,11 +161,18 @@ def register(
     ``run_after``, ``backend`` (``Task.using()``); for a Celery task ``apply_async`` options
     such as ``queue``, ``routing_key``, ``priority``, ``expires``.
 
-    Raises ``ValueError`` for a malformed name, more than one of every/cron/at, or
-    ``task_options`` that the callback's kind does not take; ``TypeError`` if ``func`` is
-    not callable. Returns ``func`` (so the decorator form leaves the function usable).
+    ``owner_scoped=True`` lets owner-scoped API users (``API_OWNER_SCOPED``: non-staff users
+    who see and control only their own schedules) create schedules of this callback, with no
+    two runs closer than ``owner_min_interval`` seconds (default 300); by default they may
+    schedule no callback at all. Staff and code are not limited by either.
+
+    Raises ``ValueError`` for a malformed name, more than one of every/cron/at,
+    ``task_options`` that the callback's kind does not take, or a negative
+    ``owner_min_interval``; ``TypeError`` if ``func`` is not callable. Returns ``func`` (so
+    the decorator form leaves the function usable).
     """
     declaration = _declaration(name, every, cron, at, timezone, payload, start_at, end_at, max_runs)
+    _check_owner_access(owner_scoped, owner_min_interval)
 
     def decorator(f: Any) -> Any:
         kind = _task_kind(f)
@@ -179,6 +200,8 @@ def register(
                 is_async=kind == KIND_CALLABLE and inspect.iscoroutinefunction(f),
                 kind=kind,
                 options=options,
+                owner_scoped=owner_scoped,
+                owner_min_interval=owner_min_interval,
             )
         )
         return f
@@ -201,6 +224,8 @@ def register_command(
     start_at: datetime | None = None,
     end_at: datetime | None = None,
     max_runs: int | None = None,
+    owner_scoped: bool = False,
+    owner_min_interval: int = DEFAULT_OWNER_MIN_INTERVAL,
 ) -> None:
     """Register the management command ``command`` (e.g. ``"clearsessions"``) under ``name``.
 
@@ -209,12 +234,14 @@ def register_command(
     ``CommandError`` (or any exception) is a ``failed`` receipt, retried like any failure.
     The registration is the allow-list: only commands registered in code can run, always
     with the arguments given here (the schedule's payload is not passed to them).
-    ``every``/``cron``/``at``... declare its schedule as for :func:`register`.
+    ``every``/``cron``/``at``... declare its schedule, and ``owner_scoped`` /
+    ``owner_min_interval`` open it to owner-scoped API users, as for :func:`register`.
 
     Raises ``ValueError`` for a malformed name or command name, ``TypeError`` if ``args``
     is not a sequence of strings.
     """
     declaration = _declaration(name, every, cron, at, timezone, None, start_at, end_at, max_runs)
+    _check_owner_access(owner_scoped, owner_min_interval)
     if not isinstance(command, str) or not command or command.strip() != command:
         raise ValueError(f"invalid management command name {command!r}")
     if isinstance(args, str) or not all(isinstance(a, str) for a in args):
@@ -226,8 +253,20 @@ def register_command(
             declaration=declaration,
             kind=KIND_COMMAND,
             options={"command": command, "args": tuple(args), "options": dict(options or {})},
+            owner_scoped=owner_scoped,
+            owner_min_interval=owner_min_interval,
         )
     )
+
+
+def _check_owner_access(owner_scoped: Any, owner_min_interval: Any) -> None:
+    if not isinstance(owner_scoped, bool):
+        raise TypeError("owner_scoped must be True or False")
+    valid = isinstance(owner_min_interval, int) and not isinstance(owner_min_interval, bool)
+    if not valid or owner_min_interval < 0:
+        raise ValueError(
+            f"owner_min_interval must be a whole number of seconds >= 0, not {owner_min_interval!r}"
+        )
 
 
 def _declaration(

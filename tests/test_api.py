@@ -840,6 +840,50 @@ def test_scoped_user_sees_only_own_runs(scoped, alice, bob):
     assert client.get(url("receipt-detail", my_receipt.pk)).status_code == 200
 
 
+def test_scoped_user_may_schedule_only_open_callbacks_at_their_cadence(scoped, alice, staff):
+    from django_durable_schedules.registry import register, registry
+
+    register("tests.scoped_hourly", lambda ctx: None, owner_scoped=True, owner_min_interval=3600)
+    try:
+        client = client_for(alice)
+        closed = create(client, name="expensive", callback="tests.echo")
+        assert closed.status_code == 400 and "callback" in closed.json()
+        fast = create(client, name="fast", callback="tests.scoped_hourly", interval_seconds=1)
+        assert fast.status_code == 400
+        assert fast.json()["interval_seconds"] == [
+            "Runs 1 seconds apart; tests.scoped_hourly may run at most every 3600 seconds for you."
+        ]
+        minutely = create(
+            client,
+            name="minutely",
+            callback="tests.scoped_hourly",
+            kind="cron",
+            cron="* * * * *",
+            interval_seconds=None,
+        )
+        assert minutely.status_code == 400 and "cron" in minutely.json()
+        ok = create(client, name="hourly", callback="tests.scoped_hourly", interval_seconds=3600)
+        assert ok.status_code == 201, ok.json()
+        edit = client.patch(
+            url("schedule-detail", ok.json()["id"]), {"interval_seconds": 60}, format="json"
+        )
+        assert edit.status_code == 400  # an edit is held to the same limit
+        # Staff are not limited: any callback, any cadence.
+        assert create(client_for(staff), name="staff-job", callback="tests.echo").status_code == 201
+        assert not Schedule.objects.filter(name__in=["expensive", "fast", "minutely"]).exists()
+    finally:
+        registry.remove("tests.scoped_hourly")
+
+
+def test_register_refuses_a_bad_owner_min_interval():
+    from django_durable_schedules.registry import register
+
+    with pytest.raises(ValueError, match="owner_min_interval"):
+        register("tests.bad", lambda ctx: None, owner_scoped=True, owner_min_interval=-1)
+    with pytest.raises(TypeError, match="owner_scoped"):
+        register("tests.bad", lambda ctx: None, owner_scoped="yes")
+
+
 def test_scoped_user_gets_no_health(scoped, alice, staff):
     assert client_for(alice).get(url("health")).status_code == 403
     assert client_for(staff).get(url("health")).status_code == 200

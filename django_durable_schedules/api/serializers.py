@@ -42,6 +42,7 @@ from .fields import (
     AwareDateTimeField,
     BaseModelSerializer,
     CallbackField,
+    _short,
     model_errors_as_400,
 )
 from .fields import field_errors as field_errors
@@ -165,20 +166,23 @@ class ScheduleSerializer(BaseModelSerializer):
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()
+        scoped = bool(self.context.get("owner_scoped"))
         fields["callback"] = CallbackField(
-            choices=registry.names(), help_text="Name of a registered callback."
+            choices=registry.owner_scoped_names() if scoped else registry.names(),
+            help_text="Name of a registered callback (for an owner-scoped user: one registered "
+            "with owner_scoped=True).",
         )
-        if self.context.get("owner_scoped"):
+        if scoped:
             fields["owner"] = serializers.PrimaryKeyRelatedField(read_only=True)
         return fields
 
-    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_cron_description(self, schedule: Schedule) -> str | None:
         if schedule.kind != "cron":
             return None
         return cron_in_words(schedule.cron) or None
 
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_allowed_actions(self, schedule: Schedule) -> list[str]:
         return sorted(state.allowed_actions(schedule))
 
@@ -215,9 +219,39 @@ class ScheduleSerializer(BaseModelSerializer):
                     {"run_in_seconds": ["Give run_at or run_in_seconds, not both."]}
                 )
             attrs["run_at"] = timing.truncate_to_second(db_now()) + timedelta(seconds=delay)
+        candidate = self._candidate(attrs)
         with model_errors_as_400():
-            state.validate_schedule(self._candidate(attrs))
+            state.validate_schedule(candidate)
+        if self.context.get("owner_scoped"):
+            self._owner_limits(candidate)
         return attrs
+
+    def _owner_limits(self, candidate: Schedule) -> None:
+        """An owner-scoped user may schedule only a callback registered with
+        ``owner_scoped=True``, with no two runs closer than its ``owner_min_interval``
+        (an interval's length; for cron, the closest two of its next 100 fire times)."""
+        if candidate.callback not in registry.owner_scoped_names():
+            raise serializers.ValidationError(
+                {"callback": [f"{_short(candidate.callback)} is not open to you."]}
+            )
+        least = registry.get(candidate.callback).owner_min_interval
+        gap: float | None = None
+        field = "interval_seconds" if candidate.kind == "interval" else "cron"
+        if candidate.kind == "interval":
+            gap = candidate.interval_seconds
+        elif candidate.kind == "cron":
+            times = candidate.upcoming(100)
+            gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
+            gap = min(gaps) if gaps else None
+        if gap is not None and gap < least:
+            raise serializers.ValidationError(
+                {
+                    field: [
+                        f"Runs {gap:g} seconds apart; {candidate.callback} may run at most "
+                        f"every {least} seconds for you."
+                    ]
+                }
+            )
 
     def _candidate(self, attrs: dict[str, Any]) -> Schedule:
         """The row as it would be saved (unsaved; for validation only)."""

@@ -18,7 +18,8 @@ def _record(ctx):
     )
 
 
-@register("tests.noop")
+# Open to owner-scoped API users (the API's scoping tests), at most every minute.
+@register("tests.noop", owner_scoped=True, owner_min_interval=60)
 def noop(ctx):
     return None
 
