@@ -954,3 +954,29 @@ def test_cron_description_is_the_cron_in_words(api):
     with translation.override("fr"):  # what LocaleMiddleware does for a French request
         french = api.get(url("schedule-detail", body.json()["id"]))
     assert french.json()["cron_description"].startswith("À 09:00")
+
+
+def test_rough_edges_are_clear_errors_not_silent_successes(api):
+    assert api.get(url("schedule-list"), {"failing": "maybe"}).status_code == 400
+    assert api.get(url("schedule-list"), {"failing": "TRUE"}).status_code == 200
+    assert api.get(url("attempt-list"), {"open": "perhaps"}).status_code == 400
+    assert api.get(url("schedule-list"), {"cursor": "%%%"}).status_code == 404
+    negative = create(api, name="neg", interval_seconds=-5).json()
+    assert negative == {"interval_seconds": ["At least 1 second."]}
+    assert create(api, name="zero", interval_seconds=0).json() == negative
+    words = create(api, name="abc", interval_seconds="abc").json()
+    assert words == {"interval_seconds": ["A whole number of seconds is required."]}
+    assert not Schedule.objects.exists()
+
+
+def test_every_oversized_or_non_json_body_is_a_json_answer(api):
+    body = '{"payload": "' + "x" * 3_000_000 + '"}'
+    response = api.generic("POST", url("schedule-list"), body, content_type="application/json")
+    assert response.status_code == 413 and response["Content-Type"] == "application/json"
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    fields = {"name": "m", "callback": "tests.noop", "kind": "interval", "interval_seconds": "60"}
+    upload = SimpleUploadedFile("big.bin", b"x" * 100_000)
+    response = api.post(url("schedule-list"), {**fields, "f": upload}, format="multipart")
+    assert response.status_code == 415 and response["Content-Type"] == "application/json"
+    assert not Schedule.objects.exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.utils import timezone as dj_timezone
@@ -52,16 +53,46 @@ class AwareDateTimeFilter(filters.IsoDateTimeFilter):
     field_class = AwareDateTimeFormField
 
 
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+
+class StrictBooleanFormField(forms.Field):
+    """``true``/``false`` (also ``1``/``0``, ``yes``/``no``, any case); anything else is a
+    400 naming the value, not a filter silently ignored (django-filter's default)."""
+
+    def to_python(self, value: Any) -> bool | None:
+        text = "" if value is None else str(value).strip().lower()
+        if not text:
+            return None
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        raise ValidationError(f"{value!r} is not true or false.", code="invalid")
+
+
+class StrictBooleanFilter(filters.BooleanFilter):
+    """A ``BooleanFilter`` with :class:`StrictBooleanFormField`."""
+
+    field_class = StrictBooleanFormField  # type: ignore[assignment]
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        # django-filter's BooleanWidget turns anything but true/false into "not given".
+        kwargs["widget"] = forms.TextInput
+        super().__init__(*args, **kwargs)
+
+
 class ScheduleFilter(filters.FilterSet):
     """``schedules/?status=&kind=&callback=&degraded=&failing=``."""
 
     status = filters.MultipleChoiceFilter(choices=Status.choices)
     kind = filters.ChoiceFilter(choices=Kind.choices)
     callback = filters.CharFilter()
-    degraded = filters.BooleanFilter(
+    degraded = StrictBooleanFilter(
         method="filter_degraded", label="Only schedules with (true) / without (false) a reason."
     )
-    failing = filters.BooleanFilter(
+    failing = StrictBooleanFilter(
         method="filter_failing", label="Only schedules with (true) / without (false) failures."
     )
 
@@ -89,7 +120,7 @@ class AttemptFilter(filters.FilterSet):
     status = filters.MultipleChoiceFilter(
         field_name="receipt__status", choices=ReceiptStatus.choices
     )
-    open = filters.BooleanFilter(field_name="receipt", lookup_expr="isnull")
+    open = StrictBooleanFilter(field_name="receipt", lookup_expr="isnull")
     worker = filters.CharFilter()
     claimed_after = AwareDateTimeFilter(field_name="claimed_at", lookup_expr="gte")
     claimed_before = AwareDateTimeFilter(field_name="claimed_at", lookup_expr="lt")

@@ -10,7 +10,8 @@ from typing import IO, Any
 from django.conf import settings
 from rest_framework import status
 from rest_framework.exceptions import APIException, ParseError
-from rest_framework.parsers import JSONParser
+from rest_framework.parsers import BaseParser
+from rest_framework.renderers import JSONRenderer
 from rest_framework.settings import api_settings
 
 #: Body size limit when ``settings.DATA_UPLOAD_MAX_MEMORY_SIZE`` is None (bytes).
@@ -29,11 +30,18 @@ class RequestTooLarge(APIException):
     default_code = "request_too_large"
 
 
-class BoundedJSONParser(JSONParser):
+class BoundedJSONParser(BaseParser):
     """``application/json`` with limits: a body larger than
     ``settings.DATA_UPLOAD_MAX_MEMORY_SIZE`` is a 413 (read no further); nesting deep enough
     to exhaust the parser's recursion and strings with unpaired UTF-16 surrogates (which no
-    database or UTF-8 response can hold) are a 400."""
+    database or UTF-8 response can hold) are a 400.
+
+    Not a subclass of DRF's ``JSONParser``: DRF reads a ``JSONParser``'s whole body through
+    Django's ``request.body`` first, whose own size check answers an HTML 400 before this
+    parser can answer the API's JSON 413."""
+
+    media_type = "application/json"
+    renderer_class = JSONRenderer
 
     def parse(
         self,

@@ -162,6 +162,13 @@ class ScheduleSerializer(BaseModelSerializer):
         extra_kwargs = {
             "max_runs": {"min_value": 1},
             "max_attempts": {"min_value": 1},
+            "interval_seconds": {
+                "min_value": timing.MIN_INTERVAL_SECONDS,
+                "error_messages": {
+                    "invalid": "A whole number of seconds is required.",
+                    "min_value": "At least {min_value} second.",
+                },
+            },
         }
 
     def get_fields(self) -> dict[str, serializers.Field]:

@@ -6,6 +6,7 @@ No rule lives here. A :class:`~..exceptions.StateConflict` from a transition is 
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -17,7 +18,7 @@ from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.pagination import CursorPagination
-from rest_framework.parsers import BaseParser, FormParser, MultiPartParser
+from rest_framework.parsers import BaseParser
 from rest_framework.permissions import BasePermission, OperandHolder, SingleOperandHolder
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -67,11 +68,21 @@ def state_errors() -> Iterator[None]:
 
 
 class NewestFirstPagination(CursorPagination):
-    """Cursor pagination, 50 a page (``?page_size=`` up to 500)."""
+    """Cursor pagination, 50 a page (``?page_size=`` up to 500). A malformed ``?cursor=``
+    (not base64, as ``%%%``) is a 404 "Invalid cursor", not the first page."""
 
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
+
+    def decode_cursor(self, request: Request) -> Any:
+        encoded = request.query_params.get(self.cursor_query_param)
+        if encoded:
+            try:
+                base64.b64decode(encoded.encode("ascii"), validate=True)
+            except (ValueError, UnicodeEncodeError):  # binascii.Error is a ValueError
+                raise NotFound(self.invalid_cursor_message) from None
+        return super().decode_cursor(request)
 
 
 class SchedulePagination(NewestFirstPagination):
@@ -98,7 +109,9 @@ class APIViewMixin:
     permission_classes: Sequence[
         type[BasePermission] | OperandHolder | SingleOperandHolder  # as APIView declares it
     ] = [ScheduleAPIPermission]
-    parser_classes: Sequence[type[BaseParser]] = [BoundedJSONParser, FormParser, MultiPartParser]
+    # JSON only: a form or multipart body (whose files Django streams to disk unbounded) is
+    # a 415, not a schedule.
+    parser_classes: Sequence[type[BaseParser]] = [BoundedJSONParser]
     schema: ViewInspector | None = APIAutoSchema()
     # Any id up to the next slash reaches the view, so a malformed one is a JSON 404 from
     # the API rather than the site's (HTML) 404 page.
