@@ -164,7 +164,7 @@ def test_outcome_strip_shows_the_last_20_outcomes_oldest_first(admin_client):
     assert "/admin/durable_schedules/runreceipt/" in html
     assert 'aria-label="Last 20 outcomes, oldest first: ' in html
     # The last outcome column shows the newest receipt.
-    assert re.search(r'<td class="field-last_outcome">.*?dds-o-failed', html, re.S)
+    assert re.search(r'<span class="dds-last">.*?dds-o-failed', html, re.S)
     # The legend names every colour.
     assert "lease expired" in html and "Outcomes:" in html
 

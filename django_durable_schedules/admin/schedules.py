@@ -36,17 +36,8 @@ from .views import ScheduleViews
 @admin.register(Schedule)
 class ScheduleAdmin(ScheduleViews):
     form = ScheduleForm
-    list_display = (
-        "name",
-        "kind",
-        "cadence",
-        "status_badge",
-        "next_run",
-        "last_outcome",
-        "failures",
-        "outcomes",
-    )
-    list_display_links = ("name",)
+    list_display = ("name_and_status", "cadence_and_next_run", "outcomes_summary")
+    list_display_links = ("name_and_status",)
     list_filter = ("status", "kind", DegradedFilter, FailingFilter, RunningFilter)
     search_fields = ("name", "callback")
     search_help_text = "Search by schedule name or callback name."
