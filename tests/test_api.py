@@ -980,3 +980,22 @@ def test_every_oversized_or_non_json_body_is_a_json_answer(api):
     response = api.post(url("schedule-list"), {**fields, "f": upload}, format="multipart")
     assert response.status_code == 415 and response["Content-Type"] == "application/json"
     assert not Schedule.objects.exists()
+
+
+def test_swagger_ui_loads_its_files_from_the_site_not_a_cdn(rf, admin_user, settings, monkeypatch):
+    """The example project's (and docs/api.md's) settings: drf-spectacular-sidecar's files.
+    (drf-spectacular reads its settings once: they are set on its settings object here.)"""
+    from drf_spectacular.settings import spectacular_settings
+    from drf_spectacular.views import SpectacularSwaggerView
+
+    from example_project.example_project import settings as example
+
+    settings.STATIC_URL = "/static/"
+    for key in ("SWAGGER_UI_DIST", "SWAGGER_UI_FAVICON_HREF"):
+        monkeypatch.setattr(spectacular_settings, key, example.SPECTACULAR_SETTINGS[key])
+    request = rf.get("/api/docs/")
+    request.user = admin_user
+    response = SpectacularSwaggerView.as_view(url="/api/schema/")(request)
+    html = response.render().content.decode()
+    assert "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in html
+    assert "cdn.jsdelivr.net" not in html and "unpkg.com" not in html

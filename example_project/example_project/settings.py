@@ -85,7 +85,11 @@ CELERY_BROKER_URL = os.environ.get("DDS_EXAMPLE_CELERY", "")
 # The REST API (django_durable_schedules.api): staff-only by default; its OpenAPI schema is
 # served at /api/schema/ with Swagger UI at /api/docs/.
 REST_FRAMEWORK = {"DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema"}
+INSTALLED_APPS.append("drf_spectacular_sidecar")  # Swagger UI's files, served locally
 SPECTACULAR_SETTINGS = {
+    "SWAGGER_UI_DIST": "SIDECAR",  # no CDN: works offline and under a strict CSP
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "TITLE": "django-durable-schedules example API",
     "DESCRIPTION": "Schedules, their run attempts and receipts, and health.",
     "VERSION": "0.1.0",
