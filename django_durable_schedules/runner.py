@@ -215,6 +215,23 @@ def execute(claim: Claim) -> Outcome:
         close_old_connections()
     if leaked:
         outcome = _transaction_left_open(outcome, leaked)
+    if outcome.status == "failed":
+        # Say why, and whether the callback asked for a retry (the state machine decides
+        # whether one is left: see the receipt).
+        retry = "" if outcome.retry_after is None else f", retry asked in {outcome.retry_after:g}s"
+        logger.warning(
+            "run %s #%s.%s failed in %.3fs (late %.3fs)%s: %s: %s",
+            claim.schedule_name,
+            claim.occurrence,
+            claim.attempt,
+            time.monotonic() - started,
+            claim.lateness,
+            retry,
+            outcome.error_type,
+            outcome.error_message,
+            extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+        )
+        return outcome
     logger.info(
         "run %s #%s.%s %s in %.3fs (late %.3fs)",
         claim.schedule_name,

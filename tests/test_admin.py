@@ -854,3 +854,29 @@ def test_cron_in_words_in_the_list_the_form_and_as_you_type(admin_client):
     answer = admin_client.get(describe, {"cron": "61 * * * *"}).json()
     assert answer["words"] == "" and "minute" in answer["error"]
     assert admin_client.get(describe, {"cron": "@daily"}).json()["words"] == "At 00:00"
+
+
+def test_a_second_trigger_before_the_run_says_one_run_happens(admin_client):
+    s = make("twice")
+    url = reverse("admin:durable_schedules_schedule_transition", args=[s.pk, "trigger"])
+    first = admin_client.post(url, follow=True)
+    assert messages_of(first)[0][1].startswith("Triggered 1 schedule: twice")
+    second = admin_client.post(url, follow=True)
+    [(level, text)] = messages_of(second)
+    assert level == "info" and text.startswith(
+        "Already triggered and not run yet, so one run happens at the next worker pass: twice"
+    )
+    assert ScheduleEvent.objects.filter(action="triggered").count() == 1
+    assert [c.schedule_name for c in state.claim_due(worker="w")] == ["twice"]
+    assert state.claim_due(worker="w") == []  # one run, not two
+
+
+def test_enable_says_the_next_run_in_the_schedule_zone_and_in_utc(admin_client):
+    s = make(
+        "tokyo-job", kind="cron", interval_seconds=None, cron="0 9 * * *", timezone="Asia/Tokyo"
+    )
+    state.disable(s.pk)
+    [(level, text)] = messages_of(run_action(admin_client, "enable", s))
+    assert re.search(
+        r"next run \d{4}-\d\d-\d\d 09:00:00 JST \(\d{4}-\d\d-\d\d 00:00:00 UTC\)", text
+    )

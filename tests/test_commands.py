@@ -78,3 +78,9 @@ def test_subcommands_have_help_for_their_arguments():
     helps = sub.choices["upcoming"].format_help()
     assert "The schedule's name." in helps and "How many fire times" in helps
     assert "not undoable" in sub.choices["cancel"].format_help()
+
+
+def test_a_second_trigger_says_one_run_happens():
+    Schedule.objects.create(name="t2", callback="tests.noop", kind="interval", interval_seconds=300)
+    assert "t2: triggered;" in run("trigger", "t2")
+    assert "t2: already triggered at " in run("trigger", "t2")

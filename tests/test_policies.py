@@ -153,3 +153,16 @@ def test_jitter_larger_than_half_the_gap_is_rejected():
     with pytest.raises(ValidationError) as exc:
         make("j2", interval_seconds=60, jitter_seconds=45)
     assert "jitter_seconds" in exc.value.message_dict
+
+
+def test_a_failed_run_is_logged_with_its_error(caplog):
+    Schedule.objects.create(
+        name="logged", callback="tests.fail", kind="interval", interval_seconds=60, created_at=T0
+    )
+    [claim] = state.claim_due(worker="w", now=T0)
+    with caplog.at_level("INFO", logger="django_durable_schedules.runner"):
+        execute(claim)
+    [record] = [r for r in caplog.records if r.name == "django_durable_schedules.runner"]
+    assert record.levelname == "WARNING"
+    assert record.getMessage().startswith("run logged #1.1 failed in ")
+    assert record.getMessage().endswith(": RuntimeError: boom")

@@ -20,7 +20,7 @@ from django.template.response import TemplateResponse
 from .. import state
 from ..exceptions import StateConflict
 from ..models import Schedule, Status
-from .display import _names, _plural, fmt_utc
+from .display import _is_utc, _names, _plural, fmt_utc, fmt_zone
 
 
 def _as_admin(request: HttpRequest) -> dict[str, Any]:
@@ -71,20 +71,29 @@ def _what_changed(t: Transition, name: str, before: str, row: Schedule) -> str:
         return f"{name} (runs on the next worker pass, outside its grid)"
     change = f"{name} ({before} → {row.status}"
     if t.name == "enable":
-        change += f", next run {fmt_utc(row.next_run_at)}"
+        change += f", next run {_in_zone_and_utc(row.next_run_at, row.timezone)}"
     return change + ")"
 
 
+def _in_zone_and_utc(value: Any, zone: str) -> str:
+    """``2026-11-30 02:30:00 CET (01:30:00 UTC)``; UTC once for a UTC schedule."""
+    if value is None or _is_utc(zone):
+        return fmt_utc(value)
+    return f"{fmt_zone(value, zone)} ({fmt_utc(value)})"
+
+
 def apply_transition(
-    request: HttpRequest, t: Transition, rows: Iterable[tuple[Any, str, str]]
+    request: HttpRequest, t: Transition, rows: Iterable[tuple[Any, str, str, Any]]
 ) -> None:
-    """Call ``state.<t.name>`` for each ``(pk, name, status before)`` and tell the user
-    what changed, what already was so, and what was refused (with the reason)."""
+    """Call ``state.<t.name>`` for each ``(pk, name, status before, triggered_at before)``
+    and tell the user what changed, what already was so (a status already reached, a
+    trigger already pending), and what was refused (with the reason)."""
     func = getattr(state, t.name)
     changed: list[str] = []
     unchanged: list[str] = []
+    pending: list[str] = []
     refused: list[str] = []
-    for pk, name, before in rows:
+    for pk, name, before, triggered_before in rows:
         try:
             row = func(pk, **_as_admin(request))
         except StateConflict as exc:
@@ -94,12 +103,20 @@ def apply_transition(
         else:
             if t.target is not None and before == t.target:
                 unchanged.append(name)
+            elif t.name == "trigger" and triggered_before is not None:
+                pending.append(f"{name} (requested at {fmt_utc(triggered_before)})")
             else:
                 changed.append(_what_changed(t, name, before, row))
     if changed:
         messages.success(request, f"{t.done} {_plural(len(changed))}: {_names(changed)}.")
     if unchanged:
         messages.info(request, f"Already {t.target}, unchanged: {_names(unchanged)}.")
+    if pending:
+        messages.info(
+            request,
+            f"Already triggered and not run yet, so one run happens at the next worker pass: "
+            f"{_names(pending)}.",
+        )
     if refused:
         messages.error(
             request, f"{t.label} refused for {_plural(len(refused))}: {_names(refused)}."
@@ -151,7 +168,8 @@ def _make_action(t: Transition) -> Any:
             return confirmation_page(
                 modeladmin, request, t, queryset, back_url=request.get_full_path(), bulk=True
             )
-        apply_transition(request, t, list(queryset.values_list("pk", "name", "status")))
+        rows = queryset.values_list("pk", "name", "status", "triggered_at")
+        apply_transition(request, t, list(rows))
         return None
 
     action.__name__ = t.name

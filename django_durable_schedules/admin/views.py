@@ -102,7 +102,7 @@ class ScheduleViews(ScheduleColumns):
         change_url = self._url("change", quote(obj.pk)) or "../"
         if t.confirm and request.POST.get("post") != "yes":
             return confirmation_page(self, request, t, [obj], back_url=change_url, bulk=False)
-        apply_transition(request, t, [(obj.pk, obj.name, obj.status)])
+        apply_transition(request, t, [(obj.pk, obj.name, obj.status, obj.triggered_at)])
         return HttpResponseRedirect(change_url)
 
     def describe_cron_view(self, request: HttpRequest) -> HttpResponse:

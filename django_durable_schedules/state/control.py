@@ -188,11 +188,17 @@ def trigger(
     """Request a manual run now, as its own occurrence, without disturbing the grid: the
     next claim runs it (``scheduled_for`` = the trigger instant) and the schedule then goes
     on with its next slot after that. Works on active and paused schedules (a paused
-    schedule plus triggers is a manual-only job). Raises :class:`StateConflict` while the
-    schedule is running, and for a cancelled, completed or failed schedule."""
+    schedule plus triggers is a manual-only job). While a trigger is pending (requested,
+    not claimed yet: ``triggered_at`` is set) another one is a no-op: one run happens.
+    Raises :class:`StateConflict` while the schedule is running, and for a cancelled,
+    completed or failed schedule."""
     with transaction.atomic(using=using):
         row = _get_locked(schedule_id, using)
         _require("trigger", row)
+        if row.triggered_at is not None:
+            # A trigger is already pending (not claimed yet): one run will happen either
+            # way, so a second request changes nothing and records nothing.
+            return row
         instant = _resolve_now(now, using)
         now = timing.truncate_to_second(instant)
         row.triggered_at = now

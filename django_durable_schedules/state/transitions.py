@@ -227,7 +227,7 @@ TABLE: tuple[Transition, ...] = (
     Transition(
         "control",
         RUNNABLE,
-        "trigger (refused while it holds a lease)",
+        "trigger (refused while it holds a lease; a no-op while a trigger is pending)",
         "unchanged",
         "now, as its own occurrence",
         "none (event `triggered`)",

@@ -85,7 +85,12 @@ class Command(BaseCommand):
                 raise CommandError(f"{schedule.name}: {exc.reason}") from None
             except ValidationError as exc:
                 raise CommandError(f"{schedule.name}: {' '.join(exc.messages)}") from None
-            if action == "trigger":
+            if action == "trigger" and schedule.triggered_at is not None:
+                self.stdout.write(
+                    f"{row.name}: already triggered at {_fmt(schedule.triggered_at)} and not "
+                    "run yet; one run happens at the next worker pass."
+                )
+            elif action == "trigger":
                 self.stdout.write(
                     f"{row.name}: triggered; it runs at the next worker pass as its own "
                     "occurrence, and its grid is unchanged."
