@@ -880,3 +880,23 @@ def test_enable_says_the_next_run_in_the_schedule_zone_and_in_utc(admin_client):
     assert re.search(
         r"next run \d{4}-\d\d-\d\d 09:00:00 JST \(\d{4}-\d\d-\d\d 00:00:00 UTC\)", text
     )
+
+
+@pytest.mark.parametrize("model", ["runattempt", "runreceipt", "scheduleevent"])
+def test_history_instants_are_in_the_schedule_zone_with_utc_beside(admin_client, model):
+    s = make("tokyo-history", timezone="Asia/Tokyo")
+    [receipt] = add_history(s, ["succeeded"], start=datetime(2027, 6, 1, 0, 0, tzinfo=UTC))
+    state.disable(s.pk)
+    html = admin_client.get(reverse(f"admin:durable_schedules_{model}_changelist")).content
+    html = html.decode()
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d JST</span><span class=\"dds-utc\">", html)
+    row = {"runattempt": receipt.attempt_id, "runreceipt": receipt.pk}.get(model)
+    if row is None:
+        row = ScheduleEvent.objects.get(schedule_id=s.pk).pk
+    page = reverse(f"admin:durable_schedules_{model}_change", args=[row])
+    detail = admin_client.get(page).content.decode()
+    assert "JST" in detail and " UTC" in detail
+    # A deleted schedule's history still renders, in UTC.
+    state.delete_schedule(s.pk)
+    response = admin_client.get(page)
+    assert response.status_code == 200 and "JST" not in response.content.decode()

@@ -12,7 +12,7 @@ from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
 
 from ..models import RunAttempt, RunReceipt, ScheduleEvent
-from .run_columns import AttemptColumns, EventColumns, ReceiptColumns
+from .run_columns import AttemptColumns, EventColumns, ReceiptColumns, with_schedule_zone
 
 #: Latest attempts and receipts shown on a schedule's change page.
 INLINE_LIMIT = 20
@@ -61,7 +61,8 @@ class AttemptInline(AttemptColumns, _ReadOnlyInline):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).select_related("receipt").order_by("-claimed_at")
+        queryset = super().get_queryset(request).select_related("receipt")
+        return with_schedule_zone(queryset).order_by("-claimed_at")
 
 
 class ReceiptInline(ReceiptColumns, _ReadOnlyInline):
@@ -80,7 +81,9 @@ class ReceiptInline(ReceiptColumns, _ReadOnlyInline):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).order_by("-finished_at", "-occurrence")
+        return with_schedule_zone(super().get_queryset(request)).order_by(
+            "-finished_at", "-occurrence"
+        )
 
 
 class EventInline(EventColumns, _ReadOnlyInline):
@@ -95,4 +98,4 @@ class EventInline(EventColumns, _ReadOnlyInline):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).order_by("-at", "-id")
+        return with_schedule_zone(super().get_queryset(request)).order_by("-at", "-id")

@@ -1,27 +1,58 @@
-"""The computed columns of attempts, receipts and audit events, shared by their list pages
-(:mod:`.runs`) and by the latest-runs tables of a schedule's change page (:mod:`.inlines`).
+"""The computed columns of attempts, receipts and audit events, shared by their list and
+detail pages (:mod:`.runs`) and by the latest-runs tables of a schedule's change page
+(:mod:`.inlines`). Instants are shown in the schedule's zone with UTC beside them: the
+querysets carry the zone as ``schedule_timezone`` (:func:`with_schedule_zone`, one indexed
+subquery; a deleted schedule's rows fall back to UTC).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.utils import timezone as dj_timezone
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from ..models import RunAttempt, RunReceipt, ScheduleEvent
-from .display import _EMPTY, _attempt_outcome, fmt_utc, outcome_label
+from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
+from .display import _EMPTY, _attempt_outcome, _when, outcome_label
+
+
+def with_schedule_zone(queryset: QuerySet) -> QuerySet:
+    """``queryset`` (attempts, receipts or events) annotated with ``schedule_timezone``."""
+    zone = Schedule.objects.filter(pk=OuterRef("schedule_id")).values("timezone")[:1]
+    annotated: QuerySet = queryset.annotate(schedule_timezone=Subquery(zone))
+    return annotated
+
+
+def _in_zone(obj: Any, value: Any) -> SafeString:
+    """``value`` in the row's schedule zone and, below it, in UTC."""
+    zone = getattr(obj, "schedule_timezone", None) or "UTC"
+    return _when(value, zone, now=dj_timezone.now())
+
+
+class ScheduleZoneMixin:
+    """``get_queryset`` adds the schedule's zone (:func:`with_schedule_zone`)."""
+
+    def get_queryset(self, request: Any) -> QuerySet:
+        return with_schedule_zone(super().get_queryset(request))  # type: ignore[misc]
 
 
 class AttemptColumns:
     """``slot``, ``claimed``, ``lateness_display`` and ``outcome`` of an attempt."""
 
-    @admin.display(description="scheduled for (UTC)", ordering="scheduled_for")
-    def slot(self, obj: RunAttempt) -> str:
-        return fmt_utc(obj.scheduled_for)
+    @admin.display(description="scheduled for (its zone · UTC)", ordering="scheduled_for")
+    def slot(self, obj: RunAttempt) -> SafeString:
+        return _in_zone(obj, obj.scheduled_for)
 
-    @admin.display(description="claimed at (UTC)", ordering="claimed_at")
-    def claimed(self, obj: RunAttempt) -> str:
-        return fmt_utc(obj.claimed_at)
+    @admin.display(description="claimed at (its zone · UTC)", ordering="claimed_at")
+    def claimed(self, obj: RunAttempt) -> SafeString:
+        return _in_zone(obj, obj.claimed_at)
+
+    @admin.display(description="lease as first granted, until (its zone · UTC)")
+    def lease_expires(self, obj: RunAttempt) -> SafeString:
+        return _in_zone(obj, obj.lease_expires_at)
 
     @admin.display(description="late")
     def lateness_display(self, obj: RunAttempt) -> str:
@@ -39,18 +70,18 @@ class ReceiptColumns:
     def outcome(self, obj: RunReceipt) -> SafeString:
         return outcome_label(obj.status)
 
-    @admin.display(description="finished at (UTC)", ordering="finished_at")
-    def finished(self, obj: RunReceipt) -> str:
-        return fmt_utc(obj.finished_at)
+    @admin.display(description="finished at (its zone · UTC)", ordering="finished_at")
+    def finished(self, obj: RunReceipt) -> SafeString:
+        return _in_zone(obj, obj.finished_at)
 
     @admin.display(description="error")
     def error(self, obj: RunReceipt) -> str:
         text = ": ".join(p for p in (obj.error_type, obj.error_message) if p)
         return Truncator(text).chars(120) if text else _EMPTY
 
-    @admin.display(description="next run (UTC)", ordering="next_run_at")
-    def next_run(self, obj: RunReceipt) -> str:
-        return fmt_utc(obj.next_run_at)
+    @admin.display(description="next run (its zone · UTC)", ordering="next_run_at")
+    def next_run(self, obj: RunReceipt) -> SafeString:
+        return _in_zone(obj, obj.next_run_at)
 
 
 def describe_changes(changes: object) -> str:
@@ -73,9 +104,9 @@ def _shown(value: object) -> str:
 class EventColumns:
     """``when``, ``who`` and ``what_changed`` of an audit event."""
 
-    @admin.display(description="at (UTC)", ordering="at")
-    def when(self, obj: ScheduleEvent) -> str:
-        return fmt_utc(obj.at)
+    @admin.display(description="at (its zone · UTC)", ordering="at")
+    def when(self, obj: ScheduleEvent) -> SafeString:
+        return _in_zone(obj, obj.at)
 
     @admin.display(description="who", ordering="actor_repr")
     def who(self, obj: ScheduleEvent) -> str:

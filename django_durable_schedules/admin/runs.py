@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 from ..conf import app_settings
 from ..models import RunAttempt, RunReceipt, ScheduleEvent, WorkerHeartbeat
 from .display import _CSS, _safe_reverse, fmt_utc
-from .run_columns import AttemptColumns, EventColumns, ReceiptColumns
+from .run_columns import AttemptColumns, EventColumns, ReceiptColumns, ScheduleZoneMixin
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -50,7 +50,7 @@ def _schedule_link(admin_site: admin.AdminSite, schedule_id: Any, name: str) -> 
 
 
 @admin.register(RunAttempt)
-class RunAttemptAdmin(AttemptColumns, ReadOnlyAdmin):
+class RunAttemptAdmin(ScheduleZoneMixin, AttemptColumns, ReadOnlyAdmin):
     list_display = (
         "run",
         "schedule_link",
@@ -68,6 +68,22 @@ class RunAttemptAdmin(AttemptColumns, ReadOnlyAdmin):
     list_filter = ("worker",)
     search_fields = ("schedule_name", "idempotency_key", "=worker")
     date_hierarchy = "claimed_at"
+    #: The detail page: instants in the schedule's zone and UTC, the schedule as a link
+    #: (it may have been deleted: the attempt outlives it).
+    fields = (
+        "run",
+        "schedule_link",
+        "slot",
+        "claimed",
+        "lateness_display",
+        "worker",
+        "lease_token",
+        "lease_expires",
+        "idempotency_key",
+        "missed_slots",
+        "outcome",
+    )
+    readonly_fields = fields
 
     @admin.display(description="run", ordering="claimed_at")
     def run(self, obj: RunAttempt) -> str:
@@ -79,7 +95,7 @@ class RunAttemptAdmin(AttemptColumns, ReadOnlyAdmin):
 
 
 @admin.register(RunReceipt)
-class RunReceiptAdmin(ReceiptColumns, ReadOnlyAdmin):
+class RunReceiptAdmin(ScheduleZoneMixin, ReceiptColumns, ReadOnlyAdmin):
     list_display = (
         "run",
         "schedule_link",
@@ -94,6 +110,19 @@ class RunReceiptAdmin(ReceiptColumns, ReadOnlyAdmin):
     list_filter = ("status",)
     search_fields = ("attempt__schedule_name", "error_type", "error_message")
     date_hierarchy = "finished_at"
+    fields = (
+        "run",
+        "schedule_link",
+        "outcome",
+        "finished",
+        "error_type",
+        "error_message",
+        "result",
+        "failure_count_after",
+        "slots_skipped",
+        "next_run",
+    )
+    readonly_fields = fields
 
     @admin.display(description="run", ordering="finished_at")
     def run(self, obj: RunReceipt) -> str:
@@ -105,7 +134,7 @@ class RunReceiptAdmin(ReceiptColumns, ReadOnlyAdmin):
 
 
 @admin.register(ScheduleEvent)
-class ScheduleEventAdmin(EventColumns, ReadOnlyAdmin):
+class ScheduleEventAdmin(ScheduleZoneMixin, EventColumns, ReadOnlyAdmin):
     """The audit trail: every control action on a schedule, who did it, when (the database
     clock), from where and what changed. Append-only: the database refuses changes."""
 
@@ -114,6 +143,8 @@ class ScheduleEventAdmin(EventColumns, ReadOnlyAdmin):
     list_filter = ("action", "source")
     search_fields = ("schedule_name", "actor_repr")
     date_hierarchy = "at"
+    fields = ("when", "schedule_link", "action", "who", "source", "what_changed", "changes")
+    readonly_fields = fields
 
     @admin.display(description="schedule", ordering="schedule_name")
     def schedule_link(self, obj: ScheduleEvent) -> SafeString | str:
@@ -133,6 +164,18 @@ class WorkerHeartbeatAdmin(ReadOnlyAdmin):
         "stopped",
     )
     change_list_template = "durable_schedules/admin/change_list.html"
+    fields = (
+        "worker_id",
+        "hostname",
+        "pid",
+        "started",
+        "last_seen",
+        "stopped",
+        "in_flight",
+        "runs_finished",
+        "skew",
+    )
+    readonly_fields = fields
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         context = {
@@ -142,6 +185,10 @@ class WorkerHeartbeatAdmin(ReadOnlyAdmin):
             **(extra_context or {}),
         }
         return super().changelist_view(request, extra_context=context)
+
+    @admin.display(description="started at (UTC)", ordering="started_at")
+    def started(self, obj: WorkerHeartbeat) -> str:
+        return fmt_utc(obj.started_at)
 
     @admin.display(description="last seen (UTC)", ordering="last_seen_at")
     def last_seen(self, obj: WorkerHeartbeat) -> str:
