@@ -75,9 +75,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                     id="durable_schedules.E004",
                 )
             )
-    if not errors and (
-        conf.get("RENEW_EVERY_SECONDS") is None or _is_number(conf.get("RENEW_EVERY_SECONDS"))
-    ):  # else E006
+    # Each check reports on its own: E005 needs only the two values it compares to be valid
+    # (an invalid one is E004 / E006), whatever else is wrong.
+    lease, renew_setting = conf.get("LEASE_SECONDS"), conf.get("RENEW_EVERY_SECONDS")
+    lease_valid = _is_number(lease) and math.isfinite(lease) and lease >= 1
+    renew_valid = renew_setting is None or (
+        _is_number(renew_setting) and math.isfinite(renew_setting) and renew_setting > 0
+    )
+    if lease_valid and renew_valid:
         renew = conf.app_settings.RENEW_EVERY_SECONDS
         if renew >= conf.app_settings.LEASE_SECONDS:
             errors.append(

@@ -20,12 +20,16 @@ import inspect
 import re
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from .exceptions import NotRegistered
+
+#: The type of what is registered (a function, a Task): ``register`` returns it unchanged,
+#: so a decorated function keeps its signature for type checkers (``mypy --strict``).
+F = TypeVar("F")
 
 NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")  # \Z: no trailing newline
 
@@ -128,6 +132,44 @@ class Registry:
 
 
 registry = Registry()
+
+
+@overload
+def register(
+    name: str,
+    func: F,
+    *,
+    every: int | None = None,
+    cron: str | None = None,
+    at: datetime | None = None,
+    timezone: str | None = None,
+    payload: Any = None,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+    max_runs: int | None = None,
+    task_options: Mapping[str, Any] | None = None,
+    owner_scoped: bool = False,
+    owner_min_interval: int = ...,
+) -> F: ...
+
+
+@overload
+def register(
+    name: str,
+    func: None = None,
+    *,
+    every: int | None = None,
+    cron: str | None = None,
+    at: datetime | None = None,
+    timezone: str | None = None,
+    payload: Any = None,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+    max_runs: int | None = None,
+    task_options: Mapping[str, Any] | None = None,
+    owner_scoped: bool = False,
+    owner_min_interval: int = ...,
+) -> Callable[[F], F]: ...
 
 
 def register(

@@ -148,3 +148,12 @@ def test_syncing_an_invalid_declaration_names_it(bad_declaration):
 
     with pytest.raises(ImproperlyConfigured, match="t.bad_cron"):
         state.sync_declared()
+
+
+def test_every_check_reports_on_its_own():
+    """E005 (renewal not shorter than the lease) is reported even when another setting is
+    wrong at the same time (it used to wait for every other error to be fixed)."""
+    bad = {"LEASE_SECONDS": 30, "RENEW_EVERY_SECONDS": 60, "BATCH_SIZE": 0}
+    with override_settings(DURABLE_SCHEDULES=bad):
+        found = {m.id for m in checks.run_checks()}
+    assert {"durable_schedules.E004", "durable_schedules.E005"} <= found
