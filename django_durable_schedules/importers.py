@@ -237,8 +237,11 @@ def disable_celery_beat(task: Any) -> None:
 
 
 def _q_arguments(args: str | None, kwargs: str | None) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Parse django-q's Python-literal ``args`` (``"1, 'a'"``) and ``kwargs``
-    (``"x=1, y='b'"``) the way its scheduler does, without evaluating code."""
+    """Parse django-q's Python-literal ``args`` (``"1, 'a'"``) and ``kwargs`` the way its
+    scheduler does (``django_q/scheduler.py``), without evaluating code: ``kwargs`` as a
+    dict literal first (``"{'x': 1, 'y': 'b'}"``, what django-q2's own ``schedule()``
+    stores), else as keyword syntax (``"x=1, y='b'"``). Where django-q falls back to no
+    arguments on text it cannot read, the row is skipped with the reason instead."""
     parsed_args: tuple[Any, ...] = ()
     parsed_kwargs: dict[str, Any] = {}
     try:
@@ -246,16 +249,30 @@ def _q_arguments(args: str | None, kwargs: str | None) -> tuple[tuple[Any, ...],
             value = ast.literal_eval(args)
             parsed_args = value if isinstance(value, tuple) else (value,)
         if kwargs:
-            call = ast.parse(f"f({kwargs})", mode="eval").body
-            if not isinstance(call, ast.Call) or call.args:
-                raise ValueError(kwargs)
-            for keyword in call.keywords:
-                if keyword.arg is None:
-                    raise ValueError(kwargs)
-                parsed_kwargs[keyword.arg] = ast.literal_eval(keyword.value)
-    except (SyntaxError, ValueError):
+            parsed_kwargs = _q_kwargs(kwargs)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
         raise _Skip("args/kwargs are not Python literals") from None
     return parsed_args, parsed_kwargs
+
+
+def _q_kwargs(text: str) -> dict[str, Any]:
+    try:
+        value = ast.literal_eval(text)
+    except (SyntaxError, ValueError):
+        value = None
+    if isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            raise ValueError("kwargs keys must be strings")
+        return value
+    call = ast.parse(f"f({text})", mode="eval").body
+    if not isinstance(call, ast.Call) or call.args:
+        raise ValueError(text)
+    parsed: dict[str, Any] = {}
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            raise ValueError(text)
+        parsed[keyword.arg] = ast.literal_eval(keyword.value)
+    return parsed
 
 
 def plan_django_q(

@@ -91,6 +91,27 @@ def test_import_from_celery_beat():
 
 
 @needs_q
+def test_import_reads_every_form_django_q2_itself_writes():
+    """Rows created through django-q2's own API: ``schedule()`` stores kwargs as a dict
+    literal (``'{}'``, ``"{'x': 1, 'y': 'b'}"``); the admin and older code the keyword form."""
+    from django_q.models import Schedule as QSchedule
+    from django_q.tasks import schedule
+
+    schedule("tests.noop", name="plain", schedule_type=QSchedule.HOURLY, next_run=T)
+    schedule("tests.echo", 1, "a", x=1, y="b", name="with-args", schedule_type="D", next_run=T)
+    QSchedule.objects.create(
+        name="keywords", func="tests.echo", schedule_type="D", next_run=T, kwargs="x=1, y='b'"
+    )
+    assert set(QSchedule.objects.values_list("kwargs", flat=True)) >= {"{}", "x=1, y='b'"}
+    out = run("--from", "django-q2")
+    assert "3 created" in out, out
+    with_args = Schedule.objects.get(name="with-args")
+    assert with_args.payload == {"x": 1, "y": "b", "args": [1, "a"]}
+    assert Schedule.objects.get(name="keywords").payload == {"x": 1, "y": "b"}
+    assert Schedule.objects.get(name="plain").payload == {}
+
+
+@needs_q
 def test_import_from_django_q2():
     from django_q.models import Schedule as QSchedule
 
