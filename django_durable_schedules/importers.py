@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import unicodedata
 from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from zoneinfo import ZoneInfo
 from django.core.exceptions import ValidationError
 
 from .exceptions import validation_text
+from .limits import METADATA_MAX_VALUE_CHARS
 from .registry import NAME_RE
 
 CELERY_BEAT = "celery-beat"
@@ -73,10 +75,13 @@ class _Skip(Exception):
 
 
 def schedule_name(text: str, fallback: str) -> str:
-    """A valid schedule name from a free-text source name: runs of characters outside
-    ``[A-Za-z0-9_.:-]`` become ``-``, at most 128 characters, starting with a letter or a
+    """A valid schedule name from a free-text source name: accents are dropped
+    (``Rapport été`` -> ``Rapport-ete``), runs of characters outside ``[A-Za-z0-9_.:-]``
+    become ``-``, at most 128 characters, starting with a letter or a
     digit; ``fallback`` when nothing is left."""
-    name = re.sub(r"[^A-Za-z0-9_.:-]+", "-", (text or "").strip())
+    # Accented letters keep their base letter (é -> e), as django.utils.text.slugify does.
+    ascii_text = unicodedata.normalize("NFKD", text or "").encode("ascii", "ignore").decode()
+    name = re.sub(r"[^A-Za-z0-9_.:-]+", "-", ascii_text.strip())
     name = re.sub(r"^[^A-Za-z0-9]+", "", name)[:128].rstrip("-")
     return name if name and NAME_RE.match(name) else fallback
 
@@ -211,6 +216,13 @@ def plan_celery_beat(
             dropped.append("headers")
         if dropped:
             notes.append(f"not mapped: {', '.join(dropped)}")
+        description = (getattr(task, "description", "") or "").strip()
+        if description:
+            # metadata values are at most METADATA_MAX_VALUE_CHARS: a longer one is cut.
+            fields["metadata"] = {"description": description[:METADATA_MAX_VALUE_CHARS]}
+            too_long = len(description) > METADATA_MAX_VALUE_CHARS
+            cut = f" (cut to {METADATA_MAX_VALUE_CHARS} characters)" if too_long else ""
+            notes.append(f"description kept in metadata['description']{cut}")
         return fields, bool(task.enabled)
 
     return _plan(CELERY_BEAT, task.pk, task.name, f"celery-beat-{task.pk}", build)
@@ -372,6 +384,7 @@ def apply(plans: Iterable[Plan], *, dry_run: bool = False, using: str = "default
         for row in Schedule.objects.using(using).filter(name__in=[p.name for p in plans])
     }
     results = []
+    taken: set[str] = set()  # names this import creates (or would): two plans, one name
     for plan in plans:
         row = existing.get(plan.name)
         same = row is not None and (
@@ -387,9 +400,14 @@ def apply(plans: Iterable[Plan], *, dry_run: bool = False, using: str = "default
         if row is not None:
             results.append(Result(plan, "exists", "a different schedule has this name", row))
             continue
+        if plan.name in taken:  # the same verdict in a dry run as in the real run
+            detail = f"name: another schedule of this import is named {plan.name!r}"
+            results.append(Result(plan, "invalid", detail))
+            continue
         try:
             if dry_run:
                 state.validate_schedule(Schedule(**plan.fields))
+                taken.add(plan.name)
                 results.append(Result(plan, "would create"))
                 continue
             # A disabled source is created paused in the same transaction: no worker can
@@ -400,6 +418,7 @@ def apply(plans: Iterable[Plan], *, dry_run: bool = False, using: str = "default
         except ValidationError as exc:
             results.append(Result(plan, "invalid", validation_text(exc)))
             continue
+        taken.add(plan.name)
         results.append(Result(plan, "created", "" if plan.enabled else "paused", row))
     return results
 

@@ -1,6 +1,7 @@
-"""The bounds of the durations a schedule may hold, in seconds: one table that
+"""The bounds of what a schedule may hold: durations in seconds (one table that
 ``Schedule.clean()`` and ``save()`` enforce and that the engine clamps to when it reads a
-row written behind ``save()`` (:mod:`.state.bounds`). Pure: no imports.
+row written behind ``save()``, :mod:`.state.bounds`) and the size of its metadata. Pure: no
+imports.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ BACKOFF_CAP_MAX_SECONDS = 30 * 86400.0
 TIMEOUT_MAX_SECONDS = 7 * 86400.0
 #: Longest ``misfire_grace_seconds`` (a year).
 MISFIRE_GRACE_MAX_SECONDS = 366 * 86400
+
+#: ``metadata``: at most this many keys, and string values of at most this many characters.
+METADATA_MAX_KEYS = 50
+METADATA_MAX_VALUE_CHARS = 500
 
 #: (field, exclusive lower bound, inclusive upper bound) in seconds.
 DURATION_BOUNDS = (

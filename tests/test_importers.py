@@ -66,7 +66,8 @@ CMAP = {"app.tasks.send_report": "send-report", "app.tasks.nightly": "cleanup"}
 def test_names_become_valid_schedule_names():
     assert importers.schedule_name("Send report (daily)!", "x") == "Send-report-daily"
     assert importers.schedule_name("  ", "celery-beat-1") == "celery-beat-1"
-    assert importers.schedule_name("-é-", "fb") == "fb"
+    assert importers.schedule_name("-é-", "fb") == "e"  # the accent goes, the letter stays
+    assert importers.schedule_name("-—-", "fb") == "fb"
     assert len(importers.schedule_name("a" * 300, "fb")) == 128
 
 
@@ -268,3 +269,46 @@ def test_apply_creates_once_pauses_disabled_and_validates():
     assert Schedule.objects.count() == 2
     Schedule.objects.filter(name="off").update(metadata={})
     assert importers.apply(plans[1:2])[0].detail == "a different schedule has this name"
+
+
+def test_accented_names_keep_their_letters():
+    assert importers.schedule_name("Rapport été – résumé", "x") == "Rapport-ete-resume"
+    assert importers.schedule_name("Überweisung prüfen", "x") == "Uberweisung-prufen"
+    assert importers.schedule_name("日本語", "fallback-1") == "fallback-1"
+
+
+def test_a_celery_beat_description_is_kept_in_metadata_and_said():
+    hourly = SimpleNamespace(every=1, period="hours")
+    plan = importers.plan_celery_beat(
+        beat(interval=hourly, description="Sends the weekly report to ops"),
+        {"app.tasks.send_report": "send-report"},
+        REG,
+    )
+    assert plan.fields["metadata"]["description"] == "Sends the weekly report to ops"
+    assert "description kept in metadata['description']" in plan.notes
+    long = importers.plan_celery_beat(
+        beat(interval=hourly, description="x" * 900), {"app.tasks.send_report": "send-report"}, REG
+    )
+    assert len(long.fields["metadata"]["description"]) == 500
+    assert any("cut to 500 characters" in n for n in long.notes)
+
+
+@pytest.mark.django_db
+def test_a_dry_run_reports_exactly_what_the_run_does_when_two_rows_share_a_name():
+    hourly = SimpleNamespace(every=1, period="hours")
+    cmap = {"app.tasks.send_report": "tests.noop"}  # registered by the test app
+    registered = {"tests.noop"}
+    plans = [
+        importers.plan_celery_beat(
+            beat(pk=1, name="Rapport été", interval=hourly), cmap, registered
+        ),
+        importers.plan_celery_beat(
+            beat(pk=2, name="Rapport-ete", interval=hourly), cmap, registered
+        ),
+    ]
+    assert plans[0].name == plans[1].name == "Rapport-ete"
+    dry = [(r.action, r.detail) for r in importers.apply(plans, dry_run=True)]
+    real = [(r.action, r.detail) for r in importers.apply(plans)]
+    assert [a for a, _ in real] == ["created", "invalid"]
+    assert [a for a, _ in dry] == ["would create", "invalid"] and dry[1] == real[1]
+    assert Schedule.objects.count() == 1

@@ -17,13 +17,10 @@ from django.db.models import Q
 from django.utils import timezone as dj_timezone
 
 from .. import timing
-from ..limits import DURATION_BOUNDS
+from ..limits import DURATION_BOUNDS, METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
 from ..payloads import payload_errors
 from .choices import DEFINITION_FIELDS, INSTANT_FIELDS, Kind, MisfirePolicy, Status, name_validator
 from .queries import ScheduleQuerySet
-
-METADATA_MAX_KEYS = 50
-METADATA_MAX_VALUE_CHARS = 500
 
 
 def _metadata_errors(metadata: Any) -> dict[str, list[str]]:
