@@ -217,8 +217,11 @@ def execute(claim: Claim) -> Outcome:
         outcome = _transaction_left_open(outcome, leaked)
     if outcome.status == "failed":
         # Say why, and whether the callback asked for a retry (the state machine decides
-        # whether one is left: see the receipt).
-        retry = "" if outcome.retry_after is None else f", retry asked in {outcome.retry_after:g}s"
+        # whether one is left, and bounds the delay: see the receipt). The delay is the
+        # callback's value as given, any type: shown with repr, never formatted as a number.
+        retry = (
+            "" if outcome.retry_after is None else f", retry asked after {outcome.retry_after!r}s"
+        )
         logger.warning(
             "run %s #%s.%s failed in %.3fs (late %.3fs)%s: %s: %s",
             claim.schedule_name,

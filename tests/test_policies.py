@@ -166,3 +166,29 @@ def test_a_failed_run_is_logged_with_its_error(caplog):
     assert record.levelname == "WARNING"
     assert record.getMessage().startswith("run logged #1.1 failed in ")
     assert record.getMessage().endswith(": RuntimeError: boom")
+
+
+def test_a_retry_delay_of_any_type_is_logged_without_breaking_the_run(caplog):
+    from django_durable_schedules.registry import register, registry
+
+    def odd(ctx):
+        from django_durable_schedules import RetryRun
+
+        raise RetryRun("later", after_seconds="soon")  # not a number: bounded later
+
+    register("tests.odd_retry", odd)
+    try:
+        Schedule.objects.create(
+            name="odd",
+            callback="tests.odd_retry",
+            kind="interval",
+            interval_seconds=60,
+            created_at=T0,
+        )
+        [claim] = state.claim_due(worker="w", now=T0)
+        with caplog.at_level("INFO", logger="django_durable_schedules.runner"):
+            outcome = execute(claim)
+        assert outcome.status == "failed" and outcome.retry_after == "soon"
+        assert "retry asked after 'soon's: RetryRun: later" in caplog.text
+    finally:
+        registry.remove("tests.odd_retry")
