@@ -234,6 +234,13 @@ class RunsInFlight:
             self.deadlines.pop(outcome.claim.lease_token, None)
             self.reported.discard(outcome.claim.lease_token)
         self.finished += len(outcomes)
+        # A run handed to a database task queue did its work (the enqueue) in the
+        # completion transaction: its duration is that enqueue.
+        for outcome in outcomes:
+            seconds = report.enqueue_seconds.get(outcome.claim.attempt_id)
+            times = self.run_times.get(outcome.claim.lease_token)
+            if seconds is not None and times is not None and times[1] is not None:
+                times[1] += seconds
         if report.receipts and signals.run_finished.has_listeners(sender):
             send_finished(outcomes, report.receipts)
         for outcome in outcomes:

@@ -235,6 +235,15 @@ def execute(claim: Claim) -> Outcome:
             extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
         )
         return outcome
+    if outcome.enqueue is not None:
+        # Enqueued in the completion transaction: state.complete logs it once committed.
+        logger.debug(
+            "run %s #%s.%s to be enqueued with its receipt",
+            claim.schedule_name,
+            claim.occurrence,
+            claim.attempt,
+        )
+        return outcome
     logger.info(
         "run %s #%s.%s %s in %.3fs (late %.3fs)",
         claim.schedule_name,

@@ -156,6 +156,23 @@ def test_db_task_is_enqueued_by_the_completion_and_counts_as_success():
 
 @needs_tasks_db
 @pytest.mark.django_db(transaction=True)
+def test_an_in_transaction_enqueue_is_logged_after_it_commits_and_timed(caplog):
+    """The runner says nothing of "enqueued" (the enqueue has not happened, and could still
+    roll back); the completion says it once the receipt and the task committed, with the
+    enqueue's own time, which the run's duration (the metric) then includes."""
+    with caplog.at_level("DEBUG", logger="django_durable_schedules"):
+        claim, outcome = _run("tests.task_db")
+        ran = [r.getMessage() for r in caplog.records if "enqueued in" in r.getMessage()]
+        assert ran == []
+        report = state.complete([outcome], now=T0 + S)
+    said = [r for r in caplog.records if "committed with its receipt" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "INFO"
+    assert said[0].getMessage().startswith(f"run {claim.schedule_name} #1.1 enqueued in ")
+    assert report.enqueue_seconds[claim.attempt_id] > 0
+
+
+@needs_tasks_db
+@pytest.mark.django_db(transaction=True)
 def test_a_fenced_outcome_never_enqueues_and_the_retry_enqueues_once():
     claim, outcome = _run("tests.task_db")
     late = claim.lease_expires_at + S
@@ -470,3 +487,37 @@ def test_cron_schedule_enqueues_a_celery_task_that_a_celery_worker_runs(start_wo
                 celery.kill()
                 celery.wait(10)
     assert effect.idempotency_key == receipt.result["task_id"]
+
+
+@needs_tasks_db
+@pytest.mark.django_db(transaction=True)
+def test_the_duration_of_a_run_handed_to_a_database_queue_is_its_enqueue(monkeypatch):
+    import time as _time
+
+    from django_durable_schedules import signals
+    from django_durable_schedules.state import completion
+    from django_durable_schedules.worker import Worker, WorkerOptions
+
+    Schedule.objects.create(  # due at once
+        name="slow-enqueue",
+        callback="tests.task_db",
+        kind="interval",
+        interval_seconds=3600,
+        payload={"tag": "d"},
+    )
+    monkeypatch.setattr(
+        completion,
+        "_enqueue_hook",
+        lambda stage, outcome: _time.sleep(0.3) if stage == "before" else None,
+    )
+    durations = []
+
+    def on_finished(sender, duration, **kw):
+        durations.append(duration)
+
+    signals.run_finished.connect(on_finished, weak=False)
+    try:
+        Worker(WorkerOptions(once=True, worker_id="w-enq")).run()
+    finally:
+        signals.run_finished.disconnect(on_finished)
+    assert len(durations) == 1 and durations[0] >= 0.3  # not the ~0 of handing it over

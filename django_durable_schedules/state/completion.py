@@ -5,6 +5,7 @@ schedule on, fenced by the exact lease token, in one transaction per batch.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -74,7 +75,28 @@ def complete(
             outcome.status,
             extra={"schedule": outcome.claim.schedule_name, "occurrence": outcome.claim.occurrence},
         )
+    if report.enqueue_seconds:
+        # An in-transaction enqueue is said only once it has committed with its receipt.
+        transaction.on_commit(lambda: _log_enqueued(report, bounded), using=using)
     return report
+
+
+def _log_enqueued(report: CompletionReport, outcomes: Sequence[Outcome]) -> None:
+    claims = {o.claim.attempt_id: o.claim for o in outcomes}
+    for receipt in report.receipts:
+        seconds = report.enqueue_seconds.get(receipt.attempt_id)
+        claim = claims.get(receipt.attempt_id)
+        if seconds is None or claim is None:
+            continue
+        logger.info(
+            "run %s #%s.%s %s in %.3fs, committed with its receipt",
+            claim.schedule_name,
+            claim.occurrence,
+            claim.attempt,
+            receipt.status,
+            seconds,
+            extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+        )
 
 
 def _complete_alone(outcome: Outcome, now: datetime | None, using: str) -> CompletionReport:
@@ -179,7 +201,10 @@ def _finish(
             result=_fenced_result(outcome),
         )
     snapshot = _snapshot(row, _FINISH_FIELDS)
-    outcome = _enqueue(outcome, using)
+    if outcome.enqueue is not None:
+        started = time.monotonic()
+        outcome = _enqueue(outcome, using)
+        report.enqueue_seconds[claim.attempt_id] = time.monotonic() - started
     try:
         return _apply(row, outcome, now)
     except Exception as exc:  # noqa: BLE001 - the row's own bad value: pause that row only

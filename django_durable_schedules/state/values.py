@@ -92,6 +92,9 @@ class CompletionReport:
     fenced: list[Outcome] = field(default_factory=list)
     deferred: list[Outcome] = field(default_factory=list)
     dropped: list[Outcome] = field(default_factory=list)
+    #: Seconds each in-transaction enqueue took, by attempt id (committed ones only): the
+    #: duration of a run handed to a database task queue is its enqueue.
+    enqueue_seconds: dict[Any, float] = field(default_factory=dict)
 
     def extend(self, other: CompletionReport) -> None:
         """Add ``other``'s lists to this report's."""
@@ -99,6 +102,7 @@ class CompletionReport:
         self.fenced += other.fenced
         self.deferred += other.deferred
         self.dropped += other.dropped
+        self.enqueue_seconds.update(other.enqueue_seconds)
 
 
 @dataclass(frozen=True)
