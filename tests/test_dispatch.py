@@ -23,7 +23,7 @@ from django.test import override_settings
 from django.utils import timezone as dj_timezone
 
 from django_durable_schedules import register, register_command, runner, state
-from django_durable_schedules.models import RunReceipt, Schedule
+from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
 from django_durable_schedules.registry import (
     KIND_CELERY_TASK,
     KIND_COMMAND,
@@ -447,6 +447,17 @@ def test_cron_schedule_enqueues_a_celery_task_that_a_celery_worker_runs(start_wo
         "queue": QUEUE,
     }
 
+    effect = _celery_worker_until(
+        lambda: SideEffect.objects.filter(schedule_name="celery:celery-e2e").first()
+    )
+    assert effect.idempotency_key == receipt.result["task_id"]
+
+
+def _celery_worker_until(predicate):
+    """Run a real ``celery worker`` on the test queue until ``predicate()`` is truthy (at
+    most 90 s); return that value."""
+    from tests.testapp.celery_app import QUEUE
+
     celery = subprocess.Popen(
         [
             sys.executable,
@@ -470,11 +481,7 @@ def test_cron_schedule_enqueues_a_celery_task_that_a_celery_worker_runs(start_wo
         text=True,
     )
     try:
-        effect = wait_until(
-            lambda: SideEffect.objects.filter(schedule_name="celery:celery-e2e").first(),
-            timeout=90,
-            message="the Celery worker to run the task",
-        )
+        return wait_until(predicate, timeout=90, message="the Celery worker to run the task")
     except AssertionError:
         celery.kill()
         raise AssertionError(celery.communicate(timeout=10)[0]) from None
@@ -486,7 +493,26 @@ def test_cron_schedule_enqueues_a_celery_task_that_a_celery_worker_runs(start_wo
             except subprocess.TimeoutExpired:
                 celery.kill()
                 celery.wait(10)
-    assert effect.idempotency_key == receipt.result["task_id"]
+
+
+@needs_celery
+@pytest.mark.process
+@pytest.mark.django_db(transaction=True)
+def test_a_fenced_celery_attempt_still_names_the_task_it_published(redis_url):
+    """The scheduler published the task, then died before its receipt (as after a kill -9):
+    the lease expires and the attempt is receipted lease_expired with no result. The task id
+    is the idempotency key, which the attempt row holds from the claim, committed before the
+    publish: the published task is traceable from the attempt alone."""
+    claim, outcome = _run("tests.celery", payload={"tag": "fenced"}, now=T0)
+    assert outcome.status == "enqueued"  # published; the receipt is never written
+    assert state.expire_leases(now=T0 + timedelta(hours=1)) == 1
+    receipt = _receipt(claim)
+    assert receipt.status == "lease_expired" and receipt.result is None
+    attempt = RunAttempt.objects.get(pk=claim.attempt_id)
+    effect = _celery_worker_until(
+        lambda: SideEffect.objects.filter(schedule_name="celery:fenced").first()
+    )
+    assert effect.idempotency_key == attempt.idempotency_key
 
 
 @needs_tasks_db
