@@ -1,6 +1,6 @@
 """Signals sent by the worker loop, for metrics and logging (never for correctness).
 
-Both are sent by the worker's main thread *after* the transaction that recorded the event
+The worker's signals are sent by its main thread *after* the transaction that recorded the event
 has committed, with ``Signal.send_robust``: a receiver that raises is logged and ignored, so
 it can neither crash the worker nor lose a receipt (the receipt is already in the database).
 Receivers run inline in the loop, so keep them fast; when nothing is connected the worker
@@ -36,6 +36,12 @@ does not even build the arguments.
     form. Logged too; the occurrence itself is recovered through its lease.
     ``schedule_name``: ``outcome.claim.schedule_name``. ``worker_id``: the worker's id.
 
+``leases_recovered``
+    ``sender``: :class:`~django_durable_schedules.worker.Worker` (the class).
+    ``count``: how many expired leases this worker just recovered (each receipted
+    ``lease_expired`` and retried or given up: their holder died or stalled). Sent only when
+    the count is not 0. ``worker_id``: the worker's id.
+
 ``schedule_changed``
     ``sender``: :class:`~django_durable_schedules.models.ScheduleEvent` (the class).
     ``event``: the committed :class:`~django_durable_schedules.models.ScheduleEvent`
@@ -56,6 +62,7 @@ logger = logging.getLogger(__name__)
 run_claimed = Signal()
 run_finished = Signal()
 outcome_dropped = Signal()
+leases_recovered = Signal()
 schedule_changed = Signal()
 
 

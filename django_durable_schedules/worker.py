@@ -191,8 +191,17 @@ class Worker:
                     if not (self._stopping or pass_done):
                         now = self._clock.decision_now()
                         if self._clock.lease_check_due(now):
-                            state.expire_leases(limit=self.batch_size, now=now, using=self.using)
+                            recovered = state.expire_leases(
+                                limit=self.batch_size, now=now, using=self.using
+                            )
                             self._clock.expiry_known = False
+                            if recovered and signals.leases_recovered.has_listeners(Worker):
+                                signals.send_robust(
+                                    signals.leases_recovered,
+                                    Worker,
+                                    count=recovered,
+                                    worker_id=self.worker_id,
+                                )
                         # Abandoned runs are no longer in flight: their threads take no
                         # capacity (RunThreads grows instead).
                         free = self.concurrency - len(self._runs.in_flight)

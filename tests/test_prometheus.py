@@ -159,3 +159,35 @@ def test_the_command_leaves_a_projects_own_connection_alone(monkeypatch):
 
 
 _real_serve = prometheus.serve
+
+
+def test_what_on_call_alerts_on(registry):
+    """Last success per schedule, runs in flight, recovered leases, worker up, build info."""
+    import time
+    from datetime import timedelta
+
+    from django_durable_schedules import __version__, state
+
+    prometheus.connect(registry)
+    # A lease another worker left behind, already expired: this worker recovers it.
+    mk("dead", "tests.noop")
+    [claim] = state.claim_due(worker="gone")
+    Schedule.objects.filter(pk=claim.schedule_id).update(
+        lease_expires_at=state.db_now() - timedelta(seconds=5)
+    )
+    mk("ok", "tests.noop")
+    mk("bad", "tests.fail")
+    before = time.time()
+    assert Worker(WorkerOptions(once=True, concurrency=2)).run() == 0
+    value = registry.get_sample_value
+    succeeded_at = value("durable_schedules_last_success_timestamp_seconds", {"schedule": "ok"})
+    assert succeeded_at is not None and before - 5 <= succeeded_at <= time.time() + 5
+    assert value("durable_schedules_last_success_timestamp_seconds", {"schedule": "bad"}) is None
+    assert value("durable_schedules_runs_in_flight") == 0
+    assert value("durable_schedules_leases_recovered_total") == 1
+    assert value("durable_schedules_worker_up") == 1
+    [build] = [
+        s for m in registry.collect() if m.name == "durable_schedules_build" for s in m.samples
+    ]
+    assert build.value == 1 and build.labels["version"] == __version__
+    assert set(build.labels) == {"version", "python", "django"}
