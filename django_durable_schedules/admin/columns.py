@@ -1,7 +1,8 @@
 """The computed fields of the schedule admin: the list's columns (cadence, status, next run,
 last outcome, failures, the outcome strip) and the change page's read-only summary (next
 run, the next :data:`UPCOMING_COUNT` fire times, history links, lease). A base class of
-:class:`.schedules.ScheduleAdmin`.
+:class:`.schedules.ScheduleAdmin`. Their HTML is in the fragment templates
+(``templates/durable_schedules/admin/fragments/``, :func:`.display.render_fragment`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone as dj_timezone
-from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from .. import timing
@@ -23,8 +23,8 @@ from .display import (
     cadence,
     fmt_utc,
     fmt_zone,
-    outcome_label,
     outcome_strip,
+    render_fragment,
     status_badges,
 )
 
@@ -54,27 +54,21 @@ class ScheduleColumns(admin.ModelAdmin):
 
     @admin.display(description="schedule", ordering="name")
     def name_and_status(self, obj: Schedule) -> SafeString:
-        return format_html(
-            '<span class="dds-name">{}</span><span class="dds-badges">{}</span>',
-            obj.name,
-            status_badges(obj),
-        )
+        return render_fragment("name_and_status", {"schedule": obj})
 
     @admin.display(description="cadence · next run (its zone, UTC)", ordering="next_run_at")
     def cadence_and_next_run(self, obj: Schedule) -> SafeString:
-        return format_html(
-            '<span class="dds-cadence">{}</span><span class="dds-next">{}</span>',
-            cadence(obj),
-            _when(obj.next_run_at, obj.timezone, now=dj_timezone.now()),
-        )
+        return render_fragment("cadence_and_next_run", {"schedule": obj})
 
     @admin.display(description=f"last {STRIP_LENGTH} outcomes · last · failures")
     def outcomes_summary(self, obj: Schedule) -> SafeString:
-        return format_html(
-            '{}<span class="dds-last">{}{}</span>',
-            self.outcomes(obj),
-            self.last_outcome(obj),
-            self.failures(obj),
+        return render_fragment(
+            "outcomes_summary",
+            {
+                "strip": self.outcomes(obj),
+                "last": self.last_outcome(obj),
+                "failures": self.failures(obj),
+            },
         )
 
     @admin.display(description="cadence")
@@ -95,20 +89,11 @@ class ScheduleColumns(admin.ModelAdmin):
         if not recent:
             return _EMPTY
         last = recent[0]
-        return format_html(
-            '<span title="{}">{}</span>',
-            _receipt_title(last),
-            outcome_label(last.status, last.get_status_display()),
-        )
+        return render_fragment("last_outcome", {"receipt": last, "title": _receipt_title(last)})
 
     @admin.display(description="failures", ordering="failure_count")
     def failures(self, obj: Schedule) -> SafeString:
-        count = obj.failure_count
-        return format_html(
-            '<span class="dds-failures{}" title="consecutive failed attempts">{}</span>',
-            " dds-failing" if count else "",
-            f"{count} failure{'' if count == 1 else 's'}" if count else "no failures",
-        )
+        return render_fragment("failures", {"count": obj.failure_count})
 
     @admin.display(description=f"last {STRIP_LENGTH} outcomes")
     def outcomes(self, obj: Schedule) -> SafeString:
@@ -129,9 +114,9 @@ class ScheduleColumns(admin.ModelAdmin):
     # -- change page fields ------------------------------------------------------------------
 
     @admin.display(description="next run")
-    def next_run_detail(self, obj: Schedule) -> SafeString:
-        if obj.next_run_at is None:
-            return format_html("{} (nothing planned while {})", _EMPTY, obj.status)
+    def next_run_detail(self, obj: Schedule) -> SafeString | str:
+        if obj.next_run_at is None:  # text, no markup (the admin escapes it)
+            return f"{_EMPTY} (nothing planned while {obj.status})"
         return _when(obj.next_run_at, obj.timezone, now=dj_timezone.now())
 
     @admin.display(description="last run")
@@ -149,40 +134,21 @@ class ScheduleColumns(admin.ModelAdmin):
         try:
             times = obj.upcoming(UPCOMING_COUNT)
         except (timing.InvalidSchedule, ValueError, TypeError) as exc:
-            return format_html('<span class="dds-note">cannot compute: {}</span>', exc)
-        note = ""
-        if obj.status != Status.ACTIVE:
-            note = format_html(
-                '<p class="dds-note">The schedule is {}: these are the times its definition '
-                "gives; none runs unless it is enabled (or triggered).</p>",
-                obj.status,
-            )
-        if not times:
-            return format_html('{}<span class="dds-note">No further fire times.</span>', note)
+            return render_fragment("upcoming", {"error": exc})
         zone = obj.timezone or "UTC"
         utc_only = _is_utc(zone)
-        rows = format_html_join(
-            "",
-            "<tr><td>{}</td><td>{}</td>{}</tr>",
-            (
-                (
-                    i,
-                    fmt_zone(t, zone) if not utc_only else fmt_utc(t),
-                    SafeString("") if utc_only else format_html("<td>{}</td>", fmt_utc(t)),
-                )
-                for i, t in enumerate(times, 1)
-            ),
-        )
-        head = (
-            format_html("<th>#</th><th>{}</th>", "UTC")
-            if utc_only
-            else format_html("<th>#</th><th>{}</th><th>UTC</th>", zone)
-        )
-        return format_html(
-            '{}<table class="dds-upcoming"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
-            note,
-            head,
-            rows,
+        return render_fragment(
+            "upcoming",
+            {
+                "error": None,
+                "inactive": obj.status != Status.ACTIVE,
+                "status": obj.status,
+                "zone": zone,
+                "utc_only": utc_only,
+                "rows": [
+                    (fmt_utc(t) if utc_only else fmt_zone(t, zone), fmt_utc(t)) for t in times
+                ],
+            },
         )
 
     @admin.display(description=f"last {STRIP_LENGTH} outcomes")
@@ -198,21 +164,20 @@ class ScheduleColumns(admin.ModelAdmin):
             (ScheduleEvent, "event"),
         ):
             count = model.objects.filter(schedule_id=obj.pk).count()
-            label = word if count == 1 else f"{word}s"
             try:
-                url = reverse(
+                url: str | None = reverse(
                     f"admin:durable_schedules_{model._meta.model_name}_changelist",
                     current_app=self.admin_site.name,
                 )
             except NoReverseMatch:
-                parts.append(format_html("{} {}", count, label))
-                continue
-            parts.append(
-                format_html('<a href="{}?schedule__exact={}">{} {}</a>', url, obj.pk, count, label)
-            )
-        return format_html(
-            "{} in all · occurrence {} · {} slots missed",
-            SafeString(" · ".join(parts)),
-            obj.occurrence,
-            obj.missed_count,
+                url = None
+            parts.append({"count": count, "label": word if count == 1 else f"{word}s", "url": url})
+        return render_fragment(
+            "history_links",
+            {
+                "parts": parts,
+                "schedule_id": obj.pk,
+                "occurrence": obj.occurrence,
+                "missed": obj.missed_count,
+            },
         )

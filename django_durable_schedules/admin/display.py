@@ -3,20 +3,27 @@ coloured label, the strip of the last :data:`STRIP_LENGTH`, the legend), status 
 cadence in words, the lists of names in action messages, the admin's stylesheet, and
 ``_safe_reverse`` (a URL, or None where the site has no such page).
 
+The HTML is in templates, ``templates/durable_schedules/admin/fragments/``: each helper
+here that returns markup builds its template's context and renders it
+(:func:`render_fragment`); the text formatters (``fmt_utc``, ``fmt_zone``, ...) return plain
+text. The template tag library :mod:`..templatetags.durable_schedules_admin` renders the
+same helpers inside templates.
+
 Pure formatting, no queries of their own (``_attempt_outcome`` reads an attempt's receipt,
 which its callers select with the attempt).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.contrib.admin.utils import quote
+from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.text import Truncator
 from django.utils.timesince import timesince, timeuntil
 
@@ -31,6 +38,14 @@ MESSAGE_NAMES = 10
 
 _CSS = {"all": ["durable_schedules/admin.css"]}
 _EMPTY = "—"
+#: The folder of the admin's HTML fragments.
+FRAGMENTS = "durable_schedules/admin/fragments/"
+
+
+def render_fragment(name: str, context: Mapping[str, Any]) -> SafeString:
+    """The fragment template ``FRAGMENTS/<name>.html`` rendered with ``context``, without
+    the whitespace around it (its header comment's line break, its final newline)."""
+    return mark_safe(render_to_string(f"{FRAGMENTS}{name}.html", dict(context)).strip())
 
 
 def _zone(name: str | None) -> ZoneInfo:
@@ -100,84 +115,58 @@ def outcome_strip(
     for r in recent:
         counts[r.get_status_display()] = counts.get(r.get_status_display(), 0) + 1
     summary = ", ".join(f"{n} {label}" for label, n in counts.items()) or "no runs yet"
-    marks = [SafeString('<span class="dds-mark dds-empty"></span>')] * (length - len(recent))
-    for r in reversed(recent):
-        title = _receipt_title(r)
-        if link:
-            marks.append(
-                format_html(
-                    '<a class="dds-mark dds-o-{}" href="{}" title="{}" aria-label="{}"></a>',
-                    r.status,
-                    link.replace("{}", quote(str(r.pk))),
-                    title,
-                    title,
-                )
-            )
-        else:
-            marks.append(
-                format_html(
-                    '<span class="dds-mark dds-o-{}" title="{}"></span>',
-                    r.status,
-                    title,
-                )
-            )
-    return format_html(
-        '<span class="dds-strip{}" aria-label="Last {} outcomes, oldest first: {}">{}</span>',
-        " dds-strip-large" if large else "",
-        len(recent),
-        summary,
-        SafeString("".join(marks)),
+    marks = [
+        {
+            "status": r.status,
+            "title": _receipt_title(r),
+            "url": link.replace("{}", quote(str(r.pk))) if link else None,
+        }
+        for r in reversed(recent)
+    ]
+    return render_fragment(
+        "outcome_strip",
+        {
+            "large": large,
+            "count": len(recent),
+            "summary": summary,
+            "empty_slots": range(length - len(recent)),
+            "marks": marks,
+        },
     )
 
 
 def outcome_label(status: str, label: str | None = None) -> SafeString:
     """A coloured dot and the outcome's name."""
-    return format_html(
-        '<span class="dds-outcome"><span class="dds-dot dds-o-{}"></span>{}</span>',
-        status,
-        label or ReceiptStatus(status).label,
+    return render_fragment(
+        "outcome_label", {"status": status, "label": label or ReceiptStatus(status).label}
     )
 
 
 def status_badges(obj: Schedule) -> SafeString:
     """The status as a coloured badge, plus "running" (lease held) and "degraded"."""
-    badges = [
-        format_html(
-            '<span class="dds-badge dds-s-{}" title="{}">{}</span>',
-            obj.status,
-            obj.pause_reason or obj.get_status_display(),
-            obj.get_status_display(),
-        )
-    ]
-    if obj.lease_token is not None:
-        badges.append(
-            format_html(
-                '<span class="dds-badge dds-s-running" title="lease held until {}">running</span>',
-                fmt_utc(obj.lease_expires_at),
-            )
-        )
-    if obj.degraded_reason:
-        badges.append(
-            format_html(
-                '<span class="dds-badge dds-s-degraded" title="{}">degraded</span>',
-                obj.degraded_reason,
-            )
-        )
-    return SafeString(" ".join(badges))
+    return render_fragment(
+        "status_badges",
+        {
+            "schedule": obj,
+            "title": obj.pause_reason or obj.get_status_display(),
+            "running": obj.lease_token is not None,
+            "lease_until": fmt_utc(obj.lease_expires_at),
+        },
+    )
 
 
 def _when(value: datetime | None, zone_name: str | None, *, now: datetime) -> SafeString:
     """An instant in the schedule's zone and, below it, in UTC (once if the zone is UTC)."""
     if value is None:
-        return SafeString(_EMPTY)
-    hint = f"{zone_name or 'UTC'} · {_relative(value, now)}"
-    if _is_utc(zone_name):
-        return format_html('<span class="dds-when" title="{}">{}</span>', hint, fmt_utc(value))
-    return format_html(
-        '<span class="dds-when" title="{}">{}</span><span class="dds-utc">{}</span>',
-        hint,
-        fmt_zone(value, zone_name),
-        fmt_utc(value),
+        return SafeString(_EMPTY)  # a dash, no markup
+    utc_only = _is_utc(zone_name)
+    return render_fragment(
+        "when",
+        {
+            "hint": f"{zone_name or 'UTC'} · {_relative(value, now)}",
+            "local": None if utc_only else fmt_zone(value, zone_name),
+            "utc": fmt_utc(value),
+        },
     )
 
 
@@ -191,14 +180,14 @@ def cadence(obj: Schedule) -> SafeString | str:
     words = cron_in_words(obj.cron) if obj.kind == "cron" else ""
     if not words:
         return text
-    return format_html('{}<span class="dds-cron-words">{}</span>', text, words)
+    return render_fragment("cadence", {"text": text, "words": words})
 
 
 def _attempt_outcome(obj: RunAttempt) -> SafeString | str:
     try:
         receipt = obj.receipt
     except RunReceipt.DoesNotExist:
-        return SafeString('<span class="dds-outcome dds-open">open (no receipt yet)</span>')
+        return render_fragment("outcome_label", {"open": True})
     return outcome_label(receipt.status)
 
 

@@ -11,12 +11,11 @@ from django.contrib import admin
 from django.contrib.admin.utils import quote
 from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
-from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from ..conf import app_settings
 from ..models import RunAttempt, RunReceipt, ScheduleEvent, WorkerHeartbeat
-from .display import _CSS, _safe_reverse, fmt_utc
+from .display import _CSS, _safe_reverse, fmt_utc, render_fragment
 from .run_columns import AttemptColumns, EventColumns, ReceiptColumns, ScheduleZoneMixin
 
 
@@ -46,7 +45,7 @@ def _schedule_link(admin_site: admin.AdminSite, schedule_id: Any, name: str) -> 
         )
     except NoReverseMatch:
         return name
-    return format_html('<a href="{}">{}</a>', url, name)
+    return render_fragment("schedule_link", {"url": url, "name": name})
 
 
 @admin.register(RunAttempt)
@@ -200,8 +199,10 @@ class WorkerHeartbeatAdmin(ReadOnlyAdmin):
 
     @admin.display(description="clock skew", ordering="clock_skew_seconds")
     def skew(self, obj: WorkerHeartbeat) -> SafeString:
-        return format_html(
-            '<span class="{}">{} s</span>',
-            "dds-bad" if abs(obj.clock_skew_seconds) > app_settings.SKEW_WARN_SECONDS else "",
-            f"{obj.clock_skew_seconds:+.3f}",
+        return render_fragment(
+            "clock_skew",
+            {
+                "bad": abs(obj.clock_skew_seconds) > app_settings.SKEW_WARN_SECONDS,
+                "seconds": f"{obj.clock_skew_seconds:+.3f}",
+            },
         )

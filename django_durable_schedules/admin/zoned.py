@@ -19,10 +19,10 @@ from zoneinfo import ZoneInfo
 from django import forms
 from django.forms.fields import BaseTemporalField
 from django.utils.dateparse import parse_datetime
-from django.utils.html import format_html
 
 from .. import timing
 from ..models import _default_timezone
+from .display import render_fragment
 
 #: The instants of a schedule's definition, entered in its zone.
 INSTANT_INPUTS = ("run_at", "start_at", "end_at")
@@ -110,11 +110,13 @@ class ZonedInstantsMixin(forms.BaseForm):
             stored = getattr(self.instance, name, None)
             if isinstance(stored, datetime) and stored.tzinfo is not None:
                 self.initial[name] = wall_time(stored, zone)
-                field.help_text = format_html(
-                    "Wall time in {}, to the second. Stored: <b>{}</b> = {} UTC.",
-                    zone.key,
-                    stored.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z"),
-                    stored.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S"),
+                field.help_text = render_fragment(
+                    "stored_instant_help",
+                    {
+                        "zone": zone.key,
+                        "local": stored.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z"),
+                        "utc": stored.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S"),
+                    },
                 )
             else:
                 field.help_text = (
