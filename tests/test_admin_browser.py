@@ -391,6 +391,16 @@ def test_operator_traps_in_a_real_browser(served_static, browser_page):
     page.wait_for_url(re.compile(r"/schedule/[0-9a-f-]+/change/$"))
     assert page.locator("#id_name").input_value() == name
 
+    # The cron field says its expression in words as you type, and what is wrong with it.
+    page.goto(f"{base}/admin/durable_schedules/schedule/add/")
+    page.fill("#id_cron", "0 9 * * 1-5")
+    words = page.locator("#id_cron_words")
+    sync_api.expect(words).to_have_text("At 09:00, Monday through Friday")
+    page.fill("#id_cron", "61 * * * *")
+    sync_api.expect(words).to_contain_text("minute")
+    sync_api.expect(words).to_have_class(re.compile("dds-cron-error"))
+    page.fill("#id_cron", "")
+
     # A one-shot in Asia/Tokyo entered as 09:00 is 09:00 in Tokyo (00:00 UTC).
     page.goto(f"{base}/admin/durable_schedules/schedule/add/")
     page.fill("#id_name", "tokyo.once")
