@@ -102,6 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         default=32,
         help="worker --concurrency (default 32, as throughput.py; the setting's default is 4)",
     )
+    p.add_argument(
+        "--defaults",
+        action="store_true",
+        help="start the workers as a user does, with no options (the settings' defaults)",
+    )
     p.add_argument("--floor-ms", type=float, default=200.0)
     p.add_argument("--plot", type=Path, help="write a lateness histogram PNG here")
     p.add_argument("--database-url", default=DEFAULT_URL)
@@ -118,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
             env,
             ROOT / "bench" / "out",
             "lateness",
-            ["--concurrency", str(args.concurrency), "--verbosity", "0"],
+            ["--verbosity", "0"]
+            if args.defaults
+            else ["--concurrency", str(args.concurrency), "--verbosity", "0"],
         )
         try:
             wait_for_heartbeats(conn, args.workers, procs)
@@ -199,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "benchmark": "lateness",
         "workers": args.workers,
-        "concurrency": args.concurrency,
+        "concurrency": "default" if args.defaults else args.concurrency,
         "schedules": {"interval_10s": args.intervals, "cron_every_minute": args.crons},
         "duration_seconds": args.duration,
         **result,

@@ -94,6 +94,8 @@ def bench_workers(
         "--verbosity",
         "0",
     ]
+    if args.defaults:  # as a user starts it: no options, the settings' defaults
+        worker_args = ["--verbosity", "0"]
     return start_workers(n, env, logdir, tag, worker_args, launcher)
 
 
@@ -279,6 +281,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=1,
         help="rounds per worker count; the median runs/s is reported (default 1)",
     )
+    p.add_argument(
+        "--defaults",
+        action="store_true",
+        help="start the workers with no options, as a user does (ignores the three below)",
+    )
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--max-idle", type=float, default=0.2)
@@ -391,7 +398,9 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "throughput",
         "schedules": args.schedules,
         "experiment": args.experiment or None,
-        "worker_options": {
+        "worker_options": "defaults (no options)"
+        if args.defaults
+        else {
             "batch_size": args.batch_size,
             "concurrency": args.concurrency,
             "max_idle": args.max_idle,
