@@ -174,3 +174,34 @@ def test_cron_and_zone_fields_have_help_with_examples(admin_client):
     html = admin_client.get(reverse(ADD)).content.decode()
     assert "'0 9 * * 1-5' (09:00 on weekdays)" in html
     assert "'America/New_York'" in html
+
+
+# -- a save while another writer holds SQLite's lock ----------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_save_waits_for_a_concurrent_writer_on_sqlite_instead_of_a_500(admin_client):
+    """On SQLite a transaction that has read cannot wait for the write lock (the upgrade
+    fails at once with "database is locked"). The admin's pages read before they write, so
+    they take the lock first and wait for a worker's write instead."""
+    import sqlite3
+    import threading
+    import time
+
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's write lock")
+    other = sqlite3.connect(connection.settings_dict["NAME"], timeout=5, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # a worker in the middle of a write transaction
+    releaser = threading.Timer(1.0, other.commit)
+    releaser.start()
+    try:
+        started = time.monotonic()
+        response = admin_client.post(reverse(ADD), _form_data(name="while-locked"))
+        assert response.status_code == 302, response.content[:500]
+        assert time.monotonic() - started >= 0.5  # it waited for the other writer
+        assert Schedule.objects.filter(name="while-locked").exists()
+    finally:
+        releaser.join()
+        other.close()

@@ -10,6 +10,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
+from django.db import router
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
@@ -75,6 +76,21 @@ class ScheduleAdmin(ScheduleViews):
         fields = DEFINITION_FIELDS + INPUT_FIELDS + POLICY_FIELDS
         not_editable = tuple(f for f in fields if f not in state.EDITABLE_FIELDS)
         return SUMMARY_FIELDS + STATE_FIELDS + not_editable
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        # Django runs the page in one transaction that reads (validation) before it writes;
+        # on SQLite that cannot wait for a concurrent writer (a worker), so the write lock
+        # is taken first (state.write_transaction). GET pages only read.
+        if request.method != "POST":
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        with state.write_transaction(using=router.db_for_write(self.model)):
+            return super().changeform_view(request, object_id, form_url, extra_context)
 
     def get_form(
         self, request: HttpRequest, obj: Schedule | None = None, change: bool = False, **kwargs: Any
@@ -165,7 +181,10 @@ class ScheduleAdmin(ScheduleViews):
         self, request: HttpRequest, object_id: str, extra_context: Any = None
     ) -> HttpResponse:
         try:
-            return super().delete_view(request, object_id, extra_context)
+            if request.method != "POST":
+                return super().delete_view(request, object_id, extra_context)
+            with state.write_transaction(using=router.db_for_write(self.model)):  # as for changes
+                return super().delete_view(request, object_id, extra_context)
         except _DeleteRefused as exc:
             # delete_view's transaction rolled back, with it the "deleted" log entry.
             self.message_user(

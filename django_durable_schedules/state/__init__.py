@@ -48,6 +48,7 @@ from .definitions import (
     sync_declared,
     update_schedule,
     validate_schedule,
+    write_transaction,
 )
 from .events import record_event
 from .outcomes import backoff_for
@@ -93,6 +94,7 @@ __all__ = [
     "renew_leases",
     "seconds_until",
     "sync_declared",
+    "write_transaction",
     "trigger",
     "update_schedule",
     "validate_schedule",

@@ -5,6 +5,8 @@ these), sync the schedules declared in code, and recover degraded ones.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -197,6 +199,20 @@ def _clean_declared(row: Schedule) -> None:
             f"The schedule declared in code for {row.name!r} is invalid: "
             f"{validation_text(exc)}. Fix its register(...) call."
         ) from exc
+
+
+@contextmanager
+def write_transaction(using: str = "default") -> Iterator[None]:
+    """A transaction that holds the database write lock from its first statement, for a
+    caller that reads and validates before it calls a state function in the same
+    transaction (the admin's add, change and delete pages, which Django runs in one
+    ``atomic``). On SQLite a transaction that has read cannot wait for the write lock: the
+    upgrade fails at once with "database is locked" when another writer holds it; taking
+    the lock first waits for it instead (``OPTIONS["timeout"]``). Elsewhere it is a plain
+    ``transaction.atomic``."""
+    with transaction.atomic(using=using):
+        _lock_for_write(using)
+        yield
 
 
 def sync_declared(*, using: str = "default", now: datetime | None = None) -> list[Schedule]:
