@@ -205,3 +205,15 @@ def test_a_save_waits_for_a_concurrent_writer_on_sqlite_instead_of_a_500(admin_c
     finally:
         releaser.join()
         other.close()
+
+
+def test_a_number_too_long_for_python_is_a_field_error_not_a_500(admin_client, api):
+    huge = "1" * 5000
+    errors = admin_errors(admin_client, payload=huge)
+    assert errors == {"payload": ["A number in the JSON has more than 4300 digits."]}
+    body = '{"name": "n", "callback": "tests.noop", "kind": "interval", "interval_seconds": 60, '
+    response = api.generic(
+        "POST", "/api/schedules/", body + f'"payload": {huge}}}', content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert response.json() == {"detail": "JSON parse error - a number has more than 4300 digits"}

@@ -91,6 +91,7 @@ class BoundedJSONField(forms.JSONField):
     default_error_messages = {
         "too_long": "At most %(limit)s characters of JSON are accepted.",
         "too_deep": f"The JSON is nested deeper than {JSON_MAX_DEPTH} levels.",
+        "too_long_number": "A number in the JSON has more than 4300 digits.",
     }
 
     def to_python(self, value: Any) -> Any:
@@ -104,6 +105,10 @@ class BoundedJSONField(forms.JSONField):
             return super().to_python(value)
         except RecursionError:
             raise forms.ValidationError(self.error_messages["too_deep"], code="too_deep") from None
+        except ValueError:  # an integer of more than 4,300 digits (Python's conversion limit)
+            raise forms.ValidationError(
+                self.error_messages["too_long_number"], code="number"
+            ) from None
 
     def bound_data(self, data: Any, initial: Any) -> Any:
         # Re-rendering an invalid form parses the text again: show it as it was typed.
@@ -111,7 +116,7 @@ class BoundedJSONField(forms.JSONField):
             return InvalidJSONInput(data)
         try:
             value = super().bound_data(data, initial)
-        except RecursionError:
+        except (RecursionError, ValueError):
             return InvalidJSONInput(data)
         if json_problem(value):  # NaN, a NUL, a lone surrogate: show the text as typed
             return InvalidJSONInput(data)

@@ -67,6 +67,8 @@ class BoundedJSONParser(BaseParser):
             parse_constant = _refuse_constant if api_settings.STRICT_JSON else None
             data = json.loads(text, parse_constant=parse_constant)
         except (ValueError, LookupError) as exc:
+            if "sys.set_int_max_str_digits" in str(exc):  # Python's own advice: not the caller's
+                raise ParseError("JSON parse error - a number has more than 4300 digits") from None
             raise ParseError(f"JSON parse error - {exc}") from None
         except RecursionError:
             raise ParseError("JSON parse error - nested too deeply") from None
