@@ -517,3 +517,29 @@ def test_batched_insert_rejects_a_too_long_value_instead_of_cutting_it():
     attempt = new_attempt(make("long"), worker="w" * 201)  # max_length 200
     with pytest.raises(DataError):
         batch._insert_rows(RunAttempt, [attempt], "default")
+
+
+def test_a_pending_trigger_survives_disable_and_enable():
+    """Trigger, then disable (or disable, trigger, enable) before a worker pass: the
+    triggered run still happens, once (it used to be dropped while the audit said
+    "triggered")."""
+    s = make(interval_seconds=3600)
+    run_at(T0)
+    state.trigger(s.pk, now=T0 + 10 * S)
+    state.disable(s.pk)
+    s.refresh_from_db()
+    assert s.status == "paused" and s.triggered_at == T0 + 10 * S
+    claims, _ = run_at(T0 + 11 * S)
+    assert [c.scheduled_for for c in claims] == [T0 + 10 * S]
+
+    other = make(name="other", interval_seconds=3600)
+    run_at(T0)
+    state.disable(other.pk)
+    state.trigger(other.pk, now=T0 + 20 * S)
+    state.enable(other.pk, now=T0 + 21 * S)
+    other.refresh_from_db()
+    assert other.status == "active" and other.next_run_at == T0 + 20 * S
+    claims, _ = run_at(T0 + 22 * S)
+    assert [(c.schedule_name, c.scheduled_for) for c in claims] == [("other", T0 + 20 * S)]
+    other.refresh_from_db()
+    assert other.next_run_at == T0 + 3600 * S  # then the grid goes on

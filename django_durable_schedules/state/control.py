@@ -113,6 +113,8 @@ def enable(
         row.status = Status.ACTIVE
         row.degraded_reason = row.pause_reason = ""
         row.failed_occurrences = 0
+        # A trigger requested while it was paused and not run yet survives the enable.
+        pending = row.triggered_at
         row.retry_scheduled_for = row.triggered_at = None
         if row.kind == Kind.ONCE:
             _rearm_once(row, now)
@@ -124,9 +126,12 @@ def enable(
                     f"the stored definition cannot be evaluated ({describe_problem(exc)}): "
                     "correct it first"
                 ) from None
-            if row.next_run_at is None:
+            if row.next_run_at is None and pending is None:
                 row.status = Status.COMPLETED
                 changes["status"] = [before, Status.COMPLETED]
+        if pending is not None and row.triggered_at is None:
+            row.triggered_at = pending
+            row.next_run_at = pending if row.next_run_at is None else min(pending, row.next_run_at)
         row.save(
             update_fields=[
                 "status",
@@ -171,8 +176,8 @@ def disable(
     schedule_id: Any, *, actor: Any = None, source: str = "code", using: str = "default"
 ) -> Schedule:
     """Pause an active schedule: no next run until :func:`enable` (a pending retry is
-    dropped); a run in progress finishes and is receipted normally. A paused schedule can
-    still be run by hand with :func:`trigger`.
+    dropped; a pending trigger is kept and still runs); a run in progress finishes and is
+    receipted normally. A paused schedule can still be run by hand with :func:`trigger`.
     Raises :class:`StateConflict` for a cancelled, completed or failed schedule."""
     return _halt(schedule_id, "disable", Status.PAUSED, EventAction.DISABLED, actor, source, using)
 
@@ -232,8 +237,9 @@ def _halt(
 ) -> Schedule:
     """The transition of ``disable`` (to paused) and ``cancel`` (to cancelled): under the
     row lock, refuse what :data:`ALLOWED` refuses, leave a row already there alone
-    (:data:`ALREADY`), else set ``status`` with no next run, no pending retry and no pending
-    trigger, and record ``event`` with the status change. A run in progress keeps its lease
+    (:data:`ALREADY`), else set ``status`` with no next run and no pending retry (disable
+    keeps a pending trigger, which a paused row still runs; cancel drops it), and record
+    ``event`` with the status change. A run in progress keeps its lease
     and is receipted normally."""
     with transaction.atomic(using=using):
         row = _get_locked(schedule_id, using)
@@ -242,7 +248,12 @@ def _halt(
         _require(action, row)
         before = row.status
         row.status = status
-        row.next_run_at = row.retry_scheduled_for = row.triggered_at = None
+        row.retry_scheduled_for = None
+        if action == "disable" and row.triggered_at is not None:
+            # A pending trigger survives a pause: a paused schedule runs when triggered.
+            row.next_run_at = row.triggered_at
+        else:
+            row.next_run_at = row.triggered_at = None
         row.save(
             update_fields=[
                 "status",

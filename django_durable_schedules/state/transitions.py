@@ -211,7 +211,8 @@ TABLE: tuple[Transition, ...] = (
         frozenset({Status.PAUSED, Status.FAILED}),
         "enable",
         NEXT_OR_COMPLETED,
-        "the first slot after now (`once`: `run_at` while ahead, else now)",
+        "the first slot after now (`once`: `run_at` while ahead, else now); a pending "
+        "trigger is kept and runs first",
         "none (event `enabled`)",
         action="enable",
     ),
@@ -220,7 +221,7 @@ TABLE: tuple[Transition, ...] = (
         ACTIVE,
         "disable",
         "paused",
-        "none (a pending retry is dropped)",
+        "none (a pending retry is dropped; a pending trigger is kept and runs)",
         "none (event `disabled`)",
         action="disable",
     ),
