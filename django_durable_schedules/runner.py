@@ -220,7 +220,7 @@ def execute(claim: Claim) -> Outcome:
         # whether one is left, and bounds the delay: see the receipt). The delay is the
         # callback's value as given, any type: shown with repr, never formatted as a number.
         retry = (
-            "" if outcome.retry_after is None else f", retry asked after {outcome.retry_after!r}s"
+            "" if outcome.retry_after is None else f", retry asked after {outcome.retry_after!r} s"
         )
         logger.warning(
             "run %s #%s.%s failed in %.3fs (late %.3fs)%s: %s: %s",

@@ -217,3 +217,13 @@ def test_a_number_too_long_for_python_is_a_field_error_not_a_500(admin_client, a
     )
     assert response.status_code == 400
     assert response.json() == {"detail": "JSON parse error - a number has more than 4300 digits"}
+
+
+def test_an_instant_past_the_engines_horizon_is_refused_as_by_the_api(admin_client):
+    errors = admin_errors(admin_client, **once(timezone="UTC", run_at="9999-12-31T23:59:59"))
+    assert errors == {"run_at": ["Must be between the years 1000 and 9000."]}
+
+
+def test_duration_bounds_say_at_least_0(admin_client):
+    errors = admin_errors(admin_client, backoff_base_seconds="1e12")
+    assert errors == {"backoff_base_seconds": ["Must be at least 0 and at most 86400 seconds."]}

@@ -189,6 +189,6 @@ def test_a_retry_delay_of_any_type_is_logged_without_breaking_the_run(caplog):
         with caplog.at_level("INFO", logger="django_durable_schedules.runner"):
             outcome = execute(claim)
         assert outcome.status == "failed" and outcome.retry_after == "soon"
-        assert "retry asked after 'soon's: RetryRun: later" in caplog.text
+        assert "retry asked after 'soon' s: RetryRun: later" in caplog.text
     finally:
         registry.remove("tests.odd_retry")

@@ -285,6 +285,12 @@ class Schedule(models.Model):
                 errors.setdefault(f, []).append(
                     "An aware datetime is required (a naive one is neither UTC nor local time)."
                 )
+            elif isinstance(value, datetime) and not 1000 <= value.year <= timing.MAX_YEAR:
+                # The API's bounds: every supported database stores these, and the engine
+                # computes fire times until MAX_YEAR.
+                errors.setdefault(f, []).append(
+                    f"Must be between the years 1000 and {timing.MAX_YEAR}."
+                )
         if errors:
             raise ValidationError(errors)
         self._normalize()
@@ -329,7 +335,8 @@ class Schedule(models.Model):
                 continue
             valid = isinstance(value, int | float) and not isinstance(value, bool)
             if not (valid and low < value <= high):  # the comparison is also false for NaN
-                errors[field] = [f"Must be more than {low:g} and at most {high:g} seconds."]
+                least = "at least 0" if low < 0 else f"more than {low:g}"
+                errors[field] = [f"Must be {least} and at most {high:g} seconds."]
         return errors
 
     # -- definition ---------------------------------------------------------------------
