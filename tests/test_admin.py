@@ -900,3 +900,20 @@ def test_history_instants_are_in_the_schedule_zone_with_utc_beside(admin_client,
     state.delete_schedule(s.pk)
     response = admin_client.get(page)
     assert response.status_code == 200 and "JST" not in response.content.decode()
+
+
+def test_a_schedule_declared_in_code_shows_its_definition_read_only(admin_client):
+    from django_durable_schedules.registry import register, registry
+
+    register("tests.declared_hourly", lambda ctx: None, every=3600)
+    try:
+        [row] = [r for r in state.sync_declared() if r.name == "tests.declared_hourly"]
+        response = admin_client.get(change_url(row))
+        html = response.content.decode()
+        form = response.context["adminform"].form
+        assert "interval_seconds" not in form.fields and "kind" not in form.fields
+        assert "max_attempts" in form.fields  # policies stay editable
+        assert any("is declared in code" in text for _, text in messages_of(response))
+        assert 'id="id_interval_seconds"' not in html
+    finally:
+        registry.remove("tests.declared_hourly")

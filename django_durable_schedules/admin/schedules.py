@@ -17,6 +17,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from .. import state
 from ..exceptions import StateConflict
 from ..models import Schedule
+from ..registry import registry
 from .actions import TRANSITIONS, _as_admin, _DeleteRefused, _make_action, delete_selected
 from .changelist import ScheduleChangeList
 from .display import _CSS, _legend, _names
@@ -75,7 +76,19 @@ class ScheduleAdmin(ScheduleViews):
     def get_readonly_fields(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
         fields = DEFINITION_FIELDS + INPUT_FIELDS + POLICY_FIELDS
         not_editable = tuple(f for f in fields if f not in state.EDITABLE_FIELDS)
-        return SUMMARY_FIELDS + STATE_FIELDS + not_editable
+        return SUMMARY_FIELDS + STATE_FIELDS + not_editable + self._declared_fields(obj)
+
+    @staticmethod
+    def _declared_fields(obj: Schedule | None) -> tuple[str, ...]:
+        """The fields a ``register(..., every=/cron=/at=)`` declaration sets for ``obj``:
+        code owns them (every worker start and ``migrate`` set them again), so they are
+        shown, not edited."""
+        if obj is None or obj.name not in registry:
+            return ()
+        registration = registry.get(obj.name)
+        if registration.declaration is None:
+            return ()
+        return ("name", *state.declared_fields(registration))
 
     def changeform_view(
         self,
@@ -121,6 +134,13 @@ class ScheduleAdmin(ScheduleViews):
         obj: Schedule | None = None,
     ) -> HttpResponse:
         context["dds_health_url"] = self._url("health")
+        if obj is not None and self._declared_fields(obj):
+            messages.info(
+                request,
+                f"{obj.name} is declared in code (register(..., every=/cron=/at=) in a "
+                "schedules.py): its definition is set from there at every worker start and "
+                "migrate, so it is shown, not edited here. Its policies can be edited.",
+            )
         context["dds_legend"] = _legend()
         if obj is not None and self.has_change_permission(request, obj):
             allowed = state.allowed_actions(obj)
