@@ -231,16 +231,26 @@ class IsolationPool:
                 message = child.conn.recv() if ready else None
             except (EOFError, OSError):
                 child.process.join(REAP_SECONDS)
+                died = describe_exit(child.process.exitcode)
+                logger.warning(
+                    "run %s #%s.%s failed: its process %s died (%s) before it returned",
+                    claim.schedule_name,
+                    claim.occurrence,
+                    claim.attempt,
+                    child.process.pid,
+                    died,
+                    extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+                )
                 return _outcome(
                     claim,
                     "failed",
                     error_type="WorkerProcessDied",
-                    error_message="the run's process died "
-                    f"({describe_exit(child.process.exitcode)}) before it returned",
+                    error_message=f"the run's process died ({died}) before it returned",
                 )
             if message is None:
                 logger.warning(
-                    "run %s #%s.%s passed timeout_seconds=%g: its process %s is killed",
+                    "run %s #%s.%s failed: it passed timeout_seconds=%g and its process %s "
+                    "is killed",
                     claim.schedule_name,
                     claim.occurrence,
                     claim.attempt,

@@ -19,7 +19,7 @@ from django.db import close_old_connections, connections
 from . import dispatch
 from .conf import app_settings
 from .exceptions import FailRun, NotRegistered, RetryRun, SkipRun
-from .projection import project_error, project_result
+from .projection import bound_text, project_error, project_result
 from .registry import KIND_CALLABLE, registry
 from .state import Claim, Outcome
 
@@ -230,8 +230,8 @@ def execute(claim: Claim) -> Outcome:
             time.monotonic() - started,
             claim.lateness,
             retry,
-            outcome.error_type,
-            outcome.error_message,
+            bound_text(outcome.error_type, 200),
+            bound_text(outcome.error_message, 300),  # any text a callback raised: storable
             extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
         )
         return outcome
@@ -244,14 +244,20 @@ def execute(claim: Claim) -> Outcome:
             claim.attempt,
         )
         return outcome
+    reason = (
+        f": {outcome.error_message}"
+        if outcome.status == "skipped" and outcome.error_message
+        else ""
+    )
     logger.info(
-        "run %s #%s.%s %s in %.3fs (late %.3fs)",
+        "run %s #%s.%s %s in %.3fs (late %.3fs)%s",
         claim.schedule_name,
         claim.occurrence,
         claim.attempt,
         outcome.status,
         time.monotonic() - started,
         claim.lateness,
+        reason,
         extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
     )
     return outcome

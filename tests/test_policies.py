@@ -192,3 +192,15 @@ def test_a_retry_delay_of_any_type_is_logged_without_breaking_the_run(caplog):
         assert "retry asked after 'soon' s: RetryRun: later" in caplog.text
     finally:
         registry.remove("tests.odd_retry")
+
+
+def test_a_skipped_run_is_logged_with_its_reason(caplog):
+    Schedule.objects.create(
+        name="skips", callback="tests.skip", kind="interval", interval_seconds=60, created_at=T0
+    )
+    [claim] = state.claim_due(worker="w", now=T0)
+    with caplog.at_level("INFO", logger="django_durable_schedules.runner"):
+        execute(claim)
+    [record] = [r for r in caplog.records if r.name == "django_durable_schedules.runner"]
+    assert " skipped in " in record.getMessage()
+    assert record.getMessage().endswith(": nothing to do")
