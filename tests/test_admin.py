@@ -917,3 +917,13 @@ def test_a_schedule_declared_in_code_shows_its_definition_read_only(admin_client
         assert 'id="id_interval_seconds"' not in html
     finally:
         registry.remove("tests.declared_hourly")
+
+
+def test_outcome_marks_name_their_time_in_the_schedule_zone_and_utc(admin_client):
+    s = make("tokyo-strip", timezone="Asia/Tokyo")
+    add_history(s, ["failed"], start=datetime(2027, 6, 1, 0, 0, tzinfo=UTC))
+    html = admin_client.get(reverse(CHANGELIST)).content.decode()
+    assert (
+        'title="#1 failed · 2027-06-01 09:01:01 JST (2027-06-01 00:01:01 UTC) · RuntimeError: boom"'
+        in html
+    )

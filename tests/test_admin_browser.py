@@ -89,6 +89,12 @@ def _shot(page, name: str, *, full_page: bool = True) -> None:
         page.screenshot(path=str(SCREENSHOTS / name), full_page=full_page)
 
 
+def _shot_element(locator, name: str) -> None:
+    if os.environ.get("DDS_SCREENSHOTS") == "1":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        locator.screenshot(path=str(SCREENSHOTS / name))
+
+
 def _seed() -> None:
     """A few schedules with a history, and two live workers, so the pages show something."""
     from django_durable_schedules import state
@@ -301,7 +307,7 @@ def test_operator_traps_in_a_real_browser(served_static, browser_page):
     """What a person clicks: Cancel asks on its own page (and a button never drops unsaved
     edits silently), each history row opens its own page, and a time entered for a Tokyo
     schedule is Tokyo time."""
-    from django_durable_schedules.models import RunAttempt, Schedule
+    from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
 
     _seed()
     page = browser_page
@@ -399,7 +405,27 @@ def test_operator_traps_in_a_real_browser(served_static, browser_page):
     page.fill("#id_cron", "61 * * * *")
     sync_api.expect(words).to_contain_text("minute")
     sync_api.expect(words).to_have_class(re.compile("dds-cron-error"))
+    # The tutorial's add form: a cron schedule filled in, its cron said in words.
+    page.fill("#id_name", "reports.weekday-digest")
+    page.select_option("#id_callback", "tests.echo")
+    page.select_option("#id_kind", "cron")
+    page.fill("#id_interval_seconds", "")
+    page.fill("#id_cron", "0 9 * * 1-5")
+    page.fill("#id_timezone", "Europe/Paris")
+    sync_api.expect(words).to_have_text("At 09:00, Monday through Friday")
+    _shot(page, "tutorial-add-form.png", full_page=False)
     page.fill("#id_cron", "")
+
+    # The tutorial's failing schedule: its latest receipts, and one failed receipt's page.
+    flaky = Schedule.objects.get(name="partner.import")
+    page.goto(f"{base}/admin/durable_schedules/schedule/{flaky.pk}/change/")
+    receipts = page.locator("#receipts-group")
+    assert "failed" in receipts.inner_text()
+    _shot_element(receipts, "tutorial-change-receipts.png")
+    failed = RunReceipt.objects.filter(schedule_id=flaky.pk, status="failed").first()
+    page.goto(f"{base}/admin/durable_schedules/runreceipt/{failed.pk}/change/")
+    assert "partner API answered 503" in page.locator("#content").inner_text()
+    _shot(page, "tutorial-receipt.png", full_page=False)
 
     # A one-shot in Asia/Tokyo entered as 09:00 is 09:00 in Tokyo (00:00 UTC).
     page.goto(f"{base}/admin/durable_schedules/schedule/add/")

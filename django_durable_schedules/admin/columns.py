@@ -89,7 +89,9 @@ class ScheduleColumns(admin.ModelAdmin):
         if not recent:
             return _EMPTY
         last = recent[0]
-        return render_fragment("last_outcome", {"receipt": last, "title": _receipt_title(last)})
+        return render_fragment(
+            "last_outcome", {"receipt": last, "title": _receipt_title(last, obj.timezone)}
+        )
 
     @admin.display(description="failures", ordering="failure_count")
     def failures(self, obj: Schedule) -> SafeString:
@@ -97,7 +99,7 @@ class ScheduleColumns(admin.ModelAdmin):
 
     @admin.display(description=f"last {STRIP_LENGTH} outcomes")
     def outcomes(self, obj: Schedule) -> SafeString:
-        return outcome_strip(self._recent(obj), link=self._receipt_link())
+        return outcome_strip(self._recent(obj), link=self._receipt_link(), zone=obj.timezone)
 
     def _recent(self, obj: Schedule) -> list[RunReceipt]:
         recent = getattr(obj, "dds_recent_receipts", None)
@@ -153,7 +155,9 @@ class ScheduleColumns(admin.ModelAdmin):
 
     @admin.display(description=f"last {STRIP_LENGTH} outcomes")
     def recent_outcomes(self, obj: Schedule) -> SafeString:
-        return outcome_strip(self._recent(obj), link=self._receipt_link(), large=True)
+        return outcome_strip(
+            self._recent(obj), link=self._receipt_link(), large=True, zone=obj.timezone
+        )
 
     @admin.display(description="history")
     def history_links(self, obj: Schedule) -> SafeString:

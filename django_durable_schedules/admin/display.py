@@ -89,8 +89,12 @@ def _names(items: Sequence[str]) -> str:
     return shown
 
 
-def _receipt_title(receipt: RunReceipt) -> str:
-    title = f"#{receipt.occurrence} {receipt.get_status_display()} · {fmt_utc(receipt.finished_at)}"
+def _receipt_title(receipt: RunReceipt, zone: str | None = None) -> str:
+    """``#12 failed · <finished, in the schedule's zone and UTC> · <error>``."""
+    finished = fmt_utc(receipt.finished_at)
+    if not _is_utc(zone) and receipt.finished_at is not None:
+        finished = f"{fmt_zone(receipt.finished_at, zone)} ({finished})"
+    title = f"#{receipt.occurrence} {receipt.get_status_display()} · {finished}"
     if receipt.error_type or receipt.error_message:
         error = ": ".join(p for p in (receipt.error_type, receipt.error_message) if p)
         title += f" · {Truncator(error).chars(160)}"
@@ -103,6 +107,7 @@ def outcome_strip(
     link: str | None = None,
     length: int = STRIP_LENGTH,
     large: bool = False,
+    zone: str | None = None,
 ) -> SafeString:
     """The last ``length`` outcomes as coloured marks, oldest left, newest right.
 
@@ -118,7 +123,7 @@ def outcome_strip(
     marks = [
         {
             "status": r.status,
-            "title": _receipt_title(r),
+            "title": _receipt_title(r, zone),
             "url": link.replace("{}", quote(str(r.pk))) if link else None,
         }
         for r in reversed(recent)

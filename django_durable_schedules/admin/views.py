@@ -213,7 +213,7 @@ class ScheduleViews(ScheduleColumns):
             "url": self._url("change", quote(obj.pk)),
             "status": status_badges(obj),
             "cadence": cadence(obj),
-            "strip": outcome_strip(recent, link=link),
+            "strip": outcome_strip(recent, link=link, zone=obj.timezone),
             "last_error": (
                 Truncator(
                     ": ".join(p for p in (last_error.error_type, last_error.error_message) if p)
