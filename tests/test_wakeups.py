@@ -130,8 +130,10 @@ def test_a_committed_change_notifies_and_a_rolled_back_one_does_not(listen):
     assert listen() == [str(row.pk)]
 
     state.trigger(row.pk)
-    state.disable(row.pk)  # leaves no next run: nothing to wake for
-    assert listen() == [str(row.pk)]
+    state.disable(row.pk)  # keeps the pending trigger: the paused row is still due
+    assert listen() == [str(row.pk), str(row.pk)]
+    state.disable(row.pk)  # already paused: no change, no wake-up
+    assert listen() == []
     state.enable(row.pk)
     assert listen() == [str(row.pk)]
     state.update_schedule(row.pk, interval_seconds=30)
