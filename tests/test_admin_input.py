@@ -227,3 +227,14 @@ def test_an_instant_past_the_engines_horizon_is_refused_as_by_the_api(admin_clie
 def test_duration_bounds_say_at_least_0(admin_client):
     errors = admin_errors(admin_client, backoff_base_seconds="1e12")
     assert errors == {"backoff_base_seconds": ["Must be at least 0 and at most 86400 seconds."]}
+
+
+@pytest.mark.parametrize(
+    ("zone", "text"),
+    [("Asia/Tokyo", "0001-01-01T00:00:00"), ("America/New_York", "9999-12-31T23:00:00")],
+)
+def test_a_wall_time_at_the_edge_of_the_calendar_is_a_field_error(admin_client, zone, text):
+    """Read in the schedule's zone, such a time has no UTC instant (it over- or underflows):
+    a field error, not a 500."""
+    errors = admin_errors(admin_client, **once(timezone=zone, run_at=text))
+    assert errors == {"run_at": ["Must be between the years 1000 and 9000."]}

@@ -145,6 +145,10 @@ class ZonedInstantsMixin(forms.BaseForm):
             if zone is None:
                 self.add_error(name, "Give a valid time zone: this time is read in it.")
                 continue
+            if not 1000 <= value.year <= timing.MAX_YEAR:
+                # The model's bound; beyond it a wall time may have no UTC instant at all.
+                self.add_error(name, f"Must be between the years 1000 and {timing.MAX_YEAR}.")
+                continue
             aware = instant(value, zone)
             if aware is None:
                 self.add_error(
