@@ -216,22 +216,13 @@ def test_admin_in_a_real_browser(served_static, start_worker, browser_page):
     base = served_static.url
 
     # Log in.
-    page.goto(f"{base}/admin/login/?next=/admin/durable_schedules/schedule/")
-    page.fill("#id_username", "admin")
-    page.fill("#id_password", "password")
-    page.click("input[type=submit]")
-    page.wait_for_url(re.compile(r"/admin/durable_schedules/schedule/$"))
+    _login(page, base, "/admin/durable_schedules/schedule/")
     assert page.locator("#result_list .dds-strip").count() == 6
     page.click("#toggle-nav-sidebar")  # more room for the list (remembered by the browser)
 
     # Create a cron schedule with the add form (callback: a choice of registered names).
     page.goto(f"{base}/admin/durable_schedules/schedule/add/")
-    page.fill("#id_name", "reports.nightly")
-    page.select_option("#id_callback", "tests.echo")
-    page.select_option("#id_kind", "cron")
-    page.fill("#id_interval_seconds", "")
-    page.fill("#id_cron", "30 2 * * *")
-    page.fill("#id_timezone", "Europe/Paris")
+    _fill_cron_form(page, "reports.nightly", "30 2 * * *", "Europe/Paris")
     page.click("input[name=_save]")
     page.wait_for_url(re.compile(r"/admin/durable_schedules/schedule/$"))
     assert "was added successfully" in page.locator("ul.messagelist").inner_text()
@@ -293,6 +284,16 @@ def test_admin_in_a_real_browser(served_static, start_worker, browser_page):
     page.wait_for_url(re.compile(r"/change/$"))
     page.go_back()
     _shot(page, "admin-health.png")
+
+
+def _fill_cron_form(page, name: str, cron: str, zone: str) -> None:
+    """Fill the add form with a cron schedule of the test callback ``tests.echo``."""
+    page.fill("#id_name", name)
+    page.select_option("#id_callback", "tests.echo")
+    page.select_option("#id_kind", "cron")
+    page.fill("#id_interval_seconds", "")
+    page.fill("#id_cron", cron)
+    page.fill("#id_timezone", zone)
 
 
 def _login(page, base: str, next_url: str) -> None:
@@ -406,12 +407,7 @@ def test_operator_traps_in_a_real_browser(served_static, browser_page):
     sync_api.expect(words).to_contain_text("minute")
     sync_api.expect(words).to_have_class(re.compile("dds-cron-error"))
     # The tutorial's add form: a cron schedule filled in, its cron said in words.
-    page.fill("#id_name", "reports.weekday-digest")
-    page.select_option("#id_callback", "tests.echo")
-    page.select_option("#id_kind", "cron")
-    page.fill("#id_interval_seconds", "")
-    page.fill("#id_cron", "0 9 * * 1-5")
-    page.fill("#id_timezone", "Europe/Paris")
+    _fill_cron_form(page, "reports.weekday-digest", "0 9 * * 1-5", "Europe/Paris")
     sync_api.expect(words).to_have_text("At 09:00, Monday through Friday")
     _shot(page, "tutorial-add-form.png", full_page=False)
     page.fill("#id_cron", "")
