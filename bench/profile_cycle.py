@@ -118,6 +118,7 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--cycles", type=int, default=200)
     p.add_argument("--cprofile", action="store_true", help="print the top functions")
+    p.add_argument("--cprofile-out", type=Path, help="also write the cProfile stats there")
     p.add_argument(
         "--experiment",
         action="append",
@@ -217,6 +218,8 @@ def main() -> None:
     if profiler:
         stats = pstats.Stats(profiler)
         stats.sort_stats("tottime").print_stats(30)
+        if args.cprofile_out:
+            stats.dump_stats(args.cprofile_out)
 
 
 if __name__ == "__main__":

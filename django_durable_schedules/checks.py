@@ -75,6 +75,15 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                     id="durable_schedules.E004",
                 )
             )
+    ahead = conf.get("CLAIM_AHEAD_SECONDS")
+    if not (_is_number(ahead) and math.isfinite(ahead) and 0 <= ahead <= 60):
+        errors.append(
+            Error(
+                "DURABLE_SCHEDULES['CLAIM_AHEAD_SECONDS'] must be a number of seconds from 0 "
+                f"to 60, not {ahead!r}.",
+                id="durable_schedules.E004",
+            )
+        )
     # Each check reports on its own: E005 needs only the two values it compares to be valid
     # (an invalid one is E004 / E006), whatever else is wrong.
     lease, renew_setting = conf.get("LEASE_SECONDS"), conf.get("RENEW_EVERY_SECONDS")

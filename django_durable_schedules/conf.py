@@ -12,6 +12,9 @@ RENEW_EVERY_SECONDS       None       how often a worker renews its leases and he
                                      (seconds); default: a third of LEASE_SECONDS
 BATCH_SIZE                100        most schedules claimed in one transaction
 CONCURRENCY               4          callbacks run at once per worker (threads)
+CLAIM_AHEAD_SECONDS       0.05       a worker claims beyond its free threads as many runs as
+                                     they are expected to start within this, by the observed
+                                     run time (seconds); 0: only what free threads can start
 POLL_MAX_SECONDS          5.0        longest idle sleep between checks (seconds)
 BACKOFF_BASE_SECONDS      5.0        first retry delay after a failure (seconds); doubles
 BACKOFF_CAP_SECONDS       3600.0     longest retry delay (seconds)
@@ -57,6 +60,7 @@ DEFAULTS: dict[str, Any] = {
     "RENEW_EVERY_SECONDS": None,
     "BATCH_SIZE": 100,
     "CONCURRENCY": 4,
+    "CLAIM_AHEAD_SECONDS": 0.05,
     "POLL_MAX_SECONDS": 5.0,
     "BACKOFF_BASE_SECONDS": 5.0,
     "BACKOFF_CAP_SECONDS": 3600.0,
@@ -120,6 +124,10 @@ class _Settings:
     @property
     def CONCURRENCY(self) -> int:
         return int(get("CONCURRENCY"))
+
+    @property
+    def CLAIM_AHEAD_SECONDS(self) -> float:
+        return float(get("CLAIM_AHEAD_SECONDS"))
 
     @property
     def POLL_MAX_SECONDS(self) -> float:

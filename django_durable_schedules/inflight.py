@@ -3,6 +3,17 @@ each one in a run thread or a child process, timing it, the outcome queue its th
 reports to, the backstop of ``timeout_seconds``, renewing their leases, handing back the
 ones not started at a stop, and writing the queued outcomes in batches.
 
+Claiming ahead: at most ``concurrency`` callbacks run at once, each in a *slot* (a run
+thread that, when its run returns, starts the next claim waiting in line without a trip
+through the main thread). The worker may claim more than its free slots - as many runs as
+its slots are expected to start within ``CLAIM_AHEAD_SECONDS``, judged by the observed
+run time (:meth:`RunsInFlight.claim_room`) - so short callbacks are claimed and completed
+in whole batches instead of ``concurrency`` at a time. A slot busy for longer than that
+counts as taken by a long run and adds no room; a claim that still waits longer than
+``HAND_BACK_SECONDS`` (the estimate was wrong: a callback turned slow) is handed back
+unrun (``released``) so that another worker with a free slot can run it. Its lease is
+renewed while it waits, like every run in flight.
+
 Split out of :mod:`.worker` as flat modules beside it rather than a ``worker/`` package,
 so that ``Worker`` stays ``django_durable_schedules.worker.Worker`` (the documented sender
 of the signals). The worker's loop decides *when* each step runs and keeps the steps that
@@ -14,10 +25,12 @@ bookkeeping of the runs themselves. Its log lines keep the worker's logger name.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -29,6 +42,14 @@ from .threads import RunThreads
 
 # The worker's logger: these lines were the worker's before the split and keep its name.
 logger = logging.getLogger("django_durable_schedules.worker")
+
+#: A claim waiting in line longer than this for a free slot is handed back unrun (seconds).
+HAND_BACK_SECONDS = 1.0
+#: Weight of the newest run in the run-time estimate when runs get faster (a slower run
+#: replaces the estimate at once: claiming ahead backs off on the first slow callback).
+RUN_TIME_WEIGHT = 0.2
+
+_Item = tuple[state.Claim, "Future[state.Outcome]", "isolation.IsolationPool | None", float]
 
 
 class RunsInFlight:
@@ -43,9 +64,20 @@ class RunsInFlight:
         lease_seconds: float,
         using: str,
         wake: threading.Event,
+        claim_ahead_seconds: float = 0.0,
     ):
         self.worker_id = worker_id
         self.concurrency = concurrency
+        self.claim_ahead_seconds = claim_ahead_seconds
+        # Slots: runs started (at most concurrency) and the claims waiting for one, in
+        # claim order, each with the monotonic time it was claimed; under slot_lock.
+        self.slot_lock = threading.Lock()
+        self.running = 0
+        self.waiting: deque[_Item] = deque()
+        self.executor: RunThreads | None = None
+        # Seconds one callback takes, as last observed (None: no run finished yet).
+        self.run_seconds: float | None = None
+        self.handed_back = 0  # claims released because they waited too long for a slot
         self.lease_seconds = lease_seconds
         self.using = using
         self.wake = wake  # set when an outcome is queued
@@ -61,25 +93,19 @@ class RunsInFlight:
         # makes sure a claim gets exactly one outcome (its own or the Timeout).
         self.reported: set[uuid.UUID] = set()
         self.abandon_lock = threading.Lock()
+        # Runs abandoned at their timeout whose slot was handed on (under slot_lock).
+        self.abandoned_slots: set[uuid.UUID] = set()
         # lease token -> [monotonic start, monotonic end or None] of the callback (signals)
         self.run_times: dict[uuid.UUID, list[float | None]] = {}
         self.finished = 0  # runs receipted
         self.dropped = 0  # late outcomes whose attempt retention had pruned
 
     def submit(self, executor: RunThreads, claim: state.Claim) -> None:
+        """Start ``claim`` in a free slot, or put it in line for the next one (main thread)."""
+        self.executor = executor
         pool = self.pool_for(claim)
-        future = executor.submit(lambda c: self.execute(c, pool), claim)
+        future: Future[state.Outcome] = Future()
         self.in_flight[claim.lease_token] = (claim, future)
-        if claim.timeout_seconds:
-            # The backstop of enforce_timeouts. In a thread: async callbacks cancel
-            # themselves at the timeout, sync ones are abandoned just after it. In a child
-            # process: the pool kills it at the timeout; this only fires if that failed.
-            limit = (
-                claim.timeout_seconds + 0.5
-                if pool is None
-                else isolation.longest_run_seconds(claim)
-            )
-            self.deadlines[claim.lease_token] = time.monotonic() + limit
 
         def done(f: Future[state.Outcome]) -> None:
             with self.abandon_lock:  # one outcome per claim: this one or the Timeout
@@ -95,6 +121,104 @@ class RunsInFlight:
             self.wake.set()
 
         future.add_done_callback(done)
+        item: _Item = (claim, future, pool, time.monotonic())
+        with self.slot_lock:
+            start = self.running < self.concurrency
+            if start:
+                self.running += 1
+            else:
+                self.waiting.append(item)
+        if start:
+            executor.submit(self._slot, item)
+
+    def _slot(self, item: _Item | None) -> None:
+        """One slot (a run thread): run ``item``, then each claim waiting in line, until
+        none waits. A run abandoned at its timeout gives its slot up (:meth:`_abandon`),
+        so this thread ends when that run returns."""
+        while item is not None:
+            claim, future, pool, _claimed = item
+            token = claim.lease_token
+            if future.set_running_or_notify_cancel():  # False: released while waiting
+                if claim.timeout_seconds:
+                    # The backstop of enforce_timeouts, from the start of the run. In a
+                    # thread: async callbacks cancel themselves at the timeout, sync ones
+                    # are abandoned just after it. In a child process: the pool kills it
+                    # at the timeout; this only fires if that failed.
+                    limit = (
+                        claim.timeout_seconds + 0.5
+                        if pool is None
+                        else isolation.longest_run_seconds(claim)
+                    )
+                    self.deadlines[token] = time.monotonic() + limit
+                try:
+                    future.set_result(self.execute(claim, pool))
+                except BaseException as exc:  # noqa: BLE001 - handed to the future
+                    future.set_exception(exc)
+                self._note_run_time(token)
+            with self.slot_lock:
+                if token in self.abandoned_slots:
+                    self.abandoned_slots.discard(token)
+                    return  # the slot went to the next claim when this run was abandoned
+                item = self.waiting.popleft() if self.waiting else None
+                if item is None:
+                    self.running -= 1
+
+    def _note_run_time(self, token: uuid.UUID) -> None:
+        """Fold the run's wall time into ``run_seconds`` (slower: at once; faster: by
+        ``RUN_TIME_WEIGHT``)."""
+        times = self.run_times.get(token)
+        if times is None or times[0] is None or times[1] is None:
+            return
+        seconds = max(0.0, times[1] - times[0])
+        last = self.run_seconds
+        if last is None or seconds >= last:
+            self.run_seconds = seconds
+        else:
+            self.run_seconds = last + RUN_TIME_WEIGHT * (seconds - last)
+
+    def claim_room(self, batch_size: int) -> int:
+        """How many more runs the worker may claim now (main thread): its free slots, plus
+        - when ``claim_ahead_seconds`` > 0 and a run time has been observed - the runs its
+        slots not taken by a long run (one running for longer than ``claim_ahead_seconds``)
+        are expected to start within ``claim_ahead_seconds``, less those already in line;
+        at most ``batch_size`` (one claim transaction)."""
+        free = self.concurrency - len(self.in_flight)
+        ahead = 0
+        estimate = self.run_seconds
+        if self.claim_ahead_seconds > 0 and estimate is not None:
+            now = time.monotonic()
+            long_runs = sum(
+                1
+                for start, end in list(self.run_times.values())
+                if end is None and start is not None and now - start > self.claim_ahead_seconds
+            )
+            slots = max(0, self.concurrency - long_runs)
+            per_slot = self.claim_ahead_seconds / max(estimate, 1e-4)
+            ahead = min(batch_size, math.floor(slots * per_slot))
+        return max(0, min(batch_size, free + ahead))
+
+    def hand_back_waiting(self) -> None:
+        """Release (``released`` outcome) the claims that have waited in line for a slot
+        longer than ``HAND_BACK_SECONDS``: the slots are taken by runs that turned out
+        slow, and another worker may have a free one (main thread)."""
+        if not self.waiting:
+            return
+        limit = time.monotonic() - HAND_BACK_SECONDS
+        with self.slot_lock:
+            stale = [item for item in self.waiting if item[3] < limit]
+        released = 0
+        for claim, future, _pool, _claimed in stale:
+            if future.cancel():
+                self.done.put(state.Outcome(claim, "released"))
+                released += 1
+        if released:
+            self.handed_back += released
+            logger.info(
+                "worker %s handed back %s claims that waited over %gs for a free thread",
+                self.worker_id,
+                released,
+                HAND_BACK_SECONDS,
+            )
 
     def execute(
         self, claim: state.Claim, pool: isolation.IsolationPool | None = None
@@ -145,6 +269,16 @@ class RunsInFlight:
                 if token in self.reported:  # it returned meanwhile
                     continue
                 self.abandoned.add(token)
+                # Its slot goes to the next claim in line now (or is freed); the abandoned
+                # thread ends when the callback returns (_slot). Inside abandon_lock, so
+                # the run's own thread cannot hand its slot on as well.
+                with self.slot_lock:
+                    self.abandoned_slots.add(token)
+                    following = self.waiting.popleft() if self.waiting else None
+                    if following is None:
+                        self.running -= 1
+            if following is not None and self.executor is not None:
+                self.executor.submit(self._slot, following)
             logger.warning(
                 "run %s #%s.%s passed timeout_seconds=%g: receipted failed, "
                 "its thread is abandoned",

@@ -1,7 +1,8 @@
 """The worker loop: sleep until something is due, claim, run, complete, renew, heartbeat.
 
 All SQL lives in :mod:`.state`; this module only decides *when* to call it. Callbacks run
-in threads (at most ``concurrency`` runs at once) so the main thread keeps renewing leases
+in threads (at most ``concurrency`` runs at once; short ones are claimed ahead of free
+threads, see :mod:`.inflight`) so the main thread keeps renewing leases
 and heartbeating while user code runs (the heartbeat stops last). Outcomes are
 completed in batches by the main thread. A run with ``timeout_seconds`` runs in a child
 process that is killed at the deadline (:mod:`.isolation`; its thread only waits for it).
@@ -80,6 +81,7 @@ class WorkerOptions:
     concurrency: int | None = None
     lease_seconds: float | None = None
     poll_max_seconds: float | None = None
+    claim_ahead_seconds: float | None = None
     once: bool = False
     using: str = "default"
 
@@ -98,8 +100,18 @@ class Worker:
         self.once = o.once
         self.using = o.using
         self._wake = threading.Event()
+        self.claim_ahead_seconds = (
+            app_settings.CLAIM_AHEAD_SECONDS
+            if o.claim_ahead_seconds is None
+            else o.claim_ahead_seconds
+        )
         self._runs = RunsInFlight(
-            self.worker_id, self.concurrency, self.lease_seconds, self.using, self._wake
+            self.worker_id,
+            self.concurrency,
+            self.lease_seconds,
+            self.using,
+            self._wake,
+            claim_ahead_seconds=self.claim_ahead_seconds,
         )
         # Stop state is plain attributes, not Events: a signal handler may write them (see
         # install_signal_handlers).
@@ -151,10 +163,11 @@ class Worker:
     def run(self) -> int:
         """Run until stopped (or one pass with ``once``); returns the process exit code."""
         logger.info(
-            "worker %s starting (concurrency %s, batch %s, lease %ss)",
+            "worker %s starting (concurrency %s, batch %s, claim ahead %ss, lease %ss)",
             self.worker_id,
             self.concurrency,
             self.batch_size,
+            self.claim_ahead_seconds,
             self.lease_seconds,
         )
         executor = RunThreads()
@@ -202,9 +215,12 @@ class Worker:
                                     count=recovered,
                                     worker_id=self.worker_id,
                                 )
-                        # Abandoned runs are no longer in flight: their threads take no
-                        # capacity (RunThreads grows instead).
-                        free = self.concurrency - len(self._runs.in_flight)
+                        # Claims that waited too long for a slot go back (inflight.py).
+                        self._runs.hand_back_waiting()
+                        # Free slots plus the runs they are expected to start soon (claiming
+                        # ahead). Abandoned runs are no longer in flight: their threads take
+                        # no capacity (RunThreads grows instead).
+                        free = self._runs.claim_room(self.batch_size)
                         if free > 0 and self._clock.claim_due(now):
                             self._clock.due_known = False
                             # No ``now``: claim_due judges "due" and stamps the claim by the
@@ -213,7 +229,7 @@ class Worker:
                             # instant before that receipt.
                             claims = state.claim_due(
                                 worker=self.worker_id,
-                                limit=min(self.batch_size, free),
+                                limit=free,
                                 lease_seconds=self.lease_seconds,
                                 using=self.using,
                             )
@@ -359,7 +375,8 @@ class Worker:
         if self._runs.in_flight:
             delay = min(delay, self.renew_every)
         if self._runs.deadlines:
-            delay = min(delay, max(0.0, min(self._runs.deadlines.values()) - time.monotonic()))
+            soonest = min(list(self._runs.deadlines.values()))  # list: threads add to it
+            delay = min(delay, max(0.0, soonest - time.monotonic()))
         if delay > 0:
             if self.on_idle is not None:
                 self.on_idle()

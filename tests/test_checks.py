@@ -106,12 +106,22 @@ def test_run_scheduler_warns_at_start_when_another_worker_is_alive_on_sqlite():
         {"LEASE_SECONDS": float("inf")},
         {"POLL_MAX_SECONDS": float("nan")},
         {"MAX_ATTEMPTS": 2.5},
+        {"CLAIM_AHEAD_SECONDS": -0.1},
+        {"CLAIM_AHEAD_SECONDS": float("nan")},
+        {"CLAIM_AHEAD_SECONDS": "0.05"},
+        {"CLAIM_AHEAD_SECONDS": 61},
     ],
 )
 def test_counts_must_be_whole_and_every_number_finite(bad):
     with override_settings(DURABLE_SCHEDULES=bad):
         found = ids(checks.run_checks())
     assert "durable_schedules.E004" in found
+
+
+@pytest.mark.parametrize("good", [0, 0.05, 60])
+def test_claiming_ahead_may_be_off_or_up_to_a_minute(good):
+    with override_settings(DURABLE_SCHEDULES={"CLAIM_AHEAD_SECONDS": good}):
+        assert "durable_schedules.E004" not in ids(checks.run_checks())
 
 
 @pytest.mark.parametrize("bad", [[("LEASE_SECONDS", 30)], "30"])

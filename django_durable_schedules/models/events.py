@@ -11,10 +11,11 @@ from django.db import models
 from django.db.models import Q
 
 from .choices import EventAction
+from .loading import FastLoading
 from .schedule import Schedule
 
 
-class ScheduleEvent(models.Model):
+class ScheduleEvent(FastLoading, models.Model):
     """One control action on a schedule (append-only, guarded like receipts): who did what,
     when (database clock), from where, and which fields changed (``{field: [old, new]}``).
 

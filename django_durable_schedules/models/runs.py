@@ -11,10 +11,11 @@ from django.db import models
 from django.db.models import Q
 
 from .choices import SUCCESS_STATUSES, ReceiptStatus
+from .loading import FastLoading
 from .schedule import Schedule
 
 
-class RunAttempt(models.Model):
+class RunAttempt(FastLoading, models.Model):
     """One claim of one occurrence by one worker (append-only).
 
     ``lease_expires_at`` is the lease as first granted; renewals extend the schedule's
@@ -58,7 +59,7 @@ class RunAttempt(models.Model):
         return (self.claimed_at - self.scheduled_for).total_seconds()
 
 
-class RunReceipt(models.Model):
+class RunReceipt(FastLoading, models.Model):
     """The one outcome of one attempt (append-only).
 
     ``succeeded_occurrence`` equals ``occurrence`` for a success (``succeeded``, or

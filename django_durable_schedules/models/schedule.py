@@ -20,6 +20,7 @@ from .. import timing
 from ..limits import DURATION_BOUNDS, METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
 from ..payloads import payload_errors
 from .choices import DEFINITION_FIELDS, INSTANT_FIELDS, Kind, MisfirePolicy, Status, name_validator
+from .loading import FastLoading
 from .queries import ScheduleQuerySet
 
 
@@ -48,7 +49,7 @@ def _default_timezone() -> str:
     return settings.TIME_ZONE or "UTC"
 
 
-class Schedule(models.Model):
+class Schedule(FastLoading, models.Model):
     """A named, durable schedule of a registered callback.
 
     ``next_run_at`` (aware UTC, whole seconds) is the single source of what is due; the

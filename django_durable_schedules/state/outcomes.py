@@ -36,7 +36,7 @@ def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
     claim = outcome.claim
     status = outcome.status
     if status == OutcomeStatus.RELEASED:
-        # Handed back unrun at shutdown: the same occurrence is due again at once.
+        # Handed back unrun (a stop; a wait too long for a thread): due again at once.
         row.attempt = claim.attempt
         row.retry_scheduled_for = claim.scheduled_for
         row.next_run_at = timing.truncate_to_second(now)

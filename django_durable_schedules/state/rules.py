@@ -83,7 +83,7 @@ class _Receipt:
     slots_skipped: int = 0
 
     def model(self) -> RunReceipt:
-        return RunReceipt(
+        return RunReceipt.build(
             attempt_id=self.attempt_id,
             schedule_id=self.schedule_id,
             occurrence=self.occurrence,
@@ -149,7 +149,7 @@ def _new_attempt(
 ) -> RunAttempt:
     """The attempt row of one claim (unsaved): a fresh lease token until
     ``lease_expires_at`` (``now`` for an attempt receipted at once: missed, degraded)."""
-    return RunAttempt(
+    return RunAttempt.build(
         id=uuid.uuid4(),
         schedule_id=row.id,
         schedule_name=row.name,

@@ -176,7 +176,7 @@ TABLE: tuple[Transition, ...] = (
     Transition(
         "outcome",
         LEASED,
-        "released (handed back unrun at shutdown)",
+        "released (handed back unrun: at a stop, or after waiting too long for a thread)",
         "unchanged",
         "now: the same occurrence, its next attempt",
         "`released`",

@@ -31,6 +31,8 @@ def require_aware(value: datetime, field: str) -> datetime:
     Raises :class:`InvalidSchedule` ``(field, "aware datetime required ...")`` for a naive
     datetime or a non-datetime, and for an instant that cannot be expressed in UTC.
     """
+    if type(value) is datetime and value.tzinfo is UTC:  # already UTC (the common case)
+        return value
     if not isinstance(value, datetime):
         raise InvalidSchedule(
             field, f"aware datetime required, got {type(value).__name__} {value!r}"
@@ -54,7 +56,8 @@ def truncate_to_second(value: datetime, field: str = "datetime") -> datetime:
     rounding ``.999999`` up skipped runs). Raises :class:`InvalidSchedule` ``(field, ...)``
     for a naive datetime, like :func:`require_aware`.
     """
-    return require_aware(value, field).replace(microsecond=0)
+    value = require_aware(value, field)
+    return value.replace(microsecond=0) if value.microsecond else value
 
 
 def _to_seconds(value: datetime) -> int:

@@ -46,7 +46,10 @@ class Spec:
         ``start_at``; a missing required field or a field that does not belong to the kind
         (``cron`` on an interval, ``run_at`` on a cron, ...); an invalid interval or cron
         expression; an interval without ``anchor``/``start_at``; a ``run_at`` outside
-        ``[start_at, end_at]``."""
+        ``[start_at, end_at]``. A spec found valid is not checked again (it is frozen;
+        the worker's slot arithmetic asks several times per run)."""
+        if self.__dict__.get("_valid"):
+            return
         if self.kind not in KINDS:
             raise InvalidSchedule(
                 "kind", f"kind must be one of {', '.join(KINDS)}; got {self.kind!r}"
@@ -65,6 +68,7 @@ class Spec:
             }[self.kind]
         )
         getattr(self, f"_validate_{self.kind}")()
+        object.__setattr__(self, "_valid", True)
 
     def _forbid(self, names: tuple[str, ...]) -> None:
         for name in names:

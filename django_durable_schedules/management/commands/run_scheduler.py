@@ -26,6 +26,16 @@ def positive_int(value: str) -> int:
     return number
 
 
+def ahead_seconds(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not (0 <= number <= 60):
+        raise argparse.ArgumentTypeError(f"{value} must be from 0 to 60 seconds")
+    return number
+
+
 def positive_float(value: str) -> float:
     try:
         number = float(value)
@@ -47,6 +57,12 @@ class Command(BaseCommand):
         parser.add_argument("--batch-size", type=positive_int, help="Most claims per transaction.")
         parser.add_argument(
             "--concurrency", type=positive_int, help="Callbacks run at once (threads)."
+        )
+        parser.add_argument(
+            "--claim-ahead",
+            type=ahead_seconds,
+            help="Claim beyond free threads as many runs as they are expected to start within "
+            "this many seconds (default CLAIM_AHEAD_SECONDS; 0: only what free threads start).",
         )
         parser.add_argument("--lease-seconds", type=positive_float, help="Lease length in seconds.")
         parser.add_argument(
@@ -83,6 +99,7 @@ class Command(BaseCommand):
                 worker_id=options["worker_id"],
                 batch_size=options["batch_size"],
                 concurrency=options["concurrency"],
+                claim_ahead_seconds=options["claim_ahead"],
                 lease_seconds=options["lease_seconds"],
                 poll_max_seconds=options["max_idle"],
                 once=options["once"],
