@@ -11,7 +11,15 @@ from datetime import datetime
 from typing import Any
 
 from django.db import DataError, IntegrityError, connections
-from django.db.models import Field, ForeignObjectRel, JSONField, Model
+from django.db.models import (
+    DateField,
+    DateTimeField,
+    Field,
+    ForeignObjectRel,
+    JSONField,
+    Model,
+    TimeField,
+)
 
 from ..models import Schedule
 
@@ -67,11 +75,34 @@ def _insert_rows(model: type[Model], objs: Sequence[Model], using: str) -> None:
         model._default_manager.using(using).bulk_create(objs)
         return
     fields = tuple(model._meta.concrete_fields)
-    params = [_pg_array(f, [f.pre_save(o, True) for o in objs], conn) for f in fields]
+    params = [
+        _pg_array(
+            f,
+            [f.pre_save(o, True) for o in objs]
+            if _computes_on_save(f)
+            else [getattr(o, f.attname) for o in objs],
+            conn,
+        )
+        for f in fields
+    ]
     with conn.cursor() as cursor:
         cursor.execute(_unnest_sql(conn, model, "insert", fields), params)
     for o in objs:
         o._state.adding, o._state.db = False, using
+
+
+# These read the attribute unless the field has auto_now or auto_now_add.
+_PLAIN_PRE_SAVE = (Field.pre_save, DateField.pre_save, DateTimeField.pre_save, TimeField.pre_save)
+
+
+def _computes_on_save(field: Field[Any, Any]) -> bool:
+    """Whether ``field.pre_save`` does more than read the attribute (``auto_now``,
+    ``auto_now_add``, or a field class of its own)."""
+    return bool(
+        getattr(field, "auto_now", False)
+        or getattr(field, "auto_now_add", False)
+        or type(field).pre_save not in _PLAIN_PRE_SAVE
+    )
 
 
 def _pg_array(field: Field[Any, Any], values: list[Any], conn: Any) -> Any:

@@ -47,6 +47,13 @@ def _attnames(cls: type) -> tuple[str, ...] | None:
     return _ATTNAMES[cls]
 
 
+def _init_listeners(cls: type) -> bool:
+    """Whether anyone listens to ``pre_init`` or ``post_init`` for ``cls``."""
+    return bool(pre_init.receivers or post_init.receivers) and (
+        pre_init.has_listeners(cls) or post_init.has_listeners(cls)
+    )
+
+
 class FastLoading:
     """Mixin for a model: rows read from the database skip ``Model.__init__`` (see the
     module docstring for when, and why it is equivalent)."""
@@ -56,12 +63,7 @@ class FastLoading:
         """Django's ``Model.from_db`` (``fetch_mode``, Django 6.1+, is kept), filling a
         full row's ``__dict__`` directly where that is equivalent."""
         names = _attnames(cls)
-        if (
-            names is None
-            or len(values) != len(names)
-            or pre_init.has_listeners(cls)
-            or post_init.has_listeners(cls)
-        ):
+        if names is None or len(values) != len(names) or _init_listeners(cls):
             return super().from_db(db, field_names, values, **kwargs)  # type: ignore[misc]
         new = cls.__new__(cls)
         state = ModelState()
@@ -80,12 +82,7 @@ class FastLoading:
         attribute names (``schedule_id``, not ``schedule``); fields not given get their
         default. Skips ``Model.__init__`` where that is equivalent (as :meth:`from_db`)."""
         names = _attnames(cls)
-        if (
-            names is None
-            or not _ATTNAME_SETS[cls].issuperset(values)
-            or pre_init.has_listeners(cls)
-            or post_init.has_listeners(cls)
-        ):
+        if names is None or not _ATTNAME_SETS[cls].issuperset(values) or _init_listeners(cls):
             return cls(**values)
         new = cls.__new__(cls)
         fields = new.__dict__
