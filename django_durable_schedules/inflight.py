@@ -136,9 +136,13 @@ class RunsInFlight:
         none waits. A run abandoned at its timeout gives its slot up (:meth:`_abandon`),
         so this thread ends when that run returns."""
         while item is not None:
-            claim, future, pool, _claimed = item
+            claim, future, pool, claimed = item
             token = claim.lease_token
-            if future.set_running_or_notify_cancel():  # False: released while waiting
+            if time.monotonic() - claimed > HAND_BACK_SECONDS and future.cancel():
+                # Waited too long (slow runs ahead of it, or the whole process was stopped
+                # meanwhile and its lease may have been recovered): hand it back unrun.
+                self._hand_back([claim])
+            elif future.set_running_or_notify_cancel():  # False: released while waiting
                 if claim.timeout_seconds:
                     # The backstop of enforce_timeouts, from the start of the run. In a
                     # thread: async callbacks cancel themselves at the timeout, sync ones
@@ -206,19 +210,23 @@ class RunsInFlight:
         limit = time.monotonic() - HAND_BACK_SECONDS
         with self.slot_lock:
             stale = [item for item in self.waiting if item[3] < limit]
-        released = 0
-        for claim, future, _pool, _claimed in stale:
-            if future.cancel():
-                self.done.put(state.Outcome(claim, "released"))
-                released += 1
-        if released:
-            self.handed_back += released
-            logger.info(
-                "worker %s handed back %s claims that waited over %gs for a free thread",
-                self.worker_id,
-                released,
-                HAND_BACK_SECONDS,
-            )
+        self._hand_back([claim for claim, future, _pool, _at in stale if future.cancel()])
+
+    def _hand_back(self, claims: list[state.Claim]) -> None:
+        """Queue a ``released`` outcome for each of ``claims`` (cancelled, never started)."""
+        if not claims:
+            return
+        for claim in claims:
+            self.done.put(state.Outcome(claim, "released"))
+        with self.slot_lock:
+            self.handed_back += len(claims)
+        self.wake.set()
+        logger.info(
+            "worker %s handed back %s claims that waited over %gs for a free thread",
+            self.worker_id,
+            len(claims),
+            HAND_BACK_SECONDS,
+        )
 
     def execute(
         self, claim: state.Claim, pool: isolation.IsolationPool | None = None

@@ -236,3 +236,44 @@ def test_a_worker_claims_short_runs_in_batches_larger_than_its_threads():
     # One claim transaction stamps its attempts with one database time.
     claims = RunAttempt.objects.values("claimed_at").distinct().count()
     assert claims < 40 / 2, claims
+
+
+@pytest.mark.django_db(transaction=True)
+def test_slow_callbacks_are_claimed_no_faster_than_threads_free_up():
+    from collections import Counter
+
+    from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
+    from django_durable_schedules.worker import Worker, WorkerOptions
+
+    for n in range(6):
+        Schedule.objects.create(
+            name=f"slow{n}",
+            callback="tests.sleep",
+            payload={"seconds": 0.2},
+            kind="interval",
+            interval_seconds=3600,
+        )
+    worker = Worker(WorkerOptions(once=True, concurrency=2, batch_size=100))
+    assert worker.run() == 0
+    assert RunReceipt.objects.filter(status="succeeded").count() == 6
+    per_claim = Counter(RunAttempt.objects.values_list("claimed_at", flat=True))
+    assert max(per_claim.values()) <= 2, per_claim  # never more claims than free threads
+    assert len(per_claim) >= 3
+
+
+def test_a_claim_that_waited_too_long_is_not_started_by_the_thread_that_frees_up(
+    executor, monkeypatch
+):
+    """The process may have been stopped (SIGSTOP) meanwhile, and the lease recovered:
+    the thread that frees up hands such a claim back instead of starting it."""
+    monkeypatch.setattr(inflight, "HAND_BACK_SECONDS", 0.05)
+    runs = Gated(concurrency=1)
+    runs.submit(executor, claim(0))
+    runs.submit(executor, claim(1))
+    wait_for(lambda: runs.started == ["s0"])
+    time.sleep(0.08)
+    runs.release("s0")  # no hand_back_waiting() call from the main thread
+    got = {o.claim.schedule_name: o.status for o in outcomes(runs, 2)}
+    assert got == {"s0": "succeeded", "s1": "released"}
+    assert runs.started == ["s0"] and runs.handed_back == 1
+    wait_for(lambda: runs.running == 0)
