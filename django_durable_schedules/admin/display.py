@@ -190,10 +190,13 @@ def outcome_strip(
 
 
 def outcome_label(status: str, label: str | None = None) -> SafeString:
-    """A coloured dot and the outcome's name."""
-    return render_fragment(
-        "outcome_label", {"status": status, "label": label or receipt_label(status)}
+    """A coloured dot and the outcome's name (one per row of the run lists: its
+    fragment's pattern filled in, :func:`fragment_pattern`)."""
+    pattern = fragment_pattern("outcome_label", ("status", "label"))
+    text = pattern.format(
+        status=html.escape(status), label=html.escape(str(label or receipt_label(status)))
     )
+    return mark_safe(text)
 
 
 def status_badges(obj: Schedule) -> SafeString:
@@ -213,15 +216,14 @@ def _when(value: datetime | None, zone_name: str | None, *, now: datetime) -> Sa
     """An instant in the schedule's zone and, below it, in UTC (once if the zone is UTC)."""
     if value is None:
         return SafeString(_EMPTY)  # a dash, no markup
-    utc_only = _is_utc(zone_name)
-    return render_fragment(
-        "when",
-        {
-            "hint": f"{zone_name or 'UTC'} · {_relative(value, now)}",
-            "local": None if utc_only else fmt_zone(value, zone_name),
-            "utc": fmt_utc(value),
-        },
-    )
+    # Two or three per row of every list: the fragment's pattern filled in.
+    hint = html.escape(f"{zone_name or 'UTC'} · {_relative(value, now)}")
+    utc = html.escape(fmt_utc(value))
+    if _is_utc(zone_name):
+        return mark_safe(fragment_pattern("when", ("hint", "utc")).format(hint=hint, utc=utc))
+    local = html.escape(fmt_zone(value, zone_name))
+    pattern = fragment_pattern("when", ("hint", "local", "utc"))
+    return mark_safe(pattern.format(hint=hint, local=local, utc=utc))
 
 
 def cadence(obj: Schedule) -> SafeString | str:
