@@ -1,6 +1,6 @@
 """The schedule list's :class:`ScheduleChangeList`: the outcome strip's receipts of a whole
-page in one query (:func:`attach_recent_receipts`, which the health page uses too), and
-its count bounded (:class:`.pagination.EstimatedCountPaginator`).
+page in one query (:func:`attach_recent_receipts`, which the health page uses too). Its
+count is the admin's :class:`.pagination.EstimatedCountPaginator`.
 """
 
 from __future__ import annotations
