@@ -1,31 +1,60 @@
 """The schedule list's :class:`ScheduleChangeList`: the outcome strip's receipts of a whole
-page in one query (:func:`_recent_receipts`, which the health page uses too).
+page in one query (:func:`attach_recent_receipts`, which the health page uses too). Its
+count is the admin's :class:`.pagination.EstimatedCountPaginator`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.admin.views.main import ChangeList
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch
 from django.http import HttpRequest
 
-from ..models import RunReceipt
+from ..db.latest import ReceiptSummary, latest_receipts
+from ..models import RunReceipt, Schedule
 from .display import STRIP_LENGTH
 
 
 def _recent_receipts(length: int = STRIP_LENGTH) -> Prefetch:
-    """The latest ``length`` receipts of every schedule of a page, in one query (a window
-    function per schedule, served by the ``(schedule, finished_at)`` index)."""
-    receipts = RunReceipt.objects.order_by("-finished_at", "-occurrence").only(
-        "id", "schedule", "occurrence", "status", "finished_at", "error_type", "error_message"
+    """The latest ``length`` receipts of every schedule of a queryset, as a prefetch (a
+    window function per schedule, which numbers every receipt of those schedules, so its
+    cost grows with their history; the admin's pages use :func:`attach_recent_receipts`)."""
+    fields = (
+        "id",
+        "schedule",
+        "occurrence",
+        "status",
+        "finished_at",
+        "error_type",
+        "error_message",
     )
+    receipts = RunReceipt.objects.order_by("-finished_at", "-occurrence").only(*fields)
     return Prefetch("receipts", queryset=receipts[:length], to_attr="dds_recent_receipts")
+
+
+def attach_recent_receipts(
+    schedules: Iterable[Schedule], length: int = STRIP_LENGTH
+) -> list[Schedule]:
+    """Set ``dds_recent_receipts`` (newest first, at most ``length``) on each schedule, in
+    one query whose cost is bounded by ``len(schedules) * length``, however long each
+    schedule's history is (:func:`..db.latest.latest_receipts`: summaries, not model
+    instances). Returns the schedules."""
+    schedules = list(schedules)
+    by_schedule: dict[Any, list[ReceiptSummary]] = {s.pk: [] for s in schedules}
+    for receipt in latest_receipts(list(by_schedule), length):
+        by_schedule[receipt.schedule_id].append(receipt)
+    for schedule in schedules:
+        recent = by_schedule[schedule.pk]
+        recent.sort(key=lambda r: (r.finished_at, r.occurrence), reverse=True)
+        schedule.dds_recent_receipts = recent  # type: ignore[attr-defined]
+    return schedules
 
 
 class ScheduleChangeList(ChangeList):
     """Adds the outcome strip's receipts to the page's schedules: one query per page."""
 
-    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet:
-        qs = super().get_queryset(request, exclude_parameters)
-        return qs.prefetch_related(_recent_receipts())
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        self.result_list = attach_recent_receipts(self.result_list)

@@ -13,6 +13,7 @@ from django.utils import timezone as dj_timezone
 from django.utils.safestring import SafeString
 
 from .. import timing
+from ..db.counts import bounded_count
 from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent, Status
 from .display import (
     _EMPTY,
@@ -27,6 +28,7 @@ from .display import (
     render_fragment,
     status_badges,
 )
+from .pagination import EXACT_COUNT_LIMIT
 
 #: Fire times listed on a schedule's change page.
 UPCOMING_COUNT = 5
@@ -167,7 +169,10 @@ class ScheduleColumns(admin.ModelAdmin):
             (RunReceipt, "receipt"),
             (ScheduleEvent, "event"),
         ):
-            count = model.objects.filter(schedule_id=obj.pk).count()
+            # Exact up to EXACT_COUNT_LIMIT, then "10,000+" (a busy schedule's history is
+            # not counted row by row on every view of its page).
+            count = bounded_count(model.objects.filter(schedule_id=obj.pk), EXACT_COUNT_LIMIT)
+            more = count > EXACT_COUNT_LIMIT
             try:
                 url: str | None = reverse(
                     f"admin:durable_schedules_{model._meta.model_name}_changelist",
@@ -175,7 +180,13 @@ class ScheduleColumns(admin.ModelAdmin):
                 )
             except NoReverseMatch:
                 url = None
-            parts.append({"count": count, "label": word if count == 1 else f"{word}s", "url": url})
+            parts.append(
+                {
+                    "count": f"{EXACT_COUNT_LIMIT:,}+" if more else count,
+                    "label": word if count == 1 else f"{word}s",
+                    "url": url,
+                }
+            )
         return render_fragment(
             "history_links",
             {

@@ -1,5 +1,6 @@
 """The schedule list's filters beyond status and kind: degraded, failing, running (the
-:class:`..models.ScheduleQuerySet` predicates that health and the API use too).
+:class:`..models.ScheduleQuerySet` predicates that health and the API use too), and the
+attempt list's worker filter.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from ..models import ScheduleQuerySet
+from ..models import ScheduleQuerySet, WorkerHeartbeat
 
 
 class DegradedFilter(admin.SimpleListFilter):
@@ -56,3 +57,26 @@ class RunningFilter(admin.SimpleListFilter):
         if self.value() == "no":
             return queryset.exclude(ScheduleQuerySet.leased_q())
         return queryset
+
+
+class WorkerFilter(admin.SimpleListFilter):
+    """The attempts of one worker. Its choices are the workers that registered a heartbeat
+    (newest first, at most :data:`WORKER_CHOICES`): Django's default, every distinct value
+    of the column, would read the whole attempt table on every page."""
+
+    title = "worker"
+    parameter_name = "worker"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        workers = WorkerHeartbeat.objects.order_by("-last_seen_at").values_list(
+            "worker_id", flat=True
+        )
+        return [(w, w) for w in workers[:WORKER_CHOICES]]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        return queryset.filter(worker=value) if value else queryset
+
+
+#: Workers offered by :class:`WorkerFilter`.
+WORKER_CHOICES = 50

@@ -11,7 +11,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.db import router
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from .. import state
@@ -32,6 +32,7 @@ from .forms import (
     ScheduleForm,
 )
 from .inlines import AttemptInline, EventInline, ReceiptInline
+from .pagination import EstimatedCountPaginator
 from .views import ScheduleViews
 
 
@@ -41,12 +42,18 @@ class ScheduleAdmin(ScheduleViews):
     list_display = ("name_and_status", "cadence_and_next_run", "outcomes_summary")
     list_display_links = ("name_and_status",)
     list_filter = ("status", "kind", DegradedFilter, FailingFilter, RunningFilter)
-    search_fields = ("name", "callback")
-    search_help_text = "Search by schedule name or callback name."
+    search_fields = ("name", "callback")  # see get_search_results
+    search_help_text = (
+        "Search by the start of a schedule's name (case-sensitive) or a callback's full name."
+    )
     raw_id_fields = ("owner",)
     inlines = (ReceiptInline, AttemptInline, EventInline)
     actions = [_make_action(t) for t in TRANSITIONS.values()] + [delete_selected]
     change_list_template = "durable_schedules/admin/change_list.html"
+    # Big tables: no second COUNT(*) of the whole table, and a count that reads at most
+    # EXACT_COUNT_LIMIT rows (an estimate beyond; docs/scale.md).
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
     change_form_template = "durable_schedules/admin/schedule_change_form.html"
 
     class Media:
@@ -156,6 +163,23 @@ class ScheduleAdmin(ScheduleViews):
                 if t.name in allowed
             ]
         return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        """A registered callback's name: its schedules; anything else: the schedules whose
+        name starts with it. Both stay cheap on a million rows, unlike Django's default
+        (``icontains`` on each field, which reads the whole table): the name prefix is a
+        range of the name's unique index."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        if term in registry:
+            return queryset.filter(callback=term), False
+        # The range lets the index serve the prefix; startswith keeps the match exact
+        # whatever the collation orders.
+        prefix = Q(name__gte=term, name__lt=term + "\U0010ffff", name__startswith=term)
+        return queryset.filter(prefix), False
 
     # -- writes: state.create_schedule/update_schedule for the definition, state for the rest ----------------------
 

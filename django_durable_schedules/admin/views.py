@@ -30,7 +30,7 @@ from ..cron_words import cron_in_words
 from ..health import snapshot
 from ..models import Schedule, Status
 from .actions import TRANSITIONS, apply_transition, confirmation_page
-from .changelist import _recent_receipts
+from .changelist import attach_recent_receipts
 from .columns import ScheduleColumns
 from .display import _safe_reverse, cadence, fmt_utc, outcome_strip, status_badges
 
@@ -141,13 +141,11 @@ class ScheduleViews(ScheduleColumns):
             }
             for w in health.workers
         ]
-        failing_qs = (
-            Schedule.objects.failing()
-            .order_by("-failure_count", "name")
-            .prefetch_related(_recent_receipts())
+        failing_qs = attach_recent_receipts(
+            Schedule.objects.failing().order_by("-failure_count", "name")[:HEALTH_LIST_LIMIT]
         )
-        degraded_qs = (
-            Schedule.objects.degraded().order_by("name").prefetch_related(_recent_receipts())
+        degraded_qs = attach_recent_receipts(
+            Schedule.objects.degraded().order_by("name")[:HEALTH_LIST_LIMIT]
         )
         link = self._receipt_link()
         counts = [
@@ -193,9 +191,9 @@ class ScheduleViews(ScheduleColumns):
             "workers": workers,
             "stale_after": app_settings.WORKER_STALE_SECONDS,
             "skew_warn": skew_warn,
-            "failing": [self._health_row(s, link) for s in failing_qs[:HEALTH_LIST_LIMIT]],
+            "failing": [self._health_row(s, link) for s in failing_qs],
             "failing_more": max(0, health.failing - HEALTH_LIST_LIMIT),
-            "degraded": [self._health_row(s, link) for s in degraded_qs[:HEALTH_LIST_LIMIT]],
+            "degraded": [self._health_row(s, link) for s in degraded_qs],
             "degraded_more": max(0, health.degraded - HEALTH_LIST_LIMIT),
             "changelist_url": changelist,
             "heartbeats_url": _safe_reverse(

@@ -72,7 +72,8 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
     @staticmethod
     def failing_q() -> Q:
         """Consecutive failed attempts on a schedule that still runs (active or paused); a
-        terminally ``failed`` schedule is counted by its status instead."""
+        terminally ``failed`` schedule is counted by its status instead. Served by the
+        partial index ``dds_sched_failing_idx`` (``failure_count > 0``)."""
         return Q(failure_count__gt=0, status__in=(Status.ACTIVE, Status.PAUSED))
 
     def failing(self) -> ScheduleQuerySet:
@@ -81,7 +82,8 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
 
     @staticmethod
     def degraded_q() -> Q:
-        """Paused by the engine because it could not run or evaluate it (a reason is set)."""
+        """Paused by the engine because it could not run or evaluate it (a reason is set):
+        the condition of the partial index ``dds_sched_degraded_idx``."""
         return ~Q(degraded_reason="")
 
     def degraded(self) -> ScheduleQuerySet:
@@ -90,8 +92,10 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
 
     @staticmethod
     def leased_q() -> Q:
-        """A worker holds (or held, until recovery) the current attempt's lease."""
-        return Q(lease_token__isnull=False)
+        """A worker holds (or held, until recovery) the current attempt's lease. Read on
+        ``lease_expires_at``, which a constraint pairs with ``lease_token`` and an index
+        serves."""
+        return Q(lease_expires_at__isnull=False)
 
     def leased(self) -> ScheduleQuerySet:
         """See :meth:`leased_q`."""

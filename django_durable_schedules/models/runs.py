@@ -41,7 +41,13 @@ class RunAttempt(FastLoading, models.Model):
 
     class Meta:
         ordering = ["-claimed_at"]
-        indexes = [models.Index(fields=["claimed_at"], name="dds_attempt_claimed_idx")]
+        indexes = [
+            models.Index(fields=["claimed_at"], name="dds_attempt_claimed_idx"),
+            # A schedule's attempts, newest first (its change page, ?schedule= in the API).
+            models.Index(fields=["schedule", "claimed_at"], name="dds_attempt_sched_claimed_idx"),
+            # One worker's attempts, newest first (the admin's and the API's worker filter).
+            models.Index(fields=["worker", "claimed_at"], name="dds_attempt_worker_idx"),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["schedule", "occurrence", "attempt"],
@@ -91,6 +97,8 @@ class RunReceipt(FastLoading, models.Model):
         indexes = [
             models.Index(fields=["schedule", "finished_at"], name="dds_receipt_sched_idx"),
             models.Index(fields=["finished_at"], name="dds_receipt_finished_idx"),
+            # Receipts of one status, newest first (the status filters of admin and API).
+            models.Index(fields=["status", "finished_at"], name="dds_receipt_status_idx"),
         ]
         constraints = [
             models.CheckConstraint(

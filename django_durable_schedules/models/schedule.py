@@ -177,8 +177,18 @@ class Schedule(FastLoading, models.Model):
         indexes = [
             # The due query: status = active AND next_run_at <= now ORDER BY next_run_at LIMIT n.
             models.Index(fields=["status", "next_run_at"], name="dds_sched_due_idx"),
-            # Lease recovery: lease_expires_at <= now.
+            # Lease recovery: lease_expires_at <= now; the "running" filter (IS NOT NULL).
             models.Index(fields=["lease_expires_at"], name="dds_sched_lease_idx"),
+            # The "degraded" and "failing" lists of the admin and the API, by name (a few
+            # rows of many: without these a filtered list reads the whole table). Partial,
+            # so a claim or a completion of a healthy row writes no entry in them
+            # (docs/scale.md); MariaDB/MySQL have no partial indexes (check models.W037).
+            models.Index(
+                fields=["name"], condition=~Q(degraded_reason=""), name="dds_sched_degraded_idx"
+            ),
+            models.Index(
+                fields=["name"], condition=Q(failure_count__gt=0), name="dds_sched_failing_idx"
+            ),
         ]
         constraints = [
             # A constraint rather than unique=True: PostgreSQL then gets no extra LIKE index
