@@ -53,7 +53,7 @@ class ScheduleAdmin(ScheduleViews):
         css = _CSS
         js = (
             "durable_schedules/unsaved.js",  # asks before a button drops unsaved edits
-            "durable_schedules/cron_words.js",  # the cron field in words, as you type
+            "durable_schedules/cron_words.js",  # the cron and rrule fields in words, as you type
         )
 
     # -- page structure ------------------------------------------------------------------
@@ -111,6 +111,7 @@ class ScheduleAdmin(ScheduleViews):
         form = super().get_form(request, obj, change=change, **kwargs)
         if issubclass(form, ScheduleForm):
             form.cron_words_url = self._url("describe_cron")
+            form.rrule_words_url = self._url("describe_rrule")
         return form
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
