@@ -37,8 +37,8 @@ from .instants import _FIRST_INSTANT, _LAST_INSTANT, _SECOND, MAX_YEAR, UTC
 from .rrule_syntax import FREQS, RuleParts, parse_rrule, with_defaults
 from .zones import _zone, validate_timezone
 
-#: Occurrences expanded per cached run of the rule.
-_RUN = 32
+#: Occurrences expanded per cached run of the rule (a search asks for as many as it needs).
+_RUN = 8
 #: Years after which a search without an occurrence gives up (one Gregorian cycle).
 HORIZON_YEARS = 400
 _CYCLE_YEARS = 400  # the Gregorian calendar (weekdays included) repeats every 400 years
@@ -165,9 +165,9 @@ def _shift_years(anchor: datetime) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def _run(
-    plan: _RulePlan, anchor: datetime
+    plan: _RulePlan, anchor: datetime, size: int = _RUN
 ) -> tuple[tuple[tuple[datetime, datetime], ...], datetime | None]:
-    """Up to ``_RUN`` occurrences from ``anchor`` as ``(local time, instant)`` in local
+    """Up to ``size`` occurrences from ``anchor`` as ``(local time, instant)`` in local
     order (a weekly BYSETPOS: at least its first week), and where to go on: None after a
     full run (from the last local time), else the end of the window it ran out of.
     The rule runs moved by whole 400-year cycles, so that dateutil stops at the end of its
@@ -182,20 +182,23 @@ def _run(
         for moved in plan.rule(anchor.replace(year=anchor.year + shift)):
             local = moved.replace(year=moved.year - shift)
             items.append((local, _instant(local, plan.tz)))
-            if len(items) >= _RUN and local >= whole_week:
+            if len(items) >= size and local >= whole_week:
                 return tuple(items), None
     except (ValueError, OverflowError) as exc:  # dateutil: "... resulting in empty rule"
         raise InvalidSchedule("rrule", f"the rule cannot be expanded: {exc}") from None
     return tuple(items), end
 
 
-def _occurrences(plan: _RulePlan, start: datetime) -> Iterator[tuple[datetime, datetime]]:
+def _occurrences(
+    plan: _RulePlan, start: datetime, batch: int = _RUN
+) -> Iterator[tuple[datetime, datetime]]:
     """``(local time, instant)`` of every occurrence at or after the local ``start``, in
-    local order, for at most ``HORIZON_YEARS`` after ``start`` and not after MAX_YEAR."""
+    local order, for at most ``HORIZON_YEARS`` after ``start`` and not after MAX_YEAR;
+    expanded ``batch`` at a time (then more and more: a long walk needs fewer restarts)."""
     limit = datetime(min(start.year + HORIZON_YEARS, MAX_YEAR + 1), 1, 1)
     cursor = start
     while cursor < limit:
-        items, stopped = _run(plan, _anchor(plan, cursor))
+        items, stopped = _run(plan, _anchor(plan, cursor), batch)
         for local, instant in items:
             if local >= limit:
                 return
@@ -203,6 +206,7 @@ def _occurrences(plan: _RulePlan, start: datetime) -> Iterator[tuple[datetime, d
                 yield local, instant
         following = items[-1][0] + _SECOND if stopped is None else stopped
         cursor = max(cursor + _SECOND, following)
+        batch = min(4 * batch, 256)
 
 
 def _search_start(plan: _RulePlan, lo: datetime) -> datetime:
@@ -232,7 +236,7 @@ def _rrule_from(plan: _RulePlan, lo: datetime) -> datetime | None:
     lo = max(lo, _FIRST_INSTANT)
     until = plan.parts.until
     best: datetime | None = None
-    for local, instant in _occurrences(plan, _search_start(plan, lo)):
+    for local, instant in _occurrences(plan, _search_start(plan, lo), 2):
         if best is not None and local >= _reading(best, plan.tz):
             break
         if _until_passed(plan, local):
@@ -251,11 +255,14 @@ def _rrule_upcoming(
 ) -> list[datetime]:
     """The first ``count`` slots at or after ``lo`` and not after ``hi`` (None: open), in
     one walk of the occurrences (the stop rule of :func:`_rrule_from`, for the count-th)."""
+    if count == 0:
+        return []
     until = plan.parts.until
     hi = until if hi is None else (hi if until is None else min(hi, until))
     stop = _reading(hi, plan.tz) + timedelta(days=2) if hi is not None else None
     found: list[datetime] = []
-    for local, instant in _occurrences(plan, _search_start(plan, max(lo, _FIRST_INSTANT))):
+    start = _search_start(plan, max(lo, _FIRST_INSTANT))
+    for local, instant in _occurrences(plan, start, count + 1):
         if len(found) >= count and local >= _reading(found[count - 1], plan.tz):
             break
         if stop is not None and local > stop:
@@ -289,7 +296,7 @@ def _rrule_count(plan: _RulePlan, lo: datetime, hi_excl: datetime, cap: int) -> 
     until = plan.parts.until
     stop = _reading(min(hi_excl, _LAST_INSTANT + _SECOND), plan.tz) + timedelta(days=2)
     seen: set[datetime] = set()
-    for local, instant in _occurrences(plan, _search_start(plan, max(lo, _FIRST_INSTANT))):
+    for local, instant in _occurrences(plan, _search_start(plan, max(lo, _FIRST_INSTANT)), 64):
         if local > stop or _until_passed(plan, local) or len(seen) >= cap:
             break
         if lo <= instant < hi_excl and (until is None or instant <= until):
@@ -341,7 +348,7 @@ def _compile(text: str, zone: str, dtstart: datetime) -> _RulePlan | InvalidSche
         plan = _RulePlan(parts, _zone(zone), zone, dtstart, freq, _dateutil_parts(full))
         if _no_day_ever_matches(plan):
             return InvalidSchedule("rrule", f"can never fire: no date matches {_day_parts(parts)}")
-        first = next(_occurrences(plan, dtstart), None)
+        first = next(_occurrences(plan, dtstart, 1), None)
     except InvalidSchedule as exc:
         return exc
     except (ValueError, OverflowError, TypeError) as exc:
