@@ -295,3 +295,22 @@ def test_the_cli_lists_and_shows_upcoming_in_words():
     out = StringIO()
     call_command("schedules", "list", stdout=out)
     assert "rrule 'FREQ=WEEKLY" in out.getvalue()
+
+
+def test_a_rule_declared_in_code_is_created_and_switching_kind_clears_it():
+    from django_durable_schedules import register
+    from django_durable_schedules.registry import registry
+
+    try:
+        register("t.rule", lambda ctx: None, rrule=SECOND_TUESDAY, timezone="Europe/Paris")
+        state.sync_declared()
+        row = Schedule.objects.get(name="t.rule")
+        assert (row.kind, row.rrule, row.timezone) == ("rrule", SECOND_TUESDAY, "Europe/Paris")
+        register("t.rule", lambda ctx: None, cron="0 9 * * 2", timezone="Europe/Paris")
+        state.sync_declared()
+        row.refresh_from_db()
+        assert (row.kind, row.cron, row.rrule) == ("cron", "0 9 * * 2", "")
+        with pytest.raises(ValueError, match="at most one of"):
+            register("t.two", lambda ctx: None, every=60, rrule="FREQ=DAILY")
+    finally:
+        registry.remove("t.rule")

@@ -80,7 +80,7 @@ class ScheduleAdmin(ScheduleViews):
 
     @staticmethod
     def _declared_fields(obj: Schedule | None) -> tuple[str, ...]:
-        """The fields a ``register(..., every=/cron=/at=)`` declaration sets for ``obj``:
+        """The fields a ``register(..., every=/cron=/rrule=/at=)`` declaration sets for ``obj``:
         code owns them (every worker start and ``migrate`` set them again), so they are
         shown, not edited."""
         if obj is None or obj.name not in registry:
@@ -138,7 +138,7 @@ class ScheduleAdmin(ScheduleViews):
         if obj is not None and self._declared_fields(obj):
             messages.info(
                 request,
-                f"{obj.name} is declared in code (register(..., every=/cron=/at=) in a "
+                f"{obj.name} is declared in code (register(..., every=/cron=/rrule=/at=) in a "
                 "schedules.py): its definition is set from there at every worker start and "
                 "migrate, so it is shown, not edited here. Its policies can be edited.",
             )

@@ -218,7 +218,7 @@ def write_transaction(using: str = "default") -> Iterator[None]:
 
 
 def sync_declared(*, using: str = "default", now: datetime | None = None) -> list[Schedule]:
-    """Create or update the schedules declared with ``register(..., every=/cron=/at=)``.
+    """Create or update the schedules declared with ``register(..., every=/cron=/rrule=/at=)``.
 
     A declared schedule is matched by name; only its definition fields are written, so
     occurrence counters, failures and history survive; a changed definition is an edit

@@ -304,13 +304,13 @@ def _rrule_count(plan: _RulePlan, lo: datetime, hi_excl: datetime, cap: int) -> 
     return min(len(seen), cap)
 
 
-def _no_day_ever_matches(plan: _RulePlan) -> bool:
-    """True when no date of a whole 400-year Gregorian cycle passes the rule's day parts
-    (BYMONTH, BYWEEKNO, BYYEARDAY, BYMONTHDAY, BYDAY without ordinals): then the rule can
-    never fire, whatever its FREQ and INTERVAL. A cheap yearly expansion over the cycle
-    (years 9600-9999: dateutil stops at its calendar's end). Rules with an ordinal BYDAY or
-    a BYSETPOS are left to the full search (their days depend on the period)."""
-    p = plan.parts
+def _no_day_ever_matches(p: RuleParts) -> bool:
+    """True when no date of a whole 400-year Gregorian cycle passes the day parts of the
+    defaulted rule ``p`` (BYMONTH, BYWEEKNO, BYYEARDAY, BYMONTHDAY, BYDAY without
+    ordinals): then the rule can never fire, whatever its FREQ and INTERVAL. A cheap yearly
+    expansion over the cycle (years 9600-9999: dateutil stops at its calendar's end). Rules
+    with an ordinal BYDAY or a BYSETPOS are left to the full search (their days depend on
+    the period)."""
     if p.bysetpos or any(n for n, _ in p.byday):
         return False
     if not (p.bymonth or p.byweekno or p.byyearday or p.bymonthday or p.byday):
@@ -346,9 +346,15 @@ def _compile(text: str, zone: str, dtstart: datetime) -> _RulePlan | InvalidSche
         freq = FREQS.index(parts.freq)  # dateutil numbers them in this order
         full = with_defaults(parts, dtstart)
         plan = _RulePlan(parts, _zone(zone), zone, dtstart, freq, _dateutil_parts(full))
-        if _no_day_ever_matches(plan):
-            return InvalidSchedule("rrule", f"can never fire: no date matches {_day_parts(parts)}")
-        first = next(_occurrences(plan, dtstart, 1), None)
+        if _no_day_ever_matches(full):
+            given = "" if _day_parts(full) == _day_parts(parts) else " (from its start)"
+            message = f"can never fire: no date matches {_day_parts(full)}{given}"
+            return InvalidSchedule("rrule", message)
+        # Every period is on the grid and some date of the cycle matches: it fires (and
+        # keeps firing). Otherwise look for the first occurrence, a bounded search.
+        plain = full.interval == 1 and not full.bysetpos and not any(n for n, _ in full.byday)
+        sure = plain and full.until is None
+        first = True if sure else next(_occurrences(plan, dtstart, 1), None)
     except InvalidSchedule as exc:
         return exc
     except (ValueError, OverflowError, TypeError) as exc:
