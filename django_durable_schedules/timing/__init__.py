@@ -41,8 +41,10 @@ The package, one module per concern (each imports only the ones listed before it
   counted slots;
 * ``rrule_syntax``: the RRULE parts read and checked (:func:`parse_rrule`), their defaults
   from DTSTART;
-* ``rrule``: calendar-rule evaluation: the bounded expansion, local times to instants,
-  next, latest and counted slots, :func:`validate_rrule`;
+* ``rrule_grid``: the bounded, cached expansion of a rule by python-dateutil, local times
+  to instants;
+* ``rrule``: calendar-rule evaluation: DTSTART, next, latest and counted slots, "can never
+  fire", :func:`validate_rrule`;
 * ``rrule_words``: :func:`rrule_in_words`;
 * ``spec``: :class:`Spec` and ``KINDS``;
 * ``slots``: :func:`next_slot_after`, :func:`planned_slot`, :func:`upcoming`, :func:`latest_slot_at_or_before`,
@@ -70,8 +72,8 @@ from .errors import InvalidSchedule
 from .instants import MAX_YEAR, UTC, require_aware, truncate_to_second
 from .intervals import MAX_INTERVAL_SECONDS, MIN_INTERVAL_SECONDS, validate_interval
 from .rrule import _compile as _compile_rrule  # noqa: F401 (its cache: _compile_rrule.cache_clear())
-from .rrule import _run as _run
 from .rrule import rrule_dtstart, validate_rrule
+from .rrule_grid import _run as _run
 from .rrule_syntax import parse_rrule
 from .rrule_words import rrule_in_words
 from .slots import count_slots, latest_slot_at_or_before, next_slot_after, planned_slot, upcoming

@@ -13,8 +13,7 @@ The rules (``docs/time.md`` explains them with examples):
   local time inside a fall-back overlap is its first occurrence. Several local times that
   land on one instant are one slot.
 - Bounded: every expansion of the rule by dateutil runs inside a window that ends at most
-  400 years later (the search is moved by whole 400-year Gregorian cycles so that the end
-  of dateutil's calendar, year 9999, stops it). A rule with no occurrence in the 400 years
+  400 years later (:mod:`.rrule_grid`). A rule with no occurrence in the 400 years
   from its start can never fire (exact for INTERVAL=1: the calendar repeats every 400
   years) and is refused; searches give up after 400 years without an occurrence.
 """
@@ -24,60 +23,24 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
-from typing import Any
-from zoneinfo import ZoneInfo
+from datetime import datetime, time, timedelta
 
 from dateutil import rrule as du
 
 from .errors import InvalidSchedule
-from .instants import _FIRST_INSTANT, _LAST_INSTANT, _SECOND, MAX_YEAR, UTC
-from .rrule_syntax import FREQS, RuleParts, parse_rrule, with_defaults
+from .instants import _FIRST_INSTANT, _LAST_INSTANT, _SECOND
+from .rrule_grid import (
+    _CYCLE_YEARS,
+    _DATEUTIL_LAST_YEAR,
+    HORIZON_YEARS,
+    _grid,
+    _instant,
+    _occurrences,
+    _reading,
+    _RulePlan,
+)
+from .rrule_syntax import RuleParts, parse_rrule, with_defaults
 from .zones import _zone, validate_timezone
-
-#: Occurrences expanded per cached run of the rule (a search asks for as many as it needs).
-_RUN = 8
-#: Years after which a search without an occurrence gives up (one Gregorian cycle).
-HORIZON_YEARS = 400
-_CYCLE_YEARS = 400  # the Gregorian calendar (weekdays included) repeats every 400 years
-_DATEUTIL_LAST_YEAR = 9999
-
-
-@dataclass(frozen=True, eq=False)  # identity hash: plans are cached per (rule, zone, start)
-class _RulePlan:
-    parts: RuleParts
-    tz: ZoneInfo
-    zone: str
-    dtstart: datetime  # naive local
-    freq: Any  # dateutil's constant: YEARLY 0 ... SECONDLY 6
-    kwargs: tuple[tuple[str, Any], ...]  # every BYxxx part, defaulted from DTSTART
-
-    def rule(self, anchor: datetime) -> du.rrule:
-        """dateutil's rule started at ``anchor`` (a period boundary of the grid)."""
-        return du.rrule(
-            self.freq, dtstart=anchor, interval=self.parts.interval, **dict(self.kwargs)
-        )
-
-
-def _dateutil_parts(parts: RuleParts) -> tuple[tuple[str, Any], ...]:
-    """The BYxxx parts of a defaulted rule (:func:`.rrule_syntax.with_defaults`) as
-    dateutil's keyword arguments: with every default explicit, the rule can be restarted
-    anywhere on its grid without changing it."""
-    weekdays = tuple(du.weekday(d, n or None) for n, d in parts.byday)
-    values: dict[str, Any] = {
-        "bymonth": parts.bymonth,
-        "byweekno": parts.byweekno,
-        "byyearday": parts.byyearday,
-        "bymonthday": parts.bymonthday,
-        "byweekday": weekdays,
-        "byhour": parts.byhour,
-        "byminute": parts.byminute,
-        "bysecond": parts.bysecond,
-        "bysetpos": parts.bysetpos,
-    }
-    return (("wkst", parts.wkst),) + tuple((k, v or None) for k, v in values.items())
 
 
 def rrule_dtstart(timezone: str, start_at: datetime | None, created: datetime | None) -> datetime:
@@ -93,120 +56,6 @@ def rrule_dtstart(timezone: str, start_at: datetime | None, created: datetime | 
             "rrule", "an rrule schedule needs a start (start_at or creation time)"
         )
     return datetime.combine(created.astimezone(tz).date(), time())
-
-
-def _instant(naive: datetime, tz: ZoneInfo) -> datetime:
-    """RFC 5545 §3.3.5: the instant of a local time; in a gap with the offset before the
-    gap, in an overlap the first occurrence (both are ``fold=0`` under PEP 495)."""
-    return naive.replace(tzinfo=tz, fold=0).astimezone(UTC)
-
-
-def _reading(instant: datetime, tz: ZoneInfo) -> datetime:
-    return instant.astimezone(tz).replace(tzinfo=None, fold=0)
-
-
-def _add_months(day: date, months: int) -> date:
-    index = day.year * 12 + day.month - 1 + months
-    return date(index // 12, index % 12 + 1, 1)
-
-
-def _period(plan: _RulePlan, naive: datetime) -> tuple[datetime, datetime, datetime]:
-    """``(start, end, next start)`` of the period of the grid (FREQ x INTERVAL counted from
-    DTSTART, RFC 5545 §3.3.10) that starts at or before the local ``naive`` (after DTSTART)."""
-    ds, step, freq = plan.dtstart, plan.parts.interval, plan.freq
-    if freq >= du.HOURLY:
-        unit = timedelta(seconds={du.HOURLY: 3600, du.MINUTELY: 60, du.SECONDLY: 1}[freq])
-        base = ds.replace(minute=0, second=0) if freq == du.HOURLY else ds
-        base = base.replace(second=0) if freq == du.MINUTELY else base
-        start = base + unit * step * ((naive - base) // unit // step)
-        return start, start + unit, start + unit * step
-    day = naive.date()
-    if freq in (du.DAILY, du.WEEKLY):
-        days = 1 if freq == du.DAILY else 7
-        first = ds.date() - timedelta(days=(ds.weekday() - plan.parts.wkst) % 7 if days == 7 else 0)
-        begin = first + timedelta(days=days * step * ((day - first).days // days // step))
-        ends = (begin + timedelta(days=days), begin + timedelta(days=days * step))
-    else:
-        months = 12 if freq == du.YEARLY else 1
-        first = date(ds.year, ds.month if freq == du.MONTHLY else 1, 1)
-        elapsed = (day.year - first.year) * 12 + day.month - first.month
-        begin = _add_months(first, months * step * (elapsed // (months * step)))
-        ends = (_add_months(begin, months), _add_months(begin, months * step))
-    midnight = time()
-    return (
-        datetime.combine(begin, midnight),
-        datetime.combine(ends[0], midnight),
-        datetime.combine(ends[1], midnight),
-    )
-
-
-def _anchor(plan: _RulePlan, naive: datetime) -> datetime:
-    """Where to start dateutil so that it yields exactly the occurrences at or after the
-    local ``naive``: ``naive`` itself inside a period of the grid (a period's set does not
-    depend on where in it the expansion starts), the next period's start between periods;
-    the period's start for a weekly BYSETPOS (a partial week would change its set) and a
-    SECONDLY grid (dateutil takes the first second from its start)."""
-    ds = plan.dtstart
-    if naive <= ds:
-        return ds
-    start, end, following = _period(plan, naive)
-    if naive >= end:
-        return following
-    if plan.freq == du.SECONDLY or (plan.freq == du.WEEKLY and plan.parts.bysetpos):
-        return max(start, ds)
-    return naive
-
-
-def _shift_years(anchor: datetime) -> int:
-    """Whole 400-year cycles that move ``anchor`` into dateutil's last years, at least one
-    whole year before its end (year 9999)."""
-    return _CYCLE_YEARS * max(0, (_DATEUTIL_LAST_YEAR - 1 - anchor.year) // _CYCLE_YEARS)
-
-
-@functools.lru_cache(maxsize=4096)
-def _run(
-    plan: _RulePlan, anchor: datetime, size: int = _RUN
-) -> tuple[tuple[tuple[datetime, datetime], ...], datetime | None]:
-    """Up to ``size`` occurrences from ``anchor`` as ``(local time, instant)`` in local
-    order (a weekly BYSETPOS: at least its first week), and where to go on: None after a
-    full run (from the last local time), else the end of the window it ran out of.
-    The rule runs moved by whole 400-year cycles, so that dateutil stops at the end of its
-    calendar: a rule that never matches costs at most one window (at most 400 years)."""
-    shift = _shift_years(anchor)
-    end = datetime(_DATEUTIL_LAST_YEAR + 1 - shift, 1, 1)
-    whole_week = (
-        anchor + timedelta(days=7) if plan.parts.bysetpos and plan.freq == du.WEEKLY else anchor
-    )
-    items: list[tuple[datetime, datetime]] = []
-    try:
-        for moved in plan.rule(anchor.replace(year=anchor.year + shift)):
-            local = moved.replace(year=moved.year - shift)
-            items.append((local, _instant(local, plan.tz)))
-            if len(items) >= size and local >= whole_week:
-                return tuple(items), None
-    except (ValueError, OverflowError) as exc:  # dateutil: "... resulting in empty rule"
-        raise InvalidSchedule("rrule", f"the rule cannot be expanded: {exc}") from None
-    return tuple(items), end
-
-
-def _occurrences(
-    plan: _RulePlan, start: datetime, batch: int = _RUN
-) -> Iterator[tuple[datetime, datetime]]:
-    """``(local time, instant)`` of every occurrence at or after the local ``start``, in
-    local order, for at most ``HORIZON_YEARS`` after ``start`` and not after MAX_YEAR;
-    expanded ``batch`` at a time (then more and more: a long walk needs fewer restarts)."""
-    limit = datetime(min(start.year + HORIZON_YEARS, MAX_YEAR + 1), 1, 1)
-    cursor = start
-    while cursor < limit:
-        items, stopped = _run(plan, _anchor(plan, cursor), batch)
-        for local, instant in items:
-            if local >= limit:
-                return
-            if local >= cursor:
-                yield local, instant
-        following = items[-1][0] + _SECOND if stopped is None else stopped
-        cursor = max(cursor + _SECOND, following)
-        batch = min(4 * batch, 256)
 
 
 def _search_start(plan: _RulePlan, lo: datetime) -> datetime:
@@ -343,9 +192,8 @@ def _compile(text: str, zone: str, dtstart: datetime) -> _RulePlan | InvalidSche
     try:
         parts = parse_rrule(text)
         validate_timezone(zone)
-        freq = FREQS.index(parts.freq)  # dateutil numbers them in this order
         full = with_defaults(parts, dtstart)
-        plan = _RulePlan(parts, _zone(zone), zone, dtstart, freq, _dateutil_parts(full))
+        plan = _RulePlan(parts, _zone(zone), zone, dtstart, _grid(full, zone, dtstart))
         if _no_day_ever_matches(full):
             given = "" if _day_parts(full) == _day_parts(parts) else " (from its start)"
             message = f"can never fire: no date matches {_day_parts(full)}{given}"

@@ -11,7 +11,8 @@ from .cron_plan import validate_cron
 from .errors import InvalidSchedule
 from .instants import _trunc, require_aware
 from .intervals import validate_interval
-from .rrule import _RulePlan, compile_rrule, rrule_dtstart
+from .rrule import compile_rrule, rrule_dtstart
+from .rrule_grid import _RulePlan
 from .zones import validate_timezone
 
 KINDS = ("interval", "cron", "once", "rrule")
