@@ -313,3 +313,13 @@ def test_describe_names_the_rule_and_zone():
     assert (
         timing.describe(spec("FREQ=DAILY", "Europe/Paris")) == "rrule 'FREQ=DAILY' (Europe/Paris)"
     )
+
+
+def test_words_of_a_row_the_engine_cannot_evaluate_are_empty_never_an_error():
+    for zone, text in (
+        ("Mars/Olympus", "FREQ=DAILY"),
+        ("UTC", "FREQ=DAILY;BYHOUR=99"),
+        ("UTC", "\x00"),
+    ):
+        assert timing.rrule_description(spec(text, zone, start_at=z(2027, 1, 1))) == ""
+    assert timing.rrule_description(spec("FREQ=YEARLY;BYWEEKNO=1")) == "FREQ=YEARLY;BYWEEKNO=1"

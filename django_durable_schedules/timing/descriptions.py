@@ -43,6 +43,6 @@ def rrule_description(spec: Spec) -> str:
         return ""
     try:
         plan = spec.rrule_plan()
-    except (InvalidSchedule, ValueError, TypeError, OverflowError):
+    except (InvalidSchedule, ValueError, TypeError, OverflowError, KeyError):
         return ""
     return rrule_in_words(spec.rrule, plan.dtstart) or plan.parts.normalized

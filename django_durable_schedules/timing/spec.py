@@ -118,6 +118,7 @@ class Spec:
         :class:`InvalidSchedule` like :func:`.rrule.validate_rrule`."""
         if not isinstance(self.rrule, str):
             raise InvalidSchedule("rrule", "an rrule schedule needs a rule")
+        validate_timezone(self.timezone)  # before the zone is loaded (a bad name is a field error)
         start = _trunc(self.start_at) if self.start_at is not None else None
         dtstart = rrule_dtstart(self.timezone, start, self.anchor)
         return compile_rrule(self.rrule, self.timezone, dtstart)
