@@ -262,7 +262,7 @@ def check_sqlite_workers(
 
 @register(Tags.compatibility)
 def check_declared_schedules(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    """E008: a schedule declared in code (``register(..., every=/cron=/at=)``) that would not
+    """E008: a schedule declared in code (``register(..., every=/cron=/rrule=/at=)``) that would not
     validate, reported before ``migrate`` or a worker tries to create it."""
     from django.core.exceptions import ValidationError
 
@@ -281,7 +281,7 @@ def check_declared_schedules(app_configs: Any = None, **kwargs: Any) -> list[Any
             errors.append(
                 Error(
                     f"The schedule declared in code for {reg.name!r} is invalid: {detail}",
-                    hint="Fix the every=/cron=/timezone=/at= arguments of its register(...) call.",
+                    hint="Fix the every=/cron=/rrule=/timezone=/at= arguments of its register(...) call.",
                     obj=reg.name,
                     id="durable_schedules.E008",
                 )

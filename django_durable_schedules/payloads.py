@@ -4,7 +4,8 @@ store and a worker can hand to a callback, one rule for the model, the admin and
 A value is refused when it nests deeper than :data:`JSON_MAX_DEPTH`, holds a NUL character
 or an unpaired surrogate in a string (PostgreSQL's ``jsonb`` and UTF-8 refuse them), a
 non-finite number (JSON has none: ``NaN``, ``Infinity``), or something that is not JSON;
-a payload also when it is over :data:`PAYLOAD_MAX_BYTES` as compact UTF-8 JSON. Pure.
+a payload also when it is over :data:`PAYLOAD_MAX_BYTES` as compact UTF-8 JSON; metadata
+must also be flat and small (:func:`metadata_errors`). Pure.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
+
+from .limits import METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
 
 #: Largest ``payload``, as compact UTF-8 JSON (bytes).
 PAYLOAD_MAX_BYTES = 64 * 1024
@@ -70,3 +73,24 @@ def payload_errors(payload: Any, metadata: Any) -> dict[str, list[str]]:
     if problem:
         errors["metadata"] = [f"The metadata {problem}."]
     return errors
+
+
+def metadata_errors(metadata: Any) -> dict[str, list[str]]:
+    """``metadata`` must be a flat JSON object: at most 50 string keys of at most 100
+    characters, scalar values, strings at most 500 characters."""
+    if metadata in (None, {}):
+        return {}
+    problems = []
+    if not isinstance(metadata, dict):
+        problems.append("Must be a JSON object.")
+    else:
+        if len(metadata) > METADATA_MAX_KEYS:
+            problems.append(f"At most {METADATA_MAX_KEYS} keys.")
+        for key, value in list(metadata.items())[: METADATA_MAX_KEYS + 1]:
+            if not isinstance(key, str) or len(key) > 100:
+                problems.append("Keys must be strings of at most 100 characters.")
+            if not (value is None or isinstance(value, (bool, int, float, str))):
+                problems.append(f"{key!r}: values must be scalars (flat metadata).")
+            elif isinstance(value, str) and len(value) > METADATA_MAX_VALUE_CHARS:
+                problems.append(f"{key!r}: at most {METADATA_MAX_VALUE_CHARS} characters.")
+    return {"metadata": problems} if problems else {}

@@ -38,12 +38,14 @@ NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")  # \Z: no trailin
 class Declaration:
     """A schedule declared in code next to its callback.
 
-    Exactly one of ``every`` (seconds), ``cron`` or ``at`` (aware datetime) is set.
+    Exactly one of ``every`` (seconds), ``cron``, ``at`` (aware datetime) or ``rrule`` (an
+    RFC 5545 rule) is set.
     """
 
     every: int | None = None
     cron: str | None = None
     at: datetime | None = None
+    rrule: str | None = None
     timezone: str | None = None
     payload: Any = None
     start_at: datetime | None = None
@@ -56,6 +58,8 @@ class Declaration:
             return "interval"
         if self.cron is not None:
             return "cron"
+        if self.rrule is not None:
+            return "rrule"
         return "once"
 
 
@@ -142,6 +146,7 @@ def register(
     every: int | None = None,
     cron: str | None = None,
     at: datetime | None = None,
+    rrule: str | None = None,
     timezone: str | None = None,
     payload: Any = None,
     start_at: datetime | None = None,
@@ -161,6 +166,7 @@ def register(
     every: int | None = None,
     cron: str | None = None,
     at: datetime | None = None,
+    rrule: str | None = None,
     timezone: str | None = None,
     payload: Any = None,
     start_at: datetime | None = None,
@@ -179,6 +185,7 @@ def register(
     every: int | None = None,
     cron: str | None = None,
     at: datetime | None = None,
+    rrule: str | None = None,
     timezone: str | None = None,
     payload: Any = None,
     start_at: datetime | None = None,
@@ -192,8 +199,9 @@ def register(
 
     ``func`` takes one argument, a :class:`~django_durable_schedules.runner.RunContext`, and may
     be sync or ``async def``. Passing one of ``every`` (int, seconds), ``cron`` (5-field
-    expression, evaluated in ``timezone``, an IANA name defaulting to ``settings.TIME_ZONE``)
-    or ``at`` (aware datetime) also declares a schedule of the same name, created or updated
+    expression, evaluated in ``timezone``, an IANA name defaulting to ``settings.TIME_ZONE``),
+    ``rrule`` (an RFC 5545 rule such as ``"FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1"``,
+    in ``timezone`` too) or ``at`` (aware datetime) also declares a schedule of the same name, created or updated
     (keeping its run state) on ``migrate`` and at worker start.
 
     ``func`` may instead be a ``django.tasks`` Task (Django 6+) or a Celery task: a run then
@@ -208,12 +216,14 @@ def register(
     two runs closer than ``owner_min_interval`` seconds (default 300); by default they may
     schedule no callback at all. Staff and code are not limited by either.
 
-    Raises ``ValueError`` for a malformed name, more than one of every/cron/at,
+    Raises ``ValueError`` for a malformed name, more than one of every/cron/at/rrule,
     ``task_options`` that the callback's kind does not take, or a negative
     ``owner_min_interval``; ``TypeError`` if ``func`` is not callable. Returns ``func`` (so
     the decorator form leaves the function usable).
     """
-    declaration = _declaration(name, every, cron, at, timezone, payload, start_at, end_at, max_runs)
+    declaration = _declaration(
+        name, every, cron, at, timezone, payload, start_at, end_at, max_runs, rrule=rrule
+    )
     _check_owner_access(owner_scoped, owner_min_interval)
 
     def decorator(f: Any) -> Any:
@@ -262,6 +272,7 @@ def register_command(
     every: int | None = None,
     cron: str | None = None,
     at: datetime | None = None,
+    rrule: str | None = None,
     timezone: str | None = None,
     start_at: datetime | None = None,
     end_at: datetime | None = None,
@@ -282,7 +293,9 @@ def register_command(
     Raises ``ValueError`` for a malformed name or command name, ``TypeError`` if ``args``
     is not a sequence of strings.
     """
-    declaration = _declaration(name, every, cron, at, timezone, None, start_at, end_at, max_runs)
+    declaration = _declaration(
+        name, every, cron, at, timezone, None, start_at, end_at, max_runs, rrule=rrule
+    )
     _check_owner_access(owner_scoped, owner_min_interval)
     if not isinstance(command, str) or not command or command.strip() != command:
         raise ValueError(f"invalid management command name {command!r}")
@@ -321,20 +334,23 @@ def _declaration(
     start_at: datetime | None,
     end_at: datetime | None,
     max_runs: int | None,
+    *,
+    rrule: str | None = None,
 ) -> Declaration | None:
     """Validate ``name`` and the schedule declared with it (``None`` when none is)."""
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise ValueError(
             f"invalid callback name {name!r}: 1-128 of [A-Za-z0-9_.:-], starting with a letter or digit"
         )
-    given = [v for v in (every, cron, at) if v is not None]
+    given = [v for v in (every, cron, at, rrule) if v is not None]
     if len(given) > 1:
-        raise ValueError("declare at most one of every=, cron= or at=")
+        raise ValueError("declare at most one of every=, cron=, rrule= or at=")
     if given:
         return Declaration(
             every=every,
             cron=cron,
             at=at,
+            rrule=rrule,
             timezone=timezone,
             payload=payload,
             start_at=start_at,
@@ -343,7 +359,7 @@ def _declaration(
         )
     if any(v is not None for v in (timezone, payload, start_at, end_at, max_runs)):
         raise ValueError(
-            "timezone/payload/start_at/end_at/max_runs need one of every=, cron= or at="
+            "timezone/payload/start_at/end_at/max_runs need one of every=, cron=, rrule= or at="
         )
     return None
 

@@ -1285,10 +1285,16 @@ def test_describe(spec, text):
 
 def test_module_is_pure():
     """No Django, no database, no second cron library: cronsim and zoneinfo only (in every
-    module of the package)."""
+    module of the package); python-dateutil's ``rrule`` (and nothing else of dateutil, not
+    its time zones) only in ``rrule.py`` and ``rrule_grid.py``, the modules of calendar
+    rules."""
     modules = sorted(Path(timing.__file__).parent.glob("*.py"))
     assert len(modules) > 1
     for module in modules:
         text = module.read_text(encoding="utf-8")
-        for forbidden in ("import django", "from django", "croniter", "dateutil", "pytz"):
+        for forbidden in ("import django", "from django", "croniter", "pytz"):
             assert forbidden not in text, (module.name, forbidden)
+        imports = [line for line in text.splitlines() if "dateutil" in line and "import" in line]
+        rule_modules = ("rrule.py", "rrule_grid.py")
+        allowed = ["from dateutil import rrule as du"] if module.name in rule_modules else []
+        assert imports == allowed, (module.name, imports)

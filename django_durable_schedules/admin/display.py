@@ -228,12 +228,15 @@ def _when(value: datetime | None, zone_name: str | None, *, now: datetime) -> Sa
 
 def cadence(obj: Schedule) -> SafeString | str:
     """``every 5 minutes``; for cron the expression and its zone, with the expression in
-    words below it (``At 09:00, Monday through Friday``, :func:`..cron_words.cron_in_words`)."""
+    words below it (``At 09:00, Monday through Friday``, :func:`..cron_words.cron_in_words`);
+    for rrule the rule and its zone, with the rule in words (:func:`..timing.rrule_description`)."""
     try:
         text = timing.describe(obj.spec())
     except (timing.InvalidSchedule, ValueError, TypeError):
         return f"{obj.kind} schedule"
     words = cron_in_words(obj.cron) if obj.kind == "cron" else ""
+    if obj.kind == "rrule":
+        words = timing.rrule_description(obj.spec())
     if not words:
         return text
     return render_fragment("cadence", {"text": text, "words": words})

@@ -28,6 +28,7 @@ DEFINITION_FIELDS = (
     "kind",
     "interval_seconds",
     "cron",
+    "rrule",
     "timezone",
     "run_at",
     "start_at",
@@ -40,6 +41,7 @@ DEFINITION_LAYOUT = (
     "callback",
     ("kind", "timezone"),
     ("interval_seconds", "cron"),
+    "rrule",
     "run_at",
     ("start_at", "end_at"),
     "max_runs",
@@ -148,14 +150,38 @@ class CronInput(forms.TextInput):
         return context
 
 
+class RruleInput(CronInput):
+    """A text input with the rule in words below it (:func:`..timing.rrule_description`,
+    with the times it takes from the schedule's start), updated as you type
+    (``cron_words.js`` asks the admin's ``describe-rrule/`` view)."""
+
+    #: The schedule being edited (set by :class:`ScheduleForm`): its zone and start.
+    instance: Schedule | None = None
+
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        context = super(CronInput, self).get_context(name, value, attrs)
+        row = self.instance or Schedule()
+        spec = timing.Spec(
+            kind="rrule",
+            rrule=value if isinstance(value, str) else None,
+            timezone=row.timezone or "UTC",
+            start_at=row.start_at,
+            anchor=row.anchor,
+        )
+        context["widget"]["words"] = timing.rrule_description(spec)
+        return context
+
+
 class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
     """``callback`` is a choice among registered names, never a free import path;
     ``run_at``, ``start_at`` and ``end_at`` are wall times in the schedule's own zone
     (:class:`.zoned.ZonedInstantsMixin`)."""
 
     callback = forms.ChoiceField(choices=())
-    #: The admin's describe-cron URL (set by :meth:`.schedules.ScheduleAdmin.get_form`).
+    #: The admin's describe-cron and describe-rrule URLs (set by
+    #: :meth:`.schedules.ScheduleAdmin.get_form`).
     cron_words_url: str | None = None
+    rrule_words_url: str | None = None
 
     class Meta:
         model = Schedule
@@ -163,6 +189,7 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
         widgets = {
             "timezone": ZoneInput,
             "cron": CronInput,
+            "rrule": RruleInput,
             # Not the admin's split date/time widget, whose shortcuts use the site's zone.
             **dict.fromkeys(INSTANT_INPUTS, WallTimeInput),
         }
@@ -178,6 +205,11 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
         cron = self.fields.get("cron")
         if cron is not None and self.cron_words_url:
             cron.widget.attrs["data-words-url"] = self.cron_words_url
+        rule = self.fields.get("rrule")
+        if rule is not None and isinstance(rule.widget, RruleInput):
+            rule.widget.instance = self.instance
+            if self.rrule_words_url:
+                rule.widget.attrs["data-words-url"] = self.rrule_words_url
         field = self.fields.get("callback")
         if not isinstance(field, forms.ChoiceField):  # absent from a read-only form
             return

@@ -60,7 +60,7 @@ class ScheduleAdmin(ScheduleViews):
         css = _CSS
         js = (
             "durable_schedules/unsaved.js",  # asks before a button drops unsaved edits
-            "durable_schedules/cron_words.js",  # the cron field in words, as you type
+            "durable_schedules/cron_words.js",  # the cron and rrule fields in words, as you type
         )
 
     # -- page structure ------------------------------------------------------------------
@@ -87,7 +87,7 @@ class ScheduleAdmin(ScheduleViews):
 
     @staticmethod
     def _declared_fields(obj: Schedule | None) -> tuple[str, ...]:
-        """The fields a ``register(..., every=/cron=/at=)`` declaration sets for ``obj``:
+        """The fields a ``register(..., every=/cron=/rrule=/at=)`` declaration sets for ``obj``:
         code owns them (every worker start and ``migrate`` set them again), so they are
         shown, not edited."""
         if obj is None or obj.name not in registry:
@@ -118,6 +118,7 @@ class ScheduleAdmin(ScheduleViews):
         form = super().get_form(request, obj, change=change, **kwargs)
         if issubclass(form, ScheduleForm):
             form.cron_words_url = self._url("describe_cron")
+            form.rrule_words_url = self._url("describe_rrule")
         return form
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
@@ -144,7 +145,7 @@ class ScheduleAdmin(ScheduleViews):
         if obj is not None and self._declared_fields(obj):
             messages.info(
                 request,
-                f"{obj.name} is declared in code (register(..., every=/cron=/at=) in a "
+                f"{obj.name} is declared in code (register(..., every=/cron=/rrule=/at=) in a "
                 "schedules.py): its definition is set from there at every worker start and "
                 "migrate, so it is shown, not edited here. Its policies can be edited.",
             )

@@ -21,6 +21,7 @@ from django.http import (
 )
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, path, reverse
+from django.utils import timezone as dj_timezone
 from django.utils.text import Truncator
 from django.utils.translation import gettext
 
@@ -53,6 +54,11 @@ class ScheduleViews(ScheduleColumns):
                 "describe-cron/",
                 self.admin_site.admin_view(self.describe_cron_view),
                 name="{}_{}_describe_cron".format(*info),
+            ),
+            path(
+                "describe-rrule/",
+                self.admin_site.admin_view(self.describe_rrule_view),
+                name="{}_{}_describe_rrule".format(*info),
             ),
             path(
                 "<path:object_id>/transition/<str:transition>/",
@@ -120,6 +126,24 @@ class ScheduleViews(ScheduleColumns):
         except timing.InvalidSchedule as exc:
             return JsonResponse({"words": "", "error": exc.message})
         return JsonResponse({"words": cron_in_words(expression), "error": ""})
+
+    def describe_rrule_view(self, request: HttpRequest) -> HttpResponse:
+        """GET ``describe-rrule/?rrule=RULE&timezone=ZONE``: ``{"words": ..., "error": ...}``,
+        the rule in words (:func:`..timing.rrule_description`) for a schedule created now
+        without ``start_at``, or why it is refused (the model's own validation, RFC 5545
+        §3.3.10). For the form's live description; view permission."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        rule = request.GET.get("rrule", "")[:500]
+        zone = timing.canonical_timezone(request.GET.get("timezone", "") or "UTC")
+        if not rule.strip():
+            return JsonResponse({"words": "", "error": ""})
+        spec = timing.Spec(kind="rrule", rrule=rule, timezone=zone, anchor=dj_timezone.now())
+        try:
+            spec.validate()
+        except timing.InvalidSchedule as exc:
+            return JsonResponse({"words": "", "error": exc.message})
+        return JsonResponse({"words": timing.rrule_description(spec), "error": ""})
 
     # -- health ----------------------------------------------------------------------------
 

@@ -79,16 +79,31 @@ class ScheduleSerializer(BaseModelSerializer):
         allow_null=True,
         help_text="5-field cron expression or @daily-style macro (cron schedules only).",
     )
+    rrule = serializers.CharField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        help_text="RFC 5545 recurrence rule (rrule schedules only), evaluated in timezone: "
+        "'FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1', "
+        "'FREQ=WEEKLY;INTERVAL=2;BYDAY=TU;BYHOUR=9;BYMINUTE=0'. DTSTART is start_at, else "
+        "midnight of the creation day; no COUNT (use max_runs), DTSTART or TZID in the rule.",
+    )
     timezone = serializers.CharField(
         max_length=64,
         required=False,
         allow_blank=True,
         allow_null=True,
-        help_text="IANA time zone of a cron schedule (default: settings.TIME_ZONE).",
+        help_text="IANA time zone of a cron or rrule schedule (default: settings.TIME_ZONE).",
     )
     cron_description = serializers.SerializerMethodField(
         help_text="The cron expression in words, in the request's language where "
         'cron-descriptor has it ("At 09:00, Monday through Friday"); null for other kinds.'
+    )
+    rrule_description = serializers.SerializerMethodField(
+        help_text='The rule in English words with the times it takes from its start ("every '
+        '2 weeks on Tuesday at 09:00"), or the rule normalized when it has no words; null for '
+        "other kinds."
     )
     # Read from the state machine's table (state.allowed_actions, as the admin's buttons
     # are), from the row's own status and lease: no query, and no status rule typed here.
@@ -109,6 +124,7 @@ class ScheduleSerializer(BaseModelSerializer):
             "kind",
             "interval_seconds",
             "cron",
+            "rrule",
             "timezone",
             "run_at",
             "run_in_seconds",
@@ -129,6 +145,7 @@ class ScheduleSerializer(BaseModelSerializer):
             "status",
             "allowed_actions",
             "cron_description",
+            "rrule_description",
             "degraded_reason",
             "pause_reason",
             "next_run_at",
@@ -189,11 +206,18 @@ class ScheduleSerializer(BaseModelSerializer):
             return None
         return cron_in_words(schedule.cron) or None
 
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_rrule_description(self, schedule: Schedule) -> str | None:
+        return timing.rrule_description(schedule.spec()) or None
+
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_allowed_actions(self, schedule: Schedule) -> list[str]:
         return sorted(state.allowed_actions(schedule))
 
     def validate_cron(self, value: str | None) -> str:
+        return value or ""
+
+    def validate_rrule(self, value: str | None) -> str:
         return value or ""
 
     def validate_timezone(self, value: str | None) -> str:
@@ -236,17 +260,18 @@ class ScheduleSerializer(BaseModelSerializer):
     def _owner_limits(self, candidate: Schedule) -> None:
         """An owner-scoped user may schedule only a callback registered with
         ``owner_scoped=True``, with no two runs closer than its ``owner_min_interval``
-        (an interval's length; for cron, the closest two of its next 100 fire times)."""
+        (an interval's length; for cron and rrule, the closest two of its next 100 fire
+        times)."""
         if candidate.callback not in registry.owner_scoped_names():
             raise serializers.ValidationError(
                 {"callback": [f"{_short(candidate.callback)} is not open to you."]}
             )
         least = registry.get(candidate.callback).owner_min_interval
         gap: float | None = None
-        field = "interval_seconds" if candidate.kind == "interval" else "cron"
+        field = {"interval": "interval_seconds", "rrule": "rrule"}.get(candidate.kind, "cron")
         if candidate.kind == "interval":
             gap = candidate.interval_seconds
-        elif candidate.kind == "cron":
+        elif candidate.kind in ("cron", "rrule"):
             times = candidate.upcoming(100)
             gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
             gap = min(gaps) if gaps else None

@@ -6,7 +6,7 @@ bypasses them (``Schedule.objects.filter(...).update(...)``, a data migration, `
 cannot, so a trigger on the schedule table does the part that needs the database:
 
 * **a definition changed** (``kind``, ``interval_seconds``, ``cron``, ``timezone``,
-  ``run_at``, ``start_at``, ``end_at``) while its fingerprint ``definition_hash`` did not
+  ``run_at``, ``start_at``, ``end_at``, ``rrule``) while its fingerprint ``definition_hash`` did not
   (``save()`` always rewrites it), on an active, unleased row: ``next_run_at`` becomes now
   (database clock, whole seconds). The next claim then sees the fingerprint mismatch and
   re-plans to the first slot of the new definition strictly after now; it never fires a
@@ -22,6 +22,9 @@ clause, so the claim and completion writes of the worker never enter PL/pgSQL); 
 cannot change ``NEW`` in a trigger, so three ``AFTER UPDATE OF ...`` triggers re-write the
 row. SQLite drops a table's triggers when a migration rebuilds it: such a migration must
 call :func:`install` again (as 0003 does for the append-only guards).
+
+The triggers name the definition columns the table has when they are installed (the
+``rrule`` column arrives with migration 0008; earlier migrations install them without it).
 """
 
 from __future__ import annotations
@@ -37,22 +40,23 @@ DEFINITION_COLUMNS = (
     "run_at",
     "start_at",
     "end_at",
+    "rrule",
 )
 _PG_FUNCTION_NAME = "durable_schedules_schedule_edits"
 _SQLITE_TRIGGERS = ("dds_schedule_edited", "dds_schedule_paused", "dds_schedule_resumed")
 
 
-def _row(prefix: str) -> str:
-    return ", ".join(f"{prefix}.{c}" for c in DEFINITION_COLUMNS)
+def _row(prefix: str, columns: tuple[str, ...]) -> str:
+    return ", ".join(f"{prefix}.{c}" for c in columns)
 
 
-def _postgresql() -> list[str]:
+def _postgresql(columns: tuple[str, ...]) -> list[str]:
     function = f"""
 CREATE OR REPLACE FUNCTION {_PG_FUNCTION_NAME}() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF NEW.definition_hash IS NOT DISTINCT FROM OLD.definition_hash
-       AND ({_row("NEW")}) IS DISTINCT FROM ({_row("OLD")})
+       AND ({_row("NEW", columns)}) IS DISTINCT FROM ({_row("OLD", columns)})
        AND NEW.status = 'active' AND NEW.lease_token IS NULL THEN
         NEW.next_run_at := date_trunc('second', statement_timestamp());
     END IF;
@@ -71,7 +75,7 @@ $$
     when = (
         "OLD.status IS DISTINCT FROM NEW.status OR "
         "(OLD.definition_hash IS NOT DISTINCT FROM NEW.definition_hash "
-        f"AND ({_row('NEW')}) IS DISTINCT FROM ({_row('OLD')}))"
+        f"AND ({_row('NEW', columns)}) IS DISTINCT FROM ({_row('OLD', columns)}))"
     )
     return [
         function,
@@ -81,8 +85,8 @@ $$
     ]
 
 
-def _mysql() -> list[str]:
-    same = " AND ".join(f"NEW.{c} <=> OLD.{c}" for c in DEFINITION_COLUMNS)
+def _mysql(columns: tuple[str, ...]) -> list[str]:
+    same = " AND ".join(f"NEW.{c} <=> OLD.{c}" for c in columns)
     return [
         f"DROP TRIGGER IF EXISTS {_PG_FUNCTION_NAME}",
         f"CREATE TRIGGER {_PG_FUNCTION_NAME} BEFORE UPDATE ON {TABLE} FOR EACH ROW BEGIN "
@@ -98,13 +102,13 @@ def _mysql() -> list[str]:
     ]
 
 
-def _sqlite() -> list[str]:
+def _sqlite(columns: tuple[str, ...]) -> list[str]:
     now = "strftime('%Y-%m-%d %H:%M:%S', 'now')"
-    same = " AND ".join(f"NEW.{c} IS OLD.{c}" for c in DEFINITION_COLUMNS)
+    same = " AND ".join(f"NEW.{c} IS OLD.{c}" for c in columns)
     edited, paused, resumed = _SQLITE_TRIGGERS
     return [
         *(f"DROP TRIGGER IF EXISTS {name}" for name in _SQLITE_TRIGGERS),
-        f"CREATE TRIGGER {edited} AFTER UPDATE OF {', '.join(DEFINITION_COLUMNS)} ON {TABLE} "
+        f"CREATE TRIGGER {edited} AFTER UPDATE OF {', '.join(columns)} ON {TABLE} "
         f"WHEN NEW.definition_hash IS OLD.definition_hash AND NOT ({same}) "
         "AND NEW.status = 'active' AND NEW.lease_token IS NULL "
         f"BEGIN UPDATE {TABLE} SET next_run_at = {now} WHERE id = NEW.id; END",
@@ -123,10 +127,11 @@ def _sqlite() -> list[str]:
 _BUILDERS = {"sqlite": _sqlite, "postgresql": _postgresql, "mysql": _mysql}
 
 
-def install_sql(vendor: str) -> list[str]:
-    """Statements that (re)create the triggers on ``vendor``; ``[]`` for other backends."""
+def install_sql(vendor: str, columns: tuple[str, ...] = DEFINITION_COLUMNS) -> list[str]:
+    """Statements that (re)create the triggers on ``vendor`` watching ``columns`` (the
+    definition columns); ``[]`` for other backends."""
     builder = _BUILDERS.get(vendor)
-    return builder() if builder else []
+    return builder(columns) if builder else []
 
 
 def uninstall_sql(vendor: str) -> list[str]:
@@ -143,10 +148,20 @@ def uninstall_sql(vendor: str) -> list[str]:
     return []
 
 
-def install(connection: Any) -> None:
-    """Create (or re-create) the triggers on ``connection``; idempotent."""
+def present_columns(connection: Any) -> tuple[str, ...]:
+    """The definition columns the schedule table has now (a migration before 0008 runs
+    without ``rrule``)."""
     with connection.cursor() as cursor:
-        for stmt in install_sql(connection.vendor):
+        names = {c.name for c in connection.introspection.get_table_description(cursor, TABLE)}
+    return tuple(c for c in DEFINITION_COLUMNS if c in names)
+
+
+def install(connection: Any) -> None:
+    """Create (or re-create) the triggers on ``connection`` for the definition columns the
+    table has; idempotent."""
+    columns = present_columns(connection)
+    with connection.cursor() as cursor:
+        for stmt in install_sql(connection.vendor, columns):
             cursor.execute(stmt)
 
 

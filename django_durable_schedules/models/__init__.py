@@ -12,6 +12,7 @@ triggers installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.gua
 * :mod:`.events`: ``ScheduleEvent`` and ``WorkerHeartbeat``.
 """
 
+from ..limits import METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
 from .choices import (
     DEFINITION_FIELDS,
     INSTANT_FIELDS,
@@ -26,13 +27,7 @@ from .choices import (
 from .events import ScheduleEvent, WorkerHeartbeat
 from .queries import ScheduleQuerySet
 from .runs import RunAttempt, RunReceipt
-from .schedule import (
-    METADATA_MAX_KEYS,
-    METADATA_MAX_VALUE_CHARS,
-    Schedule,
-    _default_timezone,
-    _metadata_errors,
-)
+from .schedule import Schedule, _default_timezone, _metadata_errors
 
 __all__ = [
     "DEFINITION_FIELDS",

@@ -14,6 +14,7 @@ class Kind(models.TextChoices):
     INTERVAL = "interval", "interval"
     CRON = "cron", "cron"
     ONCE = "once", "once"
+    RRULE = "rrule", "rrule"
 
 
 class Status(models.TextChoices):
@@ -61,6 +62,24 @@ name_validator = RegexValidator(
 )
 
 #: Fields that define *when* a schedule fires; a change to any of them is an edit.
-DEFINITION_FIELDS = ("kind", "interval_seconds", "cron", "timezone", "run_at", "start_at", "end_at")
+DEFINITION_FIELDS = (
+    "kind",
+    "interval_seconds",
+    "cron",
+    "timezone",
+    "run_at",
+    "start_at",
+    "end_at",
+    "rrule",
+)
 #: Schedule instants: stored as whole UTC seconds.
 INSTANT_FIELDS = ("run_at", "start_at", "end_at", "next_run_at")
+
+#: The help text of ``Schedule.rrule`` (the admin and the schema show it).
+RRULE_HELP = (
+    "An RFC 5545 recurrence rule in the schedule's zone: "
+    "'FREQ=WEEKLY;INTERVAL=2;BYDAY=TU;BYHOUR=9;BYMINUTE=0' (every other Tuesday at 09:00), "
+    "'FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1' (the last weekday of the month). "
+    "Times it leaves out come from start_at, else midnight of the creation day. No COUNT "
+    "(use max_runs), DTSTART or TZID."
+)

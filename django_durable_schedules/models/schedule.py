@@ -17,32 +17,20 @@ from django.db.models import Q
 from django.utils import timezone as dj_timezone
 
 from .. import timing
-from ..limits import DURATION_BOUNDS, METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
+from ..limits import DURATION_BOUNDS
+from ..payloads import metadata_errors as _metadata_errors
 from ..payloads import payload_errors
-from .choices import DEFINITION_FIELDS, INSTANT_FIELDS, Kind, MisfirePolicy, Status, name_validator
+from .choices import (
+    DEFINITION_FIELDS,
+    INSTANT_FIELDS,
+    RRULE_HELP,
+    Kind,
+    MisfirePolicy,
+    Status,
+    name_validator,
+)
 from .loading import FastLoading
 from .queries import ScheduleQuerySet
-
-
-def _metadata_errors(metadata: Any) -> dict[str, list[str]]:
-    """``metadata`` must be a flat JSON object: at most 50 string keys of at most 100
-    characters, scalar values, strings at most 500 characters."""
-    if metadata in (None, {}):
-        return {}
-    problems = []
-    if not isinstance(metadata, dict):
-        problems.append("Must be a JSON object.")
-    else:
-        if len(metadata) > METADATA_MAX_KEYS:
-            problems.append(f"At most {METADATA_MAX_KEYS} keys.")
-        for key, value in list(metadata.items())[: METADATA_MAX_KEYS + 1]:
-            if not isinstance(key, str) or len(key) > 100:
-                problems.append("Keys must be strings of at most 100 characters.")
-            if not (value is None or isinstance(value, (bool, int, float, str))):
-                problems.append(f"{key!r}: values must be scalars (flat metadata).")
-            elif isinstance(value, str) and len(value) > METADATA_MAX_VALUE_CHARS:
-                problems.append(f"{key!r}: at most {METADATA_MAX_VALUE_CHARS} characters.")
-    return {"metadata": problems} if problems else {}
 
 
 def _default_timezone() -> str:
@@ -70,12 +58,14 @@ class Schedule(FastLoading, models.Model):
         "zone: '30 2 * * *' (02:30 daily), '0 9 * * 1-5' (09:00 on weekdays), '*/15 * * * *' "
         "(every 15 minutes), '0 0 1 * *' (monthly); or @daily, @hourly, @weekly, @monthly.",
     )
+    rrule = models.CharField(max_length=500, blank=True, default="", help_text=RRULE_HELP)
     timezone = models.CharField(
         max_length=64,
         default=_default_timezone,
         blank=True,
-        help_text="IANA time zone the cron and the instants are read in: 'Europe/Paris', "
-        "'America/New_York', 'Asia/Tokyo', 'UTC' (any case). Blank: the TIME_ZONE setting.",
+        help_text="IANA time zone the cron, the rule and the instants are read in: "
+        "'Europe/Paris', 'America/New_York', 'Asia/Tokyo', 'UTC' (any case). Blank: the "
+        "TIME_ZONE setting.",
     )
     run_at = models.DateTimeField(null=True, blank=True)
     start_at = models.DateTimeField(null=True, blank=True)
@@ -215,6 +205,9 @@ class Schedule(FastLoading, models.Model):
                 name="dds_sched_once_needs_run_at",
             ),
             models.CheckConstraint(
+                condition=~Q(kind=Kind.RRULE) | ~Q(rrule=""), name="dds_sched_rrule_needs_rule"
+            ),
+            models.CheckConstraint(
                 condition=Q(start_at__isnull=True)
                 | Q(end_at__isnull=True)
                 | Q(end_at__gte=models.F("start_at")),
@@ -282,6 +275,8 @@ class Schedule(FastLoading, models.Model):
         self.timezone = timing.canonical_timezone(self.timezone)  # europe/paris: Europe/Paris
         if self.cron:
             self.cron = " ".join(self.cron.split())
+        if isinstance(self.rrule, str) and self.rrule != self.rrule.strip():
+            self.rrule = self.rrule.strip()
         for f in INSTANT_FIELDS:
             value = getattr(self, f)
             if isinstance(value, datetime) and dj_timezone.is_aware(value):
@@ -366,17 +361,21 @@ class Schedule(FastLoading, models.Model):
             cron=self.cron or None,
             timezone=self.timezone or "UTC",
             run_at=self.run_at,
-            anchor=self.anchor if self.kind == Kind.INTERVAL else None,
+            rrule=self.rrule or None,
+            anchor=self.anchor if self.kind in (Kind.INTERVAL, Kind.RRULE) else None,
             start_at=self.start_at,
             end_at=self.end_at,
         )
 
     def compute_definition_hash(self) -> str:
         """Fingerprint of the definition fields; lets the worker notice edits made behind
-        ``save()`` (``QuerySet.update()``, raw SQL) and re-plan instead of firing."""
+        ``save()`` (``QuerySet.update()``, raw SQL) and re-plan instead of firing. A blank
+        ``rrule`` is left out, so rows stored before the field existed keep their hash."""
         parts = []
         for f in DEFINITION_FIELDS:
             value = getattr(self, f)
+            if f == "rrule" and not value:
+                continue
             if isinstance(value, datetime):
                 value = timing.truncate_to_second(value).isoformat()
             parts.append(f"{f}={value!s}")

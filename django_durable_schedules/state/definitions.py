@@ -35,6 +35,7 @@ EDITABLE_FIELDS = frozenset(
         "kind",
         "interval_seconds",
         "cron",
+        "rrule",
         "timezone",
         "run_at",
         "start_at",
@@ -168,7 +169,7 @@ def update_schedule(
 
 
 def declared_fields(reg: Any) -> dict[str, Any]:
-    """The schedule fields a registration declares (``register(..., every=/cron=/at=)``)."""
+    """The schedule fields a registration declares (``register(..., every=/cron=/rrule=/at=)``)."""
     d = reg.declaration
     assert d is not None
     wanted: dict[str, Any] = {
@@ -176,6 +177,7 @@ def declared_fields(reg: Any) -> dict[str, Any]:
         "kind": d.kind,
         "interval_seconds": d.every,
         "cron": d.cron or "",
+        "rrule": d.rrule or "",
         "run_at": d.at,
         "start_at": d.start_at,
         "end_at": d.end_at,
@@ -216,7 +218,7 @@ def write_transaction(using: str = "default") -> Iterator[None]:
 
 
 def sync_declared(*, using: str = "default", now: datetime | None = None) -> list[Schedule]:
-    """Create or update the schedules declared with ``register(..., every=/cron=/at=)``.
+    """Create or update the schedules declared with ``register(..., every=/cron=/rrule=/at=)``.
 
     A declared schedule is matched by name; only its definition fields are written, so
     occurrence counters, failures and history survive; a changed definition is an edit

@@ -19,6 +19,11 @@ Rules and where they come from (``docs/time.md`` explains them with examples):
     local reading matches: both passes of a repeated hour, nothing inside a gap;
   - day-of-month and day-of-week: if either field starts with ``*`` both must match,
     otherwise either one is enough.
+* Calendar-rule schedules (kind ``rrule``) are an RFC 5545 RRULE expanded by python-dateutil
+  in the schedule's zone from DTSTART (``start_at``, else local midnight of the creation
+  day); local times become instants by RFC 5545 §3.3.5: inside a gap with the offset
+  before the gap (02:30 becomes 03:30), inside an overlap the first occurrence. Where
+  cron differs: a fixed-time cron job in a gap runs at the first instant after it (03:00).
 * Instants are truncated (never rounded up) to whole seconds before any arithmetic.
 
 The package, one module per concern (each imports only the ones listed before it):
@@ -34,11 +39,18 @@ The package, one module per concern (each imports only the ones listed before it
 * ``cron_plan``: compiled, cached cron plans, "can never fire", :func:`validate_cron`;
 * ``cron``: cron evaluation: wall times to instants under the DST rules, next, latest and
   counted slots;
+* ``rrule_syntax``: the RRULE parts read and checked (:func:`parse_rrule`), their defaults
+  from DTSTART;
+* ``rrule_grid``: the bounded, cached expansion of a rule by python-dateutil, local times
+  to instants;
+* ``rrule``: calendar-rule evaluation: DTSTART, next, latest and counted slots, "can never
+  fire", :func:`validate_rrule`;
+* ``rrule_words``: :func:`rrule_in_words`;
 * ``spec``: :class:`Spec` and ``KINDS``;
 * ``slots``: :func:`next_slot_after`, :func:`planned_slot`, :func:`upcoming`, :func:`latest_slot_at_or_before`,
   :func:`count_slots`, the interval grid;
 * ``delays``: :func:`backoff_seconds`, :func:`jitter_offset`;
-* ``descriptions``: :func:`describe`.
+* ``descriptions``: :func:`describe`, :func:`rrule_description`.
 """
 
 from __future__ import annotations
@@ -55,10 +67,15 @@ from .cron_plan import validate_cron
 from .cron_syntax import CRON_MACROS, is_wildcard_cron
 from .cron_syntax import _expand as _expand
 from .delays import backoff_seconds, jitter_offset
-from .descriptions import describe
+from .descriptions import describe, rrule_description
 from .errors import InvalidSchedule
 from .instants import MAX_YEAR, UTC, require_aware, truncate_to_second
 from .intervals import MAX_INTERVAL_SECONDS, MIN_INTERVAL_SECONDS, validate_interval
+from .rrule import _compile as _compile_rrule  # noqa: F401 (its cache: _compile_rrule.cache_clear())
+from .rrule import rrule_dtstart, validate_rrule
+from .rrule_grid import _run as _run
+from .rrule_syntax import parse_rrule
+from .rrule_words import rrule_in_words
 from .slots import count_slots, latest_slot_at_or_before, next_slot_after, planned_slot, upcoming
 from .spec import KINDS, Spec
 from .zones import _known_zones as _known_zones
@@ -81,6 +98,10 @@ __all__ = [
     "validate_interval",
     "validate_cron",
     "is_wildcard_cron",
+    "validate_rrule",
+    "parse_rrule",
+    "rrule_dtstart",
+    "rrule_in_words",
     "Spec",
     "next_slot_after",
     "planned_slot",
@@ -90,5 +111,6 @@ __all__ = [
     "backoff_seconds",
     "jitter_offset",
     "describe",
+    "rrule_description",
     "with_article",
 ]

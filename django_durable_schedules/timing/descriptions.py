@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from .errors import InvalidSchedule
 from .instants import _trunc
+from .rrule_words import rrule_in_words
 from .spec import Spec
 
 _UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
@@ -17,13 +19,30 @@ def _describe_seconds(seconds: int) -> str:
 
 def describe(spec: Spec) -> str:
     """Short human words for a spec: ``"every 5 minutes"``, ``"every 1 hour"``,
-    ``"cron '0 3 * * *' (Europe/Paris)"``, ``"once at 2027-06-01 09:00:00 UTC"``.
+    ``"cron '0 3 * * *' (Europe/Paris)"``, ``"rrule 'FREQ=DAILY;BYHOUR=9' (Europe/Paris)"``,
+    ``"once at 2027-06-01 09:00:00 UTC"``.
     Does not validate; an interval is named in its largest whole unit."""
     seconds = spec.interval_seconds
     if spec.kind == "interval" and isinstance(seconds, int) and seconds > 0:
         return f"every {_describe_seconds(seconds)}"
     if spec.kind == "cron":
         return f"cron '{spec.cron}' ({spec.timezone})"
+    if spec.kind == "rrule":
+        return f"rrule '{spec.rrule}' ({spec.timezone})"
     if spec.kind == "once" and spec.run_at is not None:
         return f"once at {_trunc(spec.run_at):%Y-%m-%d %H:%M:%S} UTC"
     return f"{spec.kind} schedule"
+
+
+def rrule_description(spec: Spec) -> str:
+    """The rule of an ``rrule`` spec in English words, with the times it takes from its
+    DTSTART spelled out (:func:`.rrule_words.rrule_in_words`: "every 2 weeks on Tuesday at
+    09:00"); for a shape that has no words, the rule normalized (``FREQ=YEARLY;BYWEEKNO=1``);
+    "" for another kind or a rule that is not valid. Never raises."""
+    if spec.kind != "rrule" or not spec.rrule:
+        return ""
+    try:
+        plan = spec.rrule_plan()
+    except (InvalidSchedule, ValueError, TypeError, OverflowError, KeyError):
+        return ""
+    return rrule_in_words(spec.rrule, plan.dtstart) or plan.parts.normalized

@@ -2,7 +2,8 @@
 the latest slot of a window and the number of slots in one.
 
 Interval schedules are elapsed UTC time: slot ``n`` is ``anchor + n * interval``, computed in
-integer seconds. Cron schedules are searched by :mod:`.cron`. No slot is earlier than
+integer seconds. Cron schedules are searched by :mod:`.cron`, calendar rules by
+:mod:`.rrule`. No slot is earlier than
 ``start_at`` or later than ``end_at``.
 """
 
@@ -14,6 +15,7 @@ from typing import overload
 from .cron import _cron_count, _cron_from, _cron_latest
 from .cron_plan import _compile
 from .instants import _LAST_INSTANT, _SECOND, _from_seconds, _to_seconds, _trunc
+from .rrule import _rrule_count, _rrule_from, _rrule_latest, _rrule_upcoming
 from .spec import Spec
 
 
@@ -53,6 +55,8 @@ def _first_slot_from(spec: Spec, lo: datetime) -> datetime | None:
         anchor, every = _interval_grid(spec)
         n = max(0, -((anchor - _to_seconds(lo)) // every))  # ceil((lo - anchor) / every)
         return _from_seconds(anchor + n * every)
+    if spec.kind == "rrule":
+        return _rrule_from(spec.rrule_plan(), lo)
     return _cron_from(_compile(spec.cron, spec.timezone), lo)
 
 
@@ -69,7 +73,9 @@ def next_slot_after(spec: Spec, after: datetime, *, inclusive: bool = False) -> 
     ``after`` (aware) is truncated to whole seconds first. Slots are never before
     ``start_at`` nor after ``end_at``. Interval: ``anchor + n * interval_seconds``
     computed in integer UTC seconds, whatever the zone. Cron: wall time
-    in ``spec.timezone`` with the DST rules of the package docstring. Once:
+    in ``spec.timezone`` with the DST rules of the package docstring. Rrule: the RFC 5545
+    rule expanded in ``spec.timezone`` from its DTSTART, local times mapped by RFC 5545
+    §3.3.5 (a gap: the offset before it; an overlap: the first occurrence). Once:
     ``run_at``.
 
     Raises :class:`InvalidSchedule` if the spec is invalid (``spec.validate()``) or
@@ -117,6 +123,9 @@ def upcoming(spec: Spec, after: datetime, count: int) -> list[datetime]:
     spec.validate()
     slots: list[datetime] = []
     cursor = min(_trunc(after, "after"), _LAST_INSTANT)
+    if spec.kind == "rrule":  # one walk of the rule rather than one search per slot
+        lo, hi = _window(spec, cursor + _SECOND, None)
+        return _rrule_upcoming(spec.rrule_plan(), lo, hi, count)
     while len(slots) < count:
         slot = _next_slot(spec, cursor + _SECOND)
         if slot is None:
@@ -130,7 +139,7 @@ def latest_slot_at_or_before(spec: Spec, now: datetime, *, not_before: datetime)
     """The most recent slot ``s`` with ``not_before <= s <= now`` (and inside
     ``[start_at, end_at]``), or None. Used to coalesce missed slots into one late run.
 
-    Bounded whatever the gap: interval and once are O(1) arithmetic; cron bisects
+    Bounded whatever the gap: interval and once are O(1) arithmetic; cron and rrule bisect
     over the forward search, O(log(now - not_before)) searches. Both bounds are
     truncated to whole seconds first. Raises :class:`InvalidSchedule` like
     :func:`next_slot_after`.
@@ -147,13 +156,16 @@ def latest_slot_at_or_before(spec: Spec, now: datetime, *, not_before: datetime)
         n = (_to_seconds(hi) - anchor) // every
         slot = _from_seconds(anchor + n * every) if n >= 0 else None
         return slot if slot is not None and slot >= lo else None
+    if spec.kind == "rrule":
+        return _rrule_latest(spec.rrule_plan(), lo, hi)
     return _cron_latest(_compile(spec.cron, spec.timezone), lo, hi)
 
 
 def count_slots(spec: Spec, start: datetime, end: datetime, *, cap: int = 100_000) -> int:
     """Number of slots ``s`` with ``start <= s < end`` (and inside ``[start_at, end_at]``),
     at most ``cap``. Interval and once: O(1) arithmetic. Cron: a walk that counts whole
-    DST-free local days arithmetically and stops at ``cap``. ``start`` and ``end`` are
+    DST-free local days arithmetically and stops at ``cap``. Rrule: a walk over the
+    occurrences that stops at ``cap``. ``start`` and ``end`` are
     truncated to whole seconds first. Raises ``ValueError`` for a negative ``cap`` and
     :class:`InvalidSchedule` like :func:`next_slot_after`."""
     if cap < 0:
@@ -172,4 +184,6 @@ def count_slots(spec: Spec, start: datetime, end: datetime, *, cap: int = 100_00
         first = max(0, -((anchor - _to_seconds(lo)) // every))
         last = (_to_seconds(hi) - anchor) // every
         return max(0, min(cap, last - first + 1))
+    if spec.kind == "rrule":
+        return _rrule_count(spec.rrule_plan(), lo, hi + _SECOND, cap)
     return _cron_count(_compile(spec.cron, spec.timezone), lo, hi + _SECOND, cap)

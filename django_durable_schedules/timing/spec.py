@@ -11,9 +11,11 @@ from .cron_plan import validate_cron
 from .errors import InvalidSchedule
 from .instants import _trunc, require_aware
 from .intervals import validate_interval
+from .rrule import compile_rrule, rrule_dtstart
+from .rrule_grid import _RulePlan
 from .zones import validate_timezone
 
-KINDS = ("interval", "cron", "once")
+KINDS = ("interval", "cron", "once", "rrule")
 
 
 def _given(value: object) -> bool:
@@ -25,9 +27,10 @@ class Spec:
     """The timing definition of a schedule; pure data, validated by :meth:`validate`.
 
     ``kind`` is ``"interval"`` (``interval_seconds`` from ``anchor``), ``"cron"``
-    (``cron`` in ``timezone``) or ``"once"`` (``run_at``). ``anchor`` is the interval
-    grid origin (the schedule's ``start_at``, else its creation time); when it is None
-    ``start_at`` is used. No slot is earlier than ``start_at`` or later than ``end_at``
+    (``cron`` in ``timezone``), ``"once"`` (``run_at``) or ``"rrule"`` (the RFC 5545 rule
+    ``rrule`` in ``timezone``). ``anchor`` is the interval grid origin (the schedule's
+    ``start_at``, else its creation time); when it is None ``start_at`` is used. An rrule's
+    DTSTART is ``start_at`` in the zone, else local midnight of ``anchor``'s day. No slot is earlier than ``start_at`` or later than ``end_at``
     (inclusive). All datetimes must be aware; they are used truncated to whole seconds.
     """
 
@@ -36,6 +39,7 @@ class Spec:
     cron: str | None = None
     timezone: str = "UTC"
     run_at: datetime | None = None
+    rrule: str | None = None
     anchor: datetime | None = None
     start_at: datetime | None = None
     end_at: datetime | None = None
@@ -44,9 +48,10 @@ class Spec:
         """Raise :class:`InvalidSchedule` ``(field, message)`` for the first problem:
         unknown ``kind``; unknown ``timezone``; a naive datetime; ``end_at`` before
         ``start_at``; a missing required field or a field that does not belong to the kind
-        (``cron`` on an interval, ``run_at`` on a cron, ...); an invalid interval or cron
-        expression; an interval without ``anchor``/``start_at``; a ``run_at`` outside
-        ``[start_at, end_at]``. A spec found valid is not checked again (it is frozen;
+        (``cron`` on an interval, ``run_at`` on a cron, ...); an invalid interval, cron
+        expression or rule (:func:`.rrule.validate_rrule`); an interval or rule without
+        ``anchor``/``start_at``; a rule with both UNTIL and ``end_at``; a ``run_at``
+        outside ``[start_at, end_at]``. A spec found valid is not checked again (it is frozen;
         the worker's slot arithmetic asks several times per run)."""
         if self.__dict__.get("_valid"):
             return
@@ -62,9 +67,10 @@ class Spec:
             raise InvalidSchedule("end_at", "end_at must not be before start_at")
         self._forbid(
             {
-                "interval": ("cron", "run_at"),
-                "cron": ("interval_seconds", "run_at"),
-                "once": ("interval_seconds", "cron"),
+                "interval": ("cron", "run_at", "rrule"),
+                "cron": ("interval_seconds", "run_at", "rrule"),
+                "once": ("interval_seconds", "cron", "rrule"),
+                "rrule": ("interval_seconds", "cron", "run_at"),
             }[self.kind]
         )
         getattr(self, f"_validate_{self.kind}")()
@@ -99,3 +105,24 @@ class Spec:
             raise InvalidSchedule("run_at", "run_at is before start_at")
         if self.end_at and run_at > _trunc(self.end_at):
             raise InvalidSchedule("run_at", "run_at is after end_at")
+
+    def _validate_rrule(self) -> None:
+        if self.rrule is None or not _given(self.rrule):
+            raise InvalidSchedule(
+                "rrule", "an rrule schedule needs a rule, e.g. FREQ=DAILY;BYHOUR=9;BYMINUTE=0"
+            )
+        plan = self.rrule_plan()
+        if plan.parts.until is not None and self.end_at is not None:
+            raise InvalidSchedule(
+                "rrule", "give the end once: UNTIL in the rule or end_at, not both"
+            )
+
+    def rrule_plan(self) -> _RulePlan:
+        """The compiled rule of an rrule spec (cached per rule, zone and DTSTART). Raises
+        :class:`InvalidSchedule` like :func:`.rrule.validate_rrule`."""
+        if not isinstance(self.rrule, str):
+            raise InvalidSchedule("rrule", "an rrule schedule needs a rule")
+        validate_timezone(self.timezone)  # before the zone is loaded (a bad name is a field error)
+        start = _trunc(self.start_at) if self.start_at is not None else None
+        dtstart = rrule_dtstart(self.timezone, start, self.anchor)
+        return compile_rrule(self.rrule, self.timezone, dtstart)

@@ -115,6 +115,8 @@ class Command(BaseCommand):
 
     def _upcoming(self, schedule: Schedule, count: int) -> None:
         words = cron_in_words(schedule.cron) if schedule.kind == "cron" else ""
+        if schedule.kind == "rrule":
+            words = timing.rrule_description(schedule.spec())
         self.stdout.write(
             f"{schedule.name}: {_describe(schedule)}" + (f": {words}" if words else "")
         )

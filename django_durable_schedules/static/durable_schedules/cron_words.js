@@ -1,14 +1,11 @@
-/* django-durable-schedules: the cron field of a schedule's form says its expression in
-   words as you type ("At 09:00, Monday through Friday"), asking the admin's describe-cron
-   view, which uses the same library and validation as the server. */
+/* django-durable-schedules: the cron and rrule fields of a schedule's form say their
+   expression in words as you type ("At 09:00, Monday through Friday", "every 2 weeks on
+   Tuesday at 09:00"), asking the admin's describe-cron and describe-rrule views, which use
+   the same libraries and validation as the server. */
 (function () {
   "use strict";
 
-  window.addEventListener("load", function () {
-    var input = document.querySelector("input[data-words-url]");
-    if (!input) {
-      return;
-    }
+  function watch(input) {
     var out = document.getElementById(input.id + "_words");
     var zone = document.getElementById("id_timezone");
     var timer = null;
@@ -16,7 +13,7 @@
 
     function describe() {
       var mine = ++asked;
-      var url = input.dataset.wordsUrl + "?cron=" + encodeURIComponent(input.value) +
+      var url = input.dataset.wordsUrl + "?" + input.name + "=" + encodeURIComponent(input.value) +
         "&timezone=" + encodeURIComponent(zone ? zone.value : "");
       fetch(url, {credentials: "same-origin", headers: {Accept: "application/json"}})
         .then(function (response) { return response.json(); })
@@ -34,5 +31,9 @@
       clearTimeout(timer);
       timer = setTimeout(describe, 250);
     });
+  }
+
+  window.addEventListener("load", function () {
+    document.querySelectorAll("input[data-words-url]").forEach(watch);
   });
 })();

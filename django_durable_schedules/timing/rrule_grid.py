@@ -1,0 +1,219 @@
+"""Calendar rules expanded by python-dateutil, bounded: the grid of a rule (its BYxxx parts
+with every default from DTSTART explicit), restart points on that grid, and the cached,
+bounded expansions (``(local time, instant)`` pairs) the searches of :mod:`.rrule` walk.
+
+- Restarting: a period's set does not depend on where in the period dateutil starts
+  (except a weekly BYSETPOS, and a SECONDLY grid), so an expansion may start at the local
+  time a search needs, which keeps it short; rules whose grid does not depend on DTSTART
+  (INTERVAL=1) share one grid, and so their cached expansions.
+- Bounded: every expansion runs moved by whole 400-year Gregorian cycles (the calendar,
+  weekdays included, repeats every 400 years) into dateutil's last years, so that the end
+  of its calendar (year 9999) stops a rule that never matches within at most 400 years of
+  walking; a walk gives up :data:`HORIZON_YEARS` after its start.
+- Local times become instants by RFC 5545 §3.3.5 (:func:`_instant`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from dateutil import rrule as du
+
+from .errors import InvalidSchedule
+from .instants import _SECOND, MAX_YEAR, UTC
+from .rrule_syntax import FREQS, RuleParts
+from .zones import _zone
+
+#: Occurrences expanded per cached run of the rule (a search asks for as many as it needs).
+_RUN = 8
+#: Years after which a search without an occurrence gives up (one Gregorian cycle).
+HORIZON_YEARS = 400
+_CYCLE_YEARS = 400  # the Gregorian calendar (weekdays included) repeats every 400 years
+_DATEUTIL_LAST_YEAR = 9999
+
+
+#: The grid origin shared by the rules it does not change (INTERVAL=1, no weekly BYSETPOS):
+#: their expansions are cached once for every DTSTART after it (a Monday).
+_SHARED_ORIGIN = datetime(1900, 1, 1)
+
+
+@dataclass(frozen=True, eq=False)  # identity hash: grids are cached per (rule, zone, origin)
+class _Grid:
+    """What dateutil expands: the rule with every default made explicit, from ``origin``,
+    the start of its grid of periods (DTSTART, or :data:`_SHARED_ORIGIN` when the grid
+    does not depend on it)."""
+
+    tz: ZoneInfo
+    freq: Any  # dateutil's constant: YEARLY 0 ... SECONDLY 6
+    interval: int
+    wkst: int
+    weekly_setpos: bool  # a weekly BYSETPOS: its set depends on where the week starts
+    kwargs: tuple[tuple[str, Any], ...]  # every BYxxx part, defaulted from DTSTART
+    origin: datetime  # naive local
+
+    def rule(self, anchor: datetime) -> du.rrule:
+        """dateutil's rule started at ``anchor`` (a restart point of the grid)."""
+        return du.rrule(self.freq, dtstart=anchor, interval=self.interval, **dict(self.kwargs))
+
+
+@dataclass(frozen=True, eq=False)  # identity hash: plans are cached per (rule, zone, start)
+class _RulePlan:
+    parts: RuleParts
+    tz: ZoneInfo
+    zone: str
+    dtstart: datetime  # naive local
+    grid: _Grid
+
+
+def _grid(full: RuleParts, zone: str, dtstart: datetime) -> _Grid:
+    """The grid of a defaulted rule from ``dtstart``: shared by every DTSTART after
+    :data:`_SHARED_ORIGIN` when INTERVAL is 1 (no weekly BYSETPOS), so that schedules with
+    one rule share its cached expansions."""
+    weekly_setpos = full.freq == "WEEKLY" and bool(full.bysetpos)
+    shared = full.interval == 1 and not weekly_setpos and dtstart >= _SHARED_ORIGIN
+    return _cached_grid(full, zone, _SHARED_ORIGIN if shared else dtstart)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_grid(full: RuleParts, zone: str, origin: datetime) -> _Grid:
+    freq = FREQS.index(full.freq)  # dateutil numbers them in this order
+    weekly_setpos = freq == du.WEEKLY and bool(full.bysetpos)
+    kwargs = _dateutil_parts(full)
+    return _Grid(_zone(zone), freq, full.interval, full.wkst, weekly_setpos, kwargs, origin)
+
+
+def _dateutil_parts(parts: RuleParts) -> tuple[tuple[str, Any], ...]:
+    """The BYxxx parts of a defaulted rule (:func:`.rrule_syntax.with_defaults`) as
+    dateutil's keyword arguments: with every default explicit, the rule can be restarted
+    anywhere on its grid without changing it."""
+    weekdays = tuple(du.weekday(d, n or None) for n, d in parts.byday)
+    values: dict[str, Any] = {
+        "bymonth": parts.bymonth,
+        "byweekno": parts.byweekno,
+        "byyearday": parts.byyearday,
+        "bymonthday": parts.bymonthday,
+        "byweekday": weekdays,
+        "byhour": parts.byhour,
+        "byminute": parts.byminute,
+        "bysecond": parts.bysecond,
+        "bysetpos": parts.bysetpos,
+    }
+    return (("wkst", parts.wkst),) + tuple((k, v or None) for k, v in values.items())
+
+
+def _instant(naive: datetime, tz: ZoneInfo) -> datetime:
+    """RFC 5545 §3.3.5: the instant of a local time; in a gap with the offset before the
+    gap, in an overlap the first occurrence (both are ``fold=0`` under PEP 495)."""
+    return naive.replace(tzinfo=tz, fold=0).astimezone(UTC)
+
+
+def _reading(instant: datetime, tz: ZoneInfo) -> datetime:
+    return instant.astimezone(tz).replace(tzinfo=None, fold=0)
+
+
+def _add_months(day: date, months: int) -> date:
+    index = day.year * 12 + day.month - 1 + months
+    return date(index // 12, index % 12 + 1, 1)
+
+
+def _period(grid: _Grid, naive: datetime) -> tuple[datetime, datetime, datetime]:
+    """``(start, end, next start)`` of the period of the grid (FREQ x INTERVAL counted from
+    its origin, RFC 5545 §3.3.10) that starts at or before the local ``naive`` (after the
+    origin)."""
+    ds, step, freq = grid.origin, grid.interval, grid.freq
+    if freq >= du.HOURLY:
+        unit = timedelta(seconds={du.HOURLY: 3600, du.MINUTELY: 60, du.SECONDLY: 1}[freq])
+        base = ds.replace(minute=0, second=0) if freq == du.HOURLY else ds
+        base = base.replace(second=0) if freq == du.MINUTELY else base
+        start = base + unit * step * ((naive - base) // unit // step)
+        return start, start + unit, start + unit * step
+    day = naive.date()
+    if freq in (du.DAILY, du.WEEKLY):
+        days = 1 if freq == du.DAILY else 7
+        first = ds.date() - timedelta(days=(ds.weekday() - grid.wkst) % 7 if days == 7 else 0)
+        begin = first + timedelta(days=days * step * ((day - first).days // days // step))
+        ends = (begin + timedelta(days=days), begin + timedelta(days=days * step))
+    else:
+        months = 12 if freq == du.YEARLY else 1
+        first = date(ds.year, ds.month if freq == du.MONTHLY else 1, 1)
+        elapsed = (day.year - first.year) * 12 + day.month - first.month
+        begin = _add_months(first, months * step * (elapsed // (months * step)))
+        ends = (_add_months(begin, months), _add_months(begin, months * step))
+    midnight = time()
+    return (
+        datetime.combine(begin, midnight),
+        datetime.combine(ends[0], midnight),
+        datetime.combine(ends[1], midnight),
+    )
+
+
+def _anchor(grid: _Grid, naive: datetime) -> datetime:
+    """Where to start dateutil so that it yields exactly the occurrences at or after the
+    local ``naive``: ``naive`` itself inside a period of the grid (a period's set does not
+    depend on where in it the expansion starts), the next period's start between periods;
+    the period's start for a weekly BYSETPOS (a partial week would change its set) and a
+    SECONDLY grid (dateutil takes the first second from its start)."""
+    ds = grid.origin
+    if naive <= ds:
+        return ds
+    start, end, following = _period(grid, naive)
+    if naive >= end:
+        return following
+    if grid.freq == du.SECONDLY or grid.weekly_setpos:
+        return max(start, ds)
+    return naive
+
+
+def _shift_years(anchor: datetime) -> int:
+    """Whole 400-year cycles that move ``anchor`` into dateutil's last years, at least one
+    whole year before its end (year 9999)."""
+    return _CYCLE_YEARS * max(0, (_DATEUTIL_LAST_YEAR - 1 - anchor.year) // _CYCLE_YEARS)
+
+
+@functools.lru_cache(maxsize=4096)
+def _run(
+    grid: _Grid, anchor: datetime, size: int = _RUN
+) -> tuple[tuple[tuple[datetime, datetime], ...], datetime | None]:
+    """Up to ``size`` occurrences from ``anchor`` as ``(local time, instant)`` in local
+    order (a weekly BYSETPOS: at least its first week), and where to go on: None after a
+    full run (from the last local time), else the end of the window it ran out of.
+    The rule runs moved by whole 400-year cycles, so that dateutil stops at the end of its
+    calendar: a rule that never matches costs at most one window (at most 400 years)."""
+    shift = _shift_years(anchor)
+    end = datetime(_DATEUTIL_LAST_YEAR + 1 - shift, 1, 1)
+    whole_week = anchor + timedelta(days=7) if grid.weekly_setpos else anchor
+    items: list[tuple[datetime, datetime]] = []
+    try:
+        for moved in grid.rule(anchor.replace(year=anchor.year + shift)):
+            local = moved.replace(year=moved.year - shift)
+            items.append((local, _instant(local, grid.tz)))
+            if len(items) >= size and local >= whole_week:
+                return tuple(items), None
+    except (ValueError, OverflowError) as exc:  # dateutil: "... resulting in empty rule"
+        raise InvalidSchedule("rrule", f"the rule cannot be expanded: {exc}") from None
+    return tuple(items), end
+
+
+def _occurrences(
+    plan: _RulePlan, start: datetime, batch: int = _RUN
+) -> Iterator[tuple[datetime, datetime]]:
+    """``(local time, instant)`` of every occurrence at or after the local ``start``, in
+    local order, for at most ``HORIZON_YEARS`` after ``start`` and not after MAX_YEAR;
+    expanded ``batch`` at a time (then more and more: a long walk needs fewer restarts)."""
+    limit = datetime(min(start.year + HORIZON_YEARS, MAX_YEAR + 1), 1, 1)
+    cursor = start
+    while cursor < limit:
+        items, stopped = _run(plan.grid, _anchor(plan.grid, cursor), batch)
+        for local, instant in items:
+            if local >= limit:
+                return
+            if local >= cursor:
+                yield local, instant
+        following = items[-1][0] + _SECOND if stopped is None else stopped
+        cursor = max(cursor + _SECOND, following)
+        batch = min(4 * batch, 256)
