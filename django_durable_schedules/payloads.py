@@ -13,6 +13,8 @@ import json
 import math
 from typing import Any
 
+from .limits import METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
+
 #: Largest ``payload``, as compact UTF-8 JSON (bytes).
 PAYLOAD_MAX_BYTES = 64 * 1024
 #: Deepest nesting accepted in ``payload`` and ``metadata``.
@@ -70,3 +72,24 @@ def payload_errors(payload: Any, metadata: Any) -> dict[str, list[str]]:
     if problem:
         errors["metadata"] = [f"The metadata {problem}."]
     return errors
+
+
+def metadata_errors(metadata: Any) -> dict[str, list[str]]:
+    """``metadata`` must be a flat JSON object: at most 50 string keys of at most 100
+    characters, scalar values, strings at most 500 characters."""
+    if metadata in (None, {}):
+        return {}
+    problems = []
+    if not isinstance(metadata, dict):
+        problems.append("Must be a JSON object.")
+    else:
+        if len(metadata) > METADATA_MAX_KEYS:
+            problems.append(f"At most {METADATA_MAX_KEYS} keys.")
+        for key, value in list(metadata.items())[: METADATA_MAX_KEYS + 1]:
+            if not isinstance(key, str) or len(key) > 100:
+                problems.append("Keys must be strings of at most 100 characters.")
+            if not (value is None or isinstance(value, (bool, int, float, str))):
+                problems.append(f"{key!r}: values must be scalars (flat metadata).")
+            elif isinstance(value, str) and len(value) > METADATA_MAX_VALUE_CHARS:
+                problems.append(f"{key!r}: at most {METADATA_MAX_VALUE_CHARS} characters.")
+    return {"metadata": problems} if problems else {}

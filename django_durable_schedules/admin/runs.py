@@ -57,6 +57,7 @@ class RunAttemptAdmin(ScheduleZoneMixin, AttemptColumns, ReadOnlyAdmin):
         "claimed",
         "lateness_display",
         "worker",
+        "origin",
         "missed_slots",
         "outcome",
     )
@@ -64,7 +65,7 @@ class RunAttemptAdmin(ScheduleZoneMixin, AttemptColumns, ReadOnlyAdmin):
     #: (a link inside the row link would be dropped by the browser).
     list_display_links = ("run",)
     list_select_related = ("receipt",)
-    list_filter = ("worker",)
+    list_filter = ("origin", "worker")
     search_fields = ("schedule_name", "idempotency_key", "=worker")
     date_hierarchy = "claimed_at"
     #: The detail page: instants in the schedule's zone and UTC, the schedule as a link
@@ -79,6 +80,7 @@ class RunAttemptAdmin(ScheduleZoneMixin, AttemptColumns, ReadOnlyAdmin):
         "lease_token",
         "lease_expires",
         "idempotency_key",
+        "origin",
         "missed_slots",
         "outcome",
     )

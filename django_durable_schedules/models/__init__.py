@@ -12,13 +12,17 @@ triggers installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.gua
 * :mod:`.events`: ``ScheduleEvent`` and ``WorkerHeartbeat``.
 """
 
+from ..limits import METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
+from ..payloads import metadata_errors as _metadata_errors
 from .choices import (
     DEFINITION_FIELDS,
     INSTANT_FIELDS,
     SUCCESS_STATUSES,
+    AttemptOrigin,
     EventAction,
     Kind,
     MisfirePolicy,
+    OverlapPolicy,
     ReceiptStatus,
     Status,
     name_validator,
@@ -26,13 +30,7 @@ from .choices import (
 from .events import ScheduleEvent, WorkerHeartbeat
 from .queries import ScheduleQuerySet
 from .runs import RunAttempt, RunReceipt
-from .schedule import (
-    METADATA_MAX_KEYS,
-    METADATA_MAX_VALUE_CHARS,
-    Schedule,
-    _default_timezone,
-    _metadata_errors,
-)
+from .schedule import Schedule, _default_timezone
 
 __all__ = [
     "DEFINITION_FIELDS",
@@ -40,9 +38,11 @@ __all__ = [
     "METADATA_MAX_KEYS",
     "METADATA_MAX_VALUE_CHARS",
     "SUCCESS_STATUSES",
+    "AttemptOrigin",
     "EventAction",
     "Kind",
     "MisfirePolicy",
+    "OverlapPolicy",
     "ReceiptStatus",
     "RunAttempt",
     "RunReceipt",

@@ -17,31 +17,18 @@ from django.db.models import Q
 from django.utils import timezone as dj_timezone
 
 from .. import timing
-from ..limits import DURATION_BOUNDS, METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
-from ..payloads import payload_errors
-from .choices import DEFINITION_FIELDS, INSTANT_FIELDS, Kind, MisfirePolicy, Status, name_validator
+from ..limits import DURATION_BOUNDS
+from ..payloads import metadata_errors, payload_errors
+from .choices import (
+    DEFINITION_FIELDS,
+    INSTANT_FIELDS,
+    Kind,
+    MisfirePolicy,
+    OverlapPolicy,
+    Status,
+    name_validator,
+)
 from .queries import ScheduleQuerySet
-
-
-def _metadata_errors(metadata: Any) -> dict[str, list[str]]:
-    """``metadata`` must be a flat JSON object: at most 50 string keys of at most 100
-    characters, scalar values, strings at most 500 characters."""
-    if metadata in (None, {}):
-        return {}
-    problems = []
-    if not isinstance(metadata, dict):
-        problems.append("Must be a JSON object.")
-    else:
-        if len(metadata) > METADATA_MAX_KEYS:
-            problems.append(f"At most {METADATA_MAX_KEYS} keys.")
-        for key, value in list(metadata.items())[: METADATA_MAX_KEYS + 1]:
-            if not isinstance(key, str) or len(key) > 100:
-                problems.append("Keys must be strings of at most 100 characters.")
-            if not (value is None or isinstance(value, (bool, int, float, str))):
-                problems.append(f"{key!r}: values must be scalars (flat metadata).")
-            elif isinstance(value, str) and len(value) > METADATA_MAX_VALUE_CHARS:
-                problems.append(f"{key!r}: at most {METADATA_MAX_VALUE_CHARS} characters.")
-    return {"metadata": problems} if problems else {}
 
 
 def _default_timezone() -> str:
@@ -85,6 +72,14 @@ class Schedule(models.Model):
 
     misfire_policy = models.CharField(
         max_length=16, choices=MisfirePolicy.choices, default=MisfirePolicy.COALESCE
+    )
+    overlap_policy = models.CharField(
+        max_length=16,
+        choices=OverlapPolicy.choices,
+        default=OverlapPolicy.SKIP,
+        help_text="Slots that come due while a run is still running: 'skip' counts them and "
+        "waits for the next slot; 'buffer_one' runs the first of them right after the run "
+        "(as its own occurrence) and counts the others as skipped.",
     )
     jitter_seconds = models.PositiveIntegerField(
         null=True,
@@ -140,6 +135,9 @@ class Schedule(models.Model):
         blank=True,
         editable=False,
         help_text="A manual run was requested at this instant; the next claim runs it as its own occurrence.",
+    )
+    buffered_for = models.DateTimeField(  # overlap_policy buffer_one, see plan_overlap
+        null=True, blank=True, editable=False, help_text="A slot buffered while a run ran."
     )
     pause_reason = models.CharField(
         max_length=500, blank=True, default="", help_text="Why the scheduler paused it by itself."
@@ -258,9 +256,12 @@ class Schedule(models.Model):
             first = self._state.adding and self.occurrence == 0
             if self.status == Status.ACTIVE and self.definition_hash != new_hash:
                 self.next_run_at = self.plan(now, first=first)
+            if self.definition_hash != new_hash:
+                self.buffered_for = None  # a slot of the old definition: never run after it
             self.definition_hash = new_hash
             if update_fields is not None:
-                kwargs["update_fields"] = set(update_fields) | {"definition_hash", "next_run_at"}
+                planned = {"definition_hash", "next_run_at", "buffered_for"}
+                kwargs["update_fields"] = set(update_fields) | planned
         super().save(*args, **kwargs)
 
     # -- validation and normalisation -----------------------------------------------------
@@ -314,7 +315,7 @@ class Schedule(models.Model):
         for field, messages in payload_errors(self.payload, self.metadata).items():
             errors.setdefault(field, []).extend(messages)
         if "metadata" not in errors:
-            errors.update(_metadata_errors(self.metadata))
+            errors.update(metadata_errors(self.metadata))
         if self.jitter_seconds and not errors:
             times = timing.upcoming(self.spec(), dj_timezone.now(), 10)
             gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]

@@ -123,6 +123,7 @@ def _quarantine_refused(pk: uuid.UUID, exc: BaseException, using: str) -> None:
                 next_run_at=None,
                 retry_scheduled_for=None,
                 triggered_at=None,
+                buffered_for=None,
             )
         )
     if updated:

@@ -53,6 +53,14 @@ TABLE: tuple[Transition, ...] = (
     ),
     Transition(
         "claim",
+        ACTIVE,
+        "a slot buffered while the previous run ran (`overlap_policy` buffer_one)",
+        "active, leased",
+        "the next slot after now",
+        "none yet: an attempt (origin `buffered`, `scheduled_for` = that slot) with a live lease",
+    ),
+    Transition(
+        "claim",
         PAUSED,
         "triggered",
         "paused, leased",
@@ -131,6 +139,15 @@ TABLE: tuple[Transition, ...] = (
         "active (completed after the last slot, `max_runs`, or a `once`)",
         "the next slot on the grid (slots passed while it ran are counted)",
         "`skipped` (`failure_count` kept)",
+    ),
+    Transition(
+        "outcome",
+        ACTIVE,
+        "succeeded / enqueued / skipped / given up, slots passed while it ran, "
+        "`overlap_policy` buffer_one",
+        "active",
+        "now: the first passed slot is buffered (`buffered_for`), the others are counted",
+        "its own status (`slots_skipped`: the passed slots but the buffered one)",
     ),
     Transition(
         "outcome",
@@ -221,7 +238,8 @@ TABLE: tuple[Transition, ...] = (
         ACTIVE,
         "disable",
         "paused",
-        "none (a pending retry is dropped; a pending trigger is kept and runs)",
+        "none (a pending retry is dropped; a pending trigger is kept and runs; a buffered "
+        "slot is dropped and counted)",
         "none (event `disabled`)",
         action="disable",
     ),

@@ -125,6 +125,12 @@ class Command(BaseCommand):
                 f"{schedule.name}: the stored definition is invalid: {exc}"
             ) from None
         zone = ZoneInfo(schedule.timezone or "UTC")  # valid: upcoming() checked it
+        if schedule.overlap_policy != "skip":
+            self.stdout.write(f"  overlap policy: {schedule.overlap_policy}")
+        if schedule.buffered_for is not None:
+            self.stdout.write(
+                f"  buffered: the slot {_when(schedule.buffered_for, zone.key)} runs next"
+            )
         if not times:
             self.stdout.write("  no further fire times")
         for t in times:
