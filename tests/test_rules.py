@@ -161,3 +161,36 @@ def test_a_failed_run_retried_does_not_buffer_and_a_given_up_one_does():
     _, _, [first] = claim(s, T0)
     outcomes._apply(s, Outcome(first, OutcomeStatus.FAILED), T0 + 130 * S)
     assert (s.buffered_for, s.next_run_at, s.missed_count) == (T0 + 60 * S, T0 + 130 * S, 1)
+
+
+# -- backfill arithmetic (state/backfill_rules.py) on unsaved rows --------------------------
+
+
+def test_backfill_slots_are_the_grid_slots_of_the_range_in_order_capped():
+    from django_durable_schedules.state.backfill_rules import backfill_slots
+
+    spec = row().spec()
+    assert backfill_slots(spec, T0, T0 + 180 * S, 10) == [T0, T0 + 60 * S, T0 + 120 * S]
+    assert backfill_slots(spec, T0 + S, T0 + 60 * S, 10) == []  # [start, end): 60 excluded
+    assert len(backfill_slots(spec, T0, T0 + 3600 * S, 5)) == 6  # cap + 1: "more than 5"
+
+
+def test_a_backfill_slot_is_its_own_occurrence_and_a_released_one_runs_again():
+    from django_durable_schedules.models import Backfill
+    from django_durable_schedules.state import backfill_rules
+
+    s = row()
+    s.occurrence, s.next_run_at = 7, T0 + 3600 * S
+    b = Backfill(schedule_id=s.id, slots=[T0.isoformat(), (T0 + 60 * S).isoformat()])
+    attempts, receipts, claims = [], [], []
+    backfill_rules.claim_backfill_slot(s, b, T0 + 4000 * S, LEASE, "w", attempts, receipts, claims)
+    [c] = claims
+    assert (c.occurrence, c.attempt, c.scheduled_for, c.origin) == (8, 1, T0, "backfill")
+    assert attempts[0].origin == "backfill" and s.next_run_at == T0 + 3600 * S
+    backfill_rules.settle_backfill(b, s, 1, "released")
+    assert (b.position, b.occurrence, b.attempt) == (0, 8, 1)
+    backfill_rules.settle_backfill(b, s, 2, "failed")  # a failure ends the slot
+    assert (b.position, b.occurrence, b.attempt) == (1, None, 0)
+    b.position = 2
+    backfill_rules.claim_backfill_slot(s, b, T0 + 4001 * S, LEASE, "w", [], [], claims)
+    assert b.status == "completed" and b.finished_at == T0 + 4001 * S and len(claims) == 1

@@ -19,6 +19,7 @@ from ..exceptions import StateConflict
 from ..models import Schedule
 from ..registry import registry
 from .actions import TRANSITIONS, _as_admin, _DeleteRefused, _make_action, delete_selected
+from .backfills import backfill, cancel_backfill
 from .changelist import ScheduleChangeList
 from .display import _CSS, _legend, _names
 from .filters import DegradedFilter, FailingFilter, RunningFilter
@@ -45,7 +46,11 @@ class ScheduleAdmin(ScheduleViews):
     search_help_text = "Search by schedule name or callback name."
     raw_id_fields = ("owner",)
     inlines = (ReceiptInline, AttemptInline, EventInline)
-    actions = [_make_action(t) for t in TRANSITIONS.values()] + [delete_selected]
+    actions = [_make_action(t) for t in TRANSITIONS.values()] + [
+        backfill,
+        cancel_backfill,
+        delete_selected,
+    ]
     change_list_template = "durable_schedules/admin/change_list.html"
     change_form_template = "durable_schedules/admin/schedule_change_form.html"
 

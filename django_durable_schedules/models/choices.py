@@ -60,6 +60,12 @@ class AttemptOrigin(models.TextChoices):
     BACKFILL = "backfill", "backfill"
 
 
+class BackfillStatus(models.TextChoices):
+    ACTIVE = "active", "active"
+    COMPLETED = "completed", "completed"
+    CANCELLED = "cancelled", "cancelled"
+
+
 class EventAction(models.TextChoices):
     CREATED = "created", "created"
     EDITED = "edited", "edited"
@@ -68,6 +74,9 @@ class EventAction(models.TextChoices):
     CANCELLED = "cancelled", "cancelled"
     TRIGGERED = "triggered", "triggered"
     DELETED = "deleted", "deleted"
+    BACKFILL = "backfill", "backfill requested"
+    BACKFILL_CANCEL = "backfill_cancel", "backfill cancelled"
+    BACKFILL_DONE = "backfill_done", "backfill completed"
 
 
 name_validator = RegexValidator(

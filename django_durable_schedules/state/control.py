@@ -230,8 +230,8 @@ def trigger(
 def cancel(
     schedule_id: Any, *, actor: Any = None, source: str = "code", using: str = "default"
 ) -> Schedule:
-    """Cancel for good: no further runs (a run in progress still gets its receipt).
-    Raises :class:`StateConflict` if already cancelled or completed."""
+    """Cancel for good: no further runs (a run in progress still gets its receipt), its
+    open backfill is cancelled too. Raises :class:`StateConflict` if already cancelled or completed."""
     return _halt(
         schedule_id, "cancel", Status.CANCELLED, EventAction.CANCELLED, actor, source, using
     )
@@ -261,6 +261,10 @@ def _halt(
         row.status = status
         row.retry_scheduled_for = None
         _drop_buffered(row)
+        if action == "cancel":
+            from .backfills import _cancel_open
+
+            _cancel_open(row, using)  # no further runs: its backfill neither
         if action == "disable" and row.triggered_at is not None:
             # A pending trigger survives a pause: a paused schedule runs when triggered.
             row.next_run_at = row.triggered_at

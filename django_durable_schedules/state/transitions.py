@@ -61,6 +61,17 @@ TABLE: tuple[Transition, ...] = (
     ),
     Transition(
         "claim",
+        RUNNABLE,
+        "free (no lease, no live slot due, no retry, trigger or buffered slot), with an "
+        "open backfill",
+        "unchanged, leased",
+        "unchanged (the live grid keeps its next slot)",
+        "none yet: an attempt (origin `backfill`, `scheduled_for` = the backfill's next "
+        "slot, its own occurrence) with a live lease; with no slot left the backfill is "
+        "completed (event `backfill_done`)",
+    ),
+    Transition(
+        "claim",
         PAUSED,
         "triggered",
         "paused, leased",
@@ -177,6 +188,15 @@ TABLE: tuple[Transition, ...] = (
     Transition(
         "outcome",
         LEASED,
+        "any outcome of a backfill slot",
+        "unchanged",
+        "unchanged (no retry, no backoff, `failure_count` kept)",
+        "its own status; the backfill moves to its next slot, except after `released` "
+        "(and `lease_expired` while attempts are left): the same slot's next attempt",
+    ),
+    Transition(
+        "outcome",
+        LEASED,
         "failed, terminal (`FailRun`)",
         "failed",
         "none",
@@ -260,6 +280,15 @@ TABLE: tuple[Transition, ...] = (
         "none",
         "none (event `cancelled`)",
         action="cancel",
+    ),
+    Transition(
+        "control",
+        RUNNABLE,
+        "backfill `[start, end)` (`request_backfill`; refused while another is open)",
+        "unchanged",
+        "unchanged",
+        "none (event `backfill`); cancel: event `backfill_cancel` (a schedule's cancel "
+        "cancels it too)",
     ),
     Transition(
         "control",
