@@ -221,6 +221,8 @@ def create_schedules(count: int, rng: random.Random, poison_schedules: int = 0) 
                 name=f"chaos-every-{i:03}",
                 kind="interval",
                 interval_seconds=rng.choice((1, 2)),
+                # A third of them queue one overlapped slot (buffered runs in the mix).
+                overlap_policy="buffer_one" if i % 3 == 1 else "skip",
                 **common,
             )
     if not poison_schedules:

@@ -43,6 +43,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         "CONCURRENCY",
         "POLL_MAX_SECONDS",
         "MAX_ATTEMPTS",
+        "BACKFILL_MAX_SLOTS",
         "BACKOFF_BASE_SECONDS",
         "BACKOFF_CAP_SECONDS",
         "RESULT_MAX_BYTES",
@@ -59,6 +60,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         "BATCH_SIZE",
         "CONCURRENCY",
         "MAX_ATTEMPTS",
+        "BACKFILL_MAX_SLOTS",
         "RESULT_MAX_BYTES",
         "ERROR_MESSAGE_MAX_CHARS",
     }

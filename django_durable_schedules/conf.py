@@ -19,6 +19,7 @@ POLL_MAX_SECONDS          5.0        longest idle sleep between checks (seconds)
 BACKOFF_BASE_SECONDS      5.0        first retry delay after a failure (seconds); doubles
 BACKOFF_CAP_SECONDS       3600.0     longest retry delay (seconds)
 MAX_ATTEMPTS              3          attempts per occurrence before it is given up
+BACKFILL_MAX_SLOTS        1000       most slots one backfill may run (a longer range is refused)
 RESULT_MAX_BYTES          8192       largest JSON result kept in a receipt (bytes)
 ERROR_MESSAGE_MAX_CHARS   1000       longest error message kept in a receipt (characters)
 RETRY_AFTER_MAX_SECONDS   2592000    longest retry delay a callback may ask for with
@@ -65,6 +66,7 @@ DEFAULTS: dict[str, Any] = {
     "BACKOFF_BASE_SECONDS": 5.0,
     "BACKOFF_CAP_SECONDS": 3600.0,
     "MAX_ATTEMPTS": 3,
+    "BACKFILL_MAX_SLOTS": 1000,
     "RESULT_MAX_BYTES": 8192,
     "ERROR_MESSAGE_MAX_CHARS": 1000,
     "RETRY_AFTER_MAX_SECONDS": 30 * 86400,
@@ -144,6 +146,10 @@ class _Settings:
     @property
     def MAX_ATTEMPTS(self) -> int:
         return int(get("MAX_ATTEMPTS"))
+
+    @property
+    def BACKFILL_MAX_SLOTS(self) -> int:
+        return int(get("BACKFILL_MAX_SLOTS"))
 
     @property
     def RESULT_MAX_BYTES(self) -> int:

@@ -368,7 +368,7 @@ class Worker:
             logger.warning("worker %s could not record its stop", self.worker_id)
 
     def _sleep(self) -> None:
-        wakeup = state.next_wakeup(using=self.using)
+        wakeup = state.next_wakeup(worker_id=self.worker_id, using=self.using)
         self._clock.expiry_known, self._clock.next_expiry = True, wakeup.lease_expiry
         self._clock.due_known, self._clock.next_due = True, wakeup.due
         delay = min(self.poll_max, state.seconds_until(wakeup.earliest, self._clock.estimate()))

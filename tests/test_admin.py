@@ -483,6 +483,7 @@ def _form_data(**overrides) -> dict:
         "metadata": "{}",
         "owner": "",
         "misfire_policy": "coalesce",
+        "overlap_policy": "skip",
         "max_attempts": "",
         "receipts-TOTAL_FORMS": "0",
         "receipts-INITIAL_FORMS": "0",

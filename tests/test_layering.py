@@ -3,7 +3,7 @@
 * Only the state package, and the db/ helpers that it or the one retention path call inside
   their transactions, open transactions or take row locks.
 * The pure modules (``state/values.py``, ``state/bounds.py``, ``state/rules.py``,
-  ``state/outcomes.py``, the ``timing/`` package) import nothing from ``django.db``.
+  ``state/outcomes.py``, ``state/backfill_rules.py``, the ``timing/`` package) import nothing from ``django.db``.
 * The thin layers (admin, API, management commands) never write a schedule's run state:
   they call ``state.*``.
 * No module of the package is over 500 lines.
@@ -33,6 +33,7 @@ PURE = (
     "state/bounds.py",
     "state/rules.py",
     "state/outcomes.py",
+    "state/backfill_rules.py",
     "timing/",
     "limits.py",
     "payloads.py",

@@ -14,7 +14,7 @@ renders :func:`.health.snapshot`. The admin only chooses what to show:
 The colours live in ``static/durable_schedules/admin.css`` (no inline styles or scripts, so
 a strict Content-Security-Policy is fine).
 
-Importing this package registers the four model admins with ``admin.site`` (Django's admin
+Importing this package registers the model admins with ``admin.site`` (Django's admin
 autodiscovery imports it). Its modules:
 
 * :mod:`.display`: formatting helpers (instants, outcomes and their strip, status badges,
@@ -28,7 +28,9 @@ autodiscovery imports it). Its modules:
 * :mod:`.views`: the health page and the change page's transition buttons;
 * :mod:`.schedules`: :class:`ScheduleAdmin` (registered for Schedule);
 * :mod:`.runs`: the read-only :class:`RunAttemptAdmin`, :class:`RunReceiptAdmin` and
-  :class:`WorkerHeartbeatAdmin` (registered).
+  :class:`WorkerHeartbeatAdmin` (registered);
+* :mod:`.backfills`: the backfill list actions and the read-only :class:`BackfillAdmin`
+  (registered).
 
 Every name of the former single module ``admin.py`` is still importable from here.
 """

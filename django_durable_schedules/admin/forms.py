@@ -49,6 +49,7 @@ DEFINITION_LAYOUT = (
 INPUT_FIELDS = ("payload", "metadata", "owner")
 POLICY_FIELDS = (
     "misfire_policy",
+    "overlap_policy",
     "max_attempts",
     "jitter_seconds",
     "misfire_grace_seconds",
@@ -73,6 +74,7 @@ STATE_FIELDS = (
     "failure_count",
     "failed_occurrences",
     "missed_count",
+    "buffered_for",
     "lease_detail",
     "created_at",
     "updated_at",

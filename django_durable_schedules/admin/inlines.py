@@ -55,6 +55,7 @@ class AttemptInline(AttemptColumns, _ReadOnlyInline):
         "claimed",
         "lateness_display",
         "worker",
+        "origin",
         "missed_slots",
         "outcome",
     )

@@ -66,6 +66,7 @@ class RunAttemptAdmin(ScheduleZoneMixin, AttemptColumns, ReadOnlyAdmin):
         "claimed",
         "lateness_display",
         "worker",
+        "origin",
         "missed_slots",
         "outcome",
     )
@@ -73,7 +74,7 @@ class RunAttemptAdmin(ScheduleZoneMixin, AttemptColumns, ReadOnlyAdmin):
     #: (a link inside the row link would be dropped by the browser).
     list_display_links = ("run",)
     list_select_related = ("receipt",)
-    list_filter = (WorkerFilter, ("claimed_at", admin.DateFieldListFilter))
+    list_filter = ("origin", WorkerFilter, ("claimed_at", admin.DateFieldListFilter))
     search_fields = ("schedule_name", "idempotency_key", "=worker")
     #: The detail page: instants in the schedule's zone and UTC, the schedule as a link
     #: (it may have been deleted: the attempt outlives it).
@@ -87,6 +88,7 @@ class RunAttemptAdmin(ScheduleZoneMixin, AttemptColumns, ReadOnlyAdmin):
         "lease_token",
         "lease_expires",
         "idempotency_key",
+        "origin",
         "missed_slots",
         "outcome",
     )

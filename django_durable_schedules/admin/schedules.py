@@ -19,6 +19,7 @@ from ..exceptions import StateConflict
 from ..models import Schedule
 from ..registry import registry
 from .actions import TRANSITIONS, _as_admin, _DeleteRefused, _make_action, delete_selected
+from .backfills import backfill, cancel_backfill
 from .changelist import ScheduleChangeList
 from .display import _CSS, _legend, _names
 from .filters import DegradedFilter, FailingFilter, RunningFilter
@@ -48,7 +49,11 @@ class ScheduleAdmin(ScheduleViews):
     )
     raw_id_fields = ("owner",)
     inlines = (ReceiptInline, AttemptInline, EventInline)
-    actions = [_make_action(t) for t in TRANSITIONS.values()] + [delete_selected]
+    actions = [_make_action(t) for t in TRANSITIONS.values()] + [
+        backfill,
+        cancel_backfill,
+        delete_selected,
+    ]
     change_list_template = "durable_schedules/admin/change_list.html"
     # Big tables: no second COUNT(*) of the whole table, and a count that reads at most
     # EXACT_COUNT_LIMIT rows (an estimate beyond; docs/scale.md).

@@ -46,6 +46,7 @@ class AttemptSerializer(BaseModelSerializer):
             "worker",
             "idempotency_key",
             "missed_slots",
+            "origin",
             "receipt_status",
             "finished_at",
         ]

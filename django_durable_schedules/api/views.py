@@ -29,6 +29,11 @@ from rest_framework.views import APIView
 from .. import health, state, timing
 from ..exceptions import StateConflict
 from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
+from .backfill_serializers import (
+    BackfillPlanSerializer,
+    BackfillRequestSerializer,
+    BackfillSerializer,
+)
 from .filters import AttemptFilter, ReceiptFilter, ScheduleFilter
 from .health_serializers import HealthSerializer
 from .parsers import BoundedJSONParser
@@ -193,6 +198,45 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
     def trigger(self, request: Request, pk: Any = None) -> Response:
         """Run now, as its own occurrence, without disturbing the grid."""
         return self._transition(state.trigger)
+
+    @extend_schema(
+        request=BackfillRequestSerializer,
+        responses={201: BackfillSerializer, 200: BackfillPlanSerializer, 409: _CONFLICT},
+    )
+    @action(detail=True, methods=["post"])
+    def backfill(self, request: Request, pk: Any = None) -> Response:
+        """Run every slot of the past range ``[start, end)``, in order, one at a time, each
+        as its own occurrence (201); slots that already succeeded are left out unless
+        ``include_succeeded``. ``dry_run``: the slots it would run (200), nothing stored.
+        409 while another backfill is open or the schedule is not active or paused."""
+        schedule = self.get_object()
+        body = BackfillRequestSerializer(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        args = body.validated_data
+        kw = {"include_succeeded": args["include_succeeded"]}
+        try:
+            with state_errors():
+                if args["dry_run"]:
+                    plan = state.plan_backfill(schedule, args["start"], args["end"], **kw)
+                    return Response(BackfillPlanSerializer.shape(plan))
+                made = state.request_backfill(
+                    schedule.pk, args["start"], args["end"], **kw, **self._audit()
+                )
+        except ValidationError as exc:  # "__all__" as DRF's non_field_errors
+            detail = exc.detail
+            if isinstance(detail, dict) and "__all__" in detail:
+                detail = {**detail, "non_field_errors": detail.pop("__all__")}
+            raise ValidationError(detail) from None
+        return Response(BackfillSerializer(made).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: BackfillSerializer, 409: _CONFLICT})
+    @backfill.mapping.delete
+    def cancel_backfill(self, request: Request, pk: Any = None) -> Response:
+        """Cancel the open backfill (a slot running now finishes); 409 when there is none."""
+        schedule = self.get_object()
+        with state_errors():
+            done = state.cancel_backfill(schedule.pk, **self._audit())
+        return Response(BackfillSerializer(done).data)
 
     @extend_schema(responses={200: EventSerializer(many=True)})
     @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)

@@ -9,17 +9,23 @@ triggers installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.gua
 * :mod:`.queries`: ``ScheduleQuerySet``, the named predicates;
 * :mod:`.schedule`: ``Schedule``;
 * :mod:`.runs`: ``RunAttempt`` and ``RunReceipt``;
-* :mod:`.events`: ``ScheduleEvent`` and ``WorkerHeartbeat``.
+* :mod:`.events`: ``ScheduleEvent`` and ``WorkerHeartbeat``;
+* :mod:`.backfills`: ``Backfill``.
 """
 
 from ..limits import METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
+from ..payloads import metadata_errors as _metadata_errors
+from .backfills import Backfill, BackfillQuerySet
 from .choices import (
     DEFINITION_FIELDS,
     INSTANT_FIELDS,
     SUCCESS_STATUSES,
+    AttemptOrigin,
+    BackfillStatus,
     EventAction,
     Kind,
     MisfirePolicy,
+    OverlapPolicy,
     ReceiptStatus,
     Status,
     name_validator,
@@ -27,7 +33,7 @@ from .choices import (
 from .events import ScheduleEvent, WorkerHeartbeat
 from .queries import ScheduleQuerySet
 from .runs import RunAttempt, RunReceipt
-from .schedule import Schedule, _default_timezone, _metadata_errors
+from .schedule import Schedule, _default_timezone
 
 __all__ = [
     "DEFINITION_FIELDS",
@@ -35,9 +41,14 @@ __all__ = [
     "METADATA_MAX_KEYS",
     "METADATA_MAX_VALUE_CHARS",
     "SUCCESS_STATUSES",
+    "AttemptOrigin",
+    "Backfill",
+    "BackfillQuerySet",
+    "BackfillStatus",
     "EventAction",
     "Kind",
     "MisfirePolicy",
+    "OverlapPolicy",
     "ReceiptStatus",
     "RunAttempt",
     "RunReceipt",

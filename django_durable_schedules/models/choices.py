@@ -47,6 +47,26 @@ class MisfirePolicy(models.TextChoices):
     SKIP = "skip", "skip missed slots"
 
 
+class OverlapPolicy(models.TextChoices):
+    SKIP = "skip", "skip slots that come due while it runs"
+    BUFFER_ONE = "buffer_one", "run one of them right after the run, skip the others"
+
+
+class AttemptOrigin(models.TextChoices):
+    """Why an attempt was claimed (shown with it, so a late run says where it came from)."""
+
+    SCHEDULED = "scheduled", "scheduled"
+    TRIGGERED = "triggered", "triggered"
+    BUFFERED = "buffered", "buffered (overlap_policy buffer_one)"
+    BACKFILL = "backfill", "backfill"
+
+
+class BackfillStatus(models.TextChoices):
+    ACTIVE = "active", "active"
+    COMPLETED = "completed", "completed"
+    CANCELLED = "cancelled", "cancelled"
+
+
 class EventAction(models.TextChoices):
     CREATED = "created", "created"
     EDITED = "edited", "edited"
@@ -55,6 +75,9 @@ class EventAction(models.TextChoices):
     CANCELLED = "cancelled", "cancelled"
     TRIGGERED = "triggered", "triggered"
     DELETED = "deleted", "deleted"
+    BACKFILL = "backfill", "backfill requested"
+    BACKFILL_CANCEL = "backfill_cancel", "backfill cancelled"
+    BACKFILL_DONE = "backfill_done", "backfill completed"
 
 
 name_validator = RegexValidator(

@@ -1,5 +1,5 @@
 """``ScheduleQuerySet``: the named predicates on schedules (claimable, due, waiting,
-failing, degraded, leased, lease expired), one definition each.
+backfill ready, failing, degraded, leased, lease expired), one definition each.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from django.db import models, router
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from .. import timing
 from .choices import Status
@@ -64,6 +64,26 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
     def claimable(self, now: Any) -> ScheduleQuerySet:
         """What a claim may take at ``now`` (see :meth:`claimable_q`)."""
         return self.filter(self.claimable_q(now))
+
+    @classmethod
+    def backfill_ready_q(cls, now: Any) -> Q:
+        """Rows that may run the next slot of their open backfill at ``now``: active or
+        paused, unleased, and with no live work pending: no live slot due (the grid keeps
+        priority), no retry, trigger or buffered slot waiting."""
+        from .backfills import Backfill
+
+        open_backfill = Exists(Backfill.objects.open().filter(schedule=OuterRef("pk")))
+        return (
+            Q(open_backfill)
+            & Q(status__in=(Status.ACTIVE, Status.PAUSED), lease_token__isnull=True)
+            & Q(retry_scheduled_for__isnull=True, triggered_at__isnull=True)
+            & Q(buffered_for__isnull=True)
+            & ~cls.claimable_q(now)
+        )
+
+    def backfill_ready(self, now: Any) -> ScheduleQuerySet:
+        """See :meth:`backfill_ready_q`."""
+        return self.filter(self.backfill_ready_q(now))
 
     def waiting(self) -> ScheduleQuerySet:
         """Runnable, unleased rows with a next run: what an idle worker waits for."""

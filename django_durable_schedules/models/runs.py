@@ -10,7 +10,7 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
-from .choices import SUCCESS_STATUSES, ReceiptStatus
+from .choices import SUCCESS_STATUSES, AttemptOrigin, ReceiptStatus
 from .loading import FastLoading
 from .schedule import Schedule
 
@@ -20,7 +20,7 @@ class RunAttempt(FastLoading, models.Model):
 
     ``lease_expires_at`` is the lease as first granted; renewals extend the schedule's
     lease, not this row. ``missed_slots`` counts slots passed over before this attempt
-    (downtime coalescing or overlap). The schedule foreign key has no database constraint
+    (downtime coalescing or overlap); ``origin`` says why it was claimed. The schedule foreign key has no database constraint
     on purpose: the audit trail outlives a deleted schedule.
     """
 
@@ -38,6 +38,13 @@ class RunAttempt(FastLoading, models.Model):
     worker = models.CharField(max_length=200)
     idempotency_key = models.CharField(max_length=200)
     missed_slots = models.PositiveBigIntegerField(default=0)
+    origin = models.CharField(
+        max_length=16,
+        choices=AttemptOrigin.choices,
+        default=AttemptOrigin.SCHEDULED,
+        help_text="Why it was claimed: its slot came due (scheduled), a trigger, a slot "
+        "buffered while the previous run ran (overlap_policy buffer_one), or a backfill.",
+    )
 
     class Meta:
         ordering = ["-claimed_at"]

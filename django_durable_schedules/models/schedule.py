@@ -18,14 +18,14 @@ from django.utils import timezone as dj_timezone
 
 from .. import timing
 from ..limits import DURATION_BOUNDS
-from ..payloads import metadata_errors as _metadata_errors
-from ..payloads import payload_errors
+from ..payloads import metadata_errors, payload_errors
 from .choices import (
     DEFINITION_FIELDS,
     INSTANT_FIELDS,
     RRULE_HELP,
     Kind,
     MisfirePolicy,
+    OverlapPolicy,
     Status,
     name_validator,
 )
@@ -76,6 +76,14 @@ class Schedule(FastLoading, models.Model):
 
     misfire_policy = models.CharField(
         max_length=16, choices=MisfirePolicy.choices, default=MisfirePolicy.COALESCE
+    )
+    overlap_policy = models.CharField(
+        max_length=16,
+        choices=OverlapPolicy.choices,
+        default=OverlapPolicy.SKIP,
+        help_text="Slots that come due while a run is still running: 'skip' counts them and "
+        "waits for the next slot; 'buffer_one' runs the first of them right after the run "
+        "(as its own occurrence) and counts the others as skipped.",
     )
     jitter_seconds = models.PositiveIntegerField(
         null=True,
@@ -131,6 +139,9 @@ class Schedule(FastLoading, models.Model):
         blank=True,
         editable=False,
         help_text="A manual run was requested at this instant; the next claim runs it as its own occurrence.",
+    )
+    buffered_for = models.DateTimeField(  # overlap_policy buffer_one, see plan_overlap
+        null=True, blank=True, editable=False, help_text="A slot buffered while a run ran."
     )
     pause_reason = models.CharField(
         max_length=500, blank=True, default="", help_text="Why the scheduler paused it by itself."
@@ -262,9 +273,12 @@ class Schedule(FastLoading, models.Model):
             first = self._state.adding and self.occurrence == 0
             if self.status == Status.ACTIVE and self.definition_hash != new_hash:
                 self.next_run_at = self.plan(now, first=first)
+            if self.definition_hash != new_hash:
+                self.buffered_for = None  # a slot of the old definition: never run after it
             self.definition_hash = new_hash
             if update_fields is not None:
-                kwargs["update_fields"] = set(update_fields) | {"definition_hash", "next_run_at"}
+                planned = {"definition_hash", "next_run_at", "buffered_for"}
+                kwargs["update_fields"] = set(update_fields) | planned
         super().save(*args, **kwargs)
 
     # -- validation and normalisation -----------------------------------------------------
@@ -320,7 +334,7 @@ class Schedule(FastLoading, models.Model):
         for field, messages in payload_errors(self.payload, self.metadata).items():
             errors.setdefault(field, []).extend(messages)
         if "metadata" not in errors:
-            errors.update(_metadata_errors(self.metadata))
+            errors.update(metadata_errors(self.metadata))
         if self.jitter_seconds and not errors:
             times = timing.upcoming(self.spec(), dj_timezone.now(), 10)
             gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]

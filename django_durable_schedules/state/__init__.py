@@ -25,6 +25,7 @@ the same transaction, waking idle workers when it commits (:mod:`.db.wakeups`).
 The package, by transition family: :mod:`.values` (what passes between it and the worker),
 :mod:`.bounds`, :mod:`.rules` and :mod:`.outcomes` (pure row arithmetic, no database),
 :mod:`.runs` (claims, leases), :mod:`.completion`, :mod:`.control`, :mod:`.definitions`,
+:mod:`.backfills` (with its pure :mod:`.backfill_rules`),
 :mod:`.events` (the audit trail), :mod:`.workers`, and :mod:`.transitions` (the table of
 every transition, rendered in docs/concepts.md).
 """
@@ -32,6 +33,14 @@ every transition, rendered in docs/concepts.md).
 from ..db.clock import db_now
 from ..exceptions import StateConflict
 from ..limits import BACKOFF_BASE_MAX_SECONDS, BACKOFF_CAP_MAX_SECONDS, TIMEOUT_MAX_SECONDS
+from .backfills import (
+    BACKFILL_FROM,
+    BackfillPlan,
+    cancel_backfill,
+    open_backfill,
+    plan_backfill,
+    request_backfill,
+)
 from .bounds import (
     UNEVALUABLE_PREFIX,
     bound_outcome,
@@ -59,12 +68,14 @@ from .workers import heartbeat, next_wakeup, seconds_until
 
 __all__ = [
     "ALLOWED",
+    "BACKFILL_FROM",
     "BACKOFF_BASE_MAX_SECONDS",
     "BACKOFF_CAP_MAX_SECONDS",
     "EDITABLE_FIELDS",
     "ONE_SECOND",
     "TIMEOUT_MAX_SECONDS",
     "UNEVALUABLE_PREFIX",
+    "BackfillPlan",
     "Claim",
     "CompletionReport",
     "Outcome",
@@ -76,6 +87,7 @@ __all__ = [
     "bound_outcome",
     "bound_retry_after",
     "cancel",
+    "cancel_backfill",
     "claim_due",
     "complete",
     "create_schedule",
@@ -89,9 +101,12 @@ __all__ = [
     "heartbeat",
     "idempotency_key",
     "next_wakeup",
+    "open_backfill",
+    "plan_backfill",
     "recover_degraded",
     "record_event",
     "renew_leases",
+    "request_backfill",
     "seconds_until",
     "sync_declared",
     "write_transaction",

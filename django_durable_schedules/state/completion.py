@@ -19,8 +19,10 @@ from ..conf import app_settings
 from ..db.batch import _REFUSED, _insert_rows, _update_rows
 from ..db.clock import _resolve_now
 from ..db.locks import _lock_for_write, _locked
-from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule
+from ..models import AttemptOrigin, ReceiptStatus, RunAttempt, RunReceipt, Schedule
 from ..projection import bound_text, project_error
+from .backfill_rules import backfill_receipt
+from .backfills import _settle
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
 from .outcomes import _apply, _fail_attempt, _fenced_result, _receipt
 from .rules import _FINISH_FIELDS, _pause_degraded, _Receipt, _restore, _snapshot
@@ -156,6 +158,7 @@ def _complete_batch(
         receipts: list[_Receipt] = []
         touched: dict[uuid.UUID, Schedule] = {}
         orphans: list[Outcome] = []
+        settled: list[tuple[Schedule, int, str]] = []
         for outcome in outcomes:
             claim = outcome.claim
             if claim.schedule_id in busy:
@@ -166,13 +169,18 @@ def _complete_batch(
                 orphans.append(outcome)
                 continue
             touched[row.id] = row
-            receipts.append(_finish(row, outcome, now, using, report))
+            if claim.origin == AttemptOrigin.BACKFILL:
+                receipts.append(_finish_backfill(row, outcome, now, using, report))
+                settled.append((row, claim.attempt, receipts[-1].status))
+            else:
+                receipts.append(_finish(row, outcome, now, using, report))
         if orphans:
             receipts += _orphan_receipts(orphans, now, using, report)
         models = [r.model() for r in receipts]
         _insert_rows(RunReceipt, models, using)
         if touched:
             _update_rows(list(touched.values()), _FINISH_FIELDS, using)
+        _settle(settled, using)
         report.receipts = models
     return report
 
@@ -223,6 +231,34 @@ def _finish(
                 outcome, error_message=bound_text(f"{message}; {note}" if message else note, 1000)
             ),
         )
+
+
+def _finish_backfill(
+    row: Schedule, outcome: Outcome, now: datetime, using: str, report: CompletionReport
+) -> _Receipt:
+    """The receipt of a backfill slot's ``outcome`` on the locked ``row`` its lease token
+    still owns: its own status (``lease_expired`` once the lease has lapsed: fenced). The
+    lease is cleared; the live grid is left as it is (see :mod:`.backfill_rules`)."""
+    row.lease_token = None
+    lease_expires_at, row.lease_expires_at = row.lease_expires_at, None
+    if lease_expires_at is None or lease_expires_at <= now:
+        report.fenced.append(outcome)
+        return backfill_receipt(
+            row,
+            replace(
+                outcome,
+                result=_fenced_result(outcome),
+                error_type="LeaseExpired",
+                error_message=f"the run finished ({outcome.status}) after its lease expired",
+            ),
+            now,
+            status=ReceiptStatus.LEASE_EXPIRED,
+        )
+    if outcome.enqueue is not None:
+        started = time.monotonic()
+        outcome = _enqueue(outcome, using)
+        report.enqueue_seconds[outcome.claim.attempt_id] = time.monotonic() - started
+    return backfill_receipt(row, outcome, now)
 
 
 def _orphan_receipts(

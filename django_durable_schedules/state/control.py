@@ -115,7 +115,7 @@ def enable(
         row.failed_occurrences = 0
         # A trigger requested while it was paused and not run yet survives the enable.
         pending = row.triggered_at
-        row.retry_scheduled_for = row.triggered_at = None
+        row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
         if row.kind == Kind.ONCE:
             _rearm_once(row, now)
         else:
@@ -138,6 +138,7 @@ def enable(
                 "degraded_reason",
                 "retry_scheduled_for",
                 "triggered_at",
+                "buffered_for",
                 "failure_count",
                 "failed_occurrences",
                 "pause_reason",
@@ -208,8 +209,18 @@ def trigger(
         now = timing.truncate_to_second(instant)
         row.triggered_at = now
         row.retry_scheduled_for = None
+        _drop_buffered(row)  # the manual run, due now, takes its place
         row.next_run_at = now
-        row.save(update_fields=["triggered_at", "retry_scheduled_for", "next_run_at", "updated_at"])
+        row.save(
+            update_fields=[
+                "triggered_at",
+                "retry_scheduled_for",
+                "buffered_for",
+                "missed_count",
+                "next_run_at",
+                "updated_at",
+            ]
+        )
         record_event(
             row, EventAction.TRIGGERED, now=instant, actor=actor, source=source, using=using
         )
@@ -219,8 +230,8 @@ def trigger(
 def cancel(
     schedule_id: Any, *, actor: Any = None, source: str = "code", using: str = "default"
 ) -> Schedule:
-    """Cancel for good: no further runs (a run in progress still gets its receipt).
-    Raises :class:`StateConflict` if already cancelled or completed."""
+    """Cancel for good: no further runs (a run in progress still gets its receipt), its
+    open backfill is cancelled too. Raises :class:`StateConflict` if already cancelled or completed."""
     return _halt(
         schedule_id, "cancel", Status.CANCELLED, EventAction.CANCELLED, actor, source, using
     )
@@ -249,6 +260,11 @@ def _halt(
         before = row.status
         row.status = status
         row.retry_scheduled_for = None
+        _drop_buffered(row)
+        if action == "cancel":
+            from .backfills import _cancel_open
+
+            _cancel_open(row, using)  # no further runs: its backfill neither
         if action == "disable" and row.triggered_at is not None:
             # A pending trigger survives a pause: a paused schedule runs when triggered.
             row.next_run_at = row.triggered_at
@@ -260,6 +276,8 @@ def _halt(
                 "next_run_at",
                 "retry_scheduled_for",
                 "triggered_at",
+                "buffered_for",
+                "missed_count",
                 "updated_at",
             ]
         )
@@ -272,6 +290,15 @@ def _halt(
             using=using,
         )
     return row
+
+
+def _drop_buffered(row: Schedule) -> None:
+    """A slot buffered by ``overlap_policy`` ``buffer_one`` and not run yet is dropped (by
+    a pause, a cancel, or a trigger that runs instead): it is counted in ``missed_count``,
+    never silently lost."""
+    if row.buffered_for is not None:
+        row.buffered_for = None
+        row.missed_count += 1
 
 
 def delete_schedule(

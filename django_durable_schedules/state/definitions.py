@@ -44,6 +44,7 @@ EDITABLE_FIELDS = frozenset(
         "payload",
         "metadata",
         "misfire_policy",
+        "overlap_policy",
         "misfire_grace_seconds",
         "max_attempts",
         "backoff_base_seconds",

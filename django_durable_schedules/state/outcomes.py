@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from .. import timing
 from ..conf import app_settings
 from ..limits import BACKOFF_BASE_MAX_SECONDS, BACKOFF_CAP_MAX_SECONDS
-from ..models import SUCCESS_STATUSES, Kind, ReceiptStatus, Schedule, Status
+from ..models import SUCCESS_STATUSES, Kind, OverlapPolicy, ReceiptStatus, Schedule, Status
 from .bounds import _bounded_seconds
 from .rules import ONE_SECOND, _ceil_second, _max_attempts, _Receipt
 from .values import Claim, Outcome, OutcomeStatus
@@ -183,23 +184,61 @@ def backoff_for(row: Schedule, attempt: int) -> float:
     return timing.backoff_seconds(max(1, attempt), base or 0.0, cap or 0.0)
 
 
+@dataclass(frozen=True)
+class Overlap:
+    """What :func:`plan_overlap` decides for the slots that came due during a run."""
+
+    #: The schedule's next due instant (aware UTC, whole seconds), None: no slot left.
+    next_run_at: datetime | None
+    #: The slot to run next as its own occurrence (``buffer_one``), else None.
+    buffered_for: datetime | None = None
+    #: Slots passed over, counted (``missed_count``, the receipt's ``slots_skipped``).
+    skipped: int = 0
+
+
+def plan_overlap(row: Schedule, now: datetime) -> Overlap:
+    """The overlap rule: what becomes of the slots of ``row`` that came due while its
+    occurrence ran, when that occurrence finishes at ``now`` (aware UTC).
+
+    ``row.next_run_at`` is the slot its claim planned after itself; when it is still
+    ahead, nothing overlapped. Otherwise, by ``row.overlap_policy``:
+
+    * ``skip``: every passed slot is skipped (counted); the next run is the next slot
+      on the grid strictly after ``now``;
+    * ``buffer_one``: the first passed slot is buffered: due at ``now`` (whole seconds)
+      and claimed next as its own occurrence with that slot as ``scheduled_for``; the
+      later passed slots are skipped (counted).
+
+    Pure (reads the row's attributes only). Raises :class:`.timing.InvalidSchedule` for a
+    definition the engine cannot evaluate."""
+    nxt = row.next_run_at
+    if nxt is None or nxt > now:
+        return Overlap(next_run_at=nxt)
+    spec = row.spec()
+    if row.overlap_policy == OverlapPolicy.BUFFER_ONE:
+        # next_run_at may include jitter: its nominal slot lies up to jitter_seconds before.
+        earliest = nxt - timedelta(seconds=row.jitter_seconds or 0)
+        first = timing.next_slot_after(spec, earliest, inclusive=True)
+        if first is not None and first <= now:
+            passed = timing.count_slots(spec, first, now + ONE_SECOND)
+            return Overlap(timing.truncate_to_second(now), first, max(0, passed - 1))
+    skipped = timing.count_slots(spec, nxt, now + ONE_SECOND)
+    return Overlap(row.due_at(timing.next_slot_after(spec, now)), None, skipped)
+
+
 def _move_on(row: Schedule, occurrence: int, now: datetime) -> int:
     """The occurrence is finished: plan the next slot (or complete the schedule). Slots that
-    passed while it ran are skipped, not replayed; returns how many."""
-    row.retry_scheduled_for = None
+    passed while it ran follow the overlap rule (:func:`plan_overlap`): skipped, or one of
+    them buffered; returns how many were skipped."""
+    row.retry_scheduled_for = row.buffered_for = None
     if row.status != Status.ACTIVE:
         return 0  # paused/cancelled while running: leave it as the operator set it
     if row.kind == Kind.ONCE or (row.max_runs is not None and occurrence >= row.max_runs):
         row.status, row.next_run_at = Status.COMPLETED, None
         return 0
-    spec = row.spec()
-    skipped = 0
-    nxt = row.next_run_at
-    if nxt is not None and nxt <= now:
-        skipped = timing.count_slots(spec, nxt, now + ONE_SECOND)
-        nxt = row.due_at(timing.next_slot_after(spec, now))
-    row.missed_count += skipped
-    row.next_run_at = nxt
-    if nxt is None:
+    overlap = plan_overlap(row, now)
+    row.missed_count += overlap.skipped
+    row.next_run_at, row.buffered_for = overlap.next_run_at, overlap.buffered_for
+    if row.next_run_at is None:
         row.status = Status.COMPLETED
-    return skipped
+    return overlap.skipped

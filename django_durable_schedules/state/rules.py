@@ -19,6 +19,7 @@ from ..conf import app_settings
 from ..limits import TIMEOUT_MAX_SECONDS
 from ..models import (
     SUCCESS_STATUSES,
+    AttemptOrigin,
     Kind,
     MisfirePolicy,
     ReceiptStatus,
@@ -45,6 +46,7 @@ _CLAIM_FIELDS = [
     "lease_expires_at",
     "next_run_at",
     "triggered_at",
+    "buffered_for",
     "last_run_at",
     "missed_count",
     "status",
@@ -56,6 +58,7 @@ _FINISH_FIELDS = [
     "attempt",
     "retry_scheduled_for",
     "triggered_at",
+    "buffered_for",
     "lease_token",
     "lease_expires_at",
     "next_run_at",
@@ -130,7 +133,7 @@ def _pause_degraded(row: Schedule, reason: str) -> None:
     a valid edit and :func:`enable` bring it back."""
     row.status = Status.PAUSED
     row.degraded_reason = reason[:500]
-    row.next_run_at = row.retry_scheduled_for = row.triggered_at = None
+    row.next_run_at = row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
     row.lease_token = row.lease_expires_at = None
     logger.warning(
         "schedule %s degraded: %s", row.name, row.degraded_reason, extra={"schedule": row.name}
@@ -146,6 +149,7 @@ def _new_attempt(
     lease_expires_at: datetime,
     worker: str,
     missed: int = 0,
+    origin: str = AttemptOrigin.SCHEDULED,
 ) -> RunAttempt:
     """The attempt row of one claim (unsaved): a fresh lease token until
     ``lease_expires_at`` (``now`` for an attempt receipted at once: missed, degraded)."""
@@ -162,6 +166,7 @@ def _new_attempt(
         worker=worker[:200],
         idempotency_key=idempotency_key(row.id, occurrence),
         missed_slots=missed,
+        origin=origin,
     )
 
 
@@ -259,7 +264,7 @@ def _plan_claim(
     if row.definition_hash != current_hash:
         # Edited by QuerySet.update() or raw SQL: re-plan from now, never fire.
         row.definition_hash = current_hash
-        row.retry_scheduled_for = row.triggered_at = None
+        row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
         if row.status == Status.PAUSED:
             row.next_run_at = None
             return
@@ -274,6 +279,7 @@ def _plan_claim(
         # do: an invalid one is this row's problem now, not theirs later.
         spec.validate()
     missed = 0
+    origin: str = AttemptOrigin.SCHEDULED
     recurring_next = (
         row.due_at(timing.next_slot_after(spec, now))
         if row.kind != Kind.ONCE and row.status == Status.ACTIVE
@@ -293,6 +299,15 @@ def _plan_claim(
         # A manual run (trigger): its own occurrence; the grid continues after now.
         occurrence, attempt_no, slot = row.occurrence + 1, 1, row.triggered_at
         provisional_next = recurring_next
+        origin = AttemptOrigin.TRIGGERED
+    elif row.buffered_for is not None and row.status == Status.ACTIVE:
+        # overlap_policy buffer_one (plan_overlap): the slot buffered while the previous run
+        # ran, as its own occurrence, due since that run finished (next_run_at).
+        occurrence, attempt_no, slot = row.occurrence + 1, 1, row.buffered_for
+        provisional_next = recurring_next
+        origin = AttemptOrigin.BUFFERED
+        finished = timing.truncate_to_second(row.next_run_at or now)
+        missed = timing.count_slots(spec, finished + ONE_SECOND, now + ONE_SECOND)
     else:
         occurrence, attempt_no = row.occurrence + 1, 1
         due = row.next_run_at
@@ -321,11 +336,13 @@ def _plan_claim(
             )
             return
 
-    attempt = _new_attempt(row, occurrence, attempt_no, slot, now, now + lease, worker, missed)
+    attempt = _new_attempt(
+        row, occurrence, attempt_no, slot, now, now + lease, worker, missed, origin
+    )
     token = attempt.lease_token
     attempts.append(attempt)
     row.occurrence, row.attempt = occurrence, attempt_no
-    row.retry_scheduled_for = row.triggered_at = None
+    row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
     row.missed_count += missed
     row.last_run_at = now
 
@@ -378,5 +395,6 @@ def _plan_claim(
             missed_slots=missed,
             timeout_seconds=_bounded_seconds(row.timeout_seconds, None, TIMEOUT_MAX_SECONDS)
             or None,
+            origin=origin,
         )
     )

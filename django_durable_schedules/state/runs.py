@@ -22,6 +22,8 @@ from ..db.batch import _REFUSED, _insert_rows, _update_rows
 from ..db.clock import _DUE_NOW_SQL, _resolve_now, db_now
 from ..db.locks import _lock_for_write, _locked
 from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule, Status
+from .backfill_rules import backfill_receipt
+from .backfills import _claim_backfills, _settle
 from .bounds import describe_problem
 from .outcomes import _fail_attempt
 from .rules import (
@@ -32,7 +34,7 @@ from .rules import (
     _restore,
     _snapshot,
 )
-from .values import Claim
+from .values import Claim, Outcome
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +61,9 @@ def claim_due(
     behind ``save()``) is receipted ``degraded`` with the field and the reason, and paused;
     otherwise missed slots are coalesced into one run of the latest slot, an attempt
     row is written with a fresh lease of ``lease_seconds`` (default setting
-    ``LEASE_SECONDS``) and ``next_run_at`` moves to the next slot. Returns the committed
-    claims.
+    ``LEASE_SECONDS``) and ``next_run_at`` moves to the next slot. With capacity left, the
+    next slot of an open backfill is claimed on schedules that are free (see
+    ``ScheduleQuerySet.backfill_ready``; :mod:`.backfills`). Returns the committed claims.
 
     If the database refuses the batch (``IntegrityError``/``DataError``: a row whose stored
     counters clash with its attempts, ...), the due rows are claimed one transaction each,
@@ -123,6 +126,7 @@ def _quarantine_refused(pk: uuid.UUID, exc: BaseException, using: str) -> None:
                 next_run_at=None,
                 retry_scheduled_for=None,
                 triggered_at=None,
+                buffered_for=None,
             )
         )
     if updated:
@@ -158,14 +162,14 @@ def _claim_batch(
         if only is not None:
             qs = qs.filter(pk=only)
         rows = list(_locked(qs, using, skip_locked=True)[:limit])
-        if not rows:
+        if not rows and only is not None:
             return []
-        if clock_after:
+        if clock_after and rows:
             now = db_now(using)
-        assert now is not None
         attempts: list[RunAttempt] = []
         receipts: list[RunReceipt] = []
         for row in rows:
+            assert now is not None
             # One row's bad value (behind save(): an unknown zone, a cron that never fires,
             # an overflowing interval) must not abort the batch: quarantine that row only.
             snapshot = _snapshot(row, _CLAIM_FIELDS)
@@ -176,6 +180,21 @@ def _claim_batch(
                 del attempts[marks[0] :], receipts[marks[1] :], claims[marks[2] :]
                 _restore(row, snapshot)
                 _quarantine_claim(row, exc, now, worker, attempts, receipts)
+        if only is None:  # the slots of open backfills, on schedules the live grid left free
+            rows += _claim_backfills(
+                due_before,
+                limit - len(rows),
+                rows,
+                lambda: now if now is not None else db_now(using),
+                lease,
+                worker,
+                attempts,
+                receipts,
+                claims,
+                using,
+            )
+        if not rows:
+            return []
         if attempts:
             _insert_rows(RunAttempt, attempts, using)
         if receipts:
@@ -252,12 +271,17 @@ def expire_leases(
             )
         }
         receipts = []
+        backfilled = []
         for row in rows:
             attempt = attempts.get(row.lease_token)
             row.lease_token = row.lease_expires_at = None
             if attempt is None:
                 # A lease no attempt holds: written behind save() (a claim writes both in
                 # one transaction). Nothing ran under it, so there is nothing to receipt.
+                continue
+            if attempt.origin == "backfill":  # its backfill moves on, never the grid
+                receipts.append(_expired_backfill(row, attempt, now))
+                backfilled.append((row, attempt.attempt, ReceiptStatus.LEASE_EXPIRED))
                 continue
             receipts.append(
                 _fail_attempt(
@@ -282,4 +306,31 @@ def expire_leases(
             )
         _insert_rows(RunReceipt, [r.model() for r in receipts], using)
         _update_rows(rows, _FINISH_FIELDS, using)
+        _settle(backfilled, using)
     return len(rows)
+
+
+def _expired_backfill(row: Schedule, attempt: RunAttempt, now: datetime) -> Any:
+    """The ``lease_expired`` receipt of a backfill attempt whose worker died or hung."""
+    claim = Claim(
+        attempt_id=attempt.id,
+        schedule_id=row.id,
+        schedule_name=row.name,
+        callback=row.callback,
+        occurrence=attempt.occurrence,
+        attempt=attempt.attempt,
+        scheduled_for=attempt.scheduled_for,
+        claimed_at=attempt.claimed_at,
+        lease_token=attempt.lease_token,
+        lease_expires_at=attempt.lease_expires_at,
+        idempotency_key=attempt.idempotency_key,
+        payload=None,
+        origin=attempt.origin,
+    )
+    outcome = Outcome(
+        claim,
+        "failed",
+        error_type="LeaseExpired",
+        error_message="the lease expired before the run reported an outcome",
+    )
+    return backfill_receipt(row, outcome, now, status=ReceiptStatus.LEASE_EXPIRED)

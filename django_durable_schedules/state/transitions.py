@@ -53,6 +53,25 @@ TABLE: tuple[Transition, ...] = (
     ),
     Transition(
         "claim",
+        ACTIVE,
+        "a slot buffered while the previous run ran (`overlap_policy` buffer_one)",
+        "active, leased",
+        "the next slot after now",
+        "none yet: an attempt (origin `buffered`, `scheduled_for` = that slot) with a live lease",
+    ),
+    Transition(
+        "claim",
+        RUNNABLE,
+        "free (no lease, no live slot due, no retry, trigger or buffered slot), with an "
+        "open backfill",
+        "unchanged, leased",
+        "unchanged (the live grid keeps its next slot)",
+        "none yet: an attempt (origin `backfill`, `scheduled_for` = the backfill's next "
+        "slot, its own occurrence) with a live lease; with no slot left the backfill is "
+        "completed (event `backfill_done`)",
+    ),
+    Transition(
+        "claim",
         PAUSED,
         "triggered",
         "paused, leased",
@@ -134,6 +153,15 @@ TABLE: tuple[Transition, ...] = (
     ),
     Transition(
         "outcome",
+        ACTIVE,
+        "succeeded / enqueued / skipped / given up, slots passed while it ran, "
+        "`overlap_policy` buffer_one",
+        "active",
+        "now: the first passed slot is buffered (`buffered_for`), the others are counted",
+        "its own status (`slots_skipped`: the passed slots but the buffered one)",
+    ),
+    Transition(
+        "outcome",
         frozenset({Status.PAUSED, Status.CANCELLED}),
         "succeeded / enqueued / skipped (paused or cancelled while it ran)",
         "unchanged",
@@ -156,6 +184,15 @@ TABLE: tuple[Transition, ...] = (
         "`once`: failed",
         "recurring: the next slot; `once`: none",
         "`failed`",
+    ),
+    Transition(
+        "outcome",
+        LEASED,
+        "any outcome of a backfill slot",
+        "unchanged",
+        "unchanged (no retry, no backoff, `failure_count` kept)",
+        "its own status; the backfill moves to its next slot, except after `released` "
+        "(and `lease_expired` while attempts are left): the same slot's next attempt",
     ),
     Transition(
         "outcome",
@@ -221,7 +258,8 @@ TABLE: tuple[Transition, ...] = (
         ACTIVE,
         "disable",
         "paused",
-        "none (a pending retry is dropped; a pending trigger is kept and runs)",
+        "none (a pending retry is dropped; a pending trigger is kept and runs; a buffered "
+        "slot is dropped and counted)",
         "none (event `disabled`)",
         action="disable",
     ),
@@ -242,6 +280,15 @@ TABLE: tuple[Transition, ...] = (
         "none",
         "none (event `cancelled`)",
         action="cancel",
+    ),
+    Transition(
+        "control",
+        RUNNABLE,
+        "backfill `[start, end)` (`request_backfill`; refused while another is open)",
+        "unchanged",
+        "unchanged",
+        "none (event `backfill`); cancel: event `backfill_cancel` (a schedule's cancel "
+        "cancels it too)",
     ),
     Transition(
         "control",

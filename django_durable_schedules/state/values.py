@@ -34,6 +34,9 @@ class Claim:
     payload: Any
     missed_slots: int = 0
     timeout_seconds: float | None = None
+    #: Why it was claimed (``RunAttempt.origin``): "scheduled", "triggered", "buffered",
+    #: "backfill" (a backfill slot: its outcome never moves the live grid).
+    origin: str = "scheduled"
 
     @property
     def lateness(self) -> float:

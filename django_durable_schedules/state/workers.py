@@ -5,32 +5,66 @@ from __future__ import annotations
 import math
 import socket
 from datetime import datetime
+from typing import Any
 
+from django.db import connections
+from django.db.models import DateTimeField, Exists, Subquery
+from django.db.models.expressions import RawSQL
 from django.utils import timezone as dj_timezone
 
-from ..db.clock import db_now
+from ..db.clock import _CLOCK_SQL, db_now
 from ..models import Schedule, WorkerHeartbeat
 from .values import Wakeup
 
 
-def next_wakeup(*, using: str = "default") -> Wakeup:
-    """The next due slot of an unleased active schedule and the next lease expiry (two
-    index-ordered ``LIMIT 1`` reads)."""
-    due = (
-        Schedule.objects.using(using)
-        .waiting()  # as claim_due: runnable and unleased
-        .order_by("next_run_at")
-        .values_list("next_run_at", flat=True)
-        .first()
+def next_wakeup(*, worker_id: str | None = None, using: str = "default") -> Wakeup:
+    """The next due slot of an unleased runnable schedule and the next lease expiry (aware
+    UTC, None when there is none; index-ordered ``LIMIT 1`` reads). A schedule free to run
+    the next slot of its open backfill (``backfill_ready``, by the database clock) makes
+    ``due`` the past: at once.
+
+    With ``worker_id`` (the worker's own call) the reads are subqueries of one statement
+    on its heartbeat row, whose ``last_seen_at`` (database clock) is the "at once"; without
+    it, or before the worker's first heartbeat, they are separate reads."""
+    conn = connections[using]
+    clock: Any = (
+        RawSQL(_CLOCK_SQL[conn.vendor], (), output_field=DateTimeField())
+        if conn.vendor in _CLOCK_SQL
+        else db_now(using)
     )
-    expiry = (
-        Schedule.objects.using(using)
-        .filter(lease_expires_at__isnull=False)
+    schedules = Schedule.objects.using(using)
+    waiting = schedules.waiting().order_by("next_run_at").values("next_run_at")[:1]
+    leased = (
+        schedules.filter(lease_expires_at__isnull=False)
         .order_by("lease_expires_at")
-        .values_list("lease_expires_at", flat=True)
-        .first()
+        .values("lease_expires_at")[:1]
     )
+    ready = Exists(schedules.backfill_ready(clock))
+    if worker_id is not None:
+        row = (
+            WorkerHeartbeat.objects.using(using)
+            .filter(worker_id=worker_id)
+            .annotate(
+                due=Subquery(waiting, output_field=DateTimeField()),
+                expiry=Subquery(leased, output_field=DateTimeField()),
+                backfill=ready,
+            )
+            .values_list("due", "expiry", "backfill", "last_seen_at")
+            .first()
+        )
+        if row is not None:
+            due, expiry, backfill, seen = row
+            return Wakeup(due=_earliest(due, seen if backfill else None), lease_expiry=expiry)
+    due = waiting.values_list("next_run_at", flat=True).first()
+    if schedules.filter(ready).exists():
+        due = _earliest(due, db_now(using))
+    expiry = leased.values_list("lease_expires_at", flat=True).first()
     return Wakeup(due=due, lease_expiry=expiry)
+
+
+def _earliest(*instants: datetime | None) -> datetime | None:
+    known = [t for t in instants if t is not None]
+    return min(known) if known else None
 
 
 def heartbeat(

@@ -43,6 +43,16 @@ def sleep(ctx):
     return "slept"
 
 
+@register("tests.slow_first")
+def slow_first(ctx):
+    """Occurrence 1 sleeps payload['seconds'] (default 2); every run records a side effect
+    and returns its slot and lateness (the overlap tests read them from the receipt)."""
+    if ctx.occurrence == 1:
+        time.sleep(float((ctx.payload or {}).get("seconds", 2)))
+    _record(ctx)
+    return {"scheduled_for": ctx.scheduled_for.isoformat(), "lateness": ctx.lateness}
+
+
 @register("tests.fail")
 def fail(ctx):
     raise RuntimeError("boom")

@@ -3,7 +3,9 @@
 Subcommands: ``list``, ``upcoming NAME [--count N]``, ``health``, and ``enable`` /
 ``disable`` / ``cancel`` / ``trigger`` ``NAME`` (the same state transitions as the admin
 and the API, recorded with source ``command``); ``enable NAME --run-at ISO`` re-arms a
-one-shot at a new instant.
+one-shot at a new instant; ``backfill NAME --from ISO --to ISO [--include-succeeded]
+[--dry-run]`` runs (or lists) every slot of a past range, and ``cancel-backfill NAME``
+stops it.
 """
 
 from __future__ import annotations
@@ -65,9 +67,38 @@ class Command(BaseCommand):
                     help="Once schedules: the new instant to run at (ISO 8601 with offset).",
                 )
 
+        backfill = sub.add_parser("backfill", help=_BACKFILL_HELP, description=_BACKFILL_HELP)
+        backfill.add_argument("name", help="The schedule's name.")
+        backfill.add_argument(
+            "--from",
+            dest="start",
+            type=aware_datetime,
+            required=True,
+            help="First instant of the range, included (ISO 8601 with offset).",
+        )
+        backfill.add_argument(
+            "--to",
+            dest="end",
+            type=aware_datetime,
+            required=True,
+            help="End of the range, excluded (ISO 8601 with offset; not after now).",
+        )
+        backfill.add_argument(
+            "--include-succeeded",
+            action="store_true",
+            help="Also run slots that already have a successful receipt.",
+        )
+        backfill.add_argument(
+            "--dry-run", action="store_true", help="List the slots it would run; change nothing."
+        )
+        stop = sub.add_parser("cancel-backfill", help="Cancel a schedule's open backfill.")
+        stop.add_argument("name", help="The schedule's name.")
+
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
-        if action == "list":
+        if action in ("backfill", "cancel-backfill"):
+            self._backfill(self._get(options["name"]), options)
+        elif action == "list":
             self._list()
         elif action == "health":
             snap = health.snapshot()
@@ -100,6 +131,34 @@ class Command(BaseCommand):
                     f"{row.name}: {row.status}, next run {_when(row.next_run_at, row.timezone)}"
                 )
 
+    def _backfill(self, schedule: Schedule, options: dict[str, Any]) -> None:
+        try:
+            if options["action"] == "cancel-backfill":
+                done = state.cancel_backfill(schedule.pk, source="command")
+                self.stdout.write(
+                    f"{schedule.name}: backfill cancelled after {done.position} of "
+                    f"{len(done.slots)} slots (a slot running now finishes)."
+                )
+                return
+            kw = {"include_succeeded": options["include_succeeded"]}
+            if options["dry_run"]:
+                plan = state.plan_backfill(schedule, options["start"], options["end"], **kw)
+                slots, skipped = plan.slots, plan.skipped_succeeded
+            else:
+                made = state.request_backfill(
+                    schedule.pk, options["start"], options["end"], source="command", **kw
+                )
+                slots, skipped = made.slot_instants, made.skipped_succeeded
+        except StateConflict as exc:
+            raise CommandError(f"{schedule.name}: {exc.reason}") from None
+        except ValidationError as exc:
+            raise CommandError(f"{schedule.name}: {_messages(exc)}") from None
+        verb = "would run (dry run, nothing changed)" if options["dry_run"] else "will run"
+        note = f"; {skipped} already succeeded, left out" if skipped else ""
+        self.stdout.write(f"{schedule.name}: backfill {verb} {len(slots)} slots, in order{note}:")
+        for slot in slots:
+            self.stdout.write(f"  {_when(slot, schedule.timezone)}")
+
     def _get(self, name: str) -> Schedule:
         try:
             return Schedule.objects.get(name=name)
@@ -127,6 +186,12 @@ class Command(BaseCommand):
                 f"{schedule.name}: the stored definition is invalid: {exc}"
             ) from None
         zone = ZoneInfo(schedule.timezone or "UTC")  # valid: upcoming() checked it
+        if schedule.overlap_policy != "skip":
+            self.stdout.write(f"  overlap policy: {schedule.overlap_policy}")
+        if schedule.buffered_for is not None:
+            self.stdout.write(
+                f"  buffered: the slot {_when(schedule.buffered_for, zone.key)} runs next"
+            )
         if not times:
             self.stdout.write("  no further fire times")
         for t in times:
@@ -152,6 +217,16 @@ def aware_datetime(value: str) -> datetime:
     return parsed
 
 
+def _messages(exc: ValidationError) -> str:
+    """``field: message`` pairs of a ``ValidationError`` (bare messages when it has none)."""
+    if not hasattr(exc, "error_dict"):
+        return " ".join(exc.messages)
+    return "; ".join(
+        " ".join(messages) if field == "__all__" else f"{field}: {' '.join(messages)}"
+        for field, messages in exc.message_dict.items()
+    )
+
+
 def _fmt(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else "-"
 
@@ -169,6 +244,11 @@ def _when(value: datetime | None, zone_name: str) -> str:
         return _fmt(value)
     return f"{value.astimezone(zone):%Y-%m-%d %H:%M:%S %Z} · {_fmt(value)}"
 
+
+_BACKFILL_HELP = (
+    "Run every slot of a past range [--from, --to) of a schedule, in order, one at a time, "
+    "each as its own occurrence (slots that already succeeded are left out)."
+)
 
 _ACTION_HELP = {
     "enable": "Make a paused or failed schedule active again (a failed one-shot is re-armed).",

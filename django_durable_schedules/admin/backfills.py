@@ -1,0 +1,164 @@
+"""Backfill in the admin: the list actions "Backfill…" (a form for the range, then a
+confirmation page listing the slots it will run) and "Cancel backfill", and the read-only
+list of backfills. Thin: :mod:`..state.backfills` plans, stores, cancels and refuses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+
+from .. import state
+from ..exceptions import StateConflict
+from ..models import Backfill, Schedule
+from .actions import _as_admin
+from .display import _names, fmt_utc
+from .runs import ReadOnlyAdmin
+
+#: Slots listed on the confirmation page (the count is always given).
+SHOWN_SLOTS = 200
+
+
+class BackfillForm(forms.Form):
+    """The range of a backfill: aware instants (an ISO 8601 value with an offset, or a
+    local one read in the admin's current time zone)."""
+
+    start = forms.DateTimeField(help_text="First instant of the range (included).")
+    end = forms.DateTimeField(help_text="End of the range (excluded), not after now.")
+    include_succeeded = forms.BooleanField(
+        required=False, help_text="Also run slots that already have a successful receipt."
+    )
+
+
+def _page(
+    modeladmin: admin.ModelAdmin[Schedule],
+    request: HttpRequest,
+    schedule: Schedule,
+    form: BackfillForm,
+    plan: state.BackfillPlan | None,
+) -> TemplateResponse:
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": f"Backfill {schedule.name}" + (": are you sure?" if plan else ""),
+        "subtitle": None,
+        "opts": modeladmin.model._meta,
+        "schedule": schedule,
+        "form": form,
+        "plan": plan,
+        "slots": [fmt_utc(s) for s in plan.slots[:SHOWN_SLOTS]] if plan else [],
+        "more": max(0, len(plan.slots) - SHOWN_SLOTS) if plan else 0,
+        "back_url": request.get_full_path(),
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "media": modeladmin.media + form.media,
+    }
+    return TemplateResponse(request, "durable_schedules/admin/backfill_confirmation.html", context)
+
+
+def _add_errors(form: BackfillForm, exc: ValidationError) -> None:
+    for field, problems in exc.message_dict.items():
+        form.add_error(None if field == NON_FIELD_ERRORS else field, problems)
+
+
+@admin.action(permissions=["change"], description="Backfill a past range – one selected schedule")
+def backfill(
+    modeladmin: admin.ModelAdmin[Schedule], request: HttpRequest, queryset: QuerySet
+) -> TemplateResponse | None:
+    """Three steps on one URL: the range form; the confirmation page listing the slots
+    (``state.plan_backfill``); ``post=yes`` stores it (``state.request_backfill``)."""
+    rows = list(queryset.prefetch_related(None)[:2])
+    if len(rows) != 1:
+        messages.error(request, "Select exactly one schedule to backfill.")
+        return None
+    schedule = rows[0]
+    if "start" not in request.POST:
+        return _page(modeladmin, request, schedule, BackfillForm(), None)
+    form = BackfillForm(request.POST)
+    if not form.is_valid():
+        return _page(modeladmin, request, schedule, form, None)
+    args = form.cleaned_data
+    try:
+        if request.POST.get("post") != "yes":
+            plan = state.plan_backfill(
+                schedule, args["start"], args["end"], include_succeeded=args["include_succeeded"]
+            )
+            return _page(modeladmin, request, schedule, form, plan)
+        made = state.request_backfill(
+            schedule.pk,
+            args["start"],
+            args["end"],
+            include_succeeded=args["include_succeeded"],
+            **_as_admin(request),
+        )
+    except ValidationError as exc:
+        _add_errors(form, exc)
+        return _page(modeladmin, request, schedule, form, None)
+    except StateConflict as exc:
+        messages.error(request, f"Backfill refused for {schedule.name}: {exc.reason}.")
+        return None
+    skipped = (
+        f"; {made.skipped_succeeded} already succeeded, left out" if made.skipped_succeeded else ""
+    )
+    messages.success(
+        request,
+        f"Backfill of {schedule.name}: {len(made.slots)} slots from {fmt_utc(made.start)} "
+        f"will run in order, one at a time, when the schedule is free{skipped}.",
+    )
+    return None
+
+
+@admin.action(permissions=["change"], description="Cancel backfill – selected schedules")
+def cancel_backfill(
+    modeladmin: admin.ModelAdmin[Schedule], request: HttpRequest, queryset: QuerySet
+) -> None:
+    """``state.cancel_backfill`` for each selected schedule; says which had none."""
+    done: list[str] = []
+    refused: list[str] = []
+    for pk, name in queryset.prefetch_related(None).order_by("name").values_list("pk", "name"):
+        try:
+            b = state.cancel_backfill(pk, **_as_admin(request))
+        except (StateConflict, Schedule.DoesNotExist) as exc:
+            refused.append(f"{name} ({getattr(exc, 'reason', 'it no longer exists')})")
+        else:
+            done.append(f"{name} (after {b.position} of {len(b.slots)} slots)")
+    if done:
+        messages.success(request, f"Backfill cancelled: {_names(done)}.")
+    if refused:
+        messages.error(request, f"Nothing cancelled for {_names(refused)}.")
+
+
+@admin.register(Backfill)
+class BackfillAdmin(ReadOnlyAdmin):
+    """Backfills, newest first: range, progress and status (cancel from the schedules'
+    list action)."""
+
+    list_display = ("schedule_name", "start", "end", "progress", "status", "created_at")
+    list_filter = ("status",)
+    search_fields = ("schedule_name",)
+    fields = (
+        "schedule_name",
+        "start",
+        "end",
+        "include_succeeded",
+        "progress",
+        "skipped_succeeded",
+        "status",
+        "created_at",
+        "finished_at",
+        "created_by_repr",
+        "source",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="progress")
+    def progress(self, obj: Backfill) -> str:
+        return f"{min(obj.position, len(obj.slots))} of {len(obj.slots)} slots"
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).defer("slots")

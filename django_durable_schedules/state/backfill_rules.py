@@ -1,0 +1,165 @@
+"""Row arithmetic of a backfill: its slots, the claim of its next slot, and what a
+finished (or lost) attempt of a slot does to it.
+
+Pure: the functions read and write a locked schedule row and its open
+:class:`~..models.Backfill` as plain attributes and build unsaved attempts and receipts;
+:mod:`.backfills` locks, writes and commits them. A backfill run never moves the
+schedule's live grid (``next_run_at``, retries, failure counters): only its lease, its
+occurrence count and ``last_run_at``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from .. import timing
+from ..limits import TIMEOUT_MAX_SECONDS
+from ..models import (
+    AttemptOrigin,
+    Backfill,
+    BackfillStatus,
+    ReceiptStatus,
+    RunAttempt,
+    RunReceipt,
+    Schedule,
+)
+from ..registry import registry
+from .bounds import _bounded_seconds
+from .rules import _max_attempts, _new_attempt, _Receipt
+from .values import Claim, Outcome
+
+ONE_SECOND = timedelta(seconds=1)
+
+
+def backfill_slots(spec: timing.Spec, start: datetime, end: datetime, cap: int) -> list[datetime]:
+    """The slots ``s`` of ``spec`` with ``start <= s < end`` (aware UTC, whole seconds), in
+    order, at most ``cap + 1`` of them (so a caller can tell "more than ``cap``").
+
+    Raises :class:`.timing.InvalidSchedule` for a definition the engine cannot evaluate or
+    a naive instant."""
+    slots: list[datetime] = []
+    slot = timing.next_slot_after(spec, start, inclusive=True)
+    while slot is not None and slot < end and len(slots) <= cap:
+        slots.append(slot)
+        slot = timing.next_slot_after(spec, slot)
+    return slots
+
+
+def claim_backfill_slot(
+    row: Schedule,
+    backfill: Backfill,
+    now: datetime,
+    lease: timedelta,
+    worker: str,
+    attempts: list[RunAttempt],
+    receipts: list[RunReceipt],
+    claims: list[Claim],
+) -> None:
+    """Claim the next slot of ``backfill`` on its locked, free ``row`` (see
+    ``ScheduleQuerySet.backfill_ready``) at ``now`` (aware UTC).
+
+    A backfill with no slot left is completed (``finished_at`` = ``now``). Otherwise its
+    slot at ``position`` is claimed as its own occurrence (``row.occurrence + 1``, or the
+    same occurrence's next attempt when its previous attempt was released or lost), with
+    ``origin`` ``backfill`` and a lease of ``lease``. A callback no longer registered is
+    receipted ``degraded`` at once and the backfill moves on (the live schedule is left
+    to its own claim to pause)."""
+    if backfill.position >= len(backfill.slots):
+        backfill.status, backfill.finished_at = BackfillStatus.COMPLETED, now
+        return
+    slot = datetime.fromisoformat(backfill.slots[backfill.position])
+    if backfill.occurrence is None:
+        occurrence, number = row.occurrence + 1, 1
+    else:
+        occurrence, number = backfill.occurrence, backfill.attempt + 1
+    registered = row.callback in registry
+    expires = now + lease if registered else now
+    attempt = _new_attempt(
+        row, occurrence, number, slot, now, expires, worker, origin=AttemptOrigin.BACKFILL
+    )
+    attempts.append(attempt)
+    row.occurrence = max(row.occurrence, occurrence)
+    row.last_run_at = now
+    backfill.occurrence, backfill.attempt = occurrence, number
+    if not registered:
+        message = f"callback {row.callback!r} is not registered"
+        receipts.append(
+            _Receipt(
+                attempt_id=attempt.id,
+                schedule_id=row.id,
+                occurrence=occurrence,
+                status=ReceiptStatus.DEGRADED,
+                finished_at=now,
+                error_type="NotRegistered",
+                error_message=message,
+                failure_count_after=row.failure_count,
+                next_run_at=row.next_run_at,
+            ).model()
+        )
+        _advance(backfill)
+        return
+    row.lease_token, row.lease_expires_at = attempt.lease_token, attempt.lease_expires_at
+    claims.append(
+        Claim(
+            attempt_id=attempt.id,
+            schedule_id=row.id,
+            schedule_name=row.name,
+            callback=row.callback,
+            occurrence=occurrence,
+            attempt=number,
+            scheduled_for=slot,
+            claimed_at=now,
+            lease_token=attempt.lease_token,
+            lease_expires_at=attempt.lease_expires_at,
+            idempotency_key=attempt.idempotency_key,
+            payload=row.payload,
+            timeout_seconds=_bounded_seconds(row.timeout_seconds, None, TIMEOUT_MAX_SECONDS)
+            or None,
+            origin=AttemptOrigin.BACKFILL,
+        )
+    )
+
+
+def backfill_receipt(
+    row: Schedule, outcome: Outcome, now: datetime, *, status: str | None = None
+) -> _Receipt:
+    """The receipt of a backfill attempt's ``outcome`` finished at ``now``: its own status
+    (or ``status``: ``lease_expired`` for a run that outlived its lease). The schedule row
+    is left as it is (its lease is cleared by the caller): a backfill failure neither
+    retries with backoff nor counts in ``failure_count``, and ``FailRun`` does not fail
+    the schedule."""
+    claim = outcome.claim
+    return _Receipt(
+        attempt_id=claim.attempt_id,
+        schedule_id=row.id,
+        occurrence=claim.occurrence,
+        status=status or ReceiptStatus(outcome.status),
+        finished_at=now,
+        result=outcome.result,
+        error_type=outcome.error_type,
+        error_message=outcome.error_message,
+        failure_count_after=row.failure_count,
+        next_run_at=row.next_run_at,
+    )
+
+
+def settle_backfill(backfill: Backfill, row: Schedule, attempt: int, status: str) -> None:
+    """Move ``backfill`` on after its current slot's attempt number ``attempt`` ended with
+    receipt ``status``: a ``released`` slot (handed back unrun) runs again as the next
+    attempt of the same occurrence, and so does a ``lease_expired`` one while attempts are
+    left (``max_attempts``: at-least-once, as the live grid); any other ends the slot (a
+    failed slot is not retried: backfill the range again to re-run it, slots that
+    succeeded are skipped)."""
+    if backfill.status != BackfillStatus.ACTIVE:
+        return
+    if status == ReceiptStatus.RELEASED or (
+        status == ReceiptStatus.LEASE_EXPIRED and attempt < _max_attempts(row)
+    ):
+        backfill.attempt = attempt
+        return
+    _advance(backfill)
+
+
+def _advance(backfill: Backfill) -> None:
+    backfill.position += 1
+    backfill.occurrence, backfill.attempt = None, 0
