@@ -2,7 +2,7 @@
 ``timeout_seconds``, :mod:`django_durable_schedules.isolation`) costs against the plain
 thread path, on PostgreSQL with one real ``run_scheduler`` process.
 
-    .venv/bin/python bench/timeouts.py [--schedules 500] [--concurrency 8] \\
+    .venv/bin/python bench/timeouts.py [--schedules 500] [--concurrency 8] [--claim-ahead 0] \\
         [--database-url postgres://postgres@127.0.0.1:5432/dds_bench_timeouts] [--json-out F]
 
 What it does:
@@ -22,7 +22,10 @@ What it does:
    claim-to-receipt latency per run (``finished_at - claimed_at``, ms, p50/p99); then the
    difference ``isolated - thread`` (the added cost per run of hard timeouts).
 
-Prints the JSON report on stdout, then a one-line summary. Runs in about 30 s.
+The worker claims only what its free threads start (``--claim-ahead 0``), so that
+claim-to-receipt is one run's own path; with claiming ahead it would also hold the wait in
+line of a batch claimed ahead (see docs/benchmarks.md). Prints the JSON report on stdout,
+then a one-line summary. Runs in about 30 s.
 """
 
 from __future__ import annotations
@@ -121,6 +124,8 @@ def run_mode(
         str(args.concurrency),
         "--batch-size",
         str(args.batch_size),
+        "--claim-ahead",
+        str(args.claim_ahead),
         "--max-idle",
         "0.2",
         "--verbosity",
@@ -176,6 +181,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--schedules", type=int, default=500, help="schedules (default 500)")
     p.add_argument("--concurrency", type=int, default=8, help="worker --concurrency (default 8)")
     p.add_argument("--batch-size", type=int, default=100)
+    p.add_argument(
+        "--claim-ahead",
+        type=float,
+        default=0.0,
+        help="worker --claim-ahead (default 0: claims only what free threads start, so "
+        "claim -> receipt is the run's own path, not a wait in line)",
+    )
     p.add_argument(
         "--timeout-seconds",
         type=float,
@@ -241,7 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "benchmark": "timeouts",
         "schedules": args.schedules,
-        "worker_options": {"concurrency": args.concurrency, "batch_size": args.batch_size},
+        "worker_options": {
+            "concurrency": args.concurrency,
+            "batch_size": args.batch_size,
+            "claim_ahead": args.claim_ahead,
+        },
         "rounds": rounds,
         "isolated_minus_thread": added,
         "verified": verified,
