@@ -2,6 +2,9 @@
 table, which SQLite applies by rebuilding the table - dropping its triggers. The append-only
 guards must be back after migrating forwards and backwards, on every backend."""
 
+import uuid
+from datetime import timedelta
+
 import pytest
 from django.db import DatabaseError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
@@ -9,7 +12,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django_durable_schedules.db import guards
 from django_durable_schedules.models import RunReceipt
 
-from .factories import ReceiptFactory
+from .factories import T0, ReceiptFactory
 
 APP = "durable_schedules"
 
@@ -29,13 +32,47 @@ def _update_refused(receipt) -> bool:
     return False
 
 
+def _old_receipt(executor, node):
+    """A skipped receipt (and its schedule and attempt) written with the models of
+    migration ``node``: today's models have columns that later migrations add."""
+    old = executor.loader.project_state(node).apps
+    schedule = old.get_model(APP, "Schedule").objects.create(
+        name="before-0003",
+        callback="tests.noop",
+        kind="interval",
+        interval_seconds=60,
+        timezone="UTC",
+        created_at=T0,
+    )
+    attempt = old.get_model(APP, "RunAttempt").objects.create(
+        schedule=schedule,
+        schedule_name=schedule.name,
+        occurrence=1,
+        attempt=1,
+        scheduled_for=T0,
+        claimed_at=T0,
+        lease_token=uuid.uuid4(),
+        lease_expires_at=T0 + timedelta(seconds=30),
+        worker="old",
+        idempotency_key=f"{schedule.id}:1",
+    )
+    return old.get_model(APP, "RunReceipt").objects.create(
+        attempt=attempt,
+        schedule=schedule,
+        occurrence=1,
+        status="skipped",
+        finished_at=T0 + timedelta(seconds=1),
+    )
+
+
 @pytest.mark.django_db(transaction=True)
 def test_guards_survive_0003_both_ways():
     leaves = MigrationExecutor(connection).loader.graph.leaf_nodes(APP)
     try:
-        _migrate([(APP, "0002_append_only_guards")])
+        node = (APP, "0002_append_only_guards")
+        executor = _migrate([node])
         assert guards.installed(connection)
-        before = ReceiptFactory(status="skipped")
+        before = _old_receipt(executor, node)
         assert _update_refused(before)
     finally:
         _migrate(leaves)
