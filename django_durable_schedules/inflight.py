@@ -133,7 +133,7 @@ class RunsInFlight:
 
     def _slot(self, item: _Item | None) -> None:
         """One slot (a run thread): run ``item``, then each claim waiting in line, until
-        none waits. A run abandoned at its timeout gives its slot up (:meth:`_abandon`),
+        none waits. A run abandoned at its timeout gives its slot up (:meth:`enforce_timeouts`),
         so this thread ends when that run returns."""
         while item is not None:
             claim, future, pool, claimed = item
