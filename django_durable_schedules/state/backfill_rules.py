@@ -13,7 +13,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from .. import timing
-from ..limits import TIMEOUT_MAX_SECONDS
 from ..models import (
     AttemptOrigin,
     Backfill,
@@ -24,8 +23,7 @@ from ..models import (
     Schedule,
 )
 from ..registry import registry
-from .bounds import _bounded_seconds
-from .rules import _max_attempts, _new_attempt, _Receipt
+from .rules import _claim_of, _max_attempts, _new_attempt, _Receipt
 from .values import Claim, Outcome
 
 ONE_SECOND = timedelta(seconds=1)
@@ -99,25 +97,7 @@ def claim_backfill_slot(
         _advance(backfill)
         return
     row.lease_token, row.lease_expires_at = attempt.lease_token, attempt.lease_expires_at
-    claims.append(
-        Claim(
-            attempt_id=attempt.id,
-            schedule_id=row.id,
-            schedule_name=row.name,
-            callback=row.callback,
-            occurrence=occurrence,
-            attempt=number,
-            scheduled_for=slot,
-            claimed_at=now,
-            lease_token=attempt.lease_token,
-            lease_expires_at=attempt.lease_expires_at,
-            idempotency_key=attempt.idempotency_key,
-            payload=row.payload,
-            timeout_seconds=_bounded_seconds(row.timeout_seconds, None, TIMEOUT_MAX_SECONDS)
-            or None,
-            origin=AttemptOrigin.BACKFILL,
-        )
-    )
+    claims.append(_claim_of(row, attempt))
 
 
 def backfill_receipt(

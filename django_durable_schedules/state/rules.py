@@ -170,6 +170,28 @@ def _new_attempt(
     )
 
 
+def _claim_of(row: Schedule, attempt: RunAttempt) -> Claim:
+    """The claim a worker runs for ``attempt``, just made for ``row`` by
+    :func:`_new_attempt` (the timeout bounded as the limits say, blank: none)."""
+    return Claim(
+        attempt_id=attempt.id,
+        schedule_id=row.id,
+        schedule_name=row.name,
+        callback=row.callback,
+        occurrence=attempt.occurrence,
+        attempt=attempt.attempt,
+        scheduled_for=attempt.scheduled_for,
+        claimed_at=attempt.claimed_at,
+        lease_token=attempt.lease_token,
+        lease_expires_at=attempt.lease_expires_at,
+        idempotency_key=attempt.idempotency_key,
+        payload=row.payload,
+        missed_slots=attempt.missed_slots,
+        timeout_seconds=_bounded_seconds(row.timeout_seconds, None, TIMEOUT_MAX_SECONDS) or None,
+        origin=attempt.origin,
+    )
+
+
 def _quarantine_claim(
     row: Schedule,
     exc: BaseException,
@@ -378,23 +400,4 @@ def _plan_claim(
 
     row.lease_token, row.lease_expires_at = token, attempt.lease_expires_at
     row.next_run_at = provisional_next
-    claims.append(
-        Claim(
-            attempt_id=attempt.id,
-            schedule_id=row.id,
-            schedule_name=row.name,
-            callback=row.callback,
-            occurrence=occurrence,
-            attempt=attempt_no,
-            scheduled_for=slot,
-            claimed_at=now,
-            lease_token=token,
-            lease_expires_at=attempt.lease_expires_at,
-            idempotency_key=attempt.idempotency_key,
-            payload=row.payload,
-            missed_slots=missed,
-            timeout_seconds=_bounded_seconds(row.timeout_seconds, None, TIMEOUT_MAX_SECONDS)
-            or None,
-            origin=origin,
-        )
-    )
+    claims.append(_claim_of(row, attempt))
