@@ -29,6 +29,7 @@ from .outcomes import _fail_attempt
 from .rules import (
     _CLAIM_FIELDS,
     _FINISH_FIELDS,
+    _claim_of,
     _plan_claim,
     _quarantine_claim,
     _restore,
@@ -312,21 +313,7 @@ def expire_leases(
 
 def _expired_backfill(row: Schedule, attempt: RunAttempt, now: datetime) -> Any:
     """The ``lease_expired`` receipt of a backfill attempt whose worker died or hung."""
-    claim = Claim(
-        attempt_id=attempt.id,
-        schedule_id=row.id,
-        schedule_name=row.name,
-        callback=row.callback,
-        occurrence=attempt.occurrence,
-        attempt=attempt.attempt,
-        scheduled_for=attempt.scheduled_for,
-        claimed_at=attempt.claimed_at,
-        lease_token=attempt.lease_token,
-        lease_expires_at=attempt.lease_expires_at,
-        idempotency_key=attempt.idempotency_key,
-        payload=None,
-        origin=attempt.origin,
-    )
+    claim = _claim_of(row, attempt)
     outcome = Outcome(
         claim,
         "failed",
