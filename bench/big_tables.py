@@ -150,13 +150,13 @@ def build(conn: psycopg.Connection, schedules: int, receipts: int, busy: int) ->
                    FROM {T_SCHEDULE} ORDER BY name LIMIT %(busy)s)
         INSERT INTO {T_ATTEMPT} (id, schedule_name, occurrence, attempt, scheduled_for,
             claimed_at, lease_token, lease_expires_at, worker, idempotency_key, missed_slots,
-            schedule_id)
+            schedule_id, origin)
         SELECT gen_random_uuid(), s.name, o, 1,
             date_trunc('hour', now()) - (%(per)s - o) * interval '1 hour',
             date_trunc('hour', now()) - (%(per)s - o) * interval '1 hour' + interval '40 ms',
             gen_random_uuid(),
             date_trunc('hour', now()) - (%(per)s - o) * interval '1 hour' + interval '30 s',
-            'bench-' || (s.i %% 4)::text, s.id::text || ':' || o::text, 0, s.id
+            'bench-' || (s.i %% 4)::text, s.id::text || ':' || o::text, 0, s.id, 'scheduled'
         FROM s, generate_series(1, %(per)s) AS o
         """,
         {"busy": busy, "per": per},

@@ -56,13 +56,13 @@ def fill(conn: psycopg.Connection, pairs: int) -> None:
                    AS names, count(*) AS n FROM durable_schedules_schedule)
         INSERT INTO {T_ATTEMPT} (id, schedule_name, occurrence, attempt, scheduled_for,
             claimed_at, lease_token, lease_expires_at, worker, idempotency_key, missed_slots,
-            schedule_id)
+            schedule_id, origin)
         SELECT gen_random_uuid(), s.names[1 + g %% s.n], g / s.n, 1,
             now() - interval '100 days' + g * interval '5 seconds',
             now() - interval '100 days' + g * interval '5 seconds',
             gen_random_uuid(), now() - interval '100 days' + g * interval '5 seconds' + interval '1 minute',
             'bench-prune', s.ids[1 + g %% s.n]::text || ':' || (g / s.n)::text, 0,
-            s.ids[1 + g %% s.n]
+            s.ids[1 + g %% s.n], 'scheduled'
         FROM s, generate_series(0::bigint, %s::bigint - 1) AS g
         """,
         (pairs,),

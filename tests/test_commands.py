@@ -84,3 +84,21 @@ def test_a_second_trigger_says_one_run_happens():
     Schedule.objects.create(name="t2", callback="tests.noop", kind="interval", interval_seconds=300)
     assert "t2: triggered;" in run("trigger", "t2")
     assert "t2: already triggered at " in run("trigger", "t2")
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"kind": "rrule", "interval_seconds": None, "rrule": "FREQ=DAILY;UNTIL=99991231T235959Z"},
+        {"kind": "rrule", "interval_seconds": None, "rrule": "FREQ=DAILY;BYSECOND=99"},
+        {"timezone": "Mars/Olympus"},
+    ],
+    ids=["until-9999", "bysecond-99", "unknown-zone"],
+)
+def test_upcoming_of_a_definition_broken_behind_save_is_a_command_error(values):
+    s = Schedule.objects.create(
+        name="broken", callback="tests.noop", kind="interval", interval_seconds=60, timezone="UTC"
+    )
+    Schedule.objects.filter(pk=s.pk).update(**values)
+    with pytest.raises(CommandError, match="broken: the stored definition is invalid"):
+        run("upcoming", "broken")

@@ -223,6 +223,8 @@ def test_latest_slot_and_count_for_catch_up():
         ("FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30", "can never fire: no date matches"),
         ("FREQ=DAILY;INTERVAL=7;BYDAY=MO", "can never fire: no occurrence in the 400 years"),
         ("FREQ=DAILY;UNTIL=20261231T000000Z", "can never fire: no occurrence between its start"),
+        ("FREQ=DAILY;UNTIL=99991231T235959Z", "UNTIL: 9999-12-31 is outside the years 1000"),
+        ("FREQ=DAILY;UNTIL=00010101T000000Z", "UNTIL: 0001-01-01 is outside the years 1000"),
         (
             "FREQ=DAILY;BYHOUR="
             + ",".join(map(str, range(24)))
@@ -239,6 +241,22 @@ def test_refused_rules_name_the_part(text, message):
         timing.Spec(kind="rrule", rrule=text, start_at=z(2027, 1, 1)).validate()
     assert exc.value.field == "rrule"
     assert message in exc.value.message
+
+
+@pytest.mark.parametrize("zone", ["Europe/Paris", "America/New_York", "UTC", "Pacific/Kiritimati"])
+@pytest.mark.parametrize("until", ["99991231T235959Z", "00010101T000000Z", "90001231T235959Z"])
+def test_an_until_at_the_edge_of_the_calendar_is_a_field_error_in_every_zone(zone, until):
+    """UNTIL read in a zone east or west of UTC must never overflow a datetime (it did
+    at 9999-12-31 in Paris and 0001-01-01 in New York: an OverflowError, a 500)."""
+    s = timing.Spec(
+        kind="rrule", rrule=f"FREQ=DAILY;UNTIL={until}", timezone=zone, start_at=z(2027, 1, 1)
+    )
+    try:
+        s.validate()
+    except timing.InvalidSchedule as exc:
+        assert exc.field == "rrule", exc
+    else:
+        assert timing.upcoming(s, z(8999, 1, 1), 2)
 
 
 def test_until_and_end_at_together_are_refused_and_fields_of_other_kinds_too():

@@ -242,6 +242,12 @@ def test_the_api_creates_describes_and_refuses_rules():
         format="json",
     )
     assert never.status_code == 400 and "can never fire" in never.json()["rrule"][0]
+    edge = client.post(
+        listing,
+        {**body, "name": "edge", "rrule": "FREQ=DAILY;UNTIL=99991231T235959Z"},
+        format="json",
+    )  # was a 500: the UNTIL read in Paris overflowed the calendar
+    assert edge.status_code == 400 and "outside the years 1000 to 9000" in edge.json()["rrule"][0]
 
 
 def test_the_openapi_schema_documents_the_rule_field():

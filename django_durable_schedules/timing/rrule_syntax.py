@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .errors import InvalidSchedule
-from .instants import UTC
+from .instants import MAX_YEAR, UTC
 
 FREQS = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY", "MINUTELY", "SECONDLY")
 WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
@@ -65,6 +65,8 @@ _ORDER = (
 _INTEGER = re.compile(r"[+-]?[0-9]{1,4}")
 _BYDAY = re.compile(r"(?P<n>[+-]?[0-9]{1,2})?(?P<day>[A-Z]{2})")
 _UNTIL = re.compile(r"[0-9]{8}T[0-9]{6}Z")
+_FIRST_UNTIL = datetime(1000, 1, 1, tzinfo=UTC)
+_LAST_UNTIL = datetime(MAX_YEAR, 12, 31, 23, 59, 59, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -147,9 +149,17 @@ def _until(text: str) -> datetime:
             "§3.3.10: with a time zone, UNTIL is given in UTC)"
         )
     try:
-        return datetime.strptime(text, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+        until = datetime.strptime(text, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
     except ValueError:
         raise _fail(f"UNTIL: {text!r} is not a valid date-time") from None
+    if not _FIRST_UNTIL <= until <= _LAST_UNTIL:
+        # Read in a zone a day east or west of UTC, an instant at the calendar's edge is
+        # no datetime at all (year 0 or 10000): the same years as every other instant.
+        raise _fail(
+            f"UNTIL: {until.date().isoformat()} is outside the years 1000 to {MAX_YEAR} that "
+            "instants may take"
+        )
+    return until
 
 
 def _split(text: str) -> dict[str, str]:

@@ -173,13 +173,13 @@ class Command(BaseCommand):
             self.stdout.write(f"{line}  ({why})" if why else line)
 
     def _upcoming(self, schedule: Schedule, count: int) -> None:
-        words = cron_in_words(schedule.cron) if schedule.kind == "cron" else ""
-        if schedule.kind == "rrule":
-            words = timing.rrule_description(schedule.spec())
-        self.stdout.write(
-            f"{schedule.name}: {_describe(schedule)}" + (f": {words}" if words else "")
-        )
         try:
+            words = cron_in_words(schedule.cron) if schedule.kind == "cron" else ""
+            if schedule.kind == "rrule":
+                words = timing.rrule_description(schedule.spec())
+            self.stdout.write(
+                f"{schedule.name}: {_describe(schedule)}" + (f": {words}" if words else "")
+            )
             times = schedule.upcoming(count)
         except timing.InvalidSchedule as exc:  # a definition made invalid behind save()
             raise CommandError(
