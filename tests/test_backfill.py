@@ -78,6 +78,49 @@ def test_a_backfill_runs_every_slot_of_the_range_in_order_as_its_own_occurrences
     assert (live_next.occurrence, live_next.origin) == (7, "scheduled")
 
 
+def test_backfill_runs_count_towards_max_runs_and_the_last_one_completes_the_schedule():
+    s = live(max_runs=3)  # one live occurrence fired: two runs left
+    with pytest.raises(ValidationError) as exc:
+        state.plan_backfill(s, T0, T0 + 3 * M, now=NOW)
+    [message] = exc.value.message_dict["end"]
+    assert "max_runs=3 and 1 occurrence fired: 2 runs left" in message
+    assert "the range holds 3 slots" in message
+    b = state.request_backfill(s.pk, T0, T0 + 2 * M, now=NOW)
+    assert [c.origin for c in run(NOW)] == ["backfill"]
+    assert [c.origin for c in run(NOW + S)] == ["backfill"]
+    s.refresh_from_db()
+    assert (s.status, s.occurrence, s.next_run_at) == ("completed", 3, None)
+    b.refresh_from_db()
+    assert b.status == "completed" and b.position == 2
+    assert run(T0 + 7200 * S) == []  # no live run after the last allowed one
+
+
+def test_a_schedule_that_ends_while_its_backfill_is_open_cancels_the_backfill():
+    s = live(max_runs=4)
+    b = state.request_backfill(s.pk, T0, T0 + 2 * M, now=NOW)
+    [first] = run(NOW)  # slot 1 of 2: occurrence 2
+    assert first.origin == "backfill"
+    [second] = run(T0 + 3660 * S)  # the live slot keeps priority: occurrence 3
+    assert second.origin == "scheduled"
+    [third] = run(T0 + 3661 * S)  # slot 2 of 2: occurrence 4, the last one
+    assert third.origin == "backfill"
+    s.refresh_from_db()
+    assert (s.status, s.occurrence) == ("completed", 4)
+    b.refresh_from_db()
+    assert b.status == "completed" and b.position == 2
+
+    t = live("bf-ends", max_runs=3)  # the live grid ends the schedule, backfill open
+    b = state.request_backfill(t.pk, T0, T0 + 2 * M, now=NOW)
+    [first] = run(NOW)  # backfill slot 1: occurrence 2
+    [last] = run(T0 + 3660 * S)  # live: occurrence 3, the last
+    assert (first.origin, last.origin) == ("backfill", "scheduled")
+    t.refresh_from_db()
+    b.refresh_from_db()
+    assert t.status == "completed" and (b.status, b.position) == ("cancelled", 1)
+    event = ScheduleEvent.objects.filter(schedule_id=t.pk, action="backfill_cancel").get()
+    assert event.source == "worker" and event.changes["reason"] == "the schedule is completed"
+
+
 def test_live_slots_keep_priority_and_never_run_beside_a_backfill_slot():
     s = live()
     state.request_backfill(s.pk, T0, T0 + 3 * M, now=NOW)
@@ -249,9 +292,22 @@ def test_the_api_requests_lists_and_cancels_a_backfill(admin_client):
     assert Backfill.objects.get().source == "api"
     again = admin_client.post(url, body, content_type="application/json")
     assert again.status_code == 409 and "open backfill" in again.json()["detail"]
+    shown = admin_client.get(url)  # progress: the open backfill
+    assert shown.status_code == 200 and shown.json()["id"] == made.json()["id"]
+    assert (shown.json()["position"], shown.json()["remaining"]) == (0, 6)
     stop = admin_client.delete(url)
     assert stop.status_code == 200 and stop.json()["status"] == "cancelled"
     assert admin_client.delete(url).status_code == 409
+    latest = admin_client.get(url)  # none open: the latest one
+    assert latest.status_code == 200 and latest.json()["status"] == "cancelled"
+    other = Schedule.objects.create(
+        name="api-bf-none", callback="tests.echo", kind="cron", cron="*/5 * * * *"
+    )
+    assert admin_client.get(f"/api/schedules/{other.pk}/backfill/").status_code == 404
+    attempts = admin_client.get("/api/attempts/", {"origin": "backfill"})
+    assert attempts.status_code == 200 and attempts.json()["results"] == []
+    bad_origin = admin_client.get("/api/attempts/", {"origin": "nonsense"})
+    assert bad_origin.status_code == 400 and "origin" in bad_origin.json()
     actions = set(ScheduleEvent.objects.values_list("action", flat=True))
     assert {"backfill", "backfill_cancel"} <= actions
 
@@ -277,6 +333,7 @@ def test_bad_backfill_bodies_are_400_with_field_messages(admin_client, body, fie
     )
     assert answer.status_code == 400, answer.content
     assert field in answer.json(), answer.json()
+    assert "__all__" not in answer.json(), answer.json()  # once, as DRF names it
     assert not Backfill.objects.exists()
 
 

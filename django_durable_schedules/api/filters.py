@@ -17,7 +17,16 @@ from django.utils.dateparse import parse_datetime
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
 
-from ..models import Kind, ReceiptStatus, RunAttempt, RunReceipt, Schedule, ScheduleQuerySet, Status
+from ..models import (
+    AttemptOrigin,
+    Kind,
+    ReceiptStatus,
+    RunAttempt,
+    RunReceipt,
+    Schedule,
+    ScheduleQuerySet,
+    Status,
+)
 from .fields import AWARE_MESSAGE
 
 
@@ -110,7 +119,7 @@ class ScheduleFilter(filters.FilterSet):
 
 
 class AttemptFilter(filters.FilterSet):
-    """``attempts/?schedule=&status=&open=&worker=&claimed_after=&claimed_before=``.
+    """``attempts/?schedule=&status=&open=&origin=&worker=&claimed_after=&claimed_before=``.
 
     ``status`` is the status of the attempt's receipt; ``open=true`` lists attempts that
     have no receipt yet.
@@ -121,13 +130,22 @@ class AttemptFilter(filters.FilterSet):
         field_name="receipt__status", choices=ReceiptStatus.choices
     )
     open = StrictBooleanFilter(field_name="receipt", lookup_expr="isnull")
+    origin = filters.MultipleChoiceFilter(choices=AttemptOrigin.choices)
     worker = filters.CharFilter()
     claimed_after = AwareDateTimeFilter(field_name="claimed_at", lookup_expr="gte")
     claimed_before = AwareDateTimeFilter(field_name="claimed_at", lookup_expr="lt")
 
     class Meta:
         model = RunAttempt
-        fields = ["schedule", "status", "open", "worker", "claimed_after", "claimed_before"]
+        fields = [
+            "schedule",
+            "status",
+            "open",
+            "origin",
+            "worker",
+            "claimed_after",
+            "claimed_before",
+        ]
 
 
 class ReceiptFilter(filters.FilterSet):

@@ -124,6 +124,7 @@ class APIViewMixin:
 
 
 _CONFLICT = OpenApiResponse(DetailSerializer, description="State conflict (detail says why).")
+_NOT_FOUND = OpenApiResponse(DetailSerializer, description="Not found (detail says what).")
 
 
 class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
@@ -225,9 +226,21 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
         except ValidationError as exc:  # "__all__" as DRF's non_field_errors
             detail = exc.detail
             if isinstance(detail, dict) and "__all__" in detail:
-                detail = {**detail, "non_field_errors": detail.pop("__all__")}
+                detail = dict(detail)
+                detail["non_field_errors"] = detail.pop("__all__")
             raise ValidationError(detail) from None
         return Response(BackfillSerializer(made).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: BackfillSerializer, 404: _NOT_FOUND})
+    @backfill.mapping.get
+    def show_backfill(self, request: Request, pk: Any = None) -> Response:
+        """The schedule's open backfill with its progress (``position``, ``remaining``,
+        ``status``), else its latest one; 404 when it never had one."""
+        schedule = self.get_object()
+        latest = state.open_backfill(schedule.pk) or state.latest_backfill(schedule.pk)
+        if latest is None:
+            raise NotFound("this schedule has no backfill")
+        return Response(BackfillSerializer(latest).data)
 
     @extend_schema(request=None, responses={200: BackfillSerializer, 409: _CONFLICT})
     @backfill.mapping.delete

@@ -21,6 +21,7 @@ from ..models import (
     RunAttempt,
     RunReceipt,
     Schedule,
+    Status,
 )
 from ..registry import registry
 from .rules import _claim_of, _max_attempts, _new_attempt, _Receipt
@@ -122,6 +123,19 @@ def backfill_receipt(
         failure_count_after=row.failure_count,
         next_run_at=row.next_run_at,
     )
+
+
+def complete_at_max_runs(row: Schedule) -> bool:
+    """After a backfill slot's run: backfill occurrences count towards ``max_runs``, so a
+    run that used the last one completes the schedule (no next run), as the live grid's
+    last run does. Returns whether it did."""
+    if row.max_runs is None or row.occurrence < row.max_runs:
+        return False
+    if row.status not in (Status.ACTIVE, Status.PAUSED):
+        return False
+    row.status, row.next_run_at = Status.COMPLETED, None
+    row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
+    return True
 
 
 def settle_backfill(

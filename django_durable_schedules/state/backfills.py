@@ -127,6 +127,20 @@ def plan_backfill(
         )
         kept = [s for s in slots if s not in done]
         skipped, slots = len(slots) - len(kept), kept
+    left = None if schedule.max_runs is None else max(0, schedule.max_runs - schedule.occurrence)
+    if left is not None and len(slots) > left:
+        # Backfill occurrences count towards max_runs, as the live grid's do.
+        raise ValidationError(
+            {
+                "end": [
+                    f"{schedule.name} has max_runs={schedule.max_runs} and "
+                    f"{schedule.occurrence} occurrence{'' if schedule.occurrence == 1 else 's'} "
+                    f"fired: {left} run{'' if left == 1 else 's'} left, and the range holds "
+                    f"{len(slots)} slot{'' if len(slots) == 1 else 's'} to run; choose a "
+                    "shorter range or raise max_runs."
+                ]
+            }
+        )
     if not slots:
         why = " that has not succeeded already" if skipped else ""
         raise ValidationError(
@@ -142,6 +156,17 @@ def plan_backfill(
 def open_backfill(schedule_id: Any, *, using: str = "default") -> Backfill | None:
     """The open backfill of the schedule, if any (a plain read)."""
     return Backfill.objects.using(using).open().filter(schedule_id=schedule_id).first()
+
+
+def latest_backfill(schedule_id: Any, *, using: str = "default") -> Backfill | None:
+    """The schedule's most recently requested backfill, open or not, if any (a plain
+    read)."""
+    return (
+        Backfill.objects.using(using)
+        .filter(schedule_id=schedule_id)
+        .order_by("-created_at", "-pk")
+        .first()
+    )
 
 
 def request_backfill(
@@ -342,10 +367,32 @@ def _settle(finished: Iterable[tuple[Schedule, int, str]], now: datetime, using:
             )
 
 
+def _close_ended(rows: Iterable[Schedule], now: datetime, using: str) -> None:
+    """Inside a completion transaction that holds the rows' locks: a schedule this
+    completion ended (completed after its last slot, ``end_at`` or ``max_runs``, or
+    failed) runs no more backfill slots, so its open backfill is cancelled (event
+    ``backfill_cancel`` by the worker, with the reason). One read, only when a row ended."""
+    ended = {row.pk: row for row in rows if row.status not in BACKFILL_FROM}
+    if not ended:
+        return
+    for backfill in Backfill.objects.using(using).open().filter(schedule_id__in=list(ended)):
+        row = ended[backfill.schedule_id]
+        _close(backfill, BackfillStatus.CANCELLED, now, using)
+        record_event(
+            row,
+            EventAction.BACKFILL_CANCEL,
+            now=now,
+            source="worker",
+            changes={**_summary(backfill), "reason": f"the schedule is {row.status}"},
+            using=using,
+        )
+
+
 __all__ = [
     "BACKFILL_FROM",
     "BackfillPlan",
     "cancel_backfill",
+    "latest_backfill",
     "open_backfill",
     "plan_backfill",
     "request_backfill",

@@ -21,8 +21,8 @@ from ..db.clock import _resolve_now
 from ..db.locks import _lock_for_write, _locked
 from ..models import AttemptOrigin, ReceiptStatus, RunAttempt, RunReceipt, Schedule
 from ..projection import bound_text, project_error
-from .backfill_rules import backfill_receipt
-from .backfills import _settle
+from .backfill_rules import backfill_receipt, complete_at_max_runs
+from .backfills import _close_ended, _settle
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
 from .outcomes import _apply, _fail_attempt, _fenced_result, _receipt
 from .rules import _FINISH_FIELDS, _pause_degraded, _Receipt, _restore, _snapshot
@@ -181,6 +181,7 @@ def _complete_batch(
         if touched:
             _update_rows(list(touched.values()), _FINISH_FIELDS, using)
         _settle(settled, now, using)
+        _close_ended(touched.values(), now, using)
         report.receipts = models
     return report
 
@@ -258,6 +259,7 @@ def _finish_backfill(
         started = time.monotonic()
         outcome = _enqueue(outcome, using)
         report.enqueue_seconds[outcome.claim.attempt_id] = time.monotonic() - started
+    complete_at_max_runs(row)
     return backfill_receipt(row, outcome, now)
 
 

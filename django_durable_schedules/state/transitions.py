@@ -188,8 +188,9 @@ TABLE: tuple[Transition, ...] = (
         "outcome",
         LEASED,
         "any outcome of a backfill slot",
-        "unchanged",
-        "unchanged (no retry, no backoff, `failure_count` kept)",
+        "unchanged; `completed` when the slot's occurrence was the last of `max_runs` "
+        "(backfill occurrences count towards it)",
+        "unchanged (no retry, no backoff, `failure_count` kept); none when completed",
         "its own status; the backfill moves to its next slot, except after `released` "
         "(and `lease_expired` while attempts are left): the same slot's next attempt; "
         "after its last slot the backfill is completed (event `backfill_done`)",
