@@ -118,3 +118,27 @@ def test_interval_built_before_a_slow_save_is_still_due_at_once_r4():
     s.save()
     assert s.next_run_at == built.replace(microsecond=0)
     assert s.upcoming(1, after=built) == [built.replace(microsecond=0) + timedelta(hours=1)]
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"kind": "rrule", "rrule": "FREQ=DAILY"},
+        {"kind": "cron", "cron": "0 * * * *"},
+        {"kind": "interval", "interval_seconds": 60},
+    ],
+    ids=["rrule", "cron", "interval"],
+)
+def test_an_active_schedule_whose_end_at_is_past_is_saved_completed_not_active_forever(kw):
+    past = datetime(2026, 1, 1, tzinfo=UTC)
+    s = Schedule(name="ended", callback="tests.noop", timezone="UTC", end_at=past, **kw)
+    s.full_clean()
+    s.save()
+    s.refresh_from_db()
+    assert (s.status, s.next_run_at) == ("completed", None)
+    later = Schedule(name="later", callback="tests.noop", timezone="UTC", **kw)
+    later.save()
+    later.end_at = past  # an edit that leaves no slot
+    later.save(update_fields=["end_at"])
+    later.refresh_from_db()
+    assert (later.status, later.next_run_at) == ("completed", None)

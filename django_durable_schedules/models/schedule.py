@@ -251,7 +251,8 @@ class Schedule(FastLoading, models.Model):
         :meth:`plan`: a new active schedule gets its first slot (an
         interval is due at once, its grid anchored at ``created_at``); an edit re-plans to
         the first slot of the new definition strictly after now, so an edit never fires a
-        run by itself. A new row without ``created_at`` gets the database clock's time. An
+        run by itself. An active schedule with no slot left (``end_at`` already past,
+        ``max_runs`` reached) is ``completed``. A new row without ``created_at`` gets the database clock's time. An
         edit of other fields (name, payload, policies) plans nothing and reads no clock.
         """
         self._normalize()
@@ -273,11 +274,15 @@ class Schedule(FastLoading, models.Model):
             first = self._state.adding and self.occurrence == 0
             if self.status == Status.ACTIVE and self.definition_hash != new_hash:
                 self.next_run_at = self.plan(now, first=first)
+                if self.next_run_at is None and self.retry_scheduled_for is None:
+                    # No slot left after now (an end_at already past, max_runs reached):
+                    # completed, as the claim's re-plan of the same definition would say.
+                    self.status = Status.COMPLETED
             if self.definition_hash != new_hash:
                 self.buffered_for = None  # a slot of the old definition: never run after it
             self.definition_hash = new_hash
             if update_fields is not None:
-                planned = {"definition_hash", "next_run_at", "buffered_for"}
+                planned = {"definition_hash", "next_run_at", "buffered_for", "status"}
                 kwargs["update_fields"] = set(update_fields) | planned
         super().save(*args, **kwargs)
 

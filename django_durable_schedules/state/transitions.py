@@ -304,7 +304,8 @@ TABLE: tuple[Transition, ...] = (
         "control",
         NEW,
         "create (`create_schedule`, `save()`, `bulk_create()`)",
-        "active (or paused, when created disabled)",
+        "active (or paused, when created disabled; completed when no slot is left "
+        "after now, e.g. an `end_at` already past)",
         "active: the first slot at or after now by the database clock (an interval: now, "
         "its grid anchored at `created_at`, the same reading; a `once`: `run_at`, even if "
         "past); paused: none",
@@ -314,7 +315,7 @@ TABLE: tuple[Transition, ...] = (
         "control",
         ANY,
         "edit (`update_schedule`, `save()`)",
-        "unchanged",
+        "unchanged (active: completed when the new definition has no slot after now)",
         "active: the first slot of the new definition after now (the database clock); "
         "else unchanged",
         "none (event `edited`)",
