@@ -78,6 +78,24 @@ def test_a_backfill_runs_every_slot_of_the_range_in_order_as_its_own_occurrences
     assert (live_next.occurrence, live_next.origin) == (7, "scheduled")
 
 
+def test_a_rule_without_start_at_says_why_it_has_no_slot_before_its_creation_day():
+    s = Schedule.objects.create(
+        name="month-end",
+        callback="tests.echo",
+        kind="rrule",
+        rrule="FREQ=DAILY;BYHOUR=9",
+        timezone="Europe/Paris",
+        created_at=T0,
+    )
+    with pytest.raises(ValidationError) as exc:
+        state.plan_backfill(s, T0 - 10 * 86400 * S, T0 - 5 * 86400 * S, now=NOW)
+    [message] = exc.value.message_dict["__all__"]
+    assert (
+        "A calendar rule has no slot before its start (DTSTART: midnight of its creation" in message
+    )
+    assert "2027-06-01 00:00:00 Europe/Paris); set start_at earlier" in message
+
+
 def test_backfill_runs_count_towards_max_runs_and_the_last_one_completes_the_schedule():
     s = live(max_runs=3)  # one live occurrence fired: two runs left
     with pytest.raises(ValidationError) as exc:

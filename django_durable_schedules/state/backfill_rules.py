@@ -11,12 +11,14 @@ occurrence count and ``last_run_at``.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from .. import timing
 from ..models import (
     AttemptOrigin,
     Backfill,
     BackfillStatus,
+    Kind,
     ReceiptStatus,
     RunAttempt,
     RunReceipt,
@@ -100,6 +102,25 @@ def claim_backfill_slot(
         return
     row.lease_token, row.lease_expires_at = attempt.lease_token, attempt.lease_expires_at
     claims.append(_claim_of(row, attempt))
+
+
+def rule_start_note(schedule: Schedule, start: datetime) -> str:
+    """Why a calendar rule has no slot before its DTSTART, when the range starts there."""
+    if schedule.kind != Kind.RRULE:
+        return ""
+    try:
+        dtstart = timing.rrule_dtstart(schedule.timezone, schedule.start_at, schedule.created_at)
+        local = start.astimezone(ZoneInfo(schedule.timezone)).replace(tzinfo=None)
+    except (timing.InvalidSchedule, ValueError, OverflowError, LookupError):
+        return ""
+    if local >= dtstart:
+        return ""
+    origin = "start_at" if schedule.start_at is not None else "midnight of its creation day"
+    return (
+        f" A calendar rule has no slot before its start (DTSTART: {origin}, "
+        f"{dtstart:%Y-%m-%d %H:%M:%S} {schedule.timezone}); set start_at earlier to "
+        "backfill before it."
+    )
 
 
 def backfill_receipt(

@@ -40,7 +40,12 @@ from ..models import (
     Schedule,
     Status,
 )
-from .backfill_rules import backfill_slots, claim_backfill_slot, settle_backfill
+from .backfill_rules import (
+    backfill_slots,
+    claim_backfill_slot,
+    rule_start_note,
+    settle_backfill,
+)
 from .bounds import describe_problem
 from .events import record_event
 from .values import Claim
@@ -146,7 +151,8 @@ def plan_backfill(
         raise ValidationError(
             {
                 NON_FIELD_ERRORS: [
-                    f"No slot of {schedule.name}{why} in [{start:%Y-%m-%dT%H:%M:%SZ}, {end:%Y-%m-%dT%H:%M:%SZ})."
+                    f"No slot of {schedule.name}{why} in [{start:%Y-%m-%dT%H:%M:%SZ}, "
+                    f"{end:%Y-%m-%dT%H:%M:%SZ}).{rule_start_note(schedule, start)}"
                 ]
             }
         )
