@@ -154,6 +154,23 @@ class Schedule(FastLoading, models.Model):
     missed_count = models.PositiveBigIntegerField(
         default=0, help_text="Slots passed over in total."
     )
+    exclusion_calendars = models.ManyToManyField(
+        "durable_schedules.ExclusionCalendar",
+        blank=True,
+        related_name="schedules",
+        help_text="Calendars whose dates (local dates, in this schedule's zone) it must not "
+        "fire on. Not for a once schedule.",
+    )
+    excluded_count = models.PositiveBigIntegerField(
+        default=0, help_text="Slots not run because a calendar excluded their date."
+    )
+    exclusions_checked_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Slots up to this instant were checked against the exclusion calendars "
+        "(the excluded ones counted); blank: since the last claim.",
+    )
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -367,8 +384,28 @@ class Schedule(FastLoading, models.Model):
         saved, the host clock's now: a preview; ``save()`` sets ``created_at``)."""
         return self.start_at or timing.truncate_to_second(self.created_at or dj_timezone.now())
 
-    def spec(self) -> timing.Spec:
-        """The pure timing definition of this schedule (see :mod:`.timing`)."""
+    def exclusions(self) -> timing.Exclusions:
+        """The dates this schedule must not fire on, from its ``exclusion_calendars``: as
+        attached by :func:`.calendars.load_exclusions` (the worker loads a batch's in two
+        queries), else read now (two queries, kept on the instance: call
+        :meth:`forget_exclusions` after a change). An unsaved row has none."""
+        cached = self.__dict__.get("_dds_exclusions")
+        if cached is None:
+            from .calendars import load_exclusions
+
+            if self._state.adding:
+                return timing.Exclusions()
+            load_exclusions([self], self._state.db or "default")
+            cached = self.__dict__["_dds_exclusions"]
+        return cached  # type: ignore[no-any-return]
+
+    def forget_exclusions(self) -> None:
+        """Drop the exclusions read by :meth:`exclusions` (the next read queries again)."""
+        self.__dict__.pop("_dds_exclusions", None)
+
+    def spec(self, *, exclusions: bool = True) -> timing.Spec:
+        """The pure timing definition of this schedule (see :mod:`.timing`), with its
+        exclusion calendars unless ``exclusions`` is False (descriptions need none)."""
         return timing.Spec(
             kind=self.kind,
             interval_seconds=self.interval_seconds,
@@ -379,6 +416,7 @@ class Schedule(FastLoading, models.Model):
             anchor=self.anchor if self.kind in (Kind.INTERVAL, Kind.RRULE) else None,
             start_at=self.start_at,
             end_at=self.end_at,
+            exclusions=(self.exclusions() or None) if exclusions else None,
         )
 
     def compute_definition_hash(self) -> str:
@@ -417,3 +455,14 @@ class Schedule(FastLoading, models.Model):
         self._normalize()
         after = timing.require_aware(after, "after") if after else dj_timezone.now()
         return timing.upcoming(self.spec(), after, count)
+
+    def upcoming_slots(
+        self, count: int = 5, after: datetime | None = None
+    ) -> list[timing.SlotView]:
+        """The next ``count`` fire times strictly after ``after`` (default: now) and the
+        slots its exclusion calendars exclude before the last of them (at most ``count``),
+        in time order: each a :class:`.timing.SlotView` (``at``: aware UTC;
+        ``excluded_by``: None, or the calendar, local date and reason)."""
+        self._normalize()
+        after = timing.require_aware(after, "after") if after else dj_timezone.now()
+        return timing.upcoming_slots(self.spec(), after, count)

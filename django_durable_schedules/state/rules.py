@@ -26,11 +26,13 @@ from ..models import (
     RunAttempt,
     RunReceipt,
     Schedule,
+    ScheduleEvent,
     Status,
 )
 from ..projection import bound_text
 from ..registry import registry
 from .bounds import UNEVALUABLE_PREFIX, _bounded_seconds, describe_problem
+from .exclusion_rules import count_excluded, excluded_at_claim
 from .values import Claim
 
 logger = logging.getLogger(__name__)
@@ -49,6 +51,8 @@ _CLAIM_FIELDS = [
     "buffered_for",
     "last_run_at",
     "missed_count",
+    "excluded_count",
+    "exclusions_checked_at",
     "status",
     "degraded_reason",
     "definition_hash",
@@ -281,6 +285,7 @@ def _plan_claim(
     attempts: list[RunAttempt],
     receipts: list[RunReceipt],
     claims: list[Claim],
+    events: list[ScheduleEvent],
 ) -> None:
     current_hash = row.compute_definition_hash()
     if row.definition_hash != current_hash:
@@ -300,6 +305,7 @@ def _plan_claim(
         # A one-shot's arithmetic never reads its zone; the admin, the API and upcoming()
         # do: an invalid one is this row's problem now, not theirs later.
         spec.validate()
+    count_excluded(row, spec, now, events)  # slots on excluded dates since the last check
     missed = 0
     origin: str = AttemptOrigin.SCHEDULED
     recurring_next = (
@@ -336,6 +342,8 @@ def _plan_claim(
         assert due is not None
         if row.kind == Kind.ONCE:
             slot, provisional_next = row.run_at or due, None
+        elif excluded_at_claim(row, spec, now):
+            return  # its date was excluded after it was planned: counted above, not run
         else:
             # ``due`` may include jitter: the nominal slot lies up to jitter_seconds before it.
             earliest = due - timedelta(seconds=row.jitter_seconds or 0)
