@@ -325,3 +325,144 @@ def test_claim_batch_with_calendars_keeps_queries_flat(django_assert_max_num_que
         claims = state.claim_due(worker="w1", now=JUL[15], limit=100)
     assert len(claims) == 30
     assert sum(s.excluded_count for s in Schedule.objects.all()) == 30
+
+
+# ---------------------------------------------------------------------------------------
+# The admin, the API and the command
+# ---------------------------------------------------------------------------------------
+
+
+def test_command_lists_calendars_edits_dates_and_marks_excluded_slots(capsys):
+    from django.core.management import call_command
+
+    fr()
+    make()
+    call_command("schedules", "calendars", "list")
+    out = capsys.readouterr().out
+    assert "fr-holidays" in out and "FR" in out and "daily" in out
+    call_command("schedules", "calendars", "add-date", "fr-holidays", "2027-07-16", "--reason", "bridge")
+    assert ExclusionDate.objects.filter(date=date(2027, 7, 16), reason="bridge").exists()
+    call_command("schedules", "upcoming", "daily", "--count", "3")
+    out = capsys.readouterr().out
+    assert "exclusion calendars: fr-holidays" in out
+    call_command("schedules", "calendars", "remove-date", "fr-holidays", "2027-07-16")
+    assert not ExclusionDate.objects.exists()
+
+
+def test_command_upcoming_marks_july_14(capsys, monkeypatch):
+    from django.core.management import call_command
+    from django.utils import timezone as dj_timezone
+
+    fr()
+    make()
+    monkeypatch.setattr(dj_timezone, "now", lambda: JUL[12] + S)
+    call_command("schedules", "upcoming", "daily", "--count", "2")
+    lines = capsys.readouterr().out.splitlines()
+    [marked] = [line for line in lines if line.startswith("x ")]
+    assert "2027-07-14 07:00:00 CEST" in marked and "Fête nationale" in marked
+    assert any("2027-07-15 07:00:00 CEST" in line for line in lines)
+
+
+@pytest.fixture
+def api(admin_user):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(admin_user)
+    return client
+
+
+def test_api_calendars_crud_and_schedule_field(api):
+    made = api.post(
+        "/api/calendars/",
+        {"name": "de-by", "holidays_country": "de", "holidays_subdivision": "by",
+         "dates": [{"date": "2027-07-13", "reason": "plant shutdown"}]},
+        format="json",
+    )
+    assert made.status_code == 201, made.json()
+    body = made.json()
+    assert body["holidays_country"] == "DE" and body["holidays_subdivision"] == "BY"
+    assert body["dates"] == [{"date": "2027-07-13", "reason": "plant shutdown"}]
+    bad = api.post("/api/calendars/", {"name": "x", "holidays_country": "XX"}, format="json")
+    assert bad.status_code == 400 and "holidays_country" in bad.json()
+    bad = api.post(
+        "/api/calendars/", {"name": "y", "holidays_country": "DE", "holidays_subdivision": "ZZ"},
+        format="json",
+    )
+    assert bad.status_code == 400 and "holidays_subdivision" in bad.json()
+    created = api.post(
+        "/api/schedules/",
+        {"name": "daily", "callback": "tests.noop", "kind": "cron", "cron": PARIS_7,
+         "timezone": "Europe/Paris", "exclusion_calendars": ["de-by"]},
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    assert created.json()["exclusion_calendars"] == ["de-by"]
+    assert created.json()["excluded_count"] == 0
+    once = api.post(
+        "/api/schedules/",
+        {"name": "one", "callback": "tests.noop", "kind": "once",
+         "run_at": "2027-07-14T05:00:00Z", "exclusion_calendars": ["de-by"]},
+        format="json",
+    )
+    assert once.status_code == 400 and "exclusion_calendars" in once.json()
+    unknown = api.post(
+        "/api/schedules/",
+        {"name": "two", "callback": "tests.noop", "kind": "cron", "cron": PARIS_7,
+         "exclusion_calendars": ["nope"]},
+        format="json",
+    )
+    assert unknown.status_code == 400 and "exclusion_calendars" in unknown.json()
+    cal_id = body["id"]
+    assert api.get(f"/api/calendars/{cal_id}/").json()["schedules"] == ["daily"]
+    changed = api.patch(f"/api/calendars/{cal_id}/", {"dates": []}, format="json")
+    assert changed.status_code == 200 and changed.json()["dates"] == []
+    assert api.delete(f"/api/calendars/{cal_id}/").status_code == 204
+    assert not ExclusionCalendar.objects.exists()
+
+
+def test_api_upcoming_lists_excluded_slots_on_request(api):
+    fr()
+    s = make()
+    plain = api.get(f"/api/schedules/{s.pk}/upcoming/", {"after": "2027-07-12T06:00:00Z", "count": 2})
+    assert plain.status_code == 200
+    assert "excluded" not in plain.json()  # the shape is unchanged without the flag
+    assert [t["utc"] for t in plain.json()["upcoming"]] == ["2027-07-13T05:00:00Z", "2027-07-15T05:00:00Z"]
+    full = api.get(
+        f"/api/schedules/{s.pk}/upcoming/",
+        {"after": "2027-07-12T06:00:00Z", "count": 2, "include_excluded": "1"},
+    ).json()
+    assert full["upcoming"] == plain.json()["upcoming"]
+    assert full["excluded"] == [
+        {
+            "utc": "2027-07-14T05:00:00Z",
+            "local": "2027-07-14T07:00:00+02:00",
+            "calendar": "fr-holidays",
+            "date": "2027-07-14",
+            "reason": "Fête nationale",
+        }
+    ]
+
+
+def test_api_schema_has_the_calendars():
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator(patterns=None).get_schema(request=None, public=True)
+    assert any(path.endswith("/calendars/") for path in schema["paths"])
+    props = schema["components"]["schemas"]["Schedule"]["properties"]
+    assert "exclusion_calendars" in props and "excluded_count" in props
+
+
+def test_admin_calendar_pages_and_struck_through_upcoming(admin_client):
+    from django.urls import reverse
+
+    cal = fr()
+    s = make(cron="0 7 13-15 7 *")  # the next slots after today: 2027-07-13, 14 and 15
+    page = admin_client.get(reverse("admin:durable_schedules_exclusioncalendar_changelist"))
+    assert page.status_code == 200 and b"fr-holidays" in page.content
+    page = admin_client.get(reverse("admin:durable_schedules_exclusioncalendar_change", args=[cal.pk]))
+    assert page.status_code == 200
+    page = admin_client.get(reverse("admin:durable_schedules_schedule_change", args=[s.pk]))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "<del>" in html and "Fête nationale" in html and "Excluded count" in html

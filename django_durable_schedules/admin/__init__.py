@@ -43,6 +43,8 @@ from __future__ import annotations
 # Schedule first: the models are registered in the order they were before the split.
 from .schedules import ScheduleAdmin
 
+from .calendars import ExclusionCalendarAdmin  # noqa: E402, F401 (registers it)
+
 # isort: split
 from .actions import (
     TRANSITIONS,

@@ -136,7 +136,8 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
     queryset = Schedule.objects.all()
 
     def get_queryset(self) -> Any:
-        return scope(Schedule.objects.all(), self.request)
+        # The calendars of a page's rows: one more query, whatever the page's size.
+        return scope(Schedule.objects.prefetch_related("exclusion_calendars"), self.request)
 
     def get_serializer_context(self) -> dict[str, Any]:
         context = dict(super().get_serializer_context())
@@ -252,15 +253,21 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
     )
     @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
     def upcoming(self, request: Request, pk: Any = None) -> Response:
-        """The next fire times (UTC and in the schedule's zone)."""
+        """The next fire times (UTC and in the schedule's zone); with
+        ``?include_excluded=1`` also the slots its exclusion calendars leave out."""
         schedule = self.get_object()
         query = UpcomingQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
+        params = dict(query.validated_data)
+        with_excluded = params.pop("include_excluded", False)
         try:
-            times = schedule.upcoming(**query.validated_data)
+            if not with_excluded:
+                return Response(UpcomingSerializer.shape(schedule, schedule.upcoming(**params)))
+            views = schedule.upcoming_slots(**params)
         except timing.InvalidSchedule as exc:  # a stored definition made invalid behind save()
             raise Conflict(f"the stored definition is invalid: {exc}") from None
-        return Response(UpcomingSerializer.shape(schedule, times))
+        times = [v.at for v in views if v.excluded_by is None]
+        return Response(UpcomingSerializer.shape(schedule, times, views))
 
 
 class AttemptViewSet(APIViewMixin, viewsets.ReadOnlyModelViewSet):
