@@ -36,9 +36,11 @@ def fr() -> ExclusionCalendar:
 
 def paris(name="daily", cron=PARIS_7, created=JUL[12] + 3600 * S, **kw):
     kw.setdefault("callback", "tests.noop")
-    return state.create_schedule(
-        name=name, kind="cron", cron=cron, timezone="Europe/Paris", **kw
-    ) if created is None else _at(created, name=name, cron=cron, **kw)
+    return (
+        state.create_schedule(name=name, kind="cron", cron=cron, timezone="Europe/Paris", **kw)
+        if created is None
+        else _at(created, name=name, cron=cron, **kw)
+    )
 
 
 def _at(created, **kw):
@@ -137,7 +139,9 @@ def test_upcoming_slots_marks_the_excluded_ones():
 def test_count_and_latest_skip_excluded_dates():
     assert timing.count_slots(spec(), JUL[13], JUL[16]) == 2  # 13, 15
     assert timing.count_slots(spec(exclusions=None), JUL[13], JUL[16]) == 3
-    assert timing.latest_slot_at_or_before(spec(), JUL[14] + 3600 * S, not_before=JUL[10]) == JUL[13]
+    assert (
+        timing.latest_slot_at_or_before(spec(), JUL[14] + 3600 * S, not_before=JUL[10]) == JUL[13]
+    )
 
 
 def test_dates_kept_in_the_database_and_local_dates():
@@ -153,19 +157,25 @@ def test_dates_kept_in_the_database_and_local_dates():
 def test_interval_and_rrule_kinds_use_the_local_date_of_the_slot():
     anchor = datetime(2027, 7, 1, 5, tzinfo=UTC)
     every_day = timing.Spec(
-        kind="interval", interval_seconds=86400, anchor=anchor, timezone="Europe/Paris", exclusions=FR
+        kind="interval",
+        interval_seconds=86400,
+        anchor=anchor,
+        timezone="Europe/Paris",
+        exclusions=FR,
     )
     assert timing.upcoming(every_day, JUL[12] + S, 2) == [JUL[13], JUL[15]]
     rule = timing.Spec(
-        kind="rrule", rrule="FREQ=DAILY;BYHOUR=7", anchor=anchor, timezone="Europe/Paris", exclusions=FR
+        kind="rrule",
+        rrule="FREQ=DAILY;BYHOUR=7",
+        anchor=anchor,
+        timezone="Europe/Paris",
+        exclusions=FR,
     )
     assert timing.upcoming(rule, JUL[12] + S, 2) == [JUL[13], JUL[15]]
 
 
 def test_a_calendar_that_excludes_every_slot_gives_up_bounded():
-    every_14th = timing.exclusions_of(
-        [("all", date(y, 7, 14), "") for y in range(2027, 2500)], []
-    )
+    every_14th = timing.exclusions_of([("all", date(y, 7, 14), "") for y in range(2027, 2500)], [])
     yearly = spec("0 7 14 7 *", exclusions=every_14th)
     with pytest.raises(timing.InvalidSchedule) as err:
         timing.next_slot_after(yearly, JUL[10])
@@ -242,7 +252,12 @@ def test_a_date_added_through_state_replans_at_once():
     state.add_dates("fr-holidays", [(date(2027, 7, 15), "bridge day")], now=JUL[13] + S)
     s.refresh_from_db()
     assert s.next_run_at == JUL[16]
-    assert [v.at for v in s.upcoming_slots(2, after=JUL[13] + S)] == [JUL[14], JUL[15], JUL[16], JUL[17]]
+    assert [v.at for v in s.upcoming_slots(2, after=JUL[13] + S)] == [
+        JUL[14],
+        JUL[15],
+        JUL[16],
+        JUL[17],
+    ]
     state.remove_dates("fr-holidays", [date(2027, 7, 15)], now=JUL[13] + 2 * S)
     s.refresh_from_db()
     assert s.next_run_at == JUL[15]
@@ -266,13 +281,19 @@ def test_once_refuses_calendars():
     fr()
     with pytest.raises(ValidationError) as err:
         state.create_schedule(
-            name="one", callback="tests.noop", kind="once", run_at=JUL[14],
+            name="one",
+            callback="tests.noop",
+            kind="once",
+            run_at=JUL[14],
             exclusion_calendars=["fr-holidays"],
         )
     assert "exclusion_calendars" in err.value.message_dict
     with pytest.raises(ValidationError):
         state.create_schedule(
-            name="two", callback="tests.noop", kind="cron", cron="0 7 * * *",
+            name="two",
+            callback="tests.noop",
+            kind="cron",
+            cron="0 7 * * *",
             exclusion_calendars=["nope"],
         )
 
@@ -280,7 +301,11 @@ def test_once_refuses_calendars():
 def test_create_schedule_with_calendars_plans_past_the_holiday():
     fr()
     row = state.create_schedule(
-        name="c", callback="tests.noop", kind="cron", cron=PARIS_7, timezone="Europe/Paris",
+        name="c",
+        callback="tests.noop",
+        kind="cron",
+        cron=PARIS_7,
+        timezone="Europe/Paris",
         exclusion_calendars=["fr-holidays"],
     )
     assert [c.name for c in row.exclusion_calendars.all()] == ["fr-holidays"]
@@ -340,7 +365,9 @@ def test_command_lists_calendars_edits_dates_and_marks_excluded_slots(capsys):
     call_command("schedules", "calendars", "list")
     out = capsys.readouterr().out
     assert "fr-holidays" in out and "FR" in out and "daily" in out
-    call_command("schedules", "calendars", "add-date", "fr-holidays", "2027-07-16", "--reason", "bridge")
+    call_command(
+        "schedules", "calendars", "add-date", "fr-holidays", "2027-07-16", "--reason", "bridge"
+    )
     assert ExclusionDate.objects.filter(date=date(2027, 7, 16), reason="bridge").exists()
     call_command("schedules", "upcoming", "daily", "--count", "3")
     out = capsys.readouterr().out
@@ -375,8 +402,12 @@ def api(admin_user):
 def test_api_calendars_crud_and_schedule_field(api):
     made = api.post(
         "/api/calendars/",
-        {"name": "de-by", "holidays_country": "de", "holidays_subdivision": "by",
-         "dates": [{"date": "2027-07-13", "reason": "plant shutdown"}]},
+        {
+            "name": "de-by",
+            "holidays_country": "de",
+            "holidays_subdivision": "by",
+            "dates": [{"date": "2027-07-13", "reason": "plant shutdown"}],
+        },
         format="json",
     )
     assert made.status_code == 201, made.json()
@@ -386,14 +417,21 @@ def test_api_calendars_crud_and_schedule_field(api):
     bad = api.post("/api/calendars/", {"name": "x", "holidays_country": "XX"}, format="json")
     assert bad.status_code == 400 and "holidays_country" in bad.json()
     bad = api.post(
-        "/api/calendars/", {"name": "y", "holidays_country": "DE", "holidays_subdivision": "ZZ"},
+        "/api/calendars/",
+        {"name": "y", "holidays_country": "DE", "holidays_subdivision": "ZZ"},
         format="json",
     )
     assert bad.status_code == 400 and "holidays_subdivision" in bad.json()
     created = api.post(
         "/api/schedules/",
-        {"name": "daily", "callback": "tests.noop", "kind": "cron", "cron": PARIS_7,
-         "timezone": "Europe/Paris", "exclusion_calendars": ["de-by"]},
+        {
+            "name": "daily",
+            "callback": "tests.noop",
+            "kind": "cron",
+            "cron": PARIS_7,
+            "timezone": "Europe/Paris",
+            "exclusion_calendars": ["de-by"],
+        },
         format="json",
     )
     assert created.status_code == 201, created.json()
@@ -401,15 +439,25 @@ def test_api_calendars_crud_and_schedule_field(api):
     assert created.json()["excluded_count"] == 0
     once = api.post(
         "/api/schedules/",
-        {"name": "one", "callback": "tests.noop", "kind": "once",
-         "run_at": "2027-07-14T05:00:00Z", "exclusion_calendars": ["de-by"]},
+        {
+            "name": "one",
+            "callback": "tests.noop",
+            "kind": "once",
+            "run_at": "2027-07-14T05:00:00Z",
+            "exclusion_calendars": ["de-by"],
+        },
         format="json",
     )
     assert once.status_code == 400 and "exclusion_calendars" in once.json()
     unknown = api.post(
         "/api/schedules/",
-        {"name": "two", "callback": "tests.noop", "kind": "cron", "cron": PARIS_7,
-         "exclusion_calendars": ["nope"]},
+        {
+            "name": "two",
+            "callback": "tests.noop",
+            "kind": "cron",
+            "cron": PARIS_7,
+            "exclusion_calendars": ["nope"],
+        },
         format="json",
     )
     assert unknown.status_code == 400 and "exclusion_calendars" in unknown.json()
@@ -424,10 +472,15 @@ def test_api_calendars_crud_and_schedule_field(api):
 def test_api_upcoming_lists_excluded_slots_on_request(api):
     fr()
     s = make()
-    plain = api.get(f"/api/schedules/{s.pk}/upcoming/", {"after": "2027-07-12T06:00:00Z", "count": 2})
+    plain = api.get(
+        f"/api/schedules/{s.pk}/upcoming/", {"after": "2027-07-12T06:00:00Z", "count": 2}
+    )
     assert plain.status_code == 200
     assert "excluded" not in plain.json()  # the shape is unchanged without the flag
-    assert [t["utc"] for t in plain.json()["upcoming"]] == ["2027-07-13T05:00:00Z", "2027-07-15T05:00:00Z"]
+    assert [t["utc"] for t in plain.json()["upcoming"]] == [
+        "2027-07-13T05:00:00Z",
+        "2027-07-15T05:00:00Z",
+    ]
     full = api.get(
         f"/api/schedules/{s.pk}/upcoming/",
         {"after": "2027-07-12T06:00:00Z", "count": 2, "include_excluded": "1"},
@@ -460,7 +513,9 @@ def test_admin_calendar_pages_and_struck_through_upcoming(admin_client):
     s = make(cron="0 7 13-15 7 *")  # the next slots after today: 2027-07-13, 14 and 15
     page = admin_client.get(reverse("admin:durable_schedules_exclusioncalendar_changelist"))
     assert page.status_code == 200 and b"fr-holidays" in page.content
-    page = admin_client.get(reverse("admin:durable_schedules_exclusioncalendar_change", args=[cal.pk]))
+    page = admin_client.get(
+        reverse("admin:durable_schedules_exclusioncalendar_change", args=[cal.pk])
+    )
     assert page.status_code == 200
     page = admin_client.get(reverse("admin:durable_schedules_schedule_change", args=[s.pk]))
     assert page.status_code == 200

@@ -40,10 +40,10 @@ Every name of the former single module ``admin.py`` is still importable from her
 
 from __future__ import annotations
 
+from .calendars import ExclusionCalendarAdmin
+
 # Schedule first: the models are registered in the order they were before the split.
 from .schedules import ScheduleAdmin
-
-from .calendars import ExclusionCalendarAdmin  # noqa: E402, F401 (registers it)
 
 # isort: split
 from .actions import (

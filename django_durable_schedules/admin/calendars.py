@@ -27,14 +27,12 @@ class ExclusionCalendarAdmin(admin.ModelAdmin):
     fields = ("name", "description", "holidays_country", "holidays_subdivision")
     inlines = (ExclusionDateInline,)
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                _dates=Count("dates", distinct=True), _schedules=Count("schedules", distinct=True)
-            )
-        )
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ExclusionCalendar]:
+        counts = {
+            "_dates": Count("dates", distinct=True),
+            "_schedules": Count("schedules", distinct=True),
+        }
+        return ExclusionCalendar.objects.annotate(**counts)
 
     @admin.display(description="public holidays")
     def holidays(self, obj: ExclusionCalendar) -> str:

@@ -34,7 +34,7 @@ class ExclusionCalendarSerializer(serializers.ModelSerializer):
     ``dates``. Writing ``dates`` replaces them all; leaving it out keeps them."""
 
     dates = ExclusionDateSerializer(many=True, required=False)
-    schedules = serializers.SlugRelatedField(
+    schedules: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         many=True,
         read_only=True,
         slug_field="name",
@@ -88,7 +88,9 @@ class ExclusionCalendarSerializer(serializers.ModelSerializer):
     def create(self, validated_data: dict[str, Any]) -> ExclusionCalendar:
         return self._save(ExclusionCalendar(), validated_data)
 
-    def update(self, instance: ExclusionCalendar, validated_data: dict[str, Any]) -> ExclusionCalendar:
+    def update(
+        self, instance: ExclusionCalendar, validated_data: dict[str, Any]
+    ) -> ExclusionCalendar:
         return self._save(instance, validated_data)
 
 

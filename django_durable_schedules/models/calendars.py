@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
+from django.utils import timezone as dj_timezone
 
 from .. import timing
 
@@ -160,7 +162,7 @@ def load_exclusions(rows: Sequence[Schedule], using: str = "default") -> None:
         by_row[schedule_id].append((cal_id, name, country, subdivision))
     for row in rows:
         cals = by_row.get(row.pk, [])
-        row._dds_exclusions = timing.exclusions_of(
+        row.__dict__["_dds_exclusions"] = timing.exclusions_of(
             [d for cal_id, *_ in cals for d in dates.get(cal_id, [])],
             [(name, country, sub) for _, name, country, sub in cals if country],
         )
@@ -176,3 +178,40 @@ def exclusions_of_calendars(calendars: Iterable[ExclusionCalendar]) -> timing.Ex
         if cal.holidays_country:
             sources.append((cal.name, cal.holidays_country, cal.holidays_subdivision))
     return timing.exclusions_of(dates, sources)
+
+
+class ExclusionsMixin:
+    """What ``Schedule`` knows of its exclusion calendars: the dates they exclude (read
+    once per instance, or attached for a batch by :func:`load_exclusions`) and the
+    upcoming slots with the excluded ones marked."""
+
+    _state: Any
+
+    def exclusions(self) -> timing.Exclusions:
+        """The dates this schedule must not fire on, from its ``exclusion_calendars``: as
+        attached by :func:`.calendars.load_exclusions` (the worker loads a batch's in two
+        queries), else read now (two queries, kept on the instance: call
+        :meth:`forget_exclusions` after a change). An unsaved row has none."""
+        cached = self.__dict__.get("_dds_exclusions")
+        if cached is None:
+            if self._state.adding:
+                return timing.Exclusions()
+            load_exclusions([self], self._state.db or "default")  # type: ignore[list-item]
+            cached = self.__dict__["_dds_exclusions"]
+        return cached  # type: ignore[no-any-return]
+
+    def forget_exclusions(self) -> None:
+        """Drop the exclusions read by :meth:`exclusions` (the next read queries again)."""
+        self.__dict__.pop("_dds_exclusions", None)
+
+    def upcoming_slots(
+        self, count: int = 5, after: datetime | None = None
+    ) -> list[timing.SlotView]:
+        """The next ``count`` fire times strictly after ``after`` (default: now) and the
+        slots its exclusion calendars exclude before the last of them (at most ``count``),
+        in time order: each a :class:`.timing.SlotView` (``at``: aware UTC;
+        ``excluded_by``: None, or the calendar, local date and reason)."""
+        self._normalize()  # type: ignore[attr-defined]
+        after = timing.require_aware(after, "after") if after else dj_timezone.now()
+        spec = self.spec()  # type: ignore[attr-defined]
+        return timing.upcoming_slots(spec, after, count)

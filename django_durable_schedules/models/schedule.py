@@ -19,6 +19,7 @@ from django.utils import timezone as dj_timezone
 from .. import timing
 from ..limits import DURATION_BOUNDS
 from ..payloads import metadata_errors, payload_errors
+from .calendars import ExclusionsMixin
 from .choices import (
     DEFINITION_FIELDS,
     INSTANT_FIELDS,
@@ -37,7 +38,7 @@ def _default_timezone() -> str:
     return settings.TIME_ZONE or "UTC"
 
 
-class Schedule(FastLoading, models.Model):
+class Schedule(ExclusionsMixin, FastLoading, models.Model):
     """A named, durable schedule of a registered callback.
 
     ``next_run_at`` (aware UTC, whole seconds) is the single source of what is due; the
@@ -384,25 +385,6 @@ class Schedule(FastLoading, models.Model):
         saved, the host clock's now: a preview; ``save()`` sets ``created_at``)."""
         return self.start_at or timing.truncate_to_second(self.created_at or dj_timezone.now())
 
-    def exclusions(self) -> timing.Exclusions:
-        """The dates this schedule must not fire on, from its ``exclusion_calendars``: as
-        attached by :func:`.calendars.load_exclusions` (the worker loads a batch's in two
-        queries), else read now (two queries, kept on the instance: call
-        :meth:`forget_exclusions` after a change). An unsaved row has none."""
-        cached = self.__dict__.get("_dds_exclusions")
-        if cached is None:
-            from .calendars import load_exclusions
-
-            if self._state.adding:
-                return timing.Exclusions()
-            load_exclusions([self], self._state.db or "default")
-            cached = self.__dict__["_dds_exclusions"]
-        return cached  # type: ignore[no-any-return]
-
-    def forget_exclusions(self) -> None:
-        """Drop the exclusions read by :meth:`exclusions` (the next read queries again)."""
-        self.__dict__.pop("_dds_exclusions", None)
-
     def spec(self, *, exclusions: bool = True) -> timing.Spec:
         """The pure timing definition of this schedule (see :mod:`.timing`), with its
         exclusion calendars unless ``exclusions`` is False (descriptions need none)."""
@@ -455,14 +437,3 @@ class Schedule(FastLoading, models.Model):
         self._normalize()
         after = timing.require_aware(after, "after") if after else dj_timezone.now()
         return timing.upcoming(self.spec(), after, count)
-
-    def upcoming_slots(
-        self, count: int = 5, after: datetime | None = None
-    ) -> list[timing.SlotView]:
-        """The next ``count`` fire times strictly after ``after`` (default: now) and the
-        slots its exclusion calendars exclude before the last of them (at most ``count``),
-        in time order: each a :class:`.timing.SlotView` (``at``: aware UTC;
-        ``excluded_by``: None, or the calendar, local date and reason)."""
-        self._normalize()
-        after = timing.require_aware(after, "after") if after else dj_timezone.now()
-        return timing.upcoming_slots(self.spec(), after, count)

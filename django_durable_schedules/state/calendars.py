@@ -47,7 +47,9 @@ def resolve_calendars(values: Iterable[Any], using: str = "default") -> list[Exc
     found += list(ExclusionCalendar.objects.using(using).filter(pk__in=pks)) if pks else []
     missing = sorted(set(names) - {c.name for c in found})
     if missing or len(objs) + len(names) + len(pks) != len(values):
-        raise ValidationError({FIELD: [f"No exclusion calendar named {', '.join(map(repr, missing)) or 'so'}."]})
+        raise ValidationError(
+            {FIELD: [f"No exclusion calendar named {', '.join(map(repr, missing)) or 'so'}."]}
+        )
     return sorted({c.pk: c for c in [*objs, *found]}.values(), key=lambda c: c.name)
 
 
@@ -60,7 +62,7 @@ def attach_calendars(row: Schedule, calendars: Sequence[ExclusionCalendar]) -> N
         raise ValidationError(
             {FIELD: ["A once schedule takes no exclusion calendars: choose its run_at instead."]}
         )
-    row._dds_exclusions = exclusions_of_calendars(calendars)  # type: ignore[attr-defined]
+    row.__dict__["_dds_exclusions"] = exclusions_of_calendars(calendars)
 
 
 def replan(row: Schedule, now: datetime) -> bool:
@@ -237,9 +239,7 @@ def remove_dates(
     return removed
 
 
-def delete_calendar(
-    calendar: Any, *, now: datetime | None = None, using: str = "default"
-) -> None:
+def delete_calendar(calendar: Any, *, now: datetime | None = None, using: str = "default") -> None:
     """Delete the calendar ``calendar`` (a name or an instance) with its dates; the
     schedules that named it are re-planned without it."""
     with transaction.atomic(using=using):

@@ -167,7 +167,9 @@ def update_schedule(
             before["exclusion_calendars"] = old_names
             after["exclusion_calendars"] = [c.name for c in cals]
         elif row.kind == Kind.ONCE and row.exclusions():
-            raise ValidationError({"exclusion_calendars": ["A once schedule takes no exclusion calendars."]})
+            raise ValidationError(
+                {"exclusion_calendars": ["A once schedule takes no exclusion calendars."]}
+            )
         validate_schedule(row)
         if changed:
             _save_or_explain(row, using, update_fields=[*changed, "updated_at"])

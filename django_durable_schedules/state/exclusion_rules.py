@@ -93,7 +93,11 @@ def excluded_at_claim(row: Schedule, spec: timing.Spec, now: datetime) -> bool:
         return False
     grid = dataclasses.replace(spec, exclusions=None)
     if timing.latest_slot_at_or_before(grid, now, not_before=earliest) is None:
-        return False  # not a slot of the grid at all (the claim's usual fallback runs it)
+        # Not a slot of the grid (a next run written behind save()): the claim's usual
+        # fallback runs it, unless its own date is excluded.
+        day = timing.local_date(row.next_run_at, spec.timezone)
+        if spec.exclusions.excluded_by(day) is None:
+            return False
     row.next_run_at = row.due_at(timing.next_slot_after(spec, now))
     if row.next_run_at is None:
         row.status = Status.COMPLETED

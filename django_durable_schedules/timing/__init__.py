@@ -72,13 +72,6 @@ from .cron_syntax import _expand as _expand
 from .delays import backoff_seconds, jitter_offset
 from .descriptions import describe, rrule_description
 from .errors import InvalidSchedule
-from .instants import MAX_YEAR, UTC, require_aware, truncate_to_second
-from .intervals import MAX_INTERVAL_SECONDS, MIN_INTERVAL_SECONDS, validate_interval
-from .rrule import _compile as _compile_rrule  # noqa: F401 (its cache: _compile_rrule.cache_clear())
-from .rrule import rrule_dtstart, validate_rrule
-from .rrule_grid import _run as _run
-from .rrule_syntax import parse_rrule
-from .rrule_words import rrule_in_words
 from .excluded_slots import ExcludedDay, SlotView
 from .exclusions import (
     Exclusion,
@@ -89,6 +82,13 @@ from .exclusions import (
     holiday_countries,
     local_date,
 )
+from .instants import MAX_YEAR, UTC, require_aware, truncate_to_second
+from .intervals import MAX_INTERVAL_SECONDS, MIN_INTERVAL_SECONDS, validate_interval
+from .rrule import _compile as _compile_rrule  # noqa: F401 (its cache: _compile_rrule.cache_clear())
+from .rrule import rrule_dtstart, validate_rrule
+from .rrule_grid import _run as _run
+from .rrule_syntax import parse_rrule
+from .rrule_words import rrule_in_words
 from .slots import (
     count_slots,
     excluded_days,

@@ -56,7 +56,8 @@ def check_holidays(country: str, subdivision: str = "", calendar: str = "") -> N
     known = _supported()
     if not isinstance(country, str) or country not in known:
         raise InvalidSchedule(
-            FIELD, f"{where}the holidays package has no country {country!r} (ISO 3166 codes: FR, DE, US, ...)"
+            FIELD,
+            f"{where}the holidays package has no country {country!r} (ISO 3166 codes: FR, DE, US, ...)",
         )
     if subdivision and subdivision not in known[country]:
         codes = ", ".join(sorted(known[country])[:12]) or "none"

@@ -145,7 +145,9 @@ def upcoming(spec: Spec, after: datetime, count: int) -> list[datetime]:
     spec.validate()
     slots: list[datetime] = []
     cursor = min(_trunc(after, "after"), _LAST_INSTANT)
-    if spec.kind == "rrule" and not spec.exclusions:  # one walk of the rule rather than one search per slot
+    if (
+        spec.kind == "rrule" and not spec.exclusions
+    ):  # one walk of the rule rather than one search per slot
         lo, hi = _window(spec, cursor + _SECOND, None)
         return _rrule_upcoming(spec.rrule_plan(), lo, hi, count)
     while len(slots) < count:

@@ -95,7 +95,9 @@ class Command(BaseCommand):
         )
         stop = sub.add_parser("cancel-backfill", help="Cancel a schedule's open backfill.")
         stop.add_argument("name", help="The schedule's name.")
-        calendars = sub.add_parser("calendars", help="Exclusion calendars: list, add or remove dates.")
+        calendars = sub.add_parser(
+            "calendars", help="Exclusion calendars: list, add or remove dates."
+        )
         cal = calendars.add_subparsers(dest="calendar_action", required=True)
         cal.add_parser("list", help="One line per calendar: holidays, dates, schedules.")
         for verb in ("add-date", "remove-date"):
@@ -179,7 +181,9 @@ class Command(BaseCommand):
             for cal in ExclusionCalendar.objects.prefetch_related("dates", "schedules"):
                 where = "-".join(p for p in (cal.holidays_country, cal.holidays_subdivision) if p)
                 names = ", ".join(s.name for s in cal.schedules.all()) or "-"
-                self.stdout.write(f"{cal.name:24} {where or '-':10} {len(cal.dates.all()):>5}  {names}")
+                self.stdout.write(
+                    f"{cal.name:24} {where or '-':10} {len(cal.dates.all()):>5}  {names}"
+                )
             return
         try:
             if verb == "add-date":
