@@ -34,24 +34,6 @@ def fr() -> ExclusionCalendar:
     return state.save_calendar(ExclusionCalendar(name="fr-holidays", holidays_country="FR"))
 
 
-def paris(name="daily", cron=PARIS_7, created=JUL[12] + 3600 * S, **kw):
-    kw.setdefault("callback", "tests.noop")
-    return (
-        state.create_schedule(name=name, kind="cron", cron=cron, timezone="Europe/Paris", **kw)
-        if created is None
-        else _at(created, name=name, cron=cron, **kw)
-    )
-
-
-def _at(created, **kw):
-    row = Schedule(kind="cron", timezone="Europe/Paris", created_at=created, **kw)
-    cals = kw.pop("exclusion_calendars", None)
-    del cals
-    row.full_clean()
-    row.save()
-    return row
-
-
 def make(name="daily", cron=PARIS_7, calendars=("fr-holidays",), now=None, **kw):
     """A cron schedule in Paris with calendars, planned from ``now`` (default 07-12 12:00Z)."""
     kw.setdefault("callback", "tests.noop")
@@ -172,6 +154,24 @@ def test_interval_and_rrule_kinds_use_the_local_date_of_the_slot():
         exclusions=FR,
     )
     assert timing.upcoming(rule, JUL[12] + S, 2) == [JUL[13], JUL[15]]
+
+
+def test_an_interval_reads_its_dates_in_its_zone():
+    every_6h = timing.Spec(
+        kind="interval",
+        interval_seconds=6 * 3600,
+        anchor=datetime(2027, 6, 30, 22, tzinfo=UTC),  # midnight in Paris
+        timezone="Europe/Paris",
+        exclusions=FR,
+    )
+    # 22:00Z on 07-13 is 00:00 on 07-14 in Paris: excluded, as are 04:00Z, 10:00Z and
+    # 16:00Z; 22:00Z on 07-14 is 00:00 on 07-15 in Paris.
+    assert timing.upcoming(every_6h, datetime(2027, 7, 13, 12, tzinfo=UTC), 3) == [
+        datetime(2027, 7, 13, 16, tzinfo=UTC),
+        datetime(2027, 7, 14, 22, tzinfo=UTC),
+        datetime(2027, 7, 15, 4, tzinfo=UTC),
+    ]
+    assert timing.count_slots(every_6h, JUL[13], JUL[15]) == 4  # 07-13 10/16Z, 07-14 22Z, 07-15 04Z
 
 
 def test_a_calendar_that_excludes_every_slot_gives_up_bounded():
