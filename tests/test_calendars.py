@@ -521,3 +521,16 @@ def test_admin_calendar_pages_and_struck_through_upcoming(admin_client):
     assert page.status_code == 200
     html = page.content.decode()
     assert "<del>" in html and "Fête nationale" in html and "Excluded count" in html
+
+
+def test_api_list_shows_calendar_names_in_one_query(api, django_assert_max_num_queries):
+    fr()
+    state.save_calendar(ExclusionCalendar(name="plant"))
+    make("a", calendars=("fr-holidays", "plant"))
+    make("b", calendars=())
+    with django_assert_max_num_queries(1):
+        rows = api.get("/api/schedules/").json()["results"]
+    assert {r["name"]: r["exclusion_calendars"] for r in rows} == {
+        "a": ["fr-holidays", "plant"],
+        "b": [],
+    }

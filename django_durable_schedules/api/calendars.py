@@ -56,6 +56,17 @@ class ExclusionCalendarSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = ["id", "created_at", "updated_at"]
 
+    def to_internal_value(self, data: Any) -> Any:
+        """As DRF's, with the errors of ``dates`` flattened into messages (``"dates[3].date:
+        This field is required."``): every 400 of this API is ``{field: [message]}``."""
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            detail: Any = exc.detail
+            if isinstance(detail, dict) and "dates" in detail:
+                detail = {**detail, "dates": _flatten(detail["dates"], "dates")}
+            raise serializers.ValidationError(detail) from None
+
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         fields = {k: v for k, v in attrs.items() if k != "dates"}
         candidate = ExclusionCalendar(**{**self._current(), **fields})
@@ -92,6 +103,21 @@ class ExclusionCalendarSerializer(serializers.ModelSerializer):
         self, instance: ExclusionCalendar, validated_data: dict[str, Any]
     ) -> ExclusionCalendar:
         return self._save(instance, validated_data)
+
+
+def _flatten(detail: Any, path: str) -> list[str]:
+    """Nested DRF errors as ``"path: message"`` strings."""
+    if isinstance(detail, dict):
+        return [
+            m
+            for k, v in detail.items()
+            for m in _flatten(v, f"{path}.{k}" if not str(k).isdigit() else f"{path}[{k}]")
+        ]
+    if isinstance(detail, list):
+        if all(isinstance(v, str) for v in detail):
+            return [f"{path}: {v}" for v in detail]
+        return [m for i, v in enumerate(detail) if v for m in _flatten(v, f"{path}[{i}]")]
+    return [f"{path}: {detail}"]
 
 
 class ExclusionCalendarViewSet(APIViewMixin, viewsets.ModelViewSet):

@@ -38,6 +38,7 @@ from .fields import PAYLOAD_MAX_BYTES as PAYLOAD_MAX_BYTES
 from .fields import (
     AwareDateTimeField,
     BaseModelSerializer,
+    CalendarNamesField,
     CallbackField,
     _short,
     model_errors_as_400,
@@ -106,11 +107,11 @@ class ScheduleSerializer(BaseModelSerializer):
     )
     # Read from the state machine's table (state.allowed_actions, as the admin's buttons
     # are), from the row's own status and lease: no query, and no status rule typed here.
-    exclusion_calendars = serializers.SlugRelatedField(
-        many=True,
+    exclusion_calendars = CalendarNamesField(
+        child_relation=serializers.SlugRelatedField(
+            slug_field="name", queryset=ExclusionCalendar.objects.all()
+        ),
         required=False,
-        slug_field="name",
-        queryset=ExclusionCalendar.objects.all(),
         help_text="Names of the exclusion calendars whose dates (local dates in timezone) it "
         "must not fire on (calendars/); not for a once schedule.",
     )

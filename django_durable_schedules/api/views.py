@@ -27,6 +27,7 @@ from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
 from .. import health, state, timing
+from ..db.names import with_calendar_names
 from ..exceptions import StateConflict
 from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
 from .backfill_serializers import (
@@ -136,8 +137,8 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
     queryset = Schedule.objects.all()
 
     def get_queryset(self) -> Any:
-        # The calendars of a page's rows: one more query, whatever the page's size.
-        return scope(Schedule.objects.prefetch_related("exclusion_calendars"), self.request)
+        # The names of each row's calendars in the same query (a page stays one query).
+        return scope(with_calendar_names(Schedule.objects.all()), self.request)
 
     def get_serializer_context(self) -> dict[str, Any]:
         context = dict(super().get_serializer_context())
