@@ -534,3 +534,73 @@ def test_api_list_shows_calendar_names_in_one_query(api, django_assert_max_num_q
         "a": ["fr-holidays", "plant"],
         "b": [],
     }
+
+
+def test_admin_adds_a_schedule_with_calendars_and_refuses_them_on_a_once(admin_client):
+    from django.urls import reverse
+
+    from .test_admin import _form_data
+
+    cal = fr()
+    add = reverse("admin:durable_schedules_schedule_add")
+    data = _form_data(cron=PARIS_7, exclusion_calendars=[str(cal.pk)])
+    response = admin_client.post(add, data, follow=True)
+    assert response.status_code == 200
+    row = Schedule.objects.get(name="made-in-admin")
+    assert [c.name for c in row.exclusion_calendars.all()] == ["fr-holidays"]
+    assert timing.local_date(row.next_run_at, "Europe/Paris") not in {
+        date(2027, 5, 1),
+        date(2027, 7, 14),
+    }
+    once = _form_data(
+        name="one",
+        kind="once",
+        cron="",
+        run_at="2027-07-14 09:00:00",
+        exclusion_calendars=[str(cal.pk)],
+    )
+    response = admin_client.post(add, once)
+    assert response.status_code == 200
+    assert "exclusion_calendars" in response.context["adminform"].form.errors
+    assert not Schedule.objects.filter(name="one").exists()
+
+
+def test_admin_calendar_dates_inline_replans_its_schedules(admin_client):
+    from django.urls import reverse
+
+    cal = state.save_calendar(ExclusionCalendar(name="plant"))
+    s = make(calendars=("plant",))
+    s.next_run_at = JUL[14]
+    s.save(update_fields=["next_run_at"])
+    url = reverse("admin:durable_schedules_exclusioncalendar_change", args=[cal.pk])
+    data = {
+        "name": "plant",
+        "description": "",
+        "holidays_country": "",
+        "holidays_subdivision": "",
+        "dates-TOTAL_FORMS": "1",
+        "dates-INITIAL_FORMS": "0",
+        "dates-MIN_NUM_FORMS": "0",
+        "dates-MAX_NUM_FORMS": "1000",
+        "dates-0-date": "2027-07-14",
+        "dates-0-reason": "inventory",
+    }
+    response = admin_client.post(url, data, follow=True)
+    assert response.status_code == 200
+    s.refresh_from_db()
+    # Re-planned from the database's now (2026): the first slot after it that is not excluded.
+    assert ExclusionDate.objects.get().reason == "inventory"
+    assert s.next_run_at != JUL[14] and s.next_run_at < JUL[14]
+    bad = {**data, "holidays_country": "XX", "dates-TOTAL_FORMS": "0"}
+    response = admin_client.post(url, bad)
+    assert "holidays_country" in response.context["adminform"].form.errors
+
+
+def test_once_with_calendars_behind_the_checks_is_degraded_at_its_claim():
+    cal = fr()
+    one = state.create_schedule(name="one", callback="tests.noop", kind="once", run_at=JUL[13])
+    one.exclusion_calendars.add(cal)  # behind the checks
+    run_at(JUL[13])
+    one.refresh_from_db()
+    assert one.status == "paused" and "exclusion_calendars" in one.degraded_reason
+    assert RunReceipt.objects.get(schedule=one).status == "degraded"
