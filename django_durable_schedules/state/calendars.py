@@ -46,10 +46,12 @@ def resolve_calendars(values: Iterable[Any], using: str = "default") -> list[Exc
     found = list(ExclusionCalendar.objects.using(using).filter(name__in=names)) if names else []
     found += list(ExclusionCalendar.objects.using(using).filter(pk__in=pks)) if pks else []
     missing = sorted(set(names) - {c.name for c in found})
-    if missing or len(objs) + len(names) + len(pks) != len(values):
-        raise ValidationError(
-            {FIELD: [f"No exclusion calendar named {', '.join(map(repr, missing)) or 'so'}."]}
-        )
+    missing += sorted(str(pk) for pk in set(pks) - {c.pk for c in found})
+    if missing:
+        listed = ", ".join(repr(m) for m in missing)
+        raise ValidationError({FIELD: [f"No exclusion calendar named {listed}."]})
+    if len(objs) + len(names) + len(pks) != len(values):
+        raise ValidationError({FIELD: ["Give calendars by name."]})
     return sorted({c.pk: c for c in [*objs, *found]}.values(), key=lambda c: c.name)
 
 
