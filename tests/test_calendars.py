@@ -604,3 +604,16 @@ def test_once_with_calendars_behind_the_checks_is_degraded_at_its_claim():
     one.refresh_from_db()
     assert one.status == "paused" and "exclusion_calendars" in one.degraded_reason
     assert RunReceipt.objects.get(schedule=one).status == "degraded"
+
+
+def test_downtime_over_a_holiday_counts_it_excluded_not_missed():
+    fr()
+    s = make()
+    run_at(JUL[12] + 18 * 3600 * S)  # nothing due yet
+    # The workers are down from before 07-13 07:00 to 07-15 12:00.
+    [claim] = state.claim_due(worker="w1", now=JUL[15] + 7 * 3600 * S)
+    assert claim.scheduled_for == JUL[15]  # coalesced into the latest slot that fires
+    s.refresh_from_db()
+    assert s.missed_count == 1  # 07-13
+    assert s.excluded_count == 1  # 07-14, apart
+    assert ScheduleEvent.objects.filter(schedule=s, action="excluded").count() == 1

@@ -204,6 +204,11 @@ class ExclusionsMixin:
         """Drop the exclusions read by :meth:`exclusions` (the next read queries again)."""
         self.__dict__.pop("_dds_exclusions", None)
 
+    def refresh_from_db(self, *args: Any, **kwargs: Any) -> None:
+        """As Django's, and the calendars are read again when next needed."""
+        self.forget_exclusions()
+        super().refresh_from_db(*args, **kwargs)  # type: ignore[misc]
+
     def upcoming_slots(
         self, count: int = 5, after: datetime | None = None
     ) -> list[timing.SlotView]:
