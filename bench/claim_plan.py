@@ -1,17 +1,34 @@
-"""G3: the claim query's plan and time at 1k / 100k / 1M schedules (PostgreSQL).
+"""G3: the claim query's plan and time at 1k / 100k / 1M (and 10M) schedules (PostgreSQL).
 
     .venv/bin/python bench/claim_plan.py [--sizes 1000,100000,1000000] [--batch 100] \\
         [--samples 200] [--database-url postgres://postgres@127.0.0.1:5432/dds_bench_plan]
+
+Issue #14, goal 5 runs it once with ``--sizes 1000,100000,1000000,10000000``: 8 minutes
+on a busy 2-core machine, 6 of them the two 10M builds (about 3 minutes each: the insert
+and the indexes half each); the 10M table takes 3.8 GB of disk (2.5 GB heap, 1.3 GB
+indexes), plus the WAL the build writes.
 
 For each size, in two situations — ``batch_due`` (only ``--batch`` rows due, the rest in
 the future: the everyday case) and ``all_due`` (every row due at once: the worst case,
 e.g. 1M rows after a long outage) — it:
 
-1. takes the exact locking ``SELECT`` that ``state.claim_due`` sends (captured from a real
+1. builds the schedules table afresh (``build``): the migrated table, emptied, filled with
+   ``size`` copies of one seeded template row (kept in a temporary side table), each with
+   its own id, name and ``next_run_at`` (random, an hour to a day ahead; a minute ago for
+   ``--batch`` random rows in ``batch_due``, inserted last, so that they share the heap's
+   last pages as ``set_due``'s UPDATE leaves them; a minute to an hour ago for every row
+   in ``all_due``), no lease, status ``active``. The table's primary key, unique constraint,
+   foreign keys (its own and the ones pointing at it) and indexes are dropped for the
+   ``INSERT ... SELECT generate_series`` and created again after it from the definitions
+   saved from ``pg_index``/``pg_constraint`` (the claim index from migration 0004's own
+   statement; the result is checked to be identical to the migrated table's), then the
+   table is ``VACUUM (ANALYZE)``d and a ``CHECKPOINT`` writes the build out before anything
+   is timed. Progress and the seconds of each phase go to stderr and into the JSON;
+2. takes the exact locking ``SELECT`` that ``state.claim_due`` sends (captured from a real
    claim in a Django subprocess, rolled back);
-2. runs ``EXPLAIN (ANALYZE, BUFFERS)`` on it and reports the plan's node types, whether a
+3. runs ``EXPLAIN (ANALYZE, BUFFERS)`` on it and reports the plan's node types, whether a
    ``Sort`` over every due row appears, the rows read and the shared buffers touched;
-3. times the statement ``--samples`` times (each in its own transaction, rolled back, so
+4. times the statement ``--samples`` times (each in its own transaction, rolled back, so
    the locks go away) and reports p50 / p99 / max in milliseconds: in the server
    (planning + execution, from ``EXPLAIN (ANALYZE, TIMING OFF)``; the floor is judged on
    this) and as a round trip from a Python client (adds psycopg decoding the rows).
@@ -25,7 +42,10 @@ floor or the plan check fails.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import os
+import random
 import statistics
 import subprocess
 import sys
@@ -48,6 +68,11 @@ from common import (
 )
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_bench_plan"
+TEMPLATE = "bench_claim_plan_template"  # a temporary table: the seeded row the build copies
+#: Migration 0004 creates the claim index with raw SQL. Its ``pg_get_indexdef`` does not
+#: parse back to the same predicate (the IN list's ``::text`` cast moves onto each element),
+#: so :func:`drop_keys` makes that index again with the migration's own statement.
+CLAIM_INDEX = importlib.import_module("django_durable_schedules.migrations.0004_claim_index")
 
 CAPTURE = r"""
 import json, django
@@ -70,7 +95,8 @@ print(json.dumps({"sql": sql[0] if sql else None, "claimed": len(claims)}))
 
 
 def grow(conn: Any, target: int) -> None:
-    """Copy the seeded template row until the table holds ``target`` schedules."""
+    """Copy the seeded template row until the table holds ``target`` schedules (with every
+    index in place: fine for ``idle.py``'s sizes; ``main`` uses :func:`build`)."""
     have = scalar(conn, f"SELECT count(*) FROM {T_SCHEDULE}")
     if have >= target:
         return
@@ -100,7 +126,8 @@ def grow(conn: Any, target: int) -> None:
 
 def set_due(conn: Any, situation: str, batch: int) -> None:
     """Everything in the future, then ``batch`` rows (``batch_due``) or every row
-    (``all_due``) due a minute ago; no leases; then ANALYZE."""
+    (``all_due``) due a minute ago; no leases; then ANALYZE. Full-table UPDATEs: fine for
+    ``prune.py``'s table; :func:`build` makes the same rows without them."""
     conn.execute(
         f"UPDATE {T_SCHEDULE} SET status = 'active', lease_token = NULL, "
         "lease_expires_at = NULL, next_run_at = date_trunc('second', now()) + "
@@ -119,6 +146,137 @@ def set_due(conn: Any, situation: str, batch: int) -> None:
             (batch,),
         )
     conn.execute(f"VACUUM (ANALYZE) {T_SCHEDULE}")
+
+
+def schema_of(conn: Any) -> list[tuple[str, str, str]]:
+    """The schedules table's indexes, and the constraints on it or pointing at it, as
+    ``(table, name, definition)``: what :func:`build` drops and must put back exactly."""
+    rows = conn.execute(
+        "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid) FROM pg_constraint "
+        "WHERE conrelid = %s::regclass OR confrelid = %s::regclass "
+        "UNION ALL SELECT indrelid::regclass::text, indexrelid::regclass::text, "
+        "pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = %s::regclass",
+        (T_SCHEDULE, T_SCHEDULE, T_SCHEDULE),
+    ).fetchall()
+    return sorted((table, name, definition) for table, name, definition in rows)
+
+
+def drop_keys(conn: Any) -> list[str]:
+    """Drop the foreign keys pointing at the schedules table, its own primary key, unique
+    and foreign-key constraints and its other indexes (its CHECK and NOT NULL constraints
+    stay: they cost little per row); returns the statements that make them again, in
+    order (keys, indexes, the table's foreign keys, the ones pointing at it): the
+    definitions PostgreSQL gives (``pg_get_constraintdef``, ``pg_get_indexdef``), but the
+    claim index's (see ``CLAIM_INDEX``). :func:`build` checks that the result is identical."""
+    constraints = conn.execute(
+        "SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid), contype, "
+        "conrelid = %s::regclass FROM pg_constraint "
+        "WHERE (conrelid = %s::regclass AND contype IN ('p', 'u', 'f', 'x')) "
+        "OR (confrelid = %s::regclass AND conrelid <> %s::regclass)",
+        (T_SCHEDULE,) * 4,
+    ).fetchall()
+    indexes = conn.execute(
+        "SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index i "
+        "WHERE indrelid = %s::regclass AND NOT EXISTS "
+        "(SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid AND c.conrelid = i.indrelid)",
+        (T_SCHEDULE,),
+    ).fetchall()
+
+    def add(c: tuple[str, str, str, str, bool]) -> str:
+        return f"ALTER TABLE {c[0]} ADD CONSTRAINT {c[1]} {c[2]}"
+
+    keys = [c for c in constraints if c[4] and c[3] != "f"]
+    own_fks = [c for c in constraints if c[4] and c[3] == "f"]
+    pointing = [c for c in constraints if not c[4]]
+    claim_index = (
+        f'CREATE INDEX "{CLAIM_INDEX.INDEX}" ON "{CLAIM_INDEX.TABLE}" ("next_run_at") '
+        f"WHERE {CLAIM_INDEX.CONDITION}"
+    )
+    recreate = [add(c) for c in keys]
+    recreate += [claim_index if n == CLAIM_INDEX.INDEX else d for n, d in indexes]
+    recreate += [add(c) for c in own_fks] + [add(c) for c in pointing]
+    for table, name, *_ in pointing + own_fks + keys:
+        conn.execute(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
+    for name, _ in indexes:
+        conn.execute(f"DROP INDEX {name}")
+    return recreate
+
+
+def build(conn: Any, size: int, situation: str, batch: int) -> dict[str, float]:
+    """The schedules table of one measurement, made afresh (see the module docstring):
+    ``size`` copies of the template row, due as ``set_due`` would make them, with the
+    table's keys and indexes built after the insert. Returns the seconds of each phase."""
+    schema = schema_of(conn)
+    phases: dict[str, float] = {}
+
+    def phase(name: str, started: float) -> None:
+        phases[name] = round(time.monotonic() - started, 1)
+        log(f"{size:>10,} {situation:9}: {name.removesuffix('_s')} {phases[name]} s")
+
+    started = time.monotonic()
+    recreate = drop_keys(conn)
+    conn.execute(f"TRUNCATE {T_SCHEDULE}")
+    phase("drop_s", started)
+
+    started = time.monotonic()
+    columns = [
+        row[0]
+        for row in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
+            "ORDER BY ordinal_position",
+            (T_SCHEDULE,),
+        )
+    ]
+    now = "date_trunc('second', now())"
+    future = f"{now} + interval '1 hour' + (random() * interval '1 day')"
+    past = f"{now} - interval '1 minute'"
+
+    def insert(next_run_at: str, rows: str, params: tuple[Any, ...]) -> None:
+        special = {
+            "id": "gen_random_uuid()",
+            "name": "'plan-' || lpad(g.g::text, 8, '0')",
+            "status": "'active'",
+            "lease_token": "NULL",
+            "lease_expires_at": "NULL",
+            "next_run_at": next_run_at,
+        }
+        values = [special.get(column, f"t.{column}") for column in columns]
+        conn.execute(
+            f"INSERT INTO {T_SCHEDULE} ({', '.join(columns)}) "
+            f"SELECT {', '.join(values)} FROM {TEMPLATE} AS t CROSS JOIN {rows}",
+            params,
+        )
+
+    series = "generate_series(0::bigint, %s::bigint - 1) AS g(g)"
+    if situation == "all_due":
+        insert(f"{past} - (random() * interval '1 hour')", series, (size,))
+    else:
+        # The due rows go in last, at the heap's end, where set_due's UPDATE put them.
+        due = random.sample(range(size), min(batch, size))
+        insert(
+            future,
+            f"{series} LEFT JOIN unnest(%s::bigint[]) AS d(g) ON d.g = g.g WHERE d.g IS NULL",
+            (size, due),
+        )
+        insert(past, "unnest(%s::bigint[]) AS g(g)", (sorted(due),))
+    phase("insert_s", started)
+
+    conn.execute("SET maintenance_work_mem = '1GB'")
+    started = time.monotonic()
+    for statement in recreate:
+        conn.execute(statement)
+    conn.execute("RESET maintenance_work_mem")
+    phase("indexes_s", started)
+    if schema_of(conn) != schema:
+        raise RuntimeError("the rebuilt schedules table's indexes or constraints differ")
+
+    started = time.monotonic()
+    conn.execute(f"VACUUM (ANALYZE) {T_SCHEDULE}")
+    phase("vacuum_analyze_s", started)
+    started = time.monotonic()
+    conn.execute("CHECKPOINT")
+    phase("checkpoint_s", started)
+    return phases
 
 
 def capture_claim_sql(env: dict[str, str], batch: int) -> str:
@@ -195,12 +353,29 @@ def time_query(conn: Any, sql: str, samples: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", default="1000,100000,1000000")
-    p.add_argument("--batch", type=int, default=100)
-    p.add_argument("--samples", type=int, default=200)
-    p.add_argument("--floor-ms", type=float, default=10.0)
-    p.add_argument("--database-url", default=DEFAULT_URL)
-    p.add_argument("--check", action="store_true")
+    p.add_argument(
+        "--sizes",
+        default="1000,100000,1000000",
+        help="table sizes, comma-separated; each situation builds its table afresh "
+        "(10000000: a few minutes per build) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--batch", type=int, default=100, help="the claim's LIMIT (default: %(default)s)"
+    )
+    p.add_argument(
+        "--samples", type=int, default=200, help="timed claims per cell (default: %(default)s)"
+    )
+    p.add_argument(
+        "--floor-ms", type=float, default=10.0, help="server p99 floor (default: %(default)s)"
+    )
+    p.add_argument(
+        "--database-url",
+        default=DEFAULT_URL,
+        help="the bench database, dropped and re-created (default: %(default)s)",
+    )
+    p.add_argument(
+        "--check", action="store_true", help="exit 1 when the floor or the plan check fails"
+    )
     args = p.parse_args(argv)
     if not dbname_of(args.database_url).startswith("dds_bench"):
         p.error("refusing to drop a database whose name does not start with dds_bench")
@@ -213,15 +388,26 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     with connect(args.database_url) as conn:
         server = server_info(conn)
+        conn.execute(f"CREATE TEMPORARY TABLE {TEMPLATE} AS SELECT * FROM {T_SCHEDULE}")
         for size in sizes:
-            log(f"growing to {size:,} schedules")
-            grow(conn, size)
             for situation in ("batch_due", "all_due"):
-                set_due(conn, situation, args.batch)
+                log(f"building {size:,} schedules, {situation}")
+                started = time.monotonic()
+                phases = build(conn, size, situation, args.batch)
+                phases["total_s"] = round(time.monotonic() - started, 1)
                 sql = capture_claim_sql(env, args.batch)
                 plan = explain(conn, sql)
                 timing = time_query(conn, sql, args.samples)
-                row = {"schedules": size, "situation": situation, **timing, "plan": plan}
+                row = {
+                    "schedules": size,
+                    "situation": situation,
+                    **timing,
+                    "plan": plan,
+                    "build_s": phases,
+                    "table_bytes": scalar(conn, "SELECT pg_table_size(%s)", (T_SCHEDULE,)),
+                    "index_bytes": scalar(conn, "SELECT pg_indexes_size(%s)", (T_SCHEDULE,)),
+                    "load_average": list(os.getloadavg()),
+                }
                 log(
                     f"{size:>9,} {situation:9}: p99 {timing['p99_ms']} ms "
                     f"(round trip {timing['round_trip_p99_ms']} ms), "

@@ -438,3 +438,71 @@ def test_operator_traps_in_a_real_browser(served_static, browser_page):
     assert page.input_value("#id_run_at") in ("2027-06-01T09:00", "2027-06-01T09:00:00")
     help_text = page.locator(".field-run_at .help").inner_text()
     assert "2027-06-01 09:00:00 JST = 2027-06-01 00:00:00 UTC" in help_text
+
+
+def test_a_backfill_from_the_list_action_in_a_real_browser(
+    served_static, start_worker, browser_page
+):
+    """A person backfills three past hours: ticks the row, picks "Backfill…", enters the
+    range, sees the three slots on the confirmation page, confirms, and after real worker
+    passes sees the backfill done and three receipts, each its own occurrence."""
+    from django_durable_schedules import state
+    from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
+
+    now = state.db_now()
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    start, end = hour - timedelta(hours=3), hour
+    s = Schedule.objects.create(
+        name="reports.hourly",
+        callback="tests.echo",
+        kind="cron",
+        cron="0 * * * *",
+        timezone="UTC",
+        created_at=now - timedelta(hours=6),
+    )
+    page = browser_page
+    base = served_static.url
+    _login(page, base, "/admin/durable_schedules/schedule/")
+
+    row = page.locator("#result_list tbody tr", has=page.get_by_role("link", name="reports.hourly"))
+    row.locator("input.action-select").check()
+    page.select_option("select[name=action]", "backfill")
+    page.click("button[name=index]")
+    page.wait_for_load_state()
+    assert "Backfill reports.hourly" in page.locator("#content").inner_text()
+
+    # A range whose end is before its start is refused on the form, nothing stored.
+    page.fill("#id_start", end.isoformat())
+    page.fill("#id_end", start.isoformat())
+    page.click("input[value='Show the slots']")
+    page.wait_for_load_state()
+    assert "Must be after start." in page.locator("#content").inner_text()
+
+    page.fill("#id_start", start.isoformat())
+    page.fill("#id_end", end.isoformat())
+    page.click("input[value='Show the slots']")
+    page.wait_for_load_state()
+    slots = page.locator("ol.dds-confirm-list li").all_inner_texts()
+    expected = [f"{(start + timedelta(hours=i)):%Y-%m-%d %H:%M:%S} UTC" for i in range(3)]
+    assert slots == expected
+    assert not s.backfills.exists()  # the confirmation page stores nothing
+    page.click("input[value='Yes, backfill 3 slots']")
+    page.wait_for_url(re.compile(r"/admin/durable_schedules/schedule/$"))
+    message = page.locator("ul.messagelist li.success").inner_text()
+    assert "Backfill of reports.hourly: 3 slots" in message
+
+    # Real worker passes run the slots, one at a time, in order.
+    for _ in range(6):
+        if RunReceipt.objects.filter(schedule_id=s.pk, attempt__origin="backfill").count() == 3:
+            break
+        worker = start_worker("--once", "--worker-id", "browser-backfill")
+        assert worker.wait(90) == 0, worker.output()
+    backfilled = list(
+        RunAttempt.objects.filter(schedule_id=s.pk, origin="backfill").order_by("occurrence")
+    )
+    assert [a.scheduled_for for a in backfilled] == [start + timedelta(hours=i) for i in range(3)]
+    assert len({a.idempotency_key for a in backfilled}) == 3
+
+    page.goto(f"{base}/admin/durable_schedules/backfill/")
+    listed = page.locator("#result_list tbody tr", has_text="reports.hourly").inner_text()
+    assert "3 of 3 slots" in listed and "completed" in listed, listed

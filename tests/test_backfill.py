@@ -3,6 +3,7 @@ claim and completion of backfill slots, and the command."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 
@@ -62,9 +63,9 @@ def test_a_backfill_runs_every_slot_of_the_range_in_order_as_its_own_occurrences
         [c] = run(NOW + i * S)
         claimed.append((c.occurrence, c.attempt, c.scheduled_for, c.origin, c.idempotency_key))
     assert claimed == [(2 + i, 1, T0 + i * M, "backfill", f"{s.id}:{2 + i}") for i in range(5)]
-    assert run(NOW + 10 * S) == []  # no slot left: the backfill is completed
-    b.refresh_from_db()
-    assert (b.status, b.position, b.finished_at) == ("completed", 5, NOW + 10 * S)
+    b.refresh_from_db()  # completed with its last slot's receipt, not at a later claim
+    assert (b.status, b.position, b.finished_at) == ("completed", 5, NOW + 4 * S)
+    assert run(NOW + 10 * S) == []  # no slot left
     receipts = RunReceipt.objects.filter(attempt__origin="backfill").order_by("occurrence")
     assert [r.status for r in receipts] == ["succeeded"] * 5
     assert receipts[0].result["occurrence"] == 2
@@ -325,6 +326,26 @@ def test_the_admin_action_asks_for_a_range_shows_the_slots_then_backfills(admin_
     assert Backfill.objects.get().status == "cancelled"
     listing = admin_client.get("/admin/durable_schedules/backfill/")
     assert listing.status_code == 200 and b"0 of 6 slots" in listing.content
+
+
+def test_the_backfill_list_counts_slots_in_the_database_not_per_row(
+    admin_client, django_assert_max_num_queries
+):
+    from django_durable_schedules.admin import ScheduleAdmin  # noqa: F401 - registers
+
+    for i in range(12):
+        s = live(f"bf-list-{i}")
+        state.request_backfill(s.pk, T0, T0 + (i + 1) * M, now=NOW, source="code")
+    with django_assert_max_num_queries(8):  # session, user, count, page: not one per row
+        listing = admin_client.get("/admin/durable_schedules/backfill/")
+    text = listing.content.decode()
+    assert listing.status_code == 200
+    # (each live() runs the due slots, backfill slots of the earlier rows included)
+    totals = sorted(int(n) for n in re.findall(r"\d+ of (\d+) slots", text))
+    assert totals == list(range(1, 13)), totals
+    b = Backfill.objects.filter(schedule_name="bf-list-11").get()
+    change = admin_client.get(f"/admin/durable_schedules/backfill/{b.pk}/change/")
+    assert change.status_code == 200 and "of 12 slots" in change.content.decode()
 
 
 # -- a real worker -----------------------------------------------------------------------

@@ -173,6 +173,35 @@ def test_a_lease_written_behind_save_with_no_attempt_is_cleared_and_the_schedule
     assert {c.schedule_id for c in claims} == {stray.pk, other.pk}
 
 
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"triggered_at": T0 + 86400 * S},
+        {"retry_scheduled_for": T0 + 86400 * S, "attempt": 1, "occurrence": 1},
+        {"buffered_for": T0 + 86400 * S},
+        {"kind": "once", "interval_seconds": None, "run_at": T0 + 86400 * S},
+    ],
+    ids=["triggered_at", "retry_scheduled_for", "buffered_for", "run_at"],
+)
+def test_a_slot_written_behind_save_in_the_future_is_run_as_of_its_claim(values):
+    """A due row whose slot field was set to a future instant behind ``save()`` runs as
+    due (``next_run_at`` decides), with its slot bounded by the claim's instant: lateness
+    is never negative and the receipt never precedes the slot."""
+    s = make("future-slot", created_at=T0)
+    Schedule.objects.filter(pk=s.pk).update(next_run_at=T0 + 10 * S, **values)
+    if values.get("kind") == "once":  # a matching fingerprint: not a re-plan
+        s.refresh_from_db()
+        Schedule.objects.filter(pk=s.pk).update(definition_hash=s.compute_definition_hash())
+    [claim] = state.claim_due(worker="w", now=T0 + 20 * S)
+    assert claim.scheduled_for == T0 + 20 * S
+    attempt = RunAttempt.objects.get(pk=claim.attempt_id)
+    assert attempt.scheduled_for == attempt.claimed_at == T0 + 20 * S
+    outcome = execute(claim)
+    state.complete([outcome], now=T0 + 21 * S)
+    [receipt] = receipts_of(s)
+    assert receipt.status == "succeeded"
+
+
 def test_a_failure_on_a_row_with_overflowing_backoff_written_behind_save():
     s = make("backoff", callback="tests.fail", max_attempts=5)
     Schedule.objects.filter(pk=s.pk).update(backoff_base_seconds=1e12, backoff_cap_seconds=1e12)

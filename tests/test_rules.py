@@ -187,9 +187,9 @@ def test_a_backfill_slot_is_its_own_occurrence_and_a_released_one_runs_again():
     [c] = claims
     assert (c.occurrence, c.attempt, c.scheduled_for, c.origin) == (8, 1, T0, "backfill")
     assert attempts[0].origin == "backfill" and s.next_run_at == T0 + 3600 * S
-    backfill_rules.settle_backfill(b, s, 1, "released")
+    backfill_rules.settle_backfill(b, s, 1, "released", T0 + 4000 * S)
     assert (b.position, b.occurrence, b.attempt) == (0, 8, 1)
-    backfill_rules.settle_backfill(b, s, 2, "failed")  # a failure ends the slot
+    backfill_rules.settle_backfill(b, s, 2, "failed", T0 + 4000 * S)  # a failure ends the slot
     assert (b.position, b.occurrence, b.attempt) == (1, None, 0)
     b.position = 2
     backfill_rules.claim_backfill_slot(s, b, T0 + 4001 * S, LEASE, "w", [], [], claims)

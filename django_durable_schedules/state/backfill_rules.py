@@ -56,7 +56,8 @@ def claim_backfill_slot(
     """Claim the next slot of ``backfill`` on its locked, free ``row`` (see
     ``ScheduleQuerySet.backfill_ready``) at ``now`` (aware UTC).
 
-    A backfill with no slot left is completed (``finished_at`` = ``now``). Otherwise its
+    A backfill with no slot left (its last slot ended before this change completed
+    backfills at once) is completed (``finished_at`` = ``now``). Otherwise its
     slot at ``position`` is claimed as its own occurrence (``row.occurrence + 1``, or the
     same occurrence's next attempt when its previous attempt was released or lost), with
     ``origin`` ``backfill`` and a lease of ``lease``. A callback no longer registered is
@@ -94,7 +95,7 @@ def claim_backfill_slot(
                 next_run_at=row.next_run_at,
             ).model()
         )
-        _advance(backfill)
+        _advance(backfill, now)
         return
     row.lease_token, row.lease_expires_at = attempt.lease_token, attempt.lease_expires_at
     claims.append(_claim_of(row, attempt))
@@ -123,13 +124,16 @@ def backfill_receipt(
     )
 
 
-def settle_backfill(backfill: Backfill, row: Schedule, attempt: int, status: str) -> None:
+def settle_backfill(
+    backfill: Backfill, row: Schedule, attempt: int, status: str, now: datetime
+) -> None:
     """Move ``backfill`` on after its current slot's attempt number ``attempt`` ended with
-    receipt ``status``: a ``released`` slot (handed back unrun) runs again as the next
-    attempt of the same occurrence, and so does a ``lease_expired`` one while attempts are
-    left (``max_attempts``: at-least-once, as the live grid); any other ends the slot (a
-    failed slot is not retried: backfill the range again to re-run it, slots that
-    succeeded are skipped)."""
+    receipt ``status`` at ``now`` (aware UTC): a ``released`` slot (handed back unrun) runs
+    again as the next attempt of the same occurrence, and so does a ``lease_expired`` one
+    while attempts are left (``max_attempts``: at-least-once, as the live grid); any other
+    ends the slot (a failed slot is not retried: backfill the range again to re-run it,
+    slots that succeeded are skipped). Ending the last slot completes the backfill
+    (``finished_at`` = ``now``)."""
     if backfill.status != BackfillStatus.ACTIVE:
         return
     if status == ReceiptStatus.RELEASED or (
@@ -137,9 +141,12 @@ def settle_backfill(backfill: Backfill, row: Schedule, attempt: int, status: str
     ):
         backfill.attempt = attempt
         return
-    _advance(backfill)
+    _advance(backfill, now)
 
 
-def _advance(backfill: Backfill) -> None:
+def _advance(backfill: Backfill, now: datetime) -> None:
+    """The current slot is over: on to the next one, or, after the last, completed."""
     backfill.position += 1
     backfill.occurrence, backfill.attempt = None, 0
+    if backfill.position >= len(backfill.slots):
+        backfill.status, backfill.finished_at = BackfillStatus.COMPLETED, now

@@ -309,9 +309,10 @@ def _claim_backfills(
     return rows
 
 
-def _settle(finished: Iterable[tuple[Schedule, int, str]], using: str) -> None:
+def _settle(finished: Iterable[tuple[Schedule, int, str]], now: datetime, using: str) -> None:
     """Inside a completion or lease-recovery transaction that holds the schedules' locks:
-    move each open backfill on after its slot's attempt (number, receipt status)."""
+    move each open backfill on after its slot's attempt (number, receipt status) ended at
+    ``now``; a backfill whose last slot ended is completed (event ``backfill_done``)."""
     finished = list(finished)
     if not finished:
         return
@@ -325,8 +326,20 @@ def _settle(finished: Iterable[tuple[Schedule, int, str]], using: str) -> None:
         backfill = open_.get(row.pk)
         if backfill is None:
             continue  # cancelled while its slot ran
-        settle_backfill(backfill, row, attempt, status)
-        backfill.save(using=using, update_fields=["position", "occurrence", "attempt"])
+        settle_backfill(backfill, row, attempt, status, now)
+        backfill.save(
+            using=using,
+            update_fields=["position", "occurrence", "attempt", "status", "finished_at"],
+        )
+        if backfill.status == BackfillStatus.COMPLETED:
+            record_event(
+                row,
+                EventAction.BACKFILL_DONE,
+                now=now,
+                source="worker",
+                changes=_summary(backfill),
+                using=using,
+            )
 
 
 __all__ = [

@@ -188,7 +188,7 @@ def _complete_batch(
         _insert_rows(RunReceipt, models, using)
         if touched:
             _update_rows(list(touched.values()), _FINISH_FIELDS, using)
-        _settle(settled, using)
+        _settle(settled, now, using)
         report.receipts = models
     return report
 

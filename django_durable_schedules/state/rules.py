@@ -334,6 +334,11 @@ def _plan_claim(
             )
             return
 
+    if slot > now:
+        # A slot field (triggered_at, retry_scheduled_for, buffered_for, run_at) set to a
+        # future instant behind save(): the row is due (next_run_at decides), and a slot is
+        # never after the instant it is claimed at, so lateness is never negative.
+        slot = now
     attempt = _new_attempt(
         row, occurrence, attempt_no, slot, now, now + lease, worker, missed, origin
     )

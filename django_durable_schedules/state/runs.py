@@ -322,7 +322,7 @@ def expire_leases(
             )
         _insert_rows(RunReceipt, [r.model() for r in receipts], using)
         _update_rows(rows, _FINISH_FIELDS, using)
-        _settle(backfilled, using)
+        _settle(backfilled, now, using)
     return len(rows)
 
 

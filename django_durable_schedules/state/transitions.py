@@ -67,8 +67,7 @@ TABLE: tuple[Transition, ...] = (
         "unchanged, leased",
         "unchanged (the live grid keeps its next slot)",
         "none yet: an attempt (origin `backfill`, `scheduled_for` = the backfill's next "
-        "slot, its own occurrence) with a live lease; with no slot left the backfill is "
-        "completed (event `backfill_done`)",
+        "slot, its own occurrence) with a live lease",
     ),
     Transition(
         "claim",
@@ -209,7 +208,8 @@ TABLE: tuple[Transition, ...] = (
         "unchanged",
         "unchanged (no retry, no backoff, `failure_count` kept)",
         "its own status; the backfill moves to its next slot, except after `released` "
-        "(and `lease_expired` while attempts are left): the same slot's next attempt",
+        "(and `lease_expired` while attempts are left): the same slot's next attempt; "
+        "after its last slot the backfill is completed (event `backfill_done`)",
     ),
     Transition(
         "outcome",
