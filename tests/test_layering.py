@@ -34,6 +34,8 @@ PURE = (
     "state/rules.py",
     "state/outcomes.py",
     "state/backfill_rules.py",
+    "state/exclusion_rules.py",
+    "state/records.py",
     "timing/",
     "limits.py",
     "payloads.py",

@@ -26,6 +26,7 @@ autodiscovery imports it). Its modules:
 * :mod:`.inlines`: the read-only attempt and receipt inlines of the change page;
 * :mod:`.columns`: the schedule list's columns and the change page's computed fields;
 * :mod:`.views`: the health page and the change page's transition buttons;
+* :mod:`.calendars`: :class:`ExclusionCalendarAdmin` (registered, with its dates inline);
 * :mod:`.schedules`: :class:`ScheduleAdmin` (registered for Schedule);
 * :mod:`.runs`: the read-only :class:`RunAttemptAdmin`, :class:`RunReceiptAdmin` and
   :class:`WorkerHeartbeatAdmin` (registered);
@@ -39,6 +40,8 @@ Every name of the former single module ``admin.py`` is still importable from her
 # ruff: noqa: F401
 
 from __future__ import annotations
+
+from .calendars import ExclusionCalendarAdmin
 
 # Schedule first: the models are registered in the order they were before the split.
 from .schedules import ScheduleAdmin

@@ -136,11 +136,13 @@ class ScheduleColumns(admin.ModelAdmin):
     @admin.display(description=f"next {UPCOMING_COUNT} fire times")
     def upcoming_table(self, obj: Schedule) -> SafeString:
         try:
-            times = obj.upcoming(UPCOMING_COUNT)
+            views = obj.upcoming_slots(UPCOMING_COUNT)  # with the excluded ones, and why
         except (timing.InvalidSchedule, ValueError, TypeError) as exc:
             return render_fragment("upcoming", {"error": exc})
         zone = obj.timezone or "UTC"
         utc_only = _is_utc(zone)
+        fired = [v for v in views if v.excluded_by is None]
+        numbers = {id(v): n for n, v in enumerate(fired, 1)}
         return render_fragment(
             "upcoming",
             {
@@ -150,7 +152,13 @@ class ScheduleColumns(admin.ModelAdmin):
                 "zone": zone,
                 "utc_only": utc_only,
                 "rows": [
-                    (fmt_utc(t) if utc_only else fmt_zone(t, zone), fmt_utc(t)) for t in times
+                    (
+                        numbers.get(id(v), ""),
+                        fmt_utc(v.at) if utc_only else fmt_zone(v.at, zone),
+                        fmt_utc(v.at),
+                        str(v.excluded_by) if v.excluded_by is not None else "",
+                    )
+                    for v in views
                 ],
             },
         )

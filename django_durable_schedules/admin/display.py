@@ -231,12 +231,12 @@ def cadence(obj: Schedule) -> SafeString | str:
     words below it (``At 09:00, Monday through Friday``, :func:`..cron_words.cron_in_words`);
     for rrule the rule and its zone, with the rule in words (:func:`..timing.rrule_description`)."""
     try:
-        text = timing.describe(obj.spec())
+        text = timing.describe(obj.spec(exclusions=False))
     except (timing.InvalidSchedule, ValueError, TypeError):
         return f"{obj.kind} schedule"
     words = cron_in_words(obj.cron) if obj.kind == "cron" else ""
     if obj.kind == "rrule":
-        words = timing.rrule_description(obj.spec())
+        words = timing.rrule_description(obj.spec(exclusions=False))
     if not words:
         return text
     return render_fragment("cadence", {"text": text, "words": words})

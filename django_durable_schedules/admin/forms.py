@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django import forms
+from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput
 
 from .. import state, timing
@@ -34,6 +35,7 @@ DEFINITION_FIELDS = (
     "start_at",
     "end_at",
     "max_runs",
+    "exclusion_calendars",
 )
 #: The same fields as laid out on the form (tuples share a line).
 DEFINITION_LAYOUT = (
@@ -45,6 +47,7 @@ DEFINITION_LAYOUT = (
     "run_at",
     ("start_at", "end_at"),
     "max_runs",
+    "exclusion_calendars",
 )
 INPUT_FIELDS = ("payload", "metadata", "owner")
 POLICY_FIELDS = (
@@ -74,6 +77,7 @@ STATE_FIELDS = (
     "failure_count",
     "failed_occurrences",
     "missed_count",
+    "excluded_count",
     "buffered_for",
     "lease_detail",
     "created_at",
@@ -223,3 +227,16 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
             choices.append((current, f"{current} (not registered)"))
         field.choices = [("", "---------"), *choices]
         field.help_text = "One of the callbacks registered in code."
+
+    def clean(self) -> dict[str, Any]:
+        """The model's checks (run after this) see the calendars chosen on the form."""
+        data = super().clean()
+        calendars = data.get("exclusion_calendars")
+        if calendars is not None and "exclusion_calendars" in self.fields:
+            if self.cleaned_data.get("kind"):
+                self.instance.kind = self.cleaned_data["kind"]
+            try:
+                state.calendars.attach_calendars(self.instance, list(calendars))
+            except ValidationError as exc:
+                self.add_error("exclusion_calendars", exc.message_dict["exclusion_calendars"])
+        return data

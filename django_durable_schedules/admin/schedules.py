@@ -48,6 +48,7 @@ class ScheduleAdmin(ScheduleViews):
         "Search by the start of a schedule's name (case-sensitive) or a callback's full name."
     )
     raw_id_fields = ("owner",)
+    filter_horizontal = ("exclusion_calendars",)
     inlines = (ReceiptInline, AttemptInline, EventInline)
     actions = [_make_action(t) for t in TRANSITIONS.values()] + [
         backfill,
@@ -191,11 +192,15 @@ class ScheduleAdmin(ScheduleViews):
 
     def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
         editable = [f for f in form.fields if f in state.EDITABLE_FIELDS]
+
+        def value(f: str) -> Any:  # a many-to-many field is the form's, not the row's
+            return list(form.cleaned_data[f]) if f == "exclusion_calendars" else getattr(obj, f)
+
         if change:
-            changes = {f: getattr(obj, f) for f in form.changed_data if f in editable}
+            changes = {f: value(f) for f in form.changed_data if f in editable}
             row = state.update_schedule(obj.pk, **changes, **_as_admin(request))
         else:
-            fields = {f: getattr(obj, f) for f in editable}
+            fields = {f: value(f) for f in editable}
             row = state.create_schedule(**fields, **_as_admin(request))
         for f in Schedule._meta.concrete_fields:
             setattr(obj, f.attname, getattr(row, f.attname))
@@ -204,8 +209,8 @@ class ScheduleAdmin(ScheduleViews):
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         # The inlines are read-only history: never written (the database refuses anyway);
-        # save(commit=False) only fills in what the change message reads.
-        form.save_m2m()
+        # save(commit=False) only fills in what the change message reads. The calendars were
+        # set by state.create_schedule/update_schedule (which re-planned the row).
         for formset in formsets:
             formset.save(commit=False)
 

@@ -127,3 +127,21 @@ __all__ = [
     "json_size",
     "model_errors_as_400",
 ]
+
+
+class CalendarNamesField(serializers.ManyRelatedField):
+    """A schedule's exclusion calendars by name: written as a list of names, read from
+    the names the list query annotated (:func:`..db.names.with_calendar_names`: no query
+    per row), else from the relation."""
+
+    def get_attribute(self, instance: Any) -> Any:
+        from ..db.names import calendar_names
+
+        names = calendar_names(instance)
+        return names if names is not None else super().get_attribute(instance)
+
+    def to_representation(self, iterable: Any) -> list[Any]:
+        return [
+            value if isinstance(value, str) else self.child_relation.to_representation(value)
+            for value in iterable
+        ]

@@ -14,16 +14,15 @@ in :mod:`.health_serializers`. Every name is also importable from here.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .. import state, timing
 from ..cron_words import cron_in_words
-from ..models import Schedule
+from ..models import ExclusionCalendar, Schedule
 from ..payloads import payload_errors
 from ..registry import registry
 from ..state import db_now
@@ -37,10 +36,9 @@ from .fields import MAX_INSTANT as MAX_INSTANT
 from .fields import MIN_INSTANT as MIN_INSTANT
 from .fields import PAYLOAD_MAX_BYTES as PAYLOAD_MAX_BYTES
 from .fields import (
-    UPCOMING_DEFAULT_COUNT,
-    UPCOMING_MAX_COUNT,
     AwareDateTimeField,
     BaseModelSerializer,
+    CalendarNamesField,
     CallbackField,
     _short,
     model_errors_as_400,
@@ -54,6 +52,8 @@ from .health_serializers import StatusCountsField as StatusCountsField
 from .health_serializers import WorkerSerializer as WorkerSerializer
 from .run_serializers import AttemptSerializer, ReceiptSerializer
 from .run_serializers import EventSerializer as EventSerializer
+from .upcoming_serializers import FireTimeSerializer as FireTimeSerializer
+from .upcoming_serializers import UpcomingQuerySerializer, UpcomingSerializer
 
 
 class ScheduleSerializer(BaseModelSerializer):
@@ -107,6 +107,14 @@ class ScheduleSerializer(BaseModelSerializer):
     )
     # Read from the state machine's table (state.allowed_actions, as the admin's buttons
     # are), from the row's own status and lease: no query, and no status rule typed here.
+    exclusion_calendars = CalendarNamesField(
+        child_relation=serializers.SlugRelatedField(
+            slug_field="name", queryset=ExclusionCalendar.objects.all()
+        ),
+        required=False,
+        help_text="Names of the exclusion calendars whose dates (local dates in timezone) it "
+        "must not fire on (calendars/); not for a once schedule.",
+    )
     allowed_actions = serializers.SerializerMethodField(
         help_text="The actions the schedule's status and lease allow now, by name: cancel, "
         "disable, enable, trigger (POST schedules/{id}/{action}/) and delete (DELETE). Any "
@@ -142,6 +150,7 @@ class ScheduleSerializer(BaseModelSerializer):
             "jitter_seconds",
             "payload",
             "metadata",
+            "exclusion_calendars",
             "owner",
             "status",
             "allowed_actions",
@@ -156,6 +165,7 @@ class ScheduleSerializer(BaseModelSerializer):
             "failure_count",
             "failed_occurrences",
             "missed_count",
+            "excluded_count",
             "buffered_for",
             "lease_token",
             "lease_expires_at",
@@ -173,6 +183,7 @@ class ScheduleSerializer(BaseModelSerializer):
             "attempt",
             "failure_count",
             "missed_count",
+            "excluded_count",
             "buffered_for",
             "lease_token",
             "lease_expires_at",
@@ -211,7 +222,7 @@ class ScheduleSerializer(BaseModelSerializer):
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_rrule_description(self, schedule: Schedule) -> str | None:
-        return timing.rrule_description(schedule.spec()) or None
+        return timing.rrule_description(schedule.spec(exclusions=False)) or None
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_allowed_actions(self, schedule: Schedule) -> list[str]:
@@ -289,7 +300,18 @@ class ScheduleSerializer(BaseModelSerializer):
             )
 
     def _candidate(self, attrs: dict[str, Any]) -> Schedule:
-        """The row as it would be saved (unsaved; for validation only)."""
+        """The row as it would be saved (unsaved; for validation only), with the exclusion
+        calendars it would have."""
+        attrs = dict(attrs)
+        calendars = attrs.pop("exclusion_calendars", None)
+        candidate = self._fields_candidate(attrs)
+        if calendars is None and self.instance is not None:
+            calendars = list(self.instance.exclusion_calendars.all())
+        with model_errors_as_400():
+            state.calendars.attach_calendars(candidate, calendars or [])
+        return candidate
+
+    def _fields_candidate(self, attrs: dict[str, Any]) -> Schedule:
         if self.instance is None:
             return Schedule(**attrs)
         current = self.instance
@@ -321,63 +343,6 @@ class EnableSerializer(serializers.Serializer):
         required=False,
         help_text="Once schedules only: the new instant to run at (aware ISO 8601).",
     )
-
-
-class UpcomingQuerySerializer(serializers.Serializer):
-    """Query of ``upcoming/``: ``count`` (1 or more, default 5, capped at 100) and an
-    optional aware ``after`` (default: now)."""
-
-    count = serializers.IntegerField(
-        min_value=1,
-        required=False,
-        default=UPCOMING_DEFAULT_COUNT,
-        help_text=f"How many fire times (default {UPCOMING_DEFAULT_COUNT}; "
-        f"more than {UPCOMING_MAX_COUNT} gives {UPCOMING_MAX_COUNT}).",
-    )
-    after = AwareDateTimeField(
-        required=False, help_text="List fire times strictly after this instant (default: now)."
-    )
-
-    def validate_count(self, value: int) -> int:
-        return min(value, UPCOMING_MAX_COUNT)
-
-
-class FireTimeSerializer(serializers.Serializer):
-    """One fire time, in UTC and in the schedule's time zone."""
-
-    utc = serializers.DateTimeField(help_text="ISO 8601, UTC (Z).")
-    local = serializers.DateTimeField(help_text="The same instant in the schedule's zone.")
-
-
-class UpcomingSerializer(serializers.Serializer):
-    """Answer of ``upcoming/``: the next fire times the definition produces (a paused,
-    cancelled, completed or failed schedule does not fire them)."""
-
-    id = serializers.UUIDField()
-    name = serializers.CharField()
-    status = serializers.CharField()
-    timezone = serializers.CharField()
-    count = serializers.IntegerField()
-    upcoming = FireTimeSerializer(many=True)
-
-    @staticmethod
-    def shape(schedule: Schedule, times: list[datetime]) -> dict[str, Any]:
-        """The response body for ``schedule`` and its fire ``times`` (aware UTC)."""
-        zone = ZoneInfo(schedule.timezone or "UTC")
-        return {
-            "id": str(schedule.pk),
-            "name": schedule.name,
-            "status": schedule.status,
-            "timezone": schedule.timezone,
-            "count": len(times),
-            "upcoming": [
-                {
-                    "utc": t.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-                    "local": t.astimezone(zone).isoformat(),
-                }
-                for t in times
-            ],
-        }
 
 
 class DetailSerializer(serializers.Serializer):

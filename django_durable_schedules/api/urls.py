@@ -4,7 +4,7 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from ..probe import probe_view
-from . import views
+from . import calendars, views
 
 app_name = "durable_schedules_api"
 
@@ -12,6 +12,7 @@ router = SimpleRouter()
 router.register("schedules", views.ScheduleViewSet, basename="schedule")
 router.register("attempts", views.AttemptViewSet, basename="attempt")
 router.register("receipts", views.ReceiptViewSet, basename="receipt")
+router.register("calendars", calendars.ExclusionCalendarViewSet, basename="calendar")
 
 urlpatterns = [
     *router.urls,

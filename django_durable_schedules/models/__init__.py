@@ -10,12 +10,14 @@ triggers installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.gua
 * :mod:`.schedule`: ``Schedule``;
 * :mod:`.runs`: ``RunAttempt`` and ``RunReceipt``;
 * :mod:`.events`: ``ScheduleEvent`` and ``WorkerHeartbeat``;
-* :mod:`.backfills`: ``Backfill``.
+* :mod:`.backfills`: ``Backfill``;
+* :mod:`.calendars`: ``ExclusionCalendar`` and ``ExclusionDate``.
 """
 
 from ..limits import METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
 from ..payloads import metadata_errors as _metadata_errors
 from .backfills import Backfill, BackfillQuerySet
+from .calendars import ExclusionCalendar, ExclusionDate, load_exclusions
 from .choices import (
     DEFINITION_FIELDS,
     INSTANT_FIELDS,
@@ -46,6 +48,8 @@ __all__ = [
     "BackfillQuerySet",
     "BackfillStatus",
     "EventAction",
+    "ExclusionCalendar",
+    "ExclusionDate",
     "Kind",
     "MisfirePolicy",
     "OverlapPolicy",
@@ -59,5 +63,6 @@ __all__ = [
     "WorkerHeartbeat",
     "_default_timezone",
     "_metadata_errors",
+    "load_exclusions",
     "name_validator",
 ]

@@ -78,6 +78,8 @@ class EventAction(models.TextChoices):
     BACKFILL = "backfill", "backfill requested"
     BACKFILL_CANCEL = "backfill_cancel", "backfill cancelled"
     BACKFILL_DONE = "backfill_done", "backfill completed"
+    EXCLUDED = "excluded", "excluded by a calendar"
+    CALENDARS = "calendars", "exclusion calendars changed"
 
 
 name_validator = RegexValidator(

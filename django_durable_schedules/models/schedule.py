@@ -19,6 +19,7 @@ from django.utils import timezone as dj_timezone
 from .. import timing
 from ..limits import DURATION_BOUNDS
 from ..payloads import metadata_errors, payload_errors
+from .calendars import ExclusionsMixin
 from .choices import (
     DEFINITION_FIELDS,
     INSTANT_FIELDS,
@@ -37,7 +38,7 @@ def _default_timezone() -> str:
     return settings.TIME_ZONE or "UTC"
 
 
-class Schedule(FastLoading, models.Model):
+class Schedule(ExclusionsMixin, FastLoading, models.Model):
     """A named, durable schedule of a registered callback.
 
     ``next_run_at`` (aware UTC, whole seconds) is the single source of what is due; the
@@ -153,6 +154,23 @@ class Schedule(FastLoading, models.Model):
     failure_count = models.PositiveIntegerField(default=0, help_text="Consecutive failed attempts.")
     missed_count = models.PositiveBigIntegerField(
         default=0, help_text="Slots passed over in total."
+    )
+    exclusion_calendars = models.ManyToManyField(
+        "durable_schedules.ExclusionCalendar",
+        blank=True,
+        related_name="schedules",
+        help_text="Calendars whose dates (local dates, in this schedule's zone) it must not "
+        "fire on. Not for a once schedule.",
+    )
+    excluded_count = models.PositiveBigIntegerField(
+        default=0, help_text="Slots not run because a calendar excluded their date."
+    )
+    exclusions_checked_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Slots up to this instant were checked against the exclusion calendars "
+        "(the excluded ones counted); blank: since the last claim.",
     )
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -372,8 +390,9 @@ class Schedule(FastLoading, models.Model):
         saved, the host clock's now: a preview; ``save()`` sets ``created_at``)."""
         return self.start_at or timing.truncate_to_second(self.created_at or dj_timezone.now())
 
-    def spec(self) -> timing.Spec:
-        """The pure timing definition of this schedule (see :mod:`.timing`)."""
+    def spec(self, *, exclusions: bool = True) -> timing.Spec:
+        """The pure timing definition of this schedule (see :mod:`.timing`), with its
+        exclusion calendars unless ``exclusions`` is False (descriptions need none)."""
         return timing.Spec(
             kind=self.kind,
             interval_seconds=self.interval_seconds,
@@ -384,6 +403,7 @@ class Schedule(FastLoading, models.Model):
             anchor=self.anchor if self.kind in (Kind.INTERVAL, Kind.RRULE) else None,
             start_at=self.start_at,
             end_at=self.end_at,
+            exclusions=(self.exclusions() or None) if exclusions else None,
         )
 
     def compute_definition_hash(self) -> str:

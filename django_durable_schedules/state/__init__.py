@@ -25,7 +25,8 @@ the same transaction, waking idle workers when it commits (:mod:`.db.wakeups`).
 The package, by transition family: :mod:`.values` (what passes between it and the worker),
 :mod:`.bounds`, :mod:`.rules` and :mod:`.outcomes` (pure row arithmetic, no database),
 :mod:`.runs` (claims, leases), :mod:`.completion`, :mod:`.control`, :mod:`.definitions`,
-:mod:`.backfills` (with its pure :mod:`.backfill_rules`),
+:mod:`.backfills` (with its pure :mod:`.backfill_rules`), :mod:`.calendars` (exclusion
+calendars, with the pure :mod:`.exclusion_rules`),
 :mod:`.events` (the audit trail), :mod:`.workers`, and :mod:`.transitions` (the table of
 every transition, rendered in docs/concepts.md).
 """
@@ -47,6 +48,14 @@ from .bounds import (
     bound_outcome,
     bound_retry_after,
     describe_problem,
+)
+from .calendars import (
+    add_dates,
+    calendars_changed,
+    delete_calendar,
+    remove_dates,
+    save_calendar,
+    set_schedule_calendars,
 )
 from .completion import complete
 from .control import ALLOWED, allowed_actions, cancel, delete_schedule, disable, enable, trigger
@@ -83,7 +92,13 @@ __all__ = [
     "OutcomeStatus",
     "StateConflict",
     "Wakeup",
+    "add_dates",
     "allowed_actions",
+    "calendars_changed",
+    "delete_calendar",
+    "remove_dates",
+    "save_calendar",
+    "set_schedule_calendars",
     "backoff_for",
     "bound_outcome",
     "bound_retry_after",

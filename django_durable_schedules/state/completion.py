@@ -19,7 +19,14 @@ from ..conf import app_settings
 from ..db.batch import _REFUSED, _insert_rows, _update_rows
 from ..db.clock import _resolve_now
 from ..db.locks import _lock_for_write, _locked
-from ..models import AttemptOrigin, ReceiptStatus, RunAttempt, RunReceipt, Schedule
+from ..models import (
+    AttemptOrigin,
+    ReceiptStatus,
+    RunAttempt,
+    RunReceipt,
+    Schedule,
+    load_exclusions,
+)
 from ..projection import bound_text, project_error
 from .backfill_rules import backfill_receipt, complete_at_max_runs
 from .backfills import _close_ended, _settle
@@ -148,6 +155,7 @@ def _complete_batch(
             # _db_now: the .annotate() above; the plugin types qs as plain Schedule rows.
             now = next(iter(rows.values()))._db_now.astimezone(UTC)  # type: ignore[attr-defined]
         now = _resolve_now(now, using)
+        load_exclusions(list(rows.values()), using)  # the next slot skips excluded dates
         busy: set[uuid.UUID] = set()
         if len(rows) < len(ids):  # skipped as locked, or deleted: a plain read tells which
             busy = set(

@@ -113,6 +113,7 @@ def enable(
         row.status = Status.ACTIVE
         row.degraded_reason = row.pause_reason = ""
         row.failed_occurrences = 0
+        row.exclusions_checked_at = now  # slots excluded while it was paused are not counted
         # A trigger requested while it was paused and not run yet survives the enable.
         pending = row.triggered_at
         row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
@@ -145,6 +146,7 @@ def enable(
                 "next_run_at",
                 "run_at",
                 "definition_hash",
+                "exclusions_checked_at",
                 "updated_at",
             ]
         )

@@ -17,9 +17,10 @@ from .. import timing
 from ..db.clock import _resolve_now
 from ..db.locks import _get_locked, _lock_for_write, _locked
 from ..exceptions import StateConflict, validation_text
-from ..models import EventAction, Schedule, Status
+from ..models import EventAction, Kind, Schedule, Status
 from ..registry import registry
 from .bounds import UNEVALUABLE_PREFIX, describe_problem
+from .calendars import attach_calendars, replan, resolve_calendars
 from .control import enable
 from .events import _as_changes, record_event
 
@@ -53,6 +54,7 @@ EDITABLE_FIELDS = frozenset(
         "timeout_seconds",
         "jitter_seconds",
         "owner",
+        "exclusion_calendars",
     }
 )
 
@@ -109,14 +111,20 @@ def create_schedule(
     for an invalid definition and ``ValueError`` for a field that is not editable.
     """
     _check_fields(fields)
+    calendars = fields.pop("exclusion_calendars", None)
     row = Schedule(**fields)
     if paused:
         row.status = Status.PAUSED
         fields = {**fields, "status": Status.PAUSED}
     with transaction.atomic(using=using):
         _lock_for_write(using)  # SQLite: hold the write lock from the start (validate, insert)
+        cals = resolve_calendars(calendars or (), using)
+        attach_calendars(row, cals)  # save() plans the first slot that no calendar excludes
         validate_schedule(row)
         _save_or_explain(row, using, force_insert=True)
+        if cals:
+            row.exclusion_calendars.set(cals)
+            fields = {**fields, "exclusion_calendars": [c.name for c in cals]}
         record_event(
             row,
             EventAction.CREATED,
@@ -144,21 +152,38 @@ def update_schedule(
     for a field that is not editable.
     """
     _check_fields(changes)
+    calendars = changes.pop("exclusion_calendars", None)
     with transaction.atomic(using=using):
         row = _get_locked(schedule_id, using)
         changed = [name for name, value in changes.items() if _differs(row, name, value)]
         before = {name: _current(row, name) for name in changed}
+        after = {name: changes[name] for name in changed}
         for name in changed:
             setattr(row, name, changes[name])
+        cals = resolve_calendars(calendars, using) if calendars is not None else None
+        old_names = [c.name for c in row.exclusion_calendars.all()] if cals is not None else []
+        if cals is not None and [c.name for c in cals] != old_names:
+            attach_calendars(row, cals)  # the plans and checks below see the new calendars
+            before["exclusion_calendars"] = old_names
+            after["exclusion_calendars"] = [c.name for c in cals]
+        elif row.kind == Kind.ONCE and row.exclusions():
+            raise ValidationError(
+                {"exclusion_calendars": ["A once schedule takes no exclusion calendars."]}
+            )
         validate_schedule(row)
         if changed:
             _save_or_explain(row, using, update_fields=[*changed, "updated_at"])
+        if "exclusion_calendars" in after:
+            row.exclusion_calendars.set(cals or [])
+            if replan(row, _resolve_now(None, using)):
+                row.save(using=using, update_fields=["next_run_at", "status"])
+        if after:
             record_event(
                 row,
                 EventAction.EDITED,
                 actor=actor,
                 source=source,
-                changes=_as_changes(before, {name: changes[name] for name in changed}),
+                changes=_as_changes(before, after),
                 using=using,
             )
     return row

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,7 +17,6 @@ from .. import timing
 from ..conf import app_settings
 from ..limits import TIMEOUT_MAX_SECONDS
 from ..models import (
-    SUCCESS_STATUSES,
     AttemptOrigin,
     Kind,
     MisfirePolicy,
@@ -26,11 +24,14 @@ from ..models import (
     RunAttempt,
     RunReceipt,
     Schedule,
+    ScheduleEvent,
     Status,
 )
 from ..projection import bound_text
 from ..registry import registry
 from .bounds import UNEVALUABLE_PREFIX, _bounded_seconds, describe_problem
+from .exclusion_rules import count_excluded, excluded_at_claim
+from .records import _Receipt as _Receipt
 from .values import Claim
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ _CLAIM_FIELDS = [
     "buffered_for",
     "last_run_at",
     "missed_count",
+    "excluded_count",
+    "exclusions_checked_at",
     "status",
     "degraded_reason",
     "definition_hash",
@@ -69,37 +72,6 @@ _FINISH_FIELDS = [
     "degraded_reason",
     "pause_reason",
 ]
-
-
-@dataclass
-class _Receipt:
-    attempt_id: uuid.UUID
-    schedule_id: uuid.UUID
-    occurrence: int
-    status: str
-    finished_at: datetime
-    result: Any = None
-    error_type: str = ""
-    error_message: str = ""
-    failure_count_after: int = 0
-    next_run_at: datetime | None = None
-    slots_skipped: int = 0
-
-    def model(self) -> RunReceipt:
-        return RunReceipt.build(
-            attempt_id=self.attempt_id,
-            schedule_id=self.schedule_id,
-            occurrence=self.occurrence,
-            succeeded_occurrence=self.occurrence if self.status in SUCCESS_STATUSES else None,
-            status=self.status,
-            finished_at=self.finished_at,
-            result=self.result,
-            error_type=self.error_type[:200],
-            error_message=self.error_message,
-            failure_count_after=self.failure_count_after,
-            next_run_at=self.next_run_at,
-            slots_skipped=self.slots_skipped,
-        )
 
 
 def _ceil_second(value: datetime) -> datetime:
@@ -281,6 +253,7 @@ def _plan_claim(
     attempts: list[RunAttempt],
     receipts: list[RunReceipt],
     claims: list[Claim],
+    events: list[ScheduleEvent] | None = None,
 ) -> None:
     current_hash = row.compute_definition_hash()
     if row.definition_hash != current_hash:
@@ -300,6 +273,7 @@ def _plan_claim(
         # A one-shot's arithmetic never reads its zone; the admin, the API and upcoming()
         # do: an invalid one is this row's problem now, not theirs later.
         spec.validate()
+    count_excluded(row, spec, now, [] if events is None else events)  # since the last check
     missed = 0
     origin: str = AttemptOrigin.SCHEDULED
     recurring_next = (
@@ -336,6 +310,8 @@ def _plan_claim(
         assert due is not None
         if row.kind == Kind.ONCE:
             slot, provisional_next = row.run_at or due, None
+        elif excluded_at_claim(row, spec, now):
+            return  # its date was excluded after it was planned: counted above, not run
         else:
             # ``due`` may include jitter: the nominal slot lies up to jitter_seconds before it.
             earliest = due - timedelta(seconds=row.jitter_seconds or 0)

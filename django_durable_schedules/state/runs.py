@@ -21,7 +21,15 @@ from ..conf import app_settings
 from ..db.batch import _REFUSED, _insert_rows, _update_rows
 from ..db.clock import _DUE_NOW_SQL, _resolve_now, db_now
 from ..db.locks import _lock_for_write, _locked
-from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule, Status
+from ..models import (
+    ReceiptStatus,
+    RunAttempt,
+    RunReceipt,
+    Schedule,
+    ScheduleEvent,
+    Status,
+    load_exclusions,
+)
 from .backfill_rules import backfill_receipt
 from .backfills import _claim_backfills, _settle
 from .bounds import describe_problem
@@ -167,18 +175,22 @@ def _claim_batch(
             return []
         if clock_after and rows:
             now = db_now(using)
+        load_exclusions(rows, using)  # every row's calendars: one query, two with any
         attempts: list[RunAttempt] = []
         receipts: list[RunReceipt] = []
+        events: list[ScheduleEvent] = []
         for row in rows:
             assert now is not None
             # One row's bad value (behind save(): an unknown zone, a cron that never fires,
-            # an overflowing interval) must not abort the batch: quarantine that row only.
+            # an overflowing interval, a holiday country unknown) must not abort the batch:
+            # quarantine that row only.
             snapshot = _snapshot(row, _CLAIM_FIELDS)
-            marks = len(attempts), len(receipts), len(claims)
+            marks = len(attempts), len(receipts), len(claims), len(events)
             try:
-                _plan_claim(row, now, lease, worker, attempts, receipts, claims)
+                _plan_claim(row, now, lease, worker, attempts, receipts, claims, events)
             except Exception as exc:  # noqa: BLE001 - any evaluation error is that row's
                 del attempts[marks[0] :], receipts[marks[1] :], claims[marks[2] :]
+                del events[marks[3] :]
                 _restore(row, snapshot)
                 _quarantine_claim(row, exc, now, worker, attempts, receipts)
         if only is None:  # the slots of open backfills, on schedules the live grid left free
@@ -200,6 +212,8 @@ def _claim_batch(
             _insert_rows(RunAttempt, attempts, using)
         if receipts:
             _insert_rows(RunReceipt, receipts, using)
+        if events:
+            _insert_rows(ScheduleEvent, events, using)
         _update_rows(rows, _CLAIM_FIELDS, using)
         _claim_committing()
     return claims
@@ -265,6 +279,7 @@ def expire_leases(
         rows = list(_locked(qs, using, skip_locked=True)[:limit])
         if not rows:
             return 0
+        load_exclusions(rows, using)
         attempts: dict[uuid.UUID | None, RunAttempt] = {
             a.lease_token: a
             for a in RunAttempt.objects.using(using).filter(

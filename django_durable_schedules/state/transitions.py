@@ -93,6 +93,23 @@ TABLE: tuple[Transition, ...] = (
         "the next slot",
         "none (counted in `missed_count`)",
     ),
+    # Exclusion calendars (state.exclusion_rules): the slots of excluded dates are counted.
+    Transition(
+        "claim",
+        ACTIVE,
+        "slots of dates its exclusion calendars exclude passed since the last claim",
+        "unchanged",
+        "unchanged (its plans skipped them)",
+        "none (`excluded_count`; event `excluded` per date: calendar, date, reason)",
+    ),
+    Transition(
+        "claim",
+        ACTIVE,
+        "due slot on a date a calendar excludes now (added after it was planned)",
+        NEXT_OR_COMPLETED,
+        "the next slot no calendar excludes",
+        "none (`excluded_count`; event `excluded`)",
+    ),
     Transition(
         "claim",
         RUNNABLE,
@@ -322,6 +339,17 @@ TABLE: tuple[Transition, ...] = (
     ),
     Transition(
         "control",
+        ANY,
+        "exclusion calendars changed: a calendar's dates or holiday "
+        "codes, or the schedule's calendars (`state.calendars`, `update_schedule`)",
+        "unchanged (completed when no slot is left)",
+        "active, its next slot ahead: "
+        "the first slot after now no calendar excludes (now when they cannot be "
+        "evaluated: the claim degrades it); else unchanged",
+        "none (event `calendars` or `edited` for the schedule's calendars)",
+    ),
+    Transition(
+        "control",
         ACTIVE,
         "edit behind `save()` (`QuerySet.update()`, raw SQL), unleased",
         "active",
@@ -346,35 +374,10 @@ TABLE: tuple[Transition, ...] = (
     ),
 )
 
-_FAMILIES = {
-    "claim": "Claims (`claim_due`)",
-    "outcome": "Outcomes (`complete`, `expire_leases`)",
-    "control": "Control actions and edits",
-}
-
-
-def _sources(sources: frozenset[str]) -> str:
-    if sources == ANY:
-        return "any"
-    if not sources:
-        return "(new)"
-    return ", ".join(s for s in Status.values if s in sources)
-
 
 def render_markdown() -> str:
-    """:data:`TABLE` as the Markdown that docs/concepts.md shows between its markers."""
-    out: list[str] = []
-    for family, title in _FAMILIES.items():
-        out += [
-            f"**{title}**",
-            "",
-            "| From | Event | To | `next_run_at` | Receipt |",
-            "| --- | --- | --- | --- | --- |",
-        ]
-        out += [
-            f"| {_sources(t.sources)} | {t.event} | {t.target} | {t.next_run_at} | {t.receipt} |"
-            for t in TABLE
-            if t.family == family
-        ]
-        out.append("")
-    return "\n".join(out)
+    """:data:`TABLE` as the Markdown that docs/concepts.md shows between its markers
+    (:mod:`.transition_docs`)."""
+    from .transition_docs import render_markdown as render
+
+    return render()

@@ -46,6 +46,9 @@ The package, one module per concern (each imports only the ones listed before it
 * ``rrule``: calendar-rule evaluation: DTSTART, next, latest and counted slots, "can never
   fire", :func:`validate_rrule`;
 * ``rrule_words``: :func:`rrule_in_words`;
+* ``exclusions``: exclusion calendars as data (:class:`Exclusions`, holiday sources and
+  their cached dates, local days);
+* ``excluded_slots``: the bounded walks past excluded dates;
 * ``spec``: :class:`Spec` and ``KINDS``;
 * ``slots``: :func:`next_slot_after`, :func:`planned_slot`, :func:`upcoming`, :func:`latest_slot_at_or_before`,
   :func:`count_slots`, the interval grid;
@@ -69,6 +72,16 @@ from .cron_syntax import _expand as _expand
 from .delays import backoff_seconds, jitter_offset
 from .descriptions import describe, rrule_description
 from .errors import InvalidSchedule
+from .excluded_slots import ExcludedDay, SlotView
+from .exclusions import (
+    Exclusion,
+    Exclusions,
+    HolidaySource,
+    check_holidays,
+    exclusions_of,
+    holiday_countries,
+    local_date,
+)
 from .instants import MAX_YEAR, UTC, require_aware, truncate_to_second
 from .intervals import MAX_INTERVAL_SECONDS, MIN_INTERVAL_SECONDS, validate_interval
 from .rrule import _compile as _compile_rrule  # noqa: F401 (its cache: _compile_rrule.cache_clear())
@@ -76,7 +89,15 @@ from .rrule import rrule_dtstart, validate_rrule
 from .rrule_grid import _run as _run
 from .rrule_syntax import parse_rrule
 from .rrule_words import rrule_in_words
-from .slots import count_slots, latest_slot_at_or_before, next_slot_after, planned_slot, upcoming
+from .slots import (
+    count_slots,
+    excluded_days,
+    latest_slot_at_or_before,
+    next_slot_after,
+    planned_slot,
+    upcoming,
+    upcoming_slots,
+)
 from .spec import KINDS, Spec
 from .zones import _known_zones as _known_zones
 from .zones import _zone as _zone
@@ -108,6 +129,17 @@ __all__ = [
     "upcoming",
     "latest_slot_at_or_before",
     "count_slots",
+    "excluded_days",
+    "upcoming_slots",
+    "ExcludedDay",
+    "SlotView",
+    "Exclusion",
+    "Exclusions",
+    "HolidaySource",
+    "check_holidays",
+    "exclusions_of",
+    "holiday_countries",
+    "local_date",
     "backoff_seconds",
     "jitter_offset",
     "describe",

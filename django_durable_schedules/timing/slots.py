@@ -5,6 +5,11 @@ Interval schedules are elapsed UTC time: slot ``n`` is ``anchor + n * interval``
 integer seconds. Cron schedules are searched by :mod:`.cron`, calendar rules by
 :mod:`.rrule`. No slot is earlier than
 ``start_at`` or later than ``end_at``.
+
+A spec with ``exclusions`` (exclusion calendars) has the same grid, but a slot whose local
+date (in ``timezone``) is excluded does not fire: the searches step over excluded dates a
+whole local day at a time, and ``count_slots`` counts only the slots that fire. The walks
+past excluded dates are bounded (:mod:`.excluded_slots`).
 """
 
 from __future__ import annotations
@@ -14,6 +19,14 @@ from typing import overload
 
 from .cron import _cron_count, _cron_from, _cron_latest
 from .cron_plan import _compile
+from .excluded_slots import (
+    ExcludedDay,
+    SlotView,
+    count_excluded_days,
+    exclusion_of,
+    latest_not_excluded,
+    skip_excluded,
+)
 from .instants import _LAST_INSTANT, _SECOND, _from_seconds, _to_seconds, _trunc
 from .rrule import _rrule_count, _rrule_from, _rrule_latest, _rrule_upcoming
 from .spec import Spec
@@ -104,7 +117,16 @@ def planned_slot(spec: Spec, now: datetime, *, first: bool = False) -> datetime 
 
 
 def _next_slot(spec: Spec, lo: datetime) -> datetime | None:
-    """First slot >= lo (whole-second UTC) of a validated spec, inside [start_at, end_at]."""
+    """First slot >= lo (whole-second UTC) of a validated spec, inside [start_at, end_at],
+    on a date its exclusion calendars do not exclude."""
+    slot = _next_raw(spec, lo)
+    if slot is None or not spec.exclusions:
+        return slot
+    return skip_excluded(spec, slot, lambda at: _next_raw(spec, at))
+
+
+def _next_raw(spec: Spec, lo: datetime) -> datetime | None:
+    """First slot >= lo of the grid (excluded dates included), inside [start_at, end_at]."""
     if lo > _LAST_INSTANT:
         return None
     lo, hi = _window(spec, lo, None)
@@ -123,7 +145,9 @@ def upcoming(spec: Spec, after: datetime, count: int) -> list[datetime]:
     spec.validate()
     slots: list[datetime] = []
     cursor = min(_trunc(after, "after"), _LAST_INSTANT)
-    if spec.kind == "rrule":  # one walk of the rule rather than one search per slot
+    if (
+        spec.kind == "rrule" and not spec.exclusions
+    ):  # one walk of the rule rather than one search per slot
         lo, hi = _window(spec, cursor + _SECOND, None)
         return _rrule_upcoming(spec.rrule_plan(), lo, hi, count)
     while len(slots) < count:
@@ -148,6 +172,13 @@ def latest_slot_at_or_before(spec: Spec, now: datetime, *, not_before: datetime)
     lo, hi = _window(spec, _trunc(not_before, "not_before"), _trunc(now, "now"))
     if hi < lo:
         return None
+    if spec.exclusions:
+        return latest_not_excluded(spec, lo, hi, lambda a, b: _latest_raw(spec, a, b))
+    return _latest_raw(spec, lo, hi)
+
+
+def _latest_raw(spec: Spec, lo: datetime, hi: datetime) -> datetime | None:
+    """The latest slot of the grid in [lo, hi] (excluded dates included), or None."""
     if spec.kind == "once":
         run_at = _run_at(spec)
         return run_at if lo <= run_at <= hi else None
@@ -177,6 +208,15 @@ def count_slots(spec: Spec, start: datetime, end: datetime, *, cap: int = 100_00
     lo, hi = _window(spec, start, end - _SECOND)
     if hi < lo:
         return 0
+    raw = _count_raw(spec, lo, hi, cap)
+    if not raw or not spec.exclusions or raw >= cap:
+        return raw  # at the cap the window holds more slots than are counted: cap
+    excluded = count_excluded_days(spec, lo, hi, lambda a, b: _count_raw(spec, a, b, cap))
+    return max(0, raw - sum(day.count for day in excluded))
+
+
+def _count_raw(spec: Spec, lo: datetime, hi: datetime, cap: int) -> int:
+    """Slots of the grid in [lo, hi] (excluded dates included), at most ``cap``."""
     if spec.kind == "once":
         return 1 if lo <= _run_at(spec) <= hi else 0
     if spec.kind == "interval":
@@ -187,3 +227,68 @@ def count_slots(spec: Spec, start: datetime, end: datetime, *, cap: int = 100_00
     if spec.kind == "rrule":
         return _rrule_count(spec.rrule_plan(), lo, hi + _SECOND, cap)
     return _cron_count(_compile(spec.cron, spec.timezone), lo, hi + _SECOND, cap)
+
+
+# --------------------------------------------------------------------------------------
+# Exclusion calendars: what was left out
+# --------------------------------------------------------------------------------------
+
+
+def excluded_days(spec: Spec, start: datetime, end: datetime) -> list[ExcludedDay]:
+    """The excluded local dates whose slots lie in ``[start, end)`` (and inside
+    ``[start_at, end_at]``): for each, the :class:`.excluded_slots.ExcludedDay` with the
+    calendar, the date, the reason, the first such slot (aware UTC) and how many slots of
+    the window fall on it. Empty for a spec without exclusions. Bounded (holidays looked at
+    for at most 400 years from ``start``). Raises :class:`InvalidSchedule` like
+    :func:`next_slot_after`."""
+    spec.validate()
+    start, end = _trunc(start, "start"), _trunc(end, "end")
+    if end <= start or not spec.exclusions:
+        return []
+    lo, hi = _window(spec, start, min(end - _SECOND, _LAST_INSTANT))
+    if hi < lo:
+        return []
+    return count_excluded_days(
+        spec,
+        lo,
+        hi,
+        lambda a, b: _count_raw(spec, a, b, 100_000),
+        lambda a: _next_raw(spec, a),
+    )
+
+
+def upcoming_slots(spec: Spec, after: datetime, count: int) -> list[SlotView]:
+    """The next ``count`` slots that fire strictly after ``after``, and the excluded slots
+    before the last of them (at most ``count`` of those, the first ones), in time order:
+    one :class:`.excluded_slots.SlotView` each (``excluded_by`` None: it fires). Without
+    exclusions it is :func:`upcoming`. Raises ``ValueError`` for a negative ``count`` and
+    :class:`InvalidSchedule` like :func:`next_slot_after`."""
+    if not spec.exclusions:
+        return [SlotView(at) for at in upcoming(spec, after, count)]
+    if count < 0:
+        raise ValueError("count must not be negative")
+    spec.validate()
+    views: list[SlotView] = []
+    fired = excluded = 0
+    cursor = min(_trunc(after, "after"), _LAST_INSTANT) + _SECOND
+    while fired < count:
+        slot = _next_raw(spec, cursor)
+        if slot is None:
+            break
+        why = exclusion_of(spec, slot)
+        if why is None:
+            views.append(SlotView(slot))
+            fired += 1
+            cursor = slot + _SECOND
+            continue
+        if excluded < count:
+            views.append(SlotView(slot, why))
+            excluded += 1
+            cursor = slot + _SECOND
+            continue
+        # Listed enough excluded slots: step over the rest of this date, bounded as ever.
+        nxt = skip_excluded(spec, slot, lambda at: _next_raw(spec, at))
+        if nxt is None:
+            break
+        cursor = nxt
+    return views

@@ -9,6 +9,8 @@ from datetime import datetime
 from .articles import with_article
 from .cron_plan import validate_cron
 from .errors import InvalidSchedule
+from .exclusions import FIELD as EXCLUSIONS_FIELD
+from .exclusions import Exclusions
 from .instants import _trunc, require_aware
 from .intervals import validate_interval
 from .rrule import compile_rrule, rrule_dtstart
@@ -32,6 +34,8 @@ class Spec:
     ``start_at``, else its creation time); when it is None ``start_at`` is used. An rrule's
     DTSTART is ``start_at`` in the zone, else local midnight of ``anchor``'s day. No slot is earlier than ``start_at`` or later than ``end_at``
     (inclusive). All datetimes must be aware; they are used truncated to whole seconds.
+    ``exclusions`` (:class:`.exclusions.Exclusions`): local dates, in ``timezone``, on
+    which no slot fires (recurring kinds only).
     """
 
     kind: str
@@ -43,6 +47,7 @@ class Spec:
     anchor: datetime | None = None
     start_at: datetime | None = None
     end_at: datetime | None = None
+    exclusions: Exclusions | None = None
 
     def validate(self) -> None:
         """Raise :class:`InvalidSchedule` ``(field, message)`` for the first problem:
@@ -51,7 +56,9 @@ class Spec:
         (``cron`` on an interval, ``run_at`` on a cron, ...); an invalid interval, cron
         expression or rule (:func:`.rrule.validate_rrule`); an interval or rule without
         ``anchor``/``start_at``; a rule with both UNTIL and ``end_at``; a ``run_at``
-        outside ``[start_at, end_at]``. A spec found valid is not checked again (it is frozen;
+        outside ``[start_at, end_at]``; exclusion calendars on a ``once`` or a holiday
+        country or subdivision the ``holidays`` package does not know (field
+        ``exclusion_calendars``). A spec found valid is not checked again (it is frozen;
         the worker's slot arithmetic asks several times per run)."""
         if self.__dict__.get("_valid"):
             return
@@ -74,6 +81,14 @@ class Spec:
             }[self.kind]
         )
         getattr(self, f"_validate_{self.kind}")()
+        if self.exclusions:
+            if self.kind == "once":
+                raise InvalidSchedule(
+                    EXCLUSIONS_FIELD,
+                    "a once schedule takes no exclusion calendars: it runs at run_at "
+                    "(choose another run_at, or cancel it)",
+                )
+            self.exclusions.validate()
         object.__setattr__(self, "_valid", True)
 
     def _forbid(self, names: tuple[str, ...]) -> None:

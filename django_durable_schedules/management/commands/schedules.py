@@ -5,14 +5,16 @@ Subcommands: ``list``, ``upcoming NAME [--count N]``, ``health``, and ``enable``
 and the API, recorded with source ``command``); ``enable NAME --run-at ISO`` re-arms a
 one-shot at a new instant; ``backfill NAME --from ISO --to ISO [--include-succeeded]
 [--dry-run]`` runs (or lists) every slot of a past range, and ``cancel-backfill NAME``
-stops it.
+stops it. ``calendars list``, ``calendars add-date CALENDAR DATE [--reason TEXT]`` and
+``calendars remove-date CALENDAR DATE`` show and edit exclusion calendars (the schedules
+that name one are re-planned at once); ``upcoming`` marks the slots they exclude.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -23,7 +25,7 @@ from django.utils.dateparse import parse_datetime
 from ... import health, state, timing
 from ...cron_words import cron_in_words
 from ...exceptions import StateConflict
-from ...models import Schedule
+from ...models import ExclusionCalendar, Schedule
 
 MAX_COUNT = 1000
 
@@ -93,6 +95,17 @@ class Command(BaseCommand):
         )
         stop = sub.add_parser("cancel-backfill", help="Cancel a schedule's open backfill.")
         stop.add_argument("name", help="The schedule's name.")
+        calendars = sub.add_parser(
+            "calendars", help="Exclusion calendars: list, add or remove dates."
+        )
+        cal = calendars.add_subparsers(dest="calendar_action", required=True)
+        cal.add_parser("list", help="One line per calendar: holidays, dates, schedules.")
+        for verb in ("add-date", "remove-date"):
+            edit = cal.add_parser(verb, help=f"{verb.split('-')[0].title()} a local date.")
+            edit.add_argument("calendar", help="The calendar's name.")
+            edit.add_argument("date", type=date.fromisoformat, help="A local date, YYYY-MM-DD.")
+            if verb == "add-date":
+                edit.add_argument("--reason", default="", help="Why (shown with the date).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
@@ -100,6 +113,8 @@ class Command(BaseCommand):
             self._backfill(self._get(options["name"]), options)
         elif action == "list":
             self._list()
+        elif action == "calendars":
+            self._calendars(options)
         elif action == "health":
             snap = health.snapshot()
             self.stdout.write(json.dumps(snap.as_dict(), indent=2))
@@ -159,6 +174,30 @@ class Command(BaseCommand):
         for slot in slots:
             self.stdout.write(f"  {_when(slot, schedule.timezone)}")
 
+    def _calendars(self, options: dict[str, Any]) -> None:
+        verb = options["calendar_action"]
+        if verb == "list":
+            self.stdout.write(f"{'NAME':24} {'HOLIDAYS':10} {'DATES':>5}  SCHEDULES")
+            for cal in ExclusionCalendar.objects.prefetch_related("dates", "schedules"):
+                where = "-".join(p for p in (cal.holidays_country, cal.holidays_subdivision) if p)
+                names = ", ".join(s.name for s in cal.schedules.all()) or "-"
+                self.stdout.write(
+                    f"{cal.name:24} {where or '-':10} {len(cal.dates.all()):>5}  {names}"
+                )
+            return
+        try:
+            if verb == "add-date":
+                state.add_dates(options["calendar"], [(options["date"], options["reason"])])
+            else:
+                if not state.remove_dates(options["calendar"], [options["date"]]):
+                    raise CommandError(f"{options['calendar']}: has no date {options['date']}")
+        except ValidationError as exc:
+            raise CommandError(_messages(exc)) from None
+        done = "added to" if verb == "add-date" else "removed from"
+        self.stdout.write(
+            f"{options['date']}: {done} {options['calendar']}; its schedules are re-planned."
+        )
+
     def _get(self, name: str) -> Schedule:
         try:
             return Schedule.objects.get(name=name)
@@ -176,11 +215,11 @@ class Command(BaseCommand):
         try:
             words = cron_in_words(schedule.cron) if schedule.kind == "cron" else ""
             if schedule.kind == "rrule":
-                words = timing.rrule_description(schedule.spec())
+                words = timing.rrule_description(schedule.spec(exclusions=False))
             self.stdout.write(
                 f"{schedule.name}: {_describe(schedule)}" + (f": {words}" if words else "")
             )
-            times = schedule.upcoming(count)
+            views = schedule.upcoming_slots(count)
         except timing.InvalidSchedule as exc:  # a definition made invalid behind save()
             raise CommandError(
                 f"{schedule.name}: the stored definition is invalid: {exc}"
@@ -192,19 +231,27 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"  buffered: the slot {_when(schedule.buffered_for, zone.key)} runs next"
             )
-        if not times:
-            self.stdout.write("  no further fire times")
-        for t in times:
+        calendars = schedule.exclusions().calendars
+        if calendars:
             self.stdout.write(
-                f"  {t.astimezone(zone):%Y-%m-%d %H:%M:%S %Z} ({zone.key})   {_fmt(t)}"
+                f"  exclusion calendars: {', '.join(calendars)}; "
+                f"{schedule.excluded_count} slots excluded so far"
             )
+        if not any(v.excluded_by is None for v in views):
+            self.stdout.write("  no further fire times")
+        for v in views:
+            mark = "x " if v.excluded_by is not None else "  "  # struck out: not run
+            line = f"{mark}{v.at.astimezone(zone):%Y-%m-%d %H:%M:%S %Z} ({zone.key})   {_fmt(v.at)}"
+            if v.excluded_by is not None:
+                line += f"   EXCLUDED, not run: {v.excluded_by}"
+            self.stdout.write(line)
 
 
 def _describe(schedule: Schedule) -> str:
     """The schedule in words, or why it cannot be described (a definition written behind
     ``save()`` that the engine cannot evaluate)."""
     try:
-        return timing.describe(schedule.spec())
+        return timing.describe(schedule.spec(exclusions=False))
     except (timing.InvalidSchedule, ValueError, OverflowError):
         return "(invalid definition)"
 

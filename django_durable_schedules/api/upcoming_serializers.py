@@ -1,0 +1,111 @@
+"""Serializers of ``schedules/{id}/upcoming/``: the query, one fire time, the answer (with
+the slots exclusion calendars leave out, on ``?include_excluded=1``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from rest_framework import serializers
+
+from .. import timing
+from ..models import Schedule
+from .fields import UPCOMING_DEFAULT_COUNT, UPCOMING_MAX_COUNT, AwareDateTimeField
+
+
+class UpcomingQuerySerializer(serializers.Serializer):
+    """Query of ``upcoming/``: ``count`` (1 or more, default 5, capped at 100) and an
+    optional aware ``after`` (default: now)."""
+
+    count = serializers.IntegerField(
+        min_value=1,
+        required=False,
+        default=UPCOMING_DEFAULT_COUNT,
+        help_text=f"How many fire times (default {UPCOMING_DEFAULT_COUNT}; "
+        f"more than {UPCOMING_MAX_COUNT} gives {UPCOMING_MAX_COUNT}).",
+    )
+    after = AwareDateTimeField(
+        required=False, help_text="List fire times strictly after this instant (default: now)."
+    )
+
+    include_excluded = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Also list, under excluded, the slots that exclusion calendars leave out "
+        "before the last fire time (at most count), each with its calendar, local date "
+        "and reason.",
+    )
+
+    def validate_count(self, value: int) -> int:
+        return min(value, UPCOMING_MAX_COUNT)
+
+
+class FireTimeSerializer(serializers.Serializer):
+    """One fire time, in UTC and in the schedule's time zone."""
+
+    utc = serializers.DateTimeField(help_text="ISO 8601, UTC (Z).")
+    local = serializers.DateTimeField(help_text="The same instant in the schedule's zone.")
+
+
+class ExcludedSlotSerializer(FireTimeSerializer):
+    """A slot an exclusion calendar leaves out: the instant, the calendar, the local date
+    and the reason (the date's own, or the holiday's name)."""
+
+    calendar = serializers.CharField()
+    date = serializers.DateField(help_text="The local date, in the schedule's zone.")
+    reason = serializers.CharField(allow_blank=True)
+
+
+class UpcomingSerializer(serializers.Serializer):
+    """Answer of ``upcoming/``: the next fire times the definition produces (a paused,
+    cancelled, completed or failed schedule does not fire them)."""
+
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    status = serializers.CharField()
+    timezone = serializers.CharField()
+    count = serializers.IntegerField()
+    upcoming = FireTimeSerializer(many=True)
+    excluded = ExcludedSlotSerializer(
+        many=True,
+        required=False,
+        help_text="Only with ?include_excluded=1: the slots exclusion calendars leave out.",
+    )
+
+    @staticmethod
+    def shape(
+        schedule: Schedule,
+        times: list[datetime],
+        excluded: list[timing.SlotView] | None = None,
+    ) -> dict[str, Any]:
+        """The response body for ``schedule`` and its fire ``times`` (aware UTC), with
+        ``excluded`` (slots and why) when given."""
+        zone = ZoneInfo(schedule.timezone or "UTC")
+
+        def instant(t: datetime) -> dict[str, str]:
+            return {
+                "utc": t.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+                "local": t.astimezone(zone).isoformat(),
+            }
+
+        body: dict[str, Any] = {
+            "id": str(schedule.pk),
+            "name": schedule.name,
+            "status": schedule.status,
+            "timezone": schedule.timezone,
+            "count": len(times),
+            "upcoming": [instant(t) for t in times],
+        }
+        if excluded is not None:
+            body["excluded"] = [
+                {
+                    **instant(v.at),
+                    "calendar": v.excluded_by.calendar,
+                    "date": v.excluded_by.date.isoformat(),
+                    "reason": v.excluded_by.reason,
+                }
+                for v in excluded
+                if v.excluded_by is not None
+            ]
+        return body

@@ -1,0 +1,55 @@
+"""The names of each schedule's exclusion calendars inside the query that lists schedules
+(a correlated subquery), so a page of the API's list stays one query whatever it holds.
+
+Calendar names are slugs (no comma), joined with commas by the database's own string
+aggregate: ``STRING_AGG`` on PostgreSQL, ``GROUP_CONCAT`` on MariaDB/MySQL and SQLite.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Aggregate, CharField, OuterRef, QuerySet, Subquery
+
+
+class _JoinNames(Aggregate):
+    function = "GROUP_CONCAT"
+    template = "%(function)s(%(expressions)s)"
+    output_field = CharField()
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(
+            compiler,
+            connection,
+            function="STRING_AGG",
+            template="%(function)s(%(expressions)s, ',')",
+        )
+
+
+def with_calendar_names(queryset: QuerySet[Any]) -> QuerySet[Any]:
+    """``queryset`` of schedules annotated with ``_calendar_names``: the names of each
+    row's exclusion calendars joined by commas (None: none). Read it with
+    :func:`calendar_names`."""
+    from ..models import Schedule
+
+    through: Any = Schedule.exclusion_calendars.through
+    names = (
+        through.objects.filter(schedule_id=OuterRef("pk"))
+        .order_by()
+        .values("schedule_id")
+        .annotate(names=_JoinNames("exclusioncalendar__name"))
+        .values("names")
+    )
+    annotated: QuerySet[Any] = queryset.annotate(
+        _calendar_names=Subquery(names, output_field=CharField())
+    )
+    return annotated
+
+
+def calendar_names(row: Any) -> list[str] | None:
+    """The sorted calendar names annotated by :func:`with_calendar_names`, or None when
+    ``row`` was not annotated."""
+    if "_calendar_names" not in row.__dict__:
+        return None
+    joined = row.__dict__["_calendar_names"] or ""
+    return sorted(n for n in joined.split(",") if n)

@@ -1,0 +1,222 @@
+"""Exclusion calendars: ``ExclusionCalendar`` (a country's public holidays from the
+``holidays`` package, and/or dates kept in the database) and ``ExclusionDate`` (one date
+of a calendar). A schedule names the calendars whose dates it must not fire on
+(``Schedule.exclusion_calendars``); :func:`load_exclusions` reads them for many schedules
+in two queries.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone as dj_timezone
+
+from .. import timing
+
+if TYPE_CHECKING:
+    from .schedule import Schedule
+
+calendar_name_validator = RegexValidator(
+    r"^[a-z0-9][a-z0-9_-]{0,63}\Z",
+    "1-64 of lower-case letters, digits, '_' or '-', starting with a letter or digit "
+    "(e.g. fr-holidays).",
+)
+
+
+class ExclusionCalendar(models.Model):
+    """Dates on which the schedules that name it must not fire: the public holidays of
+    ``holidays_country`` (ISO 3166 code, ``"FR"``) and ``holidays_subdivision`` (``"BY"``
+    for Bavaria; blank: the whole country), and/or the calendar's own dates
+    (:class:`ExclusionDate`). Dates are local dates, read in each schedule's own zone."""
+
+    name = models.CharField(
+        max_length=64,
+        unique=True,
+        validators=[calendar_name_validator],
+        help_text="A short slug: 'fr-holidays', 'plant-shutdowns'.",
+    )
+    description = models.CharField(max_length=500, blank=True, default="")
+    holidays_country = models.CharField(
+        max_length=8,
+        blank=True,
+        default="",
+        help_text="ISO 3166 code of a country whose public holidays are excluded ('FR', "
+        "'DE', 'US'), as the holidays package knows them; blank: none.",
+    )
+    holidays_subdivision = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        help_text="A subdivision of that country ('BY' for Bavaria, 'CA' for California); "
+        "blank: the country's nationwide holidays.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~models.Q(holidays_country="") | models.Q(holidays_subdivision=""),
+                name="dds_calendar_subdivision_needs_country",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        """Upper-case the codes and check them against ``holidays``; raises
+        ``ValidationError`` with field messages (``holidays_country``,
+        ``holidays_subdivision``)."""
+        self.holidays_country = (self.holidays_country or "").strip().upper()
+        self.holidays_subdivision = (self.holidays_subdivision or "").strip()
+        known = timing.holiday_countries()
+        if self.holidays_subdivision.upper() in known.get(self.holidays_country, []):
+            self.holidays_subdivision = self.holidays_subdivision.upper()
+        errors: dict[str, str] = {}
+        if self.holidays_subdivision and not self.holidays_country:
+            errors["holidays_subdivision"] = "A subdivision needs holidays_country."
+        elif self.holidays_country and self.holidays_country not in known:
+            errors["holidays_country"] = (
+                f"The holidays package has no country {self.holidays_country!r} "
+                "(ISO 3166 codes such as FR, DE, US)."
+            )
+        elif self.holidays_subdivision and self.holidays_subdivision not in known.get(
+            self.holidays_country, []
+        ):
+            codes = ", ".join(known[self.holidays_country][:20]) or "none"
+            errors["holidays_subdivision"] = (
+                f"{self.holidays_country} has no subdivision {self.holidays_subdivision!r} "
+                f"(its subdivisions: {codes})."
+            )
+        if errors:
+            raise ValidationError(errors)
+
+    def holiday_source(self) -> timing.HolidaySource | None:
+        """The holiday source of this calendar, or None when it names no country."""
+        if not self.holidays_country:
+            return None
+        return timing.HolidaySource(self.name, self.holidays_country, self.holidays_subdivision)
+
+
+class ExclusionDate(models.Model):
+    """One local date of an :class:`ExclusionCalendar`, with an optional reason."""
+
+    calendar = models.ForeignKey(ExclusionCalendar, on_delete=models.CASCADE, related_name="dates")
+    date = models.DateField(help_text="A local date, read in each schedule's own time zone.")
+    reason = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        ordering = ["date"]
+        constraints = [
+            models.UniqueConstraint(fields=["calendar", "date"], name="dds_calendar_date_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.calendar_id}: {self.date.isoformat()}"
+
+
+def _through() -> Any:
+    from .schedule import Schedule
+
+    return Schedule.exclusion_calendars.through
+
+
+def load_exclusions(rows: Sequence[Schedule], using: str = "default") -> None:
+    """Read the exclusion calendars of ``rows`` (saved schedules) and attach each row's
+    :class:`.timing.Exclusions` (used by ``Schedule.spec()``): one query for the links and
+    their calendars, one more for the dates when a calendar has any; none for no rows."""
+    rows = [r for r in rows if not r._state.adding]
+    if not rows:
+        return
+    links = list(
+        _through()
+        .objects.using(using)
+        .filter(schedule_id__in=[r.pk for r in rows])
+        .values_list(
+            "schedule_id",
+            "exclusioncalendar_id",
+            "exclusioncalendar__name",
+            "exclusioncalendar__holidays_country",
+            "exclusioncalendar__holidays_subdivision",
+        )
+    )
+    dates: dict[int, list[tuple[str, Any, str]]] = defaultdict(list)
+    if links:
+        names = {cal_id: name for _, cal_id, name, _, _ in links}
+        for cal_id, day, reason in (
+            ExclusionDate.objects.using(using)
+            .filter(calendar_id__in=list(names))
+            .values_list("calendar_id", "date", "reason")
+        ):
+            dates[cal_id].append((names[cal_id], day, reason))
+    by_row: dict[Any, list[tuple[Any, str, str, str]]] = defaultdict(list)
+    for schedule_id, cal_id, name, country, subdivision in links:
+        by_row[schedule_id].append((cal_id, name, country, subdivision))
+    for row in rows:
+        cals = by_row.get(row.pk, [])
+        row.__dict__["_dds_exclusions"] = timing.exclusions_of(
+            [d for cal_id, *_ in cals for d in dates.get(cal_id, [])],
+            [(name, country, sub) for _, name, country, sub in cals if country],
+        )
+
+
+def exclusions_of_calendars(calendars: Iterable[ExclusionCalendar]) -> timing.Exclusions:
+    """The :class:`.timing.Exclusions` of unsaved-schedule calendars (a preview in a form):
+    one query per calendar for its dates."""
+    dates: list[tuple[str, Any, str]] = []
+    sources: list[tuple[str, str, str]] = []
+    for cal in calendars:
+        dates += [(cal.name, d, r) for d, r in cal.dates.values_list("date", "reason")]
+        if cal.holidays_country:
+            sources.append((cal.name, cal.holidays_country, cal.holidays_subdivision))
+    return timing.exclusions_of(dates, sources)
+
+
+class ExclusionsMixin:
+    """What ``Schedule`` knows of its exclusion calendars: the dates they exclude (read
+    once per instance, or attached for a batch by :func:`load_exclusions`) and the
+    upcoming slots with the excluded ones marked."""
+
+    _state: Any
+
+    def exclusions(self) -> timing.Exclusions:
+        """The dates this schedule must not fire on, from its ``exclusion_calendars``: as
+        attached by :func:`.calendars.load_exclusions` (the worker loads a batch's in two
+        queries), else read now (two queries, kept on the instance: call
+        :meth:`forget_exclusions` after a change). An unsaved row has none."""
+        cached = self.__dict__.get("_dds_exclusions")
+        if cached is None:
+            if self._state.adding:
+                return timing.Exclusions()
+            load_exclusions([self], self._state.db or "default")  # type: ignore[list-item]
+            cached = self.__dict__["_dds_exclusions"]
+        return cached  # type: ignore[no-any-return]
+
+    def forget_exclusions(self) -> None:
+        """Drop the exclusions read by :meth:`exclusions` (the next read queries again)."""
+        self.__dict__.pop("_dds_exclusions", None)
+
+    def refresh_from_db(self, *args: Any, **kwargs: Any) -> None:
+        """As Django's, and the calendars are read again when next needed."""
+        self.forget_exclusions()
+        super().refresh_from_db(*args, **kwargs)  # type: ignore[misc]
+
+    def upcoming_slots(
+        self, count: int = 5, after: datetime | None = None
+    ) -> list[timing.SlotView]:
+        """The next ``count`` fire times strictly after ``after`` (default: now) and the
+        slots its exclusion calendars exclude before the last of them (at most ``count``),
+        in time order: each a :class:`.timing.SlotView` (``at``: aware UTC;
+        ``excluded_by``: None, or the calendar, local date and reason)."""
+        self._normalize()  # type: ignore[attr-defined]
+        after = timing.require_aware(after, "after") if after else dj_timezone.now()
+        spec = self.spec()  # type: ignore[attr-defined]
+        return timing.upcoming_slots(spec, after, count)

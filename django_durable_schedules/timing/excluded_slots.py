@@ -1,0 +1,144 @@
+"""The walks past excluded dates: the next slot that fires, the latest one of a window,
+and the slots of a window that fall on excluded dates (counted per date).
+
+Each function takes the grid's own search (``raw``: the slots of the schedule with excluded
+dates included) as a callable, so it works the same for every kind. Bounded: a walk steps
+over one excluded local date at a time (never slot by slot inside an excluded day) and gives
+up after :data:`.exclusions.HORIZON_YEARS` years, or :data:`MAX_STEPS` excluded dates, with
+:class:`InvalidSchedule` (field ``exclusion_calendars``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from .errors import InvalidSchedule
+from .exclusions import FIELD, HORIZON_YEARS, Exclusion, day_start, local_date, next_day_start
+from .instants import _SECOND
+
+if TYPE_CHECKING:
+    from .spec import Spec
+
+#: Excluded dates one walk steps over at most before it gives up.
+MAX_STEPS = 50_000
+_HORIZON = timedelta(days=146_097 * HORIZON_YEARS // 400)  # 400 Gregorian years
+
+
+@dataclass(frozen=True)
+class ExcludedDay:
+    """The slots of one excluded local date inside a window: the :class:`Exclusion`,
+    the first such slot (aware UTC) and how many there are."""
+
+    exclusion: Exclusion
+    first: datetime
+    count: int
+
+
+@dataclass(frozen=True)
+class SlotView:
+    """One slot of the grid (aware UTC, whole seconds) and, when it does not fire, the
+    :class:`Exclusion` that excludes it."""
+
+    at: datetime
+    excluded_by: Exclusion | None = None
+
+
+def exclusion_of(spec: Spec, slot: datetime) -> Exclusion | None:
+    """Why ``slot`` does not fire (its local date in ``spec.timezone`` is excluded), or
+    None. Raises :class:`InvalidSchedule` for a holiday source ``holidays`` does not know."""
+    if not spec.exclusions:
+        return None
+    return spec.exclusions.excluded_by(local_date(slot, spec.timezone))
+
+
+def _gave_up(spec: Spec, since: datetime, why: str) -> InvalidSchedule:
+    names = ", ".join(spec.exclusions.calendars) if spec.exclusions else ""
+    return InvalidSchedule(
+        FIELD,
+        f"no slot to run: {why} after {since.isoformat()} is on a date its exclusion "
+        f"calendars ({names}) exclude",
+    )
+
+
+def skip_excluded(
+    spec: Spec, slot: datetime | None, raw: Callable[[datetime], datetime | None]
+) -> datetime | None:
+    """The first slot at or after ``slot`` (a slot of the grid) that is not excluded, or
+    None when the grid ends first. ``raw(at)`` is the grid's first slot at or after ``at``.
+    Raises :class:`InvalidSchedule` when every slot for :data:`HORIZON_YEARS` years (or
+    :data:`MAX_STEPS` excluded dates) is excluded."""
+    if slot is None:
+        return None
+    since = slot
+    for _ in range(MAX_STEPS):
+        why = exclusion_of(spec, slot)
+        if why is None:
+            return slot
+        if slot - since > _HORIZON:
+            raise _gave_up(spec, since, f"every slot for {HORIZON_YEARS} years")
+        after = next_day_start(why.date, spec.timezone)
+        if after is None:
+            return None
+        found = raw(max(after, slot + _SECOND))
+        if found is None:
+            return None
+        slot = found
+    raise _gave_up(spec, since, f"every slot of {MAX_STEPS} dates")
+
+
+def latest_not_excluded(
+    spec: Spec,
+    lo: datetime,
+    hi: datetime,
+    raw: Callable[[datetime, datetime], datetime | None],
+) -> datetime | None:
+    """The latest slot in ``[lo, hi]`` that is not excluded, or None. ``raw(lo, hi)`` is
+    the grid's latest slot in that window. Bounded by the excluded dates of the window (at
+    most :data:`MAX_STEPS`; past that, None: the window holds no slot to run that a
+    bounded walk can find)."""
+    slot = raw(lo, hi)
+    for _ in range(MAX_STEPS):
+        if slot is None:
+            return None
+        why = exclusion_of(spec, slot)
+        if why is None:
+            return slot
+        start = day_start(why.date, spec.timezone)
+        hi = min(start, slot) - _SECOND if start is not None else slot - _SECOND
+        if hi < lo:
+            return None
+        slot = raw(lo, hi)
+    return None
+
+
+def count_excluded_days(
+    spec: Spec,
+    lo: datetime,
+    hi: datetime,
+    raw: Callable[[datetime, datetime], int],
+    first: Callable[[datetime], datetime | None] | None = None,
+) -> list[ExcludedDay]:
+    """The excluded local dates with slots in ``[lo, hi]`` (aware UTC, inclusive), each with
+    its number of slots there (``raw(a, b)`` counts the grid's slots in ``[a, b]``) and its
+    first slot there (``first(a)``: the grid's first slot at or after ``a``; without it, the
+    first instant of the date in the window). Sorted by date; the holidays are looked at
+    for at most :data:`HORIZON_YEARS` years from ``lo``."""
+    if not spec.exclusions:
+        return []
+    zone = spec.timezone
+    days: list[ExcludedDay] = []
+    for exclusion in spec.exclusions.in_range(local_date(lo, zone), local_date(hi, zone)):
+        start = day_start(exclusion.date, zone)
+        end = next_day_start(exclusion.date, zone)
+        a = max(lo, start) if start is not None else lo
+        b = min(hi, end - _SECOND) if end is not None else hi
+        if b < a:
+            continue
+        count = raw(a, b)
+        if count:
+            at = first(a) if first is not None else None
+            days.append(ExcludedDay(exclusion, at or a, count))
+    return days
