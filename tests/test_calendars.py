@@ -352,6 +352,25 @@ def test_claim_batch_with_calendars_keeps_queries_flat(django_assert_max_num_que
     assert sum(s.excluded_count for s in Schedule.objects.all()) == 30
 
 
+def test_a_claim_and_a_completion_of_rows_without_calendars_read_no_calendar_table():
+    """Most schedules link no calendar: the claim's and the completion's locking reads say
+    so (an EXISTS in the same statement), and no query reads the links or the dates."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for i in range(5):
+        make(f"plain{i}", calendars=())
+    with CaptureQueriesContext(connection) as ctx:
+        claims = state.claim_due(worker="w1", now=JUL[15], limit=100)
+        state.complete([execute(c) for c in claims], now=JUL[15])
+    assert len(claims) == 5
+    through = Schedule.exclusion_calendars.through._meta.db_table
+    reads = [q["sql"] for q in ctx.captured_queries if "exclusiondate" in q["sql"]]
+    quoted = (f'SELECT "{through}"', f"SELECT `{through}`")
+    links = [q["sql"] for q in ctx.captured_queries if q["sql"].startswith(quoted)]
+    assert reads == [] and links == []
+
+
 # ---------------------------------------------------------------------------------------
 # The admin, the API and the command
 # ---------------------------------------------------------------------------------------

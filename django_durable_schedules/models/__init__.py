@@ -17,7 +17,7 @@ triggers installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.gua
 from ..limits import METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
 from ..payloads import metadata_errors as _metadata_errors
 from .backfills import Backfill, BackfillQuerySet
-from .calendars import ExclusionCalendar, ExclusionDate, load_exclusions
+from .calendars import ExclusionCalendar, ExclusionDate, load_exclusions, with_calendar_flag
 from .choices import (
     DEFINITION_FIELDS,
     INSTANT_FIELDS,
@@ -64,5 +64,6 @@ __all__ = [
     "_default_timezone",
     "_metadata_errors",
     "load_exclusions",
+    "with_calendar_flag",
     "name_validator",
 ]

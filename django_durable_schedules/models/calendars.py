@@ -129,11 +129,28 @@ def _through() -> Any:
     return Schedule.exclusion_calendars.through
 
 
+#: The attribute :func:`with_calendar_flag` annotates: whether a row links any calendar.
+HAS_CALENDARS = "_dds_has_calendars"
+_NO_EXCLUSIONS = timing.Exclusions()
+
+
+def with_calendar_flag(qs: Any) -> Any:
+    """``qs`` (schedules) annotated with whether each row links an exclusion calendar
+    (an ``EXISTS`` on the link table's unique index, in the same statement), so that
+    :func:`load_exclusions` reads nothing for the rows that link none (most of them)."""
+    links = _through().objects.filter(schedule_id=models.OuterRef("pk"))
+    return qs.annotate(**{HAS_CALENDARS: models.Exists(links)})
+
+
 def load_exclusions(rows: Sequence[Schedule], using: str = "default") -> None:
     """Read the exclusion calendars of ``rows`` (saved schedules) and attach each row's
     :class:`.timing.Exclusions` (used by ``Schedule.spec()``): one query for the links and
-    their calendars, one more for the dates when a calendar has any; none for no rows."""
-    rows = [r for r in rows if not r._state.adding]
+    their calendars, one more for the dates when a calendar has any; none for no rows, nor
+    for rows read through :func:`with_calendar_flag` that link no calendar."""
+    unlinked = [r for r in rows if r.__dict__.get(HAS_CALENDARS) is False]
+    for row in unlinked:
+        row.__dict__["_dds_exclusions"] = _NO_EXCLUSIONS
+    rows = [r for r in rows if not r._state.adding and r.__dict__.get(HAS_CALENDARS) is not False]
     if not rows:
         return
     links = list(

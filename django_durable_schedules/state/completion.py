@@ -26,6 +26,7 @@ from ..models import (
     RunReceipt,
     Schedule,
     load_exclusions,
+    with_calendar_flag,
 )
 from ..projection import bound_text, project_error
 from .backfill_rules import backfill_receipt, complete_at_max_runs
@@ -146,14 +147,14 @@ def _complete_batch(
     with transaction.atomic(using=using):
         _lock_for_write(using)
         ids = {o.claim.schedule_id for o in outcomes}
-        qs = Schedule.objects.using(using).filter(id__in=ids)
+        qs = with_calendar_flag(Schedule.objects.using(using).filter(id__in=ids))
         read_clock = now is None and connections[using].vendor == "postgresql"
         if read_clock:  # the database clock in the same round trip (statement_timestamp())
             qs = qs.annotate(_db_now=Now())
         rows = {r.id: r for r in _locked(qs, using, skip_locked=True)}
         if read_clock and rows:
-            # _db_now: the .annotate() above; the plugin types qs as plain Schedule rows.
-            now = next(iter(rows.values()))._db_now.astimezone(UTC)  # type: ignore[attr-defined]
+            # _db_now: the .annotate() above (with_calendar_flag() makes qs untyped).
+            now = next(iter(rows.values()))._db_now.astimezone(UTC)
         now = _resolve_now(now, using)
         load_exclusions(list(rows.values()), using)  # the next slot skips excluded dates
         busy: set[uuid.UUID] = set()

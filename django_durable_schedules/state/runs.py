@@ -29,6 +29,7 @@ from ..models import (
     ScheduleEvent,
     Status,
     load_exclusions,
+    with_calendar_flag,
 )
 from .backfill_rules import backfill_receipt
 from .backfills import _claim_backfills, _settle
@@ -167,7 +168,7 @@ def _claim_batch(
             if clock_after
             else (now := _resolve_now(now, using))
         )
-        qs = _due(using, due_before)
+        qs = with_calendar_flag(_due(using, due_before))
         if only is not None:
             qs = qs.filter(pk=only)
         rows = list(_locked(qs, using, skip_locked=True)[:limit])
