@@ -5,7 +5,9 @@ list of backfills. Thin: :mod:`..state.backfills` plans, stores, cancels and ref
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from django import forms
 from django.contrib import admin, messages
@@ -15,27 +17,76 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from .. import state
+from .. import state, timing
 from ..db.functions import JSONArrayLength
 from ..exceptions import StateConflict
 from ..models import Backfill, Schedule
 from .actions import _as_admin
-from .display import _names, fmt_utc
+from .display import _names, fmt_utc, fmt_zone
 from .runs import ReadOnlyAdmin
+from .zoned import ZonedDateTimeField, instant
 
 #: Slots listed on the confirmation page (the count is always given).
 SHOWN_SLOTS = 200
 
 
 class BackfillForm(forms.Form):
-    """The range of a backfill: aware instants (an ISO 8601 value with an offset, or a
-    local one read in the admin's current time zone)."""
+    """The range of a backfill: wall times in the schedule's zone (as its run_at, start_at
+    and end_at on its form: a repeated time is its first occurrence, a skipped one is
+    refused), or ISO 8601 values with an offset, which are those instants."""
 
-    start = forms.DateTimeField(help_text="First instant of the range (included).")
-    end = forms.DateTimeField(help_text="End of the range (excluded), not after now.")
+    start = ZonedDateTimeField(help_text="First instant of the range (included).")
+    end = ZonedDateTimeField(help_text="End of the range (excluded), not after now.")
     include_succeeded = forms.BooleanField(
         required=False, help_text="Also run slots that already have a successful receipt."
     )
+
+    def __init__(self, *args: Any, zone: str = "UTC", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.zone = ZoneInfo(zone)
+        for name in ("start", "end"):
+            field = self.fields[name]
+            field.label = f"{name.capitalize()} (in {zone})"
+            field.help_text = (
+                f"{field.help_text} A wall time in the schedule's zone, {zone}, to the "
+                "second; or an ISO 8601 instant with an offset (2027-06-01T10:00:00Z)."
+            )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or self.cleaned_data
+        for name in ("start", "end"):
+            value = cleaned.get(name)
+            if not isinstance(value, datetime) or value.tzinfo is not None:
+                continue
+            if not 1000 <= value.year <= timing.MAX_YEAR:
+                self.add_error(name, f"Must be between the years 1000 and {timing.MAX_YEAR}.")
+                continue
+            aware = instant(value, self.zone)
+            if aware is None:
+                self.add_error(
+                    name,
+                    f"{value:%Y-%m-%d %H:%M:%S} does not exist in {self.zone.key}: the "
+                    "clocks skip it that night (daylight saving time).",
+                )
+                continue
+            cleaned[name] = aware
+        return cleaned
+
+
+def _zone_of(schedule: Schedule) -> str:
+    """The schedule's zone when it is a valid one (a value written behind save() may not
+    be), else UTC."""
+    try:
+        return timing.validate_timezone(schedule.timezone or "UTC")
+    except timing.InvalidSchedule:
+        return "UTC"
+
+
+def _slot_label(slot: datetime, zone: str) -> str:
+    """``2027-06-01 12:00:00 CEST (10:00:00 UTC)``; a UTC schedule's: ``... UTC``."""
+    if zone == "UTC":
+        return fmt_utc(slot)
+    return f"{fmt_zone(slot, zone)} ({fmt_utc(slot)})"
 
 
 def _page(
@@ -53,7 +104,8 @@ def _page(
         "schedule": schedule,
         "form": form,
         "plan": plan,
-        "slots": [fmt_utc(s) for s in plan.slots[:SHOWN_SLOTS]] if plan else [],
+        "slots": [_slot_label(s, form.zone.key) for s in plan.slots[:SHOWN_SLOTS]] if plan else [],
+        "zone": form.zone.key,
         "more": max(0, len(plan.slots) - SHOWN_SLOTS) if plan else 0,
         "back_url": request.get_full_path(),
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
@@ -78,9 +130,10 @@ def backfill(
         messages.error(request, "Select exactly one schedule to backfill.")
         return None
     schedule = rows[0]
+    zone = _zone_of(schedule)
     if "start" not in request.POST:
-        return _page(modeladmin, request, schedule, BackfillForm(), None)
-    form = BackfillForm(request.POST)
+        return _page(modeladmin, request, schedule, BackfillForm(zone=zone), None)
+    form = BackfillForm(request.POST, zone=zone)
     if not form.is_valid():
         return _page(modeladmin, request, schedule, form, None)
     args = form.cleaned_data
@@ -108,7 +161,8 @@ def backfill(
     )
     messages.success(
         request,
-        f"Backfill of {schedule.name}: {len(made.slots)} slots from {fmt_utc(made.start)} "
+        f"Backfill of {schedule.name}: {len(made.slots)} slot{'' if len(made.slots) == 1 else 's'} "
+        f"from {fmt_utc(made.start)} "
         f"will run in order, one at a time, when the schedule is free{skipped}.",
     )
     return None
@@ -162,7 +216,7 @@ class BackfillAdmin(ReadOnlyAdmin):
         total = getattr(obj, "slot_count", None)
         if total is None:  # not read through get_queryset()
             total = len(obj.slots)
-        return f"{min(obj.position, total)} of {total} slots"
+        return f"{min(obj.position, total)} of {total} slot{'' if total == 1 else 's'}"
 
     def get_queryset(self, request: HttpRequest) -> Any:
         # Up to BACKFILL_MAX_SLOTS instants per row: the list counts them in the database

@@ -152,7 +152,7 @@ class Command(BaseCommand):
                 done = state.cancel_backfill(schedule.pk, source="command")
                 self.stdout.write(
                     f"{schedule.name}: backfill cancelled after {done.position} of "
-                    f"{len(done.slots)} slots (a slot running now finishes)."
+                    f"{_slots(len(done.slots))} (a slot running now finishes)."
                 )
                 return
             kw = {"include_succeeded": options["include_succeeded"]}
@@ -170,7 +170,7 @@ class Command(BaseCommand):
             raise CommandError(f"{schedule.name}: {_messages(exc)}") from None
         verb = "would run (dry run, nothing changed)" if options["dry_run"] else "will run"
         note = f"; {skipped} already succeeded, left out" if skipped else ""
-        self.stdout.write(f"{schedule.name}: backfill {verb} {len(slots)} slots, in order{note}:")
+        self.stdout.write(f"{schedule.name}: backfill {verb} {_slots(len(slots))}, in order{note}:")
         for slot in slots:
             self.stdout.write(f"  {_when(slot, schedule.timezone)}")
 
@@ -303,3 +303,8 @@ _ACTION_HELP = {
     "cancel": "Cancel a schedule for good: it never runs again (not undoable).",
     "trigger": "Run a schedule at the next worker pass, as its own occurrence.",
 }
+
+
+def _slots(count: int) -> str:
+    """``1 slot``, ``3 slots``."""
+    return f"{count} slot" if count == 1 else f"{count} slots"
