@@ -164,6 +164,10 @@ class RruleInput(CronInput):
     #: The schedule being edited (set by :class:`ScheduleForm`): its zone and start.
     instance: Schedule | None = None
 
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        # Wide enough for a typical rule (FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1).
+        super().__init__({"class": "vLargeTextField", "size": "64", **(attrs or {})})
+
     def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
         context = super(CronInput, self).get_context(name, value, attrs)
         row = self.instance or Schedule()

@@ -12,7 +12,7 @@ from ..state import BackfillPlan
 from .fields import AwareDateTimeField, BaseModelSerializer
 
 
-class BackfillRequestSerializer(serializers.Serializer):
+class BackfillRangeSerializer(serializers.Serializer):
     """Body of ``POST schedules/{id}/backfill/``: the past range ``[start, end)``."""
 
     start = AwareDateTimeField(help_text="First instant of the range, included (aware ISO 8601).")

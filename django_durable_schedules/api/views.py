@@ -32,7 +32,7 @@ from ..exceptions import StateConflict
 from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
 from .backfill_serializers import (
     BackfillPlanSerializer,
-    BackfillRequestSerializer,
+    BackfillRangeSerializer,
     BackfillSerializer,
 )
 from .filters import AttemptFilter, ReceiptFilter, ScheduleFilter
@@ -203,7 +203,7 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
         return self._transition(state.trigger)
 
     @extend_schema(
-        request=BackfillRequestSerializer,
+        request=BackfillRangeSerializer,
         responses={201: BackfillSerializer, 200: BackfillPlanSerializer, 409: _CONFLICT},
     )
     @action(detail=True, methods=["post"])
@@ -213,7 +213,7 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
         ``include_succeeded``. ``dry_run``: the slots it would run (200), nothing stored.
         409 while another backfill is open or the schedule is not active or paused."""
         schedule = self.get_object()
-        body = BackfillRequestSerializer(data=request.data or {})
+        body = BackfillRangeSerializer(data=request.data or {})
         body.is_valid(raise_exception=True)
         args = body.validated_data
         kw = {"include_succeeded": args["include_succeeded"]}
