@@ -208,6 +208,9 @@ class Schedule(ExclusionsMixin, FastLoading, models.Model):
             models.Index(
                 fields=["name"], condition=Q(failure_count__gt=0), name="dds_sched_failing_idx"
             ),
+            # The list's kind filter by name (a rare kind among many; one more entry per
+            # claim and completion, as every index: docs/scale.md).
+            models.Index(fields=["kind", "name"], name="dds_sched_kind_idx"),
         ]
         constraints = [
             # A constraint rather than unique=True: PostgreSQL then gets no extra LIKE index
