@@ -119,7 +119,7 @@ def _integers(name: str, text: str) -> tuple[int, ...]:
             raise _fail(f"{name}: {token!r} is not a whole number")
         value = int(token)
         if not low <= value <= high or (value == 0 and not zero):
-            where = f"{low} to {high}" + ("" if zero else ", not 0")
+            where = f"{low} to {high}" + ("" if zero or low > 0 else ", not 0")
             if name == "BYSECOND" and value == 60:
                 where += " (leap second 60 is not supported)"
             raise _fail(f"{name}: {token!r} is out of range {where}")
