@@ -118,6 +118,23 @@ def test_upcoming_slots_marks_the_excluded_ones():
     )
 
 
+@pytest.mark.parametrize("locale", ["C.UTF-8", "en_US.UTF-8", "de_DE.UTF-8", ""])
+def test_holiday_names_do_not_depend_on_the_process_locale(monkeypatch, locale):
+    """The holidays package translates names through gettext, which reads LANGUAGE and
+    LANG: the names (and so the receipts, events and upcoming views) must not change with
+    the locale a worker happens to run in (Python 3.11 with LANG=C.UTF-8 gave English)."""
+    from django_durable_schedules.timing import exclusions
+
+    for name in ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.setenv(name, locale)
+    exclusions._holiday_dates.cache_clear()
+    try:
+        views = timing.upcoming_slots(spec(), JUL[12] + S, 3)
+        assert views[1].excluded_by.reason == "Fête nationale"
+    finally:
+        exclusions._holiday_dates.cache_clear()
+
+
 def test_count_and_latest_skip_excluded_dates():
     assert timing.count_slots(spec(), JUL[13], JUL[16]) == 2  # 13, 15
     assert timing.count_slots(spec(exclusions=None), JUL[13], JUL[16]) == 3

@@ -70,11 +70,25 @@ def check_holidays(country: str, subdivision: str = "", calendar: str = "") -> N
 
 @functools.lru_cache(maxsize=4096)
 def _holiday_dates(country: str, subdivision: str, year: int) -> dict[date, str]:
-    """{date: holiday name} of one country (and subdivision) for one year (cached)."""
+    """{date: holiday name} of one country (and subdivision) for one year (cached). The
+    names are in the country's own default language (``Fête nationale`` for FR),
+    whatever the process's locale: without ``language=``, holidays translates them
+    through gettext, which reads ``LANGUAGE``/``LANG`` (``C.UTF-8`` gave English names
+    on one Python and French on another)."""
     import holidays
 
-    found = holidays.country_holidays(country, subdiv=subdivision or None, years=year)
+    found = holidays.country_holidays(
+        country, subdiv=subdivision or None, years=year, language=_language(country)
+    )
     return {day: str(name) for day, name in found.items() if day.year == year}
+
+
+@functools.lru_cache(maxsize=512)
+def _language(country: str) -> str | None:
+    """The default language of ``country``'s holidays (``fr`` for FR; None if unknown)."""
+    import holidays
+
+    return getattr(type(holidays.country_holidays(country)), "default_language", None)
 
 
 @dataclass(frozen=True)
