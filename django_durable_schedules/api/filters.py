@@ -95,7 +95,10 @@ class StrictBooleanFilter(filters.BooleanFilter):
 class ScheduleFilter(filters.FilterSet):
     """``schedules/?status=&kind=&callback=&degraded=&failing=``."""
 
-    status = filters.MultipleChoiceFilter(choices=Status.choices)
+    # distinct=False: django-filter's default DISTINCT (for filters across to-many joins)
+    # makes PostgreSQL sort every matching row before the page's LIMIT (0.4 s for 61,000
+    # paused of 1 M schedules); these filter the table's own columns (or a one-to-one).
+    status = filters.MultipleChoiceFilter(choices=Status.choices, distinct=False)
     kind = filters.ChoiceFilter(choices=Kind.choices)
     callback = filters.CharFilter()
     degraded = StrictBooleanFilter(
@@ -126,11 +129,11 @@ class AttemptFilter(filters.FilterSet):
     """
 
     schedule = filters.UUIDFilter(field_name="schedule_id")
-    status = filters.MultipleChoiceFilter(
-        field_name="receipt__status", choices=ReceiptStatus.choices
+    status = filters.MultipleChoiceFilter(  # receipt: one per attempt at most
+        field_name="receipt__status", choices=ReceiptStatus.choices, distinct=False
     )
     open = StrictBooleanFilter(field_name="receipt", lookup_expr="isnull")
-    origin = filters.MultipleChoiceFilter(choices=AttemptOrigin.choices)
+    origin = filters.MultipleChoiceFilter(choices=AttemptOrigin.choices, distinct=False)
     worker = filters.CharFilter()
     claimed_after = AwareDateTimeFilter(field_name="claimed_at", lookup_expr="gte")
     claimed_before = AwareDateTimeFilter(field_name="claimed_at", lookup_expr="lt")
@@ -152,7 +155,7 @@ class ReceiptFilter(filters.FilterSet):
     """``receipts/?schedule=&status=&finished_after=&finished_before=``."""
 
     schedule = filters.UUIDFilter(field_name="schedule_id")
-    status = filters.MultipleChoiceFilter(choices=ReceiptStatus.choices)
+    status = filters.MultipleChoiceFilter(choices=ReceiptStatus.choices, distinct=False)
     finished_after = AwareDateTimeFilter(field_name="finished_at", lookup_expr="gte")
     finished_before = AwareDateTimeFilter(field_name="finished_at", lookup_expr="lt")
 
