@@ -470,16 +470,19 @@ def test_a_backfill_from_the_list_action_in_a_real_browser(
     page.click("button[name=index]")
     page.wait_for_load_state()
     assert "Backfill reports.hourly" in page.locator("#content").inner_text()
+    assert "Start (in UTC)" in page.locator("#content").inner_text()
 
     # A range whose end is before its start is refused on the form, nothing stored.
-    page.fill("#id_start", end.isoformat())
-    page.fill("#id_end", start.isoformat())
+    # A datetime-local input: a wall time in the schedule's zone (UTC here), to the second.
+    wall = "%Y-%m-%dT%H:%M:%S"
+    page.fill("#id_start", end.strftime(wall))
+    page.fill("#id_end", start.strftime(wall))
     page.click("input[value='Show the slots']")
     page.wait_for_load_state()
     assert "Must be after start." in page.locator("#content").inner_text()
 
-    page.fill("#id_start", start.isoformat())
-    page.fill("#id_end", end.isoformat())
+    page.fill("#id_start", start.strftime(wall))
+    page.fill("#id_end", end.strftime(wall))
     page.click("input[value='Show the slots']")
     page.wait_for_load_state()
     slots = page.locator("ol.dds-confirm-list li").all_inner_texts()

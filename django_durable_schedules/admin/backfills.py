@@ -48,8 +48,7 @@ class BackfillForm(forms.Form):
             field = self.fields[name]
             field.label = f"{name.capitalize()} (in {zone})"
             field.help_text = (
-                f"{field.help_text} A wall time in the schedule's zone, {zone}, to the "
-                "second; or an ISO 8601 instant with an offset (2027-06-01T10:00:00Z)."
+                f"{field.help_text} A wall time in the schedule's zone, {zone}, to the second."
             )
 
     def clean(self) -> dict[str, Any]:
