@@ -139,6 +139,30 @@ def test_a_schedule_that_ends_while_its_backfill_is_open_cancels_the_backfill():
     assert event.source == "worker" and event.changes["reason"] == "the schedule is completed"
 
 
+@pytest.mark.parametrize(
+    "slots",
+    [["not a date"], [None], [123], ["2027-06-01T10:00:00"], "x", 7, {"a": 1}],
+    ids=["text", "null", "number", "naive", "string", "int", "object"],
+)
+def test_backfill_slots_written_behind_save_cancel_that_backfill_not_the_claim(slots):
+    """A backfill's stored slots poisoned behind save() (QuerySet.update, raw SQL) stop that
+    backfill, with a reason in its cancel event; the claim batch, and the schedules in it,
+    go on."""
+    s = live("bf-poison")
+    b = state.request_backfill(s.pk, T0, T0 + 2 * M, now=NOW)
+    other = live("bf-neighbour")
+    Schedule.objects.filter(pk=other.pk).update(next_run_at=NOW)
+    Backfill.objects.filter(pk=b.pk).update(slots=slots)
+    claims = run(NOW + S)
+    assert [(c.schedule_name, c.origin) for c in claims] == [("bf-neighbour", "scheduled")]
+    b.refresh_from_db()
+    assert b.status in ("cancelled", "completed") and b.finished_at is not None
+    if b.status == "cancelled":
+        event = ScheduleEvent.objects.get(schedule_id=s.pk, action="backfill_cancel")
+        assert "is not a stored instant" in event.changes["reason"]
+    assert run(NOW + 2 * S) == []  # nothing left to claim, nothing raised
+
+
 def test_live_slots_keep_priority_and_never_run_beside_a_backfill_slot():
     s = live()
     state.request_backfill(s.pk, T0, T0 + 3 * M, now=NOW)

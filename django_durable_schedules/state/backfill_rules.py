@@ -10,7 +10,7 @@ occurrence count and ``last_run_at``.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from .. import timing
@@ -55,7 +55,7 @@ def claim_backfill_slot(
     attempts: list[RunAttempt],
     receipts: list[RunReceipt],
     claims: list[Claim],
-) -> None:
+) -> str | None:
     """Claim the next slot of ``backfill`` on its locked, free ``row`` (see
     ``ScheduleQuerySet.backfill_ready``) at ``now`` (aware UTC).
 
@@ -65,11 +65,17 @@ def claim_backfill_slot(
     same occurrence's next attempt when its previous attempt was released or lost), with
     ``origin`` ``backfill`` and a lease of ``lease``. A callback no longer registered is
     receipted ``degraded`` at once and the backfill moves on (the live schedule is left
-    to its own claim to pause)."""
-    if backfill.position >= len(backfill.slots):
+    to its own claim to pause). A stored slot that is not an instant (written behind
+    ``save()``) cancels the backfill: returns the reason, else None."""
+    if backfill.position >= _slot_count(backfill):
         backfill.status, backfill.finished_at = BackfillStatus.COMPLETED, now
-        return
-    slot = datetime.fromisoformat(backfill.slots[backfill.position])
+        return None
+    slot = _next_slot(backfill)
+    if slot is None:
+        # Its stored slots were written behind save(): this backfill stops, with a reason;
+        # the claim of every other schedule goes on.
+        backfill.status, backfill.finished_at = BackfillStatus.CANCELLED, now
+        return f"its slot {backfill.position + 1} is not a stored instant"
     if backfill.occurrence is None:
         occurrence, number = row.occurrence + 1, 1
     else:
@@ -99,9 +105,27 @@ def claim_backfill_slot(
             ).model()
         )
         _advance(backfill, now)
-        return
+        return None
     row.lease_token, row.lease_expires_at = attempt.lease_token, attempt.lease_expires_at
     claims.append(_claim_of(row, attempt))
+    return None
+
+
+def _slot_count(backfill: Backfill) -> int:
+    """How many slots the backfill holds (none when its stored list is not a list)."""
+    return len(backfill.slots) if isinstance(backfill.slots, list) else 0
+
+
+def _next_slot(backfill: Backfill) -> datetime | None:
+    """The slot at ``position`` as an aware UTC instant, or None when the stored value is
+    not an ISO 8601 instant with an offset (a row written behind ``save()``)."""
+    try:
+        slot = datetime.fromisoformat(backfill.slots[backfill.position])
+    except (TypeError, ValueError, IndexError, KeyError):
+        return None
+    if slot.tzinfo is None or slot.utcoffset() is None:
+        return None
+    return slot.astimezone(UTC)
 
 
 def rule_start_note(schedule: Schedule, start: datetime) -> str:
@@ -183,5 +207,5 @@ def _advance(backfill: Backfill, now: datetime) -> None:
     """The current slot is over: on to the next one, or, after the last, completed."""
     backfill.position += 1
     backfill.occurrence, backfill.attempt = None, 0
-    if backfill.position >= len(backfill.slots):
+    if backfill.position >= _slot_count(backfill):
         backfill.status, backfill.finished_at = BackfillStatus.COMPLETED, now

@@ -17,6 +17,7 @@ at most one open backfill per schedule on every backend.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -41,6 +42,7 @@ from ..models import (
     Status,
 )
 from .backfill_rules import (
+    _slot_count,
     backfill_slots,
     claim_backfill_slot,
     rule_start_note,
@@ -49,6 +51,8 @@ from .backfill_rules import (
 from .bounds import describe_problem
 from .events import record_event
 from .values import Claim
+
+logger = logging.getLogger(__name__)
 
 #: Schedule statuses a backfill may be requested from (and its slots run in).
 BACKFILL_FROM = frozenset({Status.ACTIVE, Status.PAUSED})
@@ -260,8 +264,8 @@ def _summary(backfill: Backfill) -> dict[str, Any]:
         "backfill": str(backfill.pk),
         "start": backfill.start.isoformat(),
         "end": backfill.end.isoformat(),
-        "slots": len(backfill.slots),
-        "done": min(backfill.position, len(backfill.slots)),
+        "slots": _slot_count(backfill),
+        "done": min(backfill.position, _slot_count(backfill)),
         "status": backfill.status,
     }
 
@@ -323,20 +327,8 @@ def _claim_backfills(
         backfill = open_.get(row.pk)
         if backfill is None:  # closed since the locking read
             continue
-        claim_backfill_slot(row, backfill, now, lease, worker, attempts, receipts, claims)
-        backfill.save(
-            using=using,
-            update_fields=["position", "occurrence", "attempt", "status", "finished_at"],
-        )
-        if backfill.status == BackfillStatus.COMPLETED:
-            record_event(
-                row,
-                EventAction.BACKFILL_DONE,
-                now=now,
-                source="worker",
-                changes=_summary(backfill),
-                using=using,
-            )
+        refused = claim_backfill_slot(row, backfill, now, lease, worker, attempts, receipts, claims)
+        _save_progress(row, backfill, now, using, refused)
     return rows
 
 
@@ -358,19 +350,38 @@ def _settle(finished: Iterable[tuple[Schedule, int, str]], now: datetime, using:
         if backfill is None:
             continue  # cancelled while its slot ran
         settle_backfill(backfill, row, attempt, status, now)
-        backfill.save(
+        _save_progress(row, backfill, now, using)
+
+
+def _save_progress(
+    row: Schedule, backfill: Backfill, now: datetime, using: str, refused: str | None = None
+) -> None:
+    """Write the backfill's progress after a claim or an outcome of its slot; one that this
+    completed records the event ``backfill_done`` (by the worker) on ``row``, one it
+    cancelled (``refused``: why) the event ``backfill_cancel`` with that reason."""
+    backfill.save(
+        using=using,
+        update_fields=["position", "occurrence", "attempt", "status", "finished_at"],
+    )
+    if refused is not None:
+        logger.warning("backfill of %s cancelled: %s", row.name, refused)
+        record_event(
+            row,
+            EventAction.BACKFILL_CANCEL,
+            now=now,
+            source="worker",
+            changes={"backfill": str(backfill.pk), "status": backfill.status, "reason": refused},
             using=using,
-            update_fields=["position", "occurrence", "attempt", "status", "finished_at"],
         )
-        if backfill.status == BackfillStatus.COMPLETED:
-            record_event(
-                row,
-                EventAction.BACKFILL_DONE,
-                now=now,
-                source="worker",
-                changes=_summary(backfill),
-                using=using,
-            )
+    elif backfill.status == BackfillStatus.COMPLETED:
+        record_event(
+            row,
+            EventAction.BACKFILL_DONE,
+            now=now,
+            source="worker",
+            changes=_summary(backfill),
+            using=using,
+        )
 
 
 def _close_ended(rows: Iterable[Schedule], now: datetime, using: str) -> None:
