@@ -133,8 +133,11 @@ def reset(conn: psycopg.Connection) -> None:
     )
     conn.execute(f"UPDATE {T_SCHEDULE} SET {assignments}")
     conn.execute(f"VACUUM (ANALYZE) {T_SCHEDULE}")
-    conn.execute(f"VACUUM (ANALYZE) {T_ATTEMPT}")
-    conn.execute(f"VACUUM (ANALYZE) {T_RECEIPT}")
+    # The emptied run tables are not analyzed: statistics saying "0 rows" make PostgreSQL
+    # plan the receipts' foreign-key check on their attempt as a sequential scan, which
+    # each worker's session keeps for the whole round, reading every attempt written so far
+    # for each receipt (~700 rows a run at 5,000 schedules; docs/benchmarks.md). TRUNCATE
+    # leaves their size unknown, as a table of a running deployment never is "empty".
     conn.execute("CHECKPOINT")  # every round starts without pending dirty pages
 
 

@@ -80,7 +80,11 @@ class RunsInFlight:
         self.handed_back = 0  # claims released because they waited too long for a slot
         self.lease_seconds = lease_seconds
         self.using = using
-        self.wake = wake  # set when an outcome is queued
+        self.wake = wake  # set when an outcome is queued (see wake_at)
+        # How many queued outcomes make a finishing run set ``wake``: 1 (each one) unless
+        # the main thread is gathering a whole batch (Worker._gather), when only the run
+        # that completes it wakes the loop (a wake-up a run costs a thread switch).
+        self.wake_at = 1
         self.in_flight: dict[uuid.UUID, tuple[state.Claim, Future[state.Outcome]]] = {}
         self.done: queue.SimpleQueue[state.Outcome] = queue.SimpleQueue()
         self.deadlines: dict[uuid.UUID, float] = {}  # lease token -> monotonic deadline
@@ -118,7 +122,8 @@ class RunsInFlight:
                 self.done.put(state.Outcome(claim, "failed", error_type=type(exc).__name__))
             else:
                 self.done.put(f.result())
-            self.wake.set()
+            if self.done.qsize() >= self.wake_at:
+                self.wake.set()
 
         future.add_done_callback(done)
         item: _Item = (claim, future, pool, time.monotonic())

@@ -133,6 +133,13 @@ def project_result(value: Any, max_bytes: int) -> Any:
     the same way. Non-finite floats become strings (``"nan"``, ``"inf"``), and so do ints
     and floats of magnitude 2**53 or more (JSON readers do not keep them exactly).
     """
+    if value is None and max_bytes >= 72:  # most callbacks return nothing: the walk keeps
+        return None  # None once its budget (max_bytes - 64) holds a scalar's 8 bytes
+    return _project(value, max_bytes)
+
+
+def _project(value: Any, max_bytes: int) -> Any:
+    """:func:`project_result` without its shortcut for ``None``."""
     try:
         budget = _Budget(max(0, max_bytes - 64))
         projected = _walk(value, budget, set(), 0)

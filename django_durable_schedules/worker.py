@@ -327,12 +327,21 @@ class Worker:
         pass completes and claims a whole batch instead of settling into half batches
         (docs/benchmarks.md: fixed costs per transaction dominate short runs)."""
         deadline = time.monotonic() + GATHER_SECONDS
-        while self._runs.in_flight and self._runs.done.qsize() < len(self._runs.in_flight):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self._signals:
-                return
-            self._wake.wait(remaining)
-            self._wake.clear()
+        runs = self._runs
+        try:
+            while runs.in_flight and runs.done.qsize() < len(runs.in_flight):
+                # Woken by the run that completes the batch, not by each one (set before
+                # the check below: a run finishing in between still sees it).
+                runs.wake_at = len(runs.in_flight)
+                if runs.done.qsize() >= runs.wake_at:
+                    return
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._signals:
+                    return
+                self._wake.wait(remaining)
+                self._wake.clear()
+        finally:
+            runs.wake_at = 1
 
     def _complete_finished(self) -> None:
         """Write every outcome waiting in ``done`` in one :func:`.state.complete` batch.

@@ -46,7 +46,29 @@ def test_a_loaded_schedule_equals_djangos_own_instance():
     assert Schedule.objects.get(pk=s.pk).name == "renamed"
 
 
-def test_deferred_fields_and_post_init_listeners_take_djangos_path():
+def test_a_row_with_deferred_fields_equals_djangos_own_instance():
+    s = Schedule.objects.create(
+        name="d", callback="tests.noop", kind="interval", interval_seconds=60, payload=[1]
+    )
+    partial = Schedule.objects.defer("payload", "metadata", "owner").get(pk=s.pk)
+    names = [n for n in partial.__dict__ if n != "_state"]
+    slow = django_from_db(Schedule, "default", names, [partial.__dict__[n] for n in names])
+    assert {k: v for k, v in partial.__dict__.items() if k != "_state"} == {
+        k: v for k, v in slow.__dict__.items() if k != "_state"
+    }
+    assert (
+        partial.get_deferred_fields()
+        == slow.get_deferred_fields()
+        == {
+            "payload",
+            "metadata",
+            "owner_id",
+        }
+    )
+    assert partial.payload == [1]  # loaded on use, as Django's own instance does
+
+
+def test_post_init_listeners_take_djangos_path():
     s = Schedule.objects.create(
         name="d", callback="tests.noop", kind="interval", interval_seconds=60
     )

@@ -425,10 +425,10 @@ def test_reclaim_after_a_concurrent_release_never_starts_before_it_ended(monkeyp
     # so attempt 2 "began" 7 ms before attempt 1 ended. The claim time must follow the read.
     make("released", kind="once", run_at=datetime.now(UTC) - timedelta(minutes=5))
     [first] = state.claim_due(worker="a")
-    real_locked, raced = runs._locked, []
+    real_read, raced = runs._read_due, []
 
-    def release_meanwhile(qs, using, *, skip_locked):
-        if skip_locked and not raced:
+    def release_meanwhile(*args, **kwargs):
+        if not raced:
             raced.append(True)
 
             def release():
@@ -440,9 +440,9 @@ def test_reclaim_after_a_concurrent_release_never_starts_before_it_ended(monkeyp
             thread = threading.Thread(target=release)
             thread.start()
             thread.join()
-        return real_locked(qs, using, skip_locked=skip_locked)
+        return real_read(*args, **kwargs)
 
-    monkeypatch.setattr(runs, "_locked", release_meanwhile)
+    monkeypatch.setattr(runs, "_read_due", release_meanwhile)
     time.sleep(0.01)  # a clock read before the release is then measurably earlier
     [second] = state.claim_due(worker="b")
     released = RunReceipt.objects.get(attempt_id=first.attempt_id)

@@ -142,15 +142,22 @@ def with_calendar_flag(qs: Any) -> Any:
     return qs.annotate(**{HAS_CALENDARS: models.Exists(links)})
 
 
+def _links_none(row: Schedule) -> bool:
+    """Whether ``row`` was read with the flag of :func:`with_calendar_flag` saying it links
+    no calendar (``False``; ``0`` where a raw read returns the database's integer)."""
+    flag = row.__dict__.get(HAS_CALENDARS)
+    return flag is not None and not flag
+
+
 def load_exclusions(rows: Sequence[Schedule], using: str = "default") -> None:
     """Read the exclusion calendars of ``rows`` (saved schedules) and attach each row's
     :class:`.timing.Exclusions` (used by ``Schedule.spec()``): one query for the links and
     their calendars, one more for the dates when a calendar has any; none for no rows, nor
     for rows read through :func:`with_calendar_flag` that link no calendar."""
-    unlinked = [r for r in rows if r.__dict__.get(HAS_CALENDARS) is False]
+    unlinked = [r for r in rows if _links_none(r)]
     for row in unlinked:
         row.__dict__["_dds_exclusions"] = _NO_EXCLUSIONS
-    rows = [r for r in rows if not r._state.adding and r.__dict__.get(HAS_CALENDARS) is not False]
+    rows = [r for r in rows if not r._state.adding and not _links_none(r)]
     if not rows:
         return
     links = list(

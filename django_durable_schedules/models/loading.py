@@ -8,7 +8,8 @@ needs neither: :meth:`FastLoading.from_db` fills the instance's ``__dict__`` in 
 which is what ``__init__`` leaves there for such a row.
 
 It does so only where that is exactly equivalent, and otherwise calls Django's
-``from_db``: when every concrete field was loaded (no deferred field), when nobody listens
+``from_db``: when every value names a concrete field (a deferred field is left out of the
+``__dict__``, as ``__init__`` leaves it out), when nobody listens
 to ``pre_init`` or ``post_init`` for the model, and when every field's attribute on the
 class is Django's plain deferred-attribute descriptor (no custom descriptor that
 ``setattr`` would run).
@@ -63,8 +64,15 @@ class FastLoading:
         """Django's ``Model.from_db`` (``fetch_mode``, Django 6.1+, is kept), filling a
         full row's ``__dict__`` directly where that is equivalent."""
         names = _attnames(cls)
-        if names is None or len(values) != len(names) or _init_listeners(cls):
+        if names is None or _init_listeners(cls):
             return super().from_db(db, field_names, values, **kwargs)  # type: ignore[misc]
+        if len(values) != len(names):
+            # Deferred fields (``defer()``, ``only()``): Django leaves them out of the
+            # instance's ``__dict__`` (read on first access); ``field_names`` names the
+            # values in their order.
+            if len(field_names) != len(values) or not _ATTNAME_SETS[cls].issuperset(field_names):
+                return super().from_db(db, field_names, values, **kwargs)  # type: ignore[misc]
+            names = field_names
         new = cls.__new__(cls)
         state = ModelState()
         state.adding = False
@@ -87,8 +95,9 @@ class FastLoading:
         new = cls.__new__(cls)
         fields = new.__dict__
         fields["_state"] = ModelState()
-        for field in cls._meta.concrete_fields:  # type: ignore[attr-defined]
-            if field.attname not in values:
-                fields[field.attname] = field.get_default()
+        if len(values) < len(names):  # (every key is a field's: the superset check above)
+            for field in cls._meta.concrete_fields:  # type: ignore[attr-defined]
+                if field.attname not in values:
+                    fields[field.attname] = field.get_default()
         fields.update(values)
         return new

@@ -38,6 +38,15 @@ def _default_timezone() -> str:
     return settings.TIME_ZONE or "UTC"
 
 
+#: Definition fingerprints by the values they were computed from (the worker computes one
+#: per claim, and most rows of a batch share a definition); bounded, emptied when full.
+#: Equal values of the same types give the same text, so the same fingerprint (aware
+#: datetimes equal in any zone are the same UTC instant in the text; naive and aware
+#: datetimes never compare equal).
+_HASHES: dict[tuple[Any, ...], str] = {}
+_HASHES_MAX = 4096
+
+
 class Schedule(ExclusionsMixin, FastLoading, models.Model):
     """A named, durable schedule of a registered callback.
 
@@ -413,15 +422,27 @@ class Schedule(ExclusionsMixin, FastLoading, models.Model):
         """Fingerprint of the definition fields; lets the worker notice edits made behind
         ``save()`` (``QuerySet.update()``, raw SQL) and re-plan instead of firing. A blank
         ``rrule`` is left out, so rows stored before the field existed keep their hash."""
+        values = tuple([getattr(self, f) for f in DEFINITION_FIELDS])
+        key = (values, tuple(map(type, values)))  # 1 and True, 60 and 60.0: other texts
+        try:
+            return _HASHES[key]
+        except (KeyError, TypeError):  # TypeError: a value written behind save() unhashable
+            pass
         parts = []
-        for f in DEFINITION_FIELDS:
-            value = getattr(self, f)
+        for f, value in zip(DEFINITION_FIELDS, values, strict=True):
             if f == "rrule" and not value:
                 continue
             if isinstance(value, datetime):
                 value = timing.truncate_to_second(value).isoformat()
             parts.append(f"{f}={value!s}")
-        return hashlib.sha1("|".join(parts).encode()).hexdigest()
+        digest = hashlib.sha1("|".join(parts).encode()).hexdigest()
+        if len(_HASHES) >= _HASHES_MAX:
+            _HASHES.clear()
+        try:
+            _HASHES[key] = digest
+        except TypeError:
+            pass
+        return digest
 
     def plan(self, now: datetime, *, first: bool = False) -> datetime | None:
         """When this schedule next comes due at ``now`` (aware UTC, whole seconds, read from

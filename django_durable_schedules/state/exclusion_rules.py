@@ -10,11 +10,11 @@ them in the claim's transaction.
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from datetime import datetime, timedelta
 
 from .. import timing
 from ..models import EventAction, Schedule, ScheduleEvent, Status
+from ..uuids import uuid4
 
 ONE_SECOND = timedelta(seconds=1)
 #: Excluded dates recorded one event each per claim; more are summed up in one more event.
@@ -23,7 +23,7 @@ MAX_EVENTS_PER_CLAIM = 20
 
 def _event(row: Schedule, now: datetime, changes: dict[str, object]) -> ScheduleEvent:
     return ScheduleEvent(
-        id=uuid.uuid4(),
+        id=uuid4(),
         schedule_id=row.pk,
         schedule_name=row.name,
         action=EventAction.EXCLUDED,

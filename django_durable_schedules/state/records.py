@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from ..models import SUCCESS_STATUSES, RunReceipt
+from ..uuids import uuid4
 
 
 @dataclass
@@ -27,6 +28,7 @@ class _Receipt:
 
     def model(self) -> RunReceipt:
         return RunReceipt.build(
+            id=uuid4(),
             attempt_id=self.attempt_id,
             schedule_id=self.schedule_id,
             occurrence=self.occurrence,

@@ -29,6 +29,7 @@ from ..models import (
 )
 from ..projection import bound_text
 from ..registry import registry
+from ..uuids import uuid4
 from .bounds import UNEVALUABLE_PREFIX, _bounded_seconds, describe_problem
 from .exclusion_rules import count_excluded, excluded_at_claim
 from .records import _Receipt as _Receipt
@@ -56,6 +57,10 @@ _CLAIM_FIELDS = [
     "degraded_reason",
     "definition_hash",
 ]
+#: Schedule columns a claim's locking read leaves out (no rule of a claim reads them).
+_CLAIM_UNREAD = ("metadata", "owner", "updated_at")
+#: ... and those a completion's leaves out.
+_FINISH_UNREAD = ("payload", "metadata", "owner", "updated_at")
 #: Schedule columns a completion or a recovery writes.
 _FINISH_FIELDS = [
     "attempt",
@@ -126,14 +131,14 @@ def _new_attempt(
     """The attempt row of one claim (unsaved): a fresh lease token until
     ``lease_expires_at`` (``now`` for an attempt receipted at once: missed, degraded)."""
     return RunAttempt.build(
-        id=uuid.uuid4(),
+        id=uuid4(),
         schedule_id=row.id,
         schedule_name=row.name,
         occurrence=occurrence,
         attempt=number,
         scheduled_for=slot,
         claimed_at=now,
-        lease_token=uuid.uuid4(),
+        lease_token=uuid4(),
         lease_expires_at=lease_expires_at,
         worker=worker[:200],
         idempotency_key=idempotency_key(row.id, occurrence),
@@ -245,6 +250,14 @@ def _record_missed(
     )
 
 
+def _recurring_next(row: Schedule, spec: timing.Spec, now: datetime) -> datetime | None:
+    """The grid's next due instant after ``now`` for a run that is not the grid's own slot
+    (a retry, a trigger, a buffered slot): None for a once schedule or a row not active."""
+    if row.kind == Kind.ONCE or row.status != Status.ACTIVE:
+        return None
+    return row.due_at(timing.next_slot_after(spec, now))
+
+
 def _plan_claim(
     row: Schedule,
     now: datetime,
@@ -276,14 +289,9 @@ def _plan_claim(
     count_excluded(row, spec, now, [] if events is None else events)  # since the last check
     missed = 0
     origin: str = AttemptOrigin.SCHEDULED
-    recurring_next = (
-        row.due_at(timing.next_slot_after(spec, now))
-        if row.kind != Kind.ONCE and row.status == Status.ACTIVE
-        else None
-    )
     if row.retry_scheduled_for is not None:
         occurrence, attempt_no, slot = row.occurrence, row.attempt + 1, row.retry_scheduled_for
-        provisional_next = recurring_next
+        provisional_next = _recurring_next(row, spec, now)
         if row.kind != Kind.ONCE and row.status == Status.ACTIVE:
             # Grid slots that came due while the occurrence waited for its retry (backoff,
             # lease recovery, a missing callback) are passed over: counted, never dropped.
@@ -294,13 +302,13 @@ def _plan_claim(
     elif row.triggered_at is not None:
         # A manual run (trigger): its own occurrence; the grid continues after now.
         occurrence, attempt_no, slot = row.occurrence + 1, 1, row.triggered_at
-        provisional_next = recurring_next
+        provisional_next = _recurring_next(row, spec, now)
         origin = AttemptOrigin.TRIGGERED
     elif row.buffered_for is not None and row.status == Status.ACTIVE:
         # overlap_policy buffer_one (plan_overlap): the slot buffered while the previous run
         # ran, as its own occurrence, due since that run finished (next_run_at).
         occurrence, attempt_no, slot = row.occurrence + 1, 1, row.buffered_for
-        provisional_next = recurring_next
+        provisional_next = _recurring_next(row, spec, now)
         origin = AttemptOrigin.BUFFERED
         finished = timing.truncate_to_second(row.next_run_at or now)
         missed = timing.count_slots(spec, finished + ONE_SECOND, now + ONE_SECOND)

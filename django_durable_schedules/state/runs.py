@@ -20,6 +20,7 @@ from .. import timing
 from ..conf import app_settings
 from ..db.batch import _REFUSED, _insert_rows, _update_rows
 from ..db.clock import _DUE_NOW_SQL, _resolve_now, db_now
+from ..db.compiled import read_rows
 from ..db.locks import _lock_for_write, _locked
 from ..models import (
     ReceiptStatus,
@@ -37,6 +38,7 @@ from .bounds import describe_problem
 from .outcomes import _fail_attempt
 from .rules import (
     _CLAIM_FIELDS,
+    _CLAIM_UNREAD,
     _FINISH_FIELDS,
     _claim_of,
     _plan_claim,
@@ -107,6 +109,25 @@ def _due(using: str, due_before: Any) -> QuerySet[Schedule]:
     return Schedule.objects.using(using).claimable(due_before).order_by("next_run_at")
 
 
+def _read_due(
+    using: str, due_before: Any, limit: int, only: uuid.UUID | None, *, cached: bool
+) -> list[Schedule]:
+    """The locking read of a claim: up to ``limit`` due rows (``only``: that row alone),
+    locked ``SKIP LOCKED``, each flagged with whether it links a calendar. ``cached``: the
+    statement judges "due" by the database clock (no parameter of this call), so it is
+    compiled once per batch size (:func:`.db.compiled.read_rows`)."""
+
+    def build() -> QuerySet[Schedule]:
+        qs = with_calendar_flag(_due(using, due_before).defer(*_CLAIM_UNREAD))
+        if only is not None:
+            qs = qs.filter(pk=only)
+        return _locked(qs, using, skip_locked=True)[:limit]
+
+    if cached:
+        return read_rows(Schedule, ("claim_due", limit), using, build)
+    return list(build())
+
+
 def _claim_one_by_one(
     worker: str, limit: int, lease: timedelta, now: datetime | None, using: str
 ) -> list[Claim]:
@@ -168,10 +189,7 @@ def _claim_batch(
             if clock_after
             else (now := _resolve_now(now, using))
         )
-        qs = with_calendar_flag(_due(using, due_before))
-        if only is not None:
-            qs = qs.filter(pk=only)
-        rows = list(_locked(qs, using, skip_locked=True)[:limit])
+        rows = _read_due(using, due_before, limit, only, cached=clock_after and only is None)
         if not rows and only is not None:
             return []
         if clock_after and rows:

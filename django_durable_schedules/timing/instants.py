@@ -67,9 +67,12 @@ def _to_seconds(value: datetime) -> int:
 
 def _from_seconds(seconds: int) -> datetime | None:
     """The UTC instant ``seconds`` after the epoch, or None when it lies after MAX_YEAR."""
-    if seconds > _to_seconds(_LAST_INSTANT):
+    if seconds > _LAST_SECONDS:
         return None
     return _EPOCH + timedelta(seconds=seconds)
+
+
+_LAST_SECONDS = _to_seconds(_LAST_INSTANT)
 
 
 def _trunc(value: datetime, field: str = "datetime") -> datetime:

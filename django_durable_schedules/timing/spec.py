@@ -20,6 +20,12 @@ from .zones import validate_timezone
 KINDS = ("interval", "cron", "once", "rrule")
 
 
+#: Specs without exclusion calendars that :meth:`Spec.validate` found valid (bounded: emptied
+#: when full). Validity is a function of a spec's fields alone.
+_VALID_SPECS: dict[Spec, None] = {}
+_VALID_SPECS_MAX = 4096
+
+
 def _given(value: object) -> bool:
     return value is not None and value != ""
 
@@ -62,6 +68,12 @@ class Spec:
         the worker's slot arithmetic asks several times per run)."""
         if self.__dict__.get("_valid"):
             return
+        # Specs without calendars found valid before (the same fields: the same answer) are
+        # not checked again either: most rows of a batch share a definition.
+        known = self.exclusions is None
+        if known and self in _VALID_SPECS:
+            object.__setattr__(self, "_valid", True)
+            return
         if self.kind not in KINDS:
             raise InvalidSchedule(
                 "kind", f"kind must be one of {', '.join(KINDS)}; got {self.kind!r}"
@@ -90,6 +102,10 @@ class Spec:
                 )
             self.exclusions.validate()
         object.__setattr__(self, "_valid", True)
+        if known:
+            if len(_VALID_SPECS) >= _VALID_SPECS_MAX:
+                _VALID_SPECS.clear()
+            _VALID_SPECS[self] = None
 
     def _forbid(self, names: tuple[str, ...]) -> None:
         for name in names:

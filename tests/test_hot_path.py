@@ -1,0 +1,248 @@
+"""The per-run shortcuts of the worker's hot path (issue #14, goal 2) change no result:
+fast random UUIDs, locking reads compiled once, specs validated once, a callback's ``None``
+projected without a walk."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
+from unittest import mock
+
+import pytest
+from django.db import connection, transaction
+from hypothesis import given
+from hypothesis import strategies as st
+
+from django_durable_schedules import state, timing
+from django_durable_schedules.db import compiled
+from django_durable_schedules.models import Schedule
+from django_durable_schedules.projection import _project, project_result
+from django_durable_schedules.timing import spec as spec_module
+from django_durable_schedules.uuids import _fast_uuid4, uuid4
+
+from .factories import ScheduleFactory
+
+NOW = datetime(2027, 6, 1, 10, 0, 0, tzinfo=UTC)
+
+
+# -- uuid4 ------------------------------------------------------------------------------
+
+
+def test_uuid4_is_the_fast_maker_on_this_python():
+    assert uuid4 is _fast_uuid4
+
+
+def test_uuid4_makes_what_the_standard_library_makes():
+    for _ in range(1000):
+        made = uuid4()
+        same = uuid.UUID(int=made.int)
+        assert made == same and hash(made) == hash(same)
+        assert str(made) == str(same) and made.hex == same.hex and made.bytes == same.bytes
+        assert made.version == 4 and made.variant == uuid.RFC_4122
+        assert pickle.loads(pickle.dumps(made)) == made
+        assert made.is_safe == uuid.SafeUUID.unknown
+        assert uuid.UUID(str(made)) == made
+
+
+def test_uuid4_values_are_distinct():
+    assert len({uuid4() for _ in range(20_000)}) == 20_000
+
+
+@given(st.binary(min_size=16, max_size=16))
+def test_the_version_and_variant_bits_are_those_of_the_standard_library(raw):
+    with mock.patch.object(os, "urandom", lambda n: raw):
+        made = _fast_uuid4()
+    assert made == uuid.UUID(bytes=raw, version=4)
+
+
+# -- specs validated once -------------------------------------------------------------------
+
+
+def test_a_spec_equal_to_a_valid_one_is_not_checked_again(monkeypatch):
+    spec_module._VALID_SPECS.clear()
+    first = timing.Spec(kind="interval", interval_seconds=60, anchor=NOW)
+    first.validate()
+    calls = []
+    monkeypatch.setattr(spec_module, "validate_timezone", lambda zone: calls.append(zone))
+    timing.Spec(kind="interval", interval_seconds=60, anchor=NOW).validate()
+    assert calls == []
+    timing.Spec(kind="interval", interval_seconds=61, anchor=NOW).validate()
+    assert calls == ["UTC"]
+
+
+def test_an_invalid_spec_is_refused_every_time():
+    bad = timing.Spec(kind="interval", interval_seconds=0, anchor=NOW)
+    for _ in range(2):
+        with pytest.raises(timing.InvalidSchedule):
+            bad.validate()
+    assert bad not in spec_module._VALID_SPECS
+
+
+def test_the_valid_spec_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(spec_module, "_VALID_SPECS_MAX", 3)
+    spec_module._VALID_SPECS.clear()
+    for seconds in range(1, 8):
+        timing.Spec(kind="interval", interval_seconds=seconds, anchor=NOW).validate()
+        assert len(spec_module._VALID_SPECS) <= 3
+
+
+# -- project_result(None) ----------------------------------------------------------------
+
+
+def test_none_projects_as_the_walk_projects_it():
+    for max_bytes in [*range(0, 300), 8192, 65536]:
+        assert project_result(None, max_bytes) == _project(None, max_bytes), max_bytes
+
+
+# -- locking reads compiled once ------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_compiled_read_returns_what_the_queryset_returns():
+    rows = [ScheduleFactory(payload={"n": n}) for n in range(3)]
+
+    def build():
+        return Schedule.objects.filter(name__in=[r.name for r in rows[:2]]).order_by("name")
+
+    compiled.clear()
+    with transaction.atomic():
+        first = compiled.read_rows(Schedule, ("test", 1), "default", build)
+        again = compiled.read_rows(Schedule, ("test", 1), "default", lambda: pytest.fail("built"))
+    assert [r.name for r in first] == [r.name for r in again] == sorted(r.name for r in rows[:2])
+    for got in first:
+        want = Schedule.objects.get(pk=got.pk)
+        for field in Schedule._meta.concrete_fields:
+            assert getattr(got, field.attname) == getattr(want, field.attname), field.name
+        assert got._state.adding is False and got._state.db == "default"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_placeholder_takes_each_calls_value():
+    from django.db.models import BooleanField
+    from django.db.models.expressions import RawSQL
+
+    rows = [ScheduleFactory() for _ in range(3)]
+
+    def build():
+        return Schedule.objects.filter(
+            RawSQL(
+                f"{connection.ops.quote_name('name')} IN (%s, %s)",
+                (compiled.PLACEHOLDER, "none"),
+                output_field=BooleanField(),
+            )
+        )
+
+    compiled.clear()
+    for row in rows:
+        [got] = compiled.read_rows(Schedule, "by-name", "default", build, value=row.name)
+        assert got.pk == row.pk
+    assert len(compiled._STATEMENTS) == 1
+
+
+def test_the_statement_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(compiled, "MAX_STATEMENTS", 2)
+    compiled.clear()
+
+    class Query:
+        def get_compiler(self, using):
+            return self
+
+        def as_sql(self):
+            return "SELECT 1", []
+
+    class Built:
+        query = Query()
+
+    for key in range(5):
+        compiled.compiled(key, "default", lambda: Built())
+        assert len(compiled._STATEMENTS) <= 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_claims_and_completions_reuse_their_compiled_reads():
+    for n in range(4):
+        ScheduleFactory(name=f"hot-{n}", created_at=datetime.now(UTC) - timedelta(hours=1))
+    compiled.clear()
+    claims = state.claim_due(worker="w", limit=2)
+    claims += state.claim_due(worker="w", limit=2)
+    assert len(claims) == 4
+    state.complete([state.Outcome(c, "succeeded") for c in claims[:2]])
+    report = state.complete([state.Outcome(c, "succeeded") for c in claims[2:]])
+    assert len(report.receipts) == 2
+    keys = {key[-1] for key in compiled._STATEMENTS}
+    if connection.vendor in ("postgresql", "mysql"):  # judged by the database clock
+        assert ("claim_due", 2) in keys
+    if connection.vendor == "postgresql":  # one statement text for any number of ids
+        assert "complete" in keys
+    assert len(keys) <= 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_worker_path_reads_no_left_out_column_row_by_row():
+    # The locking reads leave out columns no rule of a claim or a completion reads
+    # (payload at completion, metadata, owner, updated_at): reading one would cost a query
+    # per row. A batch of 30 stays a handful of statements, and the rows are written whole.
+    from django.test.utils import CaptureQueriesContext
+
+    for n in range(30):
+        ScheduleFactory(
+            name=f"lean-{n}",
+            created_at=datetime.now(UTC) - timedelta(hours=1),
+            payload={"n": n},
+            metadata={"team": "x"},
+        )
+    with CaptureQueriesContext(connection) as claiming:
+        claims = state.claim_due(worker="w", limit=30)
+    with CaptureQueriesContext(connection) as completing:
+        report = state.complete([state.Outcome(c, "succeeded", result=c.payload) for c in claims])
+    assert sorted(c.payload["n"] for c in claims) == list(range(30))
+    assert len(report.receipts) == 30
+    assert len(claiming.captured_queries) <= 12, [q["sql"][:80] for q in claiming.captured_queries]
+    assert len(completing.captured_queries) <= 12, [
+        q["sql"][:80] for q in completing.captured_queries
+    ]
+    for row in Schedule.objects.filter(name__startswith="lean-"):
+        assert row.metadata == {"team": "x"} and row.lease_token is None
+        assert row.payload == {"n": int(row.name.split("-")[1])}
+
+
+# -- definition fingerprints remembered -------------------------------------------------
+
+_ZONES = [UTC, timezone(timedelta(hours=2)), timezone(timedelta(hours=-5, minutes=-30))]
+_INSTANTS = st.one_of(
+    st.none(),
+    st.datetimes(
+        min_value=datetime(1990, 1, 1),
+        max_value=datetime(2100, 1, 1),
+        timezones=st.sampled_from(_ZONES),
+    ),
+)
+_DEFINITIONS = st.fixed_dictionaries(
+    {
+        "kind": st.sampled_from(["interval", "cron", "once", "rrule"]),
+        "interval_seconds": st.one_of(
+            st.none(), st.integers(1, 10**6), st.just(True), st.just(60.0)
+        ),
+        "cron": st.sampled_from(["", "*/5 * * * *", "0 3 * * 1-5"]),
+        "timezone": st.sampled_from(["UTC", "Europe/Paris"]),
+        "run_at": _INSTANTS,
+        "start_at": _INSTANTS,
+        "end_at": _INSTANTS,
+        "rrule": st.sampled_from(["", "FREQ=DAILY"]),
+    }
+)
+
+
+@given(st.lists(_DEFINITIONS, min_size=1, max_size=6))
+def test_a_remembered_fingerprint_is_the_one_computed_afresh(definitions):
+    from django_durable_schedules.models import schedule as schedule_module
+
+    rows = [Schedule(name="h", callback="tests.noop", **d) for d in definitions]
+    remembered = [row.compute_definition_hash() for row in rows for _ in range(2)]
+    fresh = []
+    for row in rows:
+        schedule_module._HASHES.clear()
+        fresh += [row.compute_definition_hash()] * 2
+    assert remembered == fresh
