@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             env,
             ROOT / "bench" / "out",
             "lateness",
-            ["--verbosity", "0"]
+            []  # --defaults: no options, as a user starts it (verbosity 1: a line a run)
             if args.defaults
             else ["--concurrency", str(args.concurrency), "--verbosity", "0"],
         )

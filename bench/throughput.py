@@ -61,6 +61,7 @@ from common import (  # bench/ is on sys.path: scripts run as files
     log,
     machine_busy_seconds,
     make_due,
+    python_loop_ms,
     recreate_database,
     reset,
     resource_fields,
@@ -94,8 +95,8 @@ def bench_workers(
         "--verbosity",
         "0",
     ]
-    if args.defaults:  # as a user starts it: no options, the settings' defaults
-        worker_args = ["--verbosity", "0"]
+    if args.defaults:  # as a user starts it: no options, the settings' defaults (and
+        worker_args = []  # Django's verbosity 1: a log line per run, into the worker's log)
     return start_workers(n, env, logdir, tag, worker_args, launcher)
 
 
@@ -342,9 +343,10 @@ def main(argv: list[str] | None = None) -> int:
             log(f"the database holds {present} schedules, not {args.schedules}")
             return 2
         server = server_info(conn)
+    speed = python_loop_ms()
     log(
         f"PostgreSQL {server['server_version']}: fsync={server['fsync']} "
-        f"synchronous_commit={server['synchronous_commit']}"
+        f"synchronous_commit={server['synchronous_commit']}; a 2M-step Python loop: {speed} ms"
     )
     for n in args.worker_counts:
         for rep in range(args.repeat):
@@ -398,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "throughput",
         "schedules": args.schedules,
         "experiment": args.experiment or None,
-        "worker_options": "defaults (no options)"
+        "worker_options": "defaults (no options: verbosity 1, a log line per run)"
         if args.defaults
         else {
             "batch_size": args.batch_size,
@@ -414,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "platform": platform.platform(),
+            "python_loop_ms": speed,
         },
         "postgresql": server,
         "rounds": rounds,
@@ -425,7 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     parts = [f"{n} worker{'s' if n != 1 else ''} {summary[str(n)]} runs/s" for n in rounds]
     verdict = "PASS" if passed else "FAIL"
     print(
-        f"throughput: {', '.join(parts)} (floor {args.floor:g} at {floor_n} workers: {verdict})"
+        f"throughput: {', '.join(parts)} (floor {args.floor:g} at {floor_n} workers: {verdict}; "
+        f"machine speed: a 2M-step Python loop in {speed} ms)"
         + ("" if not failed else " - VERIFICATION FAILED")
     )
     if failed:

@@ -32,13 +32,12 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 from django.db import Error as DatabaseError
 
 from . import isolation, runner, signals, state
-from .threads import RunThreads
+from .threads import RunFuture, RunThreads
 
 # The worker's logger: these lines were the worker's before the split and keep its name.
 logger = logging.getLogger("django_durable_schedules.worker")
@@ -49,7 +48,7 @@ HAND_BACK_SECONDS = 1.0
 #: replaces the estimate at once: claiming ahead backs off on the first slow callback).
 RUN_TIME_WEIGHT = 0.2
 
-_Item = tuple[state.Claim, "Future[state.Outcome]", "isolation.IsolationPool | None", float]
+_Item = tuple[state.Claim, "RunFuture[state.Outcome]", "isolation.IsolationPool | None", float]
 
 
 class RunsInFlight:
@@ -85,7 +84,7 @@ class RunsInFlight:
         # the main thread is gathering a whole batch (Worker._gather), when only the run
         # that completes it wakes the loop (a wake-up a run costs a thread switch).
         self.wake_at = 1
-        self.in_flight: dict[uuid.UUID, tuple[state.Claim, Future[state.Outcome]]] = {}
+        self.in_flight: dict[uuid.UUID, tuple[state.Claim, RunFuture[state.Outcome]]] = {}
         self.done: queue.SimpleQueue[state.Outcome] = queue.SimpleQueue()
         self.deadlines: dict[uuid.UUID, float] = {}  # lease token -> monotonic deadline
         self.abandoned: set[uuid.UUID] = set()  # timed-out runs whose outcome is discarded
@@ -108,10 +107,10 @@ class RunsInFlight:
         """Start ``claim`` in a free slot, or put it in line for the next one (main thread)."""
         self.executor = executor
         pool = self.pool_for(claim)
-        future: Future[state.Outcome] = Future()
+        future: RunFuture[state.Outcome] = RunFuture()
         self.in_flight[claim.lease_token] = (claim, future)
 
-        def done(f: Future[state.Outcome]) -> None:
+        def done(f: RunFuture[state.Outcome]) -> None:
             with self.abandon_lock:  # one outcome per claim: this one or the Timeout
                 if f.cancelled() or claim.lease_token in self.abandoned:
                     self.abandoned.discard(claim.lease_token)

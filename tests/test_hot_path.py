@@ -141,23 +141,24 @@ def test_the_placeholder_takes_each_calls_value():
     assert len(compiled._STATEMENTS) == 1
 
 
+@pytest.mark.django_db
 def test_the_statement_cache_is_bounded(monkeypatch):
     monkeypatch.setattr(compiled, "MAX_STATEMENTS", 2)
     compiled.clear()
-
-    class Query:
-        def get_compiler(self, using):
-            return self
-
-        def as_sql(self):
-            return "SELECT 1", []
-
-    class Built:
-        query = Query()
-
     for key in range(5):
-        compiled.compiled(key, "default", lambda: Built())
+        compiled.read_values(key, "default", lambda: Schedule.objects.values_list("name"))
         assert len(compiled._STATEMENTS) <= 2
+
+
+@pytest.mark.django_db
+def test_read_values_converts_as_the_queryset_does():
+    ScheduleFactory(name="v", payload={"a": [1, 2]})
+    compiled.clear()
+
+    def build():
+        return Schedule.objects.values_list("name", "payload", "created_at", "next_run_at")
+
+    assert compiled.read_values("values", "default", build) == list(build())
 
 
 @pytest.mark.django_db(transaction=True)
@@ -246,3 +247,51 @@ def test_a_remembered_fingerprint_is_the_one_computed_afresh(definitions):
         schedule_module._HASHES.clear()
         fresh += [row.compute_definition_hash()] * 2
     assert remembered == fresh
+
+
+# -- the light future of a run ------------------------------------------------------------
+
+_OPS = st.lists(
+    st.sampled_from(["cancel", "start", "result", "exception", "callback", "state"]),
+    max_size=8,
+)
+
+
+def _apply_ops(future, ops):
+    """What a sequence of operations does to ``future``: each call's return value or the
+    type of the exception it raised, and what the done callbacks saw."""
+    seen, said = [], []
+    for op in ops:
+        try:
+            if op == "cancel":
+                said.append(future.cancel())
+            elif op == "start":
+                said.append(future.set_running_or_notify_cancel())
+            elif op == "result":
+                future.set_result(42)
+                said.append(None)
+            elif op == "exception":
+                future.set_exception(ValueError("x"))
+                said.append(None)
+            elif op == "callback":
+                future.add_done_callback(lambda f: seen.append((f.cancelled(), f.done())))
+                said.append(None)
+            else:
+                said.append((future.cancelled(), future.running(), future.done()))
+        except Exception as exc:
+            said.append(type(exc).__name__)
+    if future.done() and not future.cancelled():
+        said.append(("final", future.result() if future.exception() is None else "raised"))
+    return said, seen
+
+
+@given(_OPS)
+def test_a_run_future_behaves_as_a_concurrent_future(ops):
+    from concurrent.futures import Future
+
+    from django_durable_schedules.threads import RunFuture
+
+    expected = _apply_ops(Future(), ops)
+    got = _apply_ops(RunFuture(), ops)
+    # Future says RuntimeError for starting twice (and logs it); so does RunFuture.
+    assert got == expected

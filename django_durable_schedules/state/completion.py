@@ -154,8 +154,8 @@ def _complete_batch(
         read_clock = now is None and connections[using].vendor == "postgresql"
         rows = {r.id: r for r in _read_rows(ids, using, read_clock)}
         if read_clock and rows:
-            # _db_now: the .annotate() above (with_calendar_flag() makes qs untyped).
-            now = next(iter(rows.values()))._db_now.astimezone(UTC)
+            # _db_now: the annotation of _read_rows (statement_timestamp()).
+            now = next(iter(rows.values())).__dict__["_db_now"].astimezone(UTC)
         now = _resolve_now(now, using)
         load_exclusions(list(rows.values()), using)  # the next slot skips excluded dates
         busy: set[uuid.UUID] = set()

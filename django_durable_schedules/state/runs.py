@@ -118,7 +118,7 @@ def _read_due(
     compiled once per batch size (:func:`.db.compiled.read_rows`)."""
 
     def build() -> QuerySet[Schedule]:
-        qs = with_calendar_flag(_due(using, due_before).defer(*_CLAIM_UNREAD))
+        qs: QuerySet[Schedule] = with_calendar_flag(_due(using, due_before).defer(*_CLAIM_UNREAD))
         if only is not None:
             qs = qs.filter(pk=only)
         return _locked(qs, using, skip_locked=True)[:limit]

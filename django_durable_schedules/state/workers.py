@@ -8,11 +8,12 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connections
-from django.db.models import DateTimeField, Exists, Subquery
+from django.db.models import DateTimeField, Exists, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 from django.utils import timezone as dj_timezone
 
 from ..db.clock import _CLOCK_SQL, db_now
+from ..db.compiled import read_values
 from ..models import Schedule, WorkerHeartbeat
 from .values import Wakeup
 
@@ -41,17 +42,25 @@ def next_wakeup(*, worker_id: str | None = None, using: str = "default") -> Wake
     )
     ready = Exists(schedules.backfill_ready(clock))
     if worker_id is not None:
-        row = (
-            WorkerHeartbeat.objects.using(using)
-            .filter(worker_id=worker_id)
-            .annotate(
-                due=Subquery(waiting, output_field=DateTimeField()),
-                expiry=Subquery(leased, output_field=DateTimeField()),
-                backfill=ready,
+
+        def build() -> QuerySet[Any]:
+            return (
+                WorkerHeartbeat.objects.using(using)
+                .filter(worker_id=worker_id)
+                .annotate(
+                    due=Subquery(waiting, output_field=DateTimeField()),
+                    expiry=Subquery(leased, output_field=DateTimeField()),
+                    backfill=ready,
+                )
+                .values_list("due", "expiry", "backfill", "last_seen_at")
+                .order_by("pk")[:1]
             )
-            .values_list("due", "expiry", "backfill", "last_seen_at")
-            .first()
-        )
+
+        if conn.vendor in _CLOCK_SQL:  # no parameter but the worker's id: compiled once
+            found = read_values(("next_wakeup", worker_id), using, build)
+        else:
+            found = list(build())
+        row = found[0] if found else None
         if row is not None:
             due, expiry, backfill, seen = row
             return Wakeup(due=_earliest(due, seen if backfill else None), lease_expiry=expiry)
