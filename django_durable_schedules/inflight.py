@@ -142,7 +142,7 @@ class RunsInFlight:
         while item is not None:
             claim, future, pool, claimed = item
             token = claim.lease_token
-            if time.monotonic() - claimed > HAND_BACK_SECONDS and future.cancel():
+            if time.monotonic() - claimed > HAND_BACK_SECONDS and future.cancel_pending():
                 # Waited too long (slow runs ahead of it, or the whole process was stopped
                 # meanwhile and its lease may have been recovered): hand it back unrun.
                 self._hand_back([claim])
@@ -214,7 +214,7 @@ class RunsInFlight:
         limit = time.monotonic() - HAND_BACK_SECONDS
         with self.slot_lock:
             stale = [item for item in self.waiting if item[3] < limit]
-        self._hand_back([claim for claim, future, _pool, _at in stale if future.cancel()])
+        self._hand_back([claim for claim, future, _pool, _at in stale if future.cancel_pending()])
 
     def _hand_back(self, claims: list[state.Claim]) -> None:
         """Queue a ``released`` outcome for each of ``claims`` (cancelled, never started)."""
@@ -328,7 +328,7 @@ class RunsInFlight:
     def release_unstarted(self) -> None:
         released = []
         for claim, future in list(self.in_flight.values()):
-            if future.cancel():
+            if future.cancel_pending():  # not those handed back already
                 released.append(state.Outcome(claim, "released"))
         if released:
             for outcome in released:

@@ -55,6 +55,17 @@ class RunFuture(Generic[_T]):
         self._invoke_callbacks()
         return True
 
+    def cancel_pending(self) -> bool:
+        """Cancel the run if it has not started and nobody cancelled it before: True only
+        for the one call that cancelled it (``cancel`` says True again afterwards), so
+        that a claim handed back unrun gets exactly one ``released`` outcome."""
+        with _LOCK:
+            if self._state != _PENDING:
+                return False
+            self._state = _CANCELLED
+        self._invoke_callbacks()
+        return True
+
     def cancelled(self) -> bool:
         return self._state in _CANCELLED_STATES
 

@@ -195,6 +195,10 @@ def test_a_claim_that_waits_too_long_for_a_thread_is_handed_back(executor, monke
     assert finished.claim.schedule_name == "s0" and finished.status == "succeeded"
     wait_for(lambda: runs.running == 0)
     assert runs.started == ["s0"]  # the handed-back claims never ran here
+    # The thread that took them off the line afterwards handed nothing back again: one
+    # outcome per claim (a second "released" would be a second receipt for one attempt).
+    runs.release_unstarted()
+    assert runs.done.empty() and runs.handed_back == 2
 
 
 def test_an_abandoned_run_hands_its_thread_slot_to_the_next_claim(executor, settings):

@@ -72,6 +72,34 @@ def test_a_spec_equal_to_a_valid_one_is_not_checked_again(monkeypatch):
     assert calls == ["UTC"]
 
 
+@pytest.mark.parametrize("bad", [60.0, True])
+def test_a_spec_equal_to_a_valid_one_but_of_another_type_is_still_checked(bad):
+    # 60 == 60.0 and 1 == True in Python, with equal hashes; only ints are valid intervals.
+    spec_module._VALID_SPECS.clear()
+    timing.Spec(kind="interval", interval_seconds=int(bad) or 60, anchor=NOW).validate()
+    with pytest.raises(timing.InvalidSchedule):
+        timing.Spec(kind="interval", interval_seconds=bad, anchor=NOW).validate()
+
+
+def test_a_spec_with_an_unhashable_value_is_refused_as_before():
+    with pytest.raises(timing.InvalidSchedule):
+        timing.Spec(kind="interval", interval_seconds=60, anchor=NOW, cron=[]).validate()
+
+
+def test_instants_outside_utc_are_not_remembered():
+    from zoneinfo import ZoneInfo
+
+    paris = ZoneInfo("Europe/Paris")
+    first = datetime(2027, 10, 31, 2, 30, tzinfo=paris)  # the repeated hour: fold 0 and 1
+    second = first.replace(fold=1)
+    assert first == second and first.astimezone(UTC) != second.astimezone(UTC)
+    spec_module._VALID_SPECS.clear()
+    timing.Spec(kind="once", run_at=first, end_at=first).validate()
+    assert not spec_module._VALID_SPECS
+    with pytest.raises(timing.InvalidSchedule):  # run_at after end_at by an hour
+        timing.Spec(kind="once", run_at=second, end_at=first).validate()
+
+
 def test_an_invalid_spec_is_refused_every_time():
     bad = timing.Spec(kind="interval", interval_seconds=0, anchor=NOW)
     for _ in range(2):
@@ -236,6 +264,17 @@ _DEFINITIONS = st.fixed_dictionaries(
 )
 
 
+def test_fingerprints_of_the_two_instants_of_a_repeated_hour_differ():
+    from zoneinfo import ZoneInfo
+
+    first = datetime(2027, 10, 31, 2, 30, tzinfo=ZoneInfo("Europe/Paris"))
+    rows = [
+        Schedule(name="f", callback="tests.noop", kind="once", run_at=at)
+        for at in (first, first.replace(fold=1))
+    ]
+    assert rows[0].compute_definition_hash() != rows[1].compute_definition_hash()
+
+
 @given(st.lists(_DEFINITIONS, min_size=1, max_size=6))
 def test_a_remembered_fingerprint_is_the_one_computed_afresh(definitions):
     from django_durable_schedules.models import schedule as schedule_module
@@ -295,3 +334,14 @@ def test_a_run_future_behaves_as_a_concurrent_future(ops):
     got = _apply_ops(RunFuture(), ops)
     # Future says RuntimeError for starting twice (and logs it); so does RunFuture.
     assert got == expected
+
+
+def test_only_the_call_that_cancels_a_pending_run_says_so():
+    from django_durable_schedules.threads import RunFuture
+
+    future: RunFuture[int] = RunFuture()
+    assert future.cancel_pending() is True
+    assert future.cancel_pending() is False and future.cancel() is True
+    started: RunFuture[int] = RunFuture()
+    assert started.set_running_or_notify_cancel()
+    assert started.cancel_pending() is False and not started.cancelled()

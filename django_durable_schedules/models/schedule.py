@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -423,11 +423,17 @@ class Schedule(ExclusionsMixin, FastLoading, models.Model):
         ``save()`` (``QuerySet.update()``, raw SQL) and re-plan instead of firing. A blank
         ``rrule`` is left out, so rows stored before the field existed keep their hash."""
         values = tuple([getattr(self, f) for f in DEFINITION_FIELDS])
-        key = (values, tuple(map(type, values)))  # 1 and True, 60 and 60.0: other texts
-        try:
-            return _HASHES[key]
-        except (KeyError, TypeError):  # TypeError: a value written behind save() unhashable
-            pass
+        # Keyed by the values and their types (1 and True, 60 and 60.0 have other texts);
+        # not remembered for an instant outside UTC (the two instants of a repeated wall
+        # time compare equal in their zone but have other UTC texts).
+        key: tuple[Any, ...] | None = (values, tuple(map(type, values)))
+        if any(isinstance(v, datetime) and v.tzinfo is not UTC for v in values):
+            key = None
+        if key is not None:
+            try:
+                return _HASHES[key]
+            except (KeyError, TypeError):  # TypeError: a value written behind save()
+                pass
         parts = []
         for f, value in zip(DEFINITION_FIELDS, values, strict=True):
             if f == "rrule" and not value:
@@ -438,10 +444,11 @@ class Schedule(ExclusionsMixin, FastLoading, models.Model):
         digest = hashlib.sha1("|".join(parts).encode()).hexdigest()
         if len(_HASHES) >= _HASHES_MAX:
             _HASHES.clear()
-        try:
-            _HASHES[key] = digest
-        except TypeError:
-            pass
+        if key is not None:
+            try:
+                _HASHES[key] = digest
+            except TypeError:
+                pass
         return digest
 
     def plan(self, now: datetime, *, first: bool = False) -> datetime | None:

@@ -11,7 +11,7 @@ from .cron_plan import validate_cron
 from .errors import InvalidSchedule
 from .exclusions import FIELD as EXCLUSIONS_FIELD
 from .exclusions import Exclusions
-from .instants import _trunc, require_aware
+from .instants import UTC, _trunc, require_aware
 from .intervals import validate_interval
 from .rrule import compile_rrule, rrule_dtstart
 from .rrule_grid import _RulePlan
@@ -22,7 +22,7 @@ KINDS = ("interval", "cron", "once", "rrule")
 
 #: Specs without exclusion calendars that :meth:`Spec.validate` found valid (bounded: emptied
 #: when full). Validity is a function of a spec's fields alone.
-_VALID_SPECS: dict[Spec, None] = {}
+_VALID_SPECS: dict[tuple[object, ...], None] = {}
 _VALID_SPECS_MAX = 4096
 
 
@@ -70,8 +70,8 @@ class Spec:
             return
         # Specs without calendars found valid before (the same fields: the same answer) are
         # not checked again either: most rows of a batch share a definition.
-        known = self.exclusions is None
-        if known and self in _VALID_SPECS:
+        key = self._cache_key()
+        if key is not None and key in _VALID_SPECS:
             object.__setattr__(self, "_valid", True)
             return
         if self.kind not in KINDS:
@@ -102,10 +102,38 @@ class Spec:
                 )
             self.exclusions.validate()
         object.__setattr__(self, "_valid", True)
-        if known:
+        if key is not None:
             if len(_VALID_SPECS) >= _VALID_SPECS_MAX:
                 _VALID_SPECS.clear()
-            _VALID_SPECS[self] = None
+            _VALID_SPECS[key] = None
+
+    def _cache_key(self) -> tuple[object, ...] | None:
+        """The key of :data:`_VALID_SPECS`: the fields with their types (``60`` and
+        ``60.0``, ``1`` and ``True`` are equal but not equally valid), or None when the
+        spec has calendars, an instant not in UTC (two instants of a repeated wall time
+        compare equal in their zone) or a value that cannot be hashed."""
+        if self.exclusions is not None:
+            return None
+        values = (
+            self.kind,
+            self.interval_seconds,
+            self.cron,
+            self.timezone,
+            self.run_at,
+            self.rrule,
+            self.anchor,
+            self.start_at,
+            self.end_at,
+        )
+        for instant in (self.run_at, self.anchor, self.start_at, self.end_at):
+            if instant is not None and (type(instant) is not datetime or instant.tzinfo is not UTC):
+                return None
+        key = (values, tuple(map(type, values)))
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
 
     def _forbid(self, names: tuple[str, ...]) -> None:
         for name in names:
