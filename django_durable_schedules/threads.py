@@ -46,14 +46,8 @@ class RunFuture(Generic[_T]):
 
     def cancel(self) -> bool:
         """Cancel the run if it has not started; True when it is (now) cancelled."""
-        with _LOCK:
-            if self._state in _CANCELLED_STATES:
-                return True
-            if self._state != _PENDING:
-                return False
-            self._state = _CANCELLED
-        self._invoke_callbacks()
-        return True
+        # States only move forward: not pending now means cancelled, running or finished.
+        return self.cancel_pending() or self.cancelled()
 
     def cancel_pending(self) -> bool:
         """Cancel the run if it has not started and nobody cancelled it before: True only

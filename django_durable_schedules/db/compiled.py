@@ -19,7 +19,7 @@ value each time. The cache is bounded (:data:`MAX_STATEMENTS`; emptied when full
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -160,9 +160,4 @@ def clear() -> None:
     _STATEMENTS.clear()
 
 
-def placeholder_count(params: Iterable[Any]) -> int:
-    """How many parameters are :data:`PLACEHOLDER` (a check for callers' tests)."""
-    return sum(1 for p in params if p is PLACEHOLDER)
-
-
-__all__: Sequence[str] = ["PLACEHOLDER", "compiled", "read_rows", "read_values", "clear"]
+__all__ = ["PLACEHOLDER", "compiled", "read_rows", "read_values", "clear"]
