@@ -25,8 +25,14 @@ class RunAttempt(FastLoading, models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # No index of its own: dds_attempt_sched_claimed_idx and the per-occurrence unique
+    # constraint start with this column and serve its lookups (one entry less per claim).
     schedule = models.ForeignKey(
-        Schedule, on_delete=models.DO_NOTHING, db_constraint=False, related_name="attempts"
+        Schedule,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="attempts",
     )
     schedule_name = models.CharField(max_length=128)
     occurrence = models.PositiveIntegerField()
@@ -83,8 +89,14 @@ class RunReceipt(FastLoading, models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     attempt = models.OneToOneField(RunAttempt, on_delete=models.DO_NOTHING, related_name="receipt")
+    # No index of its own: dds_receipt_sched_idx and the one-success constraint start with
+    # this column and serve its lookups (one entry less per completion).
     schedule = models.ForeignKey(
-        Schedule, on_delete=models.DO_NOTHING, db_constraint=False, related_name="receipts"
+        Schedule,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="receipts",
     )
     occurrence = models.PositiveIntegerField()
     succeeded_occurrence = models.PositiveIntegerField(null=True, blank=True, editable=False)

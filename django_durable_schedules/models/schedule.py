@@ -187,6 +187,7 @@ class Schedule(ExclusionsMixin, FastLoading, models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="durable_schedules",
+        db_index=False,  # dds_sched_owner_idx: partial, rows with an owner only
     )
     lease_token = models.UUIDField(null=True, blank=True, editable=False)
     lease_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -206,7 +207,17 @@ class Schedule(ExclusionsMixin, FastLoading, models.Model):
             # The due query: status = active AND next_run_at <= now ORDER BY next_run_at LIMIT n.
             models.Index(fields=["status", "next_run_at"], name="dds_sched_due_idx"),
             # Lease recovery: lease_expires_at <= now; the "running" filter (IS NOT NULL).
-            models.Index(fields=["lease_expires_at"], name="dds_sched_lease_idx"),
+            # Partial, like the owner's: a completion (lease cleared) and a claim of a row
+            # without an owner write no entry in them (migration 0012). MariaDB/MySQL ignore
+            # the condition and build plain indexes (the foreign key needs one there).
+            models.Index(
+                fields=["lease_expires_at"],
+                condition=Q(lease_expires_at__isnull=False),
+                name="dds_sched_lease_idx",
+            ),
+            models.Index(
+                fields=["owner"], condition=Q(owner__isnull=False), name="dds_sched_owner_idx"
+            ),
             # The "degraded" and "failing" lists of the admin and the API, by name (a few
             # rows of many: without these a filtered list reads the whole table). Partial,
             # so a claim or a completion of a healthy row writes no entry in them
