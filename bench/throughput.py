@@ -22,7 +22,9 @@ What it does (see bench/README.md and docs/benchmarks.md):
 Each round also records, for explaining the number: claim/completion transactions and
 their mean batch, commits, WAL syncs and WAL bytes per run (pg_stat_database, pg_stat_wal:
 the WAL figures are server-wide), CPU of the worker processes and of their PostgreSQL
-backends per run, and the CPU the rest of the machine used meanwhile (/proc: the server
+backends per run (the backends open when the last receipt is written: all of the CPU of
+one opened during the round, which workers started without options do, as they close
+their connection while idle), and the CPU the rest of the machine used meanwhile (/proc: the server
 must run on this machine for the CPU figures). ``--experiment`` runs the workers with
 prototype engine changes patched in (bench/experiment_worker.py).
 
@@ -217,8 +219,10 @@ def run_round(
         startup = wait_for_heartbeats(conn, n, procs)
         time.sleep(0.5)  # every worker is in its idle poll loop now
         before = counters(conn, dbname)
-        backends = worker_backends(conn)
-        cpu_before = cpu_seconds([p.pid for p, _ in procs]), cpu_seconds(backends)
+        # Per backend: a worker started without options closes its connection while it
+        # idles (CONN_MAX_AGE), so its backend of the round is often opened after this.
+        backends_before = {pid: cpu_seconds([pid]) for pid in worker_backends(conn)}
+        cpu_before = cpu_seconds([p.pid for p, _ in procs]), 0.0
         busy_before, own_before = machine_busy_seconds(), time.process_time()
         due_at = time.monotonic()
         make_due(conn)
@@ -231,7 +235,13 @@ def run_round(
             args.poll_interval,
         )
         wall = time.monotonic() - due_at
-        cpu_after = cpu_seconds([p.pid for p, _ in procs]), cpu_seconds(backends)
+        backends_after = worker_backends(conn)
+        backend_cpu = sum(
+            cpu_seconds([pid]) - backends_before.get(pid, 0.0) for pid in backends_after
+        )
+        # Backends that ended during the round took their CPU with them (a lower bound then).
+        backends_gone = len(set(backends_before) - set(backends_after))
+        cpu_after = cpu_seconds([p.pid for p, _ in procs]), backend_cpu
         busy_after, own_after = machine_busy_seconds(), time.process_time()
     finally:
         codes = stop_workers(procs)
@@ -247,6 +257,8 @@ def run_round(
         worker_startup_seconds=round(startup, 2),
         worker_exit_codes=codes,
         bench_cpu_seconds=round(own_after - own_before, 2),
+        db_backends_opened_during_round=len(set(backends_after) - set(backends_before)),
+        db_backends_gone_during_round=backends_gone,
         **resource_fields(
             delta, cpu_before, cpu_after, busy_before, busy_after, args.schedules, "run"
         ),
