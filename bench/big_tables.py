@@ -251,6 +251,9 @@ def pages(busy_id: str, quiet_id: str) -> dict[str, str]:
         "api_receipts_failed": "/api/receipts/?status=failed",
         "api_receipts_missed_schedule": f"/api/receipts/?schedule={busy_id}&status=missed",
         "api_health": "/api/health/",
+        # The machines' probe (load balancers, Kubernetes): held to the floor, unlike the
+        # snapshot (two indexed queries, whatever the size of the tables).
+        "api_probe": "/api/health/probe/",
         "admin_health": f"{admin}/schedule/health/",
         "admin_schedule_change_busy": f"{admin}/schedule/{busy_id}/change/",
         "admin_schedule_change_quiet": f"{admin}/schedule/{quiet_id}/change/",
@@ -355,11 +358,16 @@ def main(argv: list[str] | None = None) -> int:
         table_sizes = sizes(conn)
     results = time_pages(args.database_url, args.requests, args.pages)
     # The health snapshot is not a list (it counts every schedule by status): reported,
-    # not held to the floor; a 503 (not healthy) is its normal answer here.
+    # not held to the floor; a 503 (not healthy) is its normal answer here, as it is the
+    # probe's (no worker runs beside this bench), which is held to the floor.
     failed = [
         n
         for n, r in results.items()
-        if "health" not in n and (r["status"] != 200 or r["median_ms"] > args.floor_ms)
+        if "health" not in n
+        and (
+            r["status"] not in ((200, 503) if n == "api_probe" else (200,))
+            or r["median_ms"] > args.floor_ms
+        )
     ]
     passed = not failed
     report = {
