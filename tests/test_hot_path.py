@@ -277,7 +277,7 @@ def test_fingerprints_of_the_two_instants_of_a_repeated_hour_differ():
 
 @given(st.lists(_DEFINITIONS, min_size=1, max_size=6))
 def test_a_remembered_fingerprint_is_the_one_computed_afresh(definitions):
-    from django_durable_schedules.models import schedule as schedule_module
+    from django_durable_schedules.models import definition as schedule_module
 
     rows = [Schedule(name="h", callback="tests.noop", **d) for d in definitions]
     remembered = [row.compute_definition_hash() for row in rows for _ in range(2)]

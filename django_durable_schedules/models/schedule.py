@@ -1,12 +1,12 @@
 """``Schedule``: the definition of when and what to run, and its run state (written only
-by :mod:`..state`); normalisation, validation and fingerprinting of the definition.
+by :mod:`..state`); normalisation and validation of the definition (what it means in
+time, and its fingerprint: :mod:`.definition`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -21,7 +21,6 @@ from ..limits import DURATION_BOUNDS
 from ..payloads import metadata_errors, payload_errors
 from .calendars import ExclusionsMixin
 from .choices import (
-    DEFINITION_FIELDS,
     INSTANT_FIELDS,
     RRULE_HELP,
     Kind,
@@ -30,6 +29,7 @@ from .choices import (
     Status,
     name_validator,
 )
+from .definition import DefinitionMixin
 from .loading import FastLoading
 from .queries import ScheduleQuerySet
 
@@ -38,16 +38,7 @@ def _default_timezone() -> str:
     return settings.TIME_ZONE or "UTC"
 
 
-#: Definition fingerprints by the values they were computed from (the worker computes one
-#: per claim, and most rows of a batch share a definition); bounded, emptied when full.
-#: Equal values of the same types give the same text, so the same fingerprint (aware
-#: datetimes equal in any zone are the same UTC instant in the text; naive and aware
-#: datetimes never compare equal).
-_HASHES: dict[tuple[Any, ...], str] = {}
-_HASHES_MAX = 4096
-
-
-class Schedule(ExclusionsMixin, FastLoading, models.Model):
+class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
     """A named, durable schedule of a registered callback.
 
     ``next_run_at`` (aware UTC, whole seconds) is the single source of what is due; the
@@ -404,83 +395,3 @@ class Schedule(ExclusionsMixin, FastLoading, models.Model):
                 least = "at least 0" if low < 0 else f"more than {low:g}"
                 errors[field] = [f"Must be {least} and at most {high:g} seconds."]
         return errors
-
-    # -- definition ---------------------------------------------------------------------
-
-    @property
-    def anchor(self) -> datetime:
-        """Origin of the interval grid: ``start_at``, else creation time (for a row not yet
-        saved, the host clock's now: a preview; ``save()`` sets ``created_at``)."""
-        return self.start_at or timing.truncate_to_second(self.created_at or dj_timezone.now())
-
-    def spec(self, *, exclusions: bool = True) -> timing.Spec:
-        """The pure timing definition of this schedule (see :mod:`.timing`), with its
-        exclusion calendars unless ``exclusions`` is False (descriptions need none)."""
-        return timing.Spec(
-            kind=self.kind,
-            interval_seconds=self.interval_seconds,
-            cron=self.cron or None,
-            timezone=self.timezone or "UTC",
-            run_at=self.run_at,
-            rrule=self.rrule or None,
-            anchor=self.anchor if self.kind in (Kind.INTERVAL, Kind.RRULE) else None,
-            start_at=self.start_at,
-            end_at=self.end_at,
-            exclusions=(self.exclusions() or None) if exclusions else None,
-        )
-
-    def compute_definition_hash(self) -> str:
-        """Fingerprint of the definition fields; lets the worker notice edits made behind
-        ``save()`` (``QuerySet.update()``, raw SQL) and re-plan instead of firing. A blank
-        ``rrule`` is left out, so rows stored before the field existed keep their hash."""
-        values = tuple([getattr(self, f) for f in DEFINITION_FIELDS])
-        # Keyed by the values and their types (1 and True, 60 and 60.0 have other texts);
-        # not remembered for an instant outside UTC (the two instants of a repeated wall
-        # time compare equal in their zone but have other UTC texts).
-        key: tuple[Any, ...] | None = (values, tuple(map(type, values)))
-        if any(isinstance(v, datetime) and v.tzinfo is not UTC for v in values):
-            key = None
-        if key is not None:
-            try:
-                return _HASHES[key]
-            except (KeyError, TypeError):  # TypeError: a value written behind save()
-                pass
-        parts = []
-        for f, value in zip(DEFINITION_FIELDS, values, strict=True):
-            if f == "rrule" and not value:
-                continue
-            if isinstance(value, datetime):
-                value = timing.truncate_to_second(value).isoformat()
-            parts.append(f"{f}={value!s}")
-        digest = hashlib.sha1("|".join(parts).encode()).hexdigest()
-        if len(_HASHES) >= _HASHES_MAX:
-            _HASHES.clear()
-        if key is not None:
-            try:
-                _HASHES[key] = digest
-            except TypeError:
-                pass
-        return digest
-
-    def plan(self, now: datetime, *, first: bool = False) -> datetime | None:
-        """When this schedule next comes due at ``now`` (aware UTC, whole seconds, read from
-        the database clock by the caller), jitter added, or ``None`` if never: the slot
-        :func:`.timing.planned_slot` gives (``first`` for a new schedule, else strictly
-        after ``now``). Used by ``save()``, ``bulk_create()``, enable and the re-plan of an
-        edit made behind ``save()``; pure (no database, no clock)."""
-        return self.due_at(timing.planned_slot(self.spec(), now, first=first))
-
-    def due_at(self, slot: datetime | None) -> datetime | None:
-        """When ``slot`` becomes due: the slot plus this schedule's deterministic jitter
-        (SHA-256 of ``"<id>:<slot epoch seconds>"``, so every worker agrees)."""
-        if slot is None or not self.jitter_seconds:
-            return slot
-        key = f"{self.id}:{int(slot.timestamp())}"
-        return slot + timedelta(seconds=timing.jitter_offset(key, self.jitter_seconds))
-
-    def upcoming(self, count: int = 5, after: datetime | None = None) -> list[datetime]:
-        """The next ``count`` fire times (aware UTC datetimes) strictly after ``after``
-        (default: now), by the same computation the worker uses. Works unsaved."""
-        self._normalize()
-        after = timing.require_aware(after, "after") if after else dj_timezone.now()
-        return timing.upcoming(self.spec(), after, count)

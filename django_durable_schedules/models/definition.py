@@ -1,0 +1,123 @@
+"""What a schedule's definition means in time: the grid's anchor, the pure timing spec,
+the slot it plans next (with its jitter), its upcoming fire times and the fingerprint that
+lets the worker notice an edit made behind ``save()``. Mixed into ``Schedule``; no method
+here touches the database except through :meth:`ExclusionsMixin.exclusions`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.utils import timezone as dj_timezone
+
+from .. import timing
+from .choices import DEFINITION_FIELDS, Kind
+
+#: Definition fingerprints by the values they were computed from (the worker computes one
+#: per claim, and most rows of a batch share a definition); bounded, emptied when full.
+#: Equal values of the same types give the same text, so the same fingerprint (aware
+#: datetimes equal in any zone are the same UTC instant in the text; naive and aware
+#: datetimes never compare equal).
+_HASHES: dict[tuple[Any, ...], str] = {}
+_HASHES_MAX = 4096
+
+
+class DefinitionMixin:
+    """The definition's timing methods of ``Schedule`` (its fields are the model's)."""
+
+    if TYPE_CHECKING:
+        id: Any
+        kind: str
+        interval_seconds: int | None
+        cron: str
+        rrule: str
+        timezone: str
+        run_at: datetime | None
+        start_at: datetime | None
+        end_at: datetime | None
+        jitter_seconds: int | None
+        created_at: datetime | None
+
+        def exclusions(self) -> timing.Exclusions: ...
+
+        def _normalize(self) -> None: ...
+
+    @property
+    def anchor(self) -> datetime:
+        """Origin of the interval grid: ``start_at``, else creation time (for a row not yet
+        saved, the host clock's now: a preview; ``save()`` sets ``created_at``)."""
+        return self.start_at or timing.truncate_to_second(self.created_at or dj_timezone.now())
+
+    def spec(self, *, exclusions: bool = True) -> timing.Spec:
+        """The pure timing definition of this schedule (see :mod:`.timing`), with its
+        exclusion calendars unless ``exclusions`` is False (descriptions need none)."""
+        return timing.Spec(
+            kind=self.kind,
+            interval_seconds=self.interval_seconds,
+            cron=self.cron or None,
+            timezone=self.timezone or "UTC",
+            run_at=self.run_at,
+            rrule=self.rrule or None,
+            anchor=self.anchor if self.kind in (Kind.INTERVAL, Kind.RRULE) else None,
+            start_at=self.start_at,
+            end_at=self.end_at,
+            exclusions=(self.exclusions() or None) if exclusions else None,
+        )
+
+    def compute_definition_hash(self) -> str:
+        """Fingerprint of the definition fields; lets the worker notice edits made behind
+        ``save()`` (``QuerySet.update()``, raw SQL) and re-plan instead of firing. A blank
+        ``rrule`` is left out, so rows stored before the field existed keep their hash."""
+        values = tuple([getattr(self, f) for f in DEFINITION_FIELDS])
+        # Keyed by the values and their types (1 and True, 60 and 60.0 have other texts);
+        # not remembered for an instant outside UTC (the two instants of a repeated wall
+        # time compare equal in their zone but have other UTC texts).
+        key: tuple[Any, ...] | None = (values, tuple(map(type, values)))
+        if any(isinstance(v, datetime) and v.tzinfo is not UTC for v in values):
+            key = None
+        if key is not None:
+            try:
+                return _HASHES[key]
+            except (KeyError, TypeError):  # TypeError: a value written behind save()
+                pass
+        parts = []
+        for f, value in zip(DEFINITION_FIELDS, values, strict=True):
+            if f == "rrule" and not value:
+                continue
+            if isinstance(value, datetime):
+                value = timing.truncate_to_second(value).isoformat()
+            parts.append(f"{f}={value!s}")
+        digest = hashlib.sha1("|".join(parts).encode()).hexdigest()
+        if len(_HASHES) >= _HASHES_MAX:
+            _HASHES.clear()
+        if key is not None:
+            try:
+                _HASHES[key] = digest
+            except TypeError:
+                pass
+        return digest
+
+    def plan(self, now: datetime, *, first: bool = False) -> datetime | None:
+        """When this schedule next comes due at ``now`` (aware UTC, whole seconds, read from
+        the database clock by the caller), jitter added, or ``None`` if never: the slot
+        :func:`.timing.planned_slot` gives (``first`` for a new schedule, else strictly
+        after ``now``). Used by ``save()``, ``bulk_create()``, enable and the re-plan of an
+        edit made behind ``save()``; pure (no database, no clock)."""
+        return self.due_at(timing.planned_slot(self.spec(), now, first=first))
+
+    def due_at(self, slot: datetime | None) -> datetime | None:
+        """When ``slot`` becomes due: the slot plus this schedule's deterministic jitter
+        (SHA-256 of ``"<id>:<slot epoch seconds>"``, so every worker agrees)."""
+        if slot is None or not self.jitter_seconds:
+            return slot
+        key = f"{self.id}:{int(slot.timestamp())}"
+        return slot + timedelta(seconds=timing.jitter_offset(key, self.jitter_seconds))
+
+    def upcoming(self, count: int = 5, after: datetime | None = None) -> list[datetime]:
+        """The next ``count`` fire times (aware UTC datetimes) strictly after ``after``
+        (default: now), by the same computation the worker uses. Works unsaved."""
+        self._normalize()
+        after = timing.require_aware(after, "after") if after else dj_timezone.now()
+        return timing.upcoming(self.spec(), after, count)
