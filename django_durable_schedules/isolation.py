@@ -38,7 +38,7 @@ from .exceptions import NotRegistered
 from .isolation_child import REAP_SECONDS, _Child, describe_exit
 from .registry import KIND_CALLABLE, registry
 
-if TYPE_CHECKING:  # not at import: a child imports this module before django.setup()
+if TYPE_CHECKING:  # not at import: .state needs the app registry, which a module may not
     from .state import Claim, Outcome
 
 logger = logging.getLogger(__name__)

@@ -7,9 +7,9 @@ due at once PostgreSQL read and sorted every due row (100,000 due: a sequential 
 740 ms sort per claim; ``bench/claim_plan.py``). A partial index on ``next_run_at`` holding
 only claimable rows is read in order and the scan stops after the batch.
 
-Partial indexes exist on PostgreSQL and SQLite. MySQL/MariaDB have none (Django skips
-``Index(condition=...)`` there and warns, models.W037), so they get a plain
-``next_run_at`` index, which their optimizer uses for ``ORDER BY ... LIMIT``.
+Partial indexes exist on PostgreSQL and SQLite. MySQL/MariaDB have none (Django builds
+``Index(condition=...)`` there without its condition and warns, models.W037), so they get
+a plain ``next_run_at`` index, which their optimizer uses for ``ORDER BY ... LIMIT``.
 
 Kept out of the model's ``Meta.indexes`` so that MySQL projects get no W037 warning; the
 cost is that Django's migration state does not know the index. A later migration that

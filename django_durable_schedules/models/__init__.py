@@ -8,6 +8,7 @@ triggers installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.gua
 * :mod:`.choices`: the enumerations and the field groups of a definition;
 * :mod:`.queries`: ``ScheduleQuerySet``, the named predicates;
 * :mod:`.schedule`: ``Schedule``;
+* :mod:`.definition`: what a schedule's definition means in time (mixed into ``Schedule``);
 * :mod:`.runs`: ``RunAttempt`` and ``RunReceipt``;
 * :mod:`.events`: ``ScheduleEvent`` and ``WorkerHeartbeat``;
 * :mod:`.backfills`: ``Backfill``;
