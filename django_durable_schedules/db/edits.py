@@ -21,7 +21,7 @@ PostgreSQL and MariaDB/MySQL: one ``BEFORE UPDATE`` trigger (on PostgreSQL with 
 clause, so the claim and completion writes of the worker never enter PL/pgSQL); SQLite
 cannot change ``NEW`` in a trigger, so three ``AFTER UPDATE OF ...`` triggers re-write the
 row. SQLite drops a table's triggers when a migration rebuilds it: such a migration must
-call :func:`install` again (as 0003 does for the append-only guards).
+call :func:`install` again (:func:`.rebuilds.reinstall` does, with the guards).
 
 The triggers name the definition columns the table has when they are installed (the
 ``rrule`` column arrives with migration 0008; earlier migrations install them without it).

@@ -15,17 +15,8 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-
-def install(apps, schema_editor):
-    from django_durable_schedules.db import edits, guards
-
-    guards.install(schema_editor.connection)
-    edits.install(schema_editor.connection)
-    if schema_editor.connection.vendor == "sqlite":  # the only backend that rebuilt the table
-        schema_editor.execute(
-            'CREATE INDEX IF NOT EXISTS "dds_sched_claim_idx" ON "durable_schedules_schedule" '
-            "(\"next_run_at\") WHERE lease_token IS NULL AND status IN ('active', 'paused')"
-        )
+# A table rebuild on SQLite drops the triggers and the claim index: installed again.
+from django_durable_schedules.db.rebuilds import reinstall as install
 
 
 class Migration(migrations.Migration):

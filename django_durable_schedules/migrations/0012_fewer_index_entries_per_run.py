@@ -32,23 +32,17 @@ from django.db.models import Q
 
 import django.db.models.deletion
 
+# A table rebuild on SQLite drops the triggers and the claim index: installed again.
+from django_durable_schedules.db.rebuilds import reinstall as install
+
+
 LEASE_INDEX = models.Index(
     fields=["lease_expires_at"],
     condition=Q(lease_expires_at__isnull=False),
     name="dds_sched_lease_idx",
 )
-
-
-def install(apps, schema_editor):
-    from django_durable_schedules.db import edits, guards
-
-    guards.install(schema_editor.connection)
-    edits.install(schema_editor.connection)
-    if schema_editor.connection.vendor == "sqlite":  # the only backend that rebuilt the table
-        schema_editor.execute(
-            'CREATE INDEX IF NOT EXISTS "dds_sched_claim_idx" ON "durable_schedules_schedule" '
-            "(\"next_run_at\") WHERE lease_token IS NULL AND status IN ('active', 'paused')"
-        )
+#: ... and the index it replaces (0001's).
+PLAIN_LEASE_INDEX = models.Index(fields=["lease_expires_at"], name="dds_sched_lease_idx")
 
 
 def _lease_index(apps, schema_editor, old, new):
@@ -60,13 +54,11 @@ def _lease_index(apps, schema_editor, old, new):
 
 
 def partial_lease_index(apps, schema_editor):
-    plain = models.Index(fields=["lease_expires_at"], name="dds_sched_lease_idx")
-    _lease_index(apps, schema_editor, plain, LEASE_INDEX)
+    _lease_index(apps, schema_editor, PLAIN_LEASE_INDEX, LEASE_INDEX)
 
 
 def plain_lease_index(apps, schema_editor):
-    plain = models.Index(fields=["lease_expires_at"], name="dds_sched_lease_idx")
-    _lease_index(apps, schema_editor, LEASE_INDEX, plain)
+    _lease_index(apps, schema_editor, LEASE_INDEX, PLAIN_LEASE_INDEX)
 
 
 class Migration(migrations.Migration):

@@ -1,0 +1,28 @@
+"""What a table rebuild drops, installed again: SQLite applies ``AlterField``, ``AddField``
+of a NOT NULL column and friends by copying the table, which drops its triggers (the
+append-only guards of :mod:`.guards`, the edit triggers of :mod:`.edits`) and the claim
+index of migration 0004 (kept out of the migration state, so Django does not re-create it).
+Migrations that may rebuild the schedule or run tables call :func:`reinstall` last (and
+first when unapplied). Idempotent on every backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Migration 0004's claim index, as SQLite (the only backend that rebuilds) creates it.
+CLAIM_INDEX_SQL = (
+    'CREATE INDEX IF NOT EXISTS "dds_sched_claim_idx" ON "durable_schedules_schedule" '
+    "(\"next_run_at\") WHERE lease_token IS NULL AND status IN ('active', 'paused')"
+)
+
+
+def reinstall(apps: Any, schema_editor: Any) -> None:
+    """A ``RunPython`` operation: install the guards and edit triggers again, and on SQLite
+    the claim index (``apps`` is unused: the triggers are raw SQL)."""
+    from . import edits, guards
+
+    guards.install(schema_editor.connection)
+    edits.install(schema_editor.connection)
+    if schema_editor.connection.vendor == "sqlite":
+        schema_editor.execute(CLAIM_INDEX_SQL)
