@@ -23,6 +23,30 @@ def _migrate(targets):
     return executor
 
 
+def _cron_schedule_at(node, name, **fields):
+    """Migrate to ``node`` (its guards installed) and write, with that state's models, a
+    cron schedule due in 2030 (the caller migrates back to the leaves)."""
+    executor = _migrate([node])
+    assert guards.installed(connection)
+    old = executor.loader.project_state(node).apps
+    return old.get_model(APP, "Schedule").objects.create(
+        name=name,
+        callback="tests.noop",
+        kind="cron",
+        cron="0 7 * * *",
+        timezone="Europe/Paris",
+        created_at=T0,
+        next_run_at=T0.replace(year=2030),
+        **fields,
+    )
+
+
+def _edit_trigger_works(model, pk) -> bool:
+    """A definition changed behind ``save()`` makes the 2030 row due now (the edit trigger)."""
+    model.objects.filter(pk=pk).update(cron="0 8 * * *")
+    return model.objects.get(pk=pk).next_run_at.year < 2030
+
+
 def _update_refused(receipt) -> bool:
     try:
         with transaction.atomic():

@@ -12,7 +12,7 @@ from django_durable_schedules.db import guards
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
 
 from .factories import T0
-from .test_migration_enqueued import _migrate
+from .test_migration_enqueued import _cron_schedule_at, _edit_trigger_works, _migrate
 
 APP = "durable_schedules"
 
@@ -95,19 +95,7 @@ def test_0012_both_ways_keeps_rows_guards_triggers_and_the_claim_index():
     user = get_user_model().objects.create(username="owner-0012")
     try:
         node = (APP, "0011_schedule_kind_index")
-        executor = _migrate([node])
-        assert guards.installed(connection)
-        old = executor.loader.project_state(node).apps
-        before = old.get_model(APP, "Schedule").objects.create(
-            name="before-0012",
-            callback="tests.noop",
-            kind="cron",
-            cron="0 7 * * *",
-            timezone="Europe/Paris",
-            created_at=T0,
-            next_run_at=T0.replace(year=2030),
-            owner_id=user.pk,
-        )
+        before = _cron_schedule_at(node, "before-0012", owner_id=user.pk)
         assert "dds_sched_lease_idx" in _indexes(Schedule)
     finally:
         _migrate(leaves)
@@ -117,9 +105,7 @@ def test_0012_both_ways_keeps_rows_guards_triggers_and_the_claim_index():
     indexes = _indexes(Schedule)
     assert {"dds_sched_claim_idx", "dds_sched_lease_idx", "dds_sched_owner_idx"} <= set(indexes)
     # The edit trigger is back: a definition changed behind save() becomes due now.
-    Schedule.objects.filter(pk=row.pk).update(cron="0 8 * * *")
-    row.refresh_from_db()
-    assert row.next_run_at.year < 2030
+    assert _edit_trigger_works(Schedule, row.pk)
     # Deleting the owner still sets the foreign key to NULL (SET_NULL, through its index).
     user.delete()
     row.refresh_from_db()
