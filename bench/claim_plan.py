@@ -307,6 +307,13 @@ def nodes(plan: dict[str, Any], subplan: bool = False) -> list[dict[str, Any]]:
 def explain(conn: Any, sql: str) -> dict[str, Any]:
     with conn.transaction(force_rollback=True):
         (doc,) = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}").fetchone()
+    return summarize(doc)
+
+
+def summarize(doc: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the bench reports of one ``EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`` document:
+    the nodes, rows read, rows sorted, buffers, time, and whether the schedule table is read
+    by an index (``index_scan``; scans inside a subplan are listed apart)."""
     root = doc[0]["Plan"]
     flat = nodes(root)
     scans = [n for n in flat if "Scan" in n["Node Type"]]

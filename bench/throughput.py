@@ -204,6 +204,18 @@ def diagnostics(conn: psycopg.Connection, sample: int = 3) -> dict[str, Any]:
     return {"receipt_statuses": statuses, "duplicated_schedules": history}
 
 
+def backend_cpu_since(
+    before: dict[int, float], after: list[int], cpu: Any = None
+) -> tuple[float, int]:
+    """CPU seconds the backends ``after`` (pids alive at the round's end) used since
+    ``before`` (pid -> CPU seconds at its start): all of it for a backend opened during the
+    round. Also how many of ``before`` ended meanwhile (their CPU is lost: a lower bound
+    then). ``cpu``: pids -> CPU seconds (default :func:`cpu_seconds`)."""
+    cpu = cpu or cpu_seconds
+    used = sum(cpu([pid]) - before.get(pid, 0.0) for pid in after)
+    return used, len(set(before) - set(after))
+
+
 def run_round(
     conn: psycopg.Connection,
     n: int,
@@ -236,11 +248,7 @@ def run_round(
         )
         wall = time.monotonic() - due_at
         backends_after = worker_backends(conn)
-        backend_cpu = sum(
-            cpu_seconds([pid]) - backends_before.get(pid, 0.0) for pid in backends_after
-        )
-        # Backends that ended during the round took their CPU with them (a lower bound then).
-        backends_gone = len(set(backends_before) - set(backends_after))
+        backend_cpu, backends_gone = backend_cpu_since(backends_before, backends_after)
         cpu_after = cpu_seconds([p.pid for p, _ in procs]), backend_cpu
         busy_after, own_after = machine_busy_seconds(), time.process_time()
     finally:

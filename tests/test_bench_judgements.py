@@ -1,0 +1,75 @@
+"""The benches' own judgements (bench/ is not a package: its scripts are imported from
+there): what makes ``claim_plan.py`` call the claim's plan bounded, and how
+``throughput.py`` counts the CPU of the workers' PostgreSQL backends."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+_BENCH = str(Path(__file__).resolve().parent.parent / "bench")
+sys.path.insert(0, _BENCH)
+try:
+    claim_plan = pytest.importorskip("claim_plan")
+    throughput = pytest.importorskip("throughput")
+finally:
+    sys.path.remove(_BENCH)  # bench's module names (common, seed) stay out of the way
+
+
+def _scan(node_type: str, relation: str, **more):
+    return {"Node Type": node_type, "Relation Name": relation, "Actual Rows": 100, **more}
+
+
+def _claim_plan(schedule_scan: dict) -> list[dict]:
+    """The claim's plan as PostgreSQL 15 printed it at 10 M schedules (trimmed): Limit ->
+    LockRows -> the schedule table's scan, whose per-row EXISTS on the calendar links is a
+    SubPlan (a Seq Scan while the link table is empty)."""
+    link = _scan(
+        "Seq Scan",
+        "durable_schedules_schedule_exclusion_calendars",
+        **{"Parent Relationship": "SubPlan", "Actual Rows": 0},
+    )
+    return [
+        {
+            "Execution Time": 0.35,
+            "Plan": {
+                "Node Type": "Limit",
+                "Shared Hit Blocks": 203,
+                "Plans": [
+                    {
+                        "Node Type": "LockRows",
+                        "Parent Relationship": "Outer",
+                        "Plans": [{**schedule_scan, "Plans": [link]}],
+                    }
+                ],
+            },
+        }
+    ]
+
+
+def test_a_seq_scan_in_the_calendar_subplan_leaves_the_claim_bounded():
+    index = _scan(
+        "Index Scan",
+        "durable_schedules_schedule",
+        **{"Index Name": "dds_sched_claim_idx", "Parent Relationship": "Outer"},
+    )
+    found = claim_plan.summarize(_claim_plan(index))
+    assert found["index_scan"] is True
+    assert found["subplan_scans"] == [
+        "Seq Scan on durable_schedules_schedule_exclusion_calendars: 0 rows x 1 loops"
+    ]
+    assert found["rows_read_by_scans"] == 100 and found["shared_buffers"] == 203
+
+
+def test_a_seq_scan_of_the_schedule_table_is_still_unbounded():
+    seq = _scan("Seq Scan", "durable_schedules_schedule", **{"Parent Relationship": "Outer"})
+    assert claim_plan.summarize(_claim_plan(seq))["index_scan"] is False
+
+
+def test_backends_opened_during_the_round_count_whole_and_ended_ones_are_counted():
+    cpu_now = {10: 5.0, 12: 0.3}  # 10 was there at the start (at 4.0); 12 opened later
+    used, gone = throughput.backend_cpu_since(
+        {10: 4.0, 11: 2.0}, [10, 12], cpu=lambda pids: sum(cpu_now[p] for p in pids)
+    )
+    assert used == pytest.approx(1.3)
+    assert gone == 1  # 11 ended: its CPU of the round is unknown
