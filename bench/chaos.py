@@ -94,6 +94,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+import chaos_surfaces
+
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_chaos"
@@ -200,9 +202,12 @@ def setup_django(url: str, log_path: Path, lease: int) -> dict[str, str]:
     return env
 
 
-def create_schedules(count: int, rng: random.Random, poison_schedules: int = 0) -> None:
+def create_schedules(
+    count: int, rng: random.Random, poison_schedules: int = 0, *, surfaces: bool = True
+) -> None:
     """``count`` plain ``chaos.work`` schedules; with ``poison_schedules``, also the poison
-    victims (:data:`POISON_ROWS`) and that many ``chaos.poison`` schedules."""
+    victims (:data:`POISON_ROWS`) and that many ``chaos.poison`` schedules; with
+    ``surfaces``, the calendars and backfills of :mod:`chaos_surfaces`."""
     from django_durable_schedules import state
 
     common = {
@@ -225,6 +230,8 @@ def create_schedules(count: int, rng: random.Random, poison_schedules: int = 0) 
                 overlap_policy="buffer_one" if i % 3 == 1 else "skip",
                 **common,
             )
+    if surfaces:
+        chaos_surfaces.create_surfaces(common, rng, poison=bool(poison_schedules))
     if not poison_schedules:
         return
     for i, (kind, *_rest) in enumerate(POISON_ROWS):
@@ -260,8 +267,9 @@ POISON_ROWS: tuple[tuple[str, str, Any, str, bool, str], ...] = (
 )
 
 
-def write_poison(index: int) -> dict[str, Any] | None:
-    """Write poison row ``index`` (:data:`POISON_ROWS`) and make the victim due now.
+def write_poison(index: int, vendor: str = "", surfaces: bool = False) -> dict[str, Any] | None:
+    """Write poison row ``index`` (:data:`POISON_ROWS`, then with ``surfaces`` the surface
+    poisons of :func:`chaos_surfaces.poisons_for` ``vendor``) and make the victim due now.
     Returns what happened, or None when the database could not be reached (try again)."""
     from django.db import (
         DatabaseError,
@@ -275,6 +283,21 @@ def write_poison(index: int) -> dict[str, Any] | None:
     from django_durable_schedules import state
     from django_durable_schedules.models import Schedule
 
+    if index >= len(POISON_ROWS):
+        name = chaos_surfaces.poisons_for(vendor)[index - len(POISON_ROWS)]
+        try:
+            entry = chaos_surfaces.write_surface_poison(name, vendor)
+        except (OperationalError, InterfaceError) as exc:
+            if connection.vendor != "mysql" or getattr(exc, "args", (0,))[0] in (2002, 2006, 2013):
+                connections.close_all()
+                return None
+            entry = {"surface": name, "victim": name, "result": f"refused: {exc}"[:200]}
+        except (DatabaseError, ValueError, TypeError, OverflowError, UnicodeError) as exc:
+            entry = {"surface": name, "victim": name, "result": f"refused: {exc}"[:200]}
+        finally:
+            connections.close_all()
+        say(f"poison {entry['victim']}: {name}: {entry['result']}")
+        return entry
     _kind, field, value, via, rehash, expect = POISON_ROWS[index]
     entry: dict[str, Any] = {
         "victim": f"chaos-victim-{index:02}",
@@ -484,6 +507,8 @@ def soak(
     next_stall = t0 + args.stall_every if args.stall_every > 0 else float("inf")
     restart_at = t0 + args.duration / 2
     n = len(POISON_ROWS) if args.poison else 0
+    if args.poison and args.surfaces:
+        n += len(chaos_surfaces.poisons_for(vendor))
     # Poison rows one after another between 20 % and 60 % of the soak (healthy schedules
     # then have 40 % of it to show they kept running).
     poison_at = [t0 + args.duration * (0.2 + 0.4 * i / max(1, n - 1)) for i in range(n)]
@@ -492,7 +517,7 @@ def soak(
         fleet.reap()
         fleet.resume()
         if poison_at and now >= poison_at[0]:
-            entry = write_poison(len(poisoned))
+            entry = write_poison(len(poisoned), vendor, args.surfaces)
             tries += 1
             if entry is None and tries >= 30:
                 entry = {"victim": f"chaos-victim-{len(poisoned):02}", "result": "unreachable"}
@@ -554,12 +579,15 @@ def read_log(path: Path) -> tuple[Counter[tuple[str, int]], dict[tuple[str, int]
 
 def audit(log_path: Path) -> dict[str, Any]:
     from django_durable_schedules.conf import app_settings
-    from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
+    from django_durable_schedules.models import Backfill, RunAttempt, RunReceipt, Schedule
 
     schedules = {s.id: s for s in Schedule.objects.all()}
     attempts = list(
-        RunAttempt.objects.values("id", "schedule_id", "occurrence", "attempt", "idempotency_key")
+        RunAttempt.objects.values(
+            "id", "schedule_id", "occurrence", "attempt", "idempotency_key", "origin"
+        )
     )
+    backfill_of = {b.schedule_id: b for b in Backfill.objects.all()}
     receipts = list(
         RunReceipt.objects.values(
             "attempt_id", "schedule_id", "occurrence", "status", "slots_skipped"
@@ -598,7 +626,7 @@ def audit(log_path: Path) -> dict[str, Any]:
         if n > 1:
             violation("duplicate_successes", f"{key[0]}:{key[1]} x{n}")
 
-    pending = given_up = 0
+    pending = given_up = backfill_ended = 0
     for sid, row in schedules.items():
         if row.lease_token is not None:
             violation("leases_left", row.name)
@@ -625,6 +653,10 @@ def audit(log_path: Path) -> dict[str, Any]:
                 pending += 1
             elif status in ("failed", "lease_expired") and last["attempt"] >= max_attempts:
                 given_up += 1
+            elif last["origin"] == "backfill" and _backfill_settled(
+                backfill_of.get(sid), o, status
+            ):
+                backfill_ended += 1
             else:
                 violation(
                     "lost_occurrences",
@@ -672,6 +704,7 @@ def audit(log_path: Path) -> dict[str, Any]:
             "receipts_by_status": dict(sorted(statuses.items())),
             "occurrences_pending_retry": pending,
             "occurrences_given_up": given_up,
+            "backfill_slots_ended_unsuccessfully": backfill_ended,
             "slots_skipped": sum(r["slots_skipped"] or 0 for r in receipts),
             "missed_count": sum(s.missed_count for s in schedules.values()),
             "executions_started": sum(starts.values()),
@@ -680,6 +713,20 @@ def audit(log_path: Path) -> dict[str, Any]:
             "keys_completed_ok_more_than_once": sum(1 for n in reexecuted.values() if n > 1),
         },
     }
+
+
+def _backfill_settled(backfill: Any, occurrence: int, status: str) -> bool:
+    """Whether a backfill slot (occurrence ``occurrence``) whose last attempt ended
+    ``status`` is settled by the backfill's rules: a failed slot is not retried (the rule:
+    backfill the range again); a slot released or whose lease expired is the backfill's
+    current slot (its next attempt is claimed next) or its backfill was cancelled."""
+    if status == "failed":
+        return True
+    if backfill is None:
+        return False
+    if backfill.status == "active":
+        return backfill.occurrence == occurrence
+    return backfill.status == "cancelled"
 
 
 def _invalid_receipts() -> list[str]:
@@ -725,6 +772,8 @@ def audit_poison(poisoned: list[dict[str, Any]], outdir: Path) -> dict[str, Any]
     rows = {s.name: s for s in Schedule.objects.all()}
     outcomes: Counter[str] = Counter()
     for entry in poisoned:
+        if "surface" in entry:  # judged by chaos_surfaces.audit_surfaces
+            continue
         row = rows[entry["victim"]]
         written = entry.get("result") == "written"
         contained = row.status == "paused" and bool(row.degraded_reason)
@@ -844,6 +893,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=6,
         help="schedules of the chaos.poison callback (with --poison)",
     )
+    p.add_argument(
+        "--surfaces",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="calendars and backfills in the load (and their poisons with --poison; default on)",
+    )
     p.add_argument("--schedules", type=int, default=24)
     p.add_argument("--lease-seconds", type=int, default=4)
     p.add_argument("--seed", type=int, default=1)
@@ -867,7 +922,9 @@ def main(argv: list[str] | None = None) -> int:
     from django.db import connections
 
     call_command("migrate", verbosity=0, interactive=False)
-    create_schedules(args.schedules, rng, args.poison_schedules if args.poison else 0)
+    create_schedules(
+        args.schedules, rng, args.poison_schedules if args.poison else 0, surfaces=args.surfaces
+    )
     connections.close_all()  # the soak itself stays off the database (and the restart)
 
     fleet = Fleet(env, outdir, args.lease_seconds, rng)
@@ -885,6 +942,13 @@ def main(argv: list[str] | None = None) -> int:
         report["violations"].update(extra["violations"])
         report["examples"].update(extra["examples"])
         report["poison"] = extra["poison"]
+    if args.surfaces:
+        extra = chaos_surfaces.audit_surfaces(poisoned)
+        report["violations"].update(
+            {n: extra["violations"].get(n, 0) for n in chaos_surfaces.VIOLATIONS}
+        )
+        report["examples"].update(extra["examples"])
+        report["surfaces"] = extra["totals"]
     report["violations"]["unclean_worker_exits"] = len(unclean)
     report["violations"]["worker_crashes"] = len(fleet.crashes)
     if unclean:
