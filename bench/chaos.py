@@ -631,9 +631,12 @@ def audit(log_path: Path) -> dict[str, Any]:
         if row.lease_token is not None:
             violation("leases_left", row.name)
         have = {o for (s, o) in occurrences if s == sid}
-        for o in sorted(set(range(1, row.occurrence + 1)) - have):
+        fired = row.occurrence
+        if not isinstance(fired, int):  # a poison written behind save() (SQLite: any text)
+            fired = max(have, default=0)
+        for o in sorted(set(range(1, fired + 1)) - have):
             violation("lost_occurrences", f"{row.name} #{o}: no attempt")
-        for o in sorted(have - set(range(1, row.occurrence + 1))):
+        for o in sorted(have - set(range(1, fired + 1))):
             violation("lost_occurrences", f"{row.name} #{o}: beyond schedule.occurrence")
         max_attempts = row.max_attempts or app_settings.MAX_ATTEMPTS
         for o in sorted(have):
@@ -646,7 +649,7 @@ def audit(log_path: Path) -> dict[str, Any]:
                 continue
             status = got[0]["status"]
             if (
-                o == row.occurrence
+                o == fired
                 and row.retry_scheduled_for is not None
                 and row.attempt == last["attempt"]
             ):
