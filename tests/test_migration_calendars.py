@@ -28,3 +28,44 @@ def test_0010_both_ways_keeps_guards_and_edit_triggers():
     assert not row.exclusion_calendars.exists() and not row.exclusions()
     # The edit trigger is back: a definition changed behind save() becomes due now.
     assert _edit_trigger_works(Schedule, row.pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0013_calendar_visibility_both_ways():
+    """``shared`` is added (existing calendars: not shared, staff only) and dropped again;
+    the schedule table's guards and edit triggers are untouched."""
+    from django_durable_schedules.models import ExclusionCalendar
+
+    leaves = MigrationExecutor(connection).loader.graph.leaf_nodes(APP)
+    node = (APP, "0012_fewer_index_entries_per_run")
+    try:
+        executor = _migrate([node])
+        old = executor.loader.project_state(node).apps.get_model(APP, "ExclusionCalendar")
+        assert "shared" not in {f.name for f in old._meta.get_fields()}
+        made = old.objects.create(name="plant")
+    finally:
+        _migrate(leaves)
+    assert ExclusionCalendar.objects.get(pk=made.pk).shared is False
+    ExclusionCalendar.objects.filter(pk=made.pk).update(shared=True)
+    try:
+        executor = _migrate([node])  # backwards: the column goes, the row stays
+        columns = [
+            c.name
+            for c in connection.introspection.get_table_description(
+                connection.cursor(), ExclusionCalendar._meta.db_table
+            )
+        ]
+        assert "shared" not in columns
+        assert (
+            executor.loader.project_state(node)
+            .apps.get_model(APP, "ExclusionCalendar")
+            .objects.filter(name="plant")
+            .exists()
+        )
+    finally:
+        _migrate(leaves)
+    assert ExclusionCalendar.objects.get(pk=made.pk).shared is False
+    assert guards.installed(connection)
+    before = _cron_schedule_at(node, "after-0013")
+    _migrate(leaves)
+    assert _edit_trigger_works(Schedule, Schedule.objects.get(pk=before.pk).pk)

@@ -22,9 +22,9 @@ class ExclusionDateInline(admin.TabularInline):
 
 @admin.register(ExclusionCalendar)
 class ExclusionCalendarAdmin(admin.ModelAdmin):
-    list_display = ("name", "holidays", "own_dates", "used_by", "description")
+    list_display = ("name", "holidays", "own_dates", "used_by", "shared", "description")
     search_fields = ("name", "description")
-    fields = ("name", "description", "holidays_country", "holidays_subdivision")
+    fields = ("name", "description", "holidays_country", "holidays_subdivision", "shared")
     inlines = (ExclusionDateInline,)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ExclusionCalendar]:

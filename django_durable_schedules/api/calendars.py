@@ -1,8 +1,8 @@
 """``calendars/``: exclusion calendars (list, create, retrieve, update, delete) with their
 dates nested. Writes go through :mod:`..state` (:func:`~..state.save_calendar`,
 :func:`~..state.delete_calendar`), which re-plans the schedules that name the calendar in
-the same transaction. Full-access (staff) users only: calendars are shared by schedules of
-every owner.
+the same transaction. Full-access (staff) users see and edit every calendar; owner-scoped
+users read only the shared ones, each with only their own schedules (:mod:`.visibility`).
 """
 
 from __future__ import annotations
@@ -10,14 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import Prefetch
 from rest_framework import serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from .. import state
-from ..models import ExclusionCalendar, ExclusionDate
+from ..models import ExclusionCalendar, ExclusionDate, Schedule
 from .fields import model_errors_as_400
+from .permissions import scope
 from .views import APIViewMixin
+from .visibility import visible_calendars
 
 
 class ExclusionDateSerializer(serializers.ModelSerializer):
@@ -49,6 +52,7 @@ class ExclusionCalendarSerializer(serializers.ModelSerializer):
             "description",
             "holidays_country",
             "holidays_subdivision",
+            "shared",
             "dates",
             "schedules",
             "created_at",
@@ -126,7 +130,14 @@ class ExclusionCalendarViewSet(APIViewMixin, viewsets.ModelViewSet):
     serializer_class = ExclusionCalendarSerializer
     pagination_class = None
     queryset = ExclusionCalendar.objects.prefetch_related("dates", "schedules")
-    owner_scoped_access = False  # shared by every owner's schedules: staff only
+    # Owner-scoped users: read-only, the shared calendars, their own schedules only.
+    owner_scoped_read_only = True
+
+    def get_queryset(self) -> Any:
+        schedules = scope(Schedule.objects.only("id", "name", "owner"), self.request)
+        return visible_calendars(self.request).prefetch_related(
+            "dates", Prefetch("schedules", queryset=schedules)
+        )
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Delete the calendar and its dates; its schedules are re-planned without it."""

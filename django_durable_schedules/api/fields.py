@@ -135,10 +135,16 @@ class CalendarNamesField(serializers.ManyRelatedField):
     per row), else from the relation."""
 
     def get_attribute(self, instance: Any) -> Any:
+        """The names (or calendars) to show: for an owner-scoped user (the serializer's
+        context holds ``visible_calendars``), only the calendars they may see."""
         from ..db.names import calendar_names
 
         names = calendar_names(instance)
-        return names if names is not None else super().get_attribute(instance)
+        found = names if names is not None else super().get_attribute(instance)
+        visible = self.context.get("visible_calendars")
+        if visible is None or found is None:
+            return found
+        return [v for v in found if (v if isinstance(v, str) else v.name) in visible]
 
     def to_representation(self, iterable: Any) -> list[Any]:
         return [

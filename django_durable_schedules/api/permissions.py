@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import QuerySet
 from django.utils.module_loading import import_string
-from rest_framework.permissions import BasePermission
+from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
 from .. import conf
@@ -65,11 +65,15 @@ class ScheduleAPIPermission(BasePermission):
     """Staff-only by default (``API_PERMISSION_CLASSES``); with ``API_OWNER_SCOPED`` also
     authenticated non-staff users, limited to their own rows by the views' querysets.
 
-    A view with ``owner_scoped_access = False`` (health) is never open to scoped users.
+    A view with ``owner_scoped_access = False`` (health) is never open to scoped users; one
+    with ``owner_scoped_read_only = True`` (calendars) only to their reads (GET, HEAD,
+    OPTIONS).
     """
 
     def has_permission(self, request: Request, view: Any) -> bool:
         if owner_scoped(request):
+            if getattr(view, "owner_scoped_read_only", False):
+                return request.method in SAFE_METHODS
             return getattr(view, "owner_scoped_access", True)
         return all(p.has_permission(request, view) for p in configured_permissions())
 

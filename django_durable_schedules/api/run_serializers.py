@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from ..models import ReceiptStatus, RunAttempt, RunReceipt, ScheduleEvent
 from .fields import AwareDateTimeField, BaseModelSerializer
+from .visibility import redact_changes
 
 
 class AttemptSerializer(BaseModelSerializer):
@@ -102,6 +105,15 @@ class EventSerializer(BaseModelSerializer):
             "changes",
         ]
         read_only_fields = fields
+
+    def to_representation(self, instance: Any) -> Any:
+        """As DRF's; for an owner-scoped user (``visible_calendars`` in the context) the
+        calendars they cannot see are not named (:func:`.visibility.redact_changes`)."""
+        data = super().to_representation(instance)
+        visible = self.context.get("visible_calendars")
+        if visible is not None:
+            data["changes"] = redact_changes(instance.action, data["changes"], visible)
+        return data
 
 
 __all__ = ["AttemptSerializer", "EventSerializer", "ReceiptSerializer"]

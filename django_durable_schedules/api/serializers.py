@@ -56,6 +56,17 @@ from .upcoming_serializers import FireTimeSerializer as FireTimeSerializer
 from .upcoming_serializers import UpcomingQuerySerializer, UpcomingSerializer
 
 
+def _calendar_names_field(calendars: Any) -> CalendarNamesField:
+    """A schedule's ``exclusion_calendars``: names of the calendars ``calendars`` holds."""
+    return CalendarNamesField(
+        child_relation=serializers.SlugRelatedField(slug_field="name", queryset=calendars),
+        required=False,
+        help_text="Names of the exclusion calendars whose dates (local dates in timezone) it "
+        "must not fire on (calendars/); not for a once schedule. An owner-scoped user names "
+        "and sees only the shared calendars.",
+    )
+
+
 class ScheduleSerializer(BaseModelSerializer):
     """A schedule: its definition (writable) and its run state (read-only).
 
@@ -107,14 +118,7 @@ class ScheduleSerializer(BaseModelSerializer):
     )
     # Read from the state machine's table (state.allowed_actions, as the admin's buttons
     # are), from the row's own status and lease: no query, and no status rule typed here.
-    exclusion_calendars = CalendarNamesField(
-        child_relation=serializers.SlugRelatedField(
-            slug_field="name", queryset=ExclusionCalendar.objects.all()
-        ),
-        required=False,
-        help_text="Names of the exclusion calendars whose dates (local dates in timezone) it "
-        "must not fire on (calendars/); not for a once schedule.",
-    )
+    exclusion_calendars = _calendar_names_field(ExclusionCalendar.objects.all())
     allowed_actions = serializers.SerializerMethodField(
         help_text="The actions the schedule's status and lease allow now, by name: cancel, "
         "disable, enable, trigger (POST schedules/{id}/{action}/) and delete (DELETE). Any "
@@ -212,6 +216,10 @@ class ScheduleSerializer(BaseModelSerializer):
         )
         if scoped:
             fields["owner"] = serializers.PrimaryKeyRelatedField(read_only=True)
+            # Only the shared calendars may be named: any other name is "does not exist".
+            fields["exclusion_calendars"] = _calendar_names_field(
+                ExclusionCalendar.objects.shared()
+            )
         return fields
 
     @extend_schema_field(serializers.CharField(allow_null=True))
@@ -264,12 +272,24 @@ class ScheduleSerializer(BaseModelSerializer):
                     {"run_in_seconds": ["Give run_at or run_in_seconds, not both."]}
                 )
             attrs["run_at"] = timing.truncate_to_second(db_now()) + timedelta(seconds=delay)
+        self._keep_hidden_calendars(attrs)
         candidate = self._candidate(attrs)
         with model_errors_as_400():
             state.validate_schedule(candidate)
         if self.context.get("owner_scoped"):
             self._owner_limits(candidate)
         return attrs
+
+    def _keep_hidden_calendars(self, attrs: dict[str, Any]) -> None:
+        """An owner-scoped user writing ``exclusion_calendars`` keeps the calendars of the
+        schedule they cannot see (linked by a full-access user): they cannot remove what
+        they are not shown."""
+        visible = self.context.get("visible_calendars")
+        given = attrs.get("exclusion_calendars")
+        if visible is None or given is None or self.instance is None:
+            return
+        hidden = [c for c in self.instance.exclusion_calendars.all() if c.name not in visible]
+        attrs["exclusion_calendars"] = [*given, *hidden]
 
     def _owner_limits(self, candidate: Schedule) -> None:
         """An owner-scoped user may schedule only a callback registered with

@@ -52,7 +52,11 @@ class ExcludedSlotSerializer(FireTimeSerializer):
     """A slot an exclusion calendar leaves out: the instant, the calendar, the local date
     and the reason (the date's own, or the holiday's name)."""
 
-    calendar = serializers.CharField()
+    calendar = serializers.CharField(
+        allow_null=True,
+        help_text="The calendar's name; null (and no reason) for a calendar the user cannot "
+        "see (owner-scoped users see only shared calendars).",
+    )
     date = serializers.DateField(help_text="The local date, in the schedule's zone.")
     reason = serializers.CharField(allow_blank=True)
 
@@ -78,9 +82,11 @@ class UpcomingSerializer(serializers.Serializer):
         schedule: Schedule,
         times: list[datetime],
         excluded: list[timing.SlotView] | None = None,
+        visible: frozenset[str] | None = None,
     ) -> dict[str, Any]:
         """The response body for ``schedule`` and its fire ``times`` (aware UTC), with
-        ``excluded`` (slots and why) when given."""
+        ``excluded`` (slots and why) when given; a slot excluded by a calendar not in
+        ``visible`` (None: all are) is shown without its calendar's name and reason."""
         zone = ZoneInfo(schedule.timezone or "UTC")
 
         def instant(t: datetime) -> dict[str, str]:
@@ -99,13 +105,21 @@ class UpcomingSerializer(serializers.Serializer):
         }
         if excluded is not None:
             body["excluded"] = [
-                {
-                    **instant(v.at),
-                    "calendar": v.excluded_by.calendar,
-                    "date": v.excluded_by.date.isoformat(),
-                    "reason": v.excluded_by.reason,
-                }
+                _excluded_slot(instant(v.at), v.excluded_by, visible)
                 for v in excluded
                 if v.excluded_by is not None
             ]
         return body
+
+
+def _excluded_slot(
+    at: dict[str, str], why: timing.Exclusion, visible: frozenset[str] | None
+) -> dict[str, Any]:
+    """One excluded slot of the answer; a calendar not in ``visible`` is not named."""
+    shown = visible is None or why.calendar in visible
+    return {
+        **at,
+        "calendar": why.calendar if shown else None,
+        "date": why.date.isoformat(),
+        "reason": why.reason if shown else "",
+    }

@@ -48,6 +48,7 @@ from .serializers import (
     UpcomingQuerySerializer,
     UpcomingSerializer,
 )
+from .visibility import visible_names
 
 
 class Conflict(APIException):
@@ -144,6 +145,7 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
     def get_serializer_context(self) -> dict[str, Any]:
         context = dict(super().get_serializer_context())
         context["owner_scoped"] = owner_scoped(self.request)
+        context["visible_calendars"] = visible_names(self.request)  # None: every one
         return context
 
     def _audit(self) -> dict[str, Any]:
@@ -259,7 +261,8 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
         """The schedule's audit trail (control actions), newest first, at most 200."""
         schedule = self.get_object()
         rows = ScheduleEvent.objects.filter(schedule_id=schedule.pk).order_by("-at", "-id")[:200]
-        return Response(EventSerializer(rows, many=True).data)
+        context = {"visible_calendars": visible_names(request)}
+        return Response(EventSerializer(rows, many=True, context=context).data)
 
     @extend_schema(
         parameters=[UpcomingQuerySerializer],
@@ -281,7 +284,8 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
         except timing.InvalidSchedule as exc:  # a stored definition made invalid behind save()
             raise Conflict(f"the stored definition is invalid: {exc}") from None
         times = [v.at for v in views if v.excluded_by is None]
-        return Response(UpcomingSerializer.shape(schedule, times, views))
+        visible = visible_names(request)  # a calendar the user cannot see is not named
+        return Response(UpcomingSerializer.shape(schedule, times, views, visible))
 
 
 class AttemptViewSet(APIViewMixin, viewsets.ReadOnlyModelViewSet):

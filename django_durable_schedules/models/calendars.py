@@ -29,11 +29,20 @@ calendar_name_validator = RegexValidator(
 )
 
 
+class ExclusionCalendarQuerySet(models.QuerySet["ExclusionCalendar"]):
+    """Named predicates of calendars."""
+
+    def shared(self) -> ExclusionCalendarQuerySet:
+        """The calendars open to owner-scoped API users (``shared``)."""
+        return self.filter(shared=True)
+
+
 class ExclusionCalendar(models.Model):
     """Dates on which the schedules that name it must not fire: the public holidays of
     ``holidays_country`` (ISO 3166 code, ``"FR"``) and ``holidays_subdivision`` (``"BY"``
     for Bavaria; blank: the whole country), and/or the calendar's own dates
-    (:class:`ExclusionDate`). Dates are local dates, read in each schedule's own zone."""
+    (:class:`ExclusionDate`). Dates are local dates, read in each schedule's own zone.
+    ``shared`` opens it to owner-scoped API users (see ``docs/api.md``)."""
 
     name = models.CharField(
         max_length=64,
@@ -56,8 +65,15 @@ class ExclusionCalendar(models.Model):
         help_text="A subdivision of that country ('BY' for Bavaria, 'CA' for California); "
         "blank: the country's nationwide holidays.",
     )
+    shared = models.BooleanField(
+        default=False,
+        help_text="Open to owner-scoped API users: they may read it (dates and reasons) and "
+        "name it on their own schedules. Off: only full-access (staff) users see it.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ExclusionCalendarQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]

@@ -26,11 +26,13 @@ from ..models import (
     ExclusionDate,
     Kind,
     Schedule,
+    ScheduleEvent,
     Status,
     load_exclusions,
 )
 from ..models.calendars import exclusions_of_calendars
 from .events import record_event
+from .exclusion_rules import count_excluded_to_end
 
 FIELD = "exclusion_calendars"
 
@@ -107,8 +109,24 @@ def replan_schedules(schedule_ids: Iterable[Any], *, now: datetime, using: str) 
     for row in rows:
         if replan(row, now):
             row.save(using=using, update_fields=["next_run_at", "status"])
+            record_excluded_to_end(row, now, using)
             moved += 1
     return moved
+
+
+def record_excluded_to_end(row: Schedule, now: datetime, using: str) -> int:
+    """After a transition left the saved, locked ``row`` without a slot to run (a re-plan,
+    an edit, an enable that completed it): count the excluded slots of the rest of its
+    grid (:func:`.exclusion_rules.count_excluded_to_end`, the rule the claim and the
+    completion use), write the count and its ``excluded`` events. Returns how many were
+    counted (0, writing nothing, for a row with a slot left or no calendars)."""
+    checked = row.exclusions_checked_at
+    events: list[ScheduleEvent] = []
+    counted = count_excluded_to_end(row, now, events)
+    if row.exclusions_checked_at != checked:
+        row.save(using=using, update_fields=["excluded_count", "exclusions_checked_at"])
+        ScheduleEvent.objects.using(using).bulk_create(events)
+    return counted
 
 
 def _users(calendar_ids: Iterable[int], using: str) -> list[Any]:
@@ -150,6 +168,7 @@ def set_schedule_calendars(
         instant = _resolve_now(now, using)
         if replan(row, instant):
             row.save(using=using, update_fields=["next_run_at", "status"])
+            record_excluded_to_end(row, instant, using)
         record_event(
             row,
             EventAction.CALENDARS,

@@ -29,6 +29,7 @@ from ..models import (
     RunAttempt,
     RunReceipt,
     Schedule,
+    ScheduleEvent,
     load_exclusions,
     with_calendar_flag,
 )
@@ -169,6 +170,7 @@ def _complete_batch(
         touched: dict[uuid.UUID, Schedule] = {}
         orphans: list[Outcome] = []
         settled: list[tuple[Schedule, int, str]] = []
+        events: list[ScheduleEvent] = []
         for outcome in outcomes:
             claim = outcome.claim
             if claim.schedule_id in busy:
@@ -183,11 +185,13 @@ def _complete_batch(
                 receipts.append(_finish_backfill(row, outcome, now, using, report))
                 settled.append((row, claim.attempt, receipts[-1].status))
             else:
-                receipts.append(_finish(row, outcome, now, using, report))
+                receipts.append(_finish(row, outcome, now, using, report, events))
         if orphans:
             receipts += _orphan_receipts(orphans, now, using, report)
         models = [r.model() for r in receipts]
         _insert_rows(RunReceipt, models, using)
+        if events:
+            _insert_rows(ScheduleEvent, events, using)
         if touched:
             _update_rows(list(touched.values()), _FINISH_FIELDS, using)
         _settle(settled, now, using)
@@ -221,10 +225,16 @@ _SCHEDULE_TABLE = f'"{Schedule._meta.db_table}"'
 
 
 def _finish(
-    row: Schedule, outcome: Outcome, now: datetime, using: str, report: CompletionReport
+    row: Schedule,
+    outcome: Outcome,
+    now: datetime,
+    using: str,
+    report: CompletionReport,
+    events: list[ScheduleEvent],
 ) -> _Receipt:
     """The receipt of ``outcome`` on the locked ``row`` that its lease token still owns;
-    moves the row on (or pauses it as degraded when its definition cannot be evaluated)."""
+    moves the row on (or pauses it as degraded when its definition cannot be evaluated);
+    the row's ``excluded`` events are appended to ``events``."""
     claim = outcome.claim
     row.lease_token = None
     lease_expires_at, row.lease_expires_at = row.lease_expires_at, None
@@ -242,15 +252,18 @@ def _finish(
             f"the run finished ({outcome.status}) after its lease expired",
             retry_after=0.0,
             result=_fenced_result(outcome),
+            events=events,
         )
     snapshot = _snapshot(row, _FINISH_FIELDS)
     if outcome.enqueue is not None:
         started = time.monotonic()
         outcome = _enqueue(outcome, using)
         report.enqueue_seconds[claim.attempt_id] = time.monotonic() - started
+    mark = len(events)
     try:
-        return _apply(row, outcome, now)
+        return _apply(row, outcome, now, events)
     except Exception as exc:  # noqa: BLE001 - the row's own bad value: pause that row only
+        del events[mark:]
         _restore(row, snapshot)
         reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
         _pause_degraded(row, reason)

@@ -17,6 +17,7 @@ from ..db.locks import _get_locked
 from ..exceptions import StateConflict
 from ..models import EventAction, Kind, RunAttempt, Schedule, Status
 from .bounds import describe_problem
+from .calendars import record_excluded_to_end
 from .events import _json_value, record_event
 from .rules import _safe_hash
 
@@ -113,7 +114,9 @@ def enable(
         row.status = Status.ACTIVE
         row.degraded_reason = row.pause_reason = ""
         row.failed_occurrences = 0
-        row.exclusions_checked_at = now  # slots excluded while it was paused are not counted
+        # Slots excluded while it was paused are not counted; those counted already (to the
+        # end of its grid, when it completed) are not counted again.
+        row.exclusions_checked_at = max(now, row.exclusions_checked_at or now)
         # A trigger requested while it was paused and not run yet survives the enable.
         pending = row.triggered_at
         row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
@@ -150,6 +153,7 @@ def enable(
                 "updated_at",
             ]
         )
+        record_excluded_to_end(row, now, using)  # completed: the rest of its grid counted
         record_event(
             row,
             EventAction.ENABLED,

@@ -20,7 +20,7 @@ from ..exceptions import StateConflict, validation_text
 from ..models import EventAction, Kind, Schedule, Status
 from ..registry import registry
 from .bounds import UNEVALUABLE_PREFIX, describe_problem
-from .calendars import attach_calendars, replan, resolve_calendars
+from .calendars import attach_calendars, record_excluded_to_end, replan, resolve_calendars
 from .control import enable
 from .events import _as_changes, record_event
 
@@ -177,6 +177,8 @@ def update_schedule(
             row.exclusion_calendars.set(cals or [])
             if replan(row, _resolve_now(None, using)):
                 row.save(using=using, update_fields=["next_run_at", "status"])
+        if after:  # an edit that left no slot to run: the rest of the grid is counted
+            record_excluded_to_end(row, _resolve_now(None, using), using)
         if after:
             record_event(
                 row,

@@ -13,7 +13,7 @@ import dataclasses
 from datetime import datetime, timedelta
 
 from .. import timing
-from ..models import EventAction, Schedule, ScheduleEvent, Status
+from ..models import EventAction, Kind, Schedule, ScheduleEvent, Status
 from ..uuids import uuid4
 
 ONE_SECOND = timedelta(seconds=1)
@@ -35,23 +35,41 @@ def _event(row: Schedule, now: datetime, changes: dict[str, object]) -> Schedule
 
 
 def count_excluded(
-    row: Schedule, spec: timing.Spec, now: datetime, events: list[ScheduleEvent]
+    row: Schedule,
+    spec: timing.Spec,
+    now: datetime,
+    events: list[ScheduleEvent],
+    *,
+    to_end: bool = False,
 ) -> int:
-    """Count the slots of ``row``'s grid that fell on an excluded date in ``(since, now]``
-    and record them: ``since`` is ``exclusions_checked_at`` (set by the previous count and
-    by enable), else ``last_run_at`` (the previous claim), else ``created_at``. Adds them
-    to ``excluded_count``, appends one ``excluded`` event per date (calendar, date, reason,
-    slots, first slot; at most :data:`MAX_EVENTS_PER_CLAIM`, then one event with the rest)
-    to ``events`` and moves ``exclusions_checked_at`` to ``now``. Only for an active row
-    with exclusion calendars; returns the number of slots counted.
+    """The one counting rule of excluded slots: count the slots of ``row``'s grid that fall
+    on an excluded date in ``(since, until]`` and record them. ``since`` is
+    ``exclusions_checked_at`` (how far the previous count went; set by enable), else
+    ``last_run_at`` (the previous claim), else ``created_at``. ``until`` is ``now``, or
+    with ``to_end`` (no slot of the grid is left to run: see :func:`count_excluded_to_end`)
+    the grid's last slot, so the slots that nothing will ever reach are counted too.
+
+    Adds them to ``excluded_count``, appends one ``excluded`` event per date (calendar,
+    date, reason, slots, first slot; at most :data:`MAX_EVENTS_PER_CLAIM`, then one event
+    with the rest) to ``events`` and moves ``exclusions_checked_at`` to ``until`` (never
+    back: a slot is counted once, whichever path reaches it first). Only for a row with
+    exclusion calendars that is active (or, ``to_end``, completed); returns the number of
+    slots counted.
 
     Raises :class:`.timing.InvalidSchedule` for a calendar the engine cannot evaluate."""
-    if not spec.exclusions or row.status != Status.ACTIVE:
+    if not spec.exclusions:
+        return 0
+    if row.status != Status.ACTIVE and not (to_end and row.status == Status.COMPLETED):
         return 0
     since = row.exclusions_checked_at or row.last_run_at or row.created_at or now
     since = timing.truncate_to_second(since)
-    days = timing.excluded_days(spec, since + ONE_SECOND, now + ONE_SECOND) if since < now else []
-    row.exclusions_checked_at = now
+    until: datetime | None = timing.truncate_to_second(now)
+    if to_end:
+        until = timing.last_grid_slot(spec, since + ONE_SECOND)
+    if until is None or until <= since:
+        return 0
+    days = timing.excluded_days(spec, since + ONE_SECOND, until + ONE_SECOND)
+    row.exclusions_checked_at = until
     total = sum(day.count for day in days)
     row.excluded_count += total
     for day in days[:MAX_EVENTS_PER_CLAIM]:
@@ -78,6 +96,35 @@ def count_excluded(
             )
         )
     return total
+
+
+def no_slot_left(row: Schedule) -> bool:
+    """Whether ``row``'s grid has no slot left to run: a recurring row, active or
+    completed, with no next run and no occurrence waiting (retry, trigger, buffered
+    slot), whose runs did not end at ``max_runs`` (the slots after the last of its
+    ``max_runs`` runs are not its to count)."""
+    return (
+        row.kind != Kind.ONCE
+        and row.status in (Status.ACTIVE, Status.COMPLETED)
+        and row.next_run_at is None
+        and row.retry_scheduled_for is None
+        and row.triggered_at is None
+        and row.buffered_for is None
+        and not (row.max_runs is not None and row.occurrence >= row.max_runs)
+    )
+
+
+def count_excluded_to_end(row: Schedule, now: datetime, events: list[ScheduleEvent]) -> int:
+    """Every path that leaves ``row`` without a slot to run (:func:`no_slot_left`: the
+    claim of its last slot, a completion, a re-plan after a calendar change, an edit, an
+    enable) calls this once it has decided: the excluded slots of the rest of its grid
+    are counted now (:func:`count_excluded` with ``to_end``), so the count is the same
+    whether a worker was up as they passed, came late, or the calendar excluded them
+    before they came. Returns the number counted (0 for a row that has a slot left or no
+    calendars). Raises :class:`.timing.InvalidSchedule` like :func:`count_excluded`."""
+    if not no_slot_left(row) or not row.exclusions():
+        return 0
+    return count_excluded(row, row.spec(), now, events, to_end=True)
 
 
 def excluded_at_claim(row: Schedule, spec: timing.Spec, now: datetime) -> bool:

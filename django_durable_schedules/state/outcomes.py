@@ -17,8 +17,17 @@ from typing import Any
 from .. import timing
 from ..conf import app_settings
 from ..limits import BACKOFF_BASE_MAX_SECONDS, BACKOFF_CAP_MAX_SECONDS
-from ..models import SUCCESS_STATUSES, Kind, OverlapPolicy, ReceiptStatus, Schedule, Status
+from ..models import (
+    SUCCESS_STATUSES,
+    Kind,
+    OverlapPolicy,
+    ReceiptStatus,
+    Schedule,
+    ScheduleEvent,
+    Status,
+)
 from .bounds import _bounded_seconds
+from .exclusion_rules import count_excluded_to_end
 from .rules import ONE_SECOND, _ceil_second, _max_attempts, _Receipt
 from .values import Claim, Outcome, OutcomeStatus
 
@@ -33,7 +42,9 @@ def _fenced_result(outcome: Outcome) -> Any:
     return None
 
 
-def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
+def _apply(
+    row: Schedule, outcome: Outcome, now: datetime, events: list[ScheduleEvent] | None = None
+) -> _Receipt:
     claim = outcome.claim
     status = outcome.status
     if status == OutcomeStatus.RELEASED:
@@ -67,11 +78,12 @@ def _apply(row: Schedule, outcome: Outcome, now: datetime) -> _Receipt:
             terminal=outcome.terminal,
             retry_after=outcome.retry_after,
             result=outcome.result,
+            events=events,
         )
     if status in SUCCESS_STATUSES:
         row.failure_count = row.failed_occurrences = 0
     receipt_status = ReceiptStatus(status)  # succeeded, enqueued, skipped: the same words
-    skipped = _move_on(row, claim.occurrence, now)
+    skipped = _move_on(row, claim.occurrence, now, events)
     return _receipt(row, claim, receipt_status, now, outcome, slots_skipped=skipped)
 
 
@@ -112,9 +124,11 @@ def _fail_attempt(
     terminal: bool = False,
     retry_after: float | None = None,
     result: Any = None,
+    events: list[ScheduleEvent] | None = None,
 ) -> _Receipt:
     """A failed attempt: retry the same occurrence with backoff, give it up after
-    ``max_attempts``, or (``terminal``) fail the schedule."""
+    ``max_attempts``, or (``terminal``) fail the schedule. The ``excluded`` events of a
+    schedule left without a slot to run are appended to ``events``."""
     row.failure_count += 1
     skipped = 0
     if terminal:
@@ -140,7 +154,7 @@ def _fail_attempt(
             if row.status == Status.ACTIVE:
                 row.status = Status.FAILED
         else:
-            skipped = _move_on(row, occurrence, now)
+            skipped = _move_on(row, occurrence, now, events)
             limit = row.pause_after_failures
             if limit and row.failed_occurrences >= limit and row.status == Status.ACTIVE:
                 row.status = Status.PAUSED
@@ -226,10 +240,14 @@ def plan_overlap(row: Schedule, now: datetime) -> Overlap:
     return Overlap(row.due_at(timing.next_slot_after(spec, now)), None, skipped)
 
 
-def _move_on(row: Schedule, occurrence: int, now: datetime) -> int:
+def _move_on(
+    row: Schedule, occurrence: int, now: datetime, events: list[ScheduleEvent] | None = None
+) -> int:
     """The occurrence is finished: plan the next slot (or complete the schedule). Slots that
     passed while it ran follow the overlap rule (:func:`plan_overlap`): skipped, or one of
-    them buffered; returns how many were skipped."""
+    them buffered; returns how many were skipped. A schedule completed for want of a slot
+    gets the excluded slots of the rest of its grid counted
+    (:func:`.exclusion_rules.count_excluded_to_end`; their events appended to ``events``)."""
     row.retry_scheduled_for = row.buffered_for = None
     if row.status != Status.ACTIVE:
         return 0  # paused/cancelled while running: leave it as the operator set it
@@ -241,4 +259,5 @@ def _move_on(row: Schedule, occurrence: int, now: datetime) -> int:
     row.next_run_at, row.buffered_for = overlap.next_run_at, overlap.buffered_for
     if row.next_run_at is None:
         row.status = Status.COMPLETED
+        count_excluded_to_end(row, now, [] if events is None else events)
     return overlap.skipped

@@ -31,7 +31,7 @@ from ..projection import bound_text
 from ..registry import registry
 from ..uuids import uuid4
 from .bounds import UNEVALUABLE_PREFIX, _bounded_seconds, describe_problem
-from .exclusion_rules import count_excluded, excluded_at_claim
+from .exclusion_rules import count_excluded, count_excluded_to_end, excluded_at_claim
 from .records import _Receipt as _Receipt
 from .values import Claim
 
@@ -76,6 +76,8 @@ _FINISH_FIELDS = [
     "status",
     "degraded_reason",
     "pause_reason",
+    "excluded_count",
+    "exclusions_checked_at",
 ]
 
 
@@ -268,6 +270,24 @@ def _plan_claim(
     claims: list[Claim],
     events: list[ScheduleEvent] | None = None,
 ) -> None:
+    """The claim of the locked, due ``row`` at ``now``: its attempt (or receipt) appended,
+    the row moved on; a row left without a slot to run gets the excluded slots of the rest
+    of its grid counted (:func:`.exclusion_rules.count_excluded_to_end`)."""
+    events = [] if events is None else events
+    _plan_claim_row(row, now, lease, worker, attempts, receipts, claims, events)
+    count_excluded_to_end(row, now, events)
+
+
+def _plan_claim_row(
+    row: Schedule,
+    now: datetime,
+    lease: timedelta,
+    worker: str,
+    attempts: list[RunAttempt],
+    receipts: list[RunReceipt],
+    claims: list[Claim],
+    events: list[ScheduleEvent],
+) -> None:
     current_hash = row.compute_definition_hash()
     if row.definition_hash != current_hash:
         # Edited by QuerySet.update() or raw SQL: re-plan from now, never fire.
@@ -286,7 +306,7 @@ def _plan_claim(
         # A one-shot's arithmetic never reads its zone; the admin, the API and upcoming()
         # do: an invalid one is this row's problem now, not theirs later.
         spec.validate()
-    count_excluded(row, spec, now, [] if events is None else events)  # since the last check
+    count_excluded(row, spec, now, events)  # since the last check
     missed = 0
     origin: str = AttemptOrigin.SCHEDULED
     if row.retry_scheduled_for is not None:

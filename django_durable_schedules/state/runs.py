@@ -307,6 +307,7 @@ def expire_leases(
         }
         receipts = []
         backfilled = []
+        events: list[ScheduleEvent] = []
         for row in rows:
             attempt = attempts.get(row.lease_token)
             row.lease_token = row.lease_expires_at = None
@@ -330,6 +331,7 @@ def expire_leases(
                     "LeaseExpired",
                     "the lease expired before the run reported an outcome",
                     retry_after=0.0,
+                    events=events,
                 )
             )
             logger.warning(
@@ -340,6 +342,8 @@ def expire_leases(
                 extra={"schedule": row.name, "occurrence": attempt.occurrence},
             )
         _insert_rows(RunReceipt, [r.model() for r in receipts], using)
+        if events:
+            _insert_rows(ScheduleEvent, events, using)
         _update_rows(rows, _FINISH_FIELDS, using)
         _settle(backfilled, now, using)
     return len(rows)

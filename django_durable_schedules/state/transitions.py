@@ -108,7 +108,7 @@ TABLE: tuple[Transition, ...] = (
         "due slot on a date a calendar excludes now (added after it was planned)",
         NEXT_OR_COMPLETED,
         "the next slot no calendar excludes",
-        "none (`excluded_count`; event `excluded`)",
+        "none (`excluded_count`, to the grid's end when no slot is left; event `excluded`)",
     ),
     Transition(
         "claim",

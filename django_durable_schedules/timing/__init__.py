@@ -92,6 +92,7 @@ from .rrule_words import rrule_in_words
 from .slots import (
     count_slots,
     excluded_days,
+    last_grid_slot,
     latest_slot_at_or_before,
     next_slot_after,
     planned_slot,
@@ -130,6 +131,7 @@ __all__ = [
     "latest_slot_at_or_before",
     "count_slots",
     "excluded_days",
+    "last_grid_slot",
     "upcoming_slots",
     "ExcludedDay",
     "SlotView",

@@ -192,6 +192,17 @@ def _latest_raw(spec: Spec, lo: datetime, hi: datetime) -> datetime | None:
     return _cron_latest(_compile(spec.cron, spec.timezone), lo, hi)
 
 
+def last_grid_slot(spec: Spec, not_before: datetime) -> datetime | None:
+    """The last slot ``s >= not_before`` of the grid, excluded dates included (aware UTC,
+    whole seconds): where a grid that ends ends (``end_at``, an rrule's COUNT or UNTIL),
+    else the last one before year :data:`MAX_YEAR` ends. None when no slot is left.
+    Bounded like :func:`latest_slot_at_or_before`; raises :class:`InvalidSchedule` like
+    :func:`next_slot_after`."""
+    spec.validate()
+    lo, hi = _window(spec, _trunc(not_before, "not_before"), _LAST_INSTANT)
+    return _latest_raw(spec, lo, hi) if lo <= hi else None
+
+
 def count_slots(spec: Spec, start: datetime, end: datetime, *, cap: int = 100_000) -> int:
     """Number of slots ``s`` with ``start <= s < end`` (and inside ``[start_at, end_at]``),
     at most ``cap``. Interval and once: O(1) arithmetic. Cron: a walk that counts whole
