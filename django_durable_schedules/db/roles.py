@@ -19,11 +19,11 @@ from .guards import TABLES as APPEND_ONLY_TABLES
 
 #: The runtime role's privileges on an append-only table (:data:`.guards.TABLES`): reading
 #: and appending only. Retention (``prune_runs``) runs as the owner.
-HISTORY_PRIVILEGES = ("SELECT", "INSERT")
+HISTORY_PRIVILEGES: tuple[str, ...] = ("SELECT", "INSERT")
 #: The runtime role's privileges on every other table of the app (schedules, heartbeats,
 #: backfills, exclusion calendars and their dates, the schedule-calendar links): the
 #: workers, the admin and the API create, edit and delete their rows.
-TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE")
+TABLE_PRIVILEGES: tuple[str, ...] = ("SELECT", "INSERT", "UPDATE", "DELETE")
 #: What the runtime role must not hold on the append-only tables (revoked, in case a
 #: blanket grant gave it).
 _HISTORY_REVOKED = ("UPDATE", "DELETE", "TRUNCATE", "TRIGGER", "REFERENCES")
