@@ -53,6 +53,7 @@ from .inflight import RunsInFlight
 from .outage import RECONNECT_LOG_SECONDS as RECONNECT_LOG_SECONDS
 from .outage import RECONNECT_MAX_SECONDS as RECONNECT_MAX_SECONDS
 from .outage import RECONNECT_MIN_SECONDS as RECONNECT_MIN_SECONDS
+from .outage import GaveUp as GaveUp
 from .outage import Outage
 from .outage import reconnect_delay as reconnect_delay
 from .threads import RunThreads as RunThreads
@@ -161,7 +162,8 @@ class Worker:
     # -- the loop --------------------------------------------------------------------
 
     def run(self) -> int:
-        """Run until stopped (or one pass with ``once``); returns the process exit code."""
+        """Run until stopped (or one pass with ``once``); returns the process exit code.
+        With ``once``, raises :class:`.outage.GaveUp` on a database error it cannot get past."""
         logger.info(
             "worker %s starting (concurrency %s, batch %s, claim ahead %ss, lease %ss)",
             self.worker_id,
@@ -291,8 +293,13 @@ class Worker:
         schedules said (it may be stale by the time the database answers again), and return
         the seconds to wait before the next attempt (:meth:`.Outage.failed`: timed from the
         outage's first error, logged at its start, then at most every
-        ``RECONNECT_LOG_SECONDS``; ``message`` has one ``%s``: the worker id)."""
+        ``RECONNECT_LOG_SECONDS``; ``message`` has one ``%s``: the worker id). A ``--once``
+        worker raises :class:`.outage.GaveUp` instead on an error it cannot get past
+        (:meth:`.Outage.give_up`); a long-running one waits however long it takes."""
         delay = self._outage.failed(exc, message)
+        gave_up = self._outage.give_up(exc) if self.once else None
+        if gave_up is not None:
+            raise gave_up from exc
         self._reset_connection()
         self._clock.due_known = self._clock.expiry_known = False
         return delay

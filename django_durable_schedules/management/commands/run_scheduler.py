@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from ...checks import live_sqlite_workers
+from ...outage import GaveUp
 from ...worker import Worker, WorkerOptions
 
 
@@ -109,8 +110,11 @@ class Command(BaseCommand):
         worker.install_signal_handlers()
         self._warn_sqlite_workers(options["database"], logged=options["verbosity"] >= 1)
         metrics = self._start_metrics(options["metrics_port"], options["metrics_addr"])
+        gave_up: GaveUp | None = None
         try:
             code = worker.run()
+        except GaveUp as exc:  # --once only: an error it cannot get past
+            code, gave_up = 1, exc
         finally:
             if metrics is not None:
                 server, connected_here = metrics
@@ -123,7 +127,11 @@ class Command(BaseCommand):
             for t in threading.enumerate()
             if t.is_alive() and not t.daemon and t is not threading.main_thread()
         ]
-        if leftover and not code:
+        if gave_up is not None and not leftover:
+            raise CommandError(str(gave_up))
+        if gave_up is not None:
+            self.stderr.write(f"CommandError: {gave_up}")
+        elif leftover and not code:
             logging.getLogger("django_durable_schedules").warning(
                 "worker stopped; leaving without waiting for %s thread(s) a callback left "
                 "running: %s",
