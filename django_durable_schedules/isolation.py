@@ -5,16 +5,20 @@ A thread cannot be stopped, so a sync callback that hangs past its schedule's
 Claims with ``timeout_seconds`` therefore run in a small pool of long-lived child processes
 (as Celery's ``time_limit`` and django-q2's ``timeout`` do): the worker's pool thread sends
 the :class:`~.state.Claim` to an idle child, which runs :func:`.runner.execute` and sends
-back the outcome's fields; the thread waits at most ``timeout_seconds``, then kills the
-child (SIGKILL), receipts the run ``failed`` / ``Timeout`` and forgets the child. The next
-claim starts a fresh one.
+back the outcome's fields (bounded there, so any value can be sent); the thread waits at
+most ``timeout_seconds``, then kills the child and its process group (SIGKILL), receipts
+the run ``failed`` / ``Timeout`` and forgets the child. The next claim starts a fresh one.
 
-Children are started with the ``spawn`` method (a threaded parent is never forked), run
-``django.setup()`` with the parent's settings module and database names (a test database
-too), close their database connections between runs (``close_old_connections``), ignore
-SIGINT/SIGTERM meant for the worker's process group (the worker decides when they stop) and
-exit when the worker dies. A child that dies by itself (a segfault, ``os._exit`` in the
-callback) is receipted ``failed`` / ``WorkerProcessDied``; the worker lives on.
+Children are started with the ``spawn`` method (a threaded parent is never forked) by one
+long-lived thread, lead their own process groups, run ``django.setup()`` with the parent's
+settings module and database names (a test database too), close their database
+connections between runs (``close_old_connections``), ignore SIGINT/SIGTERM (the worker
+decides when they stop) and die with the worker (Linux: ``PR_SET_PDEATHSIG``, even while
+stuck in C; elsewhere a watching thread: see :mod:`.isolation_child`). A child that dies by
+itself (a segfault, ``os._exit`` in the callback) is receipted at once ``failed`` /
+``WorkerProcessDied``, its group killed; the worker lives on. A child does not start a
+claim whose lease has lapsed by the worker's estimate of the database clock (the worker
+was stalled): ``released``.
 
 What stays in the worker process, with only the soft, in-thread timeout: dispatched
 registrations (tasks, commands: their outcome may carry an ``enqueue`` callable that must

@@ -179,7 +179,7 @@ class _Child:
         """SIGKILL the child and every process of its process group (what its callbacks
         started and left there); does not reap it. Harmless if they are gone."""
         pid = self.process.pid
-        if pid is not None:
+        if pid is not None and hasattr(os, "killpg"):  # POSIX
             try:
                 os.killpg(pid, signal.SIGKILL)  # its group: itself and its descendants
             except OSError:  # no such group: gone, or not led by it yet (start-up)
@@ -239,7 +239,7 @@ def lead_own_group() -> None:
     that the worker can kill it with every process its callbacks start (``killpg``)."""
     try:
         os.setpgid(0, 0)
-    except OSError:  # e.g. already a session leader: it leads its group anyway
+    except (OSError, AttributeError):  # a session leader already leads its group; Windows
         pass
 
 
