@@ -283,13 +283,13 @@ def _child_main(conn: Connection, module: str, names: dict[str, Any], parent_pid
             _leave(0)
         claim: Claim = message[1]
         deadline: float | None = message[2]
-        if claim.callback not in registry:
-            _send(conn, ("unregistered",))
-            continue
         if deadline is not None and time.monotonic() >= deadline:
             # Its lease lapsed before it could start here (the worker was stalled while
             # this process started or the claim waited): another worker may run it now.
             _send(conn, ("stale", time.monotonic() - deadline))
+            continue
+        if claim.callback not in registry:
+            _send(conn, ("unregistered",))
             continue
         # Bounded here (as the state machine would): any value a callback returned or
         # raised becomes plain data that can be sent back.
