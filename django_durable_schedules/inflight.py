@@ -32,6 +32,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from django.db import Error as DatabaseError
@@ -64,6 +65,7 @@ class RunsInFlight:
         using: str,
         wake: threading.Event,
         claim_ahead_seconds: float = 0.0,
+        monotonic_at: Callable[[datetime], float] | None = None,
     ):
         self.worker_id = worker_id
         self.concurrency = concurrency
@@ -87,6 +89,11 @@ class RunsInFlight:
         self.in_flight: dict[uuid.UUID, tuple[state.Claim, RunFuture[state.Outcome]]] = {}
         self.done: queue.SimpleQueue[state.Outcome] = queue.SimpleQueue()
         self.deadlines: dict[uuid.UUID, float] = {}  # lease token -> monotonic deadline
+        # Each claim's lease expiry on the monotonic clock (monotonic_at: the worker's
+        # estimate of the database clock, WorkerClock.monotonic_at), kept up to date by
+        # renew(): a child process does not start a claim past it (isolation.py).
+        self.monotonic_at = monotonic_at
+        self.lease_deadlines: dict[uuid.UUID, float] = {}
         self.abandoned: set[uuid.UUID] = set()  # timed-out runs whose outcome is discarded
         # Child processes for runs with timeout_seconds (hard timeouts), started lazily.
         self.isolation: isolation.IsolationPool | None = None
@@ -109,6 +116,8 @@ class RunsInFlight:
         pool = self.pool_for(claim)
         future: RunFuture[state.Outcome] = RunFuture()
         self.in_flight[claim.lease_token] = (claim, future)
+        if self.monotonic_at is not None:
+            self.lease_deadlines[claim.lease_token] = self.monotonic_at(claim.lease_expires_at)
 
         def done(f: RunFuture[state.Outcome]) -> None:
             with self.abandon_lock:  # one outcome per claim: this one or the Timeout
@@ -239,8 +248,11 @@ class RunsInFlight:
         timing the callback (for ``run_finished``)."""
         times: list[float | None] = [time.monotonic(), None]
         self.run_times[claim.lease_token] = times
+        token = claim.lease_token
         try:
-            return runner.execute(claim) if pool is None else pool.run(claim)
+            if pool is None:
+                return runner.execute(claim)
+            return pool.run(claim, lambda: self.lease_deadlines.get(token))
         finally:
             times[1] = time.monotonic()
 
@@ -311,10 +323,20 @@ class RunsInFlight:
             )
 
     def renew(self) -> None:
+        """Renew the leases of the runs in flight (main thread). A renewed lease lapses
+        ``lease_seconds`` after the renewal (which began at ``started`` or later: the
+        deadline kept for it errs early); a lost one has lapsed: its deadline becomes now,
+        so a claim not started yet is not started (its child refuses it)."""
         tokens = list(self.in_flight)
         if not tokens:
             return
+        started = time.monotonic()
         owned = state.renew_leases(tokens, lease_seconds=self.lease_seconds, using=self.using)
+        for token in tokens:
+            known = self.lease_deadlines.get(token)
+            if known is not None:
+                renewed = started + self.lease_seconds
+                self.lease_deadlines[token] = max(known, renewed) if token in owned else started
         for token in set(tokens) - owned:
             claim = self.in_flight[token][0]
             logger.warning(
@@ -378,6 +400,7 @@ class RunsInFlight:
         for outcome in outcomes:
             self.in_flight.pop(outcome.claim.lease_token, None)
             self.deadlines.pop(outcome.claim.lease_token, None)
+            self.lease_deadlines.pop(outcome.claim.lease_token, None)
             self.reported.discard(outcome.claim.lease_token)
         self.finished += len(outcomes)
         # A run handed to a database task queue did its work (the enqueue) in the

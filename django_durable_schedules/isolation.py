@@ -5,16 +5,20 @@ A thread cannot be stopped, so a sync callback that hangs past its schedule's
 Claims with ``timeout_seconds`` therefore run in a small pool of long-lived child processes
 (as Celery's ``time_limit`` and django-q2's ``timeout`` do): the worker's pool thread sends
 the :class:`~.state.Claim` to an idle child, which runs :func:`.runner.execute` and sends
-back the outcome's fields; the thread waits at most ``timeout_seconds``, then kills the
-child (SIGKILL), receipts the run ``failed`` / ``Timeout`` and forgets the child. The next
-claim starts a fresh one.
+back the outcome's fields (bounded there, so any value can be sent); the thread waits at
+most ``timeout_seconds``, then kills the child and its process group (SIGKILL), receipts
+the run ``failed`` / ``Timeout`` and forgets the child. The next claim starts a fresh one.
 
-Children are started with the ``spawn`` method (a threaded parent is never forked), run
-``django.setup()`` with the parent's settings module and database names (a test database
-too), close their database connections between runs (``close_old_connections``), ignore
-SIGINT/SIGTERM meant for the worker's process group (the worker decides when they stop) and
-exit when the worker dies. A child that dies by itself (a segfault, ``os._exit`` in the
-callback) is receipted ``failed`` / ``WorkerProcessDied``; the worker lives on.
+Children are started with the ``spawn`` method (a threaded parent is never forked) by one
+long-lived thread, lead their own process groups, run ``django.setup()`` with the parent's
+settings module and database names (a test database too), close their database
+connections between runs (``close_old_connections``), ignore SIGINT/SIGTERM (the worker
+decides when they stop) and die with the worker (Linux: ``PR_SET_PDEATHSIG``, even while
+stuck in C; elsewhere a watching thread: see :mod:`.isolation_child`). A child that dies by
+itself (a segfault, ``os._exit`` in the callback) is receipted at once ``failed`` /
+``WorkerProcessDied``, its group killed; the worker lives on. A child does not start a
+claim whose lease has lapsed by the worker's estimate of the database clock (the worker
+was stalled): ``released``.
 
 What stays in the worker process, with only the soft, in-thread timeout: dispatched
 registrations (tasks, commands: their outcome may carry an ``enqueue`` callable that must
@@ -29,6 +33,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -124,16 +129,25 @@ class IsolationPool:
         self._closed = False
         self._cond = threading.Condition()
 
-    def run(self, claim: Claim) -> Outcome:
+    def run(
+        self, claim: Claim, lease_deadline: Callable[[], float | None] | None = None
+    ) -> Outcome:
         """Run ``claim`` in a child and return its outcome; never raises.
 
         Blocks at most :func:`longest_run_seconds`. The time limit (``timeout_seconds``;
         plus ``ASYNC_CANCEL_GRACE_SECONDS`` for an async callback, which its child cancels
         at ``timeout_seconds``) counts from the moment the child gets the claim, not from
-        a child's start-up. Past it the child is killed: ``failed`` / ``Timeout``. A child
-        that dies meanwhile: ``failed`` / ``WorkerProcessDied``. A callback the children do
-        not know (registered at run time, not in a ``schedules.py``) runs in this thread
-        instead (:func:`.runner.execute`, soft timeout).
+        a child's start-up. Past it the child and its process group are killed:
+        ``failed`` / ``Timeout``. A child that dies meanwhile (even while a process it
+        started holds its pipe open): ``failed`` / ``WorkerProcessDied`` at once, with its
+        exit code or signal, its process group killed. A callback the children do not know
+        (registered at run time, not in a ``schedules.py``) runs in this thread instead
+        (:func:`.runner.execute`, soft timeout).
+
+        ``lease_deadline``, called when the claim is handed to the child, gives the
+        ``time.monotonic()`` instant its lease lapses (``None``: unknown). The child does
+        not start a claim past it (the worker was stalled: its lease may be another
+        worker's by now): ``released``, nothing ran.
         """
         from . import runner
 
@@ -149,11 +163,13 @@ class IsolationPool:
         reusable = False
         try:
             try:
-                child.conn.send(("run", claim))
-                ready = child.conn.poll(timeout)
-                message = child.conn.recv() if ready else None
+                child.conn.send(("run", claim, lease_deadline() if lease_deadline else None))
+                readable = child.wait_message(timeout)
+                if readable is False:  # it died without a word
+                    raise EOFError
+                message = child.conn.recv() if readable else None
             except (EOFError, OSError):
-                child.process.join(REAP_SECONDS)
+                child.kill()
                 died = describe_exit(child.process.exitcode)
                 logger.warning(
                     "run %s #%s.%s failed: its process %s died (%s) before it returned",
@@ -191,6 +207,8 @@ class IsolationPool:
             reusable = True
             if message[0] == "outcome":
                 return _outcome(claim, **message[1])
+            if message[0] == "stale":
+                return self._stale(claim, message[1])
             if message[0] == "unregistered":
                 logger.warning(
                     "callback %r is not registered in a fresh process (registered outside "
@@ -206,6 +224,25 @@ class IsolationPool:
         finally:
             self._release(child, reusable)
 
+    @staticmethod
+    def _stale(claim: Claim, late: float) -> Outcome:
+        """The outcome of a claim its child refused to start: its lease had lapsed."""
+        logger.warning(
+            "run %s #%s.%s not started: its lease lapsed %.1fs before its process could "
+            "start it (the worker was stalled)",
+            claim.schedule_name,
+            claim.occurrence,
+            claim.attempt,
+            late,
+            extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+        )
+        return _outcome(
+            claim,
+            "released",
+            error_message=f"not started: its lease had lapsed {late:.1f}s before its "
+            "process could start it (the worker was stalled)",
+        )
+
     def close(self, force: bool = False) -> None:
         """Stop every child and refuse new runs. Idle children are asked to leave (then
         killed after ``STOP_GRACE_SECONDS``); children still running a claim are killed at
@@ -217,7 +254,7 @@ class IsolationPool:
             busy = list(self._busy)
             self._cond.notify_all()
         for child in busy:
-            child.process.kill()
+            child.kill_group()
         if not force:
             for child in idle:  # all asked first: they leave side by side
                 child.ask_to_stop()

@@ -106,14 +106,6 @@ class Worker:
             if o.claim_ahead_seconds is None
             else o.claim_ahead_seconds
         )
-        self._runs = RunsInFlight(
-            self.worker_id,
-            self.concurrency,
-            self.lease_seconds,
-            self.using,
-            self._wake,
-            claim_ahead_seconds=self.claim_ahead_seconds,
-        )
         # Stop state is plain attributes, not Events: a signal handler may write them (see
         # install_signal_handlers).
         self._stopping = False
@@ -121,6 +113,15 @@ class Worker:
         self._signals: list[tuple[int, bool]] = []  # (signum, forced) noted by the handler
         # The database clock estimate and the next due slot and lease expiry.
         self._clock = WorkerClock(self.worker_id, self.using)
+        self._runs = RunsInFlight(
+            self.worker_id,
+            self.concurrency,
+            self.lease_seconds,
+            self.using,
+            self._wake,
+            claim_ahead_seconds=self.claim_ahead_seconds,
+            monotonic_at=self._clock.monotonic_at,
+        )
         self._outage = Outage(self.worker_id)  # the current database outage, if any
         self._started_at: datetime | None = None
         self.on_idle: Callable[[], None] | None = None  # test seam

@@ -79,6 +79,13 @@ class WorkerClock:
         db_time, mono = self.reading
         return db_time + timedelta(seconds=time.monotonic() - mono)
 
+    def monotonic_at(self, instant: datetime) -> float:
+        """The ``time.monotonic()`` instant at which the database clock reaches ``instant``
+        (aware), by :meth:`estimate`: e.g. when a lease lapses. ``time.monotonic()`` is the
+        host's monotonic clock, the same in every process (a child process compares it with
+        its own)."""
+        return time.monotonic() + (instant - self.estimate()).total_seconds()
+
     def note_reading(self, db_time: datetime) -> None:
         """Anchor :meth:`estimate` to a database reading just taken, and re-measure the
         host-minus-database skew (logged when it changed by more than

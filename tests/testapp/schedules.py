@@ -373,3 +373,48 @@ def hang_leak(ctx):
     threading.Thread(target=threading.Event().wait, name="leaked-by-callback").start()
     _record(ctx)
     return "leaked a thread"
+
+
+@register("tests.hang_gil")
+def hang_gil(ctx):
+    """Records a side effect (with its pid), then sleeps payload['seconds'] (default 600) in
+    a C call that holds the GIL (libc ``sleep`` through ``ctypes.PyDLL``): no other thread
+    of its process runs meanwhile, and no signal handler either."""
+    import ctypes
+
+    from django.db import connection
+
+    _record(ctx)
+    connection.close()
+    ctypes.PyDLL(None).sleep(int((ctx.payload or {}).get("seconds", 600)))
+    return "woke up"
+
+
+@register("tests.hang_grandchild")
+def hang_grandchild(ctx):
+    """Starts a ``sleep 600`` grandchild (sharing the process's file descriptors, as
+    ``os.system("... &")`` would), writes its pid to payload['pid_file'], records a side
+    effect, then either hangs (time.sleep) or, with payload['die'], kills its own process
+    (SIGKILL)."""
+    import signal
+    import subprocess
+
+    from django.db import connection
+
+    payload = ctx.payload or {}
+    grandchild = subprocess.Popen(["sleep", "600"], close_fds=False)
+    with open(payload["pid_file"], "w") as f:
+        f.write(str(grandchild.pid))
+    _record(ctx)
+    connection.close()
+    if payload.get("die"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(600)
+    return "woke up"
+
+
+@register("tests.retry_unpicklable")
+def retry_unpicklable(ctx):
+    """Asks for a retry after a delay that cannot be pickled (a lambda)."""
+    _record(ctx)
+    raise RetryRun("try again", after_seconds=lambda: 5)  # type: ignore[arg-type]
