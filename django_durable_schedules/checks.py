@@ -166,6 +166,10 @@ _TYPED: dict[str, tuple[str, Any]] = {
         lambda v: isinstance(v, (list, tuple)) and all(isinstance(p, str) and "." in p for p in v),
     ),
     "NOTIFY_CHANNEL": ("None or a channel name", lambda v: v is None or isinstance(v, str)),
+    "SOCKET_TIMEOUT_SECONDS": (
+        "None or a positive number",
+        lambda v: v is None or _is_number(v) and math.isfinite(v) and v > 0,
+    ),
 }
 
 #: Apps this app's models and admin rely on (check E007).
@@ -174,8 +178,9 @@ REQUIRED_APPS = ("django.contrib.contenttypes", "django.contrib.auth")
 
 @register(Tags.compatibility)
 def check_setting_types(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    """E006: a setting of the wrong type; W003: a backoff cap below its base; E007: an app
-    this one needs is not installed."""
+    """E006: a setting of the wrong type; W003: a backoff cap below its base; W004: a
+    socket timeout not above the lock timeout; E007: an app this one needs is not
+    installed."""
     from django.apps import apps
 
     messages: list[Any] = []
@@ -200,6 +205,19 @@ def check_setting_types(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 f"BACKOFF_CAP_SECONDS ({cap}) is below BACKOFF_BASE_SECONDS ({base}).",
                 hint="Every retry would wait the cap; raise the cap or lower the base.",
                 id="durable_schedules.W003",
+            )
+        )
+    socket = user.get("SOCKET_TIMEOUT_SECONDS", conf.DEFAULTS["SOCKET_TIMEOUT_SECONDS"])
+    lock = user.get("LOCK_TIMEOUT_SECONDS", conf.DEFAULTS["LOCK_TIMEOUT_SECONDS"])
+    if _is_number(socket) and _is_number(lock) and 0 < socket <= lock:
+        messages.append(
+            Warning(
+                f"SOCKET_TIMEOUT_SECONDS ({socket}) is not above LOCK_TIMEOUT_SECONDS ({lock}).",
+                hint=(
+                    "A worker's lock wait would end in a dropped connection instead of a lock"
+                    " timeout; raise SOCKET_TIMEOUT_SECONDS."
+                ),
+                id="durable_schedules.W004",
             )
         )
     for name in REQUIRED_APPS:

@@ -30,6 +30,12 @@ LOCK_TIMEOUT_SECONDS      5.0        longest wait of a worker's own transactions
                                      lock (seconds; PostgreSQL ``lock_timeout``, MariaDB/MySQL
                                      ``innodb_lock_wait_timeout``, whole seconds); SQLite keeps
                                      its ``OPTIONS["timeout"]``
+SOCKET_TIMEOUT_SECONDS    15.0       longest wait of a worker's own connection for the database
+                                     to answer or take a write (seconds; libpq keepalives,
+                                     ``tcp_user_timeout`` and psycopg's wait on PostgreSQL,
+                                     mysqlclient ``read_timeout``/``write_timeout`` on
+                                     MariaDB/MySQL); None: no bound. Keep it above
+                                     LOCK_TIMEOUT_SECONDS
 HARD_TIMEOUTS             True       run callbacks that have ``timeout_seconds`` in a child
                                      process that is killed at the deadline
 WORKER_STALE_SECONDS      90         a worker whose heartbeat is older is counted dead (seconds)
@@ -71,6 +77,7 @@ DEFAULTS: dict[str, Any] = {
     "ERROR_MESSAGE_MAX_CHARS": 1000,
     "RETRY_AFTER_MAX_SECONDS": 30 * 86400,
     "LOCK_TIMEOUT_SECONDS": 5.0,
+    "SOCKET_TIMEOUT_SECONDS": 15.0,
     "HARD_TIMEOUTS": True,
     "WORKER_STALE_SECONDS": 90,
     "SKEW_WARN_SECONDS": 5.0,
@@ -166,6 +173,11 @@ class _Settings:
     @property
     def LOCK_TIMEOUT_SECONDS(self) -> float:
         return float(get("LOCK_TIMEOUT_SECONDS"))
+
+    @property
+    def SOCKET_TIMEOUT_SECONDS(self) -> Any:
+        # As given: db.sockets.valid_seconds bounds it (a bad value means no bound).
+        return get("SOCKET_TIMEOUT_SECONDS")
 
     @property
     def HARD_TIMEOUTS(self) -> bool:

@@ -18,6 +18,7 @@ from django.db import close_old_connections, connections
 
 from . import dispatch
 from .conf import app_settings
+from .db import open_transactions
 from .exceptions import FailRun, NotRegistered, RetryRun, SkipRun
 from .projection import bound_text, project_error, project_result
 from .registry import KIND_CALLABLE, registry
@@ -78,8 +79,10 @@ def discard_open_transactions() -> list[str]:
     """Roll back whatever transaction a callback left open on this thread's connections,
     and return the aliases of the connections it did that to (usually none).
 
-    A connection counts as left open when it is still inside an ``atomic`` block, or its
-    autocommit differs from its ``AUTOCOMMIT`` setting. Django's transaction bookkeeping
+    A connection counts as left open when it is still inside an ``atomic`` block, its
+    autocommit differs from its ``AUTOCOMMIT`` setting, or it is in autocommit while its
+    server session is inside a transaction (a raw ``BEGIN``; see
+    :func:`.db.open_transactions.server_in_transaction`), whatever ``CONN_MAX_AGE``. Django's transaction bookkeeping
     (``in_atomic_block``, ``atomic_blocks``, ``savepoint_ids``, ``needs_rollback``,
     ``run_on_commit``, ...) is reset and the connection closed: the server discards the
     transaction, ``on_commit`` callbacks are dropped, and the thread's next query opens a
@@ -91,6 +94,12 @@ def discard_open_transactions() -> list[str]:
         open_tx = conn.in_atomic_block or (
             conn.connection is not None and conn.autocommit != conn.settings_dict["AUTOCOMMIT"]
         )
+        if not open_tx and conn.connection is not None and conn.autocommit:
+            # A raw BEGIN: Django says autocommit, the server session is in a transaction.
+            in_server = open_transactions.server_in_transaction(conn)
+            if in_server is None:  # cannot be told (MySQL without PROCESS): end any
+                open_transactions.roll_back(conn)
+            open_tx = bool(in_server)
         if not open_tx:
             continue
         leaked.append(conn.alias)
@@ -157,7 +166,8 @@ def execute(claim: Claim) -> Outcome:
     management command is handed to :func:`.dispatch.run` (``enqueued``: see there).
 
     A callback that leaves a transaction open on any of this thread's connections (an
-    ``atomic()`` never exited, autocommit turned off and never restored) has it rolled
+    ``atomic()`` never exited, autocommit turned off and never restored, a raw ``BEGIN``
+    never committed) has it rolled
     back (:func:`discard_open_transactions`), so it cannot swallow the writes of later
     runs on the thread. Its writes are lost, so a ``succeeded`` or ``enqueued`` outcome
     becomes ``failed`` (retried), error type ``TransactionLeftOpen``, message "the callback

@@ -46,7 +46,7 @@ from django.db import close_old_connections, connections
 
 from . import signals, state
 from .conf import app_settings
-from .db import session, wakeups
+from .db import session, sockets, wakeups
 from .inflight import RunsInFlight
 
 # Re-exported: importable from here as before the split (``X as X``).
@@ -178,6 +178,8 @@ class Worker:
         claimed_total = 0
         released = False
         pass_done = False  # --once: claimed what was due; finish those runs, then exit
+        # No read or write of this thread's connection waits for ever (db/sockets.py).
+        unbound_sockets = sockets.bound_sockets(self.using, app_settings.SOCKET_TIMEOUT_SECONDS)
         self._listener.start()  # before the first look at what is due: no change is missed
         # This thread's own transactions never wait long for a row lock (db/session.py).
         session.limit_lock_waits(self.using, app_settings.LOCK_TIMEOUT_SECONDS)
@@ -261,6 +263,7 @@ class Worker:
             self._log_signals()
             self._listener.stop()
             session.clear_lock_wait_limit(self.using)
+            unbound_sockets()
             # Never waits for a thread: after a drain only abandoned runs are left, and a
             # forced stop leaves at once (their leases expire and are recovered elsewhere).
             executor.shutdown(cancel_futures=True)

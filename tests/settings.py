@@ -99,6 +99,11 @@ else:
         TASKS["db"] = {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": []}
 
 DURABLE_SCHEDULES = {}
+# Process tests only (tests/test_socket_timeouts.py): a worker subprocess's settings as JSON.
+if os.environ.get("DDS_TEST_DURABLE_SCHEDULES"):
+    import json
+
+    DURABLE_SCHEDULES.update(json.loads(os.environ["DDS_TEST_DURABLE_SCHEDULES"]))
 
 LOGGING = {
     "version": 1,

@@ -4,9 +4,11 @@ With ``CONN_MAX_AGE=None`` (what the docs suggest for workers) a pool thread kee
 connection from one callback to the next. A callback that enters ``transaction.atomic()``
 without leaving it, or turns autocommit off and never commits, used to leave that
 transaction open, and every later callback on the thread wrote into it: ``succeeded``
-receipts, nothing committed. ``runner.execute`` now checks every connection the thread
-opened after each callback, rolls back (closes) one left in a transaction, and turns a
-``succeeded`` outcome into ``failed`` (``TransactionLeftOpen``, retried).
+receipts, nothing committed. So did a raw ``BEGIN`` (issue 24, 17), which Django does not
+see at all (it still says autocommit). ``runner.execute`` now checks every connection the
+thread opened after each callback (Django's state, then the driver's or the server's),
+rolls back (closes) one left in a transaction, and turns a ``succeeded`` outcome into
+``failed`` (``TransactionLeftOpen``, retried).
 
 The process tests run a real worker with one callback thread; the others call
 ``runner.execute`` in a thread of their own, as the worker's pool does.
@@ -23,6 +25,7 @@ from django.db import connections
 from django.utils import timezone as dj_timezone
 
 from django_durable_schedules import runner
+from django_durable_schedules.db import open_transactions
 from django_durable_schedules.models import RunReceipt, Schedule
 from django_durable_schedules.state import Claim, Outcome
 from tests.testapp.models import SideEffect
@@ -31,6 +34,10 @@ from .conftest import wait_until
 from .test_worker_process import assert_ledger_consistent, log, wait_exit, wait_started
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
+
+# Each leaves its writes in a transaction that never commits: an atomic block never exited,
+# autocommit turned off, and a raw BEGIN that Django does not know about (issue 24, 17).
+LEAKERS = ["tests.txleak.atomic", "tests.txleak.autocommit_off", "tests.txleak.raw_begin"]
 
 LEAK_MESSAGE = "the callback left a transaction open on database 'default'; it was rolled back"
 
@@ -41,7 +48,7 @@ def _once(name: str, callback: str, run_at) -> Schedule:
     )
 
 
-@pytest.mark.parametrize("leaker", ["tests.txleak.atomic", "tests.txleak.autocommit_off"])
+@pytest.mark.parametrize("leaker", LEAKERS)
 def test_a_transaction_left_open_does_not_swallow_later_runs(start_worker, leaker):
     """CONN_MAX_AGE=None, one callback thread: the leaking run comes first, ten writing
     runs follow on the same thread and connection. Every ``succeeded`` receipt has its
@@ -131,7 +138,9 @@ def _in_one_thread(*callbacks: str) -> tuple[list[Outcome], list[bool]]:
             for i, callback in enumerate(callbacks):
                 outcomes.append(runner.execute(_claim(callback, f"thread-{i}")))
                 open_after.append(
-                    conn.in_atomic_block or (conn.connection is not None and not conn.autocommit)
+                    conn.in_atomic_block
+                    or (conn.connection is not None and not conn.autocommit)
+                    or open_transactions.server_in_transaction(conn) is not False
                 )
         except BaseException as exc:  # reported by the test
             failure.append(exc)
@@ -145,7 +154,7 @@ def _in_one_thread(*callbacks: str) -> tuple[list[Outcome], list[bool]]:
     return outcomes, open_after
 
 
-@pytest.mark.parametrize("leaker", ["tests.txleak.atomic", "tests.txleak.autocommit_off"])
+@pytest.mark.parametrize("leaker", LEAKERS)
 def test_execute_rolls_back_a_leaked_transaction_and_fails_the_run(leaker):
     outcomes, open_after = _in_one_thread(leaker, "tests.record", "tests.record")
     assert [o.status for o in outcomes] == ["failed", "succeeded", "succeeded"]
@@ -195,3 +204,32 @@ def test_a_clean_callback_keeps_its_outcome_and_connection():
     assert (first.status, second.status) == ("succeeded", "succeeded")
     assert raw_1 is not None and raw_1 is raw_2
     assert SideEffect.objects.count() == 2
+
+
+def test_server_in_transaction_sees_a_raw_begin_and_roll_back_ends_it():
+    """The check behind the raw-``BEGIN`` detection, on this database: a closed connection
+    is not in a transaction; after a raw ``BEGIN`` and a write Django still says autocommit
+    but the check says True; ``roll_back`` ends it (the write is gone) and the check says
+    False again."""
+    seen: list[object] = []
+
+    def work() -> None:
+        conn = connections["default"]
+        try:
+            seen.append(open_transactions.server_in_transaction(conn))  # not open yet
+            conn.ensure_connection()
+            seen.append(open_transactions.server_in_transaction(conn))
+            with conn.cursor() as cursor:
+                cursor.execute("BEGIN")
+            SideEffect.objects.create(schedule_name="raw", occurrence=1, attempt=1, pid=1)
+            seen.append((conn.autocommit, open_transactions.server_in_transaction(conn)))
+            open_transactions.roll_back(conn)
+            seen.append(open_transactions.server_in_transaction(conn))
+        finally:
+            conn.close()
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(60)
+    assert seen == [False, False, (True, True), False]
+    assert not SideEffect.objects.filter(schedule_name="raw").exists()

@@ -34,6 +34,7 @@ from typing import Any
 from django.db import connections
 
 from ..conf import app_settings
+from . import sockets
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +120,11 @@ class PostgresListener(Listener):
         params = dict(connections[self.using].get_connection_params())
         for key in ("cursor_factory", "context", "prepare_threshold"):
             params.pop(key, None)
+        # The worker's socket bounds (db/sockets.py) where the user's OPTIONS set none.
+        bound = sockets.valid_seconds(app_settings.SOCKET_TIMEOUT_SECONDS)
+        if bound is not None:
+            for key, value in sockets.connect_options("postgresql", bound).items():
+                params.setdefault(key, value)
         params.setdefault("connect_timeout", 5)
         conn = psycopg.connect(**params, autocommit=True)
         conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))

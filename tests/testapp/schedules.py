@@ -276,6 +276,18 @@ def txleak_autocommit_off(ctx):
     return "left autocommit off"
 
 
+@register("tests.txleak.raw_begin")
+def txleak_raw_begin(ctx):
+    """Opens a transaction with a raw ``BEGIN`` (Django still says autocommit), writes a
+    side effect and never commits."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("BEGIN")
+    _record(ctx)
+    return "left a raw BEGIN open"
+
+
 @register("tests.txleak.atomic_then_fail")
 def txleak_atomic_then_fail(ctx):
     """Enters ``transaction.atomic()``, writes, then raises (a failure that also leaks)."""
