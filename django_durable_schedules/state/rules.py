@@ -30,7 +30,7 @@ from ..models import (
 from ..projection import bound_text
 from ..registry import registry
 from ..uuids import uuid4
-from .bounds import UNEVALUABLE_PREFIX, _bounded_seconds, describe_problem
+from .bounds import UNEVALUABLE_PREFIX, _bounded_seconds, check_counters, describe_problem
 from .exclusion_rules import count_excluded, excluded_at_claim
 from .records import _Receipt as _Receipt
 from .values import Claim
@@ -268,6 +268,7 @@ def _plan_claim(
     claims: list[Claim],
     events: list[ScheduleEvent] | None = None,
 ) -> None:
+    check_counters(row)  # a counter written behind save() that is no count: quarantined
     current_hash = row.compute_definition_hash()
     if row.definition_hash != current_hash:
         # Edited by QuerySet.update() or raw SQL: re-plan from now, never fire.
