@@ -174,3 +174,58 @@ def test_a_callback_locking_its_own_row_does_not_stop_the_worker(start_worker):
     worker.stop()
     assert worker.proc.returncode == 0, log(worker)
     assert_ledger_consistent()
+
+
+def test_a_poisoned_backfill_never_stops_the_worker_or_its_neighbours(start_worker):
+    """Issue #24 items 1 and 2 with a real ``run_scheduler``: a backfill whose stored slots
+    overflow in UTC and one whose occurrence clashes with an attempt already written (both
+    behind ``save()``) are cancelled with the reason; the innocent schedule keeps running
+    and the innocent backfill completes, and the worker never exits by itself."""
+    from django_durable_schedules import state
+    from django_durable_schedules.models import Backfill, ScheduleEvent
+    from django_durable_schedules.runner import execute
+
+    end = dj_timezone.now().replace(second=0, microsecond=0, minute=0)
+    start = end.replace(year=end.year - 3)
+
+    def yearly(name: str) -> Schedule:
+        return Schedule.objects.create(
+            name=name, callback="tests.record", kind="cron", cron="0 0 1 1 *", timezone="UTC"
+        )
+
+    clash = yearly("bf-clash")
+    clash_bf = state.request_backfill(clash.pk, start, end, source="code")
+    [first] = state.claim_due(worker="setup")  # its slot 1 runs as occurrence 1
+    state.complete([execute(first)])
+    Backfill.objects.filter(pk=clash_bf.pk).update(occurrence=1, attempt=0)
+    overflow = yearly("bf-overflow")
+    overflow_bf = state.request_backfill(overflow.pk, start, end, source="code")
+    Backfill.objects.filter(pk=overflow_bf.pk).update(slots=["0001-01-01T00:00:00+23:59"] * 3)
+    innocent_bf = state.request_backfill(yearly("bf-innocent").pk, start, end, source="code")
+    healthy = interval("healthy")
+
+    worker = start_worker("--worker-id", "poison-backfill", "--max-idle", "0.5")
+    wait_started("poison-backfill")
+
+    def settled() -> bool:
+        assert worker.proc.poll() is None, log(worker)
+        statuses = dict(Backfill.objects.values_list("pk", "status"))
+        return (
+            statuses[innocent_bf.pk] == "completed"
+            and statuses[clash_bf.pk] == statuses[overflow_bf.pk] == "cancelled"
+            and runs_of(healthy) >= 4
+        )
+
+    wait_until(settled, 30, message=f"backfills settled, healthy runs\n{log(worker)}")
+    reasons = dict(
+        ScheduleEvent.objects.filter(action="backfill_cancel").values_list(
+            "schedule_name", "changes__reason"
+        )
+    )
+    assert "refused" in reasons["bf-clash"] and "slot 1" in reasons["bf-overflow"], reasons
+    before = runs_of(healthy)
+    wait_until(lambda: runs_of(healthy) >= before + 2, 15, message=f"still running\n{log(worker)}")
+    assert worker.proc.poll() is None, log(worker)
+    worker.stop()
+    assert worker.proc.returncode == 0, log(worker)
+    assert_ledger_consistent()

@@ -19,6 +19,7 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import SkipField
 
 from .. import state, timing
 from ..cron_words import cron_in_words
@@ -54,6 +55,9 @@ from .run_serializers import AttemptSerializer, ReceiptSerializer
 from .run_serializers import EventSerializer as EventSerializer
 from .upcoming_serializers import FireTimeSerializer as FireTimeSerializer
 from .upcoming_serializers import UpcomingQuerySerializer, UpcomingSerializer
+
+#: What showing a value written behind ``save()`` may raise (see ``to_representation``).
+_UNSHOWABLE = (ValueError, TypeError, AttributeError, ArithmeticError, LookupError)
 
 
 def _calendar_names_field(calendars: Any) -> CalendarNamesField:
@@ -221,6 +225,27 @@ class ScheduleSerializer(BaseModelSerializer):
                 ExclusionCalendar.objects.shared()
             )
         return fields
+
+    def to_representation(self, instance: Schedule) -> dict[str, Any]:
+        """The schedule's fields; one whose stored value cannot be shown (a value of another
+        type written behind ``save()``: SQLite text in an integer column, a row read by
+        ``ScheduleQuerySet.readable`` without it) is ``null``, the others as usual: a
+        list never fails for one row."""
+        try:
+            return dict(super().to_representation(instance))
+        except _UNSHOWABLE:
+            pass
+        shown: dict[str, Any] = {}
+        for field in self._readable_fields:
+            try:
+                attribute = field.get_attribute(instance)
+                value = None if attribute is None else field.to_representation(attribute)
+            except SkipField:
+                continue
+            except _UNSHOWABLE:
+                value = None
+            shown[str(field.field_name)] = value
+        return shown
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_cron_description(self, schedule: Schedule) -> str | None:

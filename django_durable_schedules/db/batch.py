@@ -26,6 +26,13 @@ from ..models import Schedule
 #: What the database (or its driver) raises for a value it refuses to store: a batch that
 #: meets one is retried row by row, so one bad row or outcome never blocks the others.
 _REFUSED = (IntegrityError, DataError, ValueError)
+#: What a row written behind ``save()`` can make a read or a rule raise besides: a value
+#: the driver or Django cannot convert (PostgreSQL ``-infinity``, a year beyond 9999, SQLite
+#: text where an instant belongs: ``DataError``, ``ValueError``, ``AttributeError``), a value
+#: of another type (SQLite: ``TypeError``), an instant or a count that overflows
+#: (``OverflowError``), a stored list too short (``LookupError``). A worker's batch that
+#: meets one is retried row by row, and a row that raises it alone is quarantined.
+ROW_PROBLEMS = (*_REFUSED, TypeError, AttributeError, ArithmeticError, LookupError)
 
 
 def _update_rows(rows: Sequence[Schedule], fields: Sequence[str], using: str) -> None:

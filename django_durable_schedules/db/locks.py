@@ -16,7 +16,7 @@ from .session import apply_lock_wait_limit
 _QS = TypeVar("_QS", bound=QuerySet[Any])
 
 
-def _lock_for_write(using: str) -> None:
+def lock_for_write(using: str) -> None:
     """On backends without row locks (SQLite), take the database write lock first so the
     read that follows cannot be raced by another writer (a no-op UPDATE acquires it)."""
     conn = connections[using]
@@ -28,7 +28,9 @@ def _lock_for_write(using: str) -> None:
             )
 
 
-def _locked(qs: _QS, using: str, *, skip_locked: bool) -> _QS:
+def locked(qs: _QS, using: str, *, skip_locked: bool) -> _QS:
+    """``qs`` with ``SELECT ... FOR UPDATE`` (``SKIP LOCKED`` with ``skip_locked`` where
+    the database has it), the lock wait bounded; unchanged where there are no row locks."""
     features = connections[using].features
     if not features.has_select_for_update:
         return qs
@@ -36,6 +38,10 @@ def _locked(qs: _QS, using: str, *, skip_locked: bool) -> _QS:
     if skip_locked and features.has_select_for_update_skip_locked:
         return qs.select_for_update(skip_locked=True)
     return qs.select_for_update()
+
+
+_lock_for_write = lock_for_write
+_locked = locked
 
 
 def _get_locked(schedule_id: Any, using: str) -> Schedule:

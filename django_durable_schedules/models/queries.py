@@ -5,6 +5,7 @@ backfill ready, failing, degraded, leased, lease expired), one definition each.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from django.db import models, router
@@ -16,12 +17,82 @@ from .choices import Status
 if TYPE_CHECKING:
     from .schedule import Schedule
 
+#: A lease expiry outside ``[LEASE_FLOOR, LEASE_CEILING]`` was never granted by the engine
+#: (a lease is the database clock's now plus ``LEASE_SECONDS``): it was written behind
+#: ``save()``, and may be a value no ``datetime`` holds (PostgreSQL ``-infinity`` and
+#: ``infinity``, a year beyond 9999; on SQLite, text or a number that sorts outside them).
+LEASE_FLOOR = datetime(1000, 1, 1, tzinfo=UTC)
+LEASE_CEILING = datetime(9000, 1, 1, tzinfo=UTC)
+
 
 class ScheduleQuerySet(models.QuerySet["Schedule"]):
     """The named predicates on schedules, one definition each, used by the state machine,
     health, the admin and the API (``Schedule.objects.claimable(now)``). Each has a ``*_q``
     twin returning the ``Q`` object, for aggregates (``Count("id", filter=...)``).
     ``now`` is an aware UTC datetime, or an SQL expression of the database clock."""
+
+    _readable = False
+
+    def readable(self) -> ScheduleQuerySet:
+        """This queryset, read so that a row written behind ``save()`` with a value no
+        Python type holds (PostgreSQL ``-infinity``, a year beyond 9999; SQLite text where
+        an instant belongs) never fails the whole read: when it does, the rows are read one
+        by one, and a row that still fails is loaded with each value that can be read
+        (the others ``None``; their names in the row's ``unreadable_fields``). For lists
+        that show rows (the API), never for the engine's own reads."""
+        clone: ScheduleQuerySet = cast(Any, self)._chain()
+        clone._readable = True
+        return clone
+
+    def _clone(self) -> ScheduleQuerySet:
+        clone = cast("ScheduleQuerySet", super()._clone())  # type: ignore[misc]
+        clone._readable = self._readable
+        return clone
+
+    def _fetch_all(self) -> None:
+        if not self._readable or self._result_cache is not None:
+            super()._fetch_all()
+            return
+        from ..db.batch import ROW_PROBLEMS
+
+        try:
+            super()._fetch_all()
+        except ROW_PROBLEMS:
+            if self._iterable_class is not models.query.ModelIterable:
+                raise
+            self._result_cache = self._read_one_by_one()
+
+    def _read_one_by_one(self) -> list[Any]:
+        """The rows of this read one query each (see :meth:`readable`)."""
+        from ..db.batch import ROW_PROBLEMS
+
+        pks = list(self.values_list("pk", flat=True))
+        base = cast(Any, self)._chain()
+        base._readable = False
+        base.query.clear_limits()
+        names = [f.attname for f in self.model._meta.concrete_fields if not f.primary_key]
+        rows: list[Any] = []
+        for pk in pks:
+            one = base.filter(pk=pk)
+            try:
+                rows.extend(one)
+                continue
+            except ROW_PROBLEMS:
+                pass
+            found = list(one.defer(*names))
+            if not found:
+                continue
+            row, unreadable = found[0], []
+            plain = self.model._base_manager.using(self.db).filter(pk=pk)
+            for name in names:
+                try:
+                    row.__dict__[name] = plain.values_list(name, flat=True).get()
+                except ROW_PROBLEMS:
+                    row.__dict__[name] = None
+                    unreadable.append(name)
+            row.unreadable_fields = unreadable
+            rows.append(row)
+        return rows
 
     def bulk_create(  # type: ignore[override]
         self, objs: Iterable[Schedule], *args: Any, **kwargs: Any
@@ -127,9 +198,23 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         return Q(lease_expires_at__gt=now)
 
     @staticmethod
-    def lease_expired_q(now: Any) -> Q:
-        """A lease that expired at or before ``now`` and was not recovered yet."""
-        return Q(lease_expires_at__lte=now)
+    def lease_readable_q() -> Q:
+        """A lease expiry in ``[LEASE_FLOOR, LEASE_CEILING]``: one the engine may have
+        granted, so one a read can turn into a ``datetime`` (on SQLite: one that sorts
+        among them; see :data:`LEASE_FLOOR`)."""
+        return Q(lease_expires_at__gte=LEASE_FLOOR, lease_expires_at__lte=LEASE_CEILING)
+
+    @staticmethod
+    def lease_unreadable_q() -> Q:
+        """A lease expiry outside ``[LEASE_FLOOR, LEASE_CEILING]`` (written behind
+        ``save()``): recovered as expired at once, whatever its value."""
+        return Q(lease_expires_at__lt=LEASE_FLOOR) | Q(lease_expires_at__gt=LEASE_CEILING)
+
+    @classmethod
+    def lease_expired_q(cls, now: Any) -> Q:
+        """A lease that expired at or before ``now`` and was not recovered yet, or one no
+        lease the engine grants could hold (after :data:`LEASE_CEILING`)."""
+        return Q(lease_expires_at__lte=now) | Q(lease_expires_at__gt=LEASE_CEILING)
 
     def lease_expired(self, now: Any) -> ScheduleQuerySet:
         """See :meth:`lease_expired_q`."""

@@ -26,6 +26,7 @@ from ..models import (
     Status,
 )
 from ..registry import registry
+from .bounds import read_count
 from .rules import _claim_of, _max_attempts, _new_attempt, _Receipt
 from .values import Claim, Outcome
 
@@ -66,8 +67,10 @@ def claim_backfill_slot(
     ``origin`` ``backfill`` and a lease of ``lease``. A callback no longer registered is
     receipted ``degraded`` at once and the backfill moves on (the live schedule is left
     to its own claim to pause). A stored slot that is not an instant (written behind
-    ``save()``) cancels the backfill: returns the reason, else None."""
-    if backfill.position >= _slot_count(backfill):
+    ``save()``) cancels the backfill: returns the reason, else None. A stored position or
+    counter that is not a count raises :class:`.timing.InvalidSchedule` naming it (the
+    caller cancels the backfill)."""
+    if read_count(backfill.position, "position") >= _slot_count(backfill):
         backfill.status, backfill.finished_at = BackfillStatus.COMPLETED, now
         return None
     slot = _next_slot(backfill)
@@ -76,10 +79,12 @@ def claim_backfill_slot(
         # the claim of every other schedule goes on.
         backfill.status, backfill.finished_at = BackfillStatus.CANCELLED, now
         return f"its slot {backfill.position + 1} is not a stored instant"
+    # Counters written behind save() that are no count raise InvalidSchedule naming them.
     if backfill.occurrence is None:
-        occurrence, number = row.occurrence + 1, 1
+        occurrence, number = read_count(row.occurrence, "occurrence") + 1, 1
     else:
-        occurrence, number = backfill.occurrence, backfill.attempt + 1
+        occurrence = read_count(backfill.occurrence, "backfill occurrence")
+        number = read_count(backfill.attempt, "backfill attempt") + 1
     registered = row.callback in registry
     expires = now + lease if registered else now
     attempt = _new_attempt(
@@ -121,11 +126,11 @@ def _next_slot(backfill: Backfill) -> datetime | None:
     not an ISO 8601 instant with an offset (a row written behind ``save()``)."""
     try:
         slot = datetime.fromisoformat(backfill.slots[backfill.position])
-    except (TypeError, ValueError, IndexError, KeyError):
+        if slot.tzinfo is None or slot.utcoffset() is None:
+            return None
+        return slot.astimezone(UTC)
+    except (TypeError, ValueError, LookupError, OverflowError):  # before year 1 in UTC
         return None
-    if slot.tzinfo is None or slot.utcoffset() is None:
-        return None
-    return slot.astimezone(UTC)
 
 
 def rule_start_note(schedule: Schedule, start: datetime) -> str:

@@ -50,6 +50,7 @@ from .backfill_rules import (
 )
 from .bounds import describe_problem
 from .events import record_event
+from .quarantine import quarantine_backfill
 from .values import Claim
 
 logger = logging.getLogger(__name__)
@@ -301,12 +302,17 @@ def _claim_backfills(
     receipts: list[RunReceipt],
     claims: list[Claim],
     using: str,
+    only: Any = None,
 ) -> list[Schedule]:
     """Inside the claim transaction: lock (``SKIP LOCKED``) up to ``limit`` schedules free
-    to run a backfill slot (``backfill_ready``), other than those the live claim just
-    ``taken``, and claim the next slot of each one's open backfill at ``now_of()`` (the
-    claim's instant). Returns the schedule rows to write; the backfill rows are written
-    here. Finished backfills are completed (event ``backfill_done``)."""
+    to run a backfill slot (``backfill_ready``; ``only``: that schedule alone), other than
+    those the live claim just ``taken``, and claim the next slot of each one's open
+    backfill at ``now_of()`` (the claim's instant). Returns the schedule rows to write; the
+    backfill rows are written here. Finished backfills are completed (event
+    ``backfill_done``). A backfill whose slot cannot be claimed (a value written behind
+    ``save()`` that no rule can read, in the backfill or its schedule) is cancelled with
+    the reason (:func:`.quarantine.quarantine_backfill`), its schedule left unwritten; the
+    other schedules' slots are claimed as usual."""
     if limit <= 0:
         return []
     qs = (
@@ -315,6 +321,8 @@ def _claim_backfills(
         .exclude(pk__in=[r.pk for r in taken])
         .order_by("pk")
     )
+    if only is not None:
+        qs = qs.filter(pk=only)
     rows = list(_locked(qs, using, skip_locked=True)[:limit])
     if not rows:
         return []
@@ -323,13 +331,24 @@ def _claim_backfills(
         b.schedule_id: b
         for b in Backfill.objects.using(using).open().filter(schedule_id__in=[r.pk for r in rows])
     }
+    written = []
     for row in rows:
         backfill = open_.get(row.pk)
         if backfill is None:  # closed since the locking read
             continue
-        refused = claim_backfill_slot(row, backfill, now, lease, worker, attempts, receipts, claims)
-        _save_progress(row, backfill, now, using, refused)
-    return rows
+        marks = len(attempts), len(receipts), len(claims)
+        try:
+            refused = claim_backfill_slot(
+                row, backfill, now, lease, worker, attempts, receipts, claims
+            )
+            _save_progress(row, backfill, now, using, refused)
+        except Exception as exc:  # noqa: BLE001 - any value of this backfill or its row
+            del attempts[marks[0] :], receipts[marks[1] :], claims[marks[2] :]
+            reason = f"its next slot cannot be claimed: {describe_problem(exc)}"
+            quarantine_backfill(row, backfill.pk, reason, now, using)
+            continue
+        written.append(row)
+    return written
 
 
 def _settle(finished: Iterable[tuple[Schedule, int, str]], now: datetime, using: str) -> None:

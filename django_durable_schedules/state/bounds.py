@@ -102,3 +102,47 @@ def describe_problem(exc: BaseException) -> str:
 #: How a ``degraded_reason`` begins when the engine could not evaluate the row's definition
 #: (such a schedule comes back by a valid edit and :func:`enable`, never by itself).
 UNEVALUABLE_PREFIX = "cannot evaluate the schedule: "
+
+
+#: The largest value an integer counter may hold so that the next increment still fits its
+#: column on every database (PostgreSQL ``integer``; ``bigint`` for the two slot counts).
+COUNT_MAX = 2**31 - 2
+BIG_COUNT_MAX = 2**62
+
+#: The schedule's counters a worker reads and increments, with their bounds.
+SCHEDULE_COUNTERS = (
+    ("occurrence", COUNT_MAX),
+    ("attempt", COUNT_MAX),
+    ("failure_count", COUNT_MAX),
+    ("failed_occurrences", COUNT_MAX),
+    ("missed_count", BIG_COUNT_MAX),
+    ("excluded_count", BIG_COUNT_MAX),
+)
+
+
+def read_count(value: Any, field: str, high: int = COUNT_MAX) -> int:
+    """``value`` if it is a count the engine can go on from: an ``int`` (not a ``bool``) in
+    ``[0, high]``. Raises :class:`.timing.InvalidSchedule` naming ``field`` otherwise (a
+    column written behind ``save()``: SQLite keeps text or a real in an integer column, any
+    database keeps a value the next increment overflows)."""
+    if type(value) is int and 0 <= value <= high:
+        return value
+    shown = repr(value) if type(value) in (int, float) else f"a {type(value).__name__}"
+    raise timing.InvalidSchedule(field, f"{shown[:40]} is not a count in [0, {high}]")
+
+
+def check_counters(row: Any) -> None:
+    """Raise :class:`.timing.InvalidSchedule` for the first of ``row``'s counters
+    (:data:`SCHEDULE_COUNTERS`) that :func:`read_count` refuses."""
+    for field, high in SCHEDULE_COUNTERS:
+        read_count(getattr(row, field), field, high)
+
+
+def bad_counters(row: Any) -> list[str]:
+    """The names of ``row``'s counters that :func:`read_count` refuses (none: ``[]``)."""
+    bad = []
+    for field, high in SCHEDULE_COUNTERS:
+        value = getattr(row, field)
+        if not (type(value) is int and 0 <= value <= high):
+            bad.append(field)
+    return bad

@@ -19,7 +19,7 @@ from django.db.models.functions import Now
 
 from .. import timing
 from ..conf import app_settings
-from ..db.batch import _REFUSED, _insert_rows, _update_rows
+from ..db.batch import ROW_PROBLEMS, _insert_rows, _update_rows
 from ..db.clock import _resolve_now
 from ..db.compiled import PLACEHOLDER, read_rows
 from ..db.locks import _lock_for_write, _locked
@@ -60,7 +60,8 @@ def complete(
     cannot be applied to its row (its definition was made invalid behind ``save()`` while
     it ran) is receipted with its own status and the schedule paused as degraded; if the
     database still refuses the batch (``IntegrityError``, ``DataError``, a driver's
-    ``ValueError``), each outcome is retried in its own transaction, then once without its
+    ``ValueError``) or a row's value cannot be read at all (:data:`.db.batch.ROW_PROBLEMS`),
+    each outcome is retried in its own transaction, then once without its
     result and message, and only then dropped (``report.dropped``, logged). An outcome
     whose attempt retention has pruned meanwhile is dropped with a log line. A row locked
     by another transaction (e.g. by the callback itself) is not waited for: its outcome
@@ -74,7 +75,7 @@ def complete(
     bounded = [bound_outcome(o) for o in outcomes]
     try:
         report = _complete_batch(bounded, now, using)
-    except _REFUSED as exc:
+    except ROW_PROBLEMS as exc:
         if connections[using].in_atomic_block:
             raise  # inside the caller's transaction nothing can be retried here
         logger.warning("a completion batch was refused (%s); retrying outcome by outcome", exc)
@@ -120,7 +121,7 @@ def _complete_alone(outcome: Outcome, now: datetime | None, using: str) -> Compl
     is recovered)."""
     try:
         return _complete_batch([outcome], now, using)
-    except _REFUSED as exc:
+    except ROW_PROBLEMS as exc:
         first = exc
     stripped = replace(
         outcome,
@@ -130,7 +131,7 @@ def _complete_alone(outcome: Outcome, now: datetime | None, using: str) -> Compl
     )
     try:
         return _complete_batch([stripped], now, using)
-    except _REFUSED as exc:
+    except ROW_PROBLEMS as exc:
         logger.error(
             "dropped the outcome of %s occurrence %s attempt %s: the database refused it "
             "(%s; %s); its lease will expire and the occurrence be recovered",

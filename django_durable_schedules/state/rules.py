@@ -30,7 +30,7 @@ from ..models import (
 from ..projection import bound_text
 from ..registry import registry
 from ..uuids import uuid4
-from .bounds import UNEVALUABLE_PREFIX, _bounded_seconds, describe_problem
+from .bounds import UNEVALUABLE_PREFIX, _bounded_seconds, check_counters, describe_problem
 from .exclusion_rules import count_excluded, count_excluded_to_end, excluded_at_claim
 from .records import _Receipt as _Receipt
 from .values import Claim
@@ -273,6 +273,7 @@ def _plan_claim(
     """The claim of the locked, due ``row`` at ``now``: its attempt (or receipt) appended,
     the row moved on; a row left without a slot to run gets the excluded slots of the rest
     of its grid counted (:func:`.exclusion_rules.count_excluded_to_end`)."""
+    check_counters(row)  # a counter written behind save() that is no count: quarantined
     events = [] if events is None else events
     _plan_claim_row(row, now, lease, worker, attempts, receipts, claims, events)
     count_excluded_to_end(row, now, events)

@@ -18,7 +18,7 @@ from django.db.models.expressions import RawSQL
 
 from .. import timing
 from ..conf import app_settings
-from ..db.batch import _REFUSED, _insert_rows, _update_rows
+from ..db.batch import ROW_PROBLEMS, _insert_rows, _update_rows
 from ..db.clock import _DUE_NOW_SQL, _resolve_now, db_now
 from ..db.compiled import read_rows
 from ..db.locks import _lock_for_write, _locked
@@ -28,14 +28,19 @@ from ..models import (
     RunReceipt,
     Schedule,
     ScheduleEvent,
-    Status,
     load_exclusions,
     with_calendar_flag,
 )
 from .backfill_rules import backfill_receipt
 from .backfills import _claim_backfills, _settle
-from .bounds import describe_problem
+from .bounds import check_counters
 from .outcomes import _fail_attempt
+from .quarantine import (
+    quarantine_lease,
+    quarantine_refused,
+    quarantine_refused_backfill,
+    repair_counters,
+)
 from .rules import (
     _CLAIM_FIELDS,
     _CLAIM_UNREAD,
@@ -78,9 +83,12 @@ def claim_due(
     ``ScheduleQuerySet.backfill_ready``; :mod:`.backfills`). Returns the committed claims.
 
     If the database refuses the batch (``IntegrityError``/``DataError``: a row whose stored
-    counters clash with its attempts, ...), the due rows are claimed one transaction each,
-    and a row refused on its own is paused as degraded with the database's reason, so one
-    row never blocks every claim. Other database errors propagate and nothing is claimed.
+    counters clash with its attempts, ...) or a row's value cannot be read at all
+    (:data:`.db.batch.ROW_PROBLEMS`), the due rows are claimed one transaction each, then
+    the backfill slots one schedule each; a row refused on its own is paused as degraded
+    with the reason, a backfill slot refused on its own cancels that backfill with the
+    reason (:mod:`.quarantine`), so one row never blocks every claim nor is retried at
+    every pass. Other database errors propagate and nothing is claimed.
     """
     limit = limit or app_settings.BATCH_SIZE
     lease = timedelta(seconds=lease_seconds or app_settings.LEASE_SECONDS)
@@ -88,7 +96,7 @@ def claim_due(
         now = timing.require_aware(now, "now")
     try:
         claims = _claim_batch(worker, limit, lease, now, using, only=None)
-    except _REFUSED as exc:
+    except ROW_PROBLEMS as exc:
         if connections[using].in_atomic_block:
             raise  # inside the caller's transaction nothing can be retried here
         logger.warning("a claim batch was refused (%s); claiming row by row", exc)
@@ -131,37 +139,27 @@ def _read_due(
 def _claim_one_by_one(
     worker: str, limit: int, lease: timedelta, now: datetime | None, using: str
 ) -> list[Claim]:
-    """The due rows, each claimed in its own transaction; a row the database refuses on
-    its own is paused as degraded (:func:`_quarantine_refused`)."""
+    """The due rows, each claimed in its own transaction, then the backfill slots of the
+    schedules free to run one, each in its own transaction; a row the database refuses on
+    its own is paused as degraded (:func:`.quarantine.quarantine_refused`), a backfill
+    slot refused on its own cancels that backfill
+    (:func:`.quarantine.quarantine_refused_backfill`)."""
     due_before = now if now is not None else db_now(using)
     claims: list[Claim] = []
-    for pk in list(_due(using, due_before).values_list("pk", flat=True)[:limit]):
+    due = list(_due(using, due_before).values_list("pk", flat=True)[:limit])
+    for pk in due:
         try:
             claims += _claim_batch(worker, limit, lease, now, using, only=pk)
-        except _REFUSED as exc:
-            _quarantine_refused(pk, exc, using)
+        except ROW_PROBLEMS as exc:
+            quarantine_refused(pk, exc, using)
+    room = limit - len(due)
+    ready = Schedule.objects.using(using).backfill_ready(due_before).order_by("pk")
+    for pk in list(ready.values_list("pk", flat=True)[:room]) if room > 0 else []:
+        try:
+            claims += _claim_batch(worker, 1, lease, now, using, only=None, backfill=pk)
+        except ROW_PROBLEMS as exc:
+            quarantine_refused_backfill(pk, exc, using)
     return claims
-
-
-def _quarantine_refused(pk: uuid.UUID, exc: BaseException, using: str) -> None:
-    """Pause the due row ``pk`` whose claim the database refused (its attempt cannot be
-    written, so no receipt can be either): the reason goes to ``degraded_reason``."""
-    reason = f"the database refused its claim: {describe_problem(exc)}"[:500]
-    with transaction.atomic(using=using):
-        updated = (
-            Schedule.objects.using(using)
-            .filter(pk=pk, lease_token__isnull=True)
-            .update(
-                status=Status.PAUSED,
-                degraded_reason=reason,
-                next_run_at=None,
-                retry_scheduled_for=None,
-                triggered_at=None,
-                buffered_for=None,
-            )
-        )
-    if updated:
-        logger.error("schedule %s paused: %s", pk, reason, extra={"schedule": str(pk)})
 
 
 def _claim_batch(
@@ -172,8 +170,10 @@ def _claim_batch(
     using: str,
     *,
     only: uuid.UUID | None,
+    backfill: uuid.UUID | None = None,
 ) -> list[Claim]:
-    """One claim transaction (see :func:`claim_due`); ``only``: that row alone."""
+    """One claim transaction (see :func:`claim_due`); ``only``: that row alone (no
+    backfill slot); ``backfill``: the backfill slot of that schedule alone (no live row)."""
     claims: list[Claim] = []
     with transaction.atomic(using=using):
         _lock_for_write(using)
@@ -189,7 +189,11 @@ def _claim_batch(
             if clock_after
             else (now := _resolve_now(now, using))
         )
-        rows = _read_due(using, due_before, limit, only, cached=clock_after and only is None)
+        rows = (
+            _read_due(using, due_before, limit, only, cached=clock_after and only is None)
+            if backfill is None
+            else []
+        )
         if not rows and only is not None:
             return []
         if clock_after and rows:
@@ -211,6 +215,7 @@ def _claim_batch(
                 del attempts[marks[0] :], receipts[marks[1] :], claims[marks[2] :]
                 del events[marks[3] :]
                 _restore(row, snapshot)
+                repair_counters(row, using)  # a counter that is no number: from the ledger
                 _quarantine_claim(row, exc, now, worker, attempts, receipts)
         if only is None:  # the slots of open backfills, on schedules the live grid left free
             rows += _claim_backfills(
@@ -224,6 +229,7 @@ def _claim_batch(
                 receipts,
                 claims,
                 using,
+                only=backfill,
             )
         if not rows:
             return []
@@ -289,12 +295,45 @@ def expire_leases(
     Each gets a ``lease_expired`` receipt; its occurrence is retried at once as the next
     attempt, or given up after ``max_attempts`` (at-least-once execution). Returns the
     number recovered.
+
+    A lease expiry no lease the engine grants could hold (``ScheduleQuerySet.lease_expired``:
+    after year 9000, PostgreSQL ``infinity``) counts as expired. If the batch cannot be
+    recovered (a value the engine cannot read: ``-infinity``, a year beyond 9999, SQLite
+    text where an instant belongs, a counter that is no number; or the database refuses
+    the write: :data:`.db.batch.ROW_PROBLEMS`), the rows are recovered one transaction
+    each, and a row that fails on its own is quarantined
+    (:func:`.quarantine.quarantine_lease`: lease cleared, paused as degraded with the
+    reason, its attempt receipted ``degraded``), so one row never stops the recovery of
+    the others. Other database errors propagate and nothing is recovered.
     """
     limit = limit or app_settings.BATCH_SIZE
+    if now is not None:
+        now = timing.require_aware(now, "now")
+    try:
+        return _expire_batch(limit, now, using, only=None)
+    except ROW_PROBLEMS as exc:
+        if connections[using].in_atomic_block:
+            raise  # inside the caller's transaction nothing can be retried here
+        logger.warning("a lease recovery batch failed (%s); recovering row by row", exc)
+    instant = _resolve_now(now, using)
+    recovered = 0
+    expired = Schedule.objects.using(using).lease_expired(instant).order_by("lease_expires_at")
+    for pk in list(expired.values_list("pk", flat=True)[:limit]):
+        try:
+            recovered += _expire_batch(limit, instant, using, only=pk)
+        except ROW_PROBLEMS as exc:
+            recovered += quarantine_lease(pk, exc, instant, using)
+    return recovered
+
+
+def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UUID | None) -> int:
+    """One lease recovery transaction (see :func:`expire_leases`); ``only``: that row."""
     with transaction.atomic(using=using):
         _lock_for_write(using)
         now = _resolve_now(now, using)
         qs = Schedule.objects.using(using).lease_expired(now).order_by("lease_expires_at")
+        if only is not None:
+            qs = qs.filter(pk=only)
         rows = list(_locked(qs, using, skip_locked=True)[:limit])
         if not rows:
             return 0
@@ -309,6 +348,7 @@ def expire_leases(
         backfilled = []
         events: list[ScheduleEvent] = []
         for row in rows:
+            check_counters(row)  # a counter that is no number: this row is quarantined
             attempt = attempts.get(row.lease_token)
             row.lease_token = row.lease_expires_at = None
             if attempt is None:

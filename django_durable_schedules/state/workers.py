@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import socket
 from datetime import datetime
@@ -12,10 +13,13 @@ from django.db.models import DateTimeField, Exists, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 from django.utils import timezone as dj_timezone
 
+from ..db.batch import ROW_PROBLEMS
 from ..db.clock import _CLOCK_SQL, db_now
 from ..db.compiled import read_values
 from ..models import Schedule, WorkerHeartbeat
 from .values import Wakeup
+
+logger = logging.getLogger(__name__)
 
 
 def next_wakeup(*, worker_id: str | None = None, using: str = "default") -> Wakeup:
@@ -26,7 +30,36 @@ def next_wakeup(*, worker_id: str | None = None, using: str = "default") -> Wake
 
     With ``worker_id`` (the worker's own call) the reads are subqueries of one statement
     on its heartbeat row, whose ``last_seen_at`` (database clock) is the "at once"; without
-    it, or before the worker's first heartbeat, they are separate reads."""
+    it, or before the worker's first heartbeat, they are separate reads.
+
+    Rows written behind ``save()`` never stop it: a lease expiry outside the instants the
+    engine grants (``ScheduleQuerySet.lease_unreadable_q``: PostgreSQL ``-infinity``, a year
+    beyond 9999, SQLite text) is never read, it makes ``lease_expiry`` "at once" (the
+    recovery takes it); and if a value still cannot be read (SQLite text that sorts among
+    instants), the answer comes from existence tests that read no value
+    (:func:`_cautious_wakeup`): "at once" only for what a claim or a recovery can take
+    now, else None (the worker polls)."""
+    try:
+        return _next_wakeup(worker_id, using)
+    except ROW_PROBLEMS as exc:
+        if connections[using].in_atomic_block:
+            raise
+        logger.debug("the wake-up read met a value it cannot read (%s)", exc)
+        return _cautious_wakeup(using)
+
+
+def _cautious_wakeup(using: str) -> Wakeup:
+    """The wake-up when a row's value cannot be read: "at once" (the database clock's now)
+    for ``due`` when a row is claimable or free to run a backfill slot, and for
+    ``lease_expiry`` when a lease expired; None otherwise."""
+    now = db_now(using)
+    schedules = Schedule.objects.using(using)
+    due = schedules.claimable(now).exists() or schedules.backfill_ready(now).exists()
+    expired = schedules.lease_expired(now).exists()
+    return Wakeup(due=now if due else None, lease_expiry=now if expired else None)
+
+
+def _next_wakeup(worker_id: str | None, using: str) -> Wakeup:
     conn = connections[using]
     clock: Any = (
         RawSQL(_CLOCK_SQL[conn.vendor], (), output_field=DateTimeField())
@@ -36,11 +69,12 @@ def next_wakeup(*, worker_id: str | None = None, using: str = "default") -> Wake
     schedules = Schedule.objects.using(using)
     waiting = schedules.waiting().order_by("next_run_at").values("next_run_at")[:1]
     leased = (
-        schedules.filter(lease_expires_at__isnull=False)
+        schedules.filter(schedules.lease_readable_q())
         .order_by("lease_expires_at")
         .values("lease_expires_at")[:1]
     )
     ready = Exists(schedules.backfill_ready(clock))
+    odd = Exists(schedules.filter(schedules.lease_unreadable_q()))
     if worker_id is not None:
 
         def build() -> QuerySet[Any]:
@@ -51,8 +85,9 @@ def next_wakeup(*, worker_id: str | None = None, using: str = "default") -> Wake
                     due=Subquery(waiting, output_field=DateTimeField()),
                     expiry=Subquery(leased, output_field=DateTimeField()),
                     backfill=ready,
+                    odd=odd,
                 )
-                .values_list("due", "expiry", "backfill", "last_seen_at")
+                .values_list("due", "expiry", "backfill", "odd", "last_seen_at")
                 .order_by("pk")[:1]
             )
 
@@ -62,12 +97,17 @@ def next_wakeup(*, worker_id: str | None = None, using: str = "default") -> Wake
             found = list(build())
         row = found[0] if found else None
         if row is not None:
-            due, expiry, backfill, seen = row
-            return Wakeup(due=_earliest(due, seen if backfill else None), lease_expiry=expiry)
+            due, expiry, backfill, unreadable, seen = row
+            return Wakeup(
+                due=_earliest(due, seen if backfill else None),
+                lease_expiry=_earliest(expiry, seen if unreadable else None),
+            )
     due = waiting.values_list("next_run_at", flat=True).first()
     if schedules.filter(ready).exists():
         due = _earliest(due, db_now(using))
     expiry = leased.values_list("lease_expires_at", flat=True).first()
+    if schedules.filter(odd).exists():
+        expiry = _earliest(expiry, db_now(using))
     return Wakeup(due=due, lease_expiry=expiry)
 
 

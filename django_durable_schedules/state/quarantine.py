@@ -1,0 +1,265 @@
+"""Quarantine: what a worker does with a row it cannot claim or recover.
+
+A value written behind ``save()`` (``QuerySet.update()``, raw SQL) may be one that no rule
+can read (SQLite text in an integer column, PostgreSQL ``-infinity`` in a lease expiry, a
+backfill slot that overflows in UTC) or one the database refuses to go on from (a counter
+that clashes with the attempts already written). The claim and the lease recovery
+(:mod:`.runs`) meet such a row in a batch, retry the batch row by row, and hand the row
+that still fails on its own to a function here, which contains it to that one schedule
+or backfill with writes that read none of its values:
+
+* :func:`quarantine_refused` - the due schedule is paused as degraded with the reason;
+* :func:`repair_counters` - a counter that is not a count is replaced from the ledger (so
+  the degraded attempt the claim writes for it can be numbered);
+* :func:`quarantine_backfill` / :func:`quarantine_refused_backfill` - the backfill is
+  cancelled, with the reason in its ``backfill_cancel`` event;
+* :func:`quarantine_lease` - the expired lease is cleared, the schedule paused as degraded
+  with the reason, its attempt receipted ``degraded``, its open backfill cancelled.
+
+Health counts such a schedule as degraded (``degraded_reason``); a valid edit and
+``enable`` bring it back.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from ..db.batch import ROW_PROBLEMS
+from ..db.clock import db_now
+from ..db.locks import lock_for_write, locked
+from ..models import (
+    Backfill,
+    BackfillStatus,
+    EventAction,
+    ReceiptStatus,
+    RunAttempt,
+    RunReceipt,
+    Schedule,
+    Status,
+)
+from ..projection import bound_text
+from ..uuids import uuid4
+from .bounds import bad_counters, describe_problem, read_count
+from .events import record_event
+
+logger = logging.getLogger(__name__)
+
+#: How the ``degraded_reason`` of a schedule whose expired lease could not be recovered
+#: begins.
+LEASE_PREFIX = "its expired lease could not be recovered: "
+
+
+def repair_counters(row: Schedule, using: str) -> list[str]:
+    """Inside a transaction that holds ``row``'s lock: replace each of its counters that
+    is not a count (:func:`.bounds.bad_counters`) by what the ledger says (``occurrence``:
+    the highest occurrence of its attempts; ``attempt``: the highest attempt of that
+    occurrence; the others 0), on ``row`` and in its column at once. Returns the fields
+    repaired (usually none: then no query is made)."""
+    bad = bad_counters(row)
+    if not bad:
+        return []
+    attempts = RunAttempt.objects.using(using).filter(schedule_id=row.pk)
+    if "occurrence" in bad:
+        row.occurrence = (
+            attempts.order_by("-occurrence").values_list("occurrence", flat=True).first() or 0
+        )
+    if "attempt" in bad:
+        row.attempt = (
+            attempts.filter(occurrence=row.occurrence)
+            .order_by("-attempt")
+            .values_list("attempt", flat=True)
+            .first()
+            or 0
+        )
+    values = {
+        field: getattr(row, field) if field in ("occurrence", "attempt") else 0 for field in bad
+    }
+    for field, value in values.items():
+        setattr(row, field, value)
+    Schedule.objects.using(using).filter(pk=row.pk).update(**values)
+    logger.warning(
+        "schedule %s: %s not a count; taken from its attempts",
+        row.name,
+        ", ".join(bad),
+        extra={"schedule": row.name},
+    )
+    return bad
+
+
+def quarantine_backfill(
+    row: Schedule, backfill_id: uuid.UUID, reason: str, now: datetime, using: str
+) -> bool:
+    """Inside a transaction that holds ``row``'s lock: cancel its open backfill
+    ``backfill_id`` whose next slot cannot be claimed (``reason``), writing only its status
+    and ``finished_at``; records the event ``backfill_cancel`` (by the worker) with the
+    reason. Returns whether it was still open."""
+    reason = bound_text(reason, 500)
+    updated = (
+        Backfill.objects.using(using)
+        .filter(pk=backfill_id, status=BackfillStatus.ACTIVE)
+        .update(status=BackfillStatus.CANCELLED, finished_at=now)
+    )
+    if not updated:
+        return False
+    logger.warning("backfill of %s cancelled: %s", row.name, reason, extra={"schedule": row.name})
+    record_event(
+        row,
+        EventAction.BACKFILL_CANCEL,
+        now=now,
+        source="worker",
+        changes={
+            "backfill": str(backfill_id),
+            "status": BackfillStatus.CANCELLED,
+            "reason": reason,
+        },
+        using=using,
+    )
+    return True
+
+
+def quarantine_refused(pk: uuid.UUID, exc: BaseException, using: str) -> None:
+    """Pause the due row ``pk`` whose claim the database refused (its attempt cannot be
+    written, so no receipt can be either): the reason goes to ``degraded_reason``."""
+    reason = f"the database refused its claim: {describe_problem(exc)}"[:500]
+    with transaction.atomic(using=using):
+        updated = (
+            Schedule.objects.using(using)
+            .filter(pk=pk, lease_token__isnull=True)
+            .update(
+                status=Status.PAUSED,
+                degraded_reason=reason,
+                next_run_at=None,
+                retry_scheduled_for=None,
+                triggered_at=None,
+                buffered_for=None,
+            )
+        )
+    if updated:
+        logger.error("schedule %s paused: %s", pk, reason, extra={"schedule": str(pk)})
+
+
+def quarantine_refused_backfill(pk: uuid.UUID, exc: BaseException, using: str) -> None:
+    """In its own transaction: cancel the open backfill of schedule ``pk`` whose slot
+    claim the database refused on its own (its attempt cannot be written: a stored
+    occurrence that clashes with the attempts, a counter beyond its column), so that it
+    is not claimed again at every pass. A row locked by another worker is left alone."""
+    reason = f"the database refused the claim of its next slot: {describe_problem(exc)}"
+    with transaction.atomic(using=using):
+        lock_for_write(using)
+        rows = list(
+            locked(
+                Schedule.objects.using(using).filter(pk=pk).only("pk", "name"),
+                using,
+                skip_locked=True,
+            )
+        )
+        backfill_id = (
+            Backfill.objects.using(using)
+            .open()
+            .filter(schedule_id=pk)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if rows and backfill_id is not None:
+            quarantine_backfill(rows[0], backfill_id, reason, db_now(using), using)
+
+
+def quarantine_lease(pk: uuid.UUID, exc: BaseException, now: datetime, using: str) -> bool:
+    """In its own transaction: the expired lease of schedule ``pk`` that could not be
+    recovered on its own (``exc``: a value the engine cannot read, or the database refused
+    the recovery) is cleared, and the schedule paused as degraded with the reason
+    (``degraded_reason`` begins with :data:`LEASE_PREFIX`); the attempt that held the
+    lease, if any and not receipted yet, is receipted ``degraded`` at ``now``; its open
+    backfill is cancelled. Reads none of the row's values but its lease token and failure
+    count, each guarded. Returns whether the row was quarantined (False: recovered or
+    locked meanwhile)."""
+    reason = bound_text(f"{LEASE_PREFIX}{describe_problem(exc)}", 500)
+    with transaction.atomic(using=using):
+        lock_for_write(using)
+        qs = Schedule.objects.using(using).filter(pk=pk, lease_expires_at__isnull=False)
+        found = list(locked(qs.only("pk", "name"), using, skip_locked=True))
+        if not found:
+            return False
+        row = found[0]
+        token = _guarded(lambda: qs.values_list("lease_token", flat=True).first(), using)
+        failures = _guarded(lambda: qs.values_list("failure_count", flat=True).first(), using)
+        qs.update(
+            lease_token=None,
+            lease_expires_at=None,
+            status=Status.PAUSED,
+            degraded_reason=reason,
+            next_run_at=None,
+            retry_scheduled_for=None,
+            triggered_at=None,
+            buffered_for=None,
+        )
+        if isinstance(token, uuid.UUID):
+            _receipt_degraded(row, token, _count_or_zero(failures), reason, exc, now, using)
+        backfill_id = (
+            Backfill.objects.using(using)
+            .open()
+            .filter(schedule_id=pk)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if backfill_id is not None:
+            quarantine_backfill(row, backfill_id, f"the schedule was paused: {reason}", now, using)
+    logger.error("schedule %s paused: %s", row.name, reason, extra={"schedule": row.name})
+    return True
+
+
+def _guarded(read: Any, using: str) -> Any:
+    """``read()`` in a savepoint; None when the value cannot be read."""
+    try:
+        with transaction.atomic(using=using):
+            return read()
+    except ROW_PROBLEMS:
+        return None
+
+
+def _count_or_zero(value: Any) -> int:
+    try:
+        return read_count(value, "failure_count")
+    except ValueError:
+        return 0
+
+
+def _receipt_degraded(
+    row: Schedule,
+    token: uuid.UUID,
+    failures: int,
+    reason: str,
+    exc: BaseException,
+    now: datetime,
+    using: str,
+) -> None:
+    """The ``degraded`` receipt of the attempt that held ``token``, unless it has one."""
+    attempt = (
+        RunAttempt.objects.using(using)
+        .filter(lease_token=token, schedule_id=row.pk)
+        .only("pk", "occurrence")
+        .first()
+    )
+    if attempt is None or RunReceipt.objects.using(using).filter(attempt_id=attempt.pk).exists():
+        return
+    receipt = RunReceipt.build(
+        id=uuid4(),
+        attempt_id=attempt.pk,
+        schedule_id=row.pk,
+        occurrence=attempt.occurrence,
+        succeeded_occurrence=None,
+        status=ReceiptStatus.DEGRADED,
+        finished_at=now,
+        result=None,
+        error_type=bound_text(type(exc).__name__, 200),
+        error_message=reason,
+        failure_count_after=failures,
+        next_run_at=None,
+        slots_skipped=0,
+    )
+    RunReceipt.objects.using(using).bulk_create([receipt])
