@@ -41,4 +41,5 @@ DURATION_BOUNDS = (
     ("backoff_cap_seconds", -1e-9, BACKOFF_CAP_MAX_SECONDS),
     ("timeout_seconds", 0.0, TIMEOUT_MAX_SECONDS),
     ("misfire_grace_seconds", -1, MISFIRE_GRACE_MAX_SECONDS),
+    ("jitter_seconds", -1, JITTER_MAX_SECONDS),
 )
