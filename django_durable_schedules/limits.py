@@ -15,6 +15,22 @@ TIMEOUT_MAX_SECONDS = 7 * 86400.0
 #: Longest ``misfire_grace_seconds`` (a year).
 MISFIRE_GRACE_MAX_SECONDS = 366 * 86400
 
+#: Longest ``jitter_seconds`` (one day). ``Schedule.clean()`` also keeps it at most half the
+#: shortest gap between slots; a larger value written behind ``save()`` is used clamped to
+#: this bound (the claim, the planning of the next slot and the look-back for a jittered
+#: slot all read the clamped value).
+JITTER_MAX_SECONDS = 86400
+
+#: The planning budget of a calendar rule (kind ``rrule``): the work python-dateutil may do
+#: between two occurrences (or from where a search starts to the next one), in units of one
+#: candidate time examined (a step of its walk costs 7 more): about 0.2 s of one core.
+#: Counted, not timed, so the answer is the same on every machine: a rule over it is a field
+#: error on ``rrule`` at save and a ``degraded`` schedule (paused with the reason) at the
+#: claim. Only HOURLY, MINUTELY and SECONDLY rules whose BYHOUR/BYMINUTE/BYSECOND pick few
+#: times on days far apart come near it (dateutil steps through every hour, minute or
+#: second of each day in between); written with FREQ=DAILY or coarser they cost a few steps.
+RRULE_PLAN_MAX_STEPS = 1_000_000
+
 #: ``metadata``: at most this many keys, and string values of at most this many characters.
 METADATA_MAX_KEYS = 50
 METADATA_MAX_VALUE_CHARS = 500
@@ -25,4 +41,5 @@ DURATION_BOUNDS = (
     ("backoff_cap_seconds", -1e-9, BACKOFF_CAP_MAX_SECONDS),
     ("timeout_seconds", 0.0, TIMEOUT_MAX_SECONDS),
     ("misfire_grace_seconds", -1, MISFIRE_GRACE_MAX_SECONDS),
+    ("jitter_seconds", -1, JITTER_MAX_SECONDS),
 )

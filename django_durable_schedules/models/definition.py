@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from django.utils import timezone as dj_timezone
 
 from .. import timing
+from ..limits import JITTER_MAX_SECONDS
 from .choices import DEFINITION_FIELDS, Kind
 
 #: Definition fingerprints by the values they were computed from (the worker computes one
@@ -107,13 +108,25 @@ class DefinitionMixin:
         edit made behind ``save()``; pure (no database, no clock)."""
         return self.due_at(timing.planned_slot(self.spec(), now, first=first))
 
+    def jitter_bound(self) -> int:
+        """``jitter_seconds`` as the engine uses it: whole seconds in
+        ``[0, JITTER_MAX_SECONDS]`` (one day). A larger value written behind ``save()`` is
+        clamped to that bound, a negative one or a non-number is 0 (no jitter): a jitter
+        never delays a schedule by more than a day."""
+        value = self.jitter_seconds
+        if isinstance(value, bool) or not isinstance(value, int):
+            return 0
+        return min(max(value, 0), JITTER_MAX_SECONDS)
+
     def due_at(self, slot: datetime | None) -> datetime | None:
         """When ``slot`` becomes due: the slot plus this schedule's deterministic jitter
-        (SHA-256 of ``"<id>:<slot epoch seconds>"``, so every worker agrees)."""
-        if slot is None or not self.jitter_seconds:
+        (SHA-256 of ``"<id>:<slot epoch seconds>"``, so every worker agrees), at most
+        :meth:`jitter_bound` seconds."""
+        jitter = self.jitter_bound()
+        if slot is None or not jitter:
             return slot
         key = f"{self.id}:{int(slot.timestamp())}"
-        return slot + timedelta(seconds=timing.jitter_offset(key, self.jitter_seconds))
+        return slot + timedelta(seconds=timing.jitter_offset(key, jitter))
 
     def upcoming(self, count: int = 5, after: datetime | None = None) -> list[datetime]:
         """The next ``count`` fire times (aware UTC datetimes) strictly after ``after``

@@ -359,6 +359,11 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
             )
         try:
             self.spec().validate()
+            if self.kind == Kind.RRULE:
+                # The next slots from now, as save() and the worker plan them: a rule whose
+                # walk from here goes over the planning budget is refused now, not degraded
+                # at its first claim (RRULE_PLAN_MAX_STEPS).
+                timing.upcoming(self.spec(), dj_timezone.now(), 2)
         except timing.InvalidSchedule as exc:
             errors.setdefault(exc.field, []).append(exc.message)
         for field, messages in self._bound_errors().items():

@@ -135,7 +135,7 @@ def excluded_at_claim(row: Schedule, spec: timing.Spec, now: datetime) -> bool:
     completes when there is none). Returns False, changing nothing, otherwise."""
     if not spec.exclusions or row.next_run_at is None:
         return False
-    earliest = row.next_run_at - timedelta(seconds=row.jitter_seconds or 0)
+    earliest = row.next_run_at - timedelta(seconds=row.jitter_bound())
     if timing.latest_slot_at_or_before(spec, now, not_before=earliest) is not None:
         return False
     grid = dataclasses.replace(spec, exclusions=None)

@@ -231,7 +231,7 @@ def plan_overlap(row: Schedule, now: datetime) -> Overlap:
     spec = row.spec()
     if row.overlap_policy == OverlapPolicy.BUFFER_ONE:
         # next_run_at may include jitter: its nominal slot lies up to jitter_seconds before.
-        earliest = nxt - timedelta(seconds=row.jitter_seconds or 0)
+        earliest = nxt - timedelta(seconds=row.jitter_bound())
         first = timing.next_slot_after(spec, earliest, inclusive=True)
         if first is not None and first <= now:
             passed = timing.count_slots(spec, first, now + ONE_SECOND)

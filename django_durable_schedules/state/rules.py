@@ -343,7 +343,7 @@ def _plan_claim_row(
             return  # its date was excluded after it was planned: counted above, not run
         else:
             # ``due`` may include jitter: the nominal slot lies up to jitter_seconds before it.
-            earliest = due - timedelta(seconds=row.jitter_seconds or 0)
+            earliest = due - timedelta(seconds=row.jitter_bound())
             latest = timing.latest_slot_at_or_before(spec, now, not_before=earliest) or due
             missed = timing.count_slots(spec, earliest, latest)
             slot = latest

@@ -28,7 +28,7 @@ Rules and where they come from (``docs/time.md`` explains them with examples):
 
 The package, one module per concern (each imports only the ones listed before it):
 
-* ``errors``: :class:`InvalidSchedule`;
+* ``errors``: :class:`InvalidSchedule`, :class:`PlanningBudgetExceeded`;
 * ``instants``: ``UTC``, ``MAX_YEAR``, the searchable bounds, :func:`require_aware`,
   :func:`truncate_to_second`, whole seconds since the epoch;
 * ``zones``: :func:`validate_timezone`, :func:`canonical_timezone`, :func:`zone_names` and
@@ -71,7 +71,7 @@ from .cron_syntax import CRON_MACROS, is_wildcard_cron
 from .cron_syntax import _expand as _expand
 from .delays import backoff_seconds, jitter_offset
 from .descriptions import describe, rrule_description
-from .errors import InvalidSchedule
+from .errors import InvalidSchedule, PlanningBudgetExceeded
 from .excluded_slots import ExcludedDay, SlotView
 from .exclusions import (
     Exclusion,
@@ -106,6 +106,7 @@ from .zones import canonical_timezone, validate_timezone, zone_names
 
 __all__ = [
     "InvalidSchedule",
+    "PlanningBudgetExceeded",
     "UTC",
     "MIN_INTERVAL_SECONDS",
     "MAX_INTERVAL_SECONDS",

@@ -30,3 +30,14 @@ class InvalidSchedule(ValueError):
 # ``django_durable_schedules.timing.InvalidSchedule`` in pickles, tracebacks and the
 # ``error_type`` of a receipt (projection.project_error records the qualified name).
 InvalidSchedule.__module__ = "django_durable_schedules.timing"
+
+
+class PlanningBudgetExceeded(InvalidSchedule):
+    """A rule whose expansion examined more candidate times between two of its occurrences
+    than the planning budget allows (:data:`..limits.RRULE_PLAN_MAX_STEPS`): refused as a
+    field error on ``rrule`` at save, and a schedule holding one (written behind ``save()``)
+    is paused ``degraded`` with this message at the claim. An :class:`InvalidSchedule`, so
+    every caller that handles those handles it."""
+
+
+PlanningBudgetExceeded.__module__ = "django_durable_schedules.timing"

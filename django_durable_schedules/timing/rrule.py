@@ -12,6 +12,10 @@ The rules (``docs/time.md`` explains them with examples):
   is read with the UTC offset before the gap (02:30 becomes 03:30 of the new offset); a
   local time inside a fall-back overlap is its first occurrence. Several local times that
   land on one instant are one slot.
+- Budgeted: between two occurrences dateutil does at most ``RRULE_PLAN_MAX_STEPS`` steps
+  of work (:mod:`.rrule_grid`), else :class:`.errors.PlanningBudgetExceeded`: at
+  validation (the walk to the first occurrence and, for a rule finer than DAILY, over its
+  longest run of days without a match) and in every search after it.
 - Bounded: every expansion of the rule by dateutil runs inside a window that ends at most
   400 years later (:mod:`.rrule_grid`). A rule with no occurrence in the 400 years
   from its start can never fire (exact for INTERVAL=1: the calendar repeats every 400
@@ -28,7 +32,7 @@ from datetime import datetime, time, timedelta
 from dateutil import rrule as du
 
 from .errors import InvalidSchedule
-from .instants import _FIRST_INSTANT, _LAST_INSTANT, _SECOND
+from .instants import _FIRST_INSTANT, _LAST_INSTANT, _SECOND, MAX_YEAR
 from .rrule_grid import (
     _CYCLE_YEARS,
     _DATEUTIL_LAST_YEAR,
@@ -39,7 +43,7 @@ from .rrule_grid import (
     _reading,
     _RulePlan,
 )
-from .rrule_syntax import RuleParts, parse_rrule, with_defaults
+from .rrule_syntax import FREQS, RuleParts, parse_rrule, with_defaults
 from .zones import _zone, validate_timezone
 
 
@@ -164,9 +168,16 @@ def _no_day_ever_matches(p: RuleParts) -> bool:
         return False
     if not (p.bymonth or p.byweekno or p.byyearday or p.bymonthday or p.byday):
         return False
-    days = du.rrule(
+    days = _day_rule(p, datetime(_DATEUTIL_LAST_YEAR + 1 - _CYCLE_YEARS, 1, 1))
+    return next(iter(days), None) is None
+
+
+def _day_rule(p: RuleParts, start: datetime) -> du.rrule:
+    """The days (at midnight) that pass the day parts of the defaulted rule ``p`` without an
+    ordinal BYDAY or a BYSETPOS, from ``start``: one yearly expansion."""
+    return du.rrule(
         du.YEARLY,
-        dtstart=datetime(_DATEUTIL_LAST_YEAR + 1 - _CYCLE_YEARS, 1, 1),
+        dtstart=start,
         bymonth=p.bymonth or None,
         byweekno=p.byweekno or None,
         byyearday=p.byyearday or None,
@@ -176,7 +187,53 @@ def _no_day_ever_matches(p: RuleParts) -> bool:
         byminute=0,
         bysecond=0,
     )
-    return next(iter(days), None) is None
+
+
+@functools.lru_cache(maxsize=256)
+def _longest_gap(p: RuleParts) -> tuple[datetime, int]:
+    """``(day, days)``: the longest run of days of the 400-year Gregorian cycle that no day
+    of the defaulted rule ``p`` passes (its day parts: see :func:`_day_rule`), as the day
+    that passes just before it (a date in the years 9600-9999) and its length. One walk of
+    the cycle (at most 146,097 days); the cycle repeats, so this is the longest ever."""
+    cycle_start = datetime(_DATEUTIL_LAST_YEAR + 1 - _CYCLE_YEARS, 1, 1)
+    first = previous = None
+    best: tuple[datetime, int] = (cycle_start, 0)
+    for day in _day_rule(p, cycle_start):
+        if previous is not None and (day - previous).days > best[1]:
+            best = (previous, (day - previous).days)
+        first = first or day
+        previous = day
+    if first is not None and previous is not None:
+        wrap = (first - previous).days + 146097  # the last day to the first of the next cycle
+        if wrap > best[1]:
+            best = (previous, wrap)
+    return best
+
+
+def _check_budget(plan: _RulePlan, full: RuleParts) -> None:
+    """Raise :class:`.errors.PlanningBudgetExceeded` for a HOURLY, MINUTELY or SECONDLY
+    rule whose walk over the longest run of days without a matching day goes over the
+    planning budget (:data:`..limits.RRULE_PLAN_MAX_STEPS`): the walk starts the day after
+    the last matching day before that run, in the first 400-year cycle at or after
+    DTSTART. (Its walk from DTSTART to the first occurrence is :func:`_compile`'s search.)
+    Such a rule has no ordinal BYDAY, and its BYSETPOS picks within an hour, a minute or a
+    second: its days are those of its day parts. A rule without day parts matches every
+    day; it is left to that search and to the budget of every later search."""
+    if FREQS.index(full.freq) <= FREQS.index("DAILY"):
+        return  # it steps a day at a time: bounded by the 400-year window
+    if not (full.bymonth or full.byweekno or full.byyearday or full.bymonthday or full.byday):
+        return
+    day, days = _longest_gap(full)
+    if days <= 1:
+        return
+    start = day.replace(
+        year=day.year - _CYCLE_YEARS * ((day.year - plan.dtstart.year) // _CYCLE_YEARS)
+    )
+    if start < plan.dtstart:
+        start = start.replace(year=start.year + _CYCLE_YEARS)
+    start += timedelta(days=1)
+    if start.year <= MAX_YEAR - 1:
+        next(_occurrences(plan, start, 1), None)
 
 
 def _day_parts(parts: RuleParts) -> str:
@@ -199,10 +256,14 @@ def _compile(text: str, zone: str, dtstart: datetime) -> _RulePlan | InvalidSche
             message = f"can never fire: no date matches {_day_parts(full)}{given}"
             return InvalidSchedule("rrule", message)
         # Every period is on the grid and some date of the cycle matches: it fires (and
-        # keeps firing). Otherwise look for the first occurrence, a bounded search.
+        # keeps firing). Otherwise look for the first occurrence, a bounded search; a rule
+        # finer than DAILY looks for it anyway, and walks its longest run of days without a
+        # match, within the planning budget.
         plain = full.interval == 1 and not full.bysetpos and not any(n for n, _ in full.byday)
-        sure = plain and full.until is None
+        sure = plain and full.until is None and FREQS.index(full.freq) <= FREQS.index("DAILY")
         first = True if sure else next(_occurrences(plan, dtstart, 1), None)
+        if first is not None:
+            _check_budget(plan, full)
     except InvalidSchedule as exc:
         return exc
     except (ValueError, OverflowError, TypeError) as exc:
@@ -226,7 +287,7 @@ def compile_rrule(text: str, timezone: str, dtstart: datetime) -> _RulePlan:
     (see :func:`rrule_dtstart`). Raises :class:`InvalidSchedule` like :func:`validate_rrule`."""
     plan = _compile(text, timezone, dtstart)
     if isinstance(plan, InvalidSchedule):
-        raise InvalidSchedule(plan.field, plan.message)
+        raise type(plan)(plan.field, plan.message)
     return plan
 
 

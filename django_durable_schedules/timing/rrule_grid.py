@@ -10,6 +10,13 @@ bounded expansions (``(local time, instant)`` pairs) the searches of :mod:`.rrul
   weekdays included, repeats every 400 years) into dateutil's last years, so that the end
   of its calendar (year 9999) stops a rule that never matches within at most 400 years of
   walking; a walk gives up :data:`HORIZON_YEARS` after its start.
+- Budgeted: dateutil examines at most :data:`..limits.RRULE_PLAN_MAX_STEPS` candidate
+  times between two occurrences (counted by :class:`_MeteredRule`, deterministic), else
+  :class:`.errors.PlanningBudgetExceeded`. A HOURLY, MINUTELY or SECONDLY rule makes
+  dateutil step through the hours, minutes or seconds of every day between two matching
+  days (``FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=29;BYDAY=MO;BYHOUR=23;BYMINUTE=59;BYSECOND=59``:
+  86,400 steps a day for 28 years, minutes of work); coarser rules step a day at a time
+  and stay within the 400-year window (at most 146,097 days).
 - Local times become instants by RFC 5545 §3.3.5 (:func:`_instant`).
 """
 
@@ -24,7 +31,8 @@ from zoneinfo import ZoneInfo
 
 from dateutil import rrule as du
 
-from .errors import InvalidSchedule
+from ..limits import RRULE_PLAN_MAX_STEPS
+from .errors import InvalidSchedule, PlanningBudgetExceeded
 from .instants import _SECOND, MAX_YEAR, UTC
 from .rrule_syntax import FREQS, RuleParts
 from .zones import _zone
@@ -56,9 +64,48 @@ class _Grid:
     kwargs: tuple[tuple[str, Any], ...]  # every BYxxx part, defaulted from DTSTART
     origin: datetime  # naive local
 
-    def rule(self, anchor: datetime) -> du.rrule:
-        """dateutil's rule started at ``anchor`` (a restart point of the grid)."""
-        return du.rrule(self.freq, dtstart=anchor, interval=self.interval, **dict(self.kwargs))
+    def rule(self, anchor: datetime) -> _MeteredRule:
+        """dateutil's rule started at ``anchor`` (a restart point of the grid), metered."""
+        return _MeteredRule(self.freq, dtstart=anchor, interval=self.interval, **dict(self.kwargs))
+
+
+#: What one step of dateutil's walk costs beyond the candidate values it examines, in the
+#: same units (measured: a step's fixed cost is about seven candidate values' worth).
+_STEP_COST = 7
+
+
+class _OverBudget(Exception):
+    """Raised inside dateutil's walk by :class:`_MeteredRule` (turned into
+    :class:`.errors.PlanningBudgetExceeded` with the rule's place by :func:`_run`)."""
+
+
+class _MeteredRule(du.rrule):
+    """dateutil's rule, counting the work of its HOURLY, MINUTELY and SECONDLY steps
+    (``steps``: each candidate value examined, plus :data:`_STEP_COST` a step) and stopping its walk (:class:`_OverBudget`) when more than
+    :data:`RRULE_PLAN_MAX_STEPS` of them pass without an occurrence (``mark``: ``steps``
+    at the last one, set by the caller). Every such step goes through dateutil's
+    ``__mod_distance`` once the FREQ's own BYxxx set is given (:func:`_dateutil_parts`
+    always gives it); the one here is dateutil's, counted."""
+
+    steps = 0
+    mark = 0
+
+    def _rrule__mod_distance(self, value: int, byxxx: Any, base: int) -> tuple[int, int] | None:
+        interval = self._interval  # type: ignore[attr-defined]
+        accumulator = 0
+        found: tuple[int, int] | None = None
+        examined = 0
+        for _ in range(base):
+            examined += 1
+            div, value = divmod(value + interval, base)
+            accumulator += div
+            if value in byxxx:
+                found = (accumulator, value)
+                break
+        self.steps += examined + _STEP_COST
+        if self.steps - self.mark > RRULE_PLAN_MAX_STEPS:
+            raise _OverBudget
+        return found
 
 
 @dataclass(frozen=True, eq=False)  # identity hash: plans are cached per (rule, zone, start)
@@ -92,6 +139,10 @@ def _dateutil_parts(parts: RuleParts) -> tuple[tuple[str, Any], ...]:
     dateutil's keyword arguments: with every default explicit, the rule can be restarted
     anywhere on its grid without changing it."""
     weekdays = tuple(du.weekday(d, n or None) for n, d in parts.byday)
+    # The FREQ's own level, when the rule leaves it open, as every value (the same rule):
+    # then each step of dateutil's walk is one counted by _MeteredRule.
+    every = {"HOURLY": ("byhour", 24), "MINUTELY": ("byminute", 60), "SECONDLY": ("bysecond", 60)}
+    own, size = every.get(parts.freq, ("", 0))
     values: dict[str, Any] = {
         "bymonth": parts.bymonth,
         "byweekno": parts.byweekno,
@@ -103,6 +154,8 @@ def _dateutil_parts(parts: RuleParts) -> tuple[tuple[str, Any], ...]:
         "bysecond": parts.bysecond,
         "bysetpos": parts.bysetpos,
     }
+    if own and not values[own]:
+        values[own] = tuple(range(size))
     return (("wkst", parts.wkst),) + tuple((k, v or None) for k, v in values.items())
 
 
@@ -175,28 +228,62 @@ def _shift_years(anchor: datetime) -> int:
     return _CYCLE_YEARS * max(0, (_DATEUTIL_LAST_YEAR - 1 - anchor.year) // _CYCLE_YEARS)
 
 
+def over_budget(start: datetime) -> PlanningBudgetExceeded:
+    """The error of a rule whose walk from the local time ``start`` examined more than
+    :data:`RRULE_PLAN_MAX_STEPS` candidate times without an occurrence."""
+    return PlanningBudgetExceeded(
+        "rrule",
+        f"planning the rule took more than {RRULE_PLAN_MAX_STEPS:,} steps between two "
+        f"occurrences (searching from {start:%Y-%m-%d %H:%M:%S} local time): its FREQ steps "
+        "through every hour, minute or second of the days between matching days; write it "
+        "with FREQ=DAILY (or coarser) and BYHOUR/BYMINUTE/BYSECOND for the times",
+    )
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What one expansion of the rule found: ``items`` (``(local time, instant)``), where
+    to go on (``stopped``: None after a full run, else the end of the window it ran out
+    of), and its cost in candidate times examined: ``lead`` before its first occurrence
+    (all of it without one), ``trail`` after its last."""
+
+    items: tuple[tuple[datetime, datetime], ...]
+    stopped: datetime | None
+    lead: int
+    trail: int
+
+
 @functools.lru_cache(maxsize=4096)
-def _run(
-    grid: _Grid, anchor: datetime, size: int = _RUN
-) -> tuple[tuple[tuple[datetime, datetime], ...], datetime | None]:
+def _run(grid: _Grid, anchor: datetime, size: int = _RUN) -> _Run:
     """Up to ``size`` occurrences from ``anchor`` as ``(local time, instant)`` in local
     order (a weekly BYSETPOS: at least its first week), and where to go on: None after a
     full run (from the last local time), else the end of the window it ran out of.
     The rule runs moved by whole 400-year cycles, so that dateutil stops at the end of its
-    calendar: a rule that never matches costs at most one window (at most 400 years)."""
+    calendar: a rule that never matches costs at most one window (at most 400 years).
+    Raises :class:`.errors.PlanningBudgetExceeded` when more than
+    :data:`RRULE_PLAN_MAX_STEPS` candidate times pass between two occurrences of the run."""
     shift = _shift_years(anchor)
     end = datetime(_DATEUTIL_LAST_YEAR + 1 - shift, 1, 1)
     whole_week = anchor + timedelta(days=7) if grid.weekly_setpos else anchor
     items: list[tuple[datetime, datetime]] = []
+    rule = grid.rule(anchor.replace(year=anchor.year + shift))
+    lead = 0
     try:
-        for moved in grid.rule(anchor.replace(year=anchor.year + shift)):
+        for moved in rule:
+            if not items:
+                lead = rule.steps
+            rule.mark = rule.steps
             local = moved.replace(year=moved.year - shift)
             items.append((local, _instant(local, grid.tz)))
             if len(items) >= size and local >= whole_week:
-                return tuple(items), None
+                return _Run(tuple(items), None, lead, 0)
+    except _OverBudget:
+        raise over_budget(items[-1][0] if items else anchor) from None
     except (ValueError, OverflowError) as exc:  # dateutil: "... resulting in empty rule"
         raise InvalidSchedule("rrule", f"the rule cannot be expanded: {exc}") from None
-    return tuple(items), end
+    if not items:
+        return _Run((), end, rule.steps, rule.steps)
+    return _Run(tuple(items), end, lead, rule.steps - rule.mark)
 
 
 def _occurrences(
@@ -204,16 +291,23 @@ def _occurrences(
 ) -> Iterator[tuple[datetime, datetime]]:
     """``(local time, instant)`` of every occurrence at or after the local ``start``, in
     local order, for at most ``HORIZON_YEARS`` after ``start`` and not after MAX_YEAR;
-    expanded ``batch`` at a time (then more and more: a long walk needs fewer restarts)."""
+    expanded ``batch`` at a time (then more and more: a long walk needs fewer restarts).
+    Raises :class:`.errors.PlanningBudgetExceeded` when more than
+    :data:`RRULE_PLAN_MAX_STEPS` candidate times pass before the next occurrence (counted
+    across runs, cached or not: the same answer whatever the caches hold)."""
     limit = datetime(min(start.year + HORIZON_YEARS, MAX_YEAR + 1), 1, 1)
     cursor = start
+    carry = 0  # steps since the last occurrence, in runs before this one
     while cursor < limit:
-        items, stopped = _run(plan.grid, _anchor(plan.grid, cursor), batch)
-        for local, instant in items:
+        run = _run(plan.grid, _anchor(plan.grid, cursor), batch)
+        if carry + run.lead > RRULE_PLAN_MAX_STEPS:
+            raise over_budget(cursor)
+        carry = run.trail if run.items else carry + run.lead
+        for local, instant in run.items:
             if local >= limit:
                 return
             if local >= cursor:
                 yield local, instant
-        following = items[-1][0] + _SECOND if stopped is None else stopped
+        following = run.items[-1][0] + _SECOND if run.stopped is None else run.stopped
         cursor = max(cursor + _SECOND, following)
         batch = min(4 * batch, 256)
