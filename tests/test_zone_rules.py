@@ -259,3 +259,95 @@ def test_nearest_slot_edges():
     assert timing.nearest_slot(ended, z(2027, 1, 5)) is None  # more than a day past the last
     assert timing.nearest_slot(ended, z(2027, 1, 1, 20)) == z(2027, 1, 1, 9)
     assert timing.nearest_slot(DAILY, z(2027, 6, 1, 6)) == z(2027, 6, 1, 6)  # a slot itself
+
+
+# -- the fleet: each worker's tzdata release, and health -----------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_heartbeat_records_the_release_and_health_warns_when_live_workers_differ(
+    admin_client,
+):
+    from django.urls import reverse
+
+    from django_durable_schedules import health
+    from django_durable_schedules.models import WorkerHeartbeat
+
+    state.heartbeat("w1")
+    state.heartbeat("w2")
+    assert set(WorkerHeartbeat.objects.values_list("tzdata_version", flat=True)) == {
+        timing.rules_version()
+    }
+    assert health.snapshot().healthy
+    WorkerHeartbeat.objects.filter(worker_id="w2").update(tzdata_version="2022a")
+    now = state.db_now()
+    WorkerHeartbeat.objects.create(  # a worker of an older version records none: left out
+        worker_id="w3", started_at=now, last_seen_at=now, tzdata_version=""
+    )
+    WorkerHeartbeat.objects.create(  # a stopped worker is not live: left out
+        worker_id="w4", started_at=now, last_seen_at=now, stopped_at=now, tzdata_version="1999z"
+    )
+    snap = health.snapshot()
+    expected = "live workers read different tzdata releases: " + "; ".join(
+        sorted([f"{timing.rules_version()} (w1)", "2022a (w2)"])
+    )
+    assert not snap.healthy and snap.problems == [expected]
+    assert {w["worker_id"]: w["tzdata_version"] for w in snap.as_dict()["workers"]}["w2"] == (
+        "2022a"
+    )
+    html = admin_client.get(reverse("admin:durable_schedules_schedule_health")).content.decode()
+    assert "live workers read different tzdata releases" in html
+    assert 'class="dds-bad" title="live workers read different tzdata releases">2022a<' in html
+    response = admin_client.get(reverse("durable_schedules_api:health"))
+    assert response.status_code == 503
+    assert expected in response.json()["problems"]
+
+
+def test_tzdata_problem_needs_two_known_releases():
+    from django_durable_schedules.health import tzdata_problem
+
+    def row(worker_id: str, version: str) -> dict:
+        return {"worker_id": worker_id, "tzdata_version": version}
+
+    assert tzdata_problem([]) is None
+    assert tzdata_problem([row("a", "2025b"), row("b", "2025b")]) is None
+    assert tzdata_problem([row("a", "2025b"), row("b", ""), row("c", "unknown")]) is None
+    many = [row(f"w{i}", "2025b") for i in range(5)] + [row("x", "2026a")]
+    assert tzdata_problem(many) == (  # type: ignore[arg-type]
+        "live workers read different tzdata releases: 2025b (w0, w1, w2, ...); 2026a (x)"
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0013_both_ways():
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    from django_durable_schedules.models import WorkerHeartbeat
+
+    app = "durable_schedules"
+
+    def columns() -> set[str]:
+        with connection.cursor() as cursor:
+            described = connection.introspection.get_table_description(
+                cursor, WorkerHeartbeat._meta.db_table
+            )
+        return {c.name for c in described}
+
+    leaves = MigrationExecutor(connection).loader.graph.leaf_nodes(app)
+    state.heartbeat("before")
+    try:
+        executor = MigrationExecutor(connection)
+        executor.migrate([(app, "0012_fewer_index_entries_per_run")])
+        assert "tzdata_version" not in columns()
+        old = executor.loader.project_state((app, "0012_fewer_index_entries_per_run")).apps
+        beats = old.get_model(app, "WorkerHeartbeat").objects
+        assert beats.filter(worker_id="before").exists()
+    finally:
+        MigrationExecutor(connection).migrate(leaves)
+    assert "tzdata_version" in columns()
+    assert WorkerHeartbeat.objects.get(worker_id="before").tzdata_version == ""
+    state.heartbeat("before")
+    assert WorkerHeartbeat.objects.get(worker_id="before").tzdata_version == (
+        timing.rules_version()
+    )
