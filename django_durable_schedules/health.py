@@ -41,6 +41,7 @@ class WorkerRow(TypedDict):
     in_flight: int
     runs_finished: int
     clock_skew_seconds: float
+    tzdata_version: str
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,8 @@ def snapshot(
     Unhealthy when: schedules are due for longer than ``overdue_after`` seconds (default:
     ``max(60, 2 x POLL_MAX_SECONDS)``) - no worker is picking them up; leases are expired and
     unrecovered; schedules are degraded; a live worker's clock is skewed by more than
-    ``SKEW_WARN_SECONDS``. Schedules that merely fail are counted, not fatal.
+    ``SKEW_WARN_SECONDS``; live workers read different tzdata releases
+    (:func:`tzdata_problem`). Schedules that merely fail are counted, not fatal.
     """
     from .state import db_now
 
@@ -130,6 +132,7 @@ def snapshot(
             "in_flight",
             "runs_finished",
             "clock_skew_seconds",
+            "tzdata_version",
         )
     )
     problems = []
@@ -158,6 +161,9 @@ def snapshot(
             problems.append(
                 f"worker {w['worker_id']} clock is {w['clock_skew_seconds']:+.1f}s off the database clock"
             )
+    mixed = tzdata_problem(workers)
+    if mixed:
+        problems.append(mixed)
     return Health(
         healthy=not problems,
         problems=problems,
@@ -175,6 +181,24 @@ def snapshot(
         workers=workers,
         degraded_schedules=degraded_rows,
     )
+
+
+def tzdata_problem(workers: list[WorkerRow]) -> str | None:
+    """The problem of live ``workers`` that read different tzdata releases (a zone's
+    rules differ between them, so they plan some of its schedules at other instants), or
+    None. Workers that record no release (older versions; "unknown") are left out."""
+    by_version: dict[str, list[str]] = {}
+    for w in workers:
+        version = w.get("tzdata_version") or ""
+        if version and version != "unknown":
+            by_version.setdefault(version, []).append(w["worker_id"])
+    if len(by_version) < 2:
+        return None
+    parts = []
+    for version, ids in sorted(by_version.items()):
+        names = ", ".join(sorted(ids)[:3]) + (", ..." if len(ids) > 3 else "")
+        parts.append(f"{version} ({names})")
+    return "live workers read different tzdata releases: " + "; ".join(parts)
 
 
 @dataclass(frozen=True)

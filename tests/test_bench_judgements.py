@@ -12,6 +12,7 @@ sys.path.insert(0, _BENCH)
 try:
     claim_plan = pytest.importorskip("claim_plan")
     throughput = pytest.importorskip("throughput")
+    memory_soak = pytest.importorskip("memory_soak")
 finally:
     sys.path.remove(_BENCH)  # bench's module names (common, seed) stay out of the way
 
@@ -73,3 +74,16 @@ def test_backends_opened_during_the_round_count_whole_and_ended_ones_are_counted
     )
     assert used == pytest.approx(1.3)
     assert gone == 1  # 11 ended: its CPU of the round is unknown
+
+
+def test_memory_soak_summary_reads_a_plateau_and_a_climb():
+    """``memory_soak.summarize``: start, end, max and the least-squares slope of the
+    second half of the samples (MiB per minute): start-up growth is left out."""
+    plateau = [{"minutes": m, "rss_mib": 80.0 + (5.0 if m < 2 else 6.0)} for m in range(8)]
+    summary = memory_soak.summarize(plateau)
+    assert summary["start_mib"] == 85.0 and summary["end_mib"] == 86.0
+    assert summary["max_mib"] == 86.0 and summary["slope_mib_per_min"] == 0.0
+    climb = [{"minutes": m, "rss_mib": 76.0 + 1.25 * m} for m in range(26)]
+    assert memory_soak.summarize(climb)["slope_mib_per_min"] == 1.25
+    assert memory_soak.summarize([])["slope_mib_per_min"] is None
+    assert memory_soak.slope_per_minute([(1.0, 5.0)]) == 0.0

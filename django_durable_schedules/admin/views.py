@@ -28,7 +28,7 @@ from django.utils.translation import gettext
 from .. import timing
 from ..conf import app_settings
 from ..cron_words import cron_in_words
-from ..health import snapshot
+from ..health import snapshot, tzdata_problem
 from ..models import Schedule, Status
 from .actions import TRANSITIONS, apply_transition, confirmation_page
 from .changelist import attach_recent_receipts
@@ -155,6 +155,7 @@ class ScheduleViews(ScheduleColumns):
         health = snapshot()
         changelist = self._url("changelist") or ""
         skew_warn = app_settings.SKEW_WARN_SECONDS
+        tzdata_mixed = tzdata_problem(health.workers) is not None
         workers = [
             {
                 **w,
@@ -162,6 +163,7 @@ class ScheduleViews(ScheduleColumns):
                 "age": max(0.0, (health.checked_at - w["last_seen_at"]).total_seconds()),
                 "started": fmt_utc(w["started_at"]),
                 "skewed": abs(w["clock_skew_seconds"]) > skew_warn,
+                "tzdata_mixed": tzdata_mixed,
             }
             for w in health.workers
         ]

@@ -17,6 +17,7 @@ class WorkerSerializer(serializers.Serializer):
     in_flight = serializers.IntegerField()
     runs_finished = serializers.IntegerField()
     clock_skew_seconds = serializers.FloatField()
+    tzdata_version = serializers.CharField()
 
 
 @extend_schema_field(

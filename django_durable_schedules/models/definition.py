@@ -23,6 +23,21 @@ from .choices import DEFINITION_FIELDS, Kind
 #: datetimes never compare equal).
 _HASHES: dict[tuple[Any, ...], str] = {}
 _HASHES_MAX = 4096
+#: Hex digits of the definition's own digest in a fingerprint that names zone rules.
+_DEFINITION_DIGITS = 32
+
+
+def same_definition(stored: str, current: str) -> bool:
+    """Whether the fingerprint ``stored`` (a row's ``definition_hash``) is of the same
+    definition as ``current`` (:meth:`DefinitionMixin.compute_definition_hash`), whatever
+    zone rules each names: their definition digests agree. A blank ``stored`` (cleared by
+    the edit trigger) is never the same. A fingerprint stored before zone rules were part
+    of it (40 hex digits) is the same as the current one of its definition."""
+    return (
+        isinstance(stored, str)
+        and len(stored) >= _DEFINITION_DIGITS
+        and stored[:_DEFINITION_DIGITS] == current[:_DEFINITION_DIGITS]
+    )
 
 
 class DefinitionMixin:
@@ -70,7 +85,21 @@ class DefinitionMixin:
     def compute_definition_hash(self) -> str:
         """Fingerprint of the definition fields; lets the worker notice edits made behind
         ``save()`` (``QuerySet.update()``, raw SQL) and re-plan instead of firing. A blank
-        ``rrule`` is left out, so rows stored before the field existed keep their hash."""
+        ``rrule`` is left out, so rows stored before the field existed keep their hash.
+
+        40 characters: the SHA-1 of the definition (40 hex digits); for a cron or rrule
+        schedule in a zone other than UTC, its first 32 digits, ``@`` and the identity of
+        the zone rules this process reads (:func:`.timing.zone_rules_id`), so a claim can
+        tell a ``next_run_at`` planned under other rules (a tzdata update) from an edit
+        (:func:`same_definition`)."""
+        digest = self._definition_digest()
+        if self.kind in (Kind.CRON, Kind.RRULE) and isinstance(self.timezone, str):
+            rules = timing.zone_rules_id(self.timezone)
+            if rules:
+                return f"{digest[:_DEFINITION_DIGITS]}@{rules}"
+        return digest
+
+    def _definition_digest(self) -> str:
         values = tuple([getattr(self, f) for f in DEFINITION_FIELDS])
         # Keyed by the values and their types (1 and True, 60 and 60.0 have other texts);
         # not remembered for an instant outside UTC (the two instants of a repeated wall

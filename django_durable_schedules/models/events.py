@@ -69,6 +69,12 @@ class WorkerHeartbeat(models.Model):
     clock_skew_seconds = models.FloatField(
         default=0.0, help_text="Host clock minus database clock."
     )
+    tzdata_version = models.CharField(
+        max_length=40,
+        blank=True,
+        default="",
+        help_text="The tzdata release the worker's time zones come from.",
+    )
 
     class Meta:
         ordering = ["-last_seen_at"]

@@ -29,7 +29,7 @@ from .choices import (
     Status,
     name_validator,
 )
-from .definition import DefinitionMixin
+from .definition import DefinitionMixin, same_definition
 from .loading import FastLoading
 from .queries import ScheduleQuerySet
 
@@ -292,7 +292,10 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
         if bound_errors:  # never store a value the engine would overflow on (1e12 s, NaN)
             raise ValidationError(bound_errors)
         new_hash = self.compute_definition_hash()
-        if self.definition_hash != new_hash or self.created_at is None:
+        # The same definition fingerprinted under other zone rules is no edit: the stored
+        # fingerprint stays, for the claim to check next_run_at against the current grid.
+        edited = not same_definition(self.definition_hash, new_hash)
+        if edited or self.created_at is None:
             from ..db import clock
 
             using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
@@ -304,15 +307,15 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
                     update_fields = set(update_fields) | {"created_at"}
             now = timing.truncate_to_second(db_time)
             first = self._state.adding and self.occurrence == 0
-            if self.status == Status.ACTIVE and self.definition_hash != new_hash:
+            if self.status == Status.ACTIVE and edited:
                 self.next_run_at = self.plan(now, first=first)
                 if self.next_run_at is None and self.retry_scheduled_for is None:
                     # No slot left after now (an end_at already past, max_runs reached):
                     # completed, as the claim's re-plan of the same definition would say.
                     self.status = Status.COMPLETED
-            if self.definition_hash != new_hash:
+            if edited:
                 self.buffered_for = None  # a slot of the old definition: never run after it
-            self.definition_hash = new_hash
+                self.definition_hash = new_hash
             if update_fields is not None:
                 planned = {"definition_hash", "next_run_at", "buffered_for", "status"}
                 kwargs["update_fields"] = set(update_fields) | planned

@@ -27,6 +27,7 @@ from ..models import (
     ScheduleEvent,
     Status,
 )
+from ..models.definition import same_definition
 from ..projection import bound_text
 from ..registry import registry
 from ..uuids import uuid4
@@ -34,6 +35,7 @@ from .bounds import UNEVALUABLE_PREFIX, _bounded_seconds, check_counters, descri
 from .exclusion_rules import count_excluded, count_excluded_to_end, excluded_at_claim
 from .records import _Receipt as _Receipt
 from .values import Claim
+from .zone_rules import regrid_due
 
 logger = logging.getLogger(__name__)
 
@@ -290,7 +292,8 @@ def _plan_claim_row(
     events: list[ScheduleEvent],
 ) -> None:
     current_hash = row.compute_definition_hash()
-    if row.definition_hash != current_hash:
+    other_rules = row.definition_hash != current_hash  # the same definition: regrid_due
+    if other_rules and not same_definition(row.definition_hash, current_hash):
         # Edited by QuerySet.update() or raw SQL: re-plan from now, never fire.
         row.definition_hash = current_hash
         row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
@@ -301,7 +304,7 @@ def _plan_claim_row(
         if row.next_run_at is None:
             row.status = Status.COMPLETED
         return
-
+    row.definition_hash = current_hash
     spec = row.spec()
     if row.kind == Kind.ONCE:
         # A one-shot's arithmetic never reads its zone; the admin, the API and upcoming()
@@ -344,7 +347,14 @@ def _plan_claim_row(
         else:
             # ``due`` may include jitter: the nominal slot lies up to jitter_seconds before it.
             earliest = due - timedelta(seconds=row.jitter_bound())
-            latest = timing.latest_slot_at_or_before(spec, now, not_before=earliest) or due
+            latest = timing.latest_slot_at_or_before(spec, now, not_before=earliest)
+            if latest is None and other_rules:  # planned under other zone rules
+                due = regrid_due(row, spec, due, now)
+                if due is None:
+                    return
+                earliest = due - timedelta(seconds=row.jitter_bound())
+                latest = timing.latest_slot_at_or_before(spec, now, not_before=earliest)
+            latest = latest or due
             missed = timing.count_slots(spec, earliest, latest)
             slot = latest
             provisional_next = row.due_at(timing.next_slot_after(spec, max(slot, now)))

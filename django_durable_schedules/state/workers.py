@@ -13,6 +13,7 @@ from django.db.models import DateTimeField, Exists, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 from django.utils import timezone as dj_timezone
 
+from .. import timing
 from ..db.batch import ROW_PROBLEMS
 from ..db.clock import _CLOCK_SQL, db_now
 from ..db.compiled import read_values
@@ -126,7 +127,8 @@ def heartbeat(
     using: str = "default",
 ) -> datetime:
     """Upsert the worker's heartbeat row (database clock) and return the database time.
-    Records host-minus-database clock skew for health."""
+    Records host-minus-database clock skew and the tzdata release of the worker's zones
+    (:func:`.timing.rules_version`) for health."""
     import os
 
     host_now = dj_timezone.now()
@@ -138,6 +140,7 @@ def heartbeat(
         "in_flight": in_flight,
         "runs_finished": runs_finished,
         "clock_skew_seconds": round((host_now - now).total_seconds(), 3),
+        "tzdata_version": timing.rules_version(),
         "stopped_at": now if stopping else None,
     }
     updated = WorkerHeartbeat.objects.using(using).filter(worker_id=worker_id).update(**values)

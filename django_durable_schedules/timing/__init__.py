@@ -53,7 +53,9 @@ The package, one module per concern (each imports only the ones listed before it
 * ``slots``: :func:`next_slot_after`, :func:`planned_slot`, :func:`upcoming`, :func:`latest_slot_at_or_before`,
   :func:`count_slots`, the interval grid;
 * ``delays``: :func:`backoff_seconds`, :func:`jitter_offset`;
-* ``descriptions``: :func:`describe`, :func:`rrule_description`.
+* ``descriptions``: :func:`describe`, :func:`rrule_description`;
+* ``zone_rules``: which zone rules the process reads: :func:`zone_rules_id`,
+  :func:`rules_version`, :func:`reload_zone_rules`.
 """
 
 from __future__ import annotations
@@ -94,12 +96,14 @@ from .slots import (
     excluded_days,
     last_grid_slot,
     latest_slot_at_or_before,
+    nearest_slot,
     next_slot_after,
     planned_slot,
     upcoming,
     upcoming_slots,
 )
 from .spec import KINDS, Spec
+from .zone_rules import reload_zone_rules, rules_version, zone_rules_id
 from .zones import _known_zones as _known_zones
 from .zones import _zone as _zone
 from .zones import canonical_timezone, validate_timezone, zone_names
@@ -130,6 +134,7 @@ __all__ = [
     "planned_slot",
     "upcoming",
     "latest_slot_at_or_before",
+    "nearest_slot",
     "count_slots",
     "excluded_days",
     "last_grid_slot",
@@ -148,4 +153,7 @@ __all__ = [
     "describe",
     "rrule_description",
     "with_article",
+    "zone_rules_id",
+    "rules_version",
+    "reload_zone_rules",
 ]

@@ -14,7 +14,7 @@ past excluded dates are bounded (:mod:`.excluded_slots`).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import overload
 
 from .cron import _cron_count, _cron_from, _cron_latest
@@ -30,6 +30,8 @@ from .excluded_slots import (
 from .instants import _LAST_INSTANT, _SECOND, _from_seconds, _to_seconds, _trunc
 from .rrule import _rrule_count, _rrule_from, _rrule_latest, _rrule_upcoming
 from .spec import Spec
+
+_ONE_DAY = timedelta(days=1)
 
 
 @overload
@@ -201,6 +203,33 @@ def last_grid_slot(spec: Spec, not_before: datetime) -> datetime | None:
     spec.validate()
     lo, hi = _window(spec, _trunc(not_before, "not_before"), _LAST_INSTANT)
     return _latest_raw(spec, lo, hi) if lo <= hi else None
+
+
+def nearest_slot(spec: Spec, at: datetime, *, after: datetime | None = None) -> datetime | None:
+    """The slot nearest to ``at`` (aware, truncated to whole seconds): ``at`` itself when it
+    is a slot, else the nearer of the first slot after it and the latest slot before it
+    (equally near: the one before), or None when there is neither. With ``after``, only
+    slots strictly after ``after`` count (the one before is looked for no further back).
+
+    An instant planned under other zone rules (a tzdata update) is off the current grid
+    by the change of the zone's UTC offset, much less than the distance between slots
+    of a schedule it moves off its grid: its nearest slot is the same wall time under
+    the current rules. Bounded: two searches. Raises :class:`InvalidSchedule` like
+    :func:`next_slot_after`."""
+    spec.validate()
+    at = _trunc(at, "at")
+    first = at if after is None else max(at, _trunc(after, "after") + _SECOND)
+    following = _next_slot(spec, first) if first <= _LAST_INSTANT else None
+    if following == at:
+        return at
+    reach = (following - at) if following is not None else _ONE_DAY
+    lo = at - reach
+    if after is not None:
+        lo = max(lo, _trunc(after, "after") + _SECOND)
+    if lo > at - _SECOND:
+        return following
+    before = latest_slot_at_or_before(spec, at - _SECOND, not_before=lo)
+    return before if before is not None else following
 
 
 def count_slots(spec: Spec, start: datetime, end: datetime, *, cap: int = 100_000) -> int:
