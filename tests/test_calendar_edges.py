@@ -91,3 +91,38 @@ def test_an_edge_date_is_an_ordinary_date(day):
     assert claim.schedule_id == row.pk
     assert not Schedule.objects.get(pk=row.pk).degraded_reason
     assert len(row.upcoming(3)) == 3
+
+
+@pytest.mark.parametrize("path", ["late outcome", "lease expiry"])
+def test_a_calendar_broken_after_the_claim_never_aborts_a_finishing_batch(path):
+    """A calendar made invalid between the claim and the end of the run, on a row with no
+    attempt left whose lease expired: the row moves on (and so reads its calendar) in the
+    completion's lease-expired branch or in the lease recovery; that row alone is paused,
+    its attempt still receipted, and the rest of the batch finishes."""
+    now = db_now()
+    cal = ExclusionCalendar.objects.create(name="fr", holidays_country="FR")
+    innocent = due("innocent", now, max_attempts=1)
+    victim = due("victim", now, max_attempts=1)
+    victim.exclusion_calendars.add(cal)
+    claims = state.claim_due(worker="edges", now=now, lease_seconds=30)
+    assert {c.schedule_id for c in claims} == {innocent.pk, victim.pk}
+    ExclusionCalendar.objects.filter(pk=cal.pk).update(holidays_country="XX")
+    later = now + timedelta(hours=1)  # past the lease and past the next slot
+
+    if path == "late outcome":
+        report = state.complete([state.Outcome(c, "succeeded") for c in claims], now=later)
+        assert len(report.fenced) == 2 and not report.dropped
+    else:
+        assert state.expire_leases(now=later) == 2
+
+    for claim in claims:
+        assert RunReceipt.objects.get(attempt_id=claim.attempt_id).status == "lease_expired"
+    row = Schedule.objects.get(pk=innocent.pk)
+    assert row.status == "active" and row.next_run_at > later and row.lease_token is None
+    row = Schedule.objects.get(pk=victim.pk)
+    assert row.status == "paused" and row.lease_token is None and row.next_run_at is None
+    assert row.degraded_reason.startswith(
+        "cannot evaluate the schedule: exclusion_calendars: calendar 'fr': the holidays "
+        "package has no country 'XX'"
+    )
+    assert health.snapshot(now=later).degraded == 1

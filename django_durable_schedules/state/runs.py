@@ -35,7 +35,7 @@ from ..models import (
 from .backfill_rules import backfill_receipt
 from .backfills import _claim_backfills, _settle
 from .bounds import describe_problem
-from .outcomes import _fail_attempt
+from .completion import fail_contained
 from .rules import (
     _CLAIM_FIELDS,
     _CLAIM_UNREAD,
@@ -320,7 +320,7 @@ def expire_leases(
                 backfilled.append((row, attempt.attempt, ReceiptStatus.LEASE_EXPIRED))
                 continue
             receipts.append(
-                _fail_attempt(
+                fail_contained(  # a row that cannot move on is paused, not the batch
                     row,
                     attempt.occurrence,
                     attempt.attempt,
