@@ -208,10 +208,33 @@ def schedule(name: str, now, owner, **fields) -> Schedule:
     return row
 
 
-def readers(rows: list[Schedule], clients: dict[str, Any], admin: Client, now) -> None:
+def texts(value: Any) -> list[str]:
+    """Every string of a decoded JSON answer."""
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in [k, *texts(v)]]
+    if isinstance(value, list):
+        return [t for v in value for t in texts(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def readers(
+    rows: list[Schedule], clients: dict[str, Any], admin: Client, now, hidden: list[str]
+) -> None:
     """Every reader of a schedule and its calendars answers (no 500, no exception other
-    than a definition the engine cannot evaluate)."""
+    than a definition the engine cannot evaluate), and no answer to the owner-scoped user
+    (``alice``) names a calendar of ``hidden`` (not shared)."""
     state.next_wakeup()
+    alice = clients["alice"]
+    for answer in (
+        alice.post(f"/api/schedules/{row.pk}/enable/")
+        if tail == "enable/"
+        else alice.get(f"/api/schedules/{row.pk}/{tail}")
+        for row in rows
+        for tail in ("", "upcoming/?include_excluded=1&count=3", "enable/")
+    ):
+        assert answer.status_code in (200, 409), answer.content[:300]
+        said = texts(answer.json())
+        assert not [n for n in hidden for t in said if n in t], said
     for row in Schedule.objects.filter(pk__in=[r.pk for r in rows]):
         try:
             row.upcoming(3, after=now)
@@ -318,4 +341,27 @@ def test_no_calendar_column_stops_a_worker_pass(people, early, late):
     assert innocent.pk not in degraded
     assert health.snapshot(now=later).degraded == len(degraded)
 
-    readers([innocent, named, in_time, fenced, expired], clients, admin, later)
+    said = texts(clients["alice"].get("/api/receipts/").json())
+    assert not [n for n in hidden_names(cal_early, cal_late) for t in said if n in t], said
+    readers(
+        [innocent, named, in_time, fenced, expired],
+        clients,
+        admin,
+        later,
+        hidden_names(cal_early, cal_late),
+    )
+
+
+def hidden_names(*calendars: ExclusionCalendar) -> list[str]:
+    """The names of ``calendars`` an owner-scoped user may not see: not shared, or gone
+    (the name it had when it was created, or written behind save())."""
+    found = dict(
+        ExclusionCalendar.objects.filter(pk__in=[c.pk for c in calendars]).values_list(
+            "pk", "shared"
+        )
+    )
+    names = []
+    for cal in calendars:
+        if not found.get(cal.pk):
+            names += [n for n in (cal.name, *[f"{p}-{cal.pk}" for p in NAMES]) if n]
+    return names

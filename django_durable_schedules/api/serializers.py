@@ -54,6 +54,7 @@ from .run_serializers import AttemptSerializer, ReceiptSerializer
 from .run_serializers import EventSerializer as EventSerializer
 from .upcoming_serializers import FireTimeSerializer as FireTimeSerializer
 from .upcoming_serializers import UpcomingQuerySerializer, UpcomingSerializer
+from .visibility import redact_detail, redact_reason
 
 
 def _calendar_names_field(calendars: Any) -> CalendarNamesField:
@@ -222,6 +223,16 @@ class ScheduleSerializer(BaseModelSerializer):
             )
         return fields
 
+    def to_representation(self, instance: Any) -> Any:
+        """As DRF's; for an owner-scoped user (``visible_calendars`` in the context) the
+        ``degraded_reason`` does not name a calendar they cannot see
+        (:func:`.visibility.redact_reason`)."""
+        data = super().to_representation(instance)
+        visible = self.context.get("visible_calendars")
+        if visible is not None and "degraded_reason" in data:
+            data["degraded_reason"] = redact_reason(data["degraded_reason"], visible)
+        return data
+
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_cron_description(self, schedule: Schedule) -> str | None:
         if schedule.kind != "cron":
@@ -274,8 +285,12 @@ class ScheduleSerializer(BaseModelSerializer):
             attrs["run_at"] = timing.truncate_to_second(db_now()) + timedelta(seconds=delay)
         self._keep_hidden_calendars(attrs)
         candidate = self._candidate(attrs)
-        with model_errors_as_400():
-            state.validate_schedule(candidate)
+        try:
+            with model_errors_as_400():
+                state.validate_schedule(candidate)
+        except serializers.ValidationError as exc:  # never naming a calendar hidden from them
+            visible = self.context.get("visible_calendars")
+            raise serializers.ValidationError(redact_detail(exc.detail, visible)) from None
         if self.context.get("owner_scoped"):
             self._owner_limits(candidate)
         return attrs
