@@ -194,3 +194,79 @@ def test_without_owner_scoping_nothing_changes(users):
     assert [c["name"] for c in client_for(users["staff"]).get(url("calendar-list")).json()] == [
         "secret-layoffs"
     ]
+
+
+@pytest.mark.parametrize("poison", ["country", "date"])
+def test_a_reason_never_names_a_calendar_the_user_cannot_see(world, poison):
+    """A calendar that cannot be evaluated degrades the schedules that name it, and the
+    engine's reason names it (``calendar 'secret-layoffs': ...``). To an owner-scoped
+    user who may not see it, no answer names it nor says what is wrong with it: the
+    schedule's ``degraded_reason``, its receipts, ``upcoming/`` (409), ``enable/`` (409)
+    and an edit (400); staff read the whole reason."""
+    from django.db import connection
+
+    from django_durable_schedules.models import ExclusionDate, RunReceipt
+
+    row = schedule("alice-daily")
+    state.set_schedule_calendars(row.pk, ["secret-layoffs", "company"])  # by staff
+    secret = ExclusionCalendar.objects.get(name="secret-layoffs")
+    if poison == "country":
+        ExclusionCalendar.objects.filter(pk=secret.pk).update(holidays_country="XX")
+    else:  # a date no database driver reads back (MariaDB refuses to store it)
+        if connection.vendor == "mysql":
+            pytest.skip("MariaDB refuses the year 10000")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {ExclusionDate._meta.db_table} (calendar_id, date, reason) "
+                "VALUES (%s, '10000-01-01', 'merger')",
+                [secret.pk],
+            )
+    Schedule.objects.filter(pk=row.pk).update(next_run_at=state.db_now().replace(microsecond=0))
+    assert state.claim_due(worker="w") == []
+    row = schedule("alice-daily")
+    assert row.status == "paused" and "secret-layoffs" in row.degraded_reason
+
+    alice, staff = world["alice"], world["staff"]
+    answers = {
+        "detail": alice.get(url("schedule-detail", row.pk)),
+        "list": alice.get(url("schedule-list")),
+        "receipts": alice.get(url("receipt-list")),
+        "upcoming": alice.get(url("schedule-upcoming", row.pk) + "?include_excluded=1"),
+        "enable": alice.post(url("schedule-enable", row.pk)),
+        "edit": alice.patch(url("schedule-detail", row.pk), {"payload": {}}, format="json"),
+    }
+    codes = {name: answer.status_code for name, answer in answers.items()}
+    assert codes == {
+        "detail": 200,
+        "list": 200,
+        "receipts": 200,
+        "upcoming": 409,
+        "enable": 409,
+        "edit": 400,
+    }
+    for name, answer in answers.items():
+        text = answer.content.decode()
+        assert "secret" not in text and "XX" not in text and "10000" not in text, (name, text)
+        assert "a calendar you cannot see cannot be evaluated" in text, (name, text)
+    assert answers["detail"].json()["degraded_reason"] == (
+        "cannot evaluate the schedule: exclusion_calendars: a calendar you cannot see cannot "
+        "be evaluated (staff can see which and why)"
+    )
+    assert RunReceipt.objects.filter(schedule=row, status="degraded").exists()
+    # Staff read the whole reason.
+    full = staff.get(url("schedule-detail", row.pk)).json()["degraded_reason"]
+    assert full == row.degraded_reason and "secret-layoffs" in full
+    assert "secret-layoffs" in staff.get(url("receipt-list")).content.decode()
+
+
+def test_a_reason_names_a_shared_calendar(world):
+    row = schedule("alice-daily")
+    state.set_schedule_calendars(row.pk, ["company"])
+    ExclusionCalendar.objects.filter(name="company").update(holidays_country="XX")
+    Schedule.objects.filter(pk=row.pk).update(next_run_at=state.db_now().replace(microsecond=0))
+    state.claim_due(worker="w")
+    reason = world["alice"].get(url("schedule-detail", row.pk)).json()["degraded_reason"]
+    assert reason.startswith(
+        "cannot evaluate the schedule: exclusion_calendars: calendar 'company': the holidays "
+        "package has no country 'XX'"
+    )

@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from ..models import ReceiptStatus, RunAttempt, RunReceipt, ScheduleEvent
 from .fields import AwareDateTimeField, BaseModelSerializer
-from .visibility import redact_changes
+from .visibility import redact_changes, redact_reason
 
 
 class AttemptSerializer(BaseModelSerializer):
@@ -84,6 +84,15 @@ class ReceiptSerializer(BaseModelSerializer):
             "slots_skipped",
         ]
         read_only_fields = fields
+
+    def to_representation(self, instance: Any) -> Any:
+        """As DRF's; for an owner-scoped user (``visible_calendars`` in the context) the
+        message does not name a calendar they cannot see (:func:`.visibility.redact_reason`)."""
+        data = super().to_representation(instance)
+        visible = self.context.get("visible_calendars")
+        if visible is not None:
+            data["error_message"] = redact_reason(data["error_message"], visible)
+        return data
 
 
 class EventSerializer(BaseModelSerializer):

@@ -55,6 +55,7 @@ from .run_serializers import AttemptSerializer, ReceiptSerializer
 from .run_serializers import EventSerializer as EventSerializer
 from .upcoming_serializers import FireTimeSerializer as FireTimeSerializer
 from .upcoming_serializers import UpcomingQuerySerializer, UpcomingSerializer
+from .visibility import redact_detail, redact_reason
 
 #: What showing a value written behind ``save()`` may raise (see ``to_representation``).
 _UNSHOWABLE = (ValueError, TypeError, AttributeError, ArithmeticError, LookupError)
@@ -230,22 +231,26 @@ class ScheduleSerializer(BaseModelSerializer):
         """The schedule's fields; one whose stored value cannot be shown (a value of another
         type written behind ``save()``: SQLite text in an integer column, a row read by
         ``ScheduleQuerySet.readable`` without it) is ``null``, the others as usual: a
-        list never fails for one row."""
+        list never fails for one row. For an owner-scoped user (``visible_calendars`` in
+        the context) the ``degraded_reason`` does not name a calendar they cannot see
+        (:func:`.visibility.redact_reason`)."""
         try:
-            return dict(super().to_representation(instance))
+            data = dict(super().to_representation(instance))
         except _UNSHOWABLE:
-            pass
-        shown: dict[str, Any] = {}
-        for field in self._readable_fields:
-            try:
-                attribute = field.get_attribute(instance)
-                value = None if attribute is None else field.to_representation(attribute)
-            except SkipField:
-                continue
-            except _UNSHOWABLE:
-                value = None
-            shown[str(field.field_name)] = value
-        return shown
+            data = {}
+            for field in self._readable_fields:
+                try:
+                    attribute = field.get_attribute(instance)
+                    value = None if attribute is None else field.to_representation(attribute)
+                except SkipField:
+                    continue
+                except _UNSHOWABLE:
+                    value = None
+                data[str(field.field_name)] = value
+        visible = self.context.get("visible_calendars")
+        if visible is not None and isinstance(data.get("degraded_reason"), str):
+            data["degraded_reason"] = redact_reason(data["degraded_reason"], visible)
+        return data
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_cron_description(self, schedule: Schedule) -> str | None:
@@ -299,8 +304,12 @@ class ScheduleSerializer(BaseModelSerializer):
             attrs["run_at"] = timing.truncate_to_second(db_now()) + timedelta(seconds=delay)
         self._keep_hidden_calendars(attrs)
         candidate = self._candidate(attrs)
-        with model_errors_as_400():
-            state.validate_schedule(candidate)
+        try:
+            with model_errors_as_400():
+                state.validate_schedule(candidate)
+        except serializers.ValidationError as exc:  # never naming a calendar hidden from them
+            visible = self.context.get("visible_calendars")
+            raise serializers.ValidationError(redact_detail(exc.detail, visible)) from None
         if self.context.get("owner_scoped"):
             self._owner_limits(candidate)
         return attrs

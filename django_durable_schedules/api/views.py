@@ -48,7 +48,7 @@ from .serializers import (
     UpcomingQuerySerializer,
     UpcomingSerializer,
 )
-from .visibility import visible_names
+from .visibility import redact_detail, redact_reason, visible_names
 
 
 class Conflict(APIException):
@@ -60,17 +60,22 @@ class Conflict(APIException):
 
 
 @contextmanager
-def state_errors() -> Iterator[None]:
+def state_errors(request: Request | None = None) -> Iterator[None]:
     """``StateConflict`` -> 409; a row deleted under us -> 404; a ``ValidationError`` of
-    the transition (field messages) -> 400."""
+    the transition (field messages) -> 400. With ``request`` of an owner-scoped user, a
+    reason naming a calendar they cannot see does not name it
+    (:func:`.visibility.redact_reason`)."""
     try:
         yield
     except StateConflict as exc:
-        raise Conflict(exc.reason) from None
+        visible = visible_names(request) if request is not None else None
+        raise Conflict(redact_reason(exc.reason, visible)) from None
     except Schedule.DoesNotExist:
         raise NotFound() from None
     except DjangoValidationError as exc:  # a transition's own field check: 400
         detail = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
+        if request is not None:
+            detail = redact_detail(detail, visible_names(request))
         raise ValidationError(detail) from None
 
 
@@ -173,7 +178,7 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
 
     def _transition(self, func: Callable[..., Schedule]) -> Response:
         schedule = self.get_object()
-        with state_errors():
+        with state_errors(self.request):
             row = func(schedule.pk, **self._audit())
         return Response(self.get_serializer(row).data)
 
@@ -283,7 +288,10 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
                 return Response(UpcomingSerializer.shape(schedule, schedule.upcoming(**params)))
             views = schedule.upcoming_slots(**params)
         except timing.InvalidSchedule as exc:  # a stored definition made invalid behind save()
-            raise Conflict(f"the stored definition is invalid: {exc}") from None
+            reason = redact_reason(
+                f"the stored definition is invalid: {exc}", visible_names(request)
+            )
+            raise Conflict(reason) from None
         times = [v.at for v in views if v.excluded_by is None]
         visible = visible_names(request)  # a calendar the user cannot see is not named
         return Response(UpcomingSerializer.shape(schedule, times, views, visible))
@@ -313,6 +321,11 @@ class ReceiptViewSet(APIViewMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self) -> Any:
         return scope(RunReceipt.objects.select_related("attempt"), self.request, "schedule__owner")
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = dict(super().get_serializer_context())
+        context["visible_calendars"] = visible_names(self.request)  # None: every one
+        return context
 
 
 class HealthView(APIViewMixin, APIView):

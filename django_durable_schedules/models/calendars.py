@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
-from django.db import models
+from django.db import DataError, models
+from django.db.models.functions import Cast
 from django.utils import timezone as dj_timezone
 
 from .. import timing
@@ -139,6 +140,40 @@ class ExclusionDate(models.Model):
         return f"{self.calendar_id}: {self.date.isoformat()}"
 
 
+#: What a read of a date column raises for a value the driver cannot make a ``date`` of
+#: (psycopg: year 10000; Django's SQLite converter: ``2024-02-30``).
+_UNREADABLE_DATE = (DataError, ValueError, TypeError, OverflowError)
+
+
+def read_dates(dates: models.QuerySet[ExclusionDate]) -> list[tuple[int, Any, Any]]:
+    """``(calendar_id, date, reason)`` of each row of ``dates``, never raising for a value
+    written behind ``save()``: a date the driver cannot read (year 10000 on PostgreSQL and
+    SQLite, text that is no date on SQLite) is read again as text, and that text (or None)
+    stands for it, for :func:`.timing.exclusions_of` to report. One query; a second only
+    when a date could not be read."""
+    try:
+        rows = list(dates.values_list("calendar_id", "date", "reason"))
+    except _UNREADABLE_DATE:
+        rows = None
+    if rows is not None and all(type(day) is date for _, day, _ in rows):
+        return rows
+    as_text = dates.annotate(_dds_day=Cast("date", models.CharField()))
+    return [
+        (cal_id, _as_date(text), reason)
+        for cal_id, text, reason in as_text.values_list("calendar_id", "_dds_day", "reason")
+    ]
+
+
+def _as_date(text: Any) -> Any:
+    """The ``date`` an ISO text (``YYYY-MM-DD``) reads as, else the text itself."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        return text
+
+
 def _through() -> Any:
     from .schedule import Schedule
 
@@ -191,10 +226,8 @@ def load_exclusions(rows: Sequence[Schedule], using: str = "default") -> None:
     dates: dict[int, list[tuple[str, Any, str]]] = defaultdict(list)
     if links:
         names = {cal_id: name for _, cal_id, name, _, _ in links}
-        for cal_id, day, reason in (
-            ExclusionDate.objects.using(using)
-            .filter(calendar_id__in=list(names))
-            .values_list("calendar_id", "date", "reason")
+        for cal_id, day, reason in read_dates(
+            ExclusionDate.objects.using(using).filter(calendar_id__in=list(names))
         ):
             dates[cal_id].append((names[cal_id], day, reason))
     by_row: dict[Any, list[tuple[Any, str, str, str]]] = defaultdict(list)
@@ -214,7 +247,7 @@ def exclusions_of_calendars(calendars: Iterable[ExclusionCalendar]) -> timing.Ex
     dates: list[tuple[str, Any, str]] = []
     sources: list[tuple[str, str, str]] = []
     for cal in calendars:
-        dates += [(cal.name, d, r) for d, r in cal.dates.values_list("date", "reason")]
+        dates += [(cal.name, d, r) for _, d, r in read_dates(cal.dates.all())]
         if cal.holidays_country:
             sources.append((cal.name, cal.holidays_country, cal.holidays_subdivision))
     return timing.exclusions_of(dates, sources)

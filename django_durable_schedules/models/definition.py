@@ -159,7 +159,10 @@ class DefinitionMixin:
 
     def upcoming(self, count: int = 5, after: datetime | None = None) -> list[datetime]:
         """The next ``count`` fire times (aware UTC datetimes) strictly after ``after``
-        (default: now), by the same computation the worker uses. Works unsaved."""
+        (default: now), by the same computation the worker uses. Works unsaved. Raises
+        :class:`.timing.InvalidSchedule` for a definition the engine cannot evaluate (a
+        value written behind ``save()``, an exclusion calendar with an unknown holiday
+        country or a date the engine cannot read), as the claim would degrade it."""
         self._normalize()
         after = timing.require_aware(after, "after") if after else dj_timezone.now()
         return timing.upcoming(self.spec(), after, count)

@@ -338,10 +338,13 @@ def _claim_backfills(
             continue
         marks = len(attempts), len(receipts), len(claims)
         try:
-            refused = claim_backfill_slot(
-                row, backfill, now, lease, worker, attempts, receipts, claims
-            )
-            _save_progress(row, backfill, now, using, refused)
+            # A savepoint: a write of this backfill that fails (a value Django cannot
+            # prepare marks the transaction for rollback) leaves the claim usable.
+            with transaction.atomic(using=using):
+                refused = claim_backfill_slot(
+                    row, backfill, now, lease, worker, attempts, receipts, claims
+                )
+                _save_progress(row, backfill, now, using, refused)
         except Exception as exc:  # noqa: BLE001 - any value of this backfill or its row
             del attempts[marks[0] :], receipts[marks[1] :], claims[marks[2] :]
             reason = f"its next slot cannot be claimed: {describe_problem(exc)}"

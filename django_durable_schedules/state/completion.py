@@ -241,7 +241,7 @@ def _finish(
     lease_expires_at, row.lease_expires_at = row.lease_expires_at, None
     if lease_expires_at is None or lease_expires_at <= now:
         report.fenced.append(outcome)
-        return _fail_attempt(
+        return fail_contained(
             row,
             claim.occurrence,
             claim.attempt,
@@ -279,6 +279,67 @@ def _finish(
             replace(
                 outcome, error_message=bound_text(f"{message}; {note}" if message else note, 1000)
             ),
+        )
+
+
+def fail_contained(
+    row: Schedule,
+    occurrence: int,
+    attempt: int,
+    scheduled_for: datetime,
+    attempt_id: uuid.UUID,
+    now: datetime,
+    status: str,
+    error_type: str,
+    error_message: str,
+    *,
+    retry_after: float | None = None,
+    result: Any = None,
+    events: list[ScheduleEvent],
+) -> _Receipt:
+    """The receipt of a failed attempt on the locked ``row`` (already unleased), as
+    :func:`.outcomes._fail_attempt` moves it on (retried, or given up and the next slot
+    planned), with the row's bad value contained: when the row cannot be evaluated as it
+    moves on (a calendar made invalid behind ``save()`` while the run was out), the
+    attempt is still receipted with ``status`` (the pause noted in its message) and the
+    row alone is paused as degraded with the reason, as the claim quarantines a row, so
+    the rest of its batch (a completion, a lease recovery) commits. The ``excluded``
+    events of a row left without a slot are appended to ``events``. Never raises for the
+    row's values."""
+    snapshot = _snapshot(row, _FINISH_FIELDS)
+    mark = len(events)
+    try:
+        return _fail_attempt(
+            row,
+            occurrence,
+            attempt,
+            scheduled_for,
+            attempt_id,
+            now,
+            status,
+            error_type,
+            error_message,
+            retry_after=retry_after,
+            result=result,
+            events=events,
+        )
+    except Exception as exc:  # noqa: BLE001 - the row's own bad value: pause that row only
+        del events[mark:]
+        _restore(row, snapshot)
+        reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
+        _pause_degraded(row, reason)
+        note = f"the schedule was paused: {reason}"
+        return _Receipt(
+            attempt_id=attempt_id,
+            schedule_id=row.id,
+            occurrence=occurrence,
+            status=status,
+            finished_at=now,
+            result=result,
+            error_type=error_type,
+            error_message=bound_text(f"{error_message}; {note}" if error_message else note, 1000),
+            failure_count_after=row.failure_count,
+            next_run_at=None,
         )
 
 

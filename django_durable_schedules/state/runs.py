@@ -34,7 +34,7 @@ from ..models import (
 from .backfill_rules import backfill_receipt
 from .backfills import _claim_backfills, _settle
 from .bounds import check_counters
-from .outcomes import _fail_attempt
+from .completion import fail_contained
 from .quarantine import (
     quarantine_lease,
     quarantine_refused,
@@ -360,7 +360,7 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
                 backfilled.append((row, attempt.attempt, ReceiptStatus.LEASE_EXPIRED))
                 continue
             receipts.append(
-                _fail_attempt(
+                fail_contained(  # a row that cannot move on is paused, not the batch
                     row,
                     attempt.occurrence,
                     attempt.attempt,

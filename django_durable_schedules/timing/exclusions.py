@@ -123,6 +123,10 @@ class Exclusions:
 
     dates: tuple[Exclusion, ...] = ()
     holidays: tuple[HolidaySource, ...] = ()
+    #: ``(calendar, text)`` of each date the database holds that is no date the engine can
+    #: read (year 10000, text that is no date: written by raw SQL); any makes
+    #: :meth:`validate` raise.
+    unreadable: tuple[tuple[str, str], ...] = ()
     _index: dict[date, Exclusion] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -133,17 +137,26 @@ class Exclusions:
         object.__setattr__(self, "holidays", tuple(sorted(set(self.holidays), key=_source_key)))
 
     def __bool__(self) -> bool:
-        return bool(self.dates or self.holidays)
+        return bool(self.dates or self.holidays or self.unreadable)
 
     @property
     def calendars(self) -> list[str]:
         """The names of the calendars that contribute, sorted."""
-        return sorted({e.calendar for e in self.dates} | {h.calendar for h in self.holidays})
+        return sorted(
+            {e.calendar for e in self.dates}
+            | {h.calendar for h in self.holidays}
+            | {name for name, _ in self.unreadable}
+        )
 
     def validate(self) -> None:
-        """Raise :class:`InvalidSchedule` (field ``exclusion_calendars``) for a holiday
-        source the ``holidays`` package does not know (a country or subdivision code
-        stored behind the forms, or one a newer ``holidays`` removed)."""
+        """Raise :class:`InvalidSchedule` (field ``exclusion_calendars``) for a date the
+        engine cannot read (:attr:`unreadable`) or a holiday source the ``holidays``
+        package does not know (a country or subdivision code stored behind the forms, or
+        one a newer ``holidays`` removed)."""
+        for name, text in sorted(self.unreadable)[:1]:
+            raise InvalidSchedule(
+                FIELD, f"calendar {name!r} holds a date the engine cannot read: {text!r}"
+            )
         for source in self.holidays:
             check_holidays(source.country, source.subdivision, source.calendar)
 
@@ -189,13 +202,24 @@ def _holidays_of(source: HolidaySource, year: int) -> dict[date, str]:
 
 
 def exclusions_of(
-    dates: Iterable[tuple[str, date, str]], holidays: Iterable[tuple[str, str, str]]
+    dates: Iterable[tuple[str, Any, Any]], holidays: Iterable[tuple[str, str, str]]
 ) -> Exclusions:
     """Build :class:`Exclusions` from ``(calendar, date, reason)`` and ``(calendar,
-    country, subdivision)`` tuples (what the database rows hold)."""
+    country, subdivision)`` tuples (what the database rows hold). A date that is no
+    ``date`` (the text of one the database driver could not read, or None) goes to
+    :attr:`Exclusions.unreadable` (its text cut to 40 characters); a reason that is no
+    text is ``""``."""
+    readable: list[Exclusion] = []
+    unreadable: set[tuple[str, str]] = set()
+    for c, d, r in dates:
+        if isinstance(d, date) and not isinstance(d, datetime):
+            readable.append(Exclusion(c, d, r if isinstance(r, str) else ""))
+        else:
+            unreadable.add((c, d[:40] if isinstance(d, str) else type(d).__name__))
     return Exclusions(
-        dates=tuple(Exclusion(c, d, r or "") for c, d, r in dates),
+        dates=tuple(readable),
         holidays=tuple(HolidaySource(c, country, sub or "") for c, country, sub in holidays),
+        unreadable=tuple(sorted(unreadable)),
     )
 
 
