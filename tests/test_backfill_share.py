@@ -8,6 +8,8 @@ from datetime import timedelta
 
 import pytest
 from django.test.utils import override_settings
+from hypothesis import given
+from hypothesis import strategies as st
 
 from django_durable_schedules import state
 from django_durable_schedules.models import Backfill, Schedule
@@ -130,6 +132,10 @@ def test_batches_of_one_give_backfills_their_share_over_time():
         (1, 0.25, 0.75, (1, 0.0)),
         (5, 0.0, 0.9, (0, 0.0)),
         (5, 1.0, 0.0, (5, 0.0)),
+        (4, 0.25, float("nan"), (1, 0.0)),
+        (4, float("inf"), 0.0, (4, 0.0)),
+        (4, float("nan"), 0.0, (0, 0.0)),
+        (4, 0.25, float("inf"), (1, 0.0)),
     ],
 )
 def test_the_reserve_rule(limit, share, carry, want):
@@ -166,3 +172,59 @@ def test_a_saturated_claim_with_an_open_backfill_reads_it_in_the_same_transactio
     assert sorted(c.origin for c in claims) == ["backfill"] + ["scheduled"] * 3
     # The live read, the ready schedules' locking read, the open backfills, the write.
     assert len(_backfill_statements(ctx.captured_queries)) == 4, ctx.captured_queries
+
+
+@given(
+    limit=st.integers(min_value=-3, max_value=500),
+    share=st.floats(allow_nan=True, allow_infinity=True),
+    carry=st.floats(allow_nan=True, allow_infinity=True),
+)
+def test_the_reserve_is_bounded_whatever_it_is_given(limit, share, carry):
+    reserve, left = backfill_reserve(limit, share, carry)
+    assert 0 <= reserve <= max(limit, 0) and 0.0 <= left < 1.0
+
+
+@given(
+    limit=st.integers(min_value=1, max_value=200),
+    share=st.floats(min_value=0.0, max_value=1.0),
+    batches=st.integers(min_value=1, max_value=50),
+)
+def test_over_batches_the_backfills_get_their_share(limit, share, batches):
+    carry, total = 0.0, 0
+    for _ in range(batches):
+        reserve, carry = backfill_reserve(limit, share, carry)
+        total += reserve
+    assert abs(total - batches * limit * share) <= 1.0 + 1e-6
+
+
+@pytest.mark.parametrize("bad", ["a quarter", float("nan"), None, True, [0.5]])
+def test_a_share_that_is_no_number_is_the_default_and_a_check_error(bad):
+    from django_durable_schedules.checks import check_setting_types
+    from django_durable_schedules.conf import app_settings
+
+    with override_settings(DURABLE_SCHEDULES={"BACKFILL_SHARE": bad}):
+        assert app_settings.BACKFILL_SHARE == 0.25
+        assert any("BACKFILL_SHARE" in e.msg for e in check_setting_types())
+        daily_with_backfill(slots=1)
+        busy(10)
+        assert [b.count("backfill") for b in saturated_passes(1, limit=4)] == [1]
+
+
+@pytest.mark.parametrize(("value", "bounded"), [(-1, 0.0), (7, 1.0), (float("inf"), 1.0)])
+def test_a_share_out_of_range_is_clamped_and_a_check_error(value, bounded):
+    from django_durable_schedules.checks import check_setting_types
+    from django_durable_schedules.conf import app_settings
+
+    with override_settings(DURABLE_SCHEDULES={"BACKFILL_SHARE": value}):
+        assert app_settings.BACKFILL_SHARE == bounded
+        assert any("BACKFILL_SHARE" in e.msg for e in check_setting_types())
+
+
+@pytest.mark.parametrize("bad", ["ten minutes", 0, -5, float("nan")])
+def test_a_stall_threshold_that_is_no_positive_number_is_a_check_error(bad):
+    from django_durable_schedules.checks import check_setting_types
+    from django_durable_schedules.conf import app_settings
+
+    with override_settings(DURABLE_SCHEDULES={"BACKFILL_STALL_SECONDS": bad}):
+        assert 1 <= app_settings.BACKFILL_STALL_SECONDS <= 3650 * 86400
+        assert any("BACKFILL_STALL_SECONDS" in e.msg for e in check_setting_types())

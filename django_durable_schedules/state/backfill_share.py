@@ -27,13 +27,15 @@ def backfill_reserve(limit: int, share: float, carry: float = 0.0) -> tuple[int,
     """``(reserve, carry)``: how many places of a batch of ``limit`` go to backfill slots
     when both kinds wait, ``floor(limit x share + carry)`` (at most ``limit``), and the
     fraction left to carry to the next batch (in ``[0, 1)``). ``share`` is bounded to
-    ``[0, 1]``; a share of 0 reserves nothing and carries nothing."""
+    ``[0, 1]``; a share of 0 (or NaN) reserves nothing and carries nothing; a ``carry``
+    outside ``[0, 1)`` counts as 0."""
     if limit <= 0 or not share > 0:
         return 0, 0.0
-    want = limit * min(float(share), 1.0) + min(max(float(carry), 0.0), 1.0)
+    carry = float(carry) if 0.0 <= carry < 1.0 else 0.0  # NaN too
+    want = limit * min(float(share), 1.0) + carry
     reserve = min(limit, int(want + _EPSILON))
     left = want - reserve
-    return reserve, (left if _EPSILON < left < 1.0 and reserve < limit else 0.0)
+    return reserve, (left if _EPSILON < left < 1.0 else 0.0)
 
 
 def take_reserve(using: str, worker: str, limit: int, share: float) -> tuple[int, float]:
