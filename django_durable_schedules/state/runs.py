@@ -81,9 +81,12 @@ def claim_due(
     behind ``save()``) is receipted ``degraded`` with the field and the reason, and paused;
     otherwise missed slots are coalesced into one run of the latest slot, an attempt
     row is written with a fresh lease of ``lease_seconds`` (default setting
-    ``LEASE_SECONDS``) and ``next_run_at`` moves to the next slot. With capacity left, the
-    next slot of an open backfill is claimed on schedules that are free (see
-    ``ScheduleQuerySet.backfill_ready``; :mod:`.backfills`). Returns the committed claims.
+    ``LEASE_SECONDS``) and ``next_run_at`` moves to the next slot. The next slot of an
+    open backfill is claimed on schedules that are free (see
+    ``ScheduleQuerySet.backfill_ready``; :mod:`.backfills`), with the capacity the live
+    rows leave and, while both wait, at least the backfills' share of the batch
+    (``BACKFILL_SHARE``; :mod:`.backfill_share`); a share no backfill slot uses goes to
+    the live rows. Returns the committed claims.
 
     If the database refuses the batch (``IntegrityError``/``DataError``: a row whose stored
     counters clash with its attempts, ...) or a row's value cannot be read at all
