@@ -149,6 +149,14 @@ _TYPED: dict[str, tuple[str, Any]] = {
         lambda v: v is None or _is_number(v) and v > 0,
     ),
     "SKEW_WARN_SECONDS": ("a number >= 0", lambda v: _is_number(v) and v >= 0),
+    "BACKFILL_SHARE": (
+        "a number from 0 to 1",
+        lambda v: _is_number(v) and math.isfinite(v) and 0 <= v <= 1,
+    ),
+    "BACKFILL_STALL_SECONDS": (
+        "a positive number of seconds",
+        lambda v: _is_number(v) and math.isfinite(v) and v > 0,
+    ),
     "AUTODISCOVER": ("True or False", lambda v: isinstance(v, bool)),
     "SYNC_ON_MIGRATE": ("True or False", lambda v: isinstance(v, bool)),
     "API_OWNER_SCOPED": ("True or False", lambda v: isinstance(v, bool)),

@@ -20,6 +20,12 @@ BACKOFF_BASE_SECONDS      5.0        first retry delay after a failure (seconds)
 BACKOFF_CAP_SECONDS       3600.0     longest retry delay (seconds)
 MAX_ATTEMPTS              3          attempts per occurrence before it is given up
 BACKFILL_MAX_SLOTS        1000       most slots one backfill may run (a longer range is refused)
+BACKFILL_SHARE            0.25       share of every claim batch kept for backfill slots while
+                                     live slots and backfill slots both wait (0 to 1; 0: live
+                                     slots first, backfills only get what they leave); what the
+                                     backfills do not use goes to live slots
+BACKFILL_STALL_SECONDS    600        an open backfill with no slot claimed for longer is listed
+                                     in health as stalled, a warning (seconds)
 RESULT_MAX_BYTES          8192       largest JSON result kept in a receipt (bytes)
 ERROR_MESSAGE_MAX_CHARS   1000       longest error message kept in a receipt (characters)
 RETRY_AFTER_MAX_SECONDS   2592000    longest retry delay a callback may ask for with
@@ -73,6 +79,8 @@ DEFAULTS: dict[str, Any] = {
     "BACKOFF_CAP_SECONDS": 3600.0,
     "MAX_ATTEMPTS": 3,
     "BACKFILL_MAX_SLOTS": 1000,
+    "BACKFILL_SHARE": 0.25,
+    "BACKFILL_STALL_SECONDS": 600,
     "RESULT_MAX_BYTES": 8192,
     "ERROR_MESSAGE_MAX_CHARS": 1000,
     "RETRY_AFTER_MAX_SECONDS": 30 * 86400,
@@ -107,6 +115,17 @@ def get(key: str) -> Any:
     if key not in DEFAULTS:
         raise KeyError(key)
     return _user().get(key, DEFAULTS[key])
+
+
+def _bounded(value: Any, default: float, low: float, high: float) -> float:
+    """``value`` as a float in ``[low, high]`` (clamped); ``default`` when it is no number
+    (a string, a bool, NaN); an infinity is clamped like any number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return float(default)
+    number = float(value)
+    if number != number:  # NaN
+        return float(default)
+    return min(high, max(low, number))
 
 
 def unknown_keys() -> list[str]:
@@ -157,6 +176,20 @@ class _Settings:
     @property
     def BACKFILL_MAX_SLOTS(self) -> int:
         return int(get("BACKFILL_MAX_SLOTS"))
+
+    @property
+    def BACKFILL_SHARE(self) -> float:
+        """The share, bounded to ``[0, 1]``; a value that is no number is the default
+        (the system check reports it, E006)."""
+        return _bounded(get("BACKFILL_SHARE"), DEFAULTS["BACKFILL_SHARE"], 0.0, 1.0)
+
+    @property
+    def BACKFILL_STALL_SECONDS(self) -> float:
+        """The threshold, bounded to ``[1, 10 years]``; a value that is no number is the
+        default (the system check reports it, E006)."""
+        return _bounded(
+            get("BACKFILL_STALL_SECONDS"), DEFAULTS["BACKFILL_STALL_SECONDS"], 1.0, 3650 * 86400.0
+        )
 
     @property
     def RESULT_MAX_BYTES(self) -> int:

@@ -13,8 +13,30 @@ from typing import Any, TypedDict
 from django.db.models import Count, Sum
 from django.utils.translation import ngettext
 
+from .backfill_health import (
+    BACKFILLS_LISTED,
+    CancelledBackfillRow,
+    StalledBackfillRow,
+    cancelled_backfills,
+    stalled_backfills,
+)
 from .conf import app_settings
 from .models import RunAttempt, Schedule, ScheduleQuerySet, Status, WorkerHeartbeat
+
+__all__ = [
+    "BACKFILLS_LISTED",
+    "DEGRADED_LISTED",
+    "CancelledBackfillRow",
+    "DegradedRow",
+    "Health",
+    "Probe",
+    "StalledBackfillRow",
+    "WorkerRow",
+    "cancelled_backfills",
+    "probe",
+    "snapshot",
+    "stalled_backfills",
+]
 
 
 class DegradedRow(TypedDict):
@@ -63,6 +85,10 @@ class Health:
     live_workers: int
     workers: list[WorkerRow] = field(default_factory=list)
     degraded_schedules: list[DegradedRow] = field(default_factory=list)
+    #: What deserves a look but does not make the fleet unhealthy (no 503, exit 0).
+    warnings: list[str] = field(default_factory=list)
+    stalled_backfills: list[StalledBackfillRow] = field(default_factory=list)
+    cancelled_backfills: list[CancelledBackfillRow] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict; datetimes as ISO 8601 in UTC ending in ``Z``
@@ -72,6 +98,10 @@ class Health:
         for worker in data["workers"]:
             for key in ("started_at", "last_seen_at"):
                 worker[key] = _utc_text(worker[key]) if worker[key] else None
+        for row in data["stalled_backfills"]:
+            row["since"] = _utc_text(row["since"])
+        for row in data["cancelled_backfills"]:
+            row["cancelled_at"] = _utc_text(row["cancelled_at"])
         return data
 
 
@@ -87,8 +117,14 @@ def snapshot(
     Unhealthy when: schedules are due for longer than ``overdue_after`` seconds (default:
     ``max(60, 2 x POLL_MAX_SECONDS)``) - no worker is picking them up; leases are expired and
     unrecovered; schedules are degraded; a live worker's clock is skewed by more than
-    ``SKEW_WARN_SECONDS``; live workers read different tzdata releases
-    (:func:`tzdata_problem`). Schedules that merely fail are counted, not fatal.
+    ``SKEW_WARN_SECONDS``. Schedules that merely fail are counted, not fatal.
+
+    Warnings (listed, never unhealthy): a backfill that makes no progress - open, with
+    slots left, none running, and no slot claimed or finished for longer than
+    ``BACKFILL_STALL_SECONDS`` (:func:`stalled_backfills`); a backfill a worker cancelled
+    in the last 24 hours, with its reason (:func:`cancelled_backfills`); live workers that
+    read different tzdata releases (:func:`tzdata_problem`: a rolling upgrade passes
+    through it; left so, two hosts may place a zoned slot an hour apart).
     """
     from .state import db_now
 
@@ -161,9 +197,21 @@ def snapshot(
             problems.append(
                 f"worker {w['worker_id']} clock is {w['clock_skew_seconds']:+.1f}s off the database clock"
             )
+    stalled = stalled_backfills(now, using=using)
+    cancelled = cancelled_backfills(now, using=using)
+    warnings = [
+        f"stalled backfill of {row['schedule']}: {row['done']}/{row['total']} slots done, "
+        f"no slot claimed or finished since {_utc_text(row['since'])}"
+        for row in stalled
+    ] + [
+        f"backfill of {row['schedule']} cancelled by a worker at "
+        f"{_utc_text(row['cancelled_at'])} ({row['done']}/{row['total']} slots done): "
+        f"{row['reason']}"
+        for row in cancelled
+    ]
     mixed = tzdata_problem(workers)
     if mixed:
-        problems.append(mixed)
+        warnings.append(mixed)
     return Health(
         healthy=not problems,
         problems=problems,
@@ -180,6 +228,9 @@ def snapshot(
         live_workers=len(workers),
         workers=workers,
         degraded_schedules=degraded_rows,
+        warnings=warnings,
+        stalled_backfills=stalled,
+        cancelled_backfills=cancelled,
     )
 
 

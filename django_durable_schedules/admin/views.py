@@ -221,6 +221,13 @@ class ScheduleViews(ScheduleColumns):
             "failing_more": max(0, health.failing - HEALTH_LIST_LIMIT),
             "degraded": [self._health_row(s, link) for s in degraded_qs],
             "degraded_more": max(0, health.degraded - HEALTH_LIST_LIMIT),
+            "stalled_backfills": [
+                {**row, "since_text": fmt_utc(row["since"])} for row in health.stalled_backfills
+            ],
+            "cancelled_backfills": [
+                {**row, "cancelled_text": fmt_utc(row["cancelled_at"])}
+                for row in health.cancelled_backfills
+            ],
             "changelist_url": changelist,
             "heartbeats_url": _safe_reverse(
                 "admin:durable_schedules_workerheartbeat_changelist", self.admin_site.name

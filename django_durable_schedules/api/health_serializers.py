@@ -35,6 +35,30 @@ class DegradedScheduleSerializer(serializers.Serializer):
     degraded_reason = serializers.CharField()
 
 
+class StalledBackfillSerializer(serializers.Serializer):
+    """An open backfill with slots left and no slot claimed for longer than
+    ``BACKFILL_STALL_SECONDS``."""
+
+    id = serializers.UUIDField()
+    schedule = serializers.CharField()
+    done = serializers.IntegerField()
+    total = serializers.IntegerField()
+    since = serializers.DateTimeField(
+        help_text="Its last slot's claim, or its request when no slot was claimed."
+    )
+
+
+class CancelledBackfillSerializer(serializers.Serializer):
+    """A backfill a worker cancelled in the last 24 hours, with the reason."""
+
+    id = serializers.UUIDField()
+    schedule = serializers.CharField()
+    done = serializers.IntegerField()
+    total = serializers.IntegerField()
+    cancelled_at = serializers.DateTimeField()
+    reason = serializers.CharField()
+
+
 class HealthSerializer(serializers.Serializer):
     """The health snapshot (``health.snapshot().as_dict()``), for the schema."""
 
@@ -55,11 +79,22 @@ class HealthSerializer(serializers.Serializer):
     degraded_schedules = DegradedScheduleSerializer(
         many=True, help_text="Up to 20 degraded schedules by name, with the reason."
     )
+    warnings = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="What deserves a look but leaves the fleet healthy (a stalled backfill, "
+        "one a worker cancelled).",
+    )
+    stalled_backfills = StalledBackfillSerializer(many=True, help_text="Up to 20, oldest first.")
+    cancelled_backfills = CancelledBackfillSerializer(
+        many=True, help_text="Cancelled by a worker in the last 24 hours; up to 20, newest first."
+    )
 
 
 __all__ = [
+    "CancelledBackfillSerializer",
     "DegradedScheduleSerializer",
     "HealthSerializer",
+    "StalledBackfillSerializer",
     "StatusCountsField",
     "WorkerSerializer",
 ]

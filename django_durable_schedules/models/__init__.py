@@ -17,7 +17,7 @@ triggers installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.gua
 
 from ..limits import METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
 from ..payloads import metadata_errors as _metadata_errors
-from .backfills import Backfill, BackfillQuerySet
+from .backfills import Backfill, BackfillQuerySet, backfills_open, with_backfill_flag
 from .calendars import ExclusionCalendar, ExclusionDate, load_exclusions, with_calendar_flag
 from .choices import (
     DEFINITION_FIELDS,
@@ -64,7 +64,9 @@ __all__ = [
     "WorkerHeartbeat",
     "_default_timezone",
     "_metadata_errors",
+    "backfills_open",
     "load_exclusions",
+    "with_backfill_flag",
     "with_calendar_flag",
     "name_validator",
 ]

@@ -6,7 +6,9 @@ row lock of its schedule (which is what keeps one open backfill per schedule).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -27,6 +29,26 @@ class BackfillQuerySet(models.QuerySet["Backfill"]):
     def open(self) -> BackfillQuerySet:
         """See :meth:`open_q`."""
         return self.filter(self.open_q())
+
+
+#: The attribute :func:`with_backfill_flag` sets on each row it reads.
+BACKFILLS_OPEN = "_dds_backfills_open"
+
+
+def with_backfill_flag(qs: Any) -> Any:
+    """``qs`` (schedules) annotated with whether any backfill is open at all (one
+    uncorrelated ``EXISTS`` on ``dds_backfill_open_idx``, evaluated once per statement), so
+    that a claim whose live rows fill its batch knows without another query whether to keep
+    a share for backfill slots (:func:`backfills_open`)."""
+    return qs.annotate(**{BACKFILLS_OPEN: models.Exists(Backfill.objects.open())})
+
+
+def backfills_open(rows: Sequence[Any]) -> bool | None:
+    """Whether the read of ``rows`` (through :func:`with_backfill_flag`) saw an open
+    backfill: ``None`` when it cannot say (no row, or rows read without the flag)."""
+    if not rows or BACKFILLS_OPEN not in rows[0].__dict__:
+        return None
+    return bool(rows[0].__dict__[BACKFILLS_OPEN])
 
 
 class Backfill(models.Model):

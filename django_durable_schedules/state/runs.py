@@ -28,10 +28,13 @@ from ..models import (
     RunReceipt,
     Schedule,
     ScheduleEvent,
+    backfills_open,
     load_exclusions,
+    with_backfill_flag,
     with_calendar_flag,
 )
 from .backfill_rules import backfill_receipt
+from .backfill_share import keep_carry, take_reserve
 from .backfills import _claim_backfills, _settle
 from .bounds import check_counters
 from .completion import fail_contained
@@ -78,9 +81,12 @@ def claim_due(
     behind ``save()``) is receipted ``degraded`` with the field and the reason, and paused;
     otherwise missed slots are coalesced into one run of the latest slot, an attempt
     row is written with a fresh lease of ``lease_seconds`` (default setting
-    ``LEASE_SECONDS``) and ``next_run_at`` moves to the next slot. With capacity left, the
-    next slot of an open backfill is claimed on schedules that are free (see
-    ``ScheduleQuerySet.backfill_ready``; :mod:`.backfills`). Returns the committed claims.
+    ``LEASE_SECONDS``) and ``next_run_at`` moves to the next slot. The next slot of an
+    open backfill is claimed on schedules that are free (see
+    ``ScheduleQuerySet.backfill_ready``; :mod:`.backfills`), with the capacity the live
+    rows leave and, while both wait, at least the backfills' share of the batch
+    (``BACKFILL_SHARE``; :mod:`.backfill_share`); a share no backfill slot uses goes to
+    the live rows. Returns the committed claims.
 
     If the database refuses the batch (``IntegrityError``/``DataError``: a row whose stored
     counters clash with its attempts, ...) or a row's value cannot be read at all
@@ -126,7 +132,9 @@ def _read_due(
     compiled once per batch size (:func:`.db.compiled.read_rows`)."""
 
     def build() -> QuerySet[Schedule]:
-        qs: QuerySet[Schedule] = with_calendar_flag(_due(using, due_before).defer(*_CLAIM_UNREAD))
+        qs: QuerySet[Schedule] = with_backfill_flag(
+            with_calendar_flag(_due(using, due_before).defer(*_CLAIM_UNREAD))
+        )
         if only is not None:
             qs = qs.filter(pk=only)
         return _locked(qs, using, skip_locked=True)[:limit]
@@ -140,21 +148,25 @@ def _claim_one_by_one(
     worker: str, limit: int, lease: timedelta, now: datetime | None, using: str
 ) -> list[Claim]:
     """The due rows, each claimed in its own transaction, then the backfill slots of the
-    schedules free to run one, each in its own transaction; a row the database refuses on
+    schedules free to run one (their share of ``limit`` kept for them as in a batch), each
+    in its own transaction; a row the database refuses on
     its own is paused as degraded (:func:`.quarantine.quarantine_refused`), a backfill
     slot refused on its own cancels that backfill
     (:func:`.quarantine.quarantine_refused_backfill`)."""
     due_before = now if now is not None else db_now(using)
     claims: list[Claim] = []
-    due = list(_due(using, due_before).values_list("pk", flat=True)[:limit])
+    ready = Schedule.objects.using(using).backfill_ready(due_before).order_by("pk")
+    waiting = list(ready.values_list("pk", flat=True)[:limit])
+    share = take_reserve(using, worker, limit, app_settings.BACKFILL_SHARE)[0]
+    pks = _due(using, due_before).values_list("pk", flat=True)
+    due = list(pks[: limit - min(share, len(waiting))])
     for pk in due:
         try:
             claims += _claim_batch(worker, limit, lease, now, using, only=pk)
         except ROW_PROBLEMS as exc:
             quarantine_refused(pk, exc, using)
     room = limit - len(due)
-    ready = Schedule.objects.using(using).backfill_ready(due_before).order_by("pk")
-    for pk in list(ready.values_list("pk", flat=True)[:room]) if room > 0 else []:
+    for pk in waiting[:room]:
         try:
             claims += _claim_batch(worker, 1, lease, now, using, only=None, backfill=pk)
         except ROW_PROBLEMS as exc:
@@ -189,39 +201,34 @@ def _claim_batch(
             if clock_after
             else (now := _resolve_now(now, using))
         )
-        rows = (
+        read = (
             _read_due(using, due_before, limit, only, cached=clock_after and only is None)
             if backfill is None
             else []
         )
-        if not rows and only is not None:
+        if not read and only is not None:
             return []
-        if clock_after and rows:
+        if clock_after and read:
             now = db_now(using)
-        load_exclusions(rows, using)  # every row's calendars: one query, two with any
+        load_exclusions(read, using)  # every row's calendars: one query, two with any
         attempts: list[RunAttempt] = []
         receipts: list[RunReceipt] = []
         events: list[ScheduleEvent] = []
-        for row in rows:
-            assert now is not None
-            # One row's bad value (behind save(): an unknown zone, a cron that never fires,
-            # an overflowing interval, a holiday country unknown) must not abort the batch:
-            # quarantine that row only.
-            snapshot = _snapshot(row, _CLAIM_FIELDS)
-            marks = len(attempts), len(receipts), len(claims), len(events)
-            try:
-                _plan_claim(row, now, lease, worker, attempts, receipts, claims, events)
-            except Exception as exc:  # noqa: BLE001 - any evaluation error is that row's
-                del attempts[marks[0] :], receipts[marks[1] :], claims[marks[2] :]
-                del events[marks[3] :]
-                _restore(row, snapshot)
-                repair_counters(row, using)  # a counter that is no number: from the ledger
-                _quarantine_claim(row, exc, now, worker, attempts, receipts)
-        if only is None:  # the slots of open backfills, on schedules the live grid left free
-            rows += _claim_backfills(
+        plan = (now, lease, worker, attempts, receipts, claims, events, using)
+        # The backfills' share (backfill_share.py): known open from the live read's flag,
+        # so a batch with no open backfill pays no query for them.
+        open_ = backfills_open(read)
+        reserve = 0
+        if only is None and open_ is not None:
+            reserve, carry = take_reserve(using, worker, limit, app_settings.BACKFILL_SHARE)
+            keep_carry(using, worker, carry if open_ else 0.0)
+        rows = read[: limit - reserve] if open_ else list(read)
+        _plan_rows(rows, *plan)
+        if only is None and open_ is not False:  # backfill slots on schedules left free
+            filled = _claim_backfills(
                 due_before,
                 limit - len(rows),
-                rows,
+                read,
                 lambda: now if now is not None else db_now(using),
                 lease,
                 worker,
@@ -231,6 +238,11 @@ def _claim_batch(
                 using,
                 only=backfill,
             )
+            # The share the backfills did not use goes to the live rows already read (the
+            # others stay locked unwritten until the commit, and are claimed next time).
+            spare = read[len(rows) : limit - len(filled)]
+            _plan_rows(spare, *plan)
+            rows += spare + filled
         if not rows:
             return []
         if attempts:
@@ -242,6 +254,36 @@ def _claim_batch(
         _update_rows(rows, _CLAIM_FIELDS, using)
         _claim_committing()
     return claims
+
+
+def _plan_rows(
+    rows: list[Schedule],
+    now: datetime | None,
+    lease: timedelta,
+    worker: str,
+    attempts: list[RunAttempt],
+    receipts: list[RunReceipt],
+    claims: list[Claim],
+    events: list[ScheduleEvent],
+    using: str,
+) -> None:
+    """Plan the claim of each live row read (:func:`.rules._plan_claim`), appending to the
+    lists; a row whose values no rule can read is quarantined alone."""
+    for row in rows:
+        assert now is not None
+        # One row's bad value (behind save(): an unknown zone, a cron that never fires,
+        # an overflowing interval, a holiday country unknown) must not abort the batch:
+        # quarantine that row only.
+        snapshot = _snapshot(row, _CLAIM_FIELDS)
+        marks = len(attempts), len(receipts), len(claims), len(events)
+        try:
+            _plan_claim(row, now, lease, worker, attempts, receipts, claims, events)
+        except Exception as exc:  # noqa: BLE001 - any evaluation error is that row's
+            del attempts[marks[0] :], receipts[marks[1] :], claims[marks[2] :]
+            del events[marks[3] :]
+            _restore(row, snapshot)
+            repair_counters(row, using)  # a counter that is no number: from the ledger
+            _quarantine_claim(row, exc, now, worker, attempts, receipts)
 
 
 # ---------------------------------------------------------------------------------------

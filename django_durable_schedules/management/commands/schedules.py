@@ -118,6 +118,8 @@ class Command(BaseCommand):
         elif action == "health":
             snap = health.snapshot()
             self.stdout.write(json.dumps(snap.as_dict(), indent=2))
+            for warning in snap.warnings:  # never unhealthy: the exit status stays 0
+                self.stderr.write(f"warning: {warning}")
             if not snap.healthy:
                 raise CommandError("unhealthy: " + "; ".join(snap.problems), returncode=1)
         elif action == "upcoming":
