@@ -180,11 +180,11 @@ class Worker:
         pass_done = False  # --once: claimed what was due; finish those runs, then exit
         # No read or write of this thread's connection waits for ever (db/sockets.py).
         unbound_sockets = sockets.bound_sockets(self.using, app_settings.SOCKET_TIMEOUT_SECONDS)
-        self._listener.start()  # before the first look at what is due: no change is missed
-        # This thread's own transactions never wait long for a row lock (db/session.py).
-        session.limit_lock_waits(self.using, app_settings.LOCK_TIMEOUT_SECONDS)
-        self._startup()
-        try:
+        try:  # the start-up too: a --once worker may give up there (GaveUp)
+            self._listener.start()  # before the first look at what is due: no change is missed
+            # This thread's own transactions never wait long for a row lock (db/session.py).
+            session.limit_lock_waits(self.using, app_settings.LOCK_TIMEOUT_SECONDS)
+            self._startup()
             while not self._forced:
                 self._log_signals()
                 if self._stopping and not released:

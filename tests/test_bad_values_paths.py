@@ -276,9 +276,15 @@ def test_an_exclusion_date_in_the_year_10000_is_quarantined_at_lease_expiry():
             "VALUES (%s, '10000-01-01', 'far')",
             [cal.pk],
         )
+    # The calendar's dates are read as text where a date cannot be (the engine names it):
+    # recovering the lease needs no slot, so it is recovered as any other (a retry at
+    # once); the retry's claim, which evaluates the calendar, pauses the row with the reason.
     assert_poison_lease_contained(
-        bad, bad_claim, innocent, innocent_claim, T0 + 11 * S, unreadable=True
+        bad, bad_claim, innocent, innocent_claim, T0 + 11 * S, unreadable=None
     )
+    bad.refresh_from_db()
+    assert bad.status == "paused"
+    assert "cannot read: '10000-01-01'" in bad.degraded_reason, bad.degraded_reason
 
 
 @only_sqlite
