@@ -109,12 +109,15 @@ def create_surfaces(common: dict[str, Any], rng: random.Random, poison: bool) ->
                 name=name,
                 kind="interval",
                 interval_seconds=60,
-                start_at=now - timedelta(hours=1),
+                start_at=now - timedelta(hours=16),
                 **common,
             )
+        # A victim's backfill must still be open when its poison is written (up to 80 % of
+        # the soak, and backfills get a share of every batch): 900 slots, not 29.
+        minutes = 901 if name.startswith("chaos-bfvictim-") else 30
         state.request_backfill(
             Schedule.objects.values_list("pk", flat=True).get(name=name),
-            now - timedelta(minutes=30),
+            now - timedelta(minutes=minutes),
             now - timedelta(minutes=1),
         )
     if poison:
@@ -155,7 +158,10 @@ def write_surface_poison(name: str, vendor: str) -> dict[str, Any]:
         if name.startswith("bf_"):
             victim = f"chaos-bfvictim-{name}"
             entry["victim"] = victim
-            backfill = Backfill.objects.open().get(schedule__name=victim)
+            backfill = Backfill.objects.open().filter(schedule__name=victim).first()
+            if backfill is None:  # finished already: nothing left to poison
+                entry["result"] = "refused: its backfill is no longer open"
+                return entry
             entry["backfill"] = str(backfill.pk)
             if name == "bf_slot_overflow":
                 Backfill.objects.filter(pk=backfill.pk).update(

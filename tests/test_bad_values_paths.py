@@ -114,11 +114,46 @@ def test_a_refused_backfill_claim_cancels_that_backfill_and_the_others_run():
     assert [(c.schedule_name, c.origin) for c in claims] == [("bf-innocent", "backfill")]
     b.refresh_from_db()
     assert b.status == "cancelled"
-    assert "refused" in cancel_reason(s)
+    # Seen before the database is asked: occurrence 1 is no slot of this backfill.
+    assert "stored occurrence 1 (attempt 0) is not the last attempt" in cancel_reason(s)
     assert not RunAttempt.objects.filter(schedule_id=s.pk, origin="backfill").exists()
     assert [c.schedule_name for c in run(NOW + S)] == ["bf-innocent"]
     # Nothing left that can be claimed before the live grid's next slot.
     assert state.next_wakeup().due == T0 + 3660 * S
+
+
+@pytest.mark.parametrize("attempt", [1, 2])
+def test_a_backfill_retry_of_an_occurrence_not_its_own_is_cancelled_never_run(attempt):
+    """Found by the chaos soak: a backfill slot whose lease expired stores its occurrence
+    for the next attempt; written behind ``save()`` to an occurrence that already succeeded
+    (``occurrence=1, attempt=1``), the next attempt (1.2) no attempt clashes with was
+    claimed and its callback run again, its success receipt refused (one success per
+    occurrence) and its outcome dropped, at every retry. Only the slot's own last attempt
+    is retried: anything else cancels the backfill with the reason, before any run."""
+    s, own = live("bf-retry"), live("bf-retry-own")
+    b = state.request_backfill(s.pk, T0, T0 + 2 * M, now=NOW)
+    b_own = state.request_backfill(own.pk, T0, T0 + 2 * M, now=NOW)
+    claims = state.claim_due(worker="gone", now=NOW, lease_seconds=60)
+    assert {(c.origin, c.occurrence) for c in claims} == {("backfill", 2)}
+    assert state.expire_leases(now=NOW + 61 * S) == 2  # the worker died: retried next
+    b.refresh_from_db()
+    assert (b.occurrence, b.attempt) == (2, 1)
+    Backfill.objects.filter(pk=b.pk).update(occurrence=1, attempt=attempt)
+    # The live grid's slot (T0 + 3660) first: a backfill never runs beside its own.
+    assert {c.origin for c in run(NOW + 62 * S)} == {"scheduled"}
+    [again] = run(NOW + 63 * S)  # the untouched backfill retries its own slot
+    assert (again.schedule_name, again.origin, again.occurrence, again.attempt) == (
+        "bf-retry-own",
+        "backfill",
+        2,
+        2,
+    )
+    b.refresh_from_db()
+    assert b.status == "cancelled"
+    assert "stored occurrence 1" in cancel_reason(s)
+    assert RunAttempt.objects.filter(schedule_id=s.pk, occurrence=1).count() == 1
+    b_own.refresh_from_db()
+    assert b_own.status == "active"
 
 
 @pytest.mark.parametrize(

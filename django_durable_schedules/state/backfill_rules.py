@@ -116,6 +116,31 @@ def claim_backfill_slot(
     return None
 
 
+def stored_retry_problem(
+    backfill: Backfill, last: RunAttempt | None, succeeded: bool
+) -> str | None:
+    """Why the occurrence a backfill stored as its current slot's (``occurrence``, set by a
+    claim whose attempt was released or whose lease expired) cannot take a next attempt, or
+    None when it can (or none is stored). ``last``: the schedule's last attempt of that
+    occurrence; ``succeeded``: whether the occurrence has a successful receipt. The rule:
+    only the slot's own last attempt is retried - an occurrence written behind ``save()``
+    would re-run another one (already succeeded: its receipt refused, its outcome lost)."""
+    if backfill.occurrence is None:
+        return None
+    where = f"its stored occurrence {backfill.occurrence}"
+    if last is None:
+        return f"{where} has no attempt"
+    if (
+        last.origin != AttemptOrigin.BACKFILL
+        or last.attempt != backfill.attempt
+        or last.scheduled_for != _next_slot(backfill)
+    ):
+        return f"{where} (attempt {backfill.attempt}) is not the last attempt of its slot"
+    if succeeded:
+        return f"{where} has already succeeded"
+    return None
+
+
 def _slot_count(backfill: Backfill) -> int:
     """How many slots the backfill holds (none when its stored list is not a list)."""
     return len(backfill.slots) if isinstance(backfill.slots, list) else 0

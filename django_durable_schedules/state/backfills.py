@@ -47,6 +47,7 @@ from .backfill_rules import (
     claim_backfill_slot,
     rule_start_note,
     settle_backfill,
+    stored_retry_problem,
 )
 from .bounds import describe_problem
 from .events import record_event
@@ -341,6 +342,11 @@ def _claim_backfills(
             # A savepoint: a write of this backfill that fails (a value Django cannot
             # prepare marks the transaction for rollback) leaves the claim usable.
             with transaction.atomic(using=using):
+                problem = _retry_problem(row, backfill, using)
+                if problem is not None:
+                    reason = f"its next slot cannot be claimed: {problem}"
+                    quarantine_backfill(row, backfill.pk, reason, now, using)
+                    continue
                 refused = claim_backfill_slot(
                     row, backfill, now, lease, worker, attempts, receipts, claims
                 )
@@ -352,6 +358,26 @@ def _claim_backfills(
             continue
         written.append(row)
     return written
+
+
+def _retry_problem(row: Schedule, backfill: Backfill, using: str) -> str | None:
+    """:func:`.backfill_rules.stored_retry_problem` of ``backfill``, read from the run
+    tables: one query, only when the backfill stored a slot to run again (a retry)."""
+    if backfill.occurrence is None:
+        return None
+    last = (
+        RunAttempt.objects.using(using)
+        .filter(schedule_id=row.pk, occurrence=backfill.occurrence)
+        .order_by("-attempt")
+        .first()
+    )
+    succeeded = (
+        last is not None
+        and RunReceipt.objects.using(using)
+        .filter(schedule_id=row.pk, occurrence=backfill.occurrence, status__in=SUCCESS_STATUSES)
+        .exists()
+    )
+    return stored_retry_problem(backfill, last, succeeded)
 
 
 def _settle(finished: Iterable[tuple[Schedule, int, str]], now: datetime, using: str) -> None:
