@@ -27,7 +27,7 @@ What it does:
    hash of the idempotency key and attempt, so runs are reproducible.
    With ``--poison`` (the default) bad values are mixed into that load (issue 11: no
    single value stops the fleet). Poison rows: eight more ``chaos.work`` schedules
-   (``chaos-victim-*``) get, one after another between 20 % and 60 % of the soak, a value
+   (``chaos-victim-*``) get, one after another between 15 % and 50 % of the soak, a value
    written behind ``save()`` (``QuerySet.update()`` or raw SQL, sometimes with a matching
    ``definition_hash``) and are made due at once: an unknown zone, a zone tzdata removed,
    cron ``61 * * * *`` and ``0 0 31 2 *``, ``interval_seconds = 2**62``, and the durations
@@ -67,8 +67,11 @@ The audit (each item a count; any non-zero count is a violation and exit status 
   death must be one the chaos caused);
 * with ``--poison``: ``poison_not_contained`` (a row whose poison was written and names a
   definition field, not ``paused`` with a ``degraded_reason`` at the end, or health not
-  counting it), ``healthy_stalled`` (a plain ``chaos-every-*`` interval schedule without a
-  ``succeeded`` receipt after the last poison was written), ``unbounded_next_runs`` (a
+  counting it), ``healthy_stalled`` (a plain ``chaos-every-*`` interval schedule none of
+  whose runs was claimed, run and receipted with the callback's own outcome -
+  ``succeeded``, ``failed`` or ``skipped`` - after the last poison was written: the
+  callbacks' planned failures, skips and the stalls of a short soak may leave a schedule
+  without a success in that window, never without a run), ``unbounded_next_runs`` (a
   ``next_run_at`` more than 31 days ahead), ``invalid_receipt_text`` (NUL in a receipt's
   text, or a result that is not strict JSON) and ``dropped_outcomes`` (outcomes the
   engine logged as dropped because no receipt of them could be stored).
@@ -509,9 +512,9 @@ def soak(
     n = len(POISON_ROWS) if args.poison else 0
     if args.poison and args.surfaces:
         n += len(chaos_surfaces.poisons_for(vendor))
-    # Poison rows one after another between 20 % and 60 % of the soak (healthy schedules
-    # then have 40 % of it to show they kept running).
-    poison_at = [t0 + args.duration * (0.2 + 0.4 * i / max(1, n - 1)) for i in range(n)]
+    # Poison rows one after another between 15 % and 50 % of the soak (healthy schedules
+    # then have half of it to show they kept running).
+    poison_at = [t0 + args.duration * (0.15 + 0.35 * i / max(1, n - 1)) for i in range(n)]
     tries = 0
     while (now := time.monotonic()) < t0 + args.duration:
         fleet.reap()
@@ -798,14 +801,14 @@ def audit_poison(poisoned: list[dict[str, Any]], outdir: Path) -> dict[str, Any]
     if written_at:
         last = max(written_at)
         latest = dict(
-            RunReceipt.objects.filter(status="succeeded")
+            RunReceipt.objects.filter(status__in=("succeeded", "failed", "skipped"))
             .values("schedule__name")
             .annotate(at=Max("finished_at"))
             .values_list("schedule__name", "at")
         )
         for name in sorted(rows):
             if name.startswith("chaos-every-") and not (latest.get(name) and latest[name] > last):
-                violation("healthy_stalled", f"{name}: last success {latest.get(name)}")
+                violation("healthy_stalled", f"{name}: last run receipted {latest.get(name)}")
 
     horizon = state.db_now() + timedelta(days=31)
     for row in rows.values():

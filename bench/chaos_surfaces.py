@@ -31,8 +31,9 @@ What the audit holds (violations, any non-zero count fails the soak):
 * ``excluded_slot_ran``: an attempt of a ``chaos-excluded-*`` schedule for a slot on an
   excluded date (a ``trigger`` would be allowed; the soak triggers none);
 * ``backfill_stalled``: an innocent backfill that ran no slot at all;
-* ``backfill_poison_not_contained``: a poisoned backfill still open at the end with its
-  poison in place, or its schedule neither paused with a reason nor going on;
+* ``backfill_poison_not_contained``: a poisoned backfill still open at the end that ran
+  no slot after its poison (a slot in flight then moves it on and overwrites the poison),
+  its schedule not paused with a reason;
 * ``surface_victim_stalled``: a poisoned schedule row (lease, occurrence, calendar) whose
   worker pass did not go on: not paused with a reason and no attempt after the poison.
 """
@@ -263,7 +264,13 @@ def audit_surfaces(poisoned: list[dict[str, Any]]) -> dict[str, Any]:
         if entry.get("backfill"):
             bf = Backfill.objects.get(pk=entry["backfill"])
             entry["final"]["backfill"] = bf.status
-            if bf.status == "active" and not contained:
+            # Open at the end is fine when it went on: a slot in flight when the poison
+            # was written moves the backfill on and overwrites it (the other audits judge
+            # those runs). Open and stuck is not.
+            went_on = RunAttempt.objects.filter(
+                schedule_id=row.pk, origin="backfill", claimed_at__gt=entry["at"]
+            ).exists()
+            if bf.status == "active" and not (contained or went_on):
                 violation("backfill_poison_not_contained", f"{row.name}: backfill still open")
             continue
         went_on = RunAttempt.objects.filter(schedule_id=row.pk, claimed_at__gt=entry["at"]).exists()
