@@ -164,9 +164,16 @@ def slope_per_minute(points: list[tuple[float, float]]) -> float:
 
 def summarize(samples: list[dict[str, Any]]) -> dict[str, Any]:
     """Start, end, max RSS (MiB) and the slope over the second half of ``samples`` (each
-    ``{"minutes": float, "rss_mib": float, ...}``)."""
+    ``{"minutes": float, "rss_mib": float, "threads": int, ...}``), and the most threads
+    the worker had at a sample."""
     if not samples:
-        return {"start_mib": None, "end_mib": None, "max_mib": None, "slope_mib_per_min": None}
+        return {
+            "start_mib": None,
+            "end_mib": None,
+            "max_mib": None,
+            "slope_mib_per_min": None,
+            "max_threads": None,
+        }
     rss = [s["rss_mib"] for s in samples]
     half = samples[len(samples) // 2 :]
     slope = slope_per_minute([(s["minutes"], s["rss_mib"]) for s in half])
