@@ -2,7 +2,8 @@
 while, its resident memory (VmRSS) sampled over time.
 
     .venv/bin/python bench/memory_soak.py [--minutes 4] [--long] [--schedules 1000]
-        [--interval-seconds 10] [--sample-seconds 10] [--mix noop|mixed] [--env NAME=VALUE ...]
+        [--interval-seconds 10] [--sample-seconds 10] [--mix noop|mixed|chaos]
+        [--env NAME=VALUE ...]
         [--worker-args "..."] [--database-url postgres://.../dds_bench_soak] [--json-out F]
 
 1. Drops and recreates the bench database (its name must start with ``dds_bench``; on
@@ -10,19 +11,28 @@ while, its resident memory (VmRSS) sampled over time.
    ``tests.noop`` every ``--interval-seconds`` (1,000 every 10 s: ~100 runs/s), their
    grids spread over the interval so the load is even. ``--mix mixed`` makes nine in ten
    of them other shapes: payloads echoed into results, failures retried, skips, cron
-   ``* * * * *`` and ``FREQ=MINUTELY`` rules in five zones.
+   ``* * * * *`` and ``FREQ=MINUTELY`` rules in five zones. ``--mix chaos`` is the load
+   of ``bench/chaos.py`` (issue #24's report) on one worker: the callbacks of
+   ``bench/chaos_app`` (settings ``bench/chaos_settings.py``, 4 s leases): ``chaos.work``
+   fails 10 % (3 attempts, backoff 0.5 s to 2 s), skips 8 %, sleeps past its lease 5 %
+   (the worker keeps renewing it); one schedule in ten is ``chaos.poison`` (messages of
+   20,000 characters with NUL and lone surrogates, ``RetryRun`` delays of NaN, -1, inf
+   and 1.8e12, results with cycles, NaN and 400-digit ints); one in fifty has
+   ``timeout_seconds = 3`` (a child process, killed when the callback overruns), one in
+   twenty-five is a cron ``* * * * *``. Give it enough threads for the sleeps, e.g.
+   ``--schedules 750 --worker-args "--concurrency 32"`` (about 73 runs/s).
 2. Starts one worker (``run_scheduler --verbosity 0`` plus ``--worker-args``; ``--env``
    adds variables to its environment only, e.g. ``--env MALLOC_ARENA_MAX=2`` to compare;
    ``--malloc-log F`` starts it through ``bench/malloc_worker.py``, which logs glibc's
    ``mallinfo2()`` to F, and with ``--env DDS_BENCH_TRACEMALLOC=1`` the Python allocations
    that grew most), waits for its heartbeat, and every
-   ``--sample-seconds`` prints one line: elapsed minutes, VmRSS (MiB) and the receipts
-   written so far. ``--minutes`` (default 4) or ``--long`` (25 minutes, the span of the
+   ``--sample-seconds`` prints one line: elapsed minutes, VmRSS (MiB), the receipts
+   written so far, the worker's threads (``/proc/PID/status``) and child processes. ``--minutes`` (default 4) or ``--long`` (25 minutes, the span of the
    report in issue #24) is the soak's length.
 3. Stops the worker (SIGTERM) and prints the JSON report, then one summary line: RSS at
    the first sample, at the end, the maximum, and the slope (MiB per minute, least
    squares) over the second half of the samples (start-up and the first cache fills
-   are over by then): a plateau has a slope near 0.
+   are over by then): a plateau has a slope near 0; and the most threads seen.
 
 Other load on the machine makes the numbers noisy; compare runs taken back to back.
 """
