@@ -87,3 +87,37 @@ def test_memory_soak_summary_reads_a_plateau_and_a_climb():
     assert memory_soak.summarize(climb)["slope_mib_per_min"] == 1.25
     assert memory_soak.summarize([])["slope_mib_per_min"] is None
     assert memory_soak.slope_per_minute([(1.0, 5.0)]) == 0.0
+
+
+def test_memory_soak_counts_a_process_threads_and_children():
+    """The soak samples the worker's ``Threads`` and child processes from ``/proc`` (a
+    thread per overrunning callback, or children replaced at hard timeouts, would show
+    there); a process that is gone reads 0. Linux only."""
+    import os
+    import subprocess
+    import threading
+
+    if not Path("/proc/self/status").exists():
+        pytest.skip("no /proc")
+    pid = os.getpid()
+    release = threading.Event()
+    extra = threading.Thread(target=release.wait, daemon=True)
+    before = memory_soak.status_field(pid, "Threads")
+    extra.start()
+    try:
+        assert memory_soak.status_field(pid, "Threads") == before + 1
+    finally:
+        release.set()
+        extra.join()
+    assert memory_soak.rss_kib(pid) > 0
+    children = memory_soak.children_of(pid)
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    try:
+        assert memory_soak.children_of(pid) == children + 1
+    finally:
+        child.communicate(b"")
+    assert memory_soak.status_field(child.pid, "Threads") == 0  # reaped: gone
+    samples = [{"minutes": m, "rss_mib": 60.0, "threads": 30 + m % 3} for m in range(6)]
+    assert memory_soak.summarize(samples)["max_threads"] == 32
