@@ -7,7 +7,7 @@ engine changes end to end before anyone edits the engine (its files are not modi
 ``throughput.py --experiment values-update,full-batches`` starts its workers this way.
 Experiments:
 
-* ``values-update``: the schedule batch writer (``db.batch._update_rows``, as the state
+* ``values-update``: the schedule batch writer (``db.batch.update_rows``, as the state
   package's ``runs`` and ``completion`` call it) writes all rows of a batch with one
   ``UPDATE ... FROM (VALUES ...)`` (PostgreSQL) instead of one ``UPDATE`` per row;
 * ``full-batches``: before completing and claiming, the worker loop waits (at most 5 ms)
@@ -40,7 +40,7 @@ def apply(names: list[str]) -> None:
     if "values-update" in names:
         from profile_cycle import values_update
 
-        runs._update_rows = completion._update_rows = values_update
+        runs.update_rows = completion.update_rows = values_update
     if "full-batches" in names:
         original = worker.Worker._complete_finished
 

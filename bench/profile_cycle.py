@@ -138,7 +138,7 @@ def main() -> None:
         connection.settings_dict["OPTIONS"].update(server_side_binding=True, prepare_threshold=2)
     for name, update in (("values-update", values_update), ("unnest-update", unnest_update)):
         if name in args.experiment:  # the two modules that write schedule batches
-            runs._update_rows = completion._update_rows = update
+            runs.update_rows = completion.update_rows = update
 
     with connection.cursor() as cur:
         cur.execute("TRUNCATE durable_schedules_runreceipt, durable_schedules_runattempt")

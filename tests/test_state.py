@@ -484,7 +484,7 @@ def test_batched_writes_keep_any_text_and_null_exactly(text):
     # bulk_create/executemany. Every value must come back as it went in.
     s = make("awkward")
     attempt = new_attempt(s, worker=text, claimed_at=T0 + timedelta(microseconds=123456))
-    batch._insert_rows(RunAttempt, [attempt], "default")
+    batch.insert_rows(RunAttempt, [attempt], "default")
     receipt = RunReceipt(
         attempt_id=attempt.id,
         schedule_id=s.id,
@@ -496,9 +496,9 @@ def test_batched_writes_keep_any_text_and_null_exactly(text):
         result={"text": text, "none": None, "list": [1, "two"]},
         next_run_at=None,
     )
-    batch._insert_rows(RunReceipt, [receipt], "default")
+    batch.insert_rows(RunReceipt, [receipt], "default")
     s.degraded_reason, s.last_run_at, s.lease_token = text, None, None
-    batch._update_rows([s], ["degraded_reason", "last_run_at", "lease_token"], "default")
+    batch.update_rows([s], ["degraded_reason", "last_run_at", "lease_token"], "default")
 
     got = RunAttempt.objects.get(pk=attempt.pk)
     assert got.worker == text and got.claimed_at == attempt.claimed_at
@@ -516,7 +516,7 @@ def test_batched_insert_rejects_a_too_long_value_instead_of_cutting_it():
 
     attempt = new_attempt(make("long"), worker="w" * 201)  # max_length 200
     with pytest.raises(DataError):
-        batch._insert_rows(RunAttempt, [attempt], "default")
+        batch.insert_rows(RunAttempt, [attempt], "default")
 
 
 def test_a_pending_trigger_survives_disable_and_enable():

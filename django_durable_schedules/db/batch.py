@@ -25,17 +25,17 @@ from ..models import Schedule
 
 #: What the database (or its driver) raises for a value it refuses to store: a batch that
 #: meets one is retried row by row, so one bad row or outcome never blocks the others.
-_REFUSED = (IntegrityError, DataError, ValueError)
+REFUSED = (IntegrityError, DataError, ValueError)
 #: What a row written behind ``save()`` can make a read or a rule raise besides: a value
 #: the driver or Django cannot convert (PostgreSQL ``-infinity``, a year beyond 9999, SQLite
 #: text where an instant belongs: ``DataError``, ``ValueError``, ``AttributeError``), a value
 #: of another type (SQLite: ``TypeError``), an instant or a count that overflows
 #: (``OverflowError``), a stored list too short (``LookupError``). A worker's batch that
 #: meets one is retried row by row, and a row that raises it alone is quarantined.
-ROW_PROBLEMS = (*_REFUSED, TypeError, AttributeError, ArithmeticError, LookupError)
+ROW_PROBLEMS = (*REFUSED, TypeError, AttributeError, ArithmeticError, LookupError)
 
 
-def _update_rows(rows: Sequence[Schedule], fields: Sequence[str], using: str) -> None:
+def update_rows(rows: Sequence[Schedule], fields: Sequence[str], using: str) -> None:
     """Write ``fields`` of each row in one round trip.
 
     PostgreSQL: one ``UPDATE ... FROM unnest(%s::uuid[], %s::integer[], ...)`` per batch,
@@ -68,7 +68,7 @@ def _update_rows(rows: Sequence[Schedule], fields: Sequence[str], using: str) ->
             )
 
 
-def _insert_rows(model: type[Model], objs: Sequence[Model], using: str) -> None:
+def insert_rows(model: type[Model], objs: Sequence[Model], using: str) -> None:
     """Insert new rows of ``model`` (attempts, receipts) in one round trip.
 
     PostgreSQL: ``INSERT ... SELECT * FROM unnest(%s::uuid[], ...)`` with one array
@@ -209,8 +209,8 @@ _UNNEST_SQL: dict[tuple[Any, ...], str] = {}
 
 
 def _unnest_sql(conn: Any, model: type[Model], verb: str, fields: Sequence[Field[Any, Any]]) -> str:
-    """The PostgreSQL statement of :func:`_update_rows` (``fields[0]`` is the key) or of
-    :func:`_insert_rows`, built once per model, verb and column list."""
+    """The PostgreSQL statement of :func:`update_rows` (``fields[0]`` is the key) or of
+    :func:`insert_rows`, built once per model, verb and column list."""
     key = (conn.alias, model, verb, tuple(f.column for f in fields))
     sql = _UNNEST_SQL.get(key)
     if sql is None:
@@ -235,7 +235,7 @@ def _unnest_sql(conn: Any, model: type[Model], verb: str, fields: Sequence[Field
 
 
 def _column_field(field: Field[Any, Any] | ForeignObjectRel | None) -> tuple[Field[Any, Any], str]:
-    """A concrete field of ``Schedule`` and its column (``_update_rows`` writes no other)."""
+    """A concrete field of ``Schedule`` and its column (``update_rows`` writes no other)."""
     if not isinstance(field, Field) or field.column is None:
         raise ValueError(f"{field!r} is not a concrete column of {Schedule._meta.db_table}")
     return field, field.column

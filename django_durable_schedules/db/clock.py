@@ -48,7 +48,7 @@ def db_now(using: str = "default") -> datetime:
     return value.astimezone(UTC)
 
 
-def _resolve_now(now: datetime | None, using: str) -> datetime:
+def resolve_now(now: datetime | None, using: str) -> datetime:
     if now is None:
         return db_now(using)
     return timing.require_aware(now, "now")

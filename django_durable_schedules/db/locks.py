@@ -40,13 +40,9 @@ def locked(qs: _QS, using: str, *, skip_locked: bool) -> _QS:
     return qs.select_for_update()
 
 
-_lock_for_write = lock_for_write
-_locked = locked
-
-
-def _get_locked(schedule_id: Any, using: str) -> Schedule:
+def get_locked(schedule_id: Any, using: str) -> Schedule:
     """The schedule ``schedule_id``, locked for this transaction (waits for another lock)."""
-    _lock_for_write(using)
-    return _locked(
+    lock_for_write(using)
+    return locked(
         Schedule.objects.using(using).filter(pk=schedule_id), using, skip_locked=False
     ).get()

@@ -28,8 +28,8 @@ from django.db import transaction
 
 from .. import timing
 from ..conf import app_settings
-from ..db.clock import _resolve_now
-from ..db.locks import _get_locked, _locked
+from ..db.clock import resolve_now
+from ..db.locks import get_locked, locked
 from ..exceptions import StateConflict
 from ..models import (
     SUCCESS_STATUSES,
@@ -101,7 +101,7 @@ def plan_backfill(
     start, end = _instant(start, "start"), _instant(end, "end")
     if end <= start:
         raise ValidationError({"end": ["Must be after start."]})
-    current = timing.truncate_to_second(_resolve_now(now, using))
+    current = timing.truncate_to_second(resolve_now(now, using))
     if end > current:
         raise ValidationError(
             {
@@ -201,12 +201,12 @@ def request_backfill(
     :class:`StateConflict` when the schedule is not active or paused, or already has an
     open backfill (cancel it first)."""
     with transaction.atomic(using=using):
-        row = _get_locked(schedule_id, using)
+        row = get_locked(schedule_id, using)
         if row.status not in BACKFILL_FROM:
             raise StateConflict(f"{timing.with_article(row.status)} schedule cannot be backfilled")
         if open_backfill(row.pk, using=using) is not None:
             raise StateConflict("the schedule already has an open backfill (cancel it first)")
-        instant = _resolve_now(now, using)
+        instant = resolve_now(now, using)
         plan = plan_backfill(
             row, start, end, include_succeeded=include_succeeded, now=instant, using=using
         )
@@ -244,7 +244,7 @@ def cancel_backfill(
     Raises ``Schedule.DoesNotExist``, and :class:`StateConflict` when there is no open
     backfill."""
     with transaction.atomic(using=using):
-        row = _get_locked(schedule_id, using)
+        row = get_locked(schedule_id, using)
         backfill = open_backfill(row.pk, using=using)
         if backfill is None:
             raise StateConflict("the schedule has no open backfill")
@@ -273,7 +273,7 @@ def _summary(backfill: Backfill) -> dict[str, Any]:
 
 
 def _close(backfill: Backfill, status: str, now: datetime | None, using: str) -> datetime:
-    instant = _resolve_now(now, using)
+    instant = resolve_now(now, using)
     backfill.status, backfill.finished_at = status, instant
     backfill.save(using=using, update_fields=["status", "finished_at"])
     return instant
@@ -324,7 +324,7 @@ def _claim_backfills(
     )
     if only is not None:
         qs = qs.filter(pk=only)
-    rows = list(_locked(qs, using, skip_locked=True)[:limit])
+    rows = list(locked(qs, using, skip_locked=True)[:limit])
     if not rows:
         return []
     now = now_of()

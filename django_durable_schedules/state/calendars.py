@@ -18,8 +18,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from .. import timing
-from ..db.clock import _resolve_now
-from ..db.locks import _get_locked, _lock_for_write, _locked
+from ..db.clock import resolve_now
+from ..db.locks import get_locked, lock_for_write, locked
 from ..models import (
     EventAction,
     ExclusionCalendar,
@@ -103,7 +103,7 @@ def replan_schedules(schedule_ids: Iterable[Any], *, now: datetime, using: str) 
     if not ids:
         return 0
     qs = Schedule.objects.using(using).filter(pk__in=ids, status=Status.ACTIVE)
-    rows = list(_locked(qs, using, skip_locked=False))
+    rows = list(locked(qs, using, skip_locked=False))
     load_exclusions(rows, using)
     moved = 0
     for row in rows:
@@ -153,7 +153,7 @@ def set_schedule_calendars(
     (``exclusion_calendars``: an unknown name, calendars on a ``once``, a holiday code the
     ``holidays`` package does not know)."""
     with transaction.atomic(using=using):
-        row = _get_locked(schedule_id, using)
+        row = get_locked(schedule_id, using)
         cals = resolve_calendars(calendars, using)
         before = [c.name for c in row.exclusion_calendars.all()]
         after = [c.name for c in cals]
@@ -165,7 +165,7 @@ def set_schedule_calendars(
         except timing.InvalidSchedule as exc:
             raise ValidationError({exc.field: [exc.message]}) from None
         row.exclusion_calendars.set(cals)
-        instant = _resolve_now(now, using)
+        instant = resolve_now(now, using)
         if replan(row, instant):
             row.save(using=using, update_fields=["next_run_at", "status"])
             record_excluded_to_end(row, instant, using)
@@ -196,7 +196,7 @@ def save_calendar(
     codes), optionally replace its dates by ``dates`` (``(date, reason)`` pairs), and
     re-plan every schedule that names it. Raises ``ValidationError`` with field messages."""
     with transaction.atomic(using=using):
-        _lock_for_write(using)
+        lock_for_write(using)
         _clean_calendar(calendar)
         calendar.save(using=using)
         if dates is not None:
@@ -214,7 +214,7 @@ def calendars_changed(
     """Re-plan the schedules that name any of ``calendar_ids`` after their dates or holiday
     codes changed (the admin calls it once its inlines are saved). Returns how many moved."""
     with transaction.atomic(using=using):
-        instant = _resolve_now(now, using)
+        instant = resolve_now(now, using)
         return replan_schedules(_users(calendar_ids, using), now=instant, using=using)
 
 
@@ -229,7 +229,7 @@ def add_dates(
     a date it has already gets the new reason) and re-plan its schedules. Returns how many
     dates were new. Raises ``ValidationError`` for an unknown calendar name."""
     with transaction.atomic(using=using):
-        _lock_for_write(using)
+        lock_for_write(using)
         [cal] = resolve_calendars([calendar], using)
         new = 0
         for day, reason in dates:
@@ -251,7 +251,7 @@ def remove_dates(
     """Remove ``dates`` from the calendar ``calendar`` (a name or an instance) and re-plan
     its schedules. Returns how many were removed."""
     with transaction.atomic(using=using):
-        _lock_for_write(using)
+        lock_for_write(using)
         [cal] = resolve_calendars([calendar], using)
         removed, _ = (
             ExclusionDate.objects.using(using).filter(calendar=cal, date__in=list(dates)).delete()
@@ -264,8 +264,8 @@ def delete_calendar(calendar: Any, *, now: datetime | None = None, using: str = 
     """Delete the calendar ``calendar`` (a name or an instance) with its dates; the
     schedules that named it are re-planned without it."""
     with transaction.atomic(using=using):
-        _lock_for_write(using)
+        lock_for_write(using)
         [cal] = resolve_calendars([calendar], using)
         users = _users([cal.pk], using)
         cal.delete(using=using)
-        replan_schedules(users, now=_resolve_now(now, using), using=using)
+        replan_schedules(users, now=resolve_now(now, using), using=using)

@@ -19,10 +19,10 @@ from django.db.models.functions import Now
 
 from .. import timing
 from ..conf import app_settings
-from ..db.batch import ROW_PROBLEMS, _insert_rows, _update_rows
-from ..db.clock import _resolve_now
+from ..db.batch import ROW_PROBLEMS, insert_rows, update_rows
+from ..db.clock import resolve_now
 from ..db.compiled import PLACEHOLDER, read_rows
-from ..db.locks import _lock_for_write, _locked
+from ..db.locks import lock_for_write, locked
 from ..models import (
     AttemptOrigin,
     ReceiptStatus,
@@ -151,14 +151,14 @@ def _complete_batch(
     """One completion transaction over bounded outcomes (see :func:`complete`)."""
     report = CompletionReport()
     with transaction.atomic(using=using):
-        _lock_for_write(using)
+        lock_for_write(using)
         ids = {o.claim.schedule_id for o in outcomes}
         read_clock = now is None and connections[using].vendor == "postgresql"
         rows = {r.id: r for r in _read_rows(ids, using, read_clock)}
         if read_clock and rows:
             # _db_now: the annotation of _read_rows (statement_timestamp()).
             now = next(iter(rows.values())).__dict__["_db_now"].astimezone(UTC)
-        now = _resolve_now(now, using)
+        now = resolve_now(now, using)
         load_exclusions(list(rows.values()), using)  # the next slot skips excluded dates
         busy: set[uuid.UUID] = set()
         if len(rows) < len(ids):  # skipped as locked, or deleted: a plain read tells which
@@ -190,11 +190,11 @@ def _complete_batch(
         if orphans:
             receipts += _orphan_receipts(orphans, now, using, report)
         models = [r.model() for r in receipts]
-        _insert_rows(RunReceipt, models, using)
+        insert_rows(RunReceipt, models, using)
         if events:
-            _insert_rows(ScheduleEvent, events, using)
+            insert_rows(ScheduleEvent, events, using)
         if touched:
-            _update_rows(list(touched.values()), _FINISH_FIELDS, using)
+            update_rows(list(touched.values()), _FINISH_FIELDS, using)
         _settle(settled, now, using)
         _close_ended(touched.values(), now, using)
         report.receipts = models
@@ -213,7 +213,7 @@ def _read_rows(ids: set[uuid.UUID], using: str, read_clock: bool) -> list[Schedu
         qs = with_calendar_flag(qs)
         if read_clock:  # the database clock in the same round trip
             qs = qs.annotate(_db_now=Now())
-        return _locked(qs, using, skip_locked=True)
+        return locked(qs, using, skip_locked=True)
 
     if not read_clock:
         return list(build(Q(id__in=ids)))

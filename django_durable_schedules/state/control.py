@@ -12,8 +12,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from .. import timing
-from ..db.clock import _resolve_now
-from ..db.locks import _get_locked
+from ..db.clock import resolve_now
+from ..db.locks import get_locked
 from ..exceptions import StateConflict
 from ..models import EventAction, Kind, RunAttempt, Schedule, Status
 from .bounds import describe_problem
@@ -91,11 +91,11 @@ def enable(
     ``ValidationError`` (``run_at``) for a ``run_at`` that is naive, or given to a
     schedule that is not ``once``."""
     with transaction.atomic(using=using):
-        row = _get_locked(schedule_id, using)
+        row = get_locked(schedule_id, using)
         if row.status == ALREADY["enable"] and run_at is None:
             return row
         _require("enable", row)
-        instant = _resolve_now(now, using)
+        instant = resolve_now(now, using)
         now = timing.truncate_to_second(instant)
         before = row.status
         changes: dict[str, list[Any]] = {"status": [before, Status.ACTIVE]}
@@ -205,13 +205,13 @@ def trigger(
     Raises :class:`StateConflict` while the schedule is running, and for a cancelled,
     completed or failed schedule."""
     with transaction.atomic(using=using):
-        row = _get_locked(schedule_id, using)
+        row = get_locked(schedule_id, using)
         _require("trigger", row)
         if row.triggered_at is not None:
             # A trigger is already pending (not claimed yet): one run will happen either
             # way, so a second request changes nothing and records nothing.
             return row
-        instant = _resolve_now(now, using)
+        instant = resolve_now(now, using)
         now = timing.truncate_to_second(instant)
         row.triggered_at = now
         row.retry_scheduled_for = None
@@ -259,7 +259,7 @@ def _halt(
     ``event`` with the status change. A run in progress keeps its lease
     and is receipted normally."""
     with transaction.atomic(using=using):
-        row = _get_locked(schedule_id, using)
+        row = get_locked(schedule_id, using)
         if row.status == ALREADY.get(action):
             return row
         _require(action, row)
@@ -319,7 +319,7 @@ def delete_schedule(
     has an attempt without a receipt. Its attempts and receipts stay (the audit trail
     outlives the schedule) until retention prunes them."""
     with transaction.atomic(using=using):
-        row = _get_locked(schedule_id, using)
+        row = get_locked(schedule_id, using)
         _require("delete", row)
         if (
             RunAttempt.objects.using(using)

@@ -14,8 +14,8 @@ from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import IntegrityError, transaction
 
 from .. import timing
-from ..db.clock import _resolve_now
-from ..db.locks import _get_locked, _lock_for_write, _locked
+from ..db.clock import resolve_now
+from ..db.locks import get_locked, lock_for_write, locked
 from ..exceptions import StateConflict, validation_text
 from ..models import EventAction, Kind, Schedule, Status
 from ..registry import registry
@@ -117,7 +117,7 @@ def create_schedule(
         row.status = Status.PAUSED
         fields = {**fields, "status": Status.PAUSED}
     with transaction.atomic(using=using):
-        _lock_for_write(using)  # SQLite: hold the write lock from the start (validate, insert)
+        lock_for_write(using)  # SQLite: hold the write lock from the start (validate, insert)
         cals = resolve_calendars(calendars or (), using)
         attach_calendars(row, cals)  # save() plans the first slot that no calendar excludes
         validate_schedule(row)
@@ -154,7 +154,7 @@ def update_schedule(
     _check_fields(changes)
     calendars = changes.pop("exclusion_calendars", None)
     with transaction.atomic(using=using):
-        row = _get_locked(schedule_id, using)
+        row = get_locked(schedule_id, using)
         changed = [name for name, value in changes.items() if _differs(row, name, value)]
         before = {name: _current(row, name) for name in changed}
         after = {name: changes[name] for name in changed}
@@ -175,10 +175,10 @@ def update_schedule(
             _save_or_explain(row, using, update_fields=[*changed, "updated_at"])
         if "exclusion_calendars" in after:
             row.exclusion_calendars.set(cals or [])
-            if replan(row, _resolve_now(None, using)):
+            if replan(row, resolve_now(None, using)):
                 row.save(using=using, update_fields=["next_run_at", "status"])
         if after:  # an edit that left no slot to run: the rest of the grid is counted
-            record_excluded_to_end(row, _resolve_now(None, using), using)
+            record_excluded_to_end(row, resolve_now(None, using), using)
         if after:
             record_event(
                 row,
@@ -241,7 +241,7 @@ def write_transaction(using: str = "default") -> Iterator[None]:
     the lock first waits for it instead (``OPTIONS["timeout"]``). Elsewhere it is a plain
     ``transaction.atomic``."""
     with transaction.atomic(using=using):
-        _lock_for_write(using)
+        lock_for_write(using)
         yield
 
 
@@ -258,8 +258,8 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
     for reg in registry.declared():
         wanted = declared_fields(reg)
         with transaction.atomic(using=using):
-            _lock_for_write(using)
-            row = _locked(
+            lock_for_write(using)
+            row = locked(
                 Schedule.objects.using(using).filter(name=reg.name), using, skip_locked=False
             ).first()
             if row is None:
@@ -333,12 +333,12 @@ def recover_degraded(*, using: str = "default", now: datetime | None = None) -> 
 
 def _recover_one(pk: Any, now: datetime | None, using: str) -> Schedule:
     with transaction.atomic(using=using):
-        row = _get_locked(pk, using)
+        row = get_locked(pk, using)
         if row.status != Status.PAUSED or not row.degraded_reason:
             raise StateConflict(f"the schedule is {row.status} now")
         if row.retry_scheduled_for is None:  # degraded before the occurrence was kept
             return enable(pk, now=now, source="worker", using=using)
-        instant = _resolve_now(now, using)
+        instant = resolve_now(now, using)
         row.status = Status.ACTIVE
         row.degraded_reason = row.pause_reason = ""
         row.triggered_at = None

@@ -11,7 +11,7 @@ from typing import Any
 from django.db import transaction
 
 from .. import signals
-from ..db.clock import _resolve_now
+from ..db.clock import resolve_now
 from ..models import Schedule, ScheduleEvent
 
 
@@ -51,7 +51,7 @@ def record_event(
         schedule_id=row.pk,
         schedule_name=row.name,
         action=action,
-        at=_resolve_now(now, using),
+        at=resolve_now(now, using),
         actor=actor if getattr(actor, "pk", None) else None,
         actor_repr=str(actor)[:200] if actor is not None else "",
         source=source[:32],

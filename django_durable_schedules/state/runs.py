@@ -18,10 +18,10 @@ from django.db.models.expressions import RawSQL
 
 from .. import timing
 from ..conf import app_settings
-from ..db.batch import ROW_PROBLEMS, _insert_rows, _update_rows
-from ..db.clock import _DUE_NOW_SQL, _resolve_now, db_now
+from ..db.batch import ROW_PROBLEMS, insert_rows, update_rows
+from ..db.clock import _DUE_NOW_SQL, db_now, resolve_now
 from ..db.compiled import read_rows
-from ..db.locks import _lock_for_write, _locked
+from ..db.locks import lock_for_write, locked
 from ..models import (
     ReceiptStatus,
     RunAttempt,
@@ -137,7 +137,7 @@ def _read_due(
         )
         if only is not None:
             qs = qs.filter(pk=only)
-        return _locked(qs, using, skip_locked=True)[:limit]
+        return locked(qs, using, skip_locked=True)[:limit]
 
     if cached:
         return read_rows(Schedule, ("claim_due", limit), using, build)
@@ -188,18 +188,18 @@ def _claim_batch(
     backfill slot); ``backfill``: the backfill slot of that schedule alone (no live row)."""
     claims: list[Claim] = []
     with transaction.atomic(using=using):
-        _lock_for_write(using)
+        lock_for_write(using)
         vendor = connections[using].vendor
         # With row locks, "due" is judged by the database clock inside the locking SELECT and
         # the claim time is read after it: a row released or completed by another worker is
         # visible here only once that commit happened, so its next attempt's ``claimed_at``
         # can never precede the previous attempt's ``finished_at``. SQLite serialises
-        # writers with _lock_for_write, so reading its clock first is already ordered.
+        # writers with lock_for_write, so reading its clock first is already ordered.
         clock_after = now is None and vendor in _DUE_NOW_SQL
         due_before: Any = (
             RawSQL(_DUE_NOW_SQL[vendor], (), output_field=DateTimeField())
             if clock_after
-            else (now := _resolve_now(now, using))
+            else (now := resolve_now(now, using))
         )
         read = (
             _read_due(using, due_before, limit, only, cached=clock_after and only is None)
@@ -246,12 +246,12 @@ def _claim_batch(
         if not rows:
             return []
         if attempts:
-            _insert_rows(RunAttempt, attempts, using)
+            insert_rows(RunAttempt, attempts, using)
         if receipts:
-            _insert_rows(RunReceipt, receipts, using)
+            insert_rows(RunReceipt, receipts, using)
         if events:
-            _insert_rows(ScheduleEvent, events, using)
-        _update_rows(rows, _CLAIM_FIELDS, using)
+            insert_rows(ScheduleEvent, events, using)
+        update_rows(rows, _CLAIM_FIELDS, using)
         _claim_committing()
     return claims
 
@@ -308,7 +308,7 @@ def renew_leases(
         return set()
     lease = timedelta(seconds=lease_seconds or app_settings.LEASE_SECONDS)
     with transaction.atomic(using=using):
-        now = _resolve_now(now, using)
+        now = resolve_now(now, using)
         live = Schedule.objects.using(using).filter(
             lease_token__in=tokens, lease_expires_at__gt=now
         )
@@ -316,7 +316,7 @@ def renew_leases(
             # Never wait for a row someone else locked (a callback may lock its own
             # schedule): renew the others now, that one at the next renewal.
             live = Schedule.objects.using(using).filter(
-                pk__in=list(_locked(live, using, skip_locked=True).values_list("pk", flat=True))
+                pk__in=list(locked(live, using, skip_locked=True).values_list("pk", flat=True))
             )
         live.update(lease_expires_at=now + lease)
         owned = {
@@ -357,7 +357,7 @@ def expire_leases(
         if connections[using].in_atomic_block:
             raise  # inside the caller's transaction nothing can be retried here
         logger.warning("a lease recovery batch failed (%s); recovering row by row", exc)
-    instant = _resolve_now(now, using)
+    instant = resolve_now(now, using)
     recovered = 0
     expired = Schedule.objects.using(using).lease_expired(instant).order_by("lease_expires_at")
     for pk in list(expired.values_list("pk", flat=True)[:limit]):
@@ -371,12 +371,12 @@ def expire_leases(
 def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UUID | None) -> int:
     """One lease recovery transaction (see :func:`expire_leases`); ``only``: that row."""
     with transaction.atomic(using=using):
-        _lock_for_write(using)
-        now = _resolve_now(now, using)
+        lock_for_write(using)
+        now = resolve_now(now, using)
         qs = Schedule.objects.using(using).lease_expired(now).order_by("lease_expires_at")
         if only is not None:
             qs = qs.filter(pk=only)
-        rows = list(_locked(qs, using, skip_locked=True)[:limit])
+        rows = list(locked(qs, using, skip_locked=True)[:limit])
         if not rows:
             return 0
         load_exclusions(rows, using)
@@ -423,10 +423,10 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
                 attempt.attempt,
                 extra={"schedule": row.name, "occurrence": attempt.occurrence},
             )
-        _insert_rows(RunReceipt, [r.model() for r in receipts], using)
+        insert_rows(RunReceipt, [r.model() for r in receipts], using)
         if events:
-            _insert_rows(ScheduleEvent, events, using)
-        _update_rows(rows, _FINISH_FIELDS, using)
+            insert_rows(ScheduleEvent, events, using)
+        update_rows(rows, _FINISH_FIELDS, using)
         _settle(backfilled, now, using)
     return len(rows)
 

@@ -104,9 +104,9 @@ from .slots import (
 )
 from .spec import KINDS, Spec
 from .zone_rules import reload_zone_rules, rules_version, zone_rules_id
-from .zones import _known_zones as _known_zones
 from .zones import _zone as _zone
 from .zones import canonical_timezone, validate_timezone, zone_names
+from .zones import known_zones as known_zones
 
 __all__ = [
     "InvalidSchedule",

@@ -20,7 +20,7 @@ import importlib.resources
 import os
 import zoneinfo
 
-from .zones import _NOT_SCHEDULE_ZONES, _known_zones
+from .zones import NOT_SCHEDULE_ZONES, known_zones
 
 #: Hex digits of a zone's rules identity in a fingerprint.
 ZONE_RULES_ID_LENGTH = 7
@@ -50,9 +50,9 @@ def zone_rules_id(name: str) -> str:
     process reads for the IANA zone ``name``: it changes when a tzdata update changes the
     zone's data. ``""`` for UTC, a name that is not a schedule's zone, or data that cannot
     be read. Cached per name (:func:`reload_zone_rules` forgets)."""
-    if not isinstance(name, str) or name == "UTC" or name in _NOT_SCHEDULE_ZONES:
+    if not isinstance(name, str) or name == "UTC" or name in NOT_SCHEDULE_ZONES:
         return ""
-    if name not in _known_zones():
+    if name not in known_zones():
         return ""
     data = _tzif_bytes(name)
     if data is None:

@@ -9,22 +9,22 @@ from .errors import InvalidSchedule
 
 # Present in some system zone databases but not IANA zone names a schedule may use: the
 # host's own zone and zic's internal defaults.
-_NOT_SCHEDULE_ZONES = frozenset({"localtime", "posixrules", "Factory"})
+NOT_SCHEDULE_ZONES = frozenset({"localtime", "posixrules", "Factory"})
 
 
 @functools.cache
-def _known_zones() -> frozenset[str]:
+def known_zones() -> frozenset[str]:
     return frozenset(available_timezones()) | {"UTC"}
 
 
 @functools.cache
 def _by_lower_case() -> dict[str, str]:
-    return {name.lower(): name for name in _known_zones() - _NOT_SCHEDULE_ZONES}
+    return {name.lower(): name for name in known_zones() - NOT_SCHEDULE_ZONES}
 
 
 def zone_names() -> list[str]:
     """Every IANA zone name a schedule may use, sorted (for choices and completion)."""
-    return sorted(_known_zones() - _NOT_SCHEDULE_ZONES)
+    return sorted(known_zones() - NOT_SCHEDULE_ZONES)
 
 
 def canonical_timezone(name: str) -> str:
@@ -51,7 +51,7 @@ def validate_timezone(name: str) -> str:
     Raises :class:`InvalidSchedule` ``("timezone", "unknown IANA time zone '...'")``.
     """
     message = f"unknown IANA time zone {name!r}"
-    if not isinstance(name, str) or name in _NOT_SCHEDULE_ZONES or name not in _known_zones():
+    if not isinstance(name, str) or name in NOT_SCHEDULE_ZONES or name not in known_zones():
         raise InvalidSchedule("timezone", message)
     try:
         _zone(name)
