@@ -70,9 +70,10 @@ from .definitions import (
     write_transaction,
 )
 from .events import record_event
+from .leases import expire_leases, renew_leases
 from .outcomes import backoff_for
 from .rules import ONE_SECOND, idempotency_key
-from .runs import claim_due, expire_leases, renew_leases
+from .runs import claim_due
 from .values import Claim, CompletionReport, Outcome, OutcomeStatus, Wakeup
 from .workers import heartbeat, next_wakeup, seconds_until
 

@@ -28,6 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 
 from ..db.batch import ROW_PROBLEMS
 from ..db.clock import db_now
@@ -169,6 +170,29 @@ def quarantine_refused_backfill(pk: uuid.UUID, exc: BaseException, using: str) -
             quarantine_backfill(rows[0], backfill_id, reason, db_now(using), using)
 
 
+#: The receipt statuses of a displaced attempt whose occurrence still needs its retry:
+#: none yet (the run is still out, or its worker died), or ``lease_lost`` (its worker
+#: reported after the token was replaced).
+DISPLACED = (None, ReceiptStatus.LEASE_LOST)
+
+
+def displaced_attempt(row: Schedule, using: str) -> tuple[RunAttempt, bool] | None:
+    """The attempt whose lease a foreign token on ``row`` (one no attempt holds) replaced:
+    the schedule's latest attempt, if it has no receipt or ended ``lease_lost``; with
+    whether it is receipted already. None when the latest attempt is settled otherwise (the
+    foreign token was written on an idle row). One query; called for foreign tokens only."""
+    latest = (
+        RunAttempt.objects.using(using)
+        .filter(schedule_id=row.pk)
+        .annotate(receipt_status=F("receipt__status"))
+        .order_by("-claimed_at", "-occurrence", "-attempt")
+        .first()
+    )
+    if latest is None or latest.receipt_status not in DISPLACED:
+        return None
+    return latest, latest.receipt_status is not None
+
+
 def quarantine_lease(pk: uuid.UUID, exc: BaseException, now: datetime, using: str) -> bool:
     """In its own transaction: the expired lease of schedule ``pk`` that could not be
     recovered on its own (``exc``: a value the engine cannot read, or the database refused
@@ -238,13 +262,17 @@ def _receipt_degraded(
     now: datetime,
     using: str,
 ) -> None:
-    """The ``degraded`` receipt of the attempt that held ``token``, unless it has one."""
+    """The ``degraded`` receipt of the attempt that held ``token`` (or that a foreign
+    ``token`` displaced: :func:`displaced_attempt`), unless it has one."""
     attempt = (
         RunAttempt.objects.using(using)
         .filter(lease_token=token, schedule_id=row.pk)
         .only("pk", "occurrence")
         .first()
     )
+    if attempt is None:
+        found = displaced_attempt(row, using)
+        attempt = found[0] if found is not None and not found[1] else None
     if attempt is None or RunReceipt.objects.using(using).filter(attempt_id=attempt.pk).exists():
         return
     receipt = RunReceipt.build(

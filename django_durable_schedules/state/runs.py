@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,7 +22,6 @@ from ..db.clock import _DUE_NOW_SQL, db_now, resolve_now
 from ..db.compiled import read_rows
 from ..db.locks import lock_for_write, locked
 from ..models import (
-    ReceiptStatus,
     RunAttempt,
     RunReceipt,
     Schedule,
@@ -33,13 +31,9 @@ from ..models import (
     with_backfill_flag,
     with_calendar_flag,
 )
-from .backfill_rules import backfill_receipt
 from .backfill_share import keep_carry, take_reserve
-from .backfills import _claim_backfills, _settle
-from .bounds import check_counters
-from .completion import fail_contained
+from .backfills import _claim_backfills
 from .quarantine import (
-    quarantine_lease,
     quarantine_refused,
     quarantine_refused_backfill,
     repair_counters,
@@ -47,14 +41,12 @@ from .quarantine import (
 from .rules import (
     _CLAIM_FIELDS,
     _CLAIM_UNREAD,
-    _FINISH_FIELDS,
-    _claim_of,
     _plan_claim,
     _quarantine_claim,
     _restore,
     _snapshot,
 )
-from .values import Claim, Outcome
+from .values import Claim
 
 logger = logging.getLogger(__name__)
 
@@ -284,160 +276,3 @@ def _plan_rows(
             _restore(row, snapshot)
             repair_counters(row, using)  # a counter that is no number: from the ledger
             _quarantine_claim(row, exc, now, worker, attempts, receipts)
-
-
-# ---------------------------------------------------------------------------------------
-# Leases
-# ---------------------------------------------------------------------------------------
-
-
-def renew_leases(
-    tokens: Iterable[uuid.UUID],
-    *,
-    lease_seconds: float | None = None,
-    now: datetime | None = None,
-    using: str = "default",
-) -> set[uuid.UUID]:
-    """Extend the leases named by ``tokens`` to ``now + lease_seconds`` while they are
-    still live, and return the tokens that are still owned (the others were lost: expired
-    and recovered, or the schedule was deleted). A row locked by another transaction is
-    skipped, not waited for (where the database has ``SKIP LOCKED``); its lease stays
-    owned while it has not expired."""
-    tokens = list(tokens)
-    if not tokens:
-        return set()
-    lease = timedelta(seconds=lease_seconds or app_settings.LEASE_SECONDS)
-    with transaction.atomic(using=using):
-        now = resolve_now(now, using)
-        live = Schedule.objects.using(using).filter(
-            lease_token__in=tokens, lease_expires_at__gt=now
-        )
-        if connections[using].features.has_select_for_update_skip_locked:
-            # Never wait for a row someone else locked (a callback may lock its own
-            # schedule): renew the others now, that one at the next renewal.
-            live = Schedule.objects.using(using).filter(
-                pk__in=list(locked(live, using, skip_locked=True).values_list("pk", flat=True))
-            )
-        live.update(lease_expires_at=now + lease)
-        owned = {
-            token
-            for token in Schedule.objects.using(using)
-            .filter(lease_token__in=tokens, lease_expires_at__gt=now)
-            .values_list("lease_token", flat=True)
-            if token is not None  # the filter on lease_token already rules None out
-        }
-    return owned
-
-
-def expire_leases(
-    *, limit: int | None = None, now: datetime | None = None, using: str = "default"
-) -> int:
-    """Recover up to ``limit`` claims whose lease expired (their worker died or hung).
-
-    Each gets a ``lease_expired`` receipt; its occurrence is retried at once as the next
-    attempt, or given up after ``max_attempts`` (at-least-once execution). Returns the
-    number recovered.
-
-    A lease expiry no lease the engine grants could hold (``ScheduleQuerySet.lease_expired``:
-    after year 9000, PostgreSQL ``infinity``) counts as expired. If the batch cannot be
-    recovered (a value the engine cannot read: ``-infinity``, a year beyond 9999, SQLite
-    text where an instant belongs, a counter that is no number; or the database refuses
-    the write: :data:`.db.batch.ROW_PROBLEMS`), the rows are recovered one transaction
-    each, and a row that fails on its own is quarantined
-    (:func:`.quarantine.quarantine_lease`: lease cleared, paused as degraded with the
-    reason, its attempt receipted ``degraded``), so one row never stops the recovery of
-    the others. Other database errors propagate and nothing is recovered.
-    """
-    limit = limit or app_settings.BATCH_SIZE
-    if now is not None:
-        now = timing.require_aware(now, "now")
-    try:
-        return _expire_batch(limit, now, using, only=None)
-    except ROW_PROBLEMS as exc:
-        if connections[using].in_atomic_block:
-            raise  # inside the caller's transaction nothing can be retried here
-        logger.warning("a lease recovery batch failed (%s); recovering row by row", exc)
-    instant = resolve_now(now, using)
-    recovered = 0
-    expired = Schedule.objects.using(using).lease_expired(instant).order_by("lease_expires_at")
-    for pk in list(expired.values_list("pk", flat=True)[:limit]):
-        try:
-            recovered += _expire_batch(limit, instant, using, only=pk)
-        except ROW_PROBLEMS as exc:
-            recovered += quarantine_lease(pk, exc, instant, using)
-    return recovered
-
-
-def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UUID | None) -> int:
-    """One lease recovery transaction (see :func:`expire_leases`); ``only``: that row."""
-    with transaction.atomic(using=using):
-        lock_for_write(using)
-        now = resolve_now(now, using)
-        qs = Schedule.objects.using(using).lease_expired(now).order_by("lease_expires_at")
-        if only is not None:
-            qs = qs.filter(pk=only)
-        rows = list(locked(qs, using, skip_locked=True)[:limit])
-        if not rows:
-            return 0
-        load_exclusions(rows, using)
-        attempts: dict[uuid.UUID | None, RunAttempt] = {
-            a.lease_token: a
-            for a in RunAttempt.objects.using(using).filter(
-                lease_token__in=[r.lease_token for r in rows]
-            )
-        }
-        receipts = []
-        backfilled = []
-        events: list[ScheduleEvent] = []
-        for row in rows:
-            check_counters(row)  # a counter that is no number: this row is quarantined
-            attempt = attempts.get(row.lease_token)
-            row.lease_token = row.lease_expires_at = None
-            if attempt is None:
-                # A lease no attempt holds: written behind save() (a claim writes both in
-                # one transaction). Nothing ran under it, so there is nothing to receipt.
-                continue
-            if attempt.origin == "backfill":  # its backfill moves on, never the grid
-                receipts.append(_expired_backfill(row, attempt, now))
-                backfilled.append((row, attempt.attempt, ReceiptStatus.LEASE_EXPIRED))
-                continue
-            receipts.append(
-                fail_contained(  # a row that cannot move on is paused, not the batch
-                    row,
-                    attempt.occurrence,
-                    attempt.attempt,
-                    attempt.scheduled_for,
-                    attempt.id,
-                    now,
-                    ReceiptStatus.LEASE_EXPIRED,
-                    "LeaseExpired",
-                    "the lease expired before the run reported an outcome",
-                    retry_after=0.0,
-                    events=events,
-                )
-            )
-            logger.warning(
-                "lease expired: %s occurrence %s attempt %s",
-                row.name,
-                attempt.occurrence,
-                attempt.attempt,
-                extra={"schedule": row.name, "occurrence": attempt.occurrence},
-            )
-        insert_rows(RunReceipt, [r.model() for r in receipts], using)
-        if events:
-            insert_rows(ScheduleEvent, events, using)
-        update_rows(rows, _FINISH_FIELDS, using)
-        _settle(backfilled, now, using)
-    return len(rows)
-
-
-def _expired_backfill(row: Schedule, attempt: RunAttempt, now: datetime) -> Any:
-    """The ``lease_expired`` receipt of a backfill attempt whose worker died or hung."""
-    claim = _claim_of(row, attempt)
-    outcome = Outcome(
-        claim,
-        "failed",
-        error_type="LeaseExpired",
-        error_message="the lease expired before the run reported an outcome",
-    )
-    return backfill_receipt(row, outcome, now, status=ReceiptStatus.LEASE_EXPIRED)

@@ -1,0 +1,109 @@
+"""A lease token replaced behind ``save()`` while its run is out (the chaos soak's
+``lease_minus_infinity`` poison on PostgreSQL, CI of 2026-12-02): the run's attempt ends
+``lease_lost`` and the foreign lease, which no attempt holds, is recovered. The occurrence
+must still be retried, whichever of the two happens first; it was lost."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+
+from django_durable_schedules import state
+from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
+from django_durable_schedules.state import Outcome
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+S = timedelta(seconds=1)
+
+
+def claimed():
+    now = state.db_now()
+    s = state.create_schedule(
+        name="victim",
+        callback="tests.noop",
+        kind="interval",
+        interval_seconds=60,
+        timezone="UTC",
+        start_at=now - 120 * S,
+    )
+    claims = state.claim_due(worker="w1", limit=5)
+    assert [c.schedule_name for c in claims] == ["victim"]
+    return s, claims[0]
+
+
+def replace_token(s, expires):
+    table = Schedule._meta.db_table
+    qn = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET {qn('lease_token')} = %s, {qn('lease_expires_at')} = {expires} "
+            f"WHERE {qn('id')} = %s",
+            [uuid_param(uuid.uuid4()), uuid_param(s.pk)],
+        )
+
+
+def uuid_param(value):
+    """A UUID as the column stores it (SQLite and MariaDB: 32 hex digits)."""
+    return str(value) if connection.vendor == "postgresql" else value.hex
+
+
+def past():
+    """An expiry long past: PostgreSQL's ``-infinity`` (no Python datetime holds it)."""
+    return "'-infinity'" if connection.vendor == "postgresql" else "'2000-01-01 00:00:00'"
+
+
+def retried(s, claim):
+    """The occurrence ran again (attempt 2) or a retry of it is pending."""
+    later = state.db_now() + 5 * S
+    claims = state.claim_due(worker="w2", limit=5, now=later)
+    mine = [c for c in claims if c.schedule_name == s.name]
+    assert mine, (Schedule.objects.get(pk=s.pk).__dict__, list(RunReceipt.objects.values()))
+    assert (mine[0].occurrence, mine[0].attempt) == (claim.occurrence, 2)
+
+
+@pytest.mark.parametrize("order", ["complete first", "recovery first"])
+def test_an_occurrence_whose_lease_token_was_replaced_is_retried(order):
+    s, claim = claimed()
+    replace_token(s, past())
+    if order == "complete first":
+        state.complete([Outcome(claim, "succeeded")])
+        state.expire_leases()
+    else:
+        state.expire_leases()
+        state.complete([Outcome(claim, "succeeded")])
+    receipts = {r.attempt.attempt: r.status for r in RunReceipt.objects.select_related("attempt")}
+    row = Schedule.objects.values(
+        "status",
+        "degraded_reason",
+        "occurrence",
+        "attempt",
+        "retry_scheduled_for",
+        "next_run_at",
+        "lease_token",
+    ).get()
+    assert receipts.get(1) in ("lease_lost", "lease_expired"), (receipts, row)
+    retried(s, claim)
+
+
+def test_a_quarantined_foreign_lease_receipts_the_run_it_displaced():
+    """The row cannot be recovered at all (a counter that is no number, SQLite): it is
+    paused with the reason, and the run the foreign token displaced gets its receipt."""
+    if connection.vendor != "sqlite":
+        pytest.skip("only SQLite keeps text in an integer column")
+    s, claim = claimed()
+    replace_token(s, past())
+    Schedule.objects.filter(pk=s.pk).update(failure_count=0)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Schedule._meta.db_table} SET failure_count = 'abc' WHERE id = %s",
+            [uuid_param(s.pk)],
+        )
+    state.expire_leases()
+    row = Schedule.objects.values("status", "degraded_reason", "lease_token").get()
+    assert row["status"] == "paused" and row["degraded_reason"] and row["lease_token"] is None
+    attempt = RunAttempt.objects.get(pk=claim.attempt_id)
+    assert attempt.receipt.status == "degraded"
