@@ -90,10 +90,12 @@ def expire_leases(
     number recovered.
 
     A lease expiry no lease the engine grants could hold (``ScheduleQuerySet.lease_expired``:
-    after year 9000, PostgreSQL ``infinity``) counts as expired. If the batch cannot be
-    recovered (a value the engine cannot read: ``-infinity``, a year beyond 9999, SQLite
-    text where an instant belongs, a counter that is no number; or the database refuses
-    the write: :data:`.db.batch.ROW_PROBLEMS`), the rows are recovered one transaction
+    after year 9000, PostgreSQL ``infinity`` and ``-infinity``) counts as expired; the
+    expiry itself is never read. A lease token no attempt holds (written behind ``save()``)
+    recovers the run it displaced (:func:`.quarantine.displaced_attempt`). If the batch
+    cannot be recovered (a value the engine cannot read: a counter that is no number, a
+    calendar date beyond 9999; or the database refuses the write:
+    :data:`.db.batch.ROW_PROBLEMS`), the rows are recovered one transaction
     each, and a row that fails on its own is quarantined
     (:func:`.quarantine.quarantine_lease`: lease cleared, paused as degraded with the
     reason, its attempt receipted ``degraded``), so one row never stops the recovery of
