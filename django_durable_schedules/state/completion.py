@@ -39,7 +39,7 @@ from .backfills import _close_ended, _settle
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
 from .outcomes import _apply, _fail_attempt, _fenced_result, _receipt
 from .rules import _FINISH_FIELDS, _FINISH_UNREAD, _pause_degraded, _Receipt, _restore, _snapshot
-from .values import CompletionReport, Outcome, OutcomeStatus
+from .values import CompletionReport, Failure, Outcome, OutcomeStatus
 
 logger = logging.getLogger(__name__)
 
@@ -241,20 +241,15 @@ def _finish(
     lease_expires_at, row.lease_expires_at = row.lease_expires_at, None
     if lease_expires_at is None or lease_expires_at <= now:
         report.fenced.append(outcome)
-        return fail_contained(
-            row,
-            claim.occurrence,
-            claim.attempt,
-            claim.scheduled_for,
-            claim.attempt_id,
-            now,
+        failure = Failure.of(
+            claim,
             ReceiptStatus.LEASE_EXPIRED,
-            "LeaseExpired",
-            f"the run finished ({outcome.status}) after its lease expired",
+            error_type="LeaseExpired",
+            error_message=f"the run finished ({outcome.status}) after its lease expired",
             retry_after=0.0,
             result=_fenced_result(outcome),
-            events=events,
         )
+        return fail_contained(row, failure, now, events)
     snapshot = _snapshot(row, _FINISH_FIELDS)
     if outcome.enqueue is not None:
         started = time.monotonic()
@@ -283,61 +278,37 @@ def _finish(
 
 
 def fail_contained(
-    row: Schedule,
-    occurrence: int,
-    attempt: int,
-    scheduled_for: datetime,
-    attempt_id: uuid.UUID,
-    now: datetime,
-    status: str,
-    error_type: str,
-    error_message: str,
-    *,
-    retry_after: float | None = None,
-    result: Any = None,
-    events: list[ScheduleEvent],
+    row: Schedule, failure: Failure, now: datetime, events: list[ScheduleEvent]
 ) -> _Receipt:
-    """The receipt of a failed attempt on the locked ``row`` (already unleased), as
+    """The receipt of ``failure`` on the locked ``row`` (already unleased), as
     :func:`.outcomes._fail_attempt` moves it on (retried, or given up and the next slot
     planned), with the row's bad value contained: when the row cannot be evaluated as it
     moves on (a calendar made invalid behind ``save()`` while the run was out), the
-    attempt is still receipted with ``status`` (the pause noted in its message) and the
-    row alone is paused as degraded with the reason, as the claim quarantines a row, so
-    the rest of its batch (a completion, a lease recovery) commits. The ``excluded``
-    events of a row left without a slot are appended to ``events``. Never raises for the
-    row's values."""
+    attempt is still receipted with ``failure.status`` (the pause noted in its message)
+    and the row alone is paused as degraded with the reason, as the claim quarantines a
+    row, so the rest of its batch (a completion, a lease recovery) commits. The
+    ``excluded`` events of a row left without a slot are appended to ``events``. Never
+    raises for the row's values."""
     snapshot = _snapshot(row, _FINISH_FIELDS)
     mark = len(events)
     try:
-        return _fail_attempt(
-            row,
-            occurrence,
-            attempt,
-            scheduled_for,
-            attempt_id,
-            now,
-            status,
-            error_type,
-            error_message,
-            retry_after=retry_after,
-            result=result,
-            events=events,
-        )
+        return _fail_attempt(row, failure, now, events)
     except Exception as exc:  # noqa: BLE001 - the row's own bad value: pause that row only
         del events[mark:]
         _restore(row, snapshot)
         reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
         _pause_degraded(row, reason)
         note = f"the schedule was paused: {reason}"
+        message = failure.error_message
         return _Receipt(
-            attempt_id=attempt_id,
+            attempt_id=failure.attempt_id,
             schedule_id=row.id,
-            occurrence=occurrence,
-            status=status,
+            occurrence=failure.occurrence,
+            status=failure.status,
             finished_at=now,
-            result=result,
-            error_type=error_type,
-            error_message=bound_text(f"{error_message}; {note}" if error_message else note, 1000),
+            result=failure.result,
+            error_type=failure.error_type,
+            error_message=bound_text(f"{message}; {note}" if message else note, 1000),
             failure_count_after=row.failure_count,
             next_run_at=None,
         )

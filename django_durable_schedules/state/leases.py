@@ -37,7 +37,7 @@ from .bounds import check_counters
 from .completion import fail_contained
 from .quarantine import displaced_attempt, quarantine_lease
 from .rules import _FINISH_FIELDS, _claim_of
-from .values import Outcome
+from .values import Failure, Outcome
 
 logger = logging.getLogger(__name__)
 
@@ -170,19 +170,15 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
                     receipts.append(_expired_backfill(row, attempt, now))
                 backfilled.append((row, attempt.attempt, ReceiptStatus.LEASE_EXPIRED))
                 continue
-            receipt = fail_contained(  # a row that cannot move on is paused, not the batch
-                row,
-                attempt.occurrence,
-                attempt.attempt,
-                attempt.scheduled_for,
-                attempt.id,
-                now,
+            failure = Failure.of(
+                attempt,
                 ReceiptStatus.LEASE_EXPIRED,
-                "LeaseExpired",
-                "the lease expired before the run reported an outcome",
+                error_type="LeaseExpired",
+                error_message="the lease expired before the run reported an outcome",
                 retry_after=0.0,
-                events=events,
             )
+            # A row that cannot move on is paused, not the batch.
+            receipt = fail_contained(row, failure, now, events)
             if not receipted:  # a lease_lost attempt keeps its one receipt
                 receipts.append(receipt)
             logger.warning(

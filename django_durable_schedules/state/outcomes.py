@@ -9,7 +9,6 @@ and commit them.
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,7 +28,7 @@ from ..models import (
 from .bounds import _bounded_seconds
 from .exclusion_rules import count_excluded_to_end
 from .rules import ONE_SECOND, _ceil_second, _max_attempts, _Receipt
-from .values import Claim, Outcome, OutcomeStatus
+from .values import Claim, Failure, Outcome, OutcomeStatus
 
 logger = logging.getLogger(__name__)
 
@@ -65,21 +64,16 @@ def _apply(
         row.degraded_reason = outcome.error_message[:500]
         return _receipt(row, claim, ReceiptStatus.DEGRADED, now, outcome)
     if status == OutcomeStatus.FAILED:
-        return _fail_attempt(
-            row,
-            claim.occurrence,
-            claim.attempt,
-            claim.scheduled_for,
-            claim.attempt_id,
-            now,
+        failure = Failure.of(
+            claim,
             ReceiptStatus.FAILED,
-            outcome.error_type,
-            outcome.error_message,
+            error_type=outcome.error_type,
+            error_message=outcome.error_message,
             terminal=outcome.terminal,
             retry_after=outcome.retry_after,
             result=outcome.result,
-            events=events,
         )
+        return _fail_attempt(row, failure, now, events)
     if status in SUCCESS_STATUSES:
         row.failure_count = row.failed_occurrences = 0
     receipt_status = ReceiptStatus(status)  # succeeded, enqueued, skipped: the same words
@@ -111,31 +105,22 @@ def _receipt(
 
 
 def _fail_attempt(
-    row: Schedule,
-    occurrence: int,
-    attempt: int,
-    scheduled_for: datetime,
-    attempt_id: uuid.UUID,
-    now: datetime,
-    status: str,
-    error_type: str,
-    error_message: str,
-    *,
-    terminal: bool = False,
-    retry_after: float | None = None,
-    result: Any = None,
-    events: list[ScheduleEvent] | None = None,
+    row: Schedule, failure: Failure, now: datetime, events: list[ScheduleEvent] | None = None
 ) -> _Receipt:
-    """A failed attempt: retry the same occurrence with backoff, give it up after
-    ``max_attempts``, or (``terminal``) fail the schedule. The ``excluded`` events of a
-    schedule left without a slot to run are appended to ``events``."""
+    """The receipt of ``failure`` on the locked ``row``, moved on: the same occurrence
+    retried with backoff (or after ``failure.retry_after`` seconds), given up after
+    ``max_attempts`` (the next slot planned; ``pause_after_failures`` may pause the
+    schedule), or (``failure.terminal``) the schedule failed. The ``excluded`` events of
+    a schedule left without a slot to run are appended to ``events``."""
+    occurrence, attempt = failure.occurrence, failure.attempt
     row.failure_count += 1
     skipped = 0
-    if terminal:
+    if failure.terminal:
         row.status = Status.FAILED
         row.next_run_at = None
         row.retry_scheduled_for = None
     elif attempt < _max_attempts(row) and row.status == Status.ACTIVE:
+        retry_after = failure.retry_after
         if retry_after is None:
             retry_after = backoff_for(row, attempt)
         retry_after = min(
@@ -143,7 +128,7 @@ def _fail_attempt(
             app_settings.RETRY_AFTER_MAX_SECONDS,
         )
         row.attempt = attempt
-        row.retry_scheduled_for = scheduled_for
+        row.retry_scheduled_for = failure.scheduled_for
         row.next_run_at = _ceil_second(now + timedelta(seconds=retry_after))
     else:
         # The occurrence is given up.
@@ -169,14 +154,14 @@ def _fail_attempt(
                     extra={"schedule": row.name, "occurrence": occurrence},
                 )
     return _Receipt(
-        attempt_id=attempt_id,
+        attempt_id=failure.attempt_id,
         schedule_id=row.id,
         occurrence=occurrence,
-        status=status,
+        status=failure.status,
         finished_at=now,
-        result=result,
-        error_type=error_type,
-        error_message=error_message,
+        result=failure.result,
+        error_type=failure.error_type,
+        error_message=failure.error_message,
         failure_count_after=row.failure_count,
         next_run_at=row.next_run_at,
         slots_skipped=skipped,

@@ -83,6 +83,37 @@ class Outcome:
     enqueue: Callable[[], Any] | None = None
 
 
+@dataclass(frozen=True)
+class Failure:
+    """A failed attempt, as the failure path takes it (:func:`.outcomes._fail_attempt`):
+    which attempt (``occurrence``, ``attempt``, its nominal slot ``scheduled_for``, aware
+    UTC, and ``attempt_id``), the receipt it gets (``status``: ``failed`` from a callback,
+    ``lease_expired`` from a recovery or a late report; ``error_type``, ``error_message``,
+    ``result``: bounded already) and how the occurrence goes on: ``terminal`` (``FailRun``:
+    the schedule becomes ``failed``), else retried after ``retry_after`` seconds (None:
+    the row's exponential backoff) until ``max_attempts``, then given up."""
+
+    occurrence: int
+    attempt: int
+    scheduled_for: datetime
+    attempt_id: uuid.UUID
+    status: str
+    error_type: str = ""
+    error_message: str = ""
+    terminal: bool = False
+    retry_after: float | None = None
+    result: Any = None
+
+    @classmethod
+    def of(cls, attempt: Claim | Any, status: str, **fields: Any) -> Failure:
+        """The failure of ``attempt``: a :class:`Claim`, or a ``RunAttempt`` row (its
+        ``id`` is the attempt id); ``fields`` as the class's."""
+        attempt_id = attempt.attempt_id if isinstance(attempt, Claim) else attempt.id
+        return cls(
+            attempt.occurrence, attempt.attempt, attempt.scheduled_for, attempt_id, status, **fields
+        )
+
+
 @dataclass
 class CompletionReport:
     """What :func:`complete` did: receipts written, outcomes it fenced off, outcomes it
