@@ -30,6 +30,7 @@ def claimed():
         timezone="UTC",
         start_at=now - 120 * S,
     )
+    Schedule.objects.filter(pk=s.pk).update(next_run_at=now - S)  # due now
     claims = state.claim_due(worker="w1", limit=5)
     assert [c.schedule_name for c in claims] == ["victim"]
     return s, claims[0]

@@ -61,6 +61,18 @@ class AttemptOrigin(models.TextChoices):
     BACKFILL = "backfill", "backfill"
 
 
+class DegradedKind(models.TextChoices):
+    """Why a schedule was paused as degraded (``Schedule.degraded_kind``), the data the
+    engine reads; ``degraded_reason`` is the same in words, for people. Only ``callback``
+    comes back by itself (when the callback is registered again); every other kind waits
+    for an operator (a valid edit where needed, then ``enable``)."""
+
+    CALLBACK = "callback", "its callback is not registered"
+    DEFINITION = "definition", "its definition cannot be evaluated"
+    LEASE = "lease", "its expired lease could not be recovered"
+    CLAIM = "claim", "the database refused its claim"
+
+
 class BackfillStatus(models.TextChoices):
     ACTIVE = "active", "active"
     COMPLETED = "completed", "completed"

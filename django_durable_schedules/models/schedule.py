@@ -23,6 +23,7 @@ from .calendars import ExclusionsMixin
 from .choices import (
     INSTANT_FIELDS,
     RRULE_HELP,
+    DegradedKind,
     Kind,
     MisfirePolicy,
     OverlapPolicy,
@@ -124,6 +125,11 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
 
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     degraded_reason = models.CharField(max_length=500, blank=True, default="")
+    #: Why it is degraded, as data (:class:`.choices.DegradedKind`); set and cleared with
+    #: ``degraded_reason`` by the state package only.
+    degraded_kind = models.CharField(
+        max_length=16, choices=DegradedKind.choices, blank=True, default="", editable=False
+    )
     next_run_at = models.DateTimeField(null=True, blank=True)
     last_run_at = models.DateTimeField(null=True, blank=True)
     occurrence = models.PositiveIntegerField(default=0, help_text="Occurrences fired so far.")

@@ -112,7 +112,7 @@ def enable(
         if row.status == Status.FAILED:
             row.failure_count = 0
         row.status = Status.ACTIVE
-        row.degraded_reason = row.pause_reason = ""
+        row.degraded_reason = row.degraded_kind = row.pause_reason = ""
         row.failed_occurrences = 0
         # Slots excluded while it was paused are not counted; those counted already (to the
         # end of its grid, when it completed) are not counted again.
@@ -140,6 +140,7 @@ def enable(
             update_fields=[
                 "status",
                 "degraded_reason",
+                "degraded_kind",
                 "retry_scheduled_for",
                 "triggered_at",
                 "buffered_for",

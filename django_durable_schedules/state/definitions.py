@@ -17,9 +17,9 @@ from .. import timing
 from ..db.clock import resolve_now
 from ..db.locks import get_locked, lock_for_write, locked
 from ..exceptions import StateConflict, validation_text
-from ..models import EventAction, Kind, Schedule, Status
+from ..models import DegradedKind, EventAction, Kind, Schedule, Status
 from ..registry import registry
-from .bounds import UNEVALUABLE_PREFIX, describe_problem
+from .bounds import describe_problem
 from .calendars import attach_calendars, record_excluded_to_end, replan, resolve_calendars
 from .control import enable
 from .events import _as_changes, record_event
@@ -305,8 +305,7 @@ def recover_degraded(*, using: str = "default", now: datetime | None = None) -> 
     candidates = (
         Schedule.objects.using(using)
         .degraded()
-        .filter(status=Status.PAUSED)
-        .exclude(degraded_reason__startswith=UNEVALUABLE_PREFIX)  # needs a fix and enable()
+        .filter(status=Status.PAUSED, degraded_kind=DegradedKind.CALLBACK)
     )
     for pk, name, callback in candidates.filter(callback__in=registry.names()).values_list(
         "pk", "name", "callback"
@@ -340,13 +339,14 @@ def _recover_one(pk: Any, now: datetime | None, using: str) -> Schedule:
             return enable(pk, now=now, source="worker", using=using)
         instant = resolve_now(now, using)
         row.status = Status.ACTIVE
-        row.degraded_reason = row.pause_reason = ""
+        row.degraded_reason = row.degraded_kind = row.pause_reason = ""
         row.triggered_at = None
         row.next_run_at = timing.truncate_to_second(instant)  # the kept occurrence, at once
         row.save(
             update_fields=[
                 "status",
                 "degraded_reason",
+                "degraded_kind",
                 "pause_reason",
                 "triggered_at",
                 "next_run_at",

@@ -18,6 +18,7 @@ from ..conf import app_settings
 from ..limits import BACKOFF_BASE_MAX_SECONDS, BACKOFF_CAP_MAX_SECONDS
 from ..models import (
     SUCCESS_STATUSES,
+    DegradedKind,
     Kind,
     OverlapPolicy,
     ReceiptStatus,
@@ -62,6 +63,7 @@ def _apply(
         row.attempt = claim.attempt
         row.retry_scheduled_for = claim.scheduled_for
         row.degraded_reason = outcome.error_message[:500]
+        row.degraded_kind = DegradedKind.CALLBACK
         return _receipt(row, claim, ReceiptStatus.DEGRADED, now, outcome)
     if status == OutcomeStatus.FAILED:
         failure = Failure.of(

@@ -36,6 +36,7 @@ from ..db.locks import lock_for_write, locked
 from ..models import (
     Backfill,
     BackfillStatus,
+    DegradedKind,
     EventAction,
     ReceiptStatus,
     RunAttempt,
@@ -134,6 +135,7 @@ def quarantine_refused(pk: uuid.UUID, exc: BaseException, using: str) -> None:
             .update(
                 status=Status.PAUSED,
                 degraded_reason=reason,
+                degraded_kind=DegradedKind.CLAIM,
                 next_run_at=None,
                 retry_scheduled_for=None,
                 triggered_at=None,
@@ -217,6 +219,7 @@ def quarantine_lease(pk: uuid.UUID, exc: BaseException, now: datetime, using: st
             lease_expires_at=None,
             status=Status.PAUSED,
             degraded_reason=reason,
+            degraded_kind=DegradedKind.LEASE,
             next_run_at=None,
             retry_scheduled_for=None,
             triggered_at=None,

@@ -18,6 +18,7 @@ from ..conf import app_settings
 from ..limits import TIMEOUT_MAX_SECONDS
 from ..models import (
     AttemptOrigin,
+    DegradedKind,
     Kind,
     MisfirePolicy,
     ReceiptStatus,
@@ -57,6 +58,7 @@ _CLAIM_FIELDS = [
     "exclusions_checked_at",
     "status",
     "degraded_reason",
+    "degraded_kind",
     "definition_hash",
 ]
 #: Schedule columns a claim's locking read leaves out (no rule of a claim reads them).
@@ -77,6 +79,7 @@ _FINISH_FIELDS = [
     "missed_count",
     "status",
     "degraded_reason",
+    "degraded_kind",
     "pause_reason",
     "excluded_count",
     "exclusions_checked_at",
@@ -109,11 +112,13 @@ def _safe_hash(row: Schedule) -> str:
         return row.definition_hash
 
 
-def _pause_degraded(row: Schedule, reason: str) -> None:
-    """Pause ``row`` because the engine cannot evaluate it (health counts it as degraded);
-    a valid edit and :func:`enable` bring it back."""
+def _pause_degraded(row: Schedule, reason: str, kind: str = DegradedKind.DEFINITION) -> None:
+    """Pause ``row`` as degraded (health counts it) with ``reason`` and ``kind``
+    (:class:`~..models.DegradedKind`; default: the engine cannot evaluate it, so a valid
+    edit and :func:`enable` bring it back)."""
     row.status = Status.PAUSED
     row.degraded_reason = reason[:500]
+    row.degraded_kind = kind
     row.next_run_at = row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
     row.lease_token = row.lease_expires_at = None
     logger.warning(
@@ -393,6 +398,7 @@ def _plan_claim_row(
         # and let a later registration recover it (sync_declared).
         row.status = Status.PAUSED
         row.degraded_reason = f"callback {row.callback!r} is not registered"
+        row.degraded_kind = DegradedKind.CALLBACK
         row.next_run_at = None
         # The occurrence awaits its run: recover_degraded() makes it due once the callback
         # is registered again (the retry branch above then runs it, attempt + 1).
