@@ -351,3 +351,48 @@ def test_0014_both_ways():
     assert WorkerHeartbeat.objects.get(worker_id="before").tzdata_version == (
         timing.rules_version()
     )
+
+
+# -- the start-up sweep -------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("kind", ["cron", "rrule"])
+def test_a_worker_start_replans_a_slot_the_new_rules_moved_earlier_so_it_runs_on_time(
+    old_rules, kind
+):
+    """Cairo, 09:00 daily, planned under the old rules for 07:00 UTC. A worker that starts
+    under the current rules before then (state.regrid_other_rules) re-plans the row to
+    06:00 UTC: the slot runs at its time, not an hour late at the claim's re-plan."""
+    row = make("cairo", "Africa/Cairo", kind, z(2027, 5, 31, 12))
+    other = make("mx", "America/Mexico_City", kind, z(2027, 5, 31, 20))
+    assert (row.next_run_at, other.next_run_at) == (z(2027, 6, 1, 7), z(2027, 6, 1, 14))
+    current_rules()
+    assert sorted(state.regrid_other_rules(now=z(2027, 6, 1, 3))) == ["cairo", "mx"]
+    row.refresh_from_db()
+    other.refresh_from_db()
+    assert row.next_run_at == z(2027, 6, 1, 6)  # moved earlier: runs on time
+    assert other.next_run_at == z(2027, 6, 1, 15)  # moved later: waited for
+    assert row.definition_hash == row.compute_definition_hash()
+    assert state.regrid_other_rules(now=z(2027, 6, 1, 3)) == []  # once
+    assert run_all(z(2027, 6, 1, 6)) == [z(2027, 6, 1, 6)]
+    assert run_all(z(2027, 6, 1, 7)) == []
+    assert run_all(z(2027, 6, 1, 15)) == [z(2027, 6, 1, 15)]
+    row.refresh_from_db()
+    assert row.missed_count == 0 and row.next_run_at == z(2027, 6, 2, 6)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sweep_leaves_edits_leases_and_current_rules_to_the_claim(old_rules):
+    edited = make("edited", "Africa/Cairo", "cron", z(2027, 5, 31, 12))
+    leased = make("leased", "Africa/Cairo", "cron", z(2027, 5, 31, 12))
+    current_rules()
+    fresh = make("fresh", "Africa/Cairo", "cron", z(2027, 5, 31, 12))
+    Schedule.objects.filter(pk=edited.pk).update(cron="0 10 * * *")  # behind save()
+    Schedule.objects.filter(pk=leased.pk).update(
+        lease_token="00000000-0000-0000-0000-000000000001", lease_expires_at=z(2027, 6, 1, 4)
+    )
+    before = {r.pk: (r.next_run_at, r.definition_hash) for r in Schedule.objects.all()}
+    assert state.regrid_other_rules(now=z(2027, 6, 1, 3)) == []
+    after = {r.pk: (r.next_run_at, r.definition_hash) for r in Schedule.objects.all()}
+    assert after == before and fresh.pk in after

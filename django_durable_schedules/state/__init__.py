@@ -72,6 +72,7 @@ from .definitions import (
 from .events import record_event
 from .leases import expire_leases, renew_leases
 from .outcomes import backoff_for
+from .regrid import regrid_other_rules
 from .rules import ONE_SECOND, idempotency_key
 from .runs import claim_due
 from .values import Claim, CompletionReport, Outcome, OutcomeStatus, Wakeup
@@ -122,6 +123,7 @@ __all__ = [
     "open_backfill",
     "plan_backfill",
     "recover_degraded",
+    "regrid_other_rules",
     "record_event",
     "renew_leases",
     "request_backfill",
