@@ -157,6 +157,10 @@ _TYPED: dict[str, tuple[str, Any]] = {
         "a positive number of seconds",
         lambda v: _is_number(v) and math.isfinite(v) and v > 0,
     ),
+    "HEAP_TRIM_SECONDS": (
+        "None or a number of seconds",
+        lambda v: v is None or _is_number(v) and not math.isnan(v),
+    ),
     "AUTODISCOVER": ("True or False", lambda v: isinstance(v, bool)),
     "SYNC_ON_MIGRATE": ("True or False", lambda v: isinstance(v, bool)),
     "API_OWNER_SCOPED": ("True or False", lambda v: isinstance(v, bool)),

@@ -42,6 +42,9 @@ SOCKET_TIMEOUT_SECONDS    15.0       longest wait of a worker's own connection f
                                      mysqlclient ``read_timeout``/``write_timeout`` on
                                      MariaDB/MySQL); None: no bound. Keep it above
                                      LOCK_TIMEOUT_SECONDS
+HEAP_TRIM_SECONDS         60.0       how often an idle worker hands the heap memory its threads
+                                     freed back to the system (glibc ``malloc_trim``; seconds);
+                                     None or 0: never
 HARD_TIMEOUTS             True       run callbacks that have ``timeout_seconds`` in a child
                                      process that is killed at the deadline
 WORKER_STALE_SECONDS      90         a worker whose heartbeat is older is counted dead (seconds)
@@ -86,6 +89,7 @@ DEFAULTS: dict[str, Any] = {
     "RETRY_AFTER_MAX_SECONDS": 30 * 86400,
     "LOCK_TIMEOUT_SECONDS": 5.0,
     "SOCKET_TIMEOUT_SECONDS": 15.0,
+    "HEAP_TRIM_SECONDS": 60.0,
     "HARD_TIMEOUTS": True,
     "WORKER_STALE_SECONDS": 90,
     "SKEW_WARN_SECONDS": 5.0,
@@ -115,6 +119,10 @@ def get(key: str) -> Any:
     if key not in DEFAULTS:
         raise KeyError(key)
     return _user().get(key, DEFAULTS[key])
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _bounded(value: Any, default: float, low: float, high: float) -> float:
@@ -211,6 +219,16 @@ class _Settings:
     def SOCKET_TIMEOUT_SECONDS(self) -> Any:
         # As given: db.sockets.valid_seconds bounds it (a bad value means no bound).
         return get("SOCKET_TIMEOUT_SECONDS")
+
+    @property
+    def HEAP_TRIM_SECONDS(self) -> float:
+        """Seconds between heap trims, bounded to ``[1, 1 day]``; ``0`` (from None, 0 or
+        a negative number): never. A value that is no number is the default (the system
+        check reports it, E006)."""
+        value = get("HEAP_TRIM_SECONDS")
+        if value is None or (_is_number(value) and value <= 0):
+            return 0.0
+        return _bounded(value, DEFAULTS["HEAP_TRIM_SECONDS"], 1.0, 86400.0)
 
     @property
     def HARD_TIMEOUTS(self) -> bool:
