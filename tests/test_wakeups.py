@@ -26,6 +26,7 @@ from django_durable_schedules.models import (
     WorkerHeartbeat,
 )
 from django_durable_schedules.worker import Worker, WorkerOptions, inflight, loop, outage
+from django_durable_schedules.worker import clock as worker_clock
 
 from .conftest import wait_until
 
@@ -58,7 +59,7 @@ def test_idle_worker_stays_under_one_query_per_second(monkeypatch):
     later_schedule()
     clock = SimpleNamespace(now=1000.0)
     fake_time = SimpleNamespace(monotonic=lambda: clock.now, sleep=time.sleep)
-    for module in (loop, clock, inflight, outage):  # each reads time.monotonic
+    for module in (loop, worker_clock, inflight, outage):  # each reads time.monotonic
         monkeypatch.setattr(module, "time", fake_time)
     worker = Worker(WorkerOptions())
     slept: list[float] = []
