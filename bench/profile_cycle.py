@@ -131,8 +131,9 @@ def main() -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from django_durable_schedules import runner, state
+    from django_durable_schedules import state
     from django_durable_schedules.state import completion, runs
+    from django_durable_schedules.worker.execution import runner
 
     if "prepared" in args.experiment:
         connection.settings_dict["OPTIONS"].update(server_side_binding=True, prepare_threshold=2)

@@ -1,6 +1,6 @@
 """Hard timeouts benchmark: what running callbacks in child processes (schedules with
-``timeout_seconds``, :mod:`django_durable_schedules.isolation`) costs against the plain
-thread path, on PostgreSQL with one real ``run_scheduler`` process.
+``timeout_seconds``, :mod:`django_durable_schedules.worker.execution.isolation`) costs
+against the plain thread path, on PostgreSQL with one real ``run_scheduler`` process.
 
     .venv/bin/python bench/timeouts.py [--schedules 500] [--concurrency 8] [--claim-ahead 0] \\
         [--database-url postgres://postgres@127.0.0.1:5432/dds_bench_timeouts] [--json-out F]

@@ -12,7 +12,7 @@ from .exceptions import FailRun, RetryRun, SkipRun
 from .registry import register, register_command
 
 if TYPE_CHECKING:
-    from .runner import RunContext
+    from .worker.execution.runner import RunContext
 
 __version__ = "0.1.0.dev0"
 
@@ -20,7 +20,7 @@ __version__ = "0.1.0.dev0"
 def __getattr__(name: str) -> type[RunContext]:
     # RunContext lives with the runner; import lazily (no Django at import)
     if name == "RunContext":
-        from .runner import RunContext
+        from .worker.execution.runner import RunContext
 
         return RunContext
     raise AttributeError(name)

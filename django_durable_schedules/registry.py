@@ -197,7 +197,7 @@ def register(
 ) -> Any:
     """Register ``func`` under ``name``; usable as ``@register("name")`` or ``register("name", f)``.
 
-    ``func`` takes one argument, a :class:`~django_durable_schedules.runner.RunContext`, and may
+    ``func`` takes one argument, a :class:`~django_durable_schedules.RunContext`, and may
     be sync or ``async def``. Passing one of ``every`` (int, seconds), ``cron`` (5-field
     expression, evaluated in ``timezone``, an IANA name defaulting to ``settings.TIME_ZONE``),
     ``rrule`` (an RFC 5545 rule such as ``"FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1"``,

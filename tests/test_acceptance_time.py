@@ -11,7 +11,7 @@ import pytest
 
 from django_durable_schedules import state
 from django_durable_schedules.models import Schedule
-from django_durable_schedules.runner import execute
+from django_durable_schedules.worker.execution.runner import execute
 
 S = timedelta(seconds=1)
 

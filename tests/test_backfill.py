@@ -21,8 +21,8 @@ from django_durable_schedules.models import (
     Schedule,
     ScheduleEvent,
 )
-from django_durable_schedules.runner import execute
 from django_durable_schedules.state import Outcome
+from django_durable_schedules.worker.execution.runner import execute
 
 from .factories import T0
 

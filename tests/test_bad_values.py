@@ -26,7 +26,7 @@ from django_durable_schedules.exceptions import RetryRun, StateConflict
 from django_durable_schedules.health import snapshot
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
 from django_durable_schedules.projection import REPAIRED_NOTE, project_result, safe_text
-from django_durable_schedules.runner import execute
+from django_durable_schedules.worker.execution.runner import execute
 
 from .factories import T0
 

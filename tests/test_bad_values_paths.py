@@ -23,7 +23,7 @@ from django_durable_schedules.models import (
     Schedule,
     ScheduleEvent,
 )
-from django_durable_schedules.runner import execute
+from django_durable_schedules.worker.execution.runner import execute
 
 from .factories import T0
 

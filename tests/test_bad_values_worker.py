@@ -183,7 +183,7 @@ def test_a_poisoned_backfill_never_stops_the_worker_or_its_neighbours(start_work
     and the innocent backfill completes, and the worker never exits by itself."""
     from django_durable_schedules import state
     from django_durable_schedules.models import Backfill, ScheduleEvent
-    from django_durable_schedules.runner import execute
+    from django_durable_schedules.worker.execution.runner import execute
 
     end = dj_timezone.now().replace(second=0, microsecond=0, minute=0)
     start = end.replace(year=end.year - 3)

@@ -17,7 +17,7 @@ from django_durable_schedules.models import (
     Schedule,
     ScheduleEvent,
 )
-from django_durable_schedules.runner import execute
+from django_durable_schedules.worker.execution.runner import execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

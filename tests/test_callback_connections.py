@@ -24,10 +24,10 @@ import pytest
 from django.db import connections
 from django.utils import timezone as dj_timezone
 
-from django_durable_schedules import runner
 from django_durable_schedules.db import open_transactions
 from django_durable_schedules.models import RunReceipt, Schedule
 from django_durable_schedules.state import Claim, Outcome
+from django_durable_schedules.worker.execution import runner
 from tests.testapp.models import SideEffect
 
 from .conftest import wait_until

@@ -1,4 +1,4 @@
-"""Claiming ahead of free threads (``CLAIM_AHEAD_SECONDS``, django_durable_schedules/inflight.py).
+"""Claiming ahead of free threads (``CLAIM_AHEAD_SECONDS``, django_durable_schedules/worker/inflight.py).
 
 At most ``concurrency`` callbacks run at once; a worker may claim more than its free
 threads, as many as they are expected to start within ``CLAIM_AHEAD_SECONDS`` by the
@@ -15,10 +15,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from django_durable_schedules import inflight
-from django_durable_schedules.inflight import RunsInFlight
 from django_durable_schedules.state import Claim, Outcome
-from django_durable_schedules.threads import RunThreads
+from django_durable_schedules.worker import inflight
+from django_durable_schedules.worker.inflight import RunsInFlight
+from django_durable_schedules.worker.threads import RunThreads
 
 T0 = datetime(2027, 1, 1, tzinfo=UTC)
 

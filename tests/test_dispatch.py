@@ -22,7 +22,7 @@ from django.db import IntegrityError, transaction
 from django.test import override_settings
 from django.utils import timezone as dj_timezone
 
-from django_durable_schedules import register, register_command, runner, state
+from django_durable_schedules import register, register_command, state
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
 from django_durable_schedules.registry import (
     KIND_CELERY_TASK,
@@ -30,6 +30,7 @@ from django_durable_schedules.registry import (
     KIND_DJANGO_TASK,
     registry,
 )
+from django_durable_schedules.worker.execution import runner
 from tests.testapp import engines
 from tests.testapp.models import SideEffect
 

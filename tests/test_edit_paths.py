@@ -11,7 +11,7 @@ from django.db import DatabaseError, connection, transaction
 
 from django_durable_schedules import state
 from django_durable_schedules.models import RunReceipt, Schedule
-from django_durable_schedules.runner import execute
+from django_durable_schedules.worker.execution.runner import execute
 
 from .factories import ReceiptFactory
 

@@ -22,8 +22,8 @@ from django_durable_schedules.models import (
     Schedule,
     ScheduleEvent,
 )
-from django_durable_schedules.runner import execute
 from django_durable_schedules.state.exclusion_rules import count_excluded, count_excluded_to_end
+from django_durable_schedules.worker.execution.runner import execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

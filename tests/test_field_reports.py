@@ -15,8 +15,8 @@ from django.test.utils import CaptureQueriesContext
 
 from django_durable_schedules import health, state
 from django_durable_schedules.models import RunAttempt, Schedule
-from django_durable_schedules.runner import execute
 from django_durable_schedules.worker import Worker, WorkerOptions
+from django_durable_schedules.worker.execution.runner import execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 S = timedelta(seconds=1)

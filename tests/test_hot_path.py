@@ -328,7 +328,7 @@ def _apply_ops(future, ops):
 def test_a_run_future_behaves_as_a_concurrent_future(ops):
     from concurrent.futures import Future
 
-    from django_durable_schedules.threads import RunFuture
+    from django_durable_schedules.worker.threads import RunFuture
 
     expected = _apply_ops(Future(), ops)
     got = _apply_ops(RunFuture(), ops)
@@ -337,7 +337,7 @@ def test_a_run_future_behaves_as_a_concurrent_future(ops):
 
 
 def test_only_the_call_that_cancels_a_pending_run_says_so():
-    from django_durable_schedules.threads import RunFuture
+    from django_durable_schedules.worker.threads import RunFuture
 
     future: RunFuture[int] = RunFuture()
     assert future.cancel_pending() is True

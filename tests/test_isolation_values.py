@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from django_durable_schedules.conf import app_settings
 from django_durable_schedules.state import Claim, Outcome, bound_outcome
-from django_durable_schedules.worker_clock import WorkerClock
+from django_durable_schedules.worker.clock import WorkerClock
 
 T0 = datetime(2027, 1, 1, tzinfo=UTC)
 #: The fields of an outcome a child sends back (isolation_child).

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django_durable_schedules import state
 from django_durable_schedules.limits import JITTER_MAX_SECONDS
 from django_durable_schedules.models import Schedule
-from django_durable_schedules.runner import execute
+from django_durable_schedules.worker.execution.runner import execute
 
 from .test_totality_properties import write_behind_save
 

@@ -11,9 +11,9 @@ import time
 import pytest
 from django.db import DatabaseError, OperationalError, connection, connections
 
-from django_durable_schedules import outage, state
-from django_durable_schedules.outage import GaveUp, Outage, permanent
-from django_durable_schedules.worker import Worker, WorkerOptions
+from django_durable_schedules import state
+from django_durable_schedules.worker import Worker, WorkerOptions, outage
+from django_durable_schedules.worker.outage import GaveUp, Outage, permanent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ from django.utils import timezone as dj_timezone
 
 from django_durable_schedules import state
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
-from django_durable_schedules.runner import execute
+from django_durable_schedules.worker.execution.runner import execute
 
 from .conftest import wait_until
 from .factories import T0

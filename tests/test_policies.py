@@ -9,8 +9,8 @@ from django.core.exceptions import ValidationError
 
 from django_durable_schedules import state
 from django_durable_schedules.models import RunReceipt, Schedule
-from django_durable_schedules.runner import execute
 from django_durable_schedules.worker import Worker, WorkerOptions
+from django_durable_schedules.worker.execution.runner import execute
 
 from .factories import T0
 

@@ -20,8 +20,8 @@ from rest_framework.test import APIClient
 from django_durable_schedules import state, timing
 from django_durable_schedules.health import snapshot
 from django_durable_schedules.models import RunReceipt, Schedule
-from django_durable_schedules.runner import execute
 from django_durable_schedules.worker import Worker, WorkerOptions
+from django_durable_schedules.worker.execution.runner import execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

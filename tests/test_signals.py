@@ -11,6 +11,7 @@ from django.db import connection, transaction
 from django_durable_schedules import signals, state
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
 from django_durable_schedules.worker import Worker, WorkerOptions
+from django_durable_schedules.worker.notify import Notifier
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -105,8 +106,8 @@ def test_nothing_is_built_when_no_receiver_is_connected(monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("signal payload built without receivers")
 
-    monkeypatch.setattr(Worker, "_send_claimed", fail)
-    monkeypatch.setattr(Worker, "_send_finished", fail)
+    monkeypatch.setattr(Notifier, "send_claimed", fail)
+    monkeypatch.setattr(Notifier, "send_finished", fail)
     assert not signals.run_claimed.has_listeners(Worker)
     assert run_once() == 0
     assert RunReceipt.objects.get().status == "succeeded"

@@ -16,8 +16,8 @@ from django_durable_schedules.db import batch
 from django_durable_schedules.exceptions import StateConflict
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
 from django_durable_schedules.registry import registry
-from django_durable_schedules.runner import execute
 from django_durable_schedules.state import runs
+from django_durable_schedules.worker.execution.runner import execute
 
 from .factories import T0
 

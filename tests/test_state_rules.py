@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django_durable_schedules import state
 from django_durable_schedules.models import RunReceipt, Schedule, ScheduleEvent
 from django_durable_schedules.registry import register, registry
-from django_durable_schedules.runner import execute
+from django_durable_schedules.worker.execution.runner import execute
 
 from .factories import T0
 

@@ -38,7 +38,7 @@ from django.db import DatabaseError, connection, transaction
 from hypothesis import HealthCheck, Phase, assume, given, note, settings
 from hypothesis import strategies as st
 
-from django_durable_schedules import health, runner, state, timing
+from django_durable_schedules import health, state, timing
 from django_durable_schedules.conf import app_settings
 from django_durable_schedules.db.retention import retention_gate
 from django_durable_schedules.models import (
@@ -50,6 +50,7 @@ from django_durable_schedules.models import (
     WorkerHeartbeat,
 )
 from django_durable_schedules.state.rules import _ceil_second
+from django_durable_schedules.worker.execution import runner
 from tests.testapp.models import SideEffect
 
 from .conftest import wait_until

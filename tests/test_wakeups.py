@@ -16,8 +16,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone as dj_timezone
 
-from django_durable_schedules import inflight, outage, state, worker_clock
-from django_durable_schedules import worker as worker_module
+from django_durable_schedules import state
 from django_durable_schedules.db import wakeups
 from django_durable_schedules.models import (
     RunAttempt,
@@ -26,7 +25,8 @@ from django_durable_schedules.models import (
     ScheduleEvent,
     WorkerHeartbeat,
 )
-from django_durable_schedules.worker import Worker, WorkerOptions
+from django_durable_schedules.worker import Worker, WorkerOptions, inflight, loop, outage
+from django_durable_schedules.worker import clock as worker_clock
 
 from .conftest import wait_until
 
@@ -59,7 +59,7 @@ def test_idle_worker_stays_under_one_query_per_second(monkeypatch):
     later_schedule()
     clock = SimpleNamespace(now=1000.0)
     fake_time = SimpleNamespace(monotonic=lambda: clock.now, sleep=time.sleep)
-    for module in (worker_module, worker_clock, inflight, outage):  # each reads time.monotonic
+    for module in (loop, worker_clock, inflight, outage):  # each reads time.monotonic
         monkeypatch.setattr(module, "time", fake_time)
     worker = Worker(WorkerOptions())
     slept: list[float] = []

@@ -367,7 +367,7 @@ def test_runs_finished_during_an_outage_are_receipted_not_rerun(start_worker, tm
 
 
 def test_reconnect_delay_grows_with_the_outage_and_is_capped():
-    from django_durable_schedules.worker import (
+    from django_durable_schedules.worker.outage import (
         RECONNECT_MAX_SECONDS,
         RECONNECT_MIN_SECONDS,
         reconnect_delay,

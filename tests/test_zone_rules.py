@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from django_durable_schedules import state, timing
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
 from django_durable_schedules.models.definition import same_definition
-from django_durable_schedules.runner import execute
+from django_durable_schedules.worker.execution.runner import execute
 
 S = timedelta(seconds=1)
 OLD_RULES = {

@@ -13,8 +13,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from ...checks import live_sqlite_workers
-from ...outage import GaveUp
 from ...worker import Worker, WorkerOptions
+from ...worker.outage import GaveUp
 
 
 def positive_int(value: str) -> int:

@@ -1,5 +1,5 @@
 """One child process of the hard-timeout pool (:mod:`.isolation`): the worker's handle on
-it (:class:`_Child`: start it with ``spawn``, wait for its ``ready``, kill it and its
+it (:class:`Child`: start it with ``spawn``, wait for its ``ready``, kill it and its
 process group, ask it to stop) and the child's own life (:func:`_child_main`: set up
 Django, run claims, leave when told to or when the worker is gone).
 
@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from django.conf import settings
 from django.db import connections
 
-from .registry import registry
+from ...registry import registry
 
 if TYPE_CHECKING:
-    from .state import Claim
+    from ...state import Claim
 
 #: Longest wait for a killed or stopped child to be reaped (seconds).
 REAP_SECONDS = 5.0
@@ -101,7 +101,7 @@ def start_process(process: BaseProcess) -> None:
     _starter.start(process)
 
 
-class _Child:
+class Child:
     """One child process and the parent's end of its pipe."""
 
     def __init__(self, number: int):
@@ -272,7 +272,7 @@ def _child_main(conn: Connection, module: str, names: dict[str, Any], parent_pid
     _send(conn, ("ready", os.getpid()))
     from django.db import close_old_connections
 
-    from .state import bound_outcome
+    from ...state import bound_outcome
 
     while True:
         try:

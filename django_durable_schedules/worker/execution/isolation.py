@@ -39,14 +39,15 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.db import connections
 
-from .exceptions import NotRegistered
-from .isolation_child import REAP_SECONDS, _Child, describe_exit
-from .registry import KIND_CALLABLE, registry
+from ...exceptions import NotRegistered
+from ...registry import KIND_CALLABLE, registry
+from .isolation_child import REAP_SECONDS, Child, describe_exit
 
 if TYPE_CHECKING:  # not at import: .state needs the app registry, which a module may not
-    from .state import Claim, Outcome
+    from ...state import Claim, Outcome
 
-logger = logging.getLogger(__name__)
+# The name it had before the move into worker/: a LOGGING setting may name it.
+logger = logging.getLogger("django_durable_schedules.isolation")
 
 #: Default of ``DURABLE_SCHEDULES["HARD_TIMEOUTS"]``: run callbacks that have
 #: ``timeout_seconds`` in a child process that is killed at the deadline.
@@ -64,7 +65,7 @@ STOP_GRACE_SECONDS = 2.0
 def hard_timeouts_enabled() -> bool:
     """``DURABLE_SCHEDULES["HARD_TIMEOUTS"]`` (default :data:`HARD_TIMEOUTS`), read at call
     time."""
-    from .conf import app_settings
+    from ...conf import app_settings
 
     return app_settings.HARD_TIMEOUTS
 
@@ -111,7 +112,7 @@ def longest_run_seconds(claim: Claim) -> float:
 
 
 def _outcome(claim: Claim, status: str, **fields: Any) -> Outcome:
-    from .state import Outcome
+    from ...state import Outcome
 
     return Outcome(claim, status, **fields)
 
@@ -122,10 +123,10 @@ class IsolationPool:
 
     def __init__(self, size: int):
         self.size = size
-        self._idle: list[_Child] = []
+        self._idle: list[Child] = []
         self._count = 0  # children alive: idle, running a claim or starting
         self._started = 0
-        self._busy: set[_Child] = set()
+        self._busy: set[Child] = set()
         self._closed = False
         self._cond = threading.Condition()
 
@@ -152,7 +153,7 @@ class IsolationPool:
         from . import runner
 
         child = self._acquire(claim)
-        if not isinstance(child, _Child):  # no child: the outcome says why
+        if not isinstance(child, Child):  # no child: the outcome says why
             return child
         timeout = float(claim.timeout_seconds or 0)
         try:
@@ -274,7 +275,7 @@ class IsolationPool:
 
     # -- internals -------------------------------------------------------------------
 
-    def _acquire(self, claim: Claim) -> _Child | Outcome:
+    def _acquire(self, claim: Claim) -> Child | Outcome:
         """An idle child, or a new one if fewer than ``size`` are alive; waits (at most
         ``STARTUP_TIMEOUT_SECONDS``) for one to come free otherwise."""
         deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
@@ -301,7 +302,7 @@ class IsolationPool:
                     )
                 self._cond.wait(remaining)
         try:
-            child = _Child(number)
+            child = Child(number)
         except Exception as exc:  # noqa: BLE001 - cannot start a process: a failed run
             self._forget()
             return _outcome(
@@ -326,7 +327,7 @@ class IsolationPool:
             )
         return child
 
-    def _release(self, child: _Child, reusable: bool) -> None:
+    def _release(self, child: Child, reusable: bool) -> None:
         with self._cond:
             self._busy.discard(child)
             closed = self._closed
@@ -350,7 +351,7 @@ class IsolationPool:
             self._started += 1
             number = self._started
         try:
-            child = _Child(number)
+            child = Child(number)
         except Exception:  # noqa: BLE001 - the next run tries again and says why
             self._forget()
             return

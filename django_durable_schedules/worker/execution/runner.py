@@ -16,15 +16,16 @@ from typing import Any
 from django.db import Error as DatabaseError
 from django.db import close_old_connections, connections
 
+from ...conf import app_settings
+from ...db import open_transactions
+from ...exceptions import FailRun, NotRegistered, RetryRun, SkipRun
+from ...projection import bound_text, project_error, project_result
+from ...registry import KIND_CALLABLE, registry
+from ...state import Claim, Outcome
 from . import dispatch
-from .conf import app_settings
-from .db import open_transactions
-from .exceptions import FailRun, NotRegistered, RetryRun, SkipRun
-from .projection import bound_text, project_error, project_result
-from .registry import KIND_CALLABLE, registry
-from .state import Claim, Outcome
 
-logger = logging.getLogger(__name__)
+# The name it had before the move into worker/: a LOGGING setting may name it.
+logger = logging.getLogger("django_durable_schedules.runner")
 
 
 @dataclass(frozen=True)

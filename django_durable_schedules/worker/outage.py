@@ -2,13 +2,10 @@
 (:func:`reconnect_delay`) and the bookkeeping of the current outage (:class:`Outage`: when
 it began, when it was last logged).
 
-Split out of :mod:`.worker` (which re-exports the constants and ``reconnect_delay``) as
-flat modules beside it rather than a ``worker/`` package, so that ``Worker`` stays
-``django_durable_schedules.worker.Worker`` (the documented sender of the signals). What
-the worker does on an outage (drop its connection, forget the last look at the schedules)
-stays in ``Worker._unreachable``; this module only times and logs it, and judges when a
-``--once`` pass gives up (:meth:`Outage.give_up`: an error that waiting cannot cure, or
-one that lasts ``ONCE_GIVE_UP_SECONDS``). Its log lines keep the worker's logger name.
+What the worker does on an outage (drop its connection, forget the last look at the
+schedules) stays in the loop (``Worker._unreachable``); this module only times and logs it,
+and judges when a ``--once`` pass gives up (:meth:`Outage.give_up`: an error that waiting
+cannot cure, or one that lasts ``ONCE_GIVE_UP_SECONDS``).
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ import time
 
 from django.db import Error as DatabaseError
 
-# The worker's logger: these lines were the worker's before the split and keep its name.
+# The worker's logger: every line the worker package logs about its loop carries this name.
 logger = logging.getLogger("django_durable_schedules.worker")
 
 #: Shortest wait before trying the database again after an error (seconds).

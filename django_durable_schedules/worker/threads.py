@@ -1,8 +1,8 @@
 """The threads that run the worker's callbacks (:class:`RunThreads`).
 
-Split out of :mod:`.worker` (which re-exports ``RunThreads``) as the one part of the worker
-that knows nothing of claims, leases or the database: it starts a thread per concurrent run
-and reuses idle ones. The worker decides how many runs it starts (:mod:`.inflight`).
+The one part of the worker that knows nothing of claims, leases or the database: it starts a
+thread per concurrent run and reuses idle ones. The worker decides how many runs it starts
+(:mod:`.inflight`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError, InvalidStateError
 from typing import Any, Generic, TypeVar
 
-logger = logging.getLogger(__name__)
+# The name it had before the move into worker/: a LOGGING setting may name it.
+logger = logging.getLogger("django_durable_schedules.threads")
 
 _T = TypeVar("_T")
 _PENDING, _RUNNING, _FINISHED = "pending", "running", "finished"

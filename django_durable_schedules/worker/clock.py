@@ -3,25 +3,22 @@ readings by the monotonic clock, and what the last look at the schedules said co
 (the earliest due slot and lease expiry), which together decide when a pass must ask the
 database and when it may act on the estimate.
 
-Split out of :mod:`.worker` (which re-exports ``CLOCK_STEP_LOG_SECONDS``) as flat modules
-beside it rather than a ``worker/`` package, so that ``Worker`` stays
-``django_durable_schedules.worker.Worker`` (the documented sender of the signals). The
-worker reads and resets the look's fields directly (plain attributes, as before the
-split); this module holds them and the decisions made from them. Its log lines keep the
-worker's logger name.
+The loop reads and resets the look's fields directly (plain attributes); this module holds
+them and the decisions made from them.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from django.utils import timezone as dj_timezone
 
-from . import state
+from .. import state
 
-# The worker's logger: these lines were the worker's before the split and keep its name.
+# The worker's logger: every line the worker package logs about its loop carries this name.
 logger = logging.getLogger("django_durable_schedules.worker")
 
 #: A change of the measured host-minus-database clock skew larger than this is logged
@@ -113,3 +110,20 @@ class WorkerClock:
         if not self.expiry_known:
             return True
         return self.next_expiry is not None and self.next_expiry <= now
+
+
+class Cadence:
+    """When a duty of the loop runs: at most every ``seconds`` (``time.monotonic()``), the
+    first time at once. A duty that raises is not marked done: it runs again next pass."""
+
+    __slots__ = ("seconds", "last")
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.last = 0.0  # time.monotonic() of the pass in which the duty last ran
+
+    def run(self, duty: Callable[[], object], mono: float) -> None:
+        """Run ``duty`` if ``seconds`` have passed since it last ran (``mono``: now)."""
+        if mono - self.last >= self.seconds:
+            duty()
+            self.last = mono

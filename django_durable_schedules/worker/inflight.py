@@ -14,12 +14,8 @@ counts as taken by a long run and adds no room; a claim that still waits longer 
 unrun (``released``) so that another worker with a free slot can run it. Its lease is
 renewed while it waits, like every run in flight.
 
-Split out of :mod:`.worker` as flat modules beside it rather than a ``worker/`` package,
-so that ``Worker`` stays ``django_durable_schedules.worker.Worker`` (the documented sender
-of the signals). The worker's loop decides *when* each step runs and keeps the steps that
-are seams (``Worker._complete_finished``, ``Worker._send_finished``: it passes both the
-sender and its ``_send_finished`` to :meth:`RunsInFlight.complete`); this module owns the
-bookkeeping of the runs themselves. Its log lines keep the worker's logger name.
+The loop (:mod:`.loop`) decides *when* each step runs; this module owns the bookkeeping of
+the runs themselves, and :mod:`.execution` runs each one.
 """
 
 from __future__ import annotations
@@ -33,14 +29,19 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.db import Error as DatabaseError
 
-from . import isolation, runner, signals, state
+from .. import state
+from .execution import isolation, runner
+from .execution.placement import Placement
 from .threads import RunFuture, RunThreads
 
-# The worker's logger: these lines were the worker's before the split and keep its name.
+if TYPE_CHECKING:
+    from .notify import Notifier
+
+# The worker's logger: every line the worker package logs about its loop carries this name.
 logger = logging.getLogger("django_durable_schedules.worker")
 
 #: A claim waiting in line longer than this for a free slot is handed back unrun (seconds).
@@ -95,10 +96,8 @@ class RunsInFlight:
         self.monotonic_at = monotonic_at
         self.lease_deadlines: dict[uuid.UUID, float] = {}
         self.abandoned: set[uuid.UUID] = set()  # timed-out runs whose outcome is discarded
-        # Child processes for runs with timeout_seconds (hard timeouts), started lazily.
-        self.isolation: isolation.IsolationPool | None = None
-        self.isolation_checked = False  # unavailable_reason() looked at (and logged) once
-        self.isolation_off: str | None = None  # why child processes cannot be used
+        # Where each claim runs: its thread, or a child process (hard timeouts).
+        self.placement = Placement(worker_id, concurrency)
         # Runs whose outcome the run thread has queued; with abandoned, under this lock, it
         # makes sure a claim gets exactly one outcome (its own or the Timeout).
         self.reported: set[uuid.UUID] = set()
@@ -113,7 +112,7 @@ class RunsInFlight:
     def submit(self, executor: RunThreads, claim: state.Claim) -> None:
         """Start ``claim`` in a free slot, or put it in line for the next one (main thread)."""
         self.executor = executor
-        pool = self.pool_for(claim)
+        pool = self.placement.pool_for(claim)
         future: RunFuture[state.Outcome] = RunFuture()
         self.in_flight[claim.lease_token] = (claim, future)
         if self.monotonic_at is not None:
@@ -256,27 +255,6 @@ class RunsInFlight:
         finally:
             times[1] = time.monotonic()
 
-    def pool_for(self, claim: state.Claim) -> isolation.IsolationPool | None:
-        """The isolation pool if ``claim`` runs in a child process (hard timeout), started
-        on first use, else ``None`` (it runs in a thread)."""
-        if not isolation.isolates(claim):
-            return None
-        if not self.isolation_checked:
-            self.isolation_checked = True
-            self.isolation_off = isolation.unavailable_reason()
-            if self.isolation_off:
-                logger.warning(
-                    "worker %s: runs with timeout_seconds run in threads (a sync callback "
-                    "past its timeout cannot be stopped): %s",
-                    self.worker_id,
-                    self.isolation_off,
-                )
-        if self.isolation_off:
-            return None
-        if self.isolation is None:
-            self.isolation = isolation.IsolationPool(self.concurrency)
-        return self.isolation
-
     def enforce_timeouts(self) -> None:
         """A run in a thread past its timeout (hard timeouts off, or a callback kept in the
         worker) cannot be stopped: receipt it ``failed`` (Timeout) now and stop renewing its
@@ -356,16 +334,11 @@ class RunsInFlight:
             for outcome in released:
                 self.done.put(outcome)
 
-    def complete(
-        self,
-        sender: type,
-        send_finished: Callable[[list[state.Outcome], list[Any]], None],
-    ) -> None:
+    def complete(self, notify: Notifier) -> None:
         """Write every outcome waiting in ``done`` in one :func:`.state.complete` batch (the
         loop's first statement of a pass: ``Worker._complete_finished``) and forget the runs
         receipted. Outcomes not written (a database error: re-raised) or deferred go back
-        into ``done``. ``sender`` sends ``outcome_dropped``; ``send_finished(outcomes,
-        receipts)`` sends ``run_finished``, called only when it has receivers."""
+        into ``done``. ``notify`` sends ``outcome_dropped`` and ``run_finished``."""
         outcomes: list[state.Outcome] = []
         while True:
             try:
@@ -389,14 +362,7 @@ class RunsInFlight:
             outcomes = [o for o in outcomes if o.claim.lease_token not in deferred]
         if report.dropped:
             self.dropped += len(report.dropped)
-            for outcome in report.dropped:
-                signals.send_robust(
-                    signals.outcome_dropped,
-                    sender,
-                    outcome=outcome,
-                    schedule_name=outcome.claim.schedule_name,
-                    worker_id=self.worker_id,
-                )
+            notify.dropped(report.dropped)
         for outcome in outcomes:
             self.in_flight.pop(outcome.claim.lease_token, None)
             self.deadlines.pop(outcome.claim.lease_token, None)
@@ -410,8 +376,7 @@ class RunsInFlight:
             times = self.run_times.get(outcome.claim.lease_token)
             if seconds is not None and times is not None and times[1] is not None:
                 times[1] += seconds
-        if report.receipts and signals.run_finished.has_listeners(sender):
-            send_finished(outcomes, report.receipts)
+        notify.finished(outcomes, report.receipts)
         for outcome in outcomes:
             self.run_times.pop(outcome.claim.lease_token, None)
         for receipt in report.receipts:

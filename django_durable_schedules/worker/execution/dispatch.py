@@ -21,11 +21,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .conf import app_settings
-from .exceptions import FailRun
-from .projection import project_error, project_result
-from .registry import KIND_CELERY_TASK, KIND_COMMAND, KIND_DJANGO_TASK, Registration
-from .state import Claim, Outcome
+from ...conf import app_settings
+from ...exceptions import FailRun
+from ...projection import project_error, project_result
+from ...registry import KIND_CELERY_TASK, KIND_COMMAND, KIND_DJANGO_TASK, Registration
+from ...state import Claim, Outcome
 
 #: The backend name recorded for a Celery task (the broker URL may hold a password).
 CELERY_BACKEND = "celery"
