@@ -16,7 +16,7 @@ import pytest
 from django.core.checks import run_checks
 from django.test.utils import override_settings
 
-from django_durable_schedules import heap
+from django_durable_schedules.worker import heap
 from django_durable_schedules.conf import app_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FRAGMENT = textwrap.dedent(
     """
     import json, threading
-    from django_durable_schedules import heap
+    from django_durable_schedules.worker import heap
 
     def rss():
         for line in open("/proc/self/status"):

@@ -396,3 +396,15 @@ def test_the_sweep_leaves_edits_leases_and_current_rules_to_the_claim(old_rules)
     assert state.regrid_other_rules(now=z(2027, 6, 1, 3)) == []
     after = {r.pk: (r.next_run_at, r.definition_hash) for r in Schedule.objects.all()}
     assert after == before and fresh.pk in after
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_starting_worker_runs_the_sweep(old_rules):
+    from django_durable_schedules.worker import Worker, WorkerOptions
+
+    row = make("cairo", "Africa/Cairo", "cron", z(2027, 5, 31, 12))  # ahead of the clock
+    current_rules()
+    assert Worker(WorkerOptions(worker_id="w-start", once=True)).run() == 0
+    row.refresh_from_db()
+    assert row.next_run_at == z(2027, 6, 1, 6)
+    assert row.definition_hash == row.compute_definition_hash()

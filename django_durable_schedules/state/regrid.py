@@ -118,4 +118,4 @@ def _regrid_one(pk: Any, now: datetime, using: str) -> str | None:
         planned.isoformat(),
         extra={"schedule": row.name},
     )
-    return row.name
+    return str(row.name)

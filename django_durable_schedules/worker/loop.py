@@ -34,6 +34,7 @@ from .. import state
 from ..conf import app_settings
 from ..db import session, sockets, wakeups
 from .clock import Cadence, WorkerClock
+from .heap import HeapTrim
 from .inflight import RunsInFlight
 from .notify import Notifier
 from .options import WorkerOptions, default_worker_id
@@ -65,7 +66,8 @@ class Worker:
       a lease may have expired by the worker's clock (:meth:`_recover_expired`);
     * claim - likewise: when a slot is free and a slot may be due (:meth:`_claim`);
     * sleep - unless the claim filled its batch or the worker is done: until the next due
-      slot or lease expiry, a wake-up, a signal or the next duty (:meth:`_sleep`).
+      slot or lease expiry, a wake-up, a signal or the next duty (:meth:`_sleep`); first,
+      every ``HEAP_TRIM_SECONDS``, freed heap goes back to the system (:class:`.HeapTrim`).
 
     A database error ends the pass: the worker waits (:meth:`_unreachable`) and the next
     pass writes the outcomes waiting first.
@@ -104,6 +106,7 @@ class Worker:
         self._started_at: datetime | None = None
         self._renewal = Cadence(self.renew_every)  # lease renewal
         self._beat = Cadence(self.renew_every)  # heartbeat
+        self._heap = HeapTrim(app_settings.HEAP_TRIM_SECONDS)  # before a sleep
         self._threads = RunThreads()  # run threads; made anew by each run() (_begin)
         self._unbind_sockets: Callable[[], None] = lambda: None
         self._released = False  # a stop request released the claims not started
@@ -273,12 +276,14 @@ class Worker:
     # -- steps -------------------------------------------------------------------------
 
     def _startup(self) -> None:
-        """Sync code-declared schedules and write the first heartbeat, retrying (see
+        """Sync code-declared schedules, re-plan those planned under other zone rules
+        (:func:`.state.regrid_other_rules`) and write the first heartbeat, retrying (see
         :func:`reconnect_delay`) until the database answers or a stop is requested."""
         while not self._stop.stopping:
             self._stop.log()
             try:
                 state.sync_declared(using=self.using)
+                state.regrid_other_rules(using=self.using)  # zone rules read at start
                 self._heartbeat()
                 self._outage.ended()
                 return
@@ -368,6 +373,7 @@ class Worker:
         if delay > 0:
             if self.on_idle is not None:
                 self.on_idle()
+            self._heap.maybe()
             self._pause(delay)
         self._wake.clear()
         if delay > 0.5:
