@@ -6,8 +6,10 @@ from the source with :mod:`ast`:
 
 * a private name crosses a module when one module of the package imports it from another
   (``from .x import _name``, ``from django_durable_schedules.x import _name``) or reads it as
-  an attribute of a package module it imported (``zones._zone``). Importing an underscore
-  module itself (``from . import _grid``) is not a crossing. Dunders are not private names.
+  an attribute of a package module it imported (``zones._zone``), and when a module outside
+  a package imports one of its underscore modules or a name from one. Importing an
+  underscore module inside its package (``from . import _grid``) is not a crossing. Dunders
+  are not private names.
   The count is a ratchet: it may not exceed :data:`CEILING`, which goes down as the seams
   are cut (the goal is 5), and a failure lists the crossings.
 * 400-500 lines is a guideline for a module, not a rule: the modules over 500 lines are
@@ -60,6 +62,16 @@ def _resolve(importer: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+def _outside(importer: str, module: str) -> bool:
+    """Whether ``importer`` is outside the package that the underscore module ``module``
+    (or a module under one) is private to; False when ``module`` is not private."""
+    parts = module.split(".")
+    for i, part in enumerate(parts):
+        if _is_private(part):
+            return importer.split(".")[:i] != parts[:i]
+    return False
+
+
 def crossings(package: Path = PACKAGE) -> list[str]:
     """``path:line name`` for each private name that crosses a module."""
     modules = _package_modules(package)
@@ -78,12 +90,17 @@ def crossings(package: Path = PACKAGE) -> list[str]:
                     target = f"{source}.{alias.name}"
                     if target in modules:
                         aliases[alias.asname or alias.name] = target
-                    elif _is_private(alias.name):
-                        found.append(f"{rel}:{node.lineno} {source}.{alias.name}")
+                        private = _outside(dotted, target)
+                    else:
+                        private = _is_private(alias.name) or _outside(dotted, source)
+                    if private:
+                        found.append(f"{rel}:{node.lineno} {target}")
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name in modules and alias.asname:
                         aliases[alias.asname] = alias.name
+                    if _outside(dotted, alias.name):
+                        found.append(f"{rel}:{node.lineno} {alias.name}")
         for node in ast.walk(tree):
             if (
                 isinstance(node, ast.Attribute)
@@ -120,8 +137,17 @@ def test_crossings_are_found(tmp_path):
     (pkg / "sub" / "zones.py").write_text("_zone = 1\n_self = _zone\n")
     (pkg / "sub" / "_shared.py").write_text(
         "from django_durable_schedules.sub.zones import _zone\nfrom .zones import __doc__\n"
+        "from ._inner import PUBLIC\n"
+    )
+    (pkg / "other.py").write_text(
+        "from .sub._inner import PUBLIC\nfrom .sub import _inner\n"
+        "import django_durable_schedules.sub._inner as inner\n"
     )
     assert sorted(crossings(pkg)) == [
+        f"__init__.py:1 {DOTTED}.sub._shared",
+        f"other.py:1 {DOTTED}.sub._inner.PUBLIC",
+        f"other.py:2 {DOTTED}.sub._inner",
+        f"other.py:3 {DOTTED}.sub._inner",
         f"sub/__init__.py:2 {DOTTED}.sub.zones._zone",
         f"sub/_shared.py:1 {DOTTED}.sub.zones._zone",
     ]
