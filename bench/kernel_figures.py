@@ -37,10 +37,12 @@ How each figure is counted (heuristics: they read code, they do not run it):
     temporary directory, a staff user logged in through a session (Django's test
     ``Client.force_login``), counted by ``CaptureQueriesContext`` around the request: the
     session and user lookups are in the count.
-(h) transition-table rows tied to code, from ``django_durable_schedules.state.transitions``:
-    when the module offers a registry of rule declarations (a function or mapping named in
-    ``REGISTRY_NAMES``), the rows some declaration names; otherwise the rows that name code
-    themselves (a truthy ``action`` or ``rule``/``rules``/``implemented_by``/``code``).
+(h) transition-table rows tied to code, from ``django_durable_schedules.state.transitions``
+    (after importing the state package, whose rules fill the registry): when the module
+    offers a registry of rule declarations (a mapping, sequence or function named in
+    ``REGISTRY_NAMES``, e.g. ``RULES``: row id -> rules, plus ``ELSEWHERE`` for rules outside
+    the package), the rows some declaration names, by identity or by ``id``; otherwise the
+    rows that name code themselves (a truthy ``action``/``rule``/``implemented_by``...).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ PACKAGE = ROOT / "django_durable_schedules"
 #: Names the failure path's function had or may have (``--failure-function`` adds more).
 FAILURE_FUNCTIONS = ("_fail_attempt", "fail_attempt")
 #: Attributes of ``state.transitions`` that may hold the rules' declarations.
-REGISTRY_NAMES = ("declarations", "DECLARATIONS", "REGISTRY", "registry", "RULES", "declared")
+REGISTRY_NAMES = ("RULES", "DECLARATIONS", "REGISTRY", "declarations", "registry", "declared")
 #: Attributes of a transition row that tie it to code.
 ROW_CODE_FIELDS = ("action", "rule", "rules", "implemented_by", "code")
 
@@ -392,38 +394,68 @@ def source_figures(failure_functions: tuple[str, ...] = FAILURE_FUNCTIONS) -> li
     return figures
 
 
+def _row_keys(row: object) -> set[object]:
+    """What a declaration may name a row by: the row itself, or its id / key / name."""
+    keys: set[object] = {id(row)}
+    for attr in ("id", "key", "name"):
+        value = getattr(row, attr, None)
+        if isinstance(value, str) and value:
+            keys.add(value)
+    return keys
+
+
+def _named(item: object) -> set[object]:
+    """What one entry of a registry names: rows (by identity) or row ids."""
+    if isinstance(item, str):
+        return {item}
+    if isinstance(item, list | tuple | set | frozenset):
+        return set().union(*(_named(one) for one in item)) if item else set()
+    named: set[object] = {id(item)}
+    for attr in ("row", "rows", "id"):
+        value = getattr(item, attr, None)
+        if value is not None and value is not item:
+            named |= _named(value)
+    return named
+
+
 def transition_figure() -> Figure:
     """(h), importing ``state.transitions`` (needs Django set up)."""
+    import django_durable_schedules.state  # noqa: F401 (its rules fill the registry)
     from django_durable_schedules.state import transitions
 
     table = list(transitions.TABLE)
-    registry = None
+    registries = []
     for name in REGISTRY_NAMES:
         candidate = getattr(transitions, name, None)
         if candidate is not None:
-            registry = candidate() if callable(candidate) else candidate
-            break
-    if registry is not None:
-        named = set()
-        values = registry.values() if isinstance(registry, dict) else registry
-        keys = registry.keys() if isinstance(registry, dict) else []
-        for item in [*keys, *values]:
-            items = item if isinstance(item, list | tuple | set | frozenset) else [item]
-            for one in items:
-                for row in table:
-                    if one is row or getattr(one, "row", None) is row or one == row:
-                        named.add(id(row))
-        tied, how = len(named), "rows a declaration names"
+            registries.append((name, candidate() if callable(candidate) else candidate))
+    sites = []
+    if registries:
+        # Rules outside the state package (``ELSEWHERE``) declare rows too.
+        elsewhere = getattr(transitions, "ELSEWHERE", None)
+        if isinstance(elsewhere, dict):
+            registries.append(("ELSEWHERE", elsewhere))
+        named: set[object] = set()
+        for _, registry in registries:
+            entries = (
+                [*registry.keys(), *registry.values()] if isinstance(registry, dict) else [registry]
+            )
+            for entry in entries:
+                named |= _named(entry)
+        untied = [row for row in table if not (_row_keys(row) & named)]
+        tied = len(table) - len(untied)
+        how = "rows a declaration names (" + ", ".join(name for name, _ in registries) + ")"
+        sites = [how] + [f"no rule: {getattr(row, 'id', '') or row.event}" for row in untied]
     else:
         tied = sum(1 for row in table if any(getattr(row, f, None) for f in ROW_CODE_FIELDS))
-        how = "rows naming code (no registry yet)"
+        sites = ["rows naming code (no registry yet)"]
     return Figure(
         "h",
         "transition-table rows tied to code",
         f"{tied} of {len(table)}",
         "every row",
         tied == len(table),
-        [how],
+        sites,
     )
 
 
