@@ -6,13 +6,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+from django.db import connection
+
 ROOT = Path(__file__).resolve().parent.parent
 ROW = re.compile(r"^\((?P<key>[a-h])\) .+  goal .+ (?P<verdict>PASS|FAIL)$")
 
 
 def test_the_script_prints_every_figure_with_its_goal():
+    # (g) is measured on SQLite whatever the suite's database: once, in the SQLite run.
+    sqlite = connection.vendor == "sqlite"
     done = subprocess.run(
-        [sys.executable, "bench/kernel_figures.py", "--sites"],
+        [sys.executable, "bench/kernel_figures.py", "--sites", *([] if sqlite else ["--skip-sql"])],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -21,7 +25,7 @@ def test_the_script_prints_every_figure_with_its_goal():
     assert done.returncode == 0, done.stderr
     rows = {m["key"]: line for line in done.stdout.splitlines() if (m := ROW.match(line))}
     assert sorted(rows) == list("abcdefgh"), done.stdout
-    assert "error" not in rows["g"] and "skipped" not in rows["g"], rows["g"]
+    assert "error" not in rows["g"] and ("skipped" not in rows["g"]) == sqlite, rows["g"]
     assert re.search(r"\(c\) relative imports .*  \d+ ", rows["c"]), rows["c"]
     assert re.search(r"\d+ of \d+", rows["h"]), rows["h"]
     assert re.search(r"\d+ of 8 figures meet their goal", done.stdout)
