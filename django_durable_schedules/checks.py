@@ -197,7 +197,7 @@ def check_setting_types(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
     messages: list[Any] = []
     try:
-        user = conf._user()
+        user = conf.user_settings()
     except ImproperlyConfigured:
         user = {}  # reported by E002
     for key, (expected, valid) in _TYPED.items():

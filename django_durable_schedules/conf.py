@@ -104,7 +104,9 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def _user() -> dict[str, Any]:
+def user_settings() -> dict[str, Any]:
+    """The project's ``DURABLE_SCHEDULES`` dict as given (``{}`` when unset), read at call time.
+    Raises ``ImproperlyConfigured`` when it is not a dict."""
     value = getattr(settings, "DURABLE_SCHEDULES", {}) or {}
     if not isinstance(value, dict):
         raise ImproperlyConfigured("settings.DURABLE_SCHEDULES must be a dict")
@@ -118,7 +120,7 @@ def get(key: str) -> Any:
     """
     if key not in DEFAULTS:
         raise KeyError(key)
-    return _user().get(key, DEFAULTS[key])
+    return user_settings().get(key, DEFAULTS[key])
 
 
 def _is_number(value: Any) -> bool:
@@ -138,7 +140,7 @@ def _bounded(value: Any, default: float, low: float, high: float) -> float:
 
 def unknown_keys() -> list[str]:
     """Keys of ``DURABLE_SCHEDULES`` that this app does not know (for the system check)."""
-    return sorted(set(_user()) - set(DEFAULTS))
+    return sorted(set(user_settings()) - set(DEFAULTS))
 
 
 class _Settings:

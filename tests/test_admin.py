@@ -15,8 +15,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from django_durable_schedules import admin as dds_admin
 from django_durable_schedules import state
+from django_durable_schedules.admin.display import fmt_utc
 from django_durable_schedules.models import (
     RunAttempt,
     RunReceipt,
@@ -313,7 +313,7 @@ def test_unchanged_and_refused_are_reported_separately(admin_client):
 
 def _next(s: Schedule) -> str:
     s.refresh_from_db()
-    return dds_admin.fmt_utc(s.next_run_at)
+    return fmt_utc(s.next_run_at)
 
 
 def test_cancel_action_asks_first_then_cancels_and_then_refuses(admin_client):

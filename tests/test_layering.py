@@ -6,7 +6,9 @@
   ``state/outcomes.py``, ``state/backfill_rules.py``, the ``timing/`` package) import nothing from ``django.db``.
 * The thin layers (admin, API, management commands) never write a schedule's run state:
   they call ``state.*``.
-* No module of the package is over 500 lines.
+
+Module length (400-500 lines) is a guideline, reported by tests/test_seams.py, which also
+holds that no private name crosses a module.
 """
 
 from __future__ import annotations
@@ -61,8 +63,6 @@ RUN_STATE = frozenset(
 WRITING_CALLS = frozenset(
     {"update", "create", "get_or_create", "update_or_create", "bulk_create", "Schedule"}
 )
-
-MAX_LINES = 500
 
 
 def modules() -> list[tuple[str, ast.Module]]:
@@ -180,8 +180,3 @@ def _literal_names(rel: str, node: ast.Call, value: ast.expr) -> list[str]:
         for c in ast.walk(value)
         if isinstance(c, ast.Constant) and c.value in RUN_STATE
     ]
-
-
-def test_no_module_is_over_500_lines():
-    lengths = {rel: len((PACKAGE / rel).read_text().splitlines()) for rel, _ in modules()}
-    assert {rel: n for rel, n in lengths.items() if n > MAX_LINES} == {}

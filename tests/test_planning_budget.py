@@ -21,6 +21,7 @@ from django_durable_schedules import state, timing
 from django_durable_schedules.health import snapshot
 from django_durable_schedules.limits import RRULE_PLAN_MAX_STEPS
 from django_durable_schedules.models import RunReceipt, Schedule
+from django_durable_schedules.timing.rrule import cached_rule_plan
 
 from .test_rrule_totality import rules
 from .test_totality_properties import PROFILE, write_behind_save
@@ -56,7 +57,7 @@ def at(instant: datetime):
     ],
 )
 def test_a_rule_over_the_planning_budget_is_refused_with_a_field_error(rule, dtstart):
-    timing._compile_rrule.cache_clear()
+    cached_rule_plan.cache_clear()
     with pytest.raises(timing.PlanningBudgetExceeded) as raised:
         timing.validate_rrule(rule, "UTC", dtstart)
     assert raised.value.field == "rrule"
@@ -146,7 +147,7 @@ def test_a_rule_written_behind_save_is_degraded_at_the_claim_with_the_reason(via
         bad.full_clean()
         bad.save()
     assert write_behind_save(bad, "rrule", TESTERS_RULE, via=via, rehash=rehash)
-    timing._compile_rrule.cache_clear()
+    cached_rule_plan.cache_clear()
     claims = state.claim_due(worker="w", now=now)
     assert [c.schedule_name for c in claims] == ["good"]
     bad.refresh_from_db()

@@ -10,6 +10,7 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 from unittest import mock
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -102,7 +103,7 @@ def test_a_real_worker_runs_an_rrule_schedule_and_moves_it_to_the_next_slot():
     row.refresh_from_db()
     assert row.occurrence == 1 and row.next_run_at > due
     assert row.next_run_at == timing.next_slot_after(row.spec(), due)
-    local = row.next_run_at.astimezone(timing._zone("Europe/Paris"))
+    local = row.next_run_at.astimezone(ZoneInfo("Europe/Paris"))
     assert local.minute % 5 == 0 and local.second == 0  # on the grid from local midnight
 
 

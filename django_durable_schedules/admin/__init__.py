@@ -32,83 +32,22 @@ autodiscovery imports it). Its modules:
   :class:`WorkerHeartbeatAdmin` (registered);
 * :mod:`.backfills`: the backfill list actions and the read-only :class:`BackfillAdmin`
   (registered).
-
-Every name of the former single module ``admin.py`` is still importable from here.
 """
-
-# The imports below re-export the names of the former admin.py, most of them unused here.
-# ruff: noqa: F401
 
 from __future__ import annotations
 
 from .calendars import ExclusionCalendarAdmin
 
-# Schedule first: the models are registered in the order they were before the split.
+# Schedule first: the models are registered in this order.
 from .schedules import ScheduleAdmin
 
 # isort: split
-from .actions import (
-    TRANSITIONS,
-    Transition,
-    _as_admin,
-    _DeleteRefused,
-    _make_action,
-    _what_changed,
-    apply_transition,
-    delete_selected,
-)
-from .changelist import ScheduleChangeList, _recent_receipts
-from .columns import UPCOMING_COUNT
-from .display import (
-    _CSS,
-    _EMPTY,
-    MESSAGE_NAMES,
-    STRIP_LENGTH,
-    _attempt_outcome,
-    _is_utc,
-    _legend,
-    _names,
-    _plural,
-    _receipt_title,
-    _relative,
-    _safe_reverse,
-    _when,
-    _zone,
-    cadence,
-    fmt_utc,
-    fmt_zone,
-    outcome_label,
-    outcome_strip,
-    status_badges,
-)
-from .filters import DegradedFilter, FailingFilter, RunningFilter
-from .forms import (
-    DEFINITION_FIELDS,
-    DEFINITION_LAYOUT,
-    INPUT_FIELDS,
-    POLICY_FIELDS,
-    STATE_FIELDS,
-    SUMMARY_FIELDS,
-    ScheduleForm,
-    _editable,
-)
-from .inlines import (
-    INLINE_LIMIT,
-    AttemptInline,
-    LatestFormSet,
-    ReceiptInline,
-    _ReadOnlyInline,
-)
-from .runs import (
-    ReadOnlyAdmin,
-    RunAttemptAdmin,
-    RunReceiptAdmin,
-    WorkerHeartbeatAdmin,
-    _schedule_link,
-)
-from .views import HEALTH_LIST_LIMIT, _count
+from .display import outcome_strip
+from .forms import ScheduleForm
+from .runs import RunAttemptAdmin, RunReceiptAdmin, WorkerHeartbeatAdmin
 
 __all__ = [
+    "ExclusionCalendarAdmin",
     "RunAttemptAdmin",
     "RunReceiptAdmin",
     "ScheduleAdmin",

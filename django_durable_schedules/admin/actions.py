@@ -20,10 +20,10 @@ from django.template.response import TemplateResponse
 from .. import state
 from ..exceptions import StateConflict
 from ..models import Schedule, Status
-from .display import _is_utc, _names, _plural, fmt_utc, fmt_zone
+from .display import fmt_utc, fmt_zone, is_utc, names_listed, plural
 
 
-def _as_admin(request: HttpRequest) -> dict[str, Any]:
+def as_admin(request: HttpRequest) -> dict[str, Any]:
     """Who and where, for the audit trail (``ScheduleEvent.actor`` / ``source``)."""
     return {"actor": request.user, "source": "admin"}
 
@@ -77,7 +77,7 @@ def _what_changed(t: Transition, name: str, before: str, row: Schedule) -> str:
 
 def _in_zone_and_utc(value: Any, zone: str) -> str:
     """``2026-11-30 02:30:00 CET (01:30:00 UTC)``; UTC once for a UTC schedule."""
-    if value is None or _is_utc(zone):
+    if value is None or is_utc(zone):
         return fmt_utc(value)
     return f"{fmt_zone(value, zone)} ({fmt_utc(value)})"
 
@@ -95,7 +95,7 @@ def apply_transition(
     refused: list[str] = []
     for pk, name, before, triggered_before in rows:
         try:
-            row = func(pk, **_as_admin(request))
+            row = func(pk, **as_admin(request))
         except StateConflict as exc:
             refused.append(f"{name} ({exc.reason})")
         except Schedule.DoesNotExist:
@@ -108,18 +108,18 @@ def apply_transition(
             else:
                 changed.append(_what_changed(t, name, before, row))
     if changed:
-        messages.success(request, f"{t.done} {_plural(len(changed))}: {_names(changed)}.")
+        messages.success(request, f"{t.done} {plural(len(changed))}: {names_listed(changed)}.")
     if unchanged:
-        messages.info(request, f"Already {t.target}, unchanged: {_names(unchanged)}.")
+        messages.info(request, f"Already {t.target}, unchanged: {names_listed(unchanged)}.")
     if pending:
         messages.info(
             request,
             f"Already triggered and not run yet, so one run happens at the next worker pass: "
-            f"{_names(pending)}.",
+            f"{names_listed(pending)}.",
         )
     if refused:
         messages.error(
-            request, f"{t.label} refused for {_plural(len(refused))}: {_names(refused)}."
+            request, f"{t.label} refused for {plural(len(refused))}: {names_listed(refused)}."
         )
 
 
@@ -159,7 +159,10 @@ def confirmation_page(
     )
 
 
-def _make_action(t: Transition) -> Any:
+def make_action(t: Transition) -> Any:
+    """The list action of transition ``t``: a confirmation page first when ``t.confirm``,
+    then :func:`apply_transition` on the selected rows."""
+
     def action(
         modeladmin: admin.ModelAdmin[Schedule], request: HttpRequest, queryset: QuerySet
     ) -> TemplateResponse | None:
@@ -178,7 +181,9 @@ def _make_action(t: Transition) -> Any:
     )
 
 
-class _DeleteRefused(Exception):
+class DeleteRefused(Exception):
+    """A schedule of a bulk delete that ``state.delete_schedule`` refused (its name and why)."""
+
     def __init__(self, name: str, reason: str):
         super().__init__(reason)
         self.name = name
@@ -204,7 +209,7 @@ def delete_selected(
             # The log entry commits only with the deletion it records.
             with transaction.atomic(using=router.db_for_write(Schedule)):
                 modeladmin.log_deletions(request, queryset.filter(pk=obj.pk))
-                state.delete_schedule(obj.pk, **_as_admin(request))
+                state.delete_schedule(obj.pk, **as_admin(request))
         except StateConflict as exc:
             refused.append(f"{obj.name} ({exc.reason})")
         except Schedule.DoesNotExist:
@@ -213,12 +218,12 @@ def delete_selected(
             deleted.append(obj.name)
     if deleted:
         modeladmin.message_user(
-            request, f"Deleted {_plural(len(deleted))}: {_names(deleted)}.", messages.SUCCESS
+            request, f"Deleted {plural(len(deleted))}: {names_listed(deleted)}.", messages.SUCCESS
         )
     if refused:
         modeladmin.message_user(
             request,
-            f"Not deleted, {_plural(len(refused))}: {_names(refused)}.",
+            f"Not deleted, {plural(len(refused))}: {names_listed(refused)}.",
             messages.ERROR,
         )
     return None

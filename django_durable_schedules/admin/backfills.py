@@ -21,8 +21,8 @@ from .. import state, timing
 from ..db.functions import JSONArrayLength
 from ..exceptions import StateConflict
 from ..models import Backfill, Schedule
-from .actions import _as_admin
-from .display import _names, fmt_utc, fmt_zone
+from .actions import as_admin
+from .display import fmt_utc, fmt_zone, names_listed
 from .runs import ReadOnlyAdmin
 from .zoned import ZonedDateTimeField, instant
 
@@ -147,7 +147,7 @@ def backfill(
             args["start"],
             args["end"],
             include_succeeded=args["include_succeeded"],
-            **_as_admin(request),
+            **as_admin(request),
         )
     except ValidationError as exc:
         _add_errors(form, exc)
@@ -176,15 +176,15 @@ def cancel_backfill(
     refused: list[str] = []
     for pk, name in queryset.prefetch_related(None).order_by("name").values_list("pk", "name"):
         try:
-            b = state.cancel_backfill(pk, **_as_admin(request))
+            b = state.cancel_backfill(pk, **as_admin(request))
         except (StateConflict, Schedule.DoesNotExist) as exc:
             refused.append(f"{name} ({getattr(exc, 'reason', 'it no longer exists')})")
         else:
             done.append(f"{name} (after {b.position} of {len(b.slots)} slots)")
     if done:
-        messages.success(request, f"Backfill cancelled: {_names(done)}.")
+        messages.success(request, f"Backfill cancelled: {names_listed(done)}.")
     if refused:
-        messages.error(request, f"Nothing cancelled for {_names(refused)}.")
+        messages.error(request, f"Nothing cancelled for {names_listed(refused)}.")
 
 
 @admin.register(Backfill)

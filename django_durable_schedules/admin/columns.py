@@ -16,17 +16,17 @@ from .. import timing
 from ..db.counts import bounded_count
 from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent, Status
 from .display import (
-    _EMPTY,
+    EMPTY,
     STRIP_LENGTH,
-    _is_utc,
-    _receipt_title,
-    _when,
     cadence,
     fmt_utc,
     fmt_zone,
+    is_utc,
     outcome_strip,
+    receipt_title,
     render_fragment,
     status_badges,
+    when,
 )
 from .pagination import EXACT_COUNT_LIMIT
 
@@ -83,16 +83,16 @@ class ScheduleColumns(admin.ModelAdmin):
 
     @admin.display(description="next run (zone · UTC)", ordering="next_run_at")
     def next_run(self, obj: Schedule) -> SafeString:
-        return _when(obj.next_run_at, obj.timezone, now=dj_timezone.now())
+        return when(obj.next_run_at, obj.timezone, now=dj_timezone.now())
 
     @admin.display(description="last outcome")
     def last_outcome(self, obj: Schedule) -> SafeString | str:
         recent = self._recent(obj)
         if not recent:
-            return _EMPTY
+            return EMPTY
         last = recent[0]
         return render_fragment(
-            "last_outcome", {"receipt": last, "title": _receipt_title(last, obj.timezone)}
+            "last_outcome", {"receipt": last, "title": receipt_title(last, obj.timezone)}
         )
 
     @admin.display(description="failures", ordering="failure_count")
@@ -120,12 +120,12 @@ class ScheduleColumns(admin.ModelAdmin):
     @admin.display(description="next run")
     def next_run_detail(self, obj: Schedule) -> SafeString | str:
         if obj.next_run_at is None:  # text, no markup (the admin escapes it)
-            return f"{_EMPTY} (nothing planned while {obj.status})"
-        return _when(obj.next_run_at, obj.timezone, now=dj_timezone.now())
+            return f"{EMPTY} (nothing planned while {obj.status})"
+        return when(obj.next_run_at, obj.timezone, now=dj_timezone.now())
 
     @admin.display(description="last run")
     def last_run_detail(self, obj: Schedule) -> SafeString:
-        return _when(obj.last_run_at, obj.timezone, now=dj_timezone.now())
+        return when(obj.last_run_at, obj.timezone, now=dj_timezone.now())
 
     @admin.display(description="lease")
     def lease_detail(self, obj: Schedule) -> str:
@@ -140,7 +140,7 @@ class ScheduleColumns(admin.ModelAdmin):
         except (timing.InvalidSchedule, ValueError, TypeError) as exc:
             return render_fragment("upcoming", {"error": exc})
         zone = obj.timezone or "UTC"
-        utc_only = _is_utc(zone)
+        utc_only = is_utc(zone)
         fired = [v for v in views if v.excluded_by is None]
         numbers = {id(v): n for n, v in enumerate(fired, 1)}
         return render_fragment(

@@ -1,7 +1,7 @@
 """How the admin shows things: instants in the schedule's zone and in UTC, outcomes (a
 coloured label, the strip of the last :data:`STRIP_LENGTH`, the legend), status badges, the
 cadence in words, the lists of names in action messages, the admin's stylesheet, and
-``_safe_reverse`` (a URL, or None where the site has no such page).
+``safe_reverse`` (a URL, or None where the site has no such page).
 
 The HTML is in templates, ``templates/durable_schedules/admin/fragments/``: each helper
 here that returns markup builds its template's context and renders it
@@ -9,7 +9,7 @@ here that returns markup builds its template's context and renders it
 text. The template tag library :mod:`..templatetags.durable_schedules_admin` renders the
 same helpers inside templates.
 
-Pure formatting, no queries of their own (``_attempt_outcome`` reads an attempt's receipt,
+Pure formatting, no queries of their own (``attempt_outcome`` reads an attempt's receipt,
 which its callers select with the attempt).
 """
 
@@ -36,8 +36,10 @@ STRIP_LENGTH = 20
 #: Names listed in one action message before "and N more".
 MESSAGE_NAMES = 10
 
-_CSS = {"all": ["durable_schedules/admin.css"]}
-_EMPTY = "—"
+#: The admin's one stylesheet, as a ``Media.css`` value.
+ADMIN_CSS = {"all": ["durable_schedules/admin.css"]}
+#: What an empty cell shows.
+EMPTY = "—"
 #: The folder of the admin's HTML fragments.
 FRAGMENTS = "durable_schedules/admin/fragments/"
 #: Each receipt status's label, read once (``get_status_display()`` rebuilds the choices'
@@ -83,7 +85,8 @@ def _zone(name: str | None) -> ZoneInfo:
         return ZoneInfo("UTC")
 
 
-def _is_utc(name: str | None) -> bool:
+def is_utc(name: str | None) -> bool:
+    """Whether the zone name ``name`` (None or empty: UTC) is one of UTC's names."""
     return (name or "UTC") in ("UTC", "Etc/UTC", "Etc/UCT", "UCT", "Universal", "Zulu")
 
 
@@ -96,7 +99,7 @@ def _wall(v: datetime) -> str:
 def fmt_utc(value: datetime | None) -> str:
     """``2027-06-01 10:00:00 UTC`` (or a dash)."""
     if value is None:
-        return _EMPTY
+        return EMPTY
     return f"{_wall(value.astimezone(UTC))} UTC"
 
 
@@ -112,11 +115,13 @@ def _relative(value: datetime, now: datetime) -> str:
     return f"in {timeuntil(value, now)}" if (value - now).total_seconds() >= 60 else "now"
 
 
-def _plural(n: int, word: str = "schedule") -> str:
+def plural(n: int, word: str = "schedule") -> str:
+    """``1 schedule``, ``2 schedules``."""
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _names(items: Sequence[str]) -> str:
+def names_listed(items: Sequence[str]) -> str:
+    """``a; b; c``, at most :data:`MESSAGE_NAMES` of them, then ``; and N more``."""
     shown = "; ".join(items[:MESSAGE_NAMES])
     if len(items) > MESSAGE_NAMES:
         shown += f"; and {len(items) - MESSAGE_NAMES} more"
@@ -129,10 +134,10 @@ def _clip(text: str, length: int) -> str:
     return text if len(text) <= length else text[: length - 1] + "…"
 
 
-def _receipt_title(receipt: RunReceipt | ReceiptSummary, zone: str | None = None) -> str:
+def receipt_title(receipt: RunReceipt | ReceiptSummary, zone: str | None = None) -> str:
     """``#12 failed · <finished, in the schedule's zone and UTC> · <error>``."""
     finished = fmt_utc(receipt.finished_at)
-    if not _is_utc(zone) and receipt.finished_at is not None:
+    if not is_utc(zone) and receipt.finished_at is not None:
         finished = f"{fmt_zone(receipt.finished_at, zone)} ({finished})"
     title = f"#{receipt.occurrence} {receipt_label(receipt.status)} · {finished}"
     if receipt.error_type or receipt.error_message:
@@ -172,7 +177,7 @@ def outcome_strip(
             pattern.format(
                 status=html.escape(r.status),
                 url=html.escape(link.replace("{}", str(r.pk))) if link else "",  # a UUID
-                title=html.escape(_receipt_title(r, zone)),
+                title=html.escape(receipt_title(r, zone)),
             )
             for r in reversed(recent)
         )
@@ -212,14 +217,14 @@ def status_badges(obj: Schedule) -> SafeString:
     )
 
 
-def _when(value: datetime | None, zone_name: str | None, *, now: datetime) -> SafeString:
+def when(value: datetime | None, zone_name: str | None, *, now: datetime) -> SafeString:
     """An instant in the schedule's zone and, below it, in UTC (once if the zone is UTC)."""
     if value is None:
-        return SafeString(_EMPTY)  # a dash, no markup
+        return SafeString(EMPTY)  # a dash, no markup
     # Two or three per row of every list: the fragment's pattern filled in.
     hint = html.escape(f"{zone_name or 'UTC'} · {_relative(value, now)}")
     utc = html.escape(fmt_utc(value))
-    if _is_utc(zone_name):
+    if is_utc(zone_name):
         return mark_safe(fragment_pattern("when", ("hint", "utc")).format(hint=hint, utc=utc))
     local = html.escape(fmt_zone(value, zone_name))
     pattern = fragment_pattern("when", ("hint", "local", "utc"))
@@ -242,7 +247,8 @@ def cadence(obj: Schedule) -> SafeString | str:
     return render_fragment("cadence", {"text": text, "words": words})
 
 
-def _attempt_outcome(obj: RunAttempt) -> SafeString | str:
+def attempt_outcome(obj: RunAttempt) -> SafeString | str:
+    """The outcome label of an attempt's receipt, or the "open" label while it has none."""
     try:
         receipt = obj.receipt
     except RunReceipt.DoesNotExist:
@@ -250,12 +256,15 @@ def _attempt_outcome(obj: RunAttempt) -> SafeString | str:
     return outcome_label(receipt.status)
 
 
-def _safe_reverse(name: str, current_app: str) -> str | None:
+def safe_reverse(name: str, current_app: str) -> str | None:
+    """``reverse(name)`` in the admin site ``current_app``, or None when it has no such URL
+    (a custom site that does not register every model)."""
     try:
         return reverse(name, current_app=current_app)
     except NoReverseMatch:
         return None
 
 
-def _legend() -> list[SafeString]:
+def legend() -> list[SafeString]:
+    """One outcome label per receipt status: the list page's legend of the strip."""
     return [outcome_label(value, label) for value, label in ReceiptStatus.choices]

@@ -16,7 +16,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
-from .display import _EMPTY, _attempt_outcome, _when, outcome_label
+from .display import EMPTY, attempt_outcome, outcome_label, when
 
 
 def with_schedule_zone(queryset: QuerySet) -> QuerySet:
@@ -29,7 +29,7 @@ def with_schedule_zone(queryset: QuerySet) -> QuerySet:
 def _in_zone(obj: Any, value: Any) -> SafeString:
     """``value`` in the row's schedule zone and, below it, in UTC."""
     zone = getattr(obj, "schedule_timezone", None) or "UTC"
-    return _when(value, zone, now=dj_timezone.now())
+    return when(value, zone, now=dj_timezone.now())
 
 
 class ScheduleZoneMixin:
@@ -60,7 +60,7 @@ class AttemptColumns:
 
     @admin.display(description="outcome")
     def outcome(self, obj: RunAttempt) -> SafeString | str:
-        return _attempt_outcome(obj)
+        return attempt_outcome(obj)
 
 
 class ReceiptColumns:
@@ -77,7 +77,7 @@ class ReceiptColumns:
     @admin.display(description="error")
     def error(self, obj: RunReceipt) -> str:
         text = ": ".join(p for p in (obj.error_type, obj.error_message) if p)
-        return Truncator(text).chars(120) if text else _EMPTY
+        return Truncator(text).chars(120) if text else EMPTY
 
     @admin.display(description="next run (its zone · UTC)", ordering="next_run_at")
     def next_run(self, obj: RunReceipt) -> SafeString:
@@ -87,7 +87,7 @@ class ReceiptColumns:
 def describe_changes(changes: object) -> str:
     """``{"field": [before, after], ...}`` as ``"field: before → after; ..."``."""
     if not isinstance(changes, dict) or not changes:
-        return _EMPTY
+        return EMPTY
     parts = []
     for field, value in changes.items():
         if isinstance(value, list | tuple) and len(value) == 2:
@@ -110,7 +110,7 @@ class EventColumns:
 
     @admin.display(description="who", ordering="actor_repr")
     def who(self, obj: ScheduleEvent) -> str:
-        return obj.actor_repr or _EMPTY
+        return obj.actor_repr or EMPTY
 
     @admin.display(description="what changed")
     def what_changed(self, obj: ScheduleEvent) -> str:

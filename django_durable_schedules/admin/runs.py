@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString
 
 from ..conf import app_settings
 from ..models import RunAttempt, RunReceipt, ScheduleEvent, WorkerHeartbeat
-from .display import _CSS, _safe_reverse, fmt_utc, render_fragment
+from .display import ADMIN_CSS, fmt_utc, render_fragment, safe_reverse
 from .filters import WorkerFilter
 from .pagination import EstimatedCountPaginator
 from .run_columns import AttemptColumns, EventColumns, ReceiptColumns, ScheduleZoneMixin
@@ -33,7 +33,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     show_full_result_count = False
 
     class Media:
-        css = _CSS
+        css = ADMIN_CSS
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -187,7 +187,7 @@ class WorkerHeartbeatAdmin(ReadOnlyAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         context = {
-            "dds_health_url": _safe_reverse(
+            "dds_health_url": safe_reverse(
                 "admin:durable_schedules_schedule_health", self.admin_site.name
             ),
             **(extra_context or {}),

@@ -18,10 +18,10 @@ from .. import state
 from ..exceptions import StateConflict
 from ..models import Schedule
 from ..registry import registry
-from .actions import TRANSITIONS, _as_admin, _DeleteRefused, _make_action, delete_selected
+from .actions import TRANSITIONS, DeleteRefused, as_admin, delete_selected, make_action
 from .backfills import backfill, cancel_backfill
 from .changelist import ScheduleChangeList
-from .display import _CSS, _legend, _names
+from .display import ADMIN_CSS, legend, names_listed
 from .filters import DegradedFilter, FailingFilter, RunningFilter
 from .forms import (
     DEFINITION_FIELDS,
@@ -50,7 +50,7 @@ class ScheduleAdmin(ScheduleViews):
     raw_id_fields = ("owner",)
     filter_horizontal = ("exclusion_calendars",)
     inlines = (ReceiptInline, AttemptInline, EventInline)
-    actions = [_make_action(t) for t in TRANSITIONS.values()] + [
+    actions = [make_action(t) for t in TRANSITIONS.values()] + [
         backfill,
         cancel_backfill,
         delete_selected,
@@ -63,7 +63,7 @@ class ScheduleAdmin(ScheduleViews):
     change_form_template = "durable_schedules/admin/schedule_change_form.html"
 
     class Media:
-        css = _CSS
+        css = ADMIN_CSS
         js = (
             "durable_schedules/unsaved.js",  # asks before a button drops unsaved edits
             "durable_schedules/cron_words.js",  # the cron and rrule fields in words, as you type
@@ -133,7 +133,7 @@ class ScheduleAdmin(ScheduleViews):
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         context = {
             "dds_health_url": self._url("health"),
-            "dds_legend": _legend(),
+            "dds_legend": legend(),
             **(extra_context or {}),
         }
         return super().changelist_view(request, extra_context=context)
@@ -155,7 +155,7 @@ class ScheduleAdmin(ScheduleViews):
                 "schedules.py): its definition is set from there at every worker start and "
                 "migrate, so it is shown, not edited here. Its policies can be edited.",
             )
-        context["dds_legend"] = _legend()
+        context["dds_legend"] = legend()
         if obj is not None and self.has_change_permission(request, obj):
             allowed = state.allowed_actions(obj)
             context["dds_transitions"] = [
@@ -198,10 +198,10 @@ class ScheduleAdmin(ScheduleViews):
 
         if change:
             changes = {f: value(f) for f in form.changed_data if f in editable}
-            row = state.update_schedule(obj.pk, **changes, **_as_admin(request))
+            row = state.update_schedule(obj.pk, **changes, **as_admin(request))
         else:
             fields = {f: value(f) for f in editable}
-            row = state.create_schedule(**fields, **_as_admin(request))
+            row = state.create_schedule(**fields, **as_admin(request))
         for f in Schedule._meta.concrete_fields:
             setattr(obj, f.attname, getattr(row, f.attname))
         obj._state.adding = False
@@ -216,9 +216,9 @@ class ScheduleAdmin(ScheduleViews):
 
     def delete_model(self, request: HttpRequest, obj: Schedule) -> None:
         try:
-            state.delete_schedule(obj.pk, **_as_admin(request))
+            state.delete_schedule(obj.pk, **as_admin(request))
         except StateConflict as exc:
-            raise _DeleteRefused(obj.name, exc.reason) from exc
+            raise DeleteRefused(obj.name, exc.reason) from exc
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
         """Not used by this admin's pages (its ``delete_selected`` action deletes one by one
@@ -226,11 +226,11 @@ class ScheduleAdmin(ScheduleViews):
         refused = []
         for obj in queryset.prefetch_related(None):
             try:
-                state.delete_schedule(obj.pk, **_as_admin(request))
+                state.delete_schedule(obj.pk, **as_admin(request))
             except StateConflict as exc:
                 refused.append(f"{obj.name} ({exc.reason})")
         if refused:
-            self.message_user(request, f"Not deleted: {_names(refused)}.", messages.ERROR)
+            self.message_user(request, f"Not deleted: {names_listed(refused)}.", messages.ERROR)
 
     def delete_view(
         self, request: HttpRequest, object_id: str, extra_context: Any = None
@@ -240,7 +240,7 @@ class ScheduleAdmin(ScheduleViews):
                 return super().delete_view(request, object_id, extra_context)
             with state.write_transaction(using=router.db_for_write(self.model)):  # as for changes
                 return super().delete_view(request, object_id, extra_context)
-        except _DeleteRefused as exc:
+        except DeleteRefused as exc:
             # delete_view's transaction rolled back, with it the "deleted" log entry.
             self.message_user(
                 request, f"The schedule “{exc.name}” was not deleted: {exc.reason}.", messages.ERROR

@@ -33,7 +33,7 @@ from ..models import Schedule, Status
 from .actions import TRANSITIONS, apply_transition, confirmation_page
 from .changelist import attach_recent_receipts
 from .columns import ScheduleColumns
-from .display import _safe_reverse, cadence, fmt_utc, outcome_strip, status_badges
+from .display import cadence, fmt_utc, outcome_strip, safe_reverse, status_badges
 
 #: Failing or degraded schedules listed on the health page (the rest: a filtered list).
 HEALTH_LIST_LIMIT = 50
@@ -229,7 +229,7 @@ class ScheduleViews(ScheduleColumns):
                 for row in health.cancelled_backfills
             ],
             "changelist_url": changelist,
-            "heartbeats_url": _safe_reverse(
+            "heartbeats_url": safe_reverse(
                 "admin:durable_schedules_workerheartbeat_changelist", self.admin_site.name
             ),
         }

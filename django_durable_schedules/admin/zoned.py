@@ -21,7 +21,7 @@ from django.forms.fields import BaseTemporalField
 from django.utils.dateparse import parse_datetime
 
 from .. import timing
-from ..models import _default_timezone
+from ..models import default_timezone
 from .display import render_fragment
 
 #: The instants of a schedule's definition, entered in its zone.
@@ -95,12 +95,12 @@ class ZonedInstantsMixin(forms.BaseForm):
 
     def _zone_name(self) -> str:
         submitted = self.data.get(self.add_prefix("timezone")) if self.is_bound else None
-        return str(submitted or getattr(self.instance, "timezone", "") or _default_timezone())
+        return str(submitted or getattr(self.instance, "timezone", "") or default_timezone())
 
     def zone_instant_fields(self) -> None:
         """Label the instant fields with the schedule's zone and show the stored values as
         wall times in it (call from ``__init__``)."""
-        shown = str(getattr(self.instance, "timezone", "") or _default_timezone())
+        shown = str(getattr(self.instance, "timezone", "") or default_timezone())
         zone = _zone_or_none(shown) or ZoneInfo("UTC")
         for name in INSTANT_INPUTS:
             field = self.fields.get(name)

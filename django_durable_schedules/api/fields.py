@@ -37,7 +37,7 @@ AWARE_MESSAGE = (
 )
 
 
-def _short(value: Any, limit: int = 100) -> str:
+def shortened(value: Any, limit: int = 100) -> str:
     """``repr`` of the first ``limit`` characters of ``value`` (safe to echo in an error)."""
     text = value if isinstance(value, str) else str(value)
     return repr(text[:limit]) + ("..." if len(text) > limit else "")
@@ -99,7 +99,7 @@ class CallbackField(serializers.ChoiceField):
     def to_internal_value(self, data: Any) -> str:
         if isinstance(data, str) and data in self.choice_strings_to_values:
             return data
-        self.fail("invalid_choice", input=_short(data))
+        self.fail("invalid_choice", input=shortened(data))
 
 
 class BaseModelSerializer(serializers.ModelSerializer):

@@ -41,8 +41,8 @@ from .fields import (
     BaseModelSerializer,
     CalendarNamesField,
     CallbackField,
-    _short,
     model_errors_as_400,
+    shortened,
 )
 from .fields import field_errors as field_errors
 from .fields import json_problem as json_problem
@@ -332,7 +332,7 @@ class ScheduleSerializer(BaseModelSerializer):
         times)."""
         if candidate.callback not in registry.owner_scoped_names():
             raise serializers.ValidationError(
-                {"callback": [f"{_short(candidate.callback)} is not open to you."]}
+                {"callback": [f"{shortened(candidate.callback)} is not open to you."]}
             )
         least = registry.get(candidate.callback).owner_min_interval
         gap: float | None = None

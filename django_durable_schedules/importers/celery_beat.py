@@ -11,11 +11,11 @@ from .plans import (
     CELERY_BEAT,
     CELERY_BEAT_MODEL,
     Plan,
-    _callback,
-    _payload,
-    _plan,
-    _second,
-    _Skip,
+    Skip,
+    make_plan,
+    payload_of,
+    registered_callback,
+    whole_second,
 )
 
 _CELERY_PERIOD_SECONDS = {"days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
@@ -37,33 +37,33 @@ def plan_celery_beat(
     """
 
     def build(notes: list[str]) -> tuple[dict[str, Any], bool]:
-        callback = _callback(task.task, callback_map, registered)
+        callback = registered_callback(task.task, callback_map, registered)
         try:
             args = json.loads(task.args or "[]")
             kwargs = json.loads(task.kwargs or "{}")
         except ValueError as exc:
-            raise _Skip(f"args/kwargs are not JSON: {exc}") from None
+            raise Skip(f"args/kwargs are not JSON: {exc}") from None
         if not isinstance(kwargs, dict) or not isinstance(args, list):
-            raise _Skip("args must be a JSON list and kwargs a JSON object")
-        fields: dict[str, Any] = {"callback": callback, "payload": _payload(args, kwargs, notes)}
+            raise Skip("args must be a JSON list and kwargs a JSON object")
+        fields: dict[str, Any] = {"callback": callback, "payload": payload_of(args, kwargs, notes)}
         if getattr(task, "solar", None) is not None:
-            raise _Skip("solar schedules have no equivalent")
+            raise Skip("solar schedules have no equivalent")
         if task.clocked is not None:
-            fields.update(kind="once", run_at=_second(task.clocked.clocked_time))
+            fields.update(kind="once", run_at=whole_second(task.clocked.clocked_time))
         elif task.interval is not None:
             per = _CELERY_PERIOD_SECONDS.get(task.interval.period)
             if per is None:
-                raise _Skip(f"an interval in {task.interval.period} is below one second")
+                raise Skip(f"an interval in {task.interval.period} is below one second")
             fields.update(kind="interval", interval_seconds=task.interval.every * per)
             anchor = task.start_time or task.last_run_at
             if anchor is not None:
-                fields["start_at"] = _second(anchor)
+                fields["start_at"] = whole_second(anchor)
             else:
                 notes.append("interval anchored at the import (it never ran)")
         elif task.crontab is not None:
             c = task.crontab
             if not str(c.day_of_month).startswith("*") and not str(c.day_of_week).startswith("*"):
-                raise _Skip(
+                raise Skip(
                     "day_of_month and day_of_week are both restricted: Celery runs when both "
                     "match, cron when either does"
                 )
@@ -73,13 +73,13 @@ def plan_celery_beat(
             tz = getattr(c.timezone, "key", None) or str(c.timezone or "UTC")
             fields.update(kind="cron", cron=cron, timezone=tz)
         else:
-            raise _Skip("no schedule attached")
+            raise Skip("no schedule attached")
         if task.one_off and fields["kind"] != "once":
             fields["max_runs"] = 1
         if task.start_time is not None and fields["kind"] != "once":
-            fields["start_at"] = _second(task.start_time)
+            fields["start_at"] = whole_second(task.start_time)
         if task.expires is not None:
-            fields["end_at"] = _second(task.expires)
+            fields["end_at"] = whole_second(task.expires)
         dropped = [
             f
             for f in ("queue", "exchange", "routing_key", "priority", "expire_seconds")
@@ -98,7 +98,7 @@ def plan_celery_beat(
             notes.append(f"description kept in metadata['description']{cut}")
         return fields, bool(task.enabled)
 
-    return _plan(CELERY_BEAT, task.pk, task.name, f"celery-beat-{task.pk}", build)
+    return make_plan(CELERY_BEAT, task.pk, task.name, f"celery-beat-{task.pk}", build)
 
 
 def load_celery_beat() -> Iterator[Any]:

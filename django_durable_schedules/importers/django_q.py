@@ -11,11 +11,11 @@ from .plans import (
     DJANGO_Q,
     DJANGO_Q_MODEL,
     Plan,
-    _callback,
-    _payload,
-    _plan,
-    _second,
-    _Skip,
+    Skip,
+    make_plan,
+    payload_of,
+    registered_callback,
+    whole_second,
 )
 
 
@@ -34,7 +34,7 @@ def _q_arguments(args: str | None, kwargs: str | None) -> tuple[tuple[Any, ...],
         if kwargs:
             parsed_kwargs = _q_kwargs(kwargs)
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
-        raise _Skip("args/kwargs are not Python literals") from None
+        raise Skip("args/kwargs are not Python literals") from None
     return parsed_args, parsed_kwargs
 
 
@@ -73,17 +73,17 @@ def plan_django_q(
     """
 
     def build(notes: list[str]) -> tuple[dict[str, Any], bool]:
-        callback = _callback(schedule.func, callback_map, registered)
+        callback = registered_callback(schedule.func, callback_map, registered)
         if schedule.repeats == 0:
-            raise _Skip("repeats is 0: nothing left to run")
+            raise Skip("repeats is 0: nothing left to run")
         args, kwargs = _q_arguments(schedule.args, schedule.kwargs)
         if kwargs.pop("q_options", None) is not None:
             notes.append("q_options dropped")
-        fields: dict[str, Any] = {"callback": callback, "payload": _payload(args, kwargs, notes)}
+        fields: dict[str, Any] = {"callback": callback, "payload": payload_of(args, kwargs, notes)}
         kind = schedule.schedule_type
-        next_run = _second(schedule.next_run)
+        next_run = whole_second(schedule.next_run)
         if next_run is None and kind != "C":
-            raise _Skip("no next_run")
+            raise Skip("no next_run")
         local = next_run.astimezone(ZoneInfo(time_zone)) if next_run else None
         if local is not None and local.second and kind in ("D", "W", "M", "BM", "Q", "Y"):
             notes.append("seconds of next_run dropped (cron runs on whole minutes)")
@@ -111,7 +111,7 @@ def plan_django_q(
         elif kind == "C":
             fields.update(kind="cron", cron=(schedule.cron or "").strip(), timezone=time_zone)
         else:
-            raise _Skip(f"unknown schedule_type {kind!r}")
+            raise Skip(f"unknown schedule_type {kind!r}")
         if schedule.repeats > 0 and kind != "O":
             fields["max_runs"] = schedule.repeats
         dropped = [
@@ -121,7 +121,7 @@ def plan_django_q(
             notes.append(f"not mapped: {', '.join(dropped)}")
         return fields, True
 
-    return _plan(DJANGO_Q, schedule.pk, schedule.name or "", f"django-q-{schedule.pk}", build)
+    return make_plan(DJANGO_Q, schedule.pk, schedule.name or "", f"django-q-{schedule.pk}", build)
 
 
 def load_django_q() -> Iterator[Any]:

@@ -53,8 +53,8 @@ class Result:
     schedule: Any = None
 
 
-class _Skip(Exception):
-    pass
+class Skip(Exception):
+    """A source row that cannot be imported; its message says why (:attr:`Plan.skip`)."""
 
 
 def schedule_name(text: str, fallback: str) -> str:
@@ -81,16 +81,21 @@ def parse_callback_map(items: Iterable[str]) -> dict[str, str]:
     return mapping
 
 
-def _callback(task: str, callback_map: Mapping[str, str], registered: Container[str]) -> str:
+def registered_callback(
+    task: str, callback_map: Mapping[str, str], registered: Container[str]
+) -> str:
+    """The registered callback name of the source's task path ``task`` (mapped through
+    ``callback_map`` first). Raises :class:`Skip` when that name is not in ``registered``."""
     name = callback_map.get(task, task)
     if name not in registered:
         if task in callback_map:
-            raise _Skip(f"--callback-map maps {task!r} to {name!r}, which is not registered")
-        raise _Skip(f"{task!r} is not a registered callback (map it with --callback-map)")
+            raise Skip(f"--callback-map maps {task!r} to {name!r}, which is not registered")
+        raise Skip(f"{task!r} is not a registered callback (map it with --callback-map)")
     return name
 
 
-def _second(value: datetime | None) -> datetime | None:
+def whole_second(value: datetime | None) -> datetime | None:
+    """The aware ``value`` in UTC, truncated to whole seconds (None stays None)."""
     return None if value is None else value.replace(microsecond=0).astimezone(UTC)
 
 
@@ -98,29 +103,35 @@ def _json(value: Any, what: str) -> Any:
     try:
         json.dumps(value)
     except (TypeError, ValueError):
-        raise _Skip(f"{what} is not JSON: {value!r:.80}") from None
+        raise Skip(f"{what} is not JSON: {value!r:.80}") from None
     return value
 
 
-def _payload(args: Any, kwargs: Any, notes: list[str]) -> dict[str, Any]:
+def payload_of(args: Any, kwargs: Any, notes: list[str]) -> dict[str, Any]:
+    """A source task's arguments as a schedule's payload: its keyword arguments, and its
+    positional ones under ``"args"`` (noted in ``notes``). Raises :class:`Skip` when they
+    collide or are not JSON."""
     payload = dict(kwargs or {})
     if args:
         if "args" in payload:
-            raise _Skip("both positional args and a keyword named 'args'")
+            raise Skip("both positional args and a keyword named 'args'")
         payload["args"] = list(args)
         notes.append("positional args are in payload['args']")
     _json(payload, "the arguments")
     return payload
 
 
-def _plan(source: str, source_id: Any, source_name: str, fallback: str, build: Any) -> Plan:
+def make_plan(source: str, source_id: Any, source_name: str, fallback: str, build: Any) -> Plan:
+    """The :class:`Plan` of one source row: its schedule name from ``source_name`` (else
+    ``fallback``), and ``build(notes)`` -> ``(create_schedule fields, enabled)``; a
+    :class:`Skip` raised by ``build`` makes a skipped plan."""
     name = schedule_name(source_name, fallback)
     notes: list[str] = []
     if name != source_name:
         notes.append(f"renamed from {source_name!r}")
     try:
         fields, enabled = build(notes)
-    except _Skip as exc:
+    except Skip as exc:
         return Plan(source, str(source_id), source_name, name, None, skip=str(exc))
     fields["name"] = name
     metadata = {"imported_from": source, "source_id": str(source_id)}

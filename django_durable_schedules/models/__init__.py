@@ -16,7 +16,6 @@ triggers installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.gua
 """
 
 from ..limits import METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
-from ..payloads import metadata_errors as _metadata_errors
 from .backfills import Backfill, BackfillQuerySet, backfills_open, with_backfill_flag
 from .calendars import ExclusionCalendar, ExclusionDate, load_exclusions, with_calendar_flag
 from .choices import (
@@ -37,7 +36,11 @@ from .choices import (
 from .events import ScheduleEvent, WorkerHeartbeat
 from .queries import ScheduleQuerySet
 from .runs import RunAttempt, RunReceipt
-from .schedule import Schedule, _default_timezone
+from .schedule import Schedule, default_timezone
+
+#: The name migrations 0001, 0006 and 0008 give ``Schedule.timezone``'s default (the same
+#: function, so the migration state never differs from the model).
+_default_timezone = default_timezone
 
 __all__ = [
     "DEFINITION_FIELDS",
@@ -64,8 +67,7 @@ __all__ = [
     "ScheduleQuerySet",
     "Status",
     "WorkerHeartbeat",
-    "_default_timezone",
-    "_metadata_errors",
+    "default_timezone",
     "backfills_open",
     "load_exclusions",
     "with_backfill_flag",

@@ -35,7 +35,9 @@ from .loading import FastLoading
 from .queries import ScheduleQuerySet
 
 
-def _default_timezone() -> str:
+def default_timezone() -> str:
+    """A new schedule's time zone: the project's ``TIME_ZONE``, else ``"UTC"`` (read at call
+    time)."""
     return settings.TIME_ZONE or "UTC"
 
 
@@ -63,7 +65,7 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
     rrule = models.CharField(max_length=500, blank=True, default="", help_text=RRULE_HELP)
     timezone = models.CharField(
         max_length=64,
-        default=_default_timezone,
+        default=default_timezone,
         blank=True,
         help_text="IANA time zone the cron, the rule and the instants are read in: "
         "'Europe/Paris', 'America/New_York', 'Asia/Tokyo', 'UTC' (any case). Blank: the "
@@ -331,7 +333,7 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
 
     def _normalize(self) -> None:
         if not self.timezone:
-            self.timezone = _default_timezone()
+            self.timezone = default_timezone()
         self.timezone = timing.canonical_timezone(self.timezone)  # europe/paris: Europe/Paris
         if self.cron:
             self.cron = " ".join(self.cron.split())

@@ -12,7 +12,7 @@ template, so that fragments compose (the schedule list's columns are made of the
 * ``{% dds_cadence schedule %}``: the cadence (``every 5 minutes``; for cron the expression
   and, below it, its words: ``cadence.html``; :func:`~..admin.display.cadence`);
 * ``{% dds_when instant zone_name %}``: an instant in the zone and, below it, in UTC, as of
-  now (``when.html``; a dash for none; :func:`~..admin.display._when`).
+  now (``when.html``; a dash for none; :func:`~..admin.display.when`).
 
 Each renders trimmed, as the columns do (no stray whitespace inside the inline HTML), and
 none queries the database: what they show is on the objects passed to them.
@@ -60,6 +60,6 @@ def dds_cadence(schedule: Schedule) -> SafeString | str:
 
 @register.simple_tag
 def dds_when(value: datetime | None, zone_name: str | None) -> SafeString:
-    from ..admin.display import _when
+    from ..admin.display import when
 
-    return _when(value, zone_name, now=dj_timezone.now())
+    return when(value, zone_name, now=dj_timezone.now())

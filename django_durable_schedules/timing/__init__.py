@@ -61,16 +61,8 @@ The package, one module per concern (each imports only the ones listed before it
 from __future__ import annotations
 
 from .articles import with_article
-
-# The private names imported ``as`` themselves stay reachable as ``timing.<name>``: the cached
-# helpers (``timing._compile.cache_clear()`` clears the one cache) and the cron expansion.
-from .cron import _day_instants as _day_instants
-from .cron import _plain_day as _plain_day
-from .cron_plan import _compile as _compile
-from .cron_plan import _month_shapes as _month_shapes
 from .cron_plan import validate_cron
 from .cron_syntax import CRON_MACROS, is_wildcard_cron
-from .cron_syntax import _expand as _expand
 from .delays import backoff_seconds, jitter_offset
 from .descriptions import describe, rrule_description
 from .errors import InvalidSchedule, PlanningBudgetExceeded
@@ -86,9 +78,7 @@ from .exclusions import (
 )
 from .instants import MAX_YEAR, UTC, require_aware, truncate_to_second
 from .intervals import MAX_INTERVAL_SECONDS, MIN_INTERVAL_SECONDS, validate_interval
-from .rrule import _compile as _compile_rrule  # noqa: F401 (its cache: _compile_rrule.cache_clear())
 from .rrule import rrule_dtstart, validate_rrule
-from .rrule_grid import _run as _run
 from .rrule_syntax import parse_rrule
 from .rrule_words import rrule_in_words
 from .slots import (
@@ -104,7 +94,6 @@ from .slots import (
 )
 from .spec import KINDS, Spec
 from .zone_rules import reload_zone_rules, rules_version, zone_rules_id
-from .zones import _zone as _zone
 from .zones import canonical_timezone, validate_timezone, zone_names
 from .zones import known_zones as known_zones
 

@@ -21,8 +21,8 @@ from zoneinfo import ZoneInfo
 
 from cronsim import CronSim
 
-from .cron_plan import _CronPlan
-from .instants import _FIRST_INSTANT, _LAST_INSTANT, _MINUTE, _SECOND, MAX_YEAR, UTC
+from .cron_plan import CronPlan
+from .instants import FIRST_INSTANT, LAST_INSTANT, MAX_YEAR, MINUTE, SECOND, UTC
 
 # --------------------------------------------------------------------------------------
 # Cron evaluation
@@ -54,7 +54,7 @@ _PLAIN_DAY_PROBE_HOURS = (-3, 0, 3, 6, 9, 12, 15, 18, 21, 24, 27)
 
 
 @functools.lru_cache(maxsize=4096)
-def _plain_day(tz: ZoneInfo, day: date) -> tuple[datetime, datetime] | None:
+def plain_day(tz: ZoneInfo, day: date) -> tuple[datetime, datetime] | None:
     """UTC bounds [start, end) of local ``day`` if the zone's offset does not change from a
     few hours before its midnight to a few hours after the next one; else None.
 
@@ -63,7 +63,7 @@ def _plain_day(tz: ZoneInfo, day: date) -> tuple[datetime, datetime] | None:
     either midnight."""
     try:
         start = datetime.combine(day, time(), tzinfo=tz).astimezone(UTC)
-        offset = (start - _SECOND).astimezone(tz).utcoffset()
+        offset = (start - SECOND).astimezone(tz).utcoffset()
         for hours in _PLAIN_DAY_PROBE_HOURS:
             if (start + timedelta(hours=hours)).astimezone(tz).utcoffset() != offset:
                 return None
@@ -75,8 +75,8 @@ def _plain_day(tz: ZoneInfo, day: date) -> tuple[datetime, datetime] | None:
 def _first_instant_after_gap(tz: ZoneInfo, wall: datetime, lo: datetime, hi: datetime) -> datetime:
     """The first instant whose reading is later than ``wall``, a wall time that a
     spring-forward gap skips; ``lo < that instant <= hi`` (bisection over seconds)."""
-    while hi - lo > _SECOND:
-        middle = lo + timedelta(seconds=(hi - lo) // _SECOND // 2)
+    while hi - lo > SECOND:
+        middle = lo + timedelta(seconds=(hi - lo) // SECOND // 2)
         if _reading(middle, tz) > wall:
             hi = middle
         else:
@@ -84,7 +84,7 @@ def _first_instant_after_gap(tz: ZoneInfo, wall: datetime, lo: datetime, hi: dat
     return hi
 
 
-def _wall_instants(plan: _CronPlan, wall: datetime) -> tuple[datetime, ...]:
+def _wall_instants(plan: CronPlan, wall: datetime) -> tuple[datetime, ...]:
     """The instants at which a matching wall time fires."""
     tz = plan.tz
     candidates = sorted({wall.replace(tzinfo=tz, fold=fold).astimezone(UTC) for fold in (0, 1)})
@@ -97,7 +97,7 @@ def _wall_instants(plan: _CronPlan, wall: datetime) -> tuple[datetime, ...]:
 
 
 @functools.lru_cache(maxsize=256)
-def _day_instants(plan: _CronPlan, day: date) -> tuple[datetime, ...]:
+def day_instants(plan: CronPlan, day: date) -> tuple[datetime, ...]:
     """All fire instants of the wall times of a firing ``day`` with a DST change, sorted."""
     midnight = datetime.combine(day, time())
     instants: set[datetime] = set()
@@ -106,21 +106,21 @@ def _day_instants(plan: _CronPlan, day: date) -> tuple[datetime, ...]:
     return tuple(sorted(instants))
 
 
-def _first_instant_of_day_after(plan: _CronPlan, day: date, after: datetime) -> datetime | None:
+def _first_instant_of_day_after(plan: CronPlan, day: date, after: datetime) -> datetime | None:
     """The first fire instant strictly after ``after`` among the wall times of ``day``."""
-    bounds = _plain_day(plan.tz, day)
+    bounds = plain_day(plan.tz, day)
     if bounds is None:
-        instants = _day_instants(plan, day)
+        instants = day_instants(plan, day)
         index = bisect.bisect_right(instants, after)
         return instants[index] if index < len(instants) else None
     start = bounds[0]
-    index = bisect.bisect_right(plan.minutes_of_day, (after - start) // _MINUTE)
+    index = bisect.bisect_right(plan.minutes_of_day, (after - start) // MINUTE)
     if index == len(plan.minutes_of_day):
         return None
-    return start + plan.minutes_of_day[index] * _MINUTE
+    return start + plan.minutes_of_day[index] * MINUTE
 
 
-def _next_firing_day(plan: _CronPlan, day: date) -> date | None:
+def _next_firing_day(plan: CronPlan, day: date) -> date | None:
     """The first date >= ``day`` that the calendar fields select (None after MAX_YEAR).
     Looks at the next few dates directly, then lets cronsim jump (it gives up after 50
     years without a match, which only an expression rejected by validate_cron can need)."""
@@ -128,7 +128,7 @@ def _next_firing_day(plan: _CronPlan, day: date) -> date | None:
         if plan.matches_day(day):
             return day if day.year <= MAX_YEAR else None
         day += timedelta(days=1)
-    engine = CronSim(plan.day_expr, datetime.combine(day, time()) - _SECOND)
+    engine = CronSim(plan.day_expr, datetime.combine(day, time()) - SECOND)
     try:
         day = next(engine).date()
     except (StopIteration, OverflowError):
@@ -136,7 +136,7 @@ def _next_firing_day(plan: _CronPlan, day: date) -> date | None:
     return day if day.year <= MAX_YEAR else None
 
 
-def _cron_next(plan: _CronPlan, after: datetime) -> datetime | None:
+def _cron_next(plan: CronPlan, after: datetime) -> datetime | None:
     """First slot strictly after the UTC instant ``after`` (whole seconds), or None.
 
     Walks the firing dates from ``after``'s local date and returns the earliest instant
@@ -145,10 +145,10 @@ def _cron_next(plan: _CronPlan, after: datetime) -> datetime | None:
     answer (a repeated hour can put instants of one date before those of the previous).
     A date without DST change ends before the next one starts, so it needs neither.
     """
-    if after >= _LAST_INSTANT:
+    if after >= LAST_INSTANT:
         return None
     day = _reading(after, plan.tz).date()
-    if _plain_day(plan.tz, day - timedelta(days=1)) is None:
+    if plain_day(plan.tz, day - timedelta(days=1)) is None:
         day -= timedelta(days=1)
     best: datetime | None = None
     best_day: date | None = None
@@ -159,24 +159,24 @@ def _cron_next(plan: _CronPlan, after: datetime) -> datetime | None:
         found = _first_instant_of_day_after(plan, firing, after)
         if found is not None and (best is None or found < best):
             best, best_day = found, firing
-        if best_day is not None and _plain_day(plan.tz, best_day) is not None:
+        if best_day is not None and plain_day(plan.tz, best_day) is not None:
             break
         day = firing + timedelta(days=1)
-    return best if best is not None and best <= _LAST_INSTANT else None
+    return best if best is not None and best <= LAST_INSTANT else None
 
 
-def _cron_from(plan: _CronPlan, lo: datetime) -> datetime | None:
+def cron_from(plan: CronPlan, lo: datetime) -> datetime | None:
     """First slot at or after the UTC instant ``lo`` (whole seconds), or None."""
-    return _cron_next(plan, max(lo, _FIRST_INSTANT) - _SECOND)
+    return _cron_next(plan, max(lo, FIRST_INSTANT) - SECOND)
 
 
-def _cron_count(plan: _CronPlan, lo: datetime, hi_excl: datetime, cap: int) -> int:
+def cron_count(plan: CronPlan, lo: datetime, hi_excl: datetime, cap: int) -> int:
     """Slots in [lo, hi_excl), at most ``cap``, day by firing local day: a day without DST
     change is counted arithmetically (its wall minutes map linearly to UTC); the instants
     of a day with one are collected in a set, since a gap straddling midnight can move
     slots of two dates onto the same instant."""
     tz = plan.tz
-    lo, hi_excl = max(lo, _FIRST_INSTANT), min(hi_excl, _LAST_INSTANT + _SECOND)
+    lo, hi_excl = max(lo, FIRST_INSTANT), min(hi_excl, LAST_INSTANT + SECOND)
     plain_total = 0
     dst_instants: set[datetime] = set()
     day = _reading(lo, tz).date() - timedelta(days=1)
@@ -186,9 +186,9 @@ def _cron_count(plan: _CronPlan, lo: datetime, hi_excl: datetime, cap: int) -> i
         if firing_day is None or firing_day > last_day:
             break
         day = firing_day
-        bounds = _plain_day(tz, day)
+        bounds = plain_day(tz, day)
         if bounds is None:
-            instants = _day_instants(plan, day)
+            instants = day_instants(plan, day)
             first = bisect.bisect_left(instants, lo)
             dst_instants.update(instants[first : bisect.bisect_left(instants, hi_excl)])
         else:
@@ -200,18 +200,18 @@ def _cron_count(plan: _CronPlan, lo: datetime, hi_excl: datetime, cap: int) -> i
     return min(plain_total + len(dst_instants), cap)
 
 
-def _cron_latest(plan: _CronPlan, lo: datetime, hi: datetime) -> datetime | None:
+def cron_latest(plan: CronPlan, lo: datetime, hi: datetime) -> datetime | None:
     """Latest slot in [lo, hi] by bisection over the forward search: O(log(hi - lo))
     searches, so 30 days of ``* * * * *`` costs ~22 of them, not 43,200."""
-    best = _cron_from(plan, lo)
+    best = cron_from(plan, lo)
     if best is None or best > hi:
         return None
     top = hi  # invariant: best is a slot, and no slot lies in (top, hi]
     while best < top:
-        middle = best + timedelta(seconds=math.ceil((top - best) / _SECOND / 2))
-        slot = _cron_from(plan, middle)
+        middle = best + timedelta(seconds=math.ceil((top - best) / SECOND / 2))
+        slot = cron_from(plan, middle)
         if slot is not None and slot <= hi:
             best = slot
         else:
-            top = middle - _SECOND
+            top = middle - SECOND
     return best

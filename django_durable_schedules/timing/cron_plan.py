@@ -1,4 +1,4 @@
-"""Cron compilation: a validated expression in a zone becomes a cached :class:`_CronPlan`
+"""Cron compilation: a validated expression in a zone becomes a cached :class:`CronPlan`
 (its minutes, hours, months and cronsim's day matcher), refused if it can never fire.
 
 ``cronsim`` parses the fields and decides which dates fire (months, the
@@ -19,14 +19,17 @@ from zoneinfo import ZoneInfo
 
 from cronsim import CronSim, CronSimError
 
-from .cron_syntax import _FIELDS, _check_item, _expand
+from .cron_syntax import CRON_FIELDS, check_item, expand_cron
 from .errors import InvalidSchedule
-from .instants import _MINUTE
-from .zones import _zone, validate_timezone
+from .instants import MINUTE
+from .zones import validate_timezone, zone_info
 
 
 @dataclass(frozen=True, eq=False)  # identity hash: plans are cached per (expression, zone)
-class _CronPlan:
+class CronPlan:
+    """A cron expression compiled for one zone (:func:`compile_cron`): its normalized and
+    five-field forms and what evaluation reads from them."""
+
     normalized: str
     expanded: str
     wildcard: bool
@@ -44,8 +47,8 @@ class _CronPlan:
 
     def count_minutes_of_day(self, start: timedelta, end: timedelta) -> int:
         """How many matching wall times ``00:00 + k minutes`` satisfy start <= k < end."""
-        first = math.ceil(start / _MINUTE)
-        last = math.ceil(end / _MINUTE)
+        first = math.ceil(start / MINUTE)
+        last = math.ceil(end / MINUTE)
         return bisect.bisect_left(self.minutes_of_day, last) - bisect.bisect_left(
             self.minutes_of_day, first
         )
@@ -66,7 +69,7 @@ def _month_shapes() -> tuple[tuple[int, int], ...]:
     return tuple(seen.values())
 
 
-def _can_ever_fire(plan: _CronPlan) -> bool:
+def _can_ever_fire(plan: CronPlan) -> bool:
     for year, month in _month_shapes():
         if month not in plan.months:
             continue
@@ -95,21 +98,21 @@ def _engine(expanded: str, start: datetime) -> CronSim:
 
 
 @functools.lru_cache(maxsize=1024)
-def _compile(expr: str, tz_name: str) -> _CronPlan:
+def compile_cron(expr: str, tz_name: str) -> CronPlan:
     """Check syntax field by field, then build the plan; cached per (expr, zone)."""
-    normalized, expanded = _expand(expr)
+    normalized, expanded = expand_cron(expr)
     fields = expanded.split()
-    for field, text in zip(_FIELDS, fields, strict=True):
+    for field, text in zip(CRON_FIELDS, fields, strict=True):
         for item in text.split(","):
-            _check_item(field, item)
+            check_item(field, item)
     minute, hour, dom, month, dow = fields
     reference = datetime(2000, 1, 1)
     times = _engine(f"{minute} {hour} * * *", reference)
-    plan = _CronPlan(
+    plan = CronPlan(
         normalized=normalized,
         expanded=expanded,
         wildcard=minute.startswith("*") or hour.startswith("*"),
-        tz=_zone(validate_timezone(tz_name)),
+        tz=zone_info(validate_timezone(tz_name)),
         minutes=frozenset(times.minutes),
         hours=frozenset(times.hours),
         months=frozenset(_engine(f"* * * {month} *", reference).months),
@@ -140,4 +143,4 @@ def validate_cron(expr: str, timezone: str = "UTC") -> str:
     (``0 0 30 2 *``: "can never fire: ..."). Also raises
     ``InvalidSchedule("timezone", ...)`` for an unknown ``timezone``.
     """
-    return _compile(expr, timezone).normalized
+    return compile_cron(expr, timezone).normalized

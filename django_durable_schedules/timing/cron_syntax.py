@@ -32,7 +32,7 @@ class _CronField:
 
 _MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _DAY_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
-_FIELDS = (
+CRON_FIELDS = (
     _CronField("minute", 0, 59, 60),
     _CronField("hour", 0, 23, 24),
     _CronField("day-of-month", 1, 31, 31),
@@ -130,7 +130,7 @@ def _check_day_of_week_extension(field: _CronField, item: str) -> bool:
     return False
 
 
-def _check_item(field: _CronField, item: str) -> None:
+def check_item(field: _CronField, item: str) -> None:
     """Validate one comma-separated item of a field; raise InvalidSchedule naming both."""
     if item == "":
         raise _cron_error(field, "empty list item (check the commas)")
@@ -146,7 +146,7 @@ def _check_item(field: _CronField, item: str) -> None:
     _check_range_or_value(field, item, base)
 
 
-def _expand(expr: str) -> tuple[str, str]:
+def expand_cron(expr: str) -> tuple[str, str]:
     """(normalized, five-field expansion) of a cron expression, or InvalidSchedule."""
     if not isinstance(expr, str) or not expr.strip():
         raise InvalidSchedule("cron", "cron expression is empty")
@@ -181,5 +181,5 @@ def is_wildcard_cron(expr: str) -> bool:
     matches; fixed-time jobs fire once per wall-clock match.
     Raises :class:`InvalidSchedule` ``("cron", ...)`` when ``expr`` has no 5 fields.
     """
-    minute, hour = _expand(expr)[1].split()[:2]
+    minute, hour = expand_cron(expr)[1].split()[:2]
     return minute.startswith("*") or hour.startswith("*")

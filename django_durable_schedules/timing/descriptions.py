@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .errors import InvalidSchedule
-from .instants import _trunc
+from .instants import truncate_to_second
 from .rrule_words import rrule_in_words
 from .spec import Spec
 
@@ -30,7 +30,7 @@ def describe(spec: Spec) -> str:
     if spec.kind == "rrule":
         return f"rrule '{spec.rrule}' ({spec.timezone})"
     if spec.kind == "once" and spec.run_at is not None:
-        return f"once at {_trunc(spec.run_at):%Y-%m-%d %H:%M:%S} UTC"
+        return f"once at {truncate_to_second(spec.run_at):%Y-%m-%d %H:%M:%S} UTC"
     return f"{spec.kind} schedule"
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from .errors import InvalidSchedule
 from .exclusions import FIELD, HORIZON_YEARS, Exclusion, day_start, local_date, next_day_start
-from .instants import _SECOND
+from .instants import SECOND
 
 if TYPE_CHECKING:
     from .spec import Spec
@@ -82,7 +82,7 @@ def skip_excluded(
         after = next_day_start(why.date, spec.timezone)
         if after is None:
             return None
-        found = raw(max(after, slot + _SECOND))
+        found = raw(max(after, slot + SECOND))
         if found is None:
             return None
         slot = found
@@ -107,7 +107,7 @@ def latest_not_excluded(
         if why is None:
             return slot
         start = day_start(why.date, spec.timezone)
-        hi = min(start, slot) - _SECOND if start is not None else slot - _SECOND
+        hi = min(start, slot) - SECOND if start is not None else slot - SECOND
         if hi < lo:
             return None
         slot = raw(lo, hi)
@@ -134,7 +134,7 @@ def count_excluded_days(
         start = day_start(exclusion.date, zone)
         end = next_day_start(exclusion.date, zone)
         a = max(lo, start) if start is not None else lo
-        b = min(hi, end - _SECOND) if end is not None else hi
+        b = min(hi, end - SECOND) if end is not None else hi
         if b < a:
             continue
         count = raw(a, b)

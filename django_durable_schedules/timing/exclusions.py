@@ -21,7 +21,7 @@ from typing import Any
 
 from .errors import InvalidSchedule
 from .instants import MAX_YEAR, UTC
-from .zones import _zone
+from .zones import zone_info
 
 #: The schedule field the errors of this module name (the API and the admin show it there).
 FIELD = "exclusion_calendars"
@@ -230,7 +230,7 @@ def exclusions_of(
 
 def local_date(instant: datetime, zone: str) -> date:
     """The date that the aware ``instant`` reads in the IANA ``zone``."""
-    return instant.astimezone(_zone(zone)).date()
+    return instant.astimezone(zone_info(zone)).date()
 
 
 def day_start(day: date, zone: str) -> datetime | None:
@@ -238,7 +238,7 @@ def day_start(day: date, zone: str) -> datetime | None:
     midnight, or the end of a gap that skips it. None past year MAX_YEAR."""
     if day.year > MAX_YEAR:
         return None
-    local = datetime.combine(day, time(0), tzinfo=_zone(zone))  # fold=0: before a gap
+    local = datetime.combine(day, time(0), tzinfo=zone_info(zone))  # fold=0: before a gap
     return local.astimezone(UTC)
 
 

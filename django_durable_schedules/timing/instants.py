@@ -15,11 +15,11 @@ from .errors import InvalidSchedule
 UTC = timezone.utc  # noqa: UP017 (the same object as datetime.UTC)
 MAX_YEAR = 9000  # fire times later than this year are "never" (None), never an OverflowError
 
-_SECOND = timedelta(seconds=1)
-_MINUTE = timedelta(minutes=1)
+SECOND = timedelta(seconds=1)
+MINUTE = timedelta(minutes=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_LAST_INSTANT = datetime(MAX_YEAR, 12, 31, 23, 59, 59, tzinfo=UTC)
-_FIRST_INSTANT = datetime(2, 1, 1, tzinfo=UTC)  # cron searches never start earlier (no underflow)
+LAST_INSTANT = datetime(MAX_YEAR, 12, 31, 23, 59, 59, tzinfo=UTC)
+FIRST_INSTANT = datetime(2, 1, 1, tzinfo=UTC)  # cron searches never start earlier (no underflow)
 
 
 def require_aware(value: datetime, field: str) -> datetime:
@@ -60,20 +60,16 @@ def truncate_to_second(value: datetime, field: str = "datetime") -> datetime:
     return value.replace(microsecond=0) if value.microsecond else value
 
 
-def _to_seconds(value: datetime) -> int:
+def to_seconds(value: datetime) -> int:
     """Whole seconds since the Unix epoch of an aware UTC datetime without microseconds."""
-    return (value - _EPOCH) // _SECOND
+    return (value - _EPOCH) // SECOND
 
 
-def _from_seconds(seconds: int) -> datetime | None:
+def from_seconds(seconds: int) -> datetime | None:
     """The UTC instant ``seconds`` after the epoch, or None when it lies after MAX_YEAR."""
     if seconds > _LAST_SECONDS:
         return None
     return _EPOCH + timedelta(seconds=seconds)
 
 
-_LAST_SECONDS = _to_seconds(_LAST_INSTANT)
-
-
-def _trunc(value: datetime, field: str = "datetime") -> datetime:
-    return truncate_to_second(value, field)
+_LAST_SECONDS = to_seconds(LAST_INSTANT)

@@ -32,19 +32,19 @@ from datetime import datetime, time, timedelta
 from dateutil import rrule as du
 
 from .errors import InvalidSchedule
-from .instants import _FIRST_INSTANT, _LAST_INSTANT, _SECOND, MAX_YEAR
+from .instants import FIRST_INSTANT, LAST_INSTANT, MAX_YEAR, SECOND
 from .rrule_grid import (
-    _CYCLE_YEARS,
-    _DATEUTIL_LAST_YEAR,
+    CYCLE_YEARS,
+    DATEUTIL_LAST_YEAR,
     HORIZON_YEARS,
-    _grid,
-    _instant,
-    _occurrences,
-    _reading,
-    _RulePlan,
+    RulePlan,
+    grid_occurrences,
+    local_instant,
+    local_reading,
+    rule_grid,
 )
 from .rrule_syntax import FREQS, RuleParts, parse_rrule, with_defaults
-from .zones import _zone, validate_timezone
+from .zones import validate_timezone, zone_info
 
 
 def rrule_dtstart(timezone: str, start_at: datetime | None, created: datetime | None) -> datetime:
@@ -52,7 +52,7 @@ def rrule_dtstart(timezone: str, start_at: datetime | None, created: datetime | 
     the zone, else local midnight of the day of ``created`` (aware, the creation time).
     Both are truncated to whole seconds. Raises :class:`InvalidSchedule` ``("rrule", ...)``
     when neither is given."""
-    tz = _zone(timezone)
+    tz = zone_info(timezone)
     if start_at is not None:
         return start_at.astimezone(tz).replace(tzinfo=None, microsecond=0)
     if created is None:
@@ -62,35 +62,35 @@ def rrule_dtstart(timezone: str, start_at: datetime | None, created: datetime | 
     return datetime.combine(created.astimezone(tz).date(), time())
 
 
-def _search_start(plan: _RulePlan, lo: datetime) -> datetime:
+def _search_start(plan: RulePlan, lo: datetime) -> datetime:
     """The earliest local time whose instant may be at or after ``lo``: a local time in a
     gap maps later than its reading, by the offset in force before the gap."""
     tz = plan.tz
-    earlier = max(lo - timedelta(days=2), _FIRST_INSTANT)
+    earlier = max(lo - timedelta(days=2), FIRST_INSTANT)
     readings = [
-        _reading(lo, tz),
+        local_reading(lo, tz),
         (lo + (earlier.astimezone(tz).utcoffset() or timedelta())).replace(tzinfo=None),
     ]
     return max(min(readings), plan.dtstart)
 
 
-def _until_passed(plan: _RulePlan, local: datetime) -> bool:
+def _until_passed(plan: RulePlan, local: datetime) -> bool:
     """Past UNTIL for good: no later local time can map to an instant at or before it."""
     until = plan.parts.until
-    return until is not None and local > _reading(until, plan.tz) + timedelta(days=2)
+    return until is not None and local > local_reading(until, plan.tz) + timedelta(days=2)
 
 
-def _rrule_from(plan: _RulePlan, lo: datetime) -> datetime | None:
+def rrule_from(plan: RulePlan, lo: datetime) -> datetime | None:
     """First slot at or after the UTC instant ``lo`` (whole seconds), or None.
 
     Local times map to instants in order, except that a local time inside a gap maps up to
     the gap's length later: after a hit from a gap, later local times are still looked at
     until one reads at or after that instant."""
-    lo = max(lo, _FIRST_INSTANT)
+    lo = max(lo, FIRST_INSTANT)
     until = plan.parts.until
     best: datetime | None = None
-    for local, instant in _occurrences(plan, _search_start(plan, lo), 2):
-        if best is not None and local >= _reading(best, plan.tz):
+    for local, instant in grid_occurrences(plan, _search_start(plan, lo), 2):
+        if best is not None and local >= local_reading(best, plan.tz):
             break
         if _until_passed(plan, local):
             break
@@ -98,58 +98,56 @@ def _rrule_from(plan: _RulePlan, lo: datetime) -> datetime | None:
             continue
         if best is None or instant < best:
             best = instant
-        if _reading(instant, plan.tz) == local:  # not in a gap: nothing later maps earlier
+        if local_reading(instant, plan.tz) == local:  # not in a gap: nothing later maps earlier
             break
-    return best if best is not None and best <= _LAST_INSTANT else None
+    return best if best is not None and best <= LAST_INSTANT else None
 
 
-def _rrule_upcoming(
-    plan: _RulePlan, lo: datetime, hi: datetime | None, count: int
-) -> list[datetime]:
+def rrule_upcoming(plan: RulePlan, lo: datetime, hi: datetime | None, count: int) -> list[datetime]:
     """The first ``count`` slots at or after ``lo`` and not after ``hi`` (None: open), in
-    one walk of the occurrences (the stop rule of :func:`_rrule_from`, for the count-th)."""
+    one walk of the occurrences (the stop rule of :func:`rrule_from`, for the count-th)."""
     if count == 0:
         return []
     until = plan.parts.until
     hi = until if hi is None else (hi if until is None else min(hi, until))
-    stop = _reading(hi, plan.tz) + timedelta(days=2) if hi is not None else None
+    stop = local_reading(hi, plan.tz) + timedelta(days=2) if hi is not None else None
     found: list[datetime] = []
-    start = _search_start(plan, max(lo, _FIRST_INSTANT))
-    for local, instant in _occurrences(plan, start, count + 1):
-        if len(found) >= count and local >= _reading(found[count - 1], plan.tz):
+    start = _search_start(plan, max(lo, FIRST_INSTANT))
+    for local, instant in grid_occurrences(plan, start, count + 1):
+        if len(found) >= count and local >= local_reading(found[count - 1], plan.tz):
             break
         if stop is not None and local > stop:
             break
         if instant < lo or (hi is not None and instant > hi) or instant in found:
             continue
         bisect.insort(found, instant)
-    return [slot for slot in found[:count] if slot <= _LAST_INSTANT]
+    return [slot for slot in found[:count] if slot <= LAST_INSTANT]
 
 
-def _rrule_latest(plan: _RulePlan, lo: datetime, hi: datetime) -> datetime | None:
+def rrule_latest(plan: RulePlan, lo: datetime, hi: datetime) -> datetime | None:
     """Latest slot in [lo, hi] by bisection over the forward search (as for cron):
     O(log(hi - lo)) searches."""
-    best = _rrule_from(plan, lo)
+    best = rrule_from(plan, lo)
     if best is None or best > hi:
         return None
     top = hi  # invariant: best is a slot, and no slot lies in (top, hi]
     while best < top:
-        middle = best + timedelta(seconds=math.ceil((top - best) / _SECOND / 2))
-        slot = _rrule_from(plan, middle)
+        middle = best + timedelta(seconds=math.ceil((top - best) / SECOND / 2))
+        slot = rrule_from(plan, middle)
         if slot is not None and slot <= hi:
             best = slot
         else:
-            top = middle - _SECOND
+            top = middle - SECOND
     return best
 
 
-def _rrule_count(plan: _RulePlan, lo: datetime, hi_excl: datetime, cap: int) -> int:
+def rrule_count(plan: RulePlan, lo: datetime, hi_excl: datetime, cap: int) -> int:
     """Distinct slots in [lo, hi_excl), at most ``cap``: the occurrences are walked (at
     most ``cap`` of them counted), each instant once."""
     until = plan.parts.until
-    stop = _reading(min(hi_excl, _LAST_INSTANT + _SECOND), plan.tz) + timedelta(days=2)
+    stop = local_reading(min(hi_excl, LAST_INSTANT + SECOND), plan.tz) + timedelta(days=2)
     seen: set[datetime] = set()
-    for local, instant in _occurrences(plan, _search_start(plan, max(lo, _FIRST_INSTANT)), 64):
+    for local, instant in grid_occurrences(plan, _search_start(plan, max(lo, FIRST_INSTANT)), 64):
         if local > stop or _until_passed(plan, local) or len(seen) >= cap:
             break
         if lo <= instant < hi_excl and (until is None or instant <= until):
@@ -168,7 +166,7 @@ def _no_day_ever_matches(p: RuleParts) -> bool:
         return False
     if not (p.bymonth or p.byweekno or p.byyearday or p.bymonthday or p.byday):
         return False
-    days = _day_rule(p, datetime(_DATEUTIL_LAST_YEAR + 1 - _CYCLE_YEARS, 1, 1))
+    days = _day_rule(p, datetime(DATEUTIL_LAST_YEAR + 1 - CYCLE_YEARS, 1, 1))
     return next(iter(days), None) is None
 
 
@@ -195,7 +193,7 @@ def _longest_gap(p: RuleParts) -> tuple[datetime, int]:
     of the defaulted rule ``p`` passes (its day parts: see :func:`_day_rule`), as the day
     that passes just before it (a date in the years 9600-9999) and its length. One walk of
     the cycle (at most 146,097 days); the cycle repeats, so this is the longest ever."""
-    cycle_start = datetime(_DATEUTIL_LAST_YEAR + 1 - _CYCLE_YEARS, 1, 1)
+    cycle_start = datetime(DATEUTIL_LAST_YEAR + 1 - CYCLE_YEARS, 1, 1)
     first = previous = None
     best: tuple[datetime, int] = (cycle_start, 0)
     for day in _day_rule(p, cycle_start):
@@ -210,12 +208,12 @@ def _longest_gap(p: RuleParts) -> tuple[datetime, int]:
     return best
 
 
-def _check_budget(plan: _RulePlan, full: RuleParts) -> None:
+def _check_budget(plan: RulePlan, full: RuleParts) -> None:
     """Raise :class:`.errors.PlanningBudgetExceeded` for a HOURLY, MINUTELY or SECONDLY
     rule whose walk over the longest run of days without a matching day goes over the
     planning budget (:data:`..limits.RRULE_PLAN_MAX_STEPS`): the walk starts the day after
     the last matching day before that run, in the first 400-year cycle at or after
-    DTSTART. (Its walk from DTSTART to the first occurrence is :func:`_compile`'s search.)
+    DTSTART. (Its walk from DTSTART to the first occurrence is :func:`cached_rule_plan`'s search.)
     Such a rule has no ordinal BYDAY, and its BYSETPOS picks within an hour, a minute or a
     second: its days are those of its day parts. A rule without day parts matches every
     day; it is left to that search and to the budget of every later search."""
@@ -227,13 +225,13 @@ def _check_budget(plan: _RulePlan, full: RuleParts) -> None:
     if days <= 1:
         return
     start = day.replace(
-        year=day.year - _CYCLE_YEARS * ((day.year - plan.dtstart.year) // _CYCLE_YEARS)
+        year=day.year - CYCLE_YEARS * ((day.year - plan.dtstart.year) // CYCLE_YEARS)
     )
     if start < plan.dtstart:
-        start = start.replace(year=start.year + _CYCLE_YEARS)
+        start = start.replace(year=start.year + CYCLE_YEARS)
     start += timedelta(days=1)
     if start.year <= MAX_YEAR - 1:
-        next(_occurrences(plan, start, 1), None)
+        next(grid_occurrences(plan, start, 1), None)
 
 
 def _day_parts(parts: RuleParts) -> str:
@@ -243,14 +241,14 @@ def _day_parts(parts: RuleParts) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _compile(text: str, zone: str, dtstart: datetime) -> _RulePlan | InvalidSchedule:
+def cached_rule_plan(text: str, zone: str, dtstart: datetime) -> RulePlan | InvalidSchedule:
     """The plan of a rule in a zone from a DTSTART, or the reason it is refused (cached
     either way: a rule that can never fire costs one bounded search, once)."""
     try:
         parts = parse_rrule(text)
         validate_timezone(zone)
         full = with_defaults(parts, dtstart)
-        plan = _RulePlan(parts, _zone(zone), zone, dtstart, _grid(full, zone, dtstart))
+        plan = RulePlan(parts, zone_info(zone), zone, dtstart, rule_grid(full, zone, dtstart))
         if _no_day_ever_matches(full):
             given = "" if _day_parts(full) == _day_parts(parts) else " (from its start)"
             message = f"can never fire: no date matches {_day_parts(full)}{given}"
@@ -261,7 +259,7 @@ def _compile(text: str, zone: str, dtstart: datetime) -> _RulePlan | InvalidSche
         # match, within the planning budget.
         plain = full.interval == 1 and not full.bysetpos and not any(n for n, _ in full.byday)
         sure = plain and full.until is None and FREQS.index(full.freq) <= FREQS.index("DAILY")
-        first = True if sure else next(_occurrences(plan, dtstart, 1), None)
+        first = True if sure else next(grid_occurrences(plan, dtstart, 1), None)
         if first is not None:
             _check_budget(plan, full)
     except InvalidSchedule as exc:
@@ -274,7 +272,7 @@ def _compile(text: str, zone: str, dtstart: datetime) -> _RulePlan | InvalidSche
             "rrule",
             f"can never fire: no occurrence in the {HORIZON_YEARS} years from its start {start}",
         )
-    if parts.until is not None and _rrule_from(plan, _instant(dtstart, plan.tz)) is None:
+    if parts.until is not None and rrule_from(plan, local_instant(dtstart, plan.tz)) is None:
         return InvalidSchedule(
             "rrule",
             f"can never fire: no occurrence between its start {start} and UNTIL {parts.until:%Y-%m-%dT%H:%M:%SZ}",
@@ -282,10 +280,10 @@ def _compile(text: str, zone: str, dtstart: datetime) -> _RulePlan | InvalidSche
     return plan
 
 
-def compile_rrule(text: str, timezone: str, dtstart: datetime) -> _RulePlan:
+def compile_rrule(text: str, timezone: str, dtstart: datetime) -> RulePlan:
     """The cached plan of ``text`` in ``timezone`` from the naive local ``dtstart``
     (see :func:`rrule_dtstart`). Raises :class:`InvalidSchedule` like :func:`validate_rrule`."""
-    plan = _compile(text, timezone, dtstart)
+    plan = cached_rule_plan(text, timezone, dtstart)
     if isinstance(plan, InvalidSchedule):
         raise type(plan)(plan.field, plan.message)
     return plan

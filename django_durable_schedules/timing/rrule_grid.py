@@ -17,7 +17,7 @@ bounded expansions (``(local time, instant)`` pairs) the searches of :mod:`.rrul
   days (``FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=29;BYDAY=MO;BYHOUR=23;BYMINUTE=59;BYSECOND=59``:
   86,400 steps a day for 28 years, minutes of work); coarser rules step a day at a time
   and stay within the 400-year window (at most 146,097 days).
-- Local times become instants by RFC 5545 §3.3.5 (:func:`_instant`).
+- Local times become instants by RFC 5545 §3.3.5 (:func:`local_instant`).
 """
 
 from __future__ import annotations
@@ -33,16 +33,16 @@ from dateutil import rrule as du
 
 from ..limits import RRULE_PLAN_MAX_STEPS
 from .errors import InvalidSchedule, PlanningBudgetExceeded
-from .instants import _SECOND, MAX_YEAR, UTC
+from .instants import MAX_YEAR, SECOND, UTC
 from .rrule_syntax import FREQS, RuleParts
-from .zones import _zone
+from .zones import zone_info
 
 #: Occurrences expanded per cached run of the rule (a search asks for as many as it needs).
 _RUN = 8
 #: Years after which a search without an occurrence gives up (one Gregorian cycle).
 HORIZON_YEARS = 400
-_CYCLE_YEARS = 400  # the Gregorian calendar (weekdays included) repeats every 400 years
-_DATEUTIL_LAST_YEAR = 9999
+CYCLE_YEARS = 400  # the Gregorian calendar (weekdays included) repeats every 400 years
+DATEUTIL_LAST_YEAR = 9999
 
 
 #: The grid origin shared by the rules it does not change (INTERVAL=1, no weekly BYSETPOS):
@@ -76,7 +76,7 @@ _STEP_COST = 7
 
 class _OverBudget(Exception):
     """Raised inside dateutil's walk by :class:`_MeteredRule` (turned into
-    :class:`.errors.PlanningBudgetExceeded` with the rule's place by :func:`_run`)."""
+    :class:`.errors.PlanningBudgetExceeded` with the rule's place by :func:`grid_run`)."""
 
 
 class _MeteredRule(du.rrule):
@@ -109,7 +109,10 @@ class _MeteredRule(du.rrule):
 
 
 @dataclass(frozen=True, eq=False)  # identity hash: plans are cached per (rule, zone, start)
-class _RulePlan:
+class RulePlan:
+    """A calendar rule compiled for one zone from one DTSTART (naive local): its parts, the
+    zone and the grid its occurrences are read from (see :func:`.rrule.cached_rule_plan`)."""
+
     parts: RuleParts
     tz: ZoneInfo
     zone: str
@@ -117,21 +120,23 @@ class _RulePlan:
     grid: _Grid
 
 
-def _grid(full: RuleParts, zone: str, dtstart: datetime) -> _Grid:
+def rule_grid(full: RuleParts, zone: str, dtstart: datetime) -> _Grid:
     """The grid of a defaulted rule from ``dtstart``: shared by every DTSTART after
     :data:`_SHARED_ORIGIN` when INTERVAL is 1 (no weekly BYSETPOS), so that schedules with
     one rule share its cached expansions."""
     weekly_setpos = full.freq == "WEEKLY" and bool(full.bysetpos)
     shared = full.interval == 1 and not weekly_setpos and dtstart >= _SHARED_ORIGIN
-    return _cached_grid(full, zone, _SHARED_ORIGIN if shared else dtstart)
+    return cached_grid(full, zone, _SHARED_ORIGIN if shared else dtstart)
 
 
 @functools.lru_cache(maxsize=1024)
-def _cached_grid(full: RuleParts, zone: str, origin: datetime) -> _Grid:
+def cached_grid(full: RuleParts, zone: str, origin: datetime) -> _Grid:
+    """The grid of ``full`` in ``zone`` from the naive local ``origin``, cached (see
+    :func:`rule_grid`, which chooses the origin)."""
     freq = FREQS.index(full.freq)  # dateutil numbers them in this order
     weekly_setpos = freq == du.WEEKLY and bool(full.bysetpos)
     kwargs = _dateutil_parts(full)
-    return _Grid(_zone(zone), freq, full.interval, full.wkst, weekly_setpos, kwargs, origin)
+    return _Grid(zone_info(zone), freq, full.interval, full.wkst, weekly_setpos, kwargs, origin)
 
 
 def _dateutil_parts(parts: RuleParts) -> tuple[tuple[str, Any], ...]:
@@ -159,13 +164,15 @@ def _dateutil_parts(parts: RuleParts) -> tuple[tuple[str, Any], ...]:
     return (("wkst", parts.wkst),) + tuple((k, v or None) for k, v in values.items())
 
 
-def _instant(naive: datetime, tz: ZoneInfo) -> datetime:
+def local_instant(naive: datetime, tz: ZoneInfo) -> datetime:
     """RFC 5545 §3.3.5: the instant of a local time; in a gap with the offset before the
     gap, in an overlap the first occurrence (both are ``fold=0`` under PEP 495)."""
     return naive.replace(tzinfo=tz, fold=0).astimezone(UTC)
 
 
-def _reading(instant: datetime, tz: ZoneInfo) -> datetime:
+def local_reading(instant: datetime, tz: ZoneInfo) -> datetime:
+    """The naive local time ``tz`` reads at the aware ``instant`` (the inverse of
+    :func:`local_instant` outside gaps and second readings)."""
     return instant.astimezone(tz).replace(tzinfo=None, fold=0)
 
 
@@ -225,7 +232,7 @@ def _anchor(grid: _Grid, naive: datetime) -> datetime:
 def _shift_years(anchor: datetime) -> int:
     """Whole 400-year cycles that move ``anchor`` into dateutil's last years, at least one
     whole year before its end (year 9999)."""
-    return _CYCLE_YEARS * max(0, (_DATEUTIL_LAST_YEAR - 1 - anchor.year) // _CYCLE_YEARS)
+    return CYCLE_YEARS * max(0, (DATEUTIL_LAST_YEAR - 1 - anchor.year) // CYCLE_YEARS)
 
 
 def over_budget(start: datetime) -> PlanningBudgetExceeded:
@@ -254,7 +261,7 @@ class _Run:
 
 
 @functools.lru_cache(maxsize=4096)
-def _run(grid: _Grid, anchor: datetime, size: int = _RUN) -> _Run:
+def grid_run(grid: _Grid, anchor: datetime, size: int = _RUN) -> _Run:
     """Up to ``size`` occurrences from ``anchor`` as ``(local time, instant)`` in local
     order (a weekly BYSETPOS: at least its first week), and where to go on: None after a
     full run (from the last local time), else the end of the window it ran out of.
@@ -263,7 +270,7 @@ def _run(grid: _Grid, anchor: datetime, size: int = _RUN) -> _Run:
     Raises :class:`.errors.PlanningBudgetExceeded` when more than
     :data:`RRULE_PLAN_MAX_STEPS` candidate times pass between two occurrences of the run."""
     shift = _shift_years(anchor)
-    end = datetime(_DATEUTIL_LAST_YEAR + 1 - shift, 1, 1)
+    end = datetime(DATEUTIL_LAST_YEAR + 1 - shift, 1, 1)
     whole_week = anchor + timedelta(days=7) if grid.weekly_setpos else anchor
     items: list[tuple[datetime, datetime]] = []
     rule = grid.rule(anchor.replace(year=anchor.year + shift))
@@ -274,7 +281,7 @@ def _run(grid: _Grid, anchor: datetime, size: int = _RUN) -> _Run:
                 lead = rule.steps
             rule.mark = rule.steps
             local = moved.replace(year=moved.year - shift)
-            items.append((local, _instant(local, grid.tz)))
+            items.append((local, local_instant(local, grid.tz)))
             if len(items) >= size and local >= whole_week:
                 return _Run(tuple(items), None, lead, 0)
     except _OverBudget:
@@ -286,8 +293,8 @@ def _run(grid: _Grid, anchor: datetime, size: int = _RUN) -> _Run:
     return _Run(tuple(items), end, lead, rule.steps - rule.mark)
 
 
-def _occurrences(
-    plan: _RulePlan, start: datetime, batch: int = _RUN
+def grid_occurrences(
+    plan: RulePlan, start: datetime, batch: int = _RUN
 ) -> Iterator[tuple[datetime, datetime]]:
     """``(local time, instant)`` of every occurrence at or after the local ``start``, in
     local order, for at most ``HORIZON_YEARS`` after ``start`` and not after MAX_YEAR;
@@ -299,7 +306,7 @@ def _occurrences(
     cursor = start
     carry = 0  # steps since the last occurrence, in runs before this one
     while cursor < limit:
-        run = _run(plan.grid, _anchor(plan.grid, cursor), batch)
+        run = grid_run(plan.grid, _anchor(plan.grid, cursor), batch)
         if carry + run.lead > RRULE_PLAN_MAX_STEPS:
             raise over_budget(cursor)
         carry = run.trail if run.items else carry + run.lead
@@ -308,6 +315,6 @@ def _occurrences(
                 return
             if local >= cursor:
                 yield local, instant
-        following = run.items[-1][0] + _SECOND if run.stopped is None else run.stopped
-        cursor = max(cursor + _SECOND, following)
+        following = run.items[-1][0] + SECOND if run.stopped is None else run.stopped
+        cursor = max(cursor + SECOND, following)
         batch = min(4 * batch, 256)

@@ -17,8 +17,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import overload
 
-from .cron import _cron_count, _cron_from, _cron_latest
-from .cron_plan import _compile
+from .cron import cron_count, cron_from, cron_latest
+from .cron_plan import compile_cron
 from .excluded_slots import (
     ExcludedDay,
     SlotView,
@@ -27,8 +27,8 @@ from .excluded_slots import (
     latest_not_excluded,
     skip_excluded,
 )
-from .instants import _LAST_INSTANT, _SECOND, _from_seconds, _to_seconds, _trunc
-from .rrule import _rrule_count, _rrule_from, _rrule_latest, _rrule_upcoming
+from .instants import LAST_INSTANT, SECOND, from_seconds, to_seconds, truncate_to_second
+from .rrule import rrule_count, rrule_from, rrule_latest, rrule_upcoming
 from .spec import Spec
 
 _ONE_DAY = timedelta(days=1)
@@ -41,9 +41,9 @@ def _window(spec: Spec, lo: datetime, hi: None) -> tuple[datetime, datetime | No
 def _window(spec: Spec, lo: datetime, hi: datetime | None) -> tuple[datetime, datetime | None]:
     """Narrow [lo, hi] (whole-second UTC; hi None = open) to [start_at, end_at]."""
     if spec.start_at is not None:
-        lo = max(lo, _trunc(spec.start_at))
+        lo = max(lo, truncate_to_second(spec.start_at))
     if spec.end_at is not None:
-        end = _trunc(spec.end_at)
+        end = truncate_to_second(spec.end_at)
         hi = end if hi is None else min(hi, end)
     return lo, hi
 
@@ -52,27 +52,27 @@ def _interval_grid(spec: Spec) -> tuple[int, int]:
     """(anchor in epoch seconds, interval seconds) of a validated interval spec."""
     anchor = spec.anchor if spec.anchor is not None else spec.start_at
     assert anchor is not None and spec.interval_seconds is not None  # Spec.validate() checked
-    return _to_seconds(_trunc(anchor, "anchor")), spec.interval_seconds
+    return to_seconds(truncate_to_second(anchor, "anchor")), spec.interval_seconds
 
 
 def _run_at(spec: Spec) -> datetime:
     """``run_at`` (whole-second UTC) of a validated once spec."""
     assert spec.run_at is not None  # Spec.validate() checked
-    return _trunc(spec.run_at, "run_at")
+    return truncate_to_second(spec.run_at, "run_at")
 
 
 def _first_slot_from(spec: Spec, lo: datetime) -> datetime | None:
     """First slot >= lo (whole-second UTC), ignoring end_at."""
     if spec.kind == "once":
         run_at = _run_at(spec)
-        return run_at if lo <= run_at <= _LAST_INSTANT else None
+        return run_at if lo <= run_at <= LAST_INSTANT else None
     if spec.kind == "interval":
         anchor, every = _interval_grid(spec)
-        n = max(0, -((anchor - _to_seconds(lo)) // every))  # ceil((lo - anchor) / every)
-        return _from_seconds(anchor + n * every)
+        n = max(0, -((anchor - to_seconds(lo)) // every))  # ceil((lo - anchor) / every)
+        return from_seconds(anchor + n * every)
     if spec.kind == "rrule":
-        return _rrule_from(spec.rrule_plan(), lo)
-    return _cron_from(_compile(spec.cron, spec.timezone), lo)
+        return rrule_from(spec.rrule_plan(), lo)
+    return cron_from(compile_cron(spec.cron, spec.timezone), lo)
 
 
 # --------------------------------------------------------------------------------------
@@ -97,8 +97,8 @@ def next_slot_after(spec: Spec, after: datetime, *, inclusive: bool = False) -> 
     ``after`` is naive.
     """
     spec.validate()
-    after = min(_trunc(after, "after"), _LAST_INSTANT + _SECOND)
-    return _next_slot(spec, after if inclusive else after + _SECOND)
+    after = min(truncate_to_second(after, "after"), LAST_INSTANT + SECOND)
+    return _next_slot(spec, after if inclusive else after + SECOND)
 
 
 def planned_slot(spec: Spec, now: datetime, *, first: bool = False) -> datetime | None:
@@ -129,7 +129,7 @@ def _next_slot(spec: Spec, lo: datetime) -> datetime | None:
 
 def _next_raw(spec: Spec, lo: datetime) -> datetime | None:
     """First slot >= lo of the grid (excluded dates included), inside [start_at, end_at]."""
-    if lo > _LAST_INSTANT:
+    if lo > LAST_INSTANT:
         return None
     lo, hi = _window(spec, lo, None)
     slot = _first_slot_from(spec, lo)
@@ -146,14 +146,14 @@ def upcoming(spec: Spec, after: datetime, count: int) -> list[datetime]:
         raise ValueError("count must not be negative")
     spec.validate()
     slots: list[datetime] = []
-    cursor = min(_trunc(after, "after"), _LAST_INSTANT)
+    cursor = min(truncate_to_second(after, "after"), LAST_INSTANT)
     if (
         spec.kind == "rrule" and not spec.exclusions
     ):  # one walk of the rule rather than one search per slot
-        lo, hi = _window(spec, cursor + _SECOND, None)
-        return _rrule_upcoming(spec.rrule_plan(), lo, hi, count)
+        lo, hi = _window(spec, cursor + SECOND, None)
+        return rrule_upcoming(spec.rrule_plan(), lo, hi, count)
     while len(slots) < count:
-        slot = _next_slot(spec, cursor + _SECOND)
+        slot = _next_slot(spec, cursor + SECOND)
         if slot is None:
             break
         slots.append(slot)
@@ -171,7 +171,9 @@ def latest_slot_at_or_before(spec: Spec, now: datetime, *, not_before: datetime)
     :func:`next_slot_after`.
     """
     spec.validate()
-    lo, hi = _window(spec, _trunc(not_before, "not_before"), _trunc(now, "now"))
+    lo, hi = _window(
+        spec, truncate_to_second(not_before, "not_before"), truncate_to_second(now, "now")
+    )
     if hi < lo:
         return None
     if spec.exclusions:
@@ -186,12 +188,12 @@ def _latest_raw(spec: Spec, lo: datetime, hi: datetime) -> datetime | None:
         return run_at if lo <= run_at <= hi else None
     if spec.kind == "interval":
         anchor, every = _interval_grid(spec)
-        n = (_to_seconds(hi) - anchor) // every
-        slot = _from_seconds(anchor + n * every) if n >= 0 else None
+        n = (to_seconds(hi) - anchor) // every
+        slot = from_seconds(anchor + n * every) if n >= 0 else None
         return slot if slot is not None and slot >= lo else None
     if spec.kind == "rrule":
-        return _rrule_latest(spec.rrule_plan(), lo, hi)
-    return _cron_latest(_compile(spec.cron, spec.timezone), lo, hi)
+        return rrule_latest(spec.rrule_plan(), lo, hi)
+    return cron_latest(compile_cron(spec.cron, spec.timezone), lo, hi)
 
 
 def last_grid_slot(spec: Spec, not_before: datetime) -> datetime | None:
@@ -201,7 +203,7 @@ def last_grid_slot(spec: Spec, not_before: datetime) -> datetime | None:
     Bounded like :func:`latest_slot_at_or_before`; raises :class:`InvalidSchedule` like
     :func:`next_slot_after`."""
     spec.validate()
-    lo, hi = _window(spec, _trunc(not_before, "not_before"), _LAST_INSTANT)
+    lo, hi = _window(spec, truncate_to_second(not_before, "not_before"), LAST_INSTANT)
     return _latest_raw(spec, lo, hi) if lo <= hi else None
 
 
@@ -217,18 +219,18 @@ def nearest_slot(spec: Spec, at: datetime, *, after: datetime | None = None) -> 
     the current rules. Bounded: two searches. Raises :class:`InvalidSchedule` like
     :func:`next_slot_after`."""
     spec.validate()
-    at = _trunc(at, "at")
-    first = at if after is None else max(at, _trunc(after, "after") + _SECOND)
-    following = _next_slot(spec, first) if first <= _LAST_INSTANT else None
+    at = truncate_to_second(at, "at")
+    first = at if after is None else max(at, truncate_to_second(after, "after") + SECOND)
+    following = _next_slot(spec, first) if first <= LAST_INSTANT else None
     if following == at:
         return at
     reach = (following - at) if following is not None else _ONE_DAY
     lo = at - reach
     if after is not None:
-        lo = max(lo, _trunc(after, "after") + _SECOND)
-    if lo > at - _SECOND:
+        lo = max(lo, truncate_to_second(after, "after") + SECOND)
+    if lo > at - SECOND:
         return following
-    before = latest_slot_at_or_before(spec, at - _SECOND, not_before=lo)
+    before = latest_slot_at_or_before(spec, at - SECOND, not_before=lo)
     return before if before is not None else following
 
 
@@ -242,10 +244,10 @@ def count_slots(spec: Spec, start: datetime, end: datetime, *, cap: int = 100_00
     if cap < 0:
         raise ValueError("cap must not be negative")
     spec.validate()
-    start, end = _trunc(start, "start"), _trunc(end, "end")
+    start, end = truncate_to_second(start, "start"), truncate_to_second(end, "end")
     if end <= start or cap == 0:
         return 0
-    lo, hi = _window(spec, start, end - _SECOND)
+    lo, hi = _window(spec, start, end - SECOND)
     if hi < lo:
         return 0
     raw = _count_raw(spec, lo, hi, cap)
@@ -261,12 +263,12 @@ def _count_raw(spec: Spec, lo: datetime, hi: datetime, cap: int) -> int:
         return 1 if lo <= _run_at(spec) <= hi else 0
     if spec.kind == "interval":
         anchor, every = _interval_grid(spec)
-        first = max(0, -((anchor - _to_seconds(lo)) // every))
-        last = (_to_seconds(hi) - anchor) // every
+        first = max(0, -((anchor - to_seconds(lo)) // every))
+        last = (to_seconds(hi) - anchor) // every
         return max(0, min(cap, last - first + 1))
     if spec.kind == "rrule":
-        return _rrule_count(spec.rrule_plan(), lo, hi + _SECOND, cap)
-    return _cron_count(_compile(spec.cron, spec.timezone), lo, hi + _SECOND, cap)
+        return rrule_count(spec.rrule_plan(), lo, hi + SECOND, cap)
+    return cron_count(compile_cron(spec.cron, spec.timezone), lo, hi + SECOND, cap)
 
 
 # --------------------------------------------------------------------------------------
@@ -282,10 +284,10 @@ def excluded_days(spec: Spec, start: datetime, end: datetime) -> list[ExcludedDa
     for at most 400 years from ``start``). Raises :class:`InvalidSchedule` like
     :func:`next_slot_after`."""
     spec.validate()
-    start, end = _trunc(start, "start"), _trunc(end, "end")
+    start, end = truncate_to_second(start, "start"), truncate_to_second(end, "end")
     if end <= start or not spec.exclusions:
         return []
-    lo, hi = _window(spec, start, min(end - _SECOND, _LAST_INSTANT))
+    lo, hi = _window(spec, start, min(end - SECOND, LAST_INSTANT))
     if hi < lo:
         return []
     return count_excluded_days(
@@ -310,7 +312,7 @@ def upcoming_slots(spec: Spec, after: datetime, count: int) -> list[SlotView]:
     spec.validate()
     views: list[SlotView] = []
     fired = excluded = 0
-    cursor = min(_trunc(after, "after"), _LAST_INSTANT) + _SECOND
+    cursor = min(truncate_to_second(after, "after"), LAST_INSTANT) + SECOND
     while fired < count:
         slot = _next_raw(spec, cursor)
         if slot is None:
@@ -319,12 +321,12 @@ def upcoming_slots(spec: Spec, after: datetime, count: int) -> list[SlotView]:
         if why is None:
             views.append(SlotView(slot))
             fired += 1
-            cursor = slot + _SECOND
+            cursor = slot + SECOND
             continue
         if excluded < count:
             views.append(SlotView(slot, why))
             excluded += 1
-            cursor = slot + _SECOND
+            cursor = slot + SECOND
             continue
         # Listed enough excluded slots: step over the rest of this date, bounded as ever.
         nxt = skip_excluded(spec, slot, lambda at: _next_raw(spec, at))

@@ -11,10 +11,10 @@ from .cron_plan import validate_cron
 from .errors import InvalidSchedule
 from .exclusions import FIELD as EXCLUSIONS_FIELD
 from .exclusions import Exclusions
-from .instants import UTC, _trunc, require_aware
+from .instants import UTC, require_aware, truncate_to_second
 from .intervals import validate_interval
 from .rrule import compile_rrule, rrule_dtstart
-from .rrule_grid import _RulePlan
+from .rrule_grid import RulePlan
 from .zones import validate_timezone
 
 KINDS = ("interval", "cron", "once", "rrule")
@@ -82,7 +82,11 @@ class Spec:
         for name in ("run_at", "anchor", "start_at", "end_at"):
             if getattr(self, name) is not None:
                 require_aware(getattr(self, name), name)
-        if self.start_at and self.end_at and _trunc(self.end_at) < _trunc(self.start_at):
+        if (
+            self.start_at
+            and self.end_at
+            and truncate_to_second(self.end_at) < truncate_to_second(self.start_at)
+        ):
             raise InvalidSchedule("end_at", "end_at must not be before start_at")
         self._forbid(
             {
@@ -159,10 +163,10 @@ class Spec:
     def _validate_once(self) -> None:
         if self.run_at is None:
             raise InvalidSchedule("run_at", "a once schedule needs run_at")
-        run_at = _trunc(self.run_at)
-        if self.start_at and run_at < _trunc(self.start_at):
+        run_at = truncate_to_second(self.run_at)
+        if self.start_at and run_at < truncate_to_second(self.start_at):
             raise InvalidSchedule("run_at", "run_at is before start_at")
-        if self.end_at and run_at > _trunc(self.end_at):
+        if self.end_at and run_at > truncate_to_second(self.end_at):
             raise InvalidSchedule("run_at", "run_at is after end_at")
 
     def _validate_rrule(self) -> None:
@@ -176,12 +180,12 @@ class Spec:
                 "rrule", "give the end once: UNTIL in the rule or end_at, not both"
             )
 
-    def rrule_plan(self) -> _RulePlan:
+    def rrule_plan(self) -> RulePlan:
         """The compiled rule of an rrule spec (cached per rule, zone and DTSTART). Raises
         :class:`InvalidSchedule` like :func:`.rrule.validate_rrule`."""
         if not isinstance(self.rrule, str):
             raise InvalidSchedule("rrule", "an rrule schedule needs a rule")
         validate_timezone(self.timezone)  # before the zone is loaded (a bad name is a field error)
-        start = _trunc(self.start_at) if self.start_at is not None else None
+        start = truncate_to_second(self.start_at) if self.start_at is not None else None
         dtstart = rrule_dtstart(self.timezone, start, self.anchor)
         return compile_rrule(self.rrule, self.timezone, dtstart)

@@ -98,13 +98,13 @@ def reload_zone_rules() -> None:
 
     zoneinfo.ZoneInfo.clear_cache()
     for cached in (
-        zones._zone,
-        cron_plan._compile,
-        cron._plain_day,
-        cron._day_instants,
-        rrule._compile,
-        rrule_grid._cached_grid,
-        rrule_grid._run,
+        zones.zone_info,
+        cron_plan.compile_cron,
+        cron.plain_day,
+        cron.day_instants,
+        rrule.cached_rule_plan,
+        rrule_grid.cached_grid,
+        rrule_grid.grid_run,
         zone_rules_id,
         rules_version,
     ):

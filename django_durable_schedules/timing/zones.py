@@ -38,7 +38,9 @@ def canonical_timezone(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=512)
-def _zone(name: str) -> ZoneInfo:
+def zone_info(name: str) -> ZoneInfo:
+    """The ``ZoneInfo`` of the IANA name ``name``, cached (:func:`.zone_rules.reload_zone_rules`
+    clears it). Raises what ``ZoneInfo`` raises for an unknown name (a ``KeyError``)."""
     return ZoneInfo(name)
 
 
@@ -54,7 +56,7 @@ def validate_timezone(name: str) -> str:
     if not isinstance(name, str) or name in NOT_SCHEDULE_ZONES or name not in known_zones():
         raise InvalidSchedule("timezone", message)
     try:
-        _zone(name)
+        zone_info(name)
     except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
         raise InvalidSchedule("timezone", message) from None
     return name
