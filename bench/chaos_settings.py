@@ -27,3 +27,5 @@ DURABLE_SCHEDULES = {
     "LEASE_SECONDS": float(os.environ.get("CHAOS_LEASE_SECONDS", "4")),
     "AUTODISCOVER": True,
 }
+if "DDS_HEAP_TRIM_SECONDS" in os.environ:  # bench/memory_soak.py --env: 0 turns trims off
+    DURABLE_SCHEDULES["HEAP_TRIM_SECONDS"] = float(os.environ["DDS_HEAP_TRIM_SECONDS"])

@@ -16,8 +16,8 @@ import pytest
 from django.core.checks import run_checks
 from django.test.utils import override_settings
 
-from django_durable_schedules.worker import heap
 from django_durable_schedules.conf import app_settings
+from django_durable_schedules.worker import heap
 
 ROOT = Path(__file__).resolve().parents[1]
 
