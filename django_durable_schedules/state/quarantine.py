@@ -47,6 +47,7 @@ from ..projection import bound_text
 from ..uuids import uuid4
 from .bounds import bad_counters, describe_problem, read_count
 from .events import record_event
+from .transitions import implements
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ logger = logging.getLogger(__name__)
 LEASE_PREFIX = "its expired lease could not be recovered: "
 
 
+@implements("claim.unevaluable")
 def repair_counters(row: Schedule, using: str) -> list[str]:
     """Inside a transaction that holds ``row``'s lock: replace each of its counters that
     is not a count (:func:`.bounds.bad_counters`) by what the ledger says (``occurrence``:
@@ -92,6 +94,7 @@ def repair_counters(row: Schedule, using: str) -> list[str]:
     return bad
 
 
+@implements("claim.backfill_cancelled", "recovery.lease_unrecoverable")
 def quarantine_backfill(
     row: Schedule, backfill_id: uuid.UUID, reason: str, now: datetime, using: str
 ) -> bool:
@@ -123,6 +126,7 @@ def quarantine_backfill(
     return True
 
 
+@implements("claim.refused")
 def quarantine_refused(pk: uuid.UUID, exc: BaseException, using: str) -> None:
     """Pause the due row ``pk`` whose claim the database refused (its attempt cannot be
     written, so no receipt can be either): the reason goes to ``degraded_reason``."""
@@ -144,6 +148,7 @@ def quarantine_refused(pk: uuid.UUID, exc: BaseException, using: str) -> None:
         logger.error("schedule %s paused: %s", pk, reason, extra={"schedule": str(pk)})
 
 
+@implements("claim.backfill_cancelled")
 def quarantine_refused_backfill(pk: uuid.UUID, exc: BaseException, using: str) -> None:
     """In its own transaction: cancel the open backfill of schedule ``pk`` whose slot
     claim the database refused on its own (its attempt cannot be written: a stored
@@ -176,6 +181,7 @@ def quarantine_refused_backfill(pk: uuid.UUID, exc: BaseException, using: str) -
 DISPLACED = (None, ReceiptStatus.LEASE_LOST)
 
 
+@implements("recovery.foreign_lease", "recovery.foreign_lease_idle")
 def displaced_attempt(row: Schedule, using: str) -> tuple[RunAttempt, bool] | None:
     """The attempt whose lease a foreign token on ``row`` (one no attempt holds) replaced:
     the schedule's latest attempt, if it has no receipt or ended ``lease_lost``; with
@@ -193,6 +199,7 @@ def displaced_attempt(row: Schedule, using: str) -> tuple[RunAttempt, bool] | No
     return latest, latest.receipt_status is not None
 
 
+@implements("recovery.lease_unrecoverable")
 def quarantine_lease(pk: uuid.UUID, exc: BaseException, now: datetime, using: str) -> bool:
     """In its own transaction: the expired lease of schedule ``pk`` that could not be
     recovered on its own (``exc``: a value the engine cannot read, or the database refused
