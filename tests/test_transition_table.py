@@ -25,7 +25,7 @@ from django_durable_schedules.state import control, transition_docs, transitions
 from django_durable_schedules.state.transition_table import SAME
 
 from .factories import T0
-from .transition_steps import observe
+from .transition_steps import Observer, Snapshot, observe
 
 STATE = Path(transitions.__file__).resolve().parent
 S = timedelta(seconds=1)
@@ -200,6 +200,19 @@ def test_allowed_actions_reads_the_table():
 # ---------------------------------------------------------------------------------------
 # Steps observed against the table (tests/transition_steps.py), by example
 # ---------------------------------------------------------------------------------------
+
+
+def test_the_observer_fails_a_step_no_row_allows():
+    def snapshot(status, attempts=None):
+        return Snapshot({1: status}, {1: "s"}, attempts or {}, {})
+
+    observer = Observer()
+    observer.step("claim", snapshot("active"), snapshot("active", {"a": 1}))
+    assert observer.seen == [("s", "active", "claim:leased", "active")]
+    with pytest.raises(AssertionError, match=r"s: \('completed', 'claim:leased', 'active'\)"):
+        observer.step("claim", snapshot("completed"), snapshot("active", {"a": 1}))
+    with pytest.raises(AssertionError, match="'cancel:none'"):
+        observer.step("cancel", snapshot("completed"), snapshot("cancelled"))
 
 
 @pytest.fixture
