@@ -208,7 +208,7 @@ OUTCOMES: tuple[Transition, ...] = (
       TO_PAUSED, _COMPLETE_ANY | _seen("expire", "lease_expired")),
     T("outcome.backfill_ended", LEASED,
       "any outcome that leaves the schedule completed or failed, with an open backfill",
-      "completed or failed (as its own row says)", "none",
+      "as the outcome's own row says (completed or failed)", "none",
       "its own status; the open backfill is cancelled (event `backfill_cancel` by the "
       "worker, the schedule's status as the reason)"),
 )
@@ -223,7 +223,8 @@ RECOVERY: tuple[Transition, ...] = (
     T("recovery.foreign_lease", LEASED,
       "lease expired whose token no attempt holds (written behind `save()`), displacing "
       "a run: the schedule's latest attempt, open or `lease_lost`",
-      "as lease expired", "now: the displaced occurrence, its next attempt",
+      "as lease expired (a backfill slot's: as its outcome)",
+      "now: the displaced occurrence, its next attempt",
       "`lease_expired` for the displaced attempt, unless it was receipted `lease_lost`",
       AS_FAILED | KEEPS, _seen("expire", "lease_expired", "none")),
     T("recovery.foreign_lease_idle", LEASED,
@@ -243,7 +244,9 @@ RECOVERY: tuple[Transition, ...] = (
       "none (event `enabled`, source `worker`)",
       frozenset({Status.ACTIVE}), _seen("recover", "none")),
     T("recovery.degraded_unkept", PAUSED,
-      "callback registered again, degraded before its occurrence was kept",
+      "callback registered (`recover_degraded`), degraded with no occurrence kept: its "
+      "callback went missing before the occurrence was kept, the database refused its "
+      "claim, or its expired lease could not be recovered",
       "as enable", "as enable", "none (event `enabled`, source `worker`)",
       ACTIVE_OR_COMPLETED, _seen("recover", "none")),
 )
