@@ -123,3 +123,35 @@ def wait_until(predicate, timeout: float = 30.0, interval: float = 0.1, message:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {message}")
         time.sleep(interval)
+
+
+#: Test modules whose steps (claim, complete, expire, recover, the operator actions) are
+#: held to the transition table: each step must be one a declared row allows
+#: (tests/transition_steps.py, ``state.transitions.allows``). Not for a module that counts
+#: queries: the observer reads the tables before and after each step.
+TRANSITION_OBSERVED = frozenset(
+    {
+        "tests.test_totality_properties",
+        "tests.test_totality_worker_paths",
+        "tests.test_calendar_totality",
+        "tests.test_rrule_totality",
+        "tests.test_state_rules",
+        "tests.test_foreign_lease_token",
+        "tests.test_bad_values",
+        "tests.test_bad_values_paths",
+        "tests.test_overlap",
+        "tests.test_backfill",
+        "tests.test_excluded_count",
+        "tests.test_policies",
+        "tests.test_degraded_kind",
+        "tests.test_zone_rules",
+    }
+)
+
+
+@pytest.fixture(autouse=True)
+def _steps_are_transition_rows(request):
+    if request.module.__name__ in TRANSITION_OBSERVED:
+        from .transition_steps import observe
+
+        observe(request.getfixturevalue("monkeypatch"))

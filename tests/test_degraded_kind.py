@@ -98,3 +98,15 @@ def test_every_degraded_row_has_a_kind_and_every_kind_a_reason():
     assert connection.vendor  # a database is there
     for row in Schedule.objects.all():
         assert bool(row.degraded_kind) == bool(row.degraded_reason), row
+
+
+def test_a_cancelled_schedule_whose_lease_is_quarantined_stays_cancelled():
+    """A worker never undoes a cancel (found by the transition-table observer)."""
+    s = schedule()
+    Schedule.objects.filter(pk=s.pk).update(
+        status="cancelled", lease_token=uuid.uuid4(), lease_expires_at=state.db_now() - 5 * S
+    )
+    assert quarantine_lease(s.pk, ValueError("bad"), state.db_now(), "default") is True
+    row = Schedule.objects.get(pk=s.pk)
+    assert (row.status, row.lease_token, row.degraded_kind) == ("cancelled", None, "lease")
+    assert state.recover_degraded() == []

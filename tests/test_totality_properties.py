@@ -16,6 +16,10 @@ of its batch. Hypothesis generates the values:
   :func:`state.complete`;
 * :func:`test_worker_survives_poison` - the same, against a real ``run_scheduler``.
 
+Each step they take in-process (claim, complete, expire) is also held to the transition
+table: tests/conftest.py observes these modules (tests/transition_steps.py) and fails a
+step, ``(status before, event, status after)``, that no declared row allows.
+
 ``DDS_HYPOTHESIS_EXAMPLES`` (default 25) sets the examples per in-process property and
 ``DDS_HYPOTHESIS_WORKER_EXAMPLES`` (default 2) those of the worker property;
 ``DDS_HYPOTHESIS_SHRINK=1`` shrinks a failure to a minimal example; ``bench/totality.py``

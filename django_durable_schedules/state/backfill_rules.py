@@ -28,6 +28,7 @@ from ..models import (
 from ..registry import registry
 from .bounds import read_count
 from .rules import _claim_of, _max_attempts, _new_attempt, _Receipt
+from .transitions import implements
 from .values import Claim, Outcome
 
 ONE_SECOND = timedelta(seconds=1)
@@ -47,6 +48,7 @@ def backfill_slots(spec: timing.Spec, start: datetime, end: datetime, cap: int) 
     return slots
 
 
+@implements("claim.backfill", "claim.backfill_unregistered", "claim.backfill_cancelled")
 def claim_backfill_slot(
     row: Schedule,
     backfill: Backfill,
@@ -177,6 +179,7 @@ def rule_start_note(schedule: Schedule, start: datetime) -> str:
     )
 
 
+@implements("outcome.backfill")
 def backfill_receipt(
     row: Schedule, outcome: Outcome, now: datetime, *, status: str | None = None
 ) -> _Receipt:
@@ -200,6 +203,7 @@ def backfill_receipt(
     )
 
 
+@implements("outcome.backfill")
 def complete_at_max_runs(row: Schedule) -> bool:
     """After a backfill slot's run: backfill occurrences count towards ``max_runs``, so a
     run that used the last one completes the schedule (no next run), as the live grid's
@@ -213,6 +217,7 @@ def complete_at_max_runs(row: Schedule) -> bool:
     return True
 
 
+@implements("outcome.backfill")
 def settle_backfill(
     backfill: Backfill, row: Schedule, attempt: int, status: str, now: datetime
 ) -> None:

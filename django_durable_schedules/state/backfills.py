@@ -52,6 +52,7 @@ from .backfill_rules import (
 from .bounds import describe_problem
 from .events import record_event
 from .quarantine import quarantine_backfill
+from .transitions import implements
 from .values import Claim
 
 logger = logging.getLogger(__name__)
@@ -181,6 +182,7 @@ def latest_backfill(schedule_id: Any, *, using: str = "default") -> Backfill | N
     )
 
 
+@implements("control.backfill")
 def request_backfill(
     schedule_id: Any,
     start: datetime,
@@ -236,6 +238,7 @@ def request_backfill(
     return backfill
 
 
+@implements("control.backfill")
 def cancel_backfill(
     schedule_id: Any, *, actor: Any = None, source: str = "code", using: str = "default"
 ) -> Backfill:
@@ -279,6 +282,7 @@ def _close(backfill: Backfill, status: str, now: datetime | None, using: str) ->
     return instant
 
 
+@implements("control.cancel")
 def _cancel_open(row: Schedule, using: str) -> None:
     """Inside a transition that holds ``row``'s lock and ends it (cancel): its open
     backfill is cancelled too."""
@@ -292,6 +296,7 @@ def _cancel_open(row: Schedule, using: str) -> None:
 # ---------------------------------------------------------------------------------------
 
 
+@implements("claim.backfill", "claim.backfill_cancelled")
 def _claim_backfills(
     due_before: Any,
     limit: int,
@@ -380,6 +385,7 @@ def _retry_problem(row: Schedule, backfill: Backfill, using: str) -> str | None:
     return stored_retry_problem(backfill, last, succeeded)
 
 
+@implements("outcome.backfill")
 def _settle(finished: Iterable[tuple[Schedule, int, str]], now: datetime, using: str) -> None:
     """Inside a completion or lease-recovery transaction that holds the schedules' locks:
     move each open backfill on after its slot's attempt (number, receipt status) ended at
@@ -432,6 +438,7 @@ def _save_progress(
         )
 
 
+@implements("outcome.backfill_ended")
 def _close_ended(rows: Iterable[Schedule], now: datetime, using: str) -> None:
     """Inside a completion transaction that holds the rows' locks: a schedule this
     completion ended (completed after its last slot, ``end_at`` or ``max_runs``, or

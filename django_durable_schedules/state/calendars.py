@@ -33,6 +33,7 @@ from ..models import (
 from ..models.calendars import exclusions_of_calendars
 from .events import record_event
 from .exclusion_rules import count_excluded_to_end
+from .transitions import implements
 
 FIELD = "exclusion_calendars"
 
@@ -69,6 +70,7 @@ def attach_calendars(row: Schedule, calendars: Sequence[ExclusionCalendar]) -> N
     row.__dict__["_dds_exclusions"] = exclusions_of_calendars(calendars)
 
 
+@implements("control.calendars")
 def replan(row: Schedule, now: datetime) -> bool:
     """Re-plan a locked, active ``row`` whose exclusions changed: when its next run is
     ahead of ``now`` and is a grid slot (no retry, trigger or buffered slot waiting), it
@@ -96,6 +98,7 @@ def replan(row: Schedule, now: datetime) -> bool:
     return row.next_run_at != before or row.status != Status.ACTIVE
 
 
+@implements("control.calendars")
 def replan_schedules(schedule_ids: Iterable[Any], *, now: datetime, using: str) -> int:
     """Lock the schedules ``schedule_ids`` and :func:`replan` each with its current
     calendars (read in two queries); call inside a transaction. Returns how many moved."""
@@ -114,6 +117,7 @@ def replan_schedules(schedule_ids: Iterable[Any], *, now: datetime, using: str) 
     return moved
 
 
+@implements("control.edit", "control.enable", "control.calendars")
 def record_excluded_to_end(row: Schedule, now: datetime, using: str) -> int:
     """After a transition left the saved, locked ``row`` without a slot to run (a re-plan,
     an edit, an enable that completed it): count the excluded slots of the rest of its
@@ -138,6 +142,7 @@ def _users(calendar_ids: Iterable[int], using: str) -> list[Any]:
     )
 
 
+@implements("control.calendars")
 def set_schedule_calendars(
     schedule_id: Any,
     calendars: Iterable[Any],
@@ -185,6 +190,7 @@ def _clean_calendar(cal: ExclusionCalendar) -> None:
     cal.full_clean()
 
 
+@implements("control.calendars")
 def save_calendar(
     calendar: ExclusionCalendar,
     *,
@@ -208,6 +214,7 @@ def save_calendar(
     return calendar
 
 
+@implements("control.calendars")
 def calendars_changed(
     calendar_ids: Iterable[int], *, now: datetime | None = None, using: str = "default"
 ) -> int:
@@ -218,6 +225,7 @@ def calendars_changed(
         return replan_schedules(_users(calendar_ids, using), now=instant, using=using)
 
 
+@implements("control.calendars")
 def add_dates(
     calendar: Any,
     dates: Iterable[tuple[date, str]],
@@ -241,6 +249,7 @@ def add_dates(
     return new
 
 
+@implements("control.calendars")
 def remove_dates(
     calendar: Any,
     dates: Iterable[date],
@@ -260,6 +269,7 @@ def remove_dates(
     return removed
 
 
+@implements("control.calendars")
 def delete_calendar(calendar: Any, *, now: datetime | None = None, using: str = "default") -> None:
     """Delete the calendar ``calendar`` (a name or an instance) with its dates; the
     schedules that named it are re-planned without it."""

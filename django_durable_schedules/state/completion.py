@@ -39,6 +39,7 @@ from .backfills import _close_ended, _settle
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
 from .outcomes import _apply, _fail_attempt, _fenced_result, _receipt
 from .rules import _FINISH_FIELDS, _FINISH_UNREAD, _pause_degraded, _Receipt, _restore, _snapshot
+from .transitions import implements
 from .values import CompletionReport, Failure, Outcome, OutcomeStatus
 
 logger = logging.getLogger(__name__)
@@ -225,6 +226,7 @@ def _read_rows(ids: set[uuid.UUID], using: str, read_clock: bool) -> list[Schedu
 _SCHEDULE_TABLE = f'"{Schedule._meta.db_table}"'
 
 
+@implements("outcome.lease_expired", "outcome.unappliable")
 def _finish(
     row: Schedule,
     outcome: Outcome,
@@ -277,6 +279,7 @@ def _finish(
         )
 
 
+@implements("outcome.lease_expired", "outcome.unappliable")
 def fail_contained(
     row: Schedule, failure: Failure, now: datetime, events: list[ScheduleEvent]
 ) -> _Receipt:
@@ -314,6 +317,7 @@ def fail_contained(
         )
 
 
+@implements("outcome.backfill")
 def _finish_backfill(
     row: Schedule, outcome: Outcome, now: datetime, using: str, report: CompletionReport
 ) -> _Receipt:
@@ -343,6 +347,7 @@ def _finish_backfill(
     return backfill_receipt(row, outcome, now)
 
 
+@implements("outcome.lease_lost")
 def _orphan_receipts(
     orphans: list[Outcome], now: datetime, using: str, report: CompletionReport
 ) -> list[_Receipt]:

@@ -20,6 +20,7 @@ from .bounds import describe_problem
 from .calendars import record_excluded_to_end
 from .events import _json_value, record_event
 from .rules import _safe_hash
+from .transitions import implements
 
 #: The source statuses each operator action is allowed from; any other is refused with
 #: :class:`StateConflict`. A row that is already where ``enable``/``disable`` would take it
@@ -69,6 +70,7 @@ def _require(action: str, row: Schedule) -> None:
         raise StateConflict("the schedule is running (it holds a lease)")
 
 
+@implements("control.enable")
 def enable(
     schedule_id: Any,
     *,
@@ -167,6 +169,7 @@ def enable(
     return row
 
 
+@implements("control.enable")
 def _rearm_once(row: Schedule, now: datetime) -> None:
     """A ``once`` being enabled: due at its ``run_at`` while that is ahead (or when it
     never ran), else at once as a manual run of a new occurrence (``triggered_at``), so a
@@ -180,6 +183,7 @@ def _rearm_once(row: Schedule, now: datetime) -> None:
         row.triggered_at = row.next_run_at = now
 
 
+@implements("control.disable")
 def disable(
     schedule_id: Any, *, actor: Any = None, source: str = "code", using: str = "default"
 ) -> Schedule:
@@ -190,6 +194,7 @@ def disable(
     return _halt(schedule_id, "disable", Status.PAUSED, EventAction.DISABLED, actor, source, using)
 
 
+@implements("control.trigger")
 def trigger(
     schedule_id: Any,
     *,
@@ -234,6 +239,7 @@ def trigger(
     return row
 
 
+@implements("control.cancel")
 def cancel(
     schedule_id: Any, *, actor: Any = None, source: str = "code", using: str = "default"
 ) -> Schedule:
@@ -244,6 +250,7 @@ def cancel(
     )
 
 
+@implements("control.disable", "control.cancel")
 def _halt(
     schedule_id: Any,
     action: str,
@@ -299,6 +306,7 @@ def _halt(
     return row
 
 
+@implements("control.disable", "control.cancel", "control.trigger")
 def _drop_buffered(row: Schedule) -> None:
     """A slot buffered by ``overlap_policy`` ``buffer_one`` and not run yet is dropped (by
     a pause, a cancel, or a trigger that runs instead): it is counted in ``missed_count``,
@@ -308,6 +316,7 @@ def _drop_buffered(row: Schedule) -> None:
         row.missed_count += 1
 
 
+@implements("control.delete")
 def delete_schedule(
     schedule_id: Any,
     *,

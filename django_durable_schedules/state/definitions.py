@@ -23,6 +23,7 @@ from .bounds import describe_problem
 from .calendars import attach_calendars, record_excluded_to_end, replan, resolve_calendars
 from .control import enable
 from .events import _as_changes, record_event
+from .transitions import implements
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +95,7 @@ def _save_or_explain(row: Schedule, using: str, **kwargs: Any) -> None:
         raise
 
 
+@implements("control.create")
 def create_schedule(
     *,
     actor: Any = None,
@@ -136,6 +138,7 @@ def create_schedule(
     return row
 
 
+@implements("control.edit", "control.calendars")
 def update_schedule(
     schedule_id: Any,
     *,
@@ -245,6 +248,7 @@ def write_transaction(using: str = "default") -> Iterator[None]:
         yield
 
 
+@implements("control.create", "control.edit", "recovery.degraded")
 def sync_declared(*, using: str = "default", now: datetime | None = None) -> list[Schedule]:
     """Create or update the schedules declared with ``register(..., every=/cron=/rrule=/at=)``.
 
@@ -294,6 +298,7 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
     return changed
 
 
+@implements("recovery.degraded", "recovery.degraded_unkept")
 def recover_degraded(*, using: str = "default", now: datetime | None = None) -> list[Schedule]:
     """Re-activate schedules paused as degraded because their callback was missing, now
     that it is registered again. The occurrence that met the missing callback runs once,
@@ -330,6 +335,7 @@ def recover_degraded(*, using: str = "default", now: datetime | None = None) -> 
     return recovered
 
 
+@implements("recovery.degraded", "recovery.degraded_unkept")
 def _recover_one(pk: Any, now: datetime | None, using: str) -> Schedule:
     with transaction.atomic(using=using):
         row = get_locked(pk, using)

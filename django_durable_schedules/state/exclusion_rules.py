@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from .. import timing
 from ..models import EventAction, Kind, Schedule, ScheduleEvent, Status
 from ..uuids import uuid4
+from .transitions import implements
 
 ONE_SECOND = timedelta(seconds=1)
 #: Excluded dates recorded one event each per claim; more are summed up in one more event.
@@ -34,6 +35,7 @@ def _event(row: Schedule, now: datetime, changes: dict[str, object]) -> Schedule
     )
 
 
+@implements("claim.excluded_counted")
 def count_excluded(
     row: Schedule,
     spec: timing.Spec,
@@ -127,6 +129,7 @@ def count_excluded_to_end(row: Schedule, now: datetime, events: list[ScheduleEve
     return count_excluded(row, row.spec(), now, events, to_end=True)
 
 
+@implements("claim.excluded_now")
 def excluded_at_claim(row: Schedule, spec: timing.Spec, now: datetime) -> bool:
     """Whether every slot of ``row``'s grid due since its ``next_run_at`` (jitter
     included) falls on a date its calendars exclude now: a date added after the slot was

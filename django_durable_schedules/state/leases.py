@@ -37,11 +37,13 @@ from .bounds import check_counters
 from .completion import fail_contained
 from .quarantine import displaced_attempt, quarantine_lease
 from .rules import _FINISH_FIELDS, _claim_of
+from .transitions import implements
 from .values import Failure, Outcome
 
 logger = logging.getLogger(__name__)
 
 
+@implements("recovery.renew")
 def renew_leases(
     tokens: Iterable[uuid.UUID],
     *,
@@ -80,6 +82,7 @@ def renew_leases(
     return owned
 
 
+@implements("recovery.lease_unrecoverable")
 def expire_leases(
     *, limit: int | None = None, now: datetime | None = None, using: str = "default"
 ) -> int:
@@ -121,6 +124,12 @@ def expire_leases(
     return recovered
 
 
+@implements(
+    "outcome.lease_expired",
+    "outcome.failed_halted",
+    "recovery.foreign_lease",
+    "recovery.foreign_lease_idle",
+)
 def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UUID | None) -> int:
     """One lease recovery transaction (see :func:`expire_leases`); ``only``: that row."""
     with transaction.atomic(using=using):
@@ -196,6 +205,7 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
     return len(rows)
 
 
+@implements("outcome.backfill")
 def _expired_backfill(row: Schedule, attempt: RunAttempt, now: datetime) -> Any:
     """The ``lease_expired`` receipt of a backfill attempt whose worker died or hung."""
     claim = _claim_of(row, attempt)

@@ -29,6 +29,7 @@ from ..models import (
 from .bounds import _bounded_seconds
 from .exclusion_rules import count_excluded_to_end
 from .rules import ONE_SECOND, _ceil_second, _max_attempts, _Receipt
+from .transitions import implements
 from .values import Claim, Failure, Outcome, OutcomeStatus
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,13 @@ def _fenced_result(outcome: Outcome) -> Any:
     return None
 
 
+@implements(
+    "outcome.succeeded",
+    "outcome.skipped",
+    "outcome.halted",
+    "outcome.degraded",
+    "outcome.released",
+)
 def _apply(
     row: Schedule, outcome: Outcome, now: datetime, events: list[ScheduleEvent] | None = None
 ) -> _Receipt:
@@ -106,6 +114,13 @@ def _receipt(
     )
 
 
+@implements(
+    "outcome.retried",
+    "outcome.given_up",
+    "outcome.terminal",
+    "outcome.failed_halted",
+    "outcome.lease_expired",
+)
 def _fail_attempt(
     row: Schedule, failure: Failure, now: datetime, events: list[ScheduleEvent] | None = None
 ) -> _Receipt:
@@ -197,6 +212,7 @@ class Overlap:
     skipped: int = 0
 
 
+@implements("outcome.buffered")
 def plan_overlap(row: Schedule, now: datetime) -> Overlap:
     """The overlap rule: what becomes of the slots of ``row`` that came due while its
     occurrence ran, when that occurrence finishes at ``now`` (aware UTC).
@@ -227,6 +243,13 @@ def plan_overlap(row: Schedule, now: datetime) -> Overlap:
     return Overlap(row.due_at(timing.next_slot_after(spec, now)), None, skipped)
 
 
+@implements(
+    "outcome.succeeded",
+    "outcome.skipped",
+    "outcome.buffered",
+    "outcome.given_up",
+    "outcome.halted",
+)
 def _move_on(
     row: Schedule, occurrence: int, now: datetime, events: list[ScheduleEvent] | None = None
 ) -> int:

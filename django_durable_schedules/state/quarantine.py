@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Case, F, Value, When
 
 from ..db.batch import ROW_PROBLEMS
 from ..db.clock import db_now
@@ -48,6 +48,7 @@ from ..projection import bound_text
 from ..uuids import uuid4
 from .bounds import bad_counters, describe_problem, read_count
 from .events import record_event
+from .transitions import implements
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ logger = logging.getLogger(__name__)
 LEASE_PREFIX = "its expired lease could not be recovered: "
 
 
+@implements("claim.unevaluable")
 def repair_counters(row: Schedule, using: str) -> list[str]:
     """Inside a transaction that holds ``row``'s lock: replace each of its counters that
     is not a count (:func:`.bounds.bad_counters`) by what the ledger says (``occurrence``:
@@ -93,6 +95,7 @@ def repair_counters(row: Schedule, using: str) -> list[str]:
     return bad
 
 
+@implements("claim.backfill_cancelled", "recovery.lease_unrecoverable")
 def quarantine_backfill(
     row: Schedule, backfill_id: uuid.UUID, reason: str, now: datetime, using: str
 ) -> bool:
@@ -124,6 +127,7 @@ def quarantine_backfill(
     return True
 
 
+@implements("claim.refused")
 def quarantine_refused(pk: uuid.UUID, exc: BaseException, using: str) -> None:
     """Pause the due row ``pk`` whose claim the database refused (its attempt cannot be
     written, so no receipt can be either): the reason goes to ``degraded_reason``."""
@@ -146,6 +150,7 @@ def quarantine_refused(pk: uuid.UUID, exc: BaseException, using: str) -> None:
         logger.error("schedule %s paused: %s", pk, reason, extra={"schedule": str(pk)})
 
 
+@implements("claim.backfill_cancelled")
 def quarantine_refused_backfill(pk: uuid.UUID, exc: BaseException, using: str) -> None:
     """In its own transaction: cancel the open backfill of schedule ``pk`` whose slot
     claim the database refused on its own (its attempt cannot be written: a stored
@@ -178,6 +183,7 @@ def quarantine_refused_backfill(pk: uuid.UUID, exc: BaseException, using: str) -
 DISPLACED = (None, ReceiptStatus.LEASE_LOST)
 
 
+@implements("recovery.foreign_lease", "recovery.foreign_lease_idle")
 def displaced_attempt(row: Schedule, using: str) -> tuple[RunAttempt, bool] | None:
     """The attempt whose lease a foreign token on ``row`` (one no attempt holds) replaced:
     the schedule's latest attempt, if it has no receipt or ended ``lease_lost``; with
@@ -195,10 +201,12 @@ def displaced_attempt(row: Schedule, using: str) -> tuple[RunAttempt, bool] | No
     return latest, latest.receipt_status is not None
 
 
+@implements("recovery.lease_unrecoverable")
 def quarantine_lease(pk: uuid.UUID, exc: BaseException, now: datetime, using: str) -> bool:
     """In its own transaction: the expired lease of schedule ``pk`` that could not be
     recovered on its own (``exc``: a value the engine cannot read, or the database refused
-    the recovery) is cleared, and the schedule paused as degraded with the reason
+    the recovery) is cleared, and the schedule paused as degraded with the reason (one that was no longer
+    active or paused keeps its status)
     (``degraded_reason`` begins with :data:`LEASE_PREFIX`); the attempt that held the
     lease, if any and not receipted yet, is receipted ``degraded`` at ``now``; its open
     backfill is cancelled. Reads none of the row's values but its lease token and failure
@@ -217,7 +225,12 @@ def quarantine_lease(pk: uuid.UUID, exc: BaseException, now: datetime, using: st
         qs.update(
             lease_token=None,
             lease_expires_at=None,
-            status=Status.PAUSED,
+            # Paused if it could run; a cancelled, completed or failed one keeps its status
+            # (a cancel is never undone by a worker).
+            status=Case(
+                When(status__in=[Status.ACTIVE, Status.PAUSED], then=Value(Status.PAUSED)),
+                default=F("status"),
+            ),
             degraded_reason=reason,
             degraded_kind=DegradedKind.LEASE,
             next_run_at=None,

@@ -22,6 +22,7 @@ from ..db.clock import resolve_now
 from ..db.locks import lock_for_write, locked
 from ..models import Kind, Schedule, Status, load_exclusions
 from ..models.definition import same_definition
+from .transitions import implements
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ def regrid_other_rules(*, now: datetime | None = None, using: str = "default") -
     return replanned
 
 
+@implements("recovery.regrid")
 def _regrid_one(pk: Any, now: datetime, using: str) -> str | None:
     """Re-plan the row ``pk`` (see :func:`regrid_other_rules`); its name, or None when it
     changed meanwhile or needs nothing."""

@@ -35,6 +35,7 @@ from ..uuids import uuid4
 from .bounds import UNEVALUABLE_PREFIX, _bounded_seconds, check_counters, describe_problem
 from .exclusion_rules import count_excluded, count_excluded_to_end, excluded_at_claim
 from .records import _Receipt as _Receipt
+from .transitions import implements
 from .values import Claim
 from .zone_rules import regrid_due
 
@@ -112,6 +113,7 @@ def _safe_hash(row: Schedule) -> str:
         return row.definition_hash
 
 
+@implements("claim.unevaluable", "outcome.unappliable")
 def _pause_degraded(row: Schedule, reason: str, kind: str = DegradedKind.DEFINITION) -> None:
     """Pause ``row`` as degraded (health counts it) with ``reason`` and ``kind``
     (:class:`~..models.DegradedKind`; default: the engine cannot evaluate it, so a valid
@@ -178,6 +180,7 @@ def _claim_of(row: Schedule, attempt: RunAttempt) -> Claim:
     )
 
 
+@implements("claim.unevaluable")
 def _quarantine_claim(
     row: Schedule,
     exc: BaseException,
@@ -224,6 +227,7 @@ def idempotency_key(schedule_id: uuid.UUID, occurrence: int) -> str:
     return f"{schedule_id}:{occurrence}"
 
 
+@implements("claim.missed")
 def _record_missed(
     row: Schedule,
     occurrence: int,
@@ -267,6 +271,7 @@ def _recurring_next(row: Schedule, spec: timing.Spec, now: datetime) -> datetime
     return row.due_at(timing.next_slot_after(spec, now))
 
 
+@implements("claim.excluded_counted", "claim.excluded_now")
 def _plan_claim(
     row: Schedule,
     now: datetime,
@@ -286,6 +291,16 @@ def _plan_claim(
     count_excluded_to_end(row, now, events)
 
 
+@implements(
+    "claim.run",
+    "claim.retry",
+    "claim.buffered",
+    "claim.triggered_paused",
+    "claim.skip_missed",
+    "claim.unregistered",
+    "claim.edited",
+    "claim.edited_paused",
+)
 def _plan_claim_row(
     row: Schedule,
     now: datetime,

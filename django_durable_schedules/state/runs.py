@@ -46,6 +46,7 @@ from .rules import (
     _restore,
     _snapshot,
 )
+from .transitions import implements
 from .values import Claim
 
 logger = logging.getLogger(__name__)
@@ -136,6 +137,7 @@ def _read_due(
     return list(build())
 
 
+@implements("claim.refused", "claim.backfill_cancelled")
 def _claim_one_by_one(
     worker: str, limit: int, lease: timedelta, now: datetime | None, using: str
 ) -> list[Claim]:
@@ -248,6 +250,7 @@ def _claim_batch(
     return claims
 
 
+@implements("claim.unevaluable")
 def _plan_rows(
     rows: list[Schedule],
     now: datetime | None,

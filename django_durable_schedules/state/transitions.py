@@ -1,378 +1,163 @@
-"""The transition table: every way a schedule's status, next run and receipts change.
+"""The transition table and the rules that implement it.
 
-Each row is one event on a schedule in one of its ``sources`` statuses: the status it
-leaves the row in, what ``next_run_at`` becomes and which receipt is written. It is the
-state machine described, not driving it: :mod:`.control` drives the operator actions from
-:data:`.control.ALLOWED` (a test holds the two together), and docs/concepts.md shows the
-table as :func:`render_markdown` renders it (a test holds that too).
+Every row of the table (:data:`TABLE`, data in :mod:`.transition_table`) has a stable id,
+and every rule of the state machine declares the rows it implements with
+:func:`implements`, a decorator that records and returns the function unchanged (no cost
+when the rule runs)::
+
+    @implements("outcome.lease_expired", "recovery.foreign_lease")
+    def _expire_batch(...): ...
+
+:func:`problems` lists a row with no rule and a rule naming no row (a test holds it
+empty); rules that live outside the state package, which cannot import it (the model's
+``save()``, the database triggers of :mod:`..db.edits`), are declared in
+:data:`ELSEWHERE`. docs/concepts.md shows the table as :func:`render_markdown` renders it
+(a test holds that too; ``scripts/transition-table`` rewrites it). :mod:`.control` drives
+the operator actions from :data:`.control.ALLOWED`, which a test holds to the control rows.
+
+:func:`allows` says whether an observed worker step is a declared row: the property tests
+record ``(status before, event, status after)`` for each step they take.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import TypeVar
 
-from ..models import Status
-
-ANY = frozenset(Status)
-ACTIVE = frozenset({Status.ACTIVE})
-PAUSED = frozenset({Status.PAUSED})
-RUNNABLE = frozenset({Status.ACTIVE, Status.PAUSED})  # paused: only by a trigger
-#: A row a run holds a lease on: claimed active or triggered, or paused or cancelled since.
-LEASED = frozenset({Status.ACTIVE, Status.PAUSED, Status.CANCELLED})
-
-#: A row not yet stored (its creation).
-NEW: frozenset[str] = frozenset()
-
-DEGRADED = "paused, degraded"
-NEXT_OR_COMPLETED = "active (completed when no slot is left)"
-
-
-@dataclass(frozen=True)
-class Transition:
-    """One row: ``event`` on a row in a status of ``sources``."""
-
-    family: str  # "claim", "outcome" or "control"
-    sources: frozenset[str]
-    event: str
-    target: str
-    next_run_at: str
-    receipt: str
-    #: For a control row, the key of :data:`.control.ALLOWED` it describes.
-    action: str = ""
-
-
-TABLE: tuple[Transition, ...] = (
-    # -- claims: claim_due, one locked row at a time ---------------------------------------
-    Transition(
-        "claim",
-        ACTIVE,
-        "due (or triggered)",
-        "active, leased",
-        "the next slot after now (`once`: none)",
-        "none yet: an attempt with a live lease",
-    ),
-    Transition(
-        "claim",
-        ACTIVE,
-        "a slot buffered while the previous run ran (`overlap_policy` buffer_one)",
-        "active, leased",
-        "the next slot after now",
-        "none yet: an attempt (origin `buffered`, `scheduled_for` = that slot) with a live lease",
-    ),
-    Transition(
-        "claim",
-        RUNNABLE,
-        "free (no lease, no live slot due, no retry, trigger or buffered slot), with an "
-        "open backfill",
-        "unchanged, leased",
-        "unchanged (the live grid keeps its next slot)",
-        "none yet: an attempt (origin `backfill`, `scheduled_for` = the backfill's next "
-        "slot, its own occurrence) with a live lease",
-    ),
-    Transition(
-        "claim",
-        PAUSED,
-        "triggered",
-        "paused, leased",
-        "none",
-        "none yet: an attempt with a live lease",
-    ),
-    Transition(
-        "claim",
-        ACTIVE,
-        "missed beyond `misfire_grace_seconds`",
-        NEXT_OR_COMPLETED,
-        "the next slot",
-        "`missed`",
-    ),
-    Transition(
-        "claim",
-        ACTIVE,
-        "missed slots, `misfire_policy` skip",
-        NEXT_OR_COMPLETED,
-        "the next slot",
-        "none (counted in `missed_count`)",
-    ),
-    # Exclusion calendars (state.exclusion_rules): the slots of excluded dates are counted.
-    Transition(
-        "claim",
-        ACTIVE,
-        "slots of dates its exclusion calendars exclude passed since the last claim",
-        "unchanged",
-        "unchanged (its plans skipped them)",
-        "none (`excluded_count`; event `excluded` per date: calendar, date, reason)",
-    ),
-    Transition(
-        "claim",
-        ACTIVE,
-        "due slot on a date a calendar excludes now (added after it was planned)",
-        NEXT_OR_COMPLETED,
-        "the next slot no calendar excludes",
-        "none (`excluded_count`, to the grid's end when no slot is left; event `excluded`)",
-    ),
-    Transition(
-        "claim",
-        RUNNABLE,
-        "callback not registered",
-        DEGRADED,
-        "none (the occurrence is kept: it runs once the callback is registered again)",
-        "`degraded`",
-    ),
-    Transition(
-        "claim",
-        RUNNABLE,
-        "definition cannot be evaluated",
-        DEGRADED,
-        "none (a valid edit and enable bring it back)",
-        "`degraded`",
-    ),
-    Transition(
-        "claim",
-        RUNNABLE,
-        "the database refused the claim",
-        DEGRADED,
-        "none",
-        "none (the reason is in `degraded_reason`)",
-    ),
-    Transition(
-        "claim",
-        ACTIVE,
-        "edited behind `save()` (fingerprint differs)",
-        NEXT_OR_COMPLETED,
-        "the first slot of the new definition after now",
-        "none",
-    ),
-    Transition(
-        "claim",
-        PAUSED,
-        "triggered, edited behind `save()`",
-        "paused",
-        "none (the trigger is dropped)",
-        "none",
-    ),
-    # -- outcomes: complete() (and expire_leases), on the row the lease token owns ---------
-    Transition(
-        "outcome",
-        ACTIVE,
-        "succeeded / enqueued",
-        "active (completed after the last slot, `max_runs`, or a `once`)",
-        "the next slot on the grid (slots passed while it ran are counted)",
-        "`succeeded` / `enqueued` (`failure_count` reset)",
-    ),
-    Transition(
-        "outcome",
-        ACTIVE,
-        "skipped",
-        "active (completed after the last slot, `max_runs`, or a `once`)",
-        "the next slot on the grid (slots passed while it ran are counted)",
-        "`skipped` (`failure_count` kept)",
-    ),
-    Transition(
-        "outcome",
-        ACTIVE,
-        "succeeded / enqueued / skipped / given up, slots passed while it ran, "
-        "`overlap_policy` buffer_one",
-        "active",
-        "now: the first passed slot is buffered (`buffered_for`), the others are counted",
-        "its own status (`slots_skipped`: the passed slots but the buffered one)",
-    ),
-    Transition(
-        "outcome",
-        frozenset({Status.PAUSED, Status.CANCELLED}),
-        "succeeded / enqueued / skipped (paused or cancelled while it ran)",
-        "unchanged",
-        "unchanged (as the operator left it)",
-        "`succeeded` / `enqueued` / `skipped`",
-    ),
-    Transition(
-        "outcome",
-        ACTIVE,
-        "failed, retried (attempt < `max_attempts`)",
-        "active",
-        "now + `after_seconds`, else the backoff (the same occurrence)",
-        "`failed`",
-    ),
-    Transition(
-        "outcome",
-        ACTIVE,
-        "failed, given up (`max_attempts` reached)",
-        "recurring: active (paused after `pause_after_failures` failed occurrences); "
-        "`once`: failed",
-        "recurring: the next slot; `once`: none",
-        "`failed`",
-    ),
-    Transition(
-        "outcome",
-        LEASED,
-        "any outcome of a backfill slot",
-        "unchanged; `completed` when the slot's occurrence was the last of `max_runs` "
-        "(backfill occurrences count towards it)",
-        "unchanged (no retry, no backoff, `failure_count` kept); none when completed",
-        "its own status; the backfill moves to its next slot, except after `released` "
-        "(and `lease_expired` while attempts are left): the same slot's next attempt; "
-        "after its last slot the backfill is completed (event `backfill_done`)",
-    ),
-    Transition(
-        "outcome",
-        LEASED,
-        "failed, terminal (`FailRun`)",
-        "failed",
-        "none",
-        "`failed`",
-    ),
-    Transition(
-        "outcome",
-        LEASED,
-        "degraded (the callback vanished before it ran)",
-        DEGRADED,
-        "none (the occurrence is kept)",
-        "`degraded`",
-    ),
-    Transition(
-        "outcome",
-        LEASED,
-        "released (handed back unrun: at a stop, or after waiting too long for a thread)",
-        "unchanged",
-        "now: the same occurrence, its next attempt",
-        "`released`",
-    ),
-    Transition(
-        "outcome",
-        ACTIVE,
-        "lease expired (the worker died, or reported too late)",
-        "as failed, retried at once; given up after `max_attempts`",
-        "now: the same occurrence, its next attempt",
-        "`lease_expired`",
-    ),
-    Transition(
-        "outcome",
-        LEASED,
-        "lease lost (the token no longer owns the row)",
-        "unchanged",
-        "unchanged",
-        "`lease_lost`, unless the recovery receipted the attempt",
-    ),
-    Transition(
-        "outcome",
-        LEASED,
-        "cannot be applied (definition made invalid while it ran)",
-        DEGRADED,
-        "none",
-        "the outcome's own status, noting the pause",
-    ),
-    # -- control: the operator actions (state.control) and edits ----------------------------
-    Transition(
-        "control",
-        frozenset({Status.PAUSED, Status.FAILED}),
-        "enable",
-        NEXT_OR_COMPLETED,
-        "the first slot after now (`once`: `run_at` while ahead, else now); a pending "
-        "trigger is kept and runs first",
-        "none (event `enabled`)",
-        action="enable",
-    ),
-    Transition(
-        "control",
-        ACTIVE,
-        "disable",
-        "paused",
-        "none (a pending retry is dropped; a pending trigger is kept and runs; a buffered "
-        "slot is dropped and counted)",
-        "none (event `disabled`)",
-        action="disable",
-    ),
-    Transition(
-        "control",
-        RUNNABLE,
-        "trigger (refused while it holds a lease; a no-op while a trigger is pending)",
-        "unchanged",
-        "now, as its own occurrence",
-        "none (event `triggered`)",
-        action="trigger",
-    ),
-    Transition(
-        "control",
-        frozenset({Status.ACTIVE, Status.PAUSED, Status.FAILED}),
-        "cancel",
-        "cancelled",
-        "none",
-        "none (event `cancelled`)",
-        action="cancel",
-    ),
-    Transition(
-        "control",
-        RUNNABLE,
-        "backfill `[start, end)` (`request_backfill`; refused while another is open)",
-        "unchanged",
-        "unchanged",
-        "none (event `backfill`); cancel: event `backfill_cancel` (a schedule's cancel "
-        "cancels it too)",
-    ),
-    Transition(
-        "control",
-        ANY,
-        "delete (refused while it holds a lease or an open attempt)",
-        "deleted (its attempts and receipts stay)",
-        "-",
-        "none (event `deleted`)",
-        action="delete",
-    ),
-    Transition(
-        "control",
-        NEW,
-        "create (`create_schedule`, `save()`, `bulk_create()`)",
-        "active (or paused, when created disabled; completed when no slot is left "
-        "after now, e.g. an `end_at` already past)",
-        "active: the first slot at or after now by the database clock (an interval: now, "
-        "its grid anchored at `created_at`, the same reading; a `once`: `run_at`, even if "
-        "past); paused: none",
-        "none (event `created`, except by `save()` and `bulk_create()`)",
-    ),
-    Transition(
-        "control",
-        ANY,
-        "edit (`update_schedule`, `save()`)",
-        "unchanged (active: completed when the new definition has no slot after now)",
-        "active: the first slot of the new definition after now (the database clock); "
-        "else unchanged",
-        "none (event `edited`)",
-    ),
-    Transition(
-        "control",
-        ANY,
-        "exclusion calendars changed: a calendar's dates or holiday "
-        "codes, or the schedule's calendars (`state.calendars`, `update_schedule`)",
-        "unchanged (completed when no slot is left)",
-        "active, its next slot ahead: "
-        "the first slot after now no calendar excludes (now when they cannot be "
-        "evaluated: the claim degrades it); else unchanged",
-        "none (event `calendars` or `edited` for the schedule's calendars)",
-    ),
-    Transition(
-        "control",
-        ACTIVE,
-        "edit behind `save()` (`QuerySet.update()`, raw SQL), unleased",
-        "active",
-        "now; the next claim re-plans it (see the claim rows)",
-        "none",
-    ),
-    Transition(
-        "control",
-        ACTIVE,
-        "bulk pause behind `save()` (status set to paused)",
-        "paused",
-        "none, unless a trigger is pending",
-        "none",
-    ),
-    Transition(
-        "control",
-        PAUSED,
-        "bulk resume behind `save()` (status set to active, no next run)",
-        "active",
-        "now; the next claim re-plans it from now (no catch-up)",
-        "none",
-    ),
+from .transition_table import (
+    ACTIVE,
+    ANY,
+    LEASED,
+    NEW,
+    PAUSED,
+    RUNNABLE,
+    SAME,
+    TABLE,
+    Transition,
 )
+
+__all__ = [
+    "ACTIVE",
+    "ANY",
+    "ELSEWHERE",
+    "LEASED",
+    "NEW",
+    "PAUSED",
+    "RULES",
+    "RUNNABLE",
+    "SAME",
+    "STEPS",
+    "TABLE",
+    "Transition",
+    "allows",
+    "implements",
+    "problems",
+    "render_markdown",
+    "row",
+    "rows_allowing",
+]
+
+F = TypeVar("F", bound=Callable[..., object])
+
+#: Row id -> the qualified names (``module.function``) of the rules that declared it,
+#: filled as the modules of the state package are imported.
+RULES: dict[str, list[str]] = {}
+#: Rules naming an id that is no row: (qualified name, id). Kept for :func:`problems`.
+_UNKNOWN: list[tuple[str, str]] = []
+_IDS = frozenset(t.id for t in TABLE)
+
+#: Rows whose rule lives outside the state package (which it cannot import without a
+#: cycle): row id -> dotted paths of the functions that implement it.
+ELSEWHERE: dict[str, tuple[str, ...]] = {
+    "control.create": (
+        "django_durable_schedules.models.schedule.Schedule.save",
+        "django_durable_schedules.models.queries.ScheduleQuerySet.bulk_create",
+    ),
+    "control.edit": ("django_durable_schedules.models.schedule.Schedule.save",),
+    # The triggers (SQLite dds_schedule_edited/paused/resumed; one BEFORE UPDATE function
+    # on PostgreSQL and MariaDB/MySQL), installed by the migrations.
+    "control.edit_behind_save": ("django_durable_schedules.db.edits.install",),
+    "control.pause_behind_save": ("django_durable_schedules.db.edits.install",),
+    "control.resume_behind_save": ("django_durable_schedules.db.edits.install",),
+}
+
+#: The worker steps an observed event names (``"<step>:<what>"``): ``claim``
+#: (:func:`.claim_due`), ``complete`` (:func:`.complete`), ``expire``
+#: (:func:`.expire_leases`), ``recover`` (:func:`.recover_degraded`) and the operator
+#: actions; ``what`` is the receipt status written for the schedule's attempt in that step,
+#: ``leased`` for an attempt given a live lease, or ``none`` when the step changed the
+#: schedule's status without writing either.
+STEPS = (
+    "claim",
+    "complete",
+    "expire",
+    "recover",
+    "regrid",
+    "enable",
+    "disable",
+    "trigger",
+    "cancel",
+)
+
+
+def implements(*ids: str) -> Callable[[F], F]:
+    """Declare that the decorated function implements the rows ``ids`` of :data:`TABLE`.
+    Records it in :data:`RULES` and returns the function itself, unchanged. An id that is
+    no row is recorded too, for :func:`problems` to report (a test fails on it)."""
+
+    def record(func: F) -> F:
+        name = f"{func.__module__}.{func.__qualname__}"
+        for id_ in ids:
+            RULES.setdefault(id_, []).append(name)
+            if id_ not in _IDS:
+                _UNKNOWN.append((name, id_))
+        return func
+
+    return record
+
+
+def row(id_: str) -> Transition:
+    """The row ``id_``; raises ``KeyError`` for an unknown id."""
+    for t in TABLE:
+        if t.id == id_:
+            return t
+    raise KeyError(id_)
+
+
+def problems() -> list[str]:
+    """What keeps the table and the rules from matching, as sentences: a row that no rule
+    declares (in the state package or :data:`ELSEWHERE`), a rule that names no row, an id
+    used twice. Empty when every row has a rule and every rule a row. Complete only once
+    the state package is imported (as importing this module does)."""
+    found = []
+    seen: set[str] = set()
+    for t in TABLE:
+        if t.id in seen:
+            found.append(f"row {t.id!r} appears twice in the table")
+        seen.add(t.id)
+        if t.id not in RULES and t.id not in ELSEWHERE:
+            found.append(f"row {t.id!r} has no rule: decorate its rule with @implements")
+    found += [f"{name} implements {id_!r}, which is no row" for name, id_ in _UNKNOWN]
+    found += [f"ELSEWHERE names {id_!r}, which is no row" for id_ in ELSEWHERE if id_ not in _IDS]
+    return found
+
+
+def rows_allowing(before: str, event: str, after: str) -> list[Transition]:
+    """The rows that allow a step observed as ``event`` (see :data:`STEPS`) to take a
+    schedule from status ``before`` to status ``after``. Pure."""
+    return [
+        t
+        for t in TABLE
+        if event in t.seen_as
+        and before in t.sources
+        and (after in t.moves_to or (SAME in t.moves_to and after == before))
+    ]
+
+
+def allows(before: str, event: str, after: str) -> bool:
+    """Whether a declared row allows the step ``(before, event, after)``
+    (:func:`rows_allowing`)."""
+    return bool(rows_allowing(before, event, after))
 
 
 def render_markdown() -> str:

@@ -10,10 +10,12 @@ from datetime import datetime, timedelta
 
 from .. import timing
 from ..models import Schedule, Status
+from .transitions import implements
 
 logger = logging.getLogger(__name__)
 
 
+@implements("claim.regrid")
 def regrid_due(row: Schedule, spec: timing.Spec, due: datetime, now: datetime) -> datetime | None:
     """``due`` (the row's stored ``next_run_at``, at or before ``now``) was planned under
     other zone rules and no slot of the current grid lies between it (less its jitter)

@@ -1,0 +1,322 @@
+"""The rows of the transition table: every way a schedule's status, next run and receipts
+change, each under a stable id that the rule implementing it declares
+(:func:`.transitions.implements`).
+
+Each row is one event on a schedule in one of its ``sources`` statuses: the status it
+leaves the row in, what ``next_run_at`` becomes and which receipt is written (the prose
+docs/concepts.md shows), and, for the checks, the statuses it may leave (``moves_to``;
+:data:`SAME`: the one it had) and the worker steps it is seen as (``seen_as``, see
+:data:`.transitions.STEPS`). Data only: :mod:`.transitions` reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..models import ReceiptStatus, Status
+
+ANY = frozenset(Status)
+ACTIVE = frozenset({Status.ACTIVE})
+PAUSED = frozenset({Status.PAUSED})
+RUNNABLE = frozenset({Status.ACTIVE, Status.PAUSED})  # paused: only by a trigger
+#: A row a run holds a lease on: claimed active or triggered, or paused or cancelled since.
+LEASED = frozenset({Status.ACTIVE, Status.PAUSED, Status.CANCELLED})
+HALTED = frozenset({Status.PAUSED, Status.CANCELLED})
+#: A row not yet stored (its creation).
+NEW: frozenset[str] = frozenset()
+
+#: In ``moves_to``: the row keeps the status it had.
+SAME = "="
+KEEPS = frozenset({SAME})
+ACTIVE_OR_COMPLETED = frozenset({Status.ACTIVE, Status.COMPLETED})
+#: Where a failed attempt of an active row leads (retried, given up, paused after
+#: ``pause_after_failures``, a ``once`` failed, the grid's end completed).
+AS_FAILED = frozenset({Status.ACTIVE, Status.PAUSED, Status.FAILED, Status.COMPLETED})
+TO_PAUSED = frozenset({Status.PAUSED})
+
+DEGRADED = "paused, degraded"
+NEXT_OR_COMPLETED = "active (completed when no slot is left)"
+AFTER_LAST = "active (completed after the last slot, `max_runs`, or a `once`)"
+
+
+def _seen(step: str, *what: str) -> frozenset[str]:
+    return frozenset(f"{step}:{w}" for w in what)
+
+
+#: Every receipt status a completion may write for a backfill slot or an unappliable one.
+_ANY_RECEIPT = tuple(ReceiptStatus.values)
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One row: ``event`` on a row in a status of ``sources``; ``id`` is
+    ``"<family>.<name>"`` (family: claim, outcome, recovery, control)."""
+
+    id: str
+    sources: frozenset[str]
+    event: str
+    target: str
+    next_run_at: str
+    receipt: str
+    moves_to: frozenset[str] = KEEPS
+    seen_as: frozenset[str] = frozenset()
+    #: For a control row, the key of :data:`.control.ALLOWED` it describes.
+    action: str = ""
+
+    @property
+    def family(self) -> str:
+        return self.id.split(".", 1)[0]
+
+
+T = Transition
+LEASED_ATTEMPT = "none yet: an attempt with a live lease"
+
+# fmt: off
+CLAIMS: tuple[Transition, ...] = (
+    # -- claim_due, one locked row at a time -------------------------------------------------
+    T("claim.run", ACTIVE, "due (or triggered)", "active, leased",
+      "the next slot after now (`once`: none)", LEASED_ATTEMPT,
+      frozenset({Status.ACTIVE}), _seen("claim", "leased")),
+    T("claim.retry", RUNNABLE,
+      "a retry due (after a failure, a release, a lease expiry, or a degraded occurrence "
+      "recovered)", "unchanged, leased", "the next slot after now (`once` or paused: none)",
+      "none yet: an attempt (the same occurrence, its next attempt) with a live lease; the "
+      "grid slots passed while it waited are counted (`missed_count`)",
+      KEEPS, _seen("claim", "leased")),
+    T("claim.buffered", ACTIVE,
+      "a slot buffered while the previous run ran (`overlap_policy` buffer_one)",
+      "active, leased", "the next slot after now",
+      "none yet: an attempt (origin `buffered`, `scheduled_for` = that slot) with a live lease",
+      frozenset({Status.ACTIVE}), _seen("claim", "leased")),
+    T("claim.backfill", RUNNABLE,
+      "free (no lease, no live slot due, no retry, trigger or buffered slot), with an "
+      "open backfill", "unchanged, leased", "unchanged (the live grid keeps its next slot)",
+      "none yet: an attempt (origin `backfill`, `scheduled_for` = the backfill's next "
+      "slot, its own occurrence) with a live lease",
+      KEEPS, _seen("claim", "leased")),
+    T("claim.triggered_paused", PAUSED, "triggered", "paused, leased", "none", LEASED_ATTEMPT,
+      TO_PAUSED, _seen("claim", "leased")),
+    T("claim.missed", ACTIVE, "missed beyond `misfire_grace_seconds`", NEXT_OR_COMPLETED,
+      "the next slot", "`missed`", ACTIVE_OR_COMPLETED, _seen("claim", "missed")),
+    T("claim.skip_missed", ACTIVE, "missed slots, `misfire_policy` skip", NEXT_OR_COMPLETED,
+      "the next slot", "none (counted in `missed_count`)",
+      ACTIVE_OR_COMPLETED, _seen("claim", "none")),
+    # Exclusion calendars (state.exclusion_rules): the slots of excluded dates are counted.
+    T("claim.excluded_counted", ACTIVE,
+      "slots of dates its exclusion calendars exclude passed since the last claim",
+      "unchanged", "unchanged (its plans skipped them)",
+      "none (`excluded_count`; event `excluded` per date: calendar, date, reason)"),
+    T("claim.excluded_now", ACTIVE,
+      "due slot on a date a calendar excludes now (added after it was planned)",
+      NEXT_OR_COMPLETED, "the next slot no calendar excludes",
+      "none (`excluded_count`, to the grid's end when no slot is left; event `excluded`)",
+      ACTIVE_OR_COMPLETED, _seen("claim", "none")),
+    T("claim.regrid", ACTIVE,
+      "due instant planned under other zone rules (a tzdata update, another host's), no "
+      "slot of the current grid due", NEXT_OR_COMPLETED,
+      "that slot under the current rules (its wall time), ahead", "none",
+      ACTIVE_OR_COMPLETED, _seen("claim", "none")),
+    T("claim.unregistered", RUNNABLE, "callback not registered", DEGRADED,
+      "none (the occurrence is kept: it runs once the callback is registered again)",
+      "`degraded`", TO_PAUSED, _seen("claim", "degraded")),
+    T("claim.unevaluable", RUNNABLE,
+      "definition cannot be evaluated, or a counter is no count (its attempt numbered "
+      "from the ledger)", DEGRADED, "none (a valid edit and enable bring it back)",
+      "`degraded`", TO_PAUSED, _seen("claim", "degraded")),
+    T("claim.refused", RUNNABLE, "the database refused the claim", DEGRADED, "none",
+      "none (the reason is in `degraded_reason`)", TO_PAUSED, _seen("claim", "none")),
+    T("claim.edited", ACTIVE, "edited behind `save()` (fingerprint differs)",
+      NEXT_OR_COMPLETED, "the first slot of the new definition after now", "none",
+      ACTIVE_OR_COMPLETED, _seen("claim", "none")),
+    T("claim.edited_paused", PAUSED, "triggered, edited behind `save()`", "paused",
+      "none (the trigger is dropped)", "none", TO_PAUSED, _seen("claim", "none")),
+    T("claim.backfill_unregistered", RUNNABLE,
+      "free, with an open backfill, callback not registered", "unchanged (no lease)",
+      "unchanged", "`degraded` (the backfill slot's attempt); the backfill moves to its "
+      "next slot (the live claim pauses the schedule)",
+      KEEPS, _seen("claim", "degraded")),
+    T("claim.backfill_cancelled", RUNNABLE,
+      "free, with an open backfill whose next slot cannot be claimed (a stored slot no "
+      "instant, a counter no count, an occurrence its attempts contradict, refused by the "
+      "database)", "unchanged (no lease)", "unchanged",
+      "none: the backfill is cancelled (event `backfill_cancel` by the worker, with the "
+      "reason)", KEEPS, _seen("claim", "none")),
+)
+# fmt: on
+
+_COMPLETE_ANY = _seen("complete", *_ANY_RECEIPT)
+_SUCCESS_OR_SKIP = ("succeeded", "enqueued", "skipped")
+
+# fmt: off
+OUTCOMES: tuple[Transition, ...] = (
+    # -- complete() (and expire_leases), on the row the lease token owns ---------------------
+    T("outcome.succeeded", ACTIVE, "succeeded / enqueued", AFTER_LAST,
+      "the next slot on the grid (slots passed while it ran are counted)",
+      "`succeeded` / `enqueued` (`failure_count` reset)",
+      ACTIVE_OR_COMPLETED, _seen("complete", "succeeded", "enqueued")),
+    T("outcome.skipped", ACTIVE, "skipped", AFTER_LAST,
+      "the next slot on the grid (slots passed while it ran are counted)",
+      "`skipped` (`failure_count` kept)", ACTIVE_OR_COMPLETED, _seen("complete", "skipped")),
+    T("outcome.buffered", ACTIVE,
+      "succeeded / enqueued / skipped / given up, slots passed while it ran, "
+      "`overlap_policy` buffer_one", "active",
+      "now: the first passed slot is buffered (`buffered_for`), the others are counted",
+      "its own status (`slots_skipped`: the passed slots but the buffered one)",
+      frozenset({Status.ACTIVE}), _seen("complete", *_SUCCESS_OR_SKIP, "failed")),
+    T("outcome.halted", HALTED,
+      "succeeded / enqueued / skipped (paused or cancelled while it ran)", "unchanged",
+      "unchanged (as the operator left it)", "`succeeded` / `enqueued` / `skipped`",
+      KEEPS, _seen("complete", *_SUCCESS_OR_SKIP)),
+    T("outcome.retried", ACTIVE, "failed, retried (attempt < `max_attempts`)", "active",
+      "now + `after_seconds`, else the backoff (the same occurrence)", "`failed`",
+      frozenset({Status.ACTIVE}), _seen("complete", "failed")),
+    T("outcome.given_up", ACTIVE, "failed, given up (`max_attempts` reached)",
+      "recurring: active (paused after `pause_after_failures` failed occurrences); "
+      "`once`: failed", "recurring: the next slot; `once`: none", "`failed`",
+      AS_FAILED, _seen("complete", "failed")),
+    T("outcome.failed_halted", HALTED,
+      "failed or lease expired (paused or cancelled while it ran)", "unchanged",
+      "unchanged (no retry: the occurrence is given up, `failed_occurrences` counted)",
+      "`failed` / `lease_expired`",
+      KEEPS, _seen("complete", "failed", "lease_expired") | _seen("expire", "lease_expired")),
+    T("outcome.backfill", LEASED, "any outcome of a backfill slot",
+      "unchanged; `completed` when the slot's occurrence was the last of `max_runs` "
+      "(backfill occurrences count towards it)",
+      "unchanged (no retry, no backoff, `failure_count` kept); none when completed",
+      "its own status; the backfill moves to its next slot, except after `released` "
+      "(and `lease_expired` while attempts are left): the same slot's next attempt; "
+      "after its last slot the backfill is completed (event `backfill_done`)",
+      KEEPS | {Status.COMPLETED}, _COMPLETE_ANY | _seen("expire", "lease_expired")),
+    T("outcome.terminal", LEASED, "failed, terminal (`FailRun`)", "failed", "none",
+      "`failed`", frozenset({Status.FAILED}), _seen("complete", "failed")),
+    T("outcome.degraded", LEASED, "degraded (the callback vanished before it ran)", DEGRADED,
+      "none (the occurrence is kept)", "`degraded`", TO_PAUSED, _seen("complete", "degraded")),
+    T("outcome.released", LEASED,
+      "released (handed back unrun: at a stop, or after waiting too long for a thread)",
+      "unchanged", "now: the same occurrence, its next attempt", "`released`",
+      KEEPS, _seen("complete", "released")),
+    T("outcome.lease_expired", ACTIVE, "lease expired (the worker died, or reported too late)",
+      "as failed, retried at once; given up after `max_attempts`",
+      "now: the same occurrence, its next attempt", "`lease_expired`",
+      AS_FAILED, _seen("complete", "lease_expired") | _seen("expire", "lease_expired")),
+    T("outcome.lease_lost", ANY, "lease lost (the token no longer owns the row)", "unchanged",
+      "unchanged", "`lease_lost`, unless the recovery receipted the attempt",
+      KEEPS, _seen("complete", "lease_lost")),
+    T("outcome.unappliable", LEASED,
+      "cannot be applied, or the recovery cannot move it on (definition made invalid "
+      "while it ran)", DEGRADED, "none", "the outcome's own status, noting the pause",
+      TO_PAUSED, _COMPLETE_ANY | _seen("expire", "lease_expired")),
+    T("outcome.backfill_ended", LEASED,
+      "any outcome that leaves the schedule completed or failed, with an open backfill",
+      "as the outcome's own row says (completed or failed)", "none",
+      "its own status; the open backfill is cancelled (event `backfill_cancel` by the "
+      "worker, the schedule's status as the reason)"),
+)
+# fmt: on
+
+# fmt: off
+RECOVERY: tuple[Transition, ...] = (
+    # -- renew_leases, expire_leases, recover_degraded ----------------------------------------
+    T("recovery.renew", LEASED, "lease renewed by its worker while live", "unchanged",
+      "unchanged", "none (`lease_expires_at` = now + `lease_seconds`; a lost lease is "
+      "reported to the worker)"),
+    T("recovery.foreign_lease", LEASED,
+      "lease expired whose token no attempt holds (written behind `save()`), displacing "
+      "a run: the schedule's latest attempt, open or `lease_lost`",
+      "as lease expired (a backfill slot's: as its outcome)",
+      "now: the displaced occurrence, its next attempt",
+      "`lease_expired` for the displaced attempt, unless it was receipted `lease_lost`",
+      AS_FAILED | KEEPS, _seen("expire", "lease_expired", "none")),
+    T("recovery.foreign_lease_idle", LEASED,
+      "lease expired whose token no attempt holds, on a row whose latest attempt is "
+      "settled", "unchanged", "unchanged", "none (the lease is cleared)",
+      KEEPS, _seen("expire", "none")),
+    T("recovery.lease_unrecoverable", LEASED,
+      "lease expired that cannot be recovered (a value the engine cannot read, or the "
+      "database refused the recovery)", DEGRADED, "none",
+      "`degraded` for the attempt that held the lease, unless receipted; its open "
+      "backfill is cancelled (a cancelled, completed or failed row keeps its status)",
+      TO_PAUSED | KEEPS, _seen("expire", "degraded", "none")),
+    T("recovery.degraded", PAUSED,
+      "callback registered again (`recover_degraded`, `sync_declared`), its occurrence "
+      "kept", "active",
+      "now: the kept occurrence, its next attempt; it runs once (the retry claim), then "
+      "the grid goes on (slots passed meanwhile counted as missed)",
+      "none (event `enabled`, source `worker`)",
+      frozenset({Status.ACTIVE}), _seen("recover", "none")),
+    T("recovery.degraded_unkept", PAUSED,
+      "callback registered (`recover_degraded`), degraded because its callback was "
+      "missing (`degraded_kind` `callback`) before the occurrence was kept; a schedule "
+      "degraded for another cause (`definition`, `lease`, `claim`) waits for an operator",
+      "as enable", "as enable", "none (event `enabled`, source `worker`)",
+      ACTIVE_OR_COMPLETED, _seen("recover", "none")),
+    T("recovery.regrid", ACTIVE,
+      "worker start (`regrid_other_rules`): next run planned under other zone rules (a "
+      "tzdata update), still ahead, nothing pending, definition unchanged", "unchanged",
+      "the slot of the current grid nearest to it (its wall time under the current "
+      "rules); one the update moved earlier runs on time", "none",
+      KEEPS, _seen("regrid", "none")),
+)
+# fmt: on
+
+# fmt: off
+CONTROL: tuple[Transition, ...] = (
+    # -- the operator actions (state.control) and edits ---------------------------------------
+    T("control.enable", frozenset({Status.PAUSED, Status.FAILED}), "enable", NEXT_OR_COMPLETED,
+      "the first slot after now (`once`: `run_at` while ahead, else now); a pending "
+      "trigger is kept and runs first", "none (event `enabled`)",
+      ACTIVE_OR_COMPLETED, _seen("enable", "none"), action="enable"),
+    T("control.disable", ACTIVE, "disable", "paused",
+      "none (a pending retry is dropped; a pending trigger is kept and runs; a buffered "
+      "slot is dropped and counted)", "none (event `disabled`)",
+      TO_PAUSED, _seen("disable", "none"), action="disable"),
+    T("control.trigger", RUNNABLE,
+      "trigger (refused while it holds a lease; a no-op while a trigger is pending)",
+      "unchanged", "now, as its own occurrence", "none (event `triggered`)",
+      KEEPS, _seen("trigger", "none"), action="trigger"),
+    T("control.cancel", frozenset({Status.ACTIVE, Status.PAUSED, Status.FAILED}), "cancel",
+      "cancelled", "none", "none (event `cancelled`)",
+      frozenset({Status.CANCELLED}), _seen("cancel", "none"), action="cancel"),
+    T("control.backfill", RUNNABLE,
+      "backfill `[start, end)` (`request_backfill`; refused while another is open)",
+      "unchanged", "unchanged", "none (event `backfill`); cancel: event `backfill_cancel` "
+      "(a schedule's cancel cancels it too)"),
+    T("control.delete", ANY, "delete (refused while it holds a lease or an open attempt)",
+      "deleted (its attempts and receipts stay)", "-", "none (event `deleted`)",
+      frozenset(), action="delete"),
+    T("control.create", NEW, "create (`create_schedule`, `sync_declared`, `save()`, "
+      "`bulk_create()`)",
+      "active (or paused, when created disabled; completed when no slot is left "
+      "after now, e.g. an `end_at` already past)",
+      "active: the first slot at or after now by the database clock (an interval: now, "
+      "its grid anchored at `created_at`, the same reading; a `once`: `run_at`, even if "
+      "past); paused: none",
+      "none (event `created`, except by `save()` and `bulk_create()`)",
+      frozenset({Status.ACTIVE, Status.PAUSED, Status.COMPLETED})),
+    T("control.edit", ANY, "edit (`update_schedule`, `sync_declared`, `save()`)",
+      "unchanged (active: completed when the new definition has no slot after now)",
+      "active: the first slot of the new definition after now (the database clock); "
+      "else unchanged", "none (event `edited`)", KEEPS | {Status.COMPLETED}),
+    T("control.calendars", ANY,
+      "exclusion calendars changed: a calendar's dates or holiday "
+      "codes, or the schedule's calendars (`state.calendars`, `update_schedule`)",
+      "unchanged (completed when no slot is left)",
+      "active, its next slot ahead: "
+      "the first slot after now no calendar excludes (now when they cannot be "
+      "evaluated: the claim degrades it); else unchanged",
+      "none (event `calendars` or `edited` for the schedule's calendars)",
+      KEEPS | {Status.COMPLETED}),
+    T("control.edit_behind_save", ACTIVE,
+      "edit behind `save()` (`QuerySet.update()`, raw SQL), unleased", "active",
+      "now; the next claim re-plans it (see the claim rows)", "none"),
+    T("control.pause_behind_save", ACTIVE, "bulk pause behind `save()` (status set to paused)",
+      "paused", "none, unless a trigger is pending", "none", TO_PAUSED),
+    T("control.resume_behind_save", PAUSED,
+      "bulk resume behind `save()` (status set to active, no next run)", "active",
+      "now; the next claim re-plans it from now (no catch-up)", "none",
+      frozenset({Status.ACTIVE})),
+)
+# fmt: on
+
+#: Every row, by family, in the order docs/concepts.md shows them.
+TABLE: tuple[Transition, ...] = CLAIMS + OUTCOMES + RECOVERY + CONTROL
