@@ -14,7 +14,8 @@ Transitions (all take an optional injected ``now``, an aware UTC datetime; by de
   ``lease_expired``, the occurrence is retried (at-least-once).
 * :func:`enable`, :func:`disable`, :func:`trigger`, :func:`cancel`,
   :func:`delete_schedule` (allowed from the statuses of :data:`.control.ALLOWED`),
-  :func:`create_schedule`, :func:`update_schedule`, :func:`sync_declared`,
+  :func:`create_schedule`, :func:`update_schedule` (a definition built and validated
+  once by :func:`prepare`), :func:`sync_declared`,
   :func:`heartbeat`.
 
 Callers (worker, admin, API, commands) never open transactions themselves.
@@ -57,10 +58,10 @@ from .calendars import (
     save_calendar,
     set_schedule_calendars,
 )
+from .candidates import EDITABLE_FIELDS, Prepared, prepare
 from .completion import complete
 from .control import ALLOWED, allowed_actions, cancel, delete_schedule, disable, enable, trigger
 from .definitions import (
-    EDITABLE_FIELDS,
     create_schedule,
     declared_fields,
     recover_degraded,
@@ -91,6 +92,7 @@ __all__ = [
     "CompletionReport",
     "Outcome",
     "OutcomeStatus",
+    "Prepared",
     "StateConflict",
     "Wakeup",
     "add_dates",
@@ -121,6 +123,7 @@ __all__ = [
     "latest_backfill",
     "open_backfill",
     "plan_backfill",
+    "prepare",
     "recover_degraded",
     "record_event",
     "renew_leases",
