@@ -11,13 +11,14 @@ same field messages by :func:`explain_refusal`, which probes only then.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import connections
+from django.db.models import UniqueConstraint
 
 from ..db.names import calendar_names
 from ..models import ExclusionCalendar, Kind, Schedule
@@ -57,6 +58,12 @@ EDITABLE_FIELDS = frozenset(
 )
 #: The editable columns (``exclusion_calendars`` is a relation), by attribute name.
 _COLUMNS = tuple(f.attname for f in Schedule._meta.concrete_fields if f.name in EDITABLE_FIELDS)
+
+#: The fields of the unique constraints (the name), and the others.
+_UNIQUE = frozenset(
+    name for c in Schedule._meta.constraints if isinstance(c, UniqueConstraint) for name in c.fields
+)
+_NOT_UNIQUE = frozenset(f.name for f in Schedule._meta.concrete_fields) - _UNIQUE
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,7 @@ def prepare(
     *,
     owner: Any = None,
     using: str | None = None,
+    exclude: Collection[str] = (),
 ) -> Prepared:
     """Build the candidate of a create (``instance`` None) or of an edit of ``instance``
     with ``fields`` (:data:`EDITABLE_FIELDS`; ``exclusion_calendars`` by name, primary key
@@ -110,7 +118,8 @@ def prepare(
     the host's clock) and runs no constraint probe where the database enforces the
     constraint at the write (:func:`validate_once`).
 
-    ``owner``: the user an owner-scoped request acts for (the API with
+    ``exclude``: fields not validated, as ``full_clean(exclude=)`` (a form's fields that
+    failed its own checks or that it does not show). ``owner``: the user an owner-scoped request acts for (the API with
     ``API_OWNER_SCOPED``): a new schedule is theirs, and the owner policy applies
     (:func:`owner_limits`). ``None``: full access (admin, code, staff).
 
@@ -130,7 +139,7 @@ def prepare(
         attach_calendars(row, calendars)
     elif instance is not None:
         attach_calendars(row, _calendars_of(instance))
-    validate_once(row, using)
+    validate_once(row, using, exclude)
     if owner is not None:
         owner_limits(row)
     return Prepared(
@@ -162,14 +171,21 @@ def _calendars_of(instance: Schedule) -> Sequence[ExclusionCalendar]:
     return list(instance.exclusion_calendars.all())
 
 
-def validate_once(row: Schedule, using: str = "default") -> None:
+def validate_once(row: Schedule, using: str = "default", exclude: Collection[str] = ()) -> None:
     """Field validation and ``row.clean()``; the ``CHECK`` constraints only where the
     database does not enforce them at the write (``supports_table_check_constraints``),
     the uniqueness probes never (the write enforces them: :func:`explain_refusal`).
     Raises ``ValidationError`` with field messages."""
-    row.full_clean(validate_unique=False, validate_constraints=False)
+    row.full_clean(exclude=exclude or None, validate_unique=False, validate_constraints=False)
     if not connections[using].features.supports_table_check_constraints:
-        row.validate_constraints(exclude={"name"})  # the CHECKs; the name's is unique
+        row.validate_constraints(exclude={*exclude, *_UNIQUE})  # the CHECKs only
+
+
+def probe_unique(row: Schedule, exclude: Collection[str] = ()) -> None:
+    """The uniqueness probes alone (the name: one query), for a face that must report a
+    name taken before the write, as the admin's form does (a refusal at its save could not
+    be shown on the form). Raises ``ValidationError`` (the message of ``full_clean()``)."""
+    row.validate_constraints(exclude={*exclude, *_NOT_UNIQUE})
 
 
 def explain_refusal(row: Schedule) -> None:
