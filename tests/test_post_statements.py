@@ -99,3 +99,79 @@ def test_state_create_schedule_refused_insert_gives_field_messages():
     with pytest.raises(ValidationError) as info:
         state.create_schedule(prepared)
     assert info.value.message_dict == {"name": ["Schedule with this Name already exists."]}
+
+
+def test_patch_to_a_taken_name_has_the_name_check_message(api):
+    path = reverse("durable_schedules_api:schedule-list")
+    api.post(path, {**BODY, "name": "first"}, format="json")
+    sid = api.post(path, {**BODY, "name": "second"}, format="json").json()["id"]
+    detail = reverse("durable_schedules_api:schedule-detail", args=[sid])
+    response = api.patch(detail, {"name": "first"}, format="json")
+    assert response.status_code == 400
+    assert response.json() == {"name": ["schedule with this name already exists."]}
+    # With another field refused by its own check, both are said, as before.
+    response = api.patch(detail, {"name": "first", "interval_seconds": 0}, format="json")
+    assert response.json() == {
+        "name": ["schedule with this name already exists."],
+        "interval_seconds": ["At least 1 second."],
+    }
+    # Renaming to its own name is no conflict.
+    assert api.patch(detail, {"name": "second"}, format="json").status_code == 200
+
+
+def test_prepare_applies_the_owner_policy(django_user_model):
+    alice = django_user_model.objects.create_user("alice")
+    prepared = state.prepare(
+        {"name": "mine", "callback": "tests.noop", "interval_seconds": 60}, owner=alice
+    )
+    assert prepared.row.owner_id == alice.pk and prepared.fields["owner"] == alice
+    row = state.create_schedule(prepared)
+    assert row.owner_id == alice.pk
+    with pytest.raises(ValidationError) as info:
+        state.prepare(
+            {"name": "closed", "callback": "tests.echo", "interval_seconds": 60}, owner=alice
+        )
+    assert info.value.message_dict == {"callback": ["'tests.echo' is not open to you."]}
+    with pytest.raises(ValidationError) as info:  # an edit too: tests.noop at most every 60 s
+        state.prepare({"interval_seconds": 1}, row, owner=alice)
+    assert list(info.value.message_dict) == ["interval_seconds"]
+    # Full access (no owner): no policy.
+    state.update_schedule(state.prepare({"interval_seconds": 1}, row))
+    row.refresh_from_db()
+    assert row.interval_seconds == 1 and row.owner_id == alice.pk
+
+
+def test_a_prepared_edit_is_validated_again_when_the_row_changed_meanwhile():
+    row = state.create_schedule(name="edited", callback="tests.noop", interval_seconds=60)
+    prepared = state.prepare({"jitter_seconds": 20}, row)  # fits a 60 s interval
+    state.update_schedule(row.pk, interval_seconds=30)  # committed in between
+    with pytest.raises(ValidationError) as info:  # 20 s is more than half of 30 s
+        state.update_schedule(prepared)
+    assert list(info.value.message_dict) == ["jitter_seconds"]
+    row.refresh_from_db()
+    assert row.interval_seconds == 30 and row.jitter_seconds is None
+
+
+def test_a_prepared_edit_writes_only_its_changes_on_the_current_row():
+    row = state.create_schedule(name="kept", callback="tests.noop", interval_seconds=60)
+    prepared = state.prepare({"payload": {"a": 1}}, row)
+    state.trigger(row.pk)  # run state changes in between; the editable columns do not
+    state.update_schedule(prepared)
+    row.refresh_from_db()
+    assert row.payload == {"a": 1} and row.triggered_at is not None
+    assert row.events.get(action="edited").changes == {"payload": [{}, {"a": 1}]}
+
+
+def test_admin_add_validates_once_and_reports_a_taken_name(admin_client):
+    from .test_admin import _form_data
+
+    add = reverse("admin:durable_schedules_schedule_add")
+    with CaptureQueriesContext(connection) as ctx:
+        response = admin_client.post(add, _form_data())
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    assert sum('"_check"' in q["sql"] for q in ctx) == 0, _listed(ctx)
+    assert _clock_reads(ctx) == 1, _listed(ctx)
+    response = admin_client.post(add, _form_data())
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert errors == {"name": ["Schedule with this Name already exists."]}
