@@ -252,13 +252,15 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
             self.instance = construct_instance(self, self.instance, opts.fields, opts.exclude)
         except ValidationError as exc:
             self._update_errors(exc)
-        exclude = self._get_validation_exclusions()
+        # Django's own exclusions (fields not on the form, or refused by it), as its
+        # _post_clean uses them.
+        exclude = self._get_validation_exclusions()  # type: ignore[attr-defined]
         self.prepared = None
         try:
             self.prepared = state.prepare(self.definition(exclude), self._original, exclude=exclude)
         except ValidationError as exc:
             self._update_errors(exc)
-        exclude = self._get_validation_exclusions()  # and the fields that failed above
+        exclude = self._get_validation_exclusions()  # type: ignore[attr-defined]  # and more
         try:
             state.candidates.probe_unique(self.instance, exclude)
         except ValidationError as exc:

@@ -380,7 +380,7 @@ class ScheduleSerializer(BaseModelSerializer):
     def _prepared_for(self, validated_data: dict[str, Any]) -> state.Prepared:
         """The definition :meth:`validate` prepared, or prepared again when ``save()`` was
         given other fields than were validated."""
-        done = getattr(self, "_prepared", None)
+        done: tuple[dict[str, Any], state.Prepared] | None = getattr(self, "_prepared", None)
         if done is not None and done[0] == validated_data:
             return done[1]
         return self._prepare(validated_data)

@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import IntegrityError, transaction
 
 from .. import timing
-from ..db.clock import db_now, resolve_now
+from ..db.clock import resolve_now
 from ..db.locks import get_locked, lock_for_write, locked
 from ..exceptions import StateConflict, validation_text
 from ..models import EventAction, Schedule, Status
@@ -91,7 +91,7 @@ def create_schedule(
         changes["status"] = Status.PAUSED
     with transaction.atomic(using=using):
         lock_for_write(using)  # SQLite: hold the write lock from the start (insert, event)
-        now = db_now(using)
+        now = resolve_now(None, using)
         _save_or_explain(row, using, force_insert=True, now=now)
         if prepared.calendars:
             row.exclusion_calendars.set(prepared.calendars)
@@ -149,7 +149,7 @@ def update_schedule(
         before = {name: _current(row, name) for name in changed}
         after = {name: prepared.fields[name] for name in changed}
         for name in changed:
-            attname = Schedule._meta.get_field(name).attname
+            attname = "owner_id" if name == "owner" else name  # no query for the owner
             setattr(row, attname, getattr(candidate, attname))  # the cleaned value
         share_exclusions(row, candidate)  # the plans below see the calendars validated
         cals = prepared.calendars
@@ -158,7 +158,7 @@ def update_schedule(
             if [c.name for c in cals] != old_names:
                 before["exclusion_calendars"] = old_names
                 after["exclusion_calendars"] = [c.name for c in cals]
-        now = db_now(using) if after else None  # the edit's one clock read
+        now = resolve_now(None, using) if after else None  # the edit's one clock read
         if changed:
             _save_or_explain(row, using, update_fields=[*changed, "updated_at"], now=now)
         if now is not None and "exclusion_calendars" in after:
