@@ -309,7 +309,8 @@ class ScheduleSerializer(BaseModelSerializer):
 
     def _owner(self) -> Any:
         """The user an owner-scoped request acts for (None: full access)."""
-        return self.context["request"].user if self.context.get("owner_scoped") else None
+        request = self.context.get("request")
+        return getattr(request, "user", None) if self.context.get("owner_scoped") else None
 
     def _prepare(self, attrs: dict[str, Any]) -> state.Prepared:
         try:
