@@ -52,6 +52,7 @@ def test_post_schedules_costs_at_most_18_statements(api):
     with CaptureQueriesContext(connection) as ctx:
         response = api.post(reverse("durable_schedules_api:schedule-list"), BODY, format="json")
     assert response.status_code == 201, response.content
+    print(f"POST schedules/: {len(ctx)} statements on {connection.vendor} (goal <= {POST_MAX})")
     assert len(ctx) <= POST_MAX, _listed(ctx)
     assert _probes(ctx) == 0, _listed(ctx)
     assert _clock_reads(ctx) == 1, _listed(ctx)
@@ -66,6 +67,7 @@ def test_patch_schedule_costs_at_most_18_statements(api):
     with CaptureQueriesContext(connection) as ctx:
         response = api.patch(path, {"interval_seconds": 120}, format="json")
     assert response.status_code == 200, response.content
+    print(f"PATCH schedules/{{id}}/: {len(ctx)} statements on {connection.vendor}")
     assert len(ctx) <= PATCH_MAX, _listed(ctx)
     assert _probes(ctx) == 0, _listed(ctx)
     assert _clock_reads(ctx) == 1, _listed(ctx)

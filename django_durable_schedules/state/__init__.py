@@ -25,7 +25,8 @@ the same transaction, waking idle workers when it commits (:mod:`.db.wakeups`).
 
 The package, by transition family: :mod:`.values` (what passes between it and the worker),
 :mod:`.bounds`, :mod:`.rules` and :mod:`.outcomes` (pure row arithmetic, no database),
-:mod:`.runs` (claims, leases), :mod:`.completion`, :mod:`.control`, :mod:`.definitions`,
+:mod:`.runs` (claims, leases), :mod:`.completion`, :mod:`.control`, :mod:`.candidates`
+(:func:`prepare`: a definition built and validated once), :mod:`.definitions`,
 :mod:`.backfills` (with its pure :mod:`.backfill_rules`), :mod:`.calendars` (exclusion
 calendars, with the pure :mod:`.exclusion_rules`),
 :mod:`.events` (the audit trail), :mod:`.workers`, and :mod:`.transitions` (the table of
