@@ -23,8 +23,6 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import SkipField
-from rest_framework.utils.field_mapping import get_unique_validators
-from rest_framework.validators import UniqueValidator
 
 from .. import state, timing
 from ..cron_words import cron_in_words
@@ -51,6 +49,7 @@ from .health_serializers import StatusCountsField as StatusCountsField
 from .health_serializers import WorkerSerializer as WorkerSerializer
 from .run_serializers import AttemptSerializer, ReceiptSerializer
 from .run_serializers import EventSerializer as EventSerializer
+from .unique_fields import UniqueAtWrite
 from .upcoming_serializers import FireTimeSerializer as FireTimeSerializer
 from .upcoming_serializers import UpcomingQuerySerializer, UpcomingSerializer
 from .visibility import redact_detail, redact_reason
@@ -70,15 +69,17 @@ def _calendar_names_field(calendars: Any) -> CalendarNamesField:
     )
 
 
-class ScheduleSerializer(BaseModelSerializer):
+class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
     """A schedule: its definition (writable) and its run state (read-only).
 
     Run state changes only through the actions (``enable``, ``disable``, ``cancel``,
     ``trigger``). ``run_in_seconds`` (write-only, ``once`` only) sets ``run_at`` that many
     seconds after the database's now. ``owner`` is writable for full-access users and
-    always the request user for owner-scoped ones.
+    always the request user for owner-scoped ones. The name's uniqueness is the insert's
+    (the unique constraint), not a probe before it (:class:`.unique_fields.UniqueAtWrite`).
     """
 
+    unique_at_write = ("name",)
     run_in_seconds = serializers.IntegerField(
         write_only=True,
         required=False,
@@ -321,51 +322,12 @@ class ScheduleSerializer(BaseModelSerializer):
     def _as_400(self, exc: DjangoValidationError, name: Any) -> serializers.ValidationError:
         """The model's field messages as a 400, never naming a calendar hidden from the
         user; a ``name`` another schedule has is reported alone, as the name's own check
-        reports it (:meth:`_name_taken`)."""
-        taken = self._name_taken(name)
+        reports it (:meth:`.unique_fields.UniqueAtWrite.taken`)."""
+        taken = self.taken("name", name)
         if taken:
             return serializers.ValidationError({"name": taken})
         visible = self.context.get("visible_calendars")
         return serializers.ValidationError(redact_detail(field_errors(exc), visible))
-
-    def build_standard_field(self, field_name: str, model_field: Any) -> Any:
-        """As DRF's, without the name's uniqueness probe: the insert enforces it (the
-        unique constraint) and a refusal is reported with the same message
-        (:meth:`_name_taken`, run only when a request fails)."""
-        field_class, field_kwargs = super().build_standard_field(field_name, model_field)
-        if field_name == "name":
-            validators = field_kwargs.get("validators", [])
-            field_kwargs["validators"] = [v for v in validators if not _unique(v)]
-        return field_class, field_kwargs
-
-    def _name_taken(self, name: Any) -> list[str]:
-        """The name's uniqueness message when another schedule has ``name`` (a probe, run
-        only on a request that fails): DRF's, as ``ModelSerializer`` builds it."""
-        if not isinstance(name, str):
-            return []
-        field = self.fields["name"]
-        for validator in get_unique_validators("name", Schedule._meta.get_field("name")):
-            try:
-                validator(name, field)
-            except serializers.ValidationError as exc:
-                return [str(m) for m in exc.detail]
-        return []
-
-    def to_internal_value(self, data: Any) -> Any:
-        """As DRF's; a request refused field by field also says when its name is taken."""
-        try:
-            return super().to_internal_value(data)
-        except serializers.ValidationError as exc:
-            detail = exc.detail
-            if isinstance(detail, dict) and "name" not in detail and isinstance(data, dict):
-                try:
-                    name = self.fields["name"].run_validation(data["name"])
-                except (KeyError, serializers.ValidationError):
-                    raise exc from None
-                taken = self._name_taken(name)
-                if taken:
-                    raise serializers.ValidationError({"name": taken, **detail}) from None
-            raise
 
     def _keep_hidden_calendars(self, attrs: dict[str, Any]) -> None:
         """An owner-scoped user writing ``exclusion_calendars`` keeps the calendars of the
@@ -405,10 +367,6 @@ class ScheduleSerializer(BaseModelSerializer):
             return state.update_schedule(prepared, **audit)
         except DjangoValidationError as exc:
             raise self._as_400(exc, validated_data.get("name")) from None
-
-
-def _unique(validator: Any) -> bool:
-    return isinstance(validator, UniqueValidator)
 
 
 class EnableSerializer(serializers.Serializer):
