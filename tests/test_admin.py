@@ -506,9 +506,10 @@ def test_add_goes_through_services_and_rejects_unregistered_callbacks(admin_clie
     created = []
     real = state.create_schedule
 
-    def spy(**fields):
-        created.append((fields["name"], fields["source"], str(fields["actor"])))
-        return real(**fields)
+    def spy(prepared=None, **kw):  # the form's prepared definition (state.prepare)
+        name = prepared.fields["name"] if prepared else kw["name"]
+        created.append((name, kw["source"], str(kw["actor"])))
+        return real(prepared, **kw)
 
     monkeypatch.setattr(state, "create_schedule", spy)
     add = reverse("admin:durable_schedules_schedule_add")
@@ -531,7 +532,8 @@ def test_edit_goes_through_services_and_writes_only_what_changed(admin_client, m
     real = state.update_schedule
 
     def spy(pk, *, actor=None, source="code", **changes):
-        edits.append((changes, source, str(actor)))
+        given = dict(pk.fields) if isinstance(pk, state.Prepared) else changes  # prepared
+        edits.append((given, source, str(actor)))
         return real(pk, actor=actor, source=source, **changes)
 
     monkeypatch.setattr(state, "update_schedule", spy)

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from django_durable_schedules import state
 from django_durable_schedules.api.serializers import ScheduleSerializer
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
-from django_durable_schedules.state import control, definitions
+from django_durable_schedules.state import control
 
 from .factories import T0, AttemptFactory, ReceiptFactory, ScheduleFactory
 
@@ -404,21 +404,18 @@ def test_name_rules(api):
 
 
 def test_a_name_taken_concurrently_is_a_400_not_a_500(api, monkeypatch):
-    real, calls = state.validate_schedule, []
+    real, calls = state.prepare, []
 
-    def racing(row):  # another request inserts the same name between check and insert
-        calls.append(row.name)
-        if len(calls) == 1:
-            real(row)
-            Schedule.objects.create(name=row.name, callback="tests.noop", interval_seconds=60)
-        elif len(calls) > 2:
-            real(row)
+    def racing(*args, **kwargs):  # another request inserts the same name between check and insert
+        prepared = real(*args, **kwargs)
+        calls.append(prepared.row.name)
+        Schedule.objects.create(name=prepared.row.name, callback="tests.noop", interval_seconds=60)
+        return prepared
 
-    # The serializer calls state.validate_schedule; create_schedule its own module's.
-    monkeypatch.setattr(state, "validate_schedule", racing)
-    monkeypatch.setattr(definitions, "validate_schedule", racing)
+    # The serializer prepares (validates) once; the insert is refused by the database.
+    monkeypatch.setattr(state, "prepare", racing)
     errors = errors_of(create(api, name="raced"))
-    assert "name" in errors and len(calls) == 3
+    assert errors == {"name": ["schedule with this name already exists."]} and len(calls) == 1
     assert Schedule.objects.filter(name="raced").count() == 1
 
 

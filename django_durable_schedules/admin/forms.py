@@ -5,12 +5,14 @@ caller write.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput
+from django.forms.models import construct_instance
 
 from .. import state, timing
 from ..cron_words import cron_in_words
@@ -211,6 +213,8 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        # The row as read, before the form writes into it: an edit is prepared from it.
+        self._original = copy.copy(self.instance) if not self.instance._state.adding else None
         self.zone_instant_fields()
         cron = self.fields.get("cron")
         if cron is not None and self.cron_words_url:
@@ -231,6 +235,55 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
             choices.append((current, f"{current} (not registered)"))
         field.choices = [("", "---------"), *choices]
         field.help_text = "One of the callbacks registered in code."
+
+    #: The definition :meth:`_post_clean` prepared (``state.prepare``), which the admin's
+    #: ``save_model`` applies; None until the form is validated.
+    prepared: state.Prepared | None = None
+
+    def _post_clean(self) -> None:
+        """Django's model step (the instance built from the form, validated, its uniqueness
+        probed), with the definition validated once by ``state.prepare`` (the model's field
+        checks and ``clean()``, the messages as ``full_clean()`` gives them), whose result
+        ``save_model`` applies without validating again. The ``CHECK`` constraints the
+        database enforces at the write are not probed; the name's uniqueness is (the form
+        reports a taken name; a refusal at the save could not be shown on it)."""
+        opts = self._meta
+        try:
+            self.instance = construct_instance(self, self.instance, opts.fields, opts.exclude)
+        except ValidationError as exc:
+            self._update_errors(exc)
+        # Django's own exclusions (fields not on the form, or refused by it), as its
+        # _post_clean uses them.
+        exclude = self._get_validation_exclusions()  # type: ignore[attr-defined]
+        self.prepared = None
+        try:
+            self.prepared = state.prepare(self.definition(exclude), self._original, exclude=exclude)
+        except ValidationError as exc:
+            self._update_errors(exc)
+        exclude = self._get_validation_exclusions()  # type: ignore[attr-defined]  # and more
+        try:
+            state.candidates.probe_unique(self.instance, exclude)
+        except ValidationError as exc:
+            self.prepared = None
+            self._update_errors(exc)
+
+    def definition(self, exclude: Iterable[str] = ()) -> dict[str, Any]:
+        """The editable fields the form sets (for an edit, those it changed), as
+        ``state.create_schedule``/``update_schedule`` take them."""
+        editable = [
+            f
+            for f in self.fields
+            if f in state.EDITABLE_FIELDS and f not in exclude and not self.has_error(f)
+        ]
+        if self._original is not None:
+            editable = [f for f in self.changed_data if f in editable]
+
+        def value(f: str) -> Any:  # a many-to-many field is the form's, not the row's
+            if f == "exclusion_calendars":
+                return list(self.cleaned_data[f])
+            return getattr(self.instance, f)
+
+        return {f: value(f) for f in editable}
 
     def clean(self) -> dict[str, Any]:
         """The model's checks (run after this) see the calendars chosen on the form."""

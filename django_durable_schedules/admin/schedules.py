@@ -191,17 +191,17 @@ class ScheduleAdmin(ScheduleViews):
     # -- writes: state.create_schedule/update_schedule for the definition, state for the rest ----------------------
 
     def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
-        editable = [f for f in form.fields if f in state.EDITABLE_FIELDS]
-
-        def value(f: str) -> Any:  # a many-to-many field is the form's, not the row's
-            return list(form.cleaned_data[f]) if f == "exclusion_calendars" else getattr(obj, f)
-
-        if change:
-            changes = {f: value(f) for f in form.changed_data if f in editable}
-            row = state.update_schedule(obj.pk, **changes, **as_admin(request))
+        # The definition the form prepared (state.prepare: validated once), else its fields.
+        prepared = getattr(form, "prepared", None)
+        if prepared is not None:
+            if change:
+                row = state.update_schedule(prepared, **as_admin(request))
+            else:
+                row = state.create_schedule(prepared, **as_admin(request))
+        elif change:
+            row = state.update_schedule(obj.pk, **form.definition(), **as_admin(request))
         else:
-            fields = {f: value(f) for f in editable}
-            row = state.create_schedule(**fields, **as_admin(request))
+            row = state.create_schedule(**form.definition(), **as_admin(request))
         for f in Schedule._meta.concrete_fields:
             setattr(obj, f.attname, getattr(row, f.attname))
         obj._state.adding = False

@@ -1,8 +1,10 @@
 """Serializers: validate input and shape output, nothing else.
 
-Definition rules are the model's: a schedule is validated by building the candidate row and
-calling its ``full_clean()`` (which runs :meth:`Schedule.clean` and so :mod:`.timing`), and the
-``ValidationError`` it raises becomes a 400 with the same field messages. What only an HTTP
+Definition rules are the state package's and the model's: a schedule is built and validated
+once by :func:`.state.prepare` (the model's field checks and :meth:`Schedule.clean`, so
+:mod:`.timing`, and the owner policy of an owner-scoped user), and the ``ValidationError`` it
+raises becomes a 400 with the same field messages; the prepared definition is what
+``create()``/``update()`` hand to :mod:`.state`. What only an HTTP
 API needs is added here: aware datetimes (a naive one is refused, never guessed), a
 ``callback`` chosen among registered names, ``run_in_seconds`` for ``once`` schedules, and
 limits on ``payload`` (size, depth) and on what any JSON string or number may hold.
@@ -17,6 +19,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import SkipField
@@ -36,14 +39,7 @@ from .fields import JSON_MAX_DEPTH as JSON_MAX_DEPTH
 from .fields import MAX_INSTANT as MAX_INSTANT
 from .fields import MIN_INSTANT as MIN_INSTANT
 from .fields import PAYLOAD_MAX_BYTES as PAYLOAD_MAX_BYTES
-from .fields import (
-    AwareDateTimeField,
-    BaseModelSerializer,
-    CalendarNamesField,
-    CallbackField,
-    model_errors_as_400,
-    shortened,
-)
+from .fields import AwareDateTimeField, BaseModelSerializer, CalendarNamesField, CallbackField
 from .fields import field_errors as field_errors
 from .fields import json_problem as json_problem
 from .fields import json_size as json_size
@@ -53,6 +49,7 @@ from .health_serializers import StatusCountsField as StatusCountsField
 from .health_serializers import WorkerSerializer as WorkerSerializer
 from .run_serializers import AttemptSerializer, ReceiptSerializer
 from .run_serializers import EventSerializer as EventSerializer
+from .unique_fields import UniqueAtWrite
 from .upcoming_serializers import FireTimeSerializer as FireTimeSerializer
 from .upcoming_serializers import UpcomingQuerySerializer, UpcomingSerializer
 from .visibility import redact_detail, redact_reason
@@ -72,15 +69,17 @@ def _calendar_names_field(calendars: Any) -> CalendarNamesField:
     )
 
 
-class ScheduleSerializer(BaseModelSerializer):
+class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
     """A schedule: its definition (writable) and its run state (read-only).
 
     Run state changes only through the actions (``enable``, ``disable``, ``cancel``,
     ``trigger``). ``run_in_seconds`` (write-only, ``once`` only) sets ``run_at`` that many
     seconds after the database's now. ``owner`` is writable for full-access users and
-    always the request user for owner-scoped ones.
+    always the request user for owner-scoped ones. The name's uniqueness is the insert's
+    (the unique constraint), not a probe before it (:class:`.unique_fields.UniqueAtWrite`).
     """
 
+    unique_at_write = ("name",)
     run_in_seconds = serializers.IntegerField(
         write_only=True,
         required=False,
@@ -289,6 +288,9 @@ class ScheduleSerializer(BaseModelSerializer):
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """Shape the request (``run_in_seconds``, the calendars an owner-scoped user cannot
+        see), then :func:`.state.prepare` builds and validates the definition once, with the
+        owner policy of an owner-scoped user; its field messages are the 400's."""
         delay = attrs.pop("run_in_seconds", None)
         if delay is not None:
             current = self.instance.kind if self.instance else None
@@ -303,16 +305,29 @@ class ScheduleSerializer(BaseModelSerializer):
                 )
             attrs["run_at"] = timing.truncate_to_second(db_now()) + timedelta(seconds=delay)
         self._keep_hidden_calendars(attrs)
-        candidate = self._candidate(attrs)
-        try:
-            with model_errors_as_400():
-                state.validate_schedule(candidate)
-        except serializers.ValidationError as exc:  # never naming a calendar hidden from them
-            visible = self.context.get("visible_calendars")
-            raise serializers.ValidationError(redact_detail(exc.detail, visible)) from None
-        if self.context.get("owner_scoped"):
-            self._owner_limits(candidate)
+        self._prepared = (dict(attrs), self._prepare(attrs))
         return attrs
+
+    def _owner(self) -> Any:
+        """The user an owner-scoped request acts for (None: full access)."""
+        request = self.context.get("request")
+        return getattr(request, "user", None) if self.context.get("owner_scoped") else None
+
+    def _prepare(self, attrs: dict[str, Any]) -> state.Prepared:
+        try:
+            return state.prepare(attrs, self.instance, owner=self._owner())
+        except DjangoValidationError as exc:
+            raise self._as_400(exc, attrs.get("name")) from None
+
+    def _as_400(self, exc: DjangoValidationError, name: Any) -> serializers.ValidationError:
+        """The model's field messages as a 400, never naming a calendar hidden from the
+        user; a ``name`` another schedule has is reported alone, as the name's own check
+        reports it (:meth:`.unique_fields.UniqueAtWrite.taken`)."""
+        taken = self.taken("name", name)
+        if taken:
+            return serializers.ValidationError({"name": taken})
+        visible = self.context.get("visible_calendars")
+        return serializers.ValidationError(redact_detail(field_errors(exc), visible))
 
     def _keep_hidden_calendars(self, attrs: dict[str, Any]) -> None:
         """An owner-scoped user writing ``exclusion_calendars`` keeps the calendars of the
@@ -325,68 +340,33 @@ class ScheduleSerializer(BaseModelSerializer):
         hidden = [c for c in self.instance.exclusion_calendars.all() if c.name not in visible]
         attrs["exclusion_calendars"] = [*given, *hidden]
 
-    def _owner_limits(self, candidate: Schedule) -> None:
-        """An owner-scoped user may schedule only a callback registered with
-        ``owner_scoped=True``, with no two runs closer than its ``owner_min_interval``
-        (an interval's length; for cron and rrule, the closest two of its next 100 fire
-        times)."""
-        if candidate.callback not in registry.owner_scoped_names():
-            raise serializers.ValidationError(
-                {"callback": [f"{shortened(candidate.callback)} is not open to you."]}
-            )
-        least = registry.get(candidate.callback).owner_min_interval
-        gap: float | None = None
-        field = {"interval": "interval_seconds", "rrule": "rrule"}.get(candidate.kind, "cron")
-        if candidate.kind == "interval":
-            gap = candidate.interval_seconds
-        elif candidate.kind in ("cron", "rrule"):
-            times = candidate.upcoming(100)
-            gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
-            gap = min(gaps) if gaps else None
-        if gap is not None and gap < least:
-            raise serializers.ValidationError(
-                {
-                    field: [
-                        f"Runs {gap:g} seconds apart; {candidate.callback} may run at most "
-                        f"every {least} seconds for you."
-                    ]
-                }
-            )
-
-    def _candidate(self, attrs: dict[str, Any]) -> Schedule:
-        """The row as it would be saved (unsaved; for validation only), with the exclusion
-        calendars it would have."""
-        attrs = dict(attrs)
-        calendars = attrs.pop("exclusion_calendars", None)
-        candidate = self._fields_candidate(attrs)
-        if calendars is None and self.instance is not None:
-            calendars = list(self.instance.exclusion_calendars.all())
-        with model_errors_as_400():
-            state.calendars.attach_calendars(candidate, calendars or [])
-        return candidate
-
-    def _fields_candidate(self, attrs: dict[str, Any]) -> Schedule:
-        if self.instance is None:
-            return Schedule(**attrs)
-        current = self.instance
-        candidate = Schedule(
-            **{f.attname: getattr(current, f.attname) for f in Schedule._meta.concrete_fields}
-        )
-        candidate._state.adding = False
-        candidate._state.db = current._state.db
-        for name, value in attrs.items():
-            setattr(candidate, name, value)
-        return candidate
+    def _prepared_for(self, validated_data: dict[str, Any]) -> state.Prepared:
+        """The definition :meth:`validate` prepared, or prepared again when ``save()`` was
+        given other fields than were validated."""
+        done: tuple[dict[str, Any], state.Prepared] | None = getattr(self, "_prepared", None)
+        if done is not None and done[0] == validated_data:
+            return done[1]
+        return self._prepare(validated_data)
 
     def create(self, validated_data: dict[str, Any]) -> Schedule:
-        """``state.create_schedule``; ``save(actor=, source=)`` passes the audit fields."""
-        with model_errors_as_400():
-            return state.create_schedule(**validated_data)
+        """``state.create_schedule`` of the prepared definition; ``save(actor=,
+        source=)`` passes the audit fields."""
+        audit = {k: validated_data.pop(k) for k in ("actor", "source") if k in validated_data}
+        prepared = self._prepared_for(validated_data)
+        try:
+            return state.create_schedule(prepared, **audit)
+        except DjangoValidationError as exc:  # the name was taken meanwhile
+            raise self._as_400(exc, validated_data.get("name")) from None
 
     def update(self, instance: Schedule, validated_data: dict[str, Any]) -> Schedule:
-        """``state.update_schedule``; ``save(actor=, source=)`` passes the audit fields."""
-        with model_errors_as_400():
-            return state.update_schedule(instance.pk, **validated_data)
+        """``state.update_schedule`` of the prepared edit; ``save(actor=, source=)`` passes
+        the audit fields."""
+        audit = {k: validated_data.pop(k) for k in ("actor", "source") if k in validated_data}
+        prepared = self._prepared_for(validated_data)
+        try:
+            return state.update_schedule(prepared, **audit)
+        except DjangoValidationError as exc:
+            raise self._as_400(exc, validated_data.get("name")) from None
 
 
 class EnableSerializer(serializers.Serializer):

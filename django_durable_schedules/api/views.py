@@ -159,10 +159,8 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
         return {"actor": self.request.user, "source": "api"}
 
     def perform_create(self, serializer: BaseSerializer[Schedule]) -> None:
-        if owner_scoped(self.request):
-            serializer.save(owner=self.request.user, **self._audit())
-        else:
-            serializer.save(**self._audit())
+        # An owner-scoped user's schedule is theirs: the serializer's state.prepare(owner=).
+        serializer.save(**self._audit())
 
     def perform_update(self, serializer: BaseSerializer[Schedule]) -> None:
         serializer.save(**self._audit())

@@ -279,7 +279,7 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
     def __str__(self) -> str:
         return self.name
 
-    def save(self, *args: Any, **kwargs: Any) -> None:
+    def save(self, *args: Any, now: datetime | None = None, **kwargs: Any) -> None:
         """Normalise instants to whole UTC seconds, fingerprint the definition and plan
         ``next_run_at``, by the database clock.
 
@@ -294,6 +294,9 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
         run by itself. An active schedule with no slot left (``end_at`` already past,
         ``max_runs`` reached) is ``completed``. A new row without ``created_at`` gets the database clock's time. An
         edit of other fields (name, payload, policies) plans nothing and reads no clock.
+        ``now``: the database clock's time already read in the caller's transaction (a state
+        function reads it once for the row, its plan and its event), read instead of the
+        clock's.
         """
         self._normalize()
         bound_errors = self._bound_errors()
@@ -307,7 +310,7 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
             from ..db import clock
 
             using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
-            db_time = clock.db_now(using)
+            db_time = now if now is not None else clock.db_now(using)
             update_fields = kwargs.get("update_fields")
             if self.created_at is None:
                 self.created_at = db_time

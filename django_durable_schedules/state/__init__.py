@@ -14,7 +14,8 @@ Transitions (all take an optional injected ``now``, an aware UTC datetime; by de
   ``lease_expired``, the occurrence is retried (at-least-once).
 * :func:`enable`, :func:`disable`, :func:`trigger`, :func:`cancel`,
   :func:`delete_schedule` (allowed from the statuses of :data:`.control.ALLOWED`),
-  :func:`create_schedule`, :func:`update_schedule`, :func:`sync_declared`,
+  :func:`create_schedule`, :func:`update_schedule` (a definition built and validated
+  once by :func:`prepare`), :func:`sync_declared`,
   :func:`heartbeat`.
 
 Callers (worker, admin, API, commands) never open transactions themselves.
@@ -24,7 +25,8 @@ the same transaction, waking idle workers when it commits (:mod:`.db.wakeups`).
 
 The package, by transition family: :mod:`.values` (what passes between it and the worker),
 :mod:`.bounds`, :mod:`.rules` and :mod:`.outcomes` (pure row arithmetic, no database),
-:mod:`.runs` (claims, leases), :mod:`.completion`, :mod:`.control`, :mod:`.definitions`,
+:mod:`.runs` (claims, leases), :mod:`.completion`, :mod:`.control`, :mod:`.candidates`
+(:func:`prepare`: a definition built and validated once), :mod:`.definitions`,
 :mod:`.backfills` (with its pure :mod:`.backfill_rules`), :mod:`.calendars` (exclusion
 calendars, with the pure :mod:`.exclusion_rules`),
 :mod:`.events` (the audit trail), :mod:`.workers`, and :mod:`.transitions` (the table of
@@ -57,10 +59,10 @@ from .calendars import (
     save_calendar,
     set_schedule_calendars,
 )
+from .candidates import EDITABLE_FIELDS, Prepared, prepare
 from .completion import complete
 from .control import ALLOWED, allowed_actions, cancel, delete_schedule, disable, enable, trigger
 from .definitions import (
-    EDITABLE_FIELDS,
     create_schedule,
     declared_fields,
     recover_degraded,
@@ -92,6 +94,7 @@ __all__ = [
     "CompletionReport",
     "Outcome",
     "OutcomeStatus",
+    "Prepared",
     "StateConflict",
     "Wakeup",
     "add_dates",
@@ -122,6 +125,7 @@ __all__ = [
     "latest_backfill",
     "open_backfill",
     "plan_backfill",
+    "prepare",
     "recover_degraded",
     "regrid_other_rules",
     "record_event",

@@ -70,6 +70,12 @@ def attach_calendars(row: Schedule, calendars: Sequence[ExclusionCalendar]) -> N
     row.__dict__["_dds_exclusions"] = exclusions_of_calendars(calendars)
 
 
+def share_exclusions(row: Schedule, source: Schedule) -> None:
+    """Give ``row`` the exclusions ``source`` has (attached, or read now): the locked row
+    of an edit plans with the calendars its candidate was validated with."""
+    row.__dict__["_dds_exclusions"] = source.exclusions()
+
+
 @implements("control.calendars")
 def replan(row: Schedule, now: datetime) -> bool:
     """Re-plan a locked, active ``row`` whose exclusions changed: when its next run is

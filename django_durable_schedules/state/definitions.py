@@ -17,53 +17,20 @@ from .. import timing
 from ..db.clock import resolve_now
 from ..db.locks import get_locked, lock_for_write, locked
 from ..exceptions import StateConflict, validation_text
-from ..models import DegradedKind, EventAction, Kind, Schedule, Status
+from ..models import DegradedKind, EventAction, Schedule, Status
 from ..registry import registry
 from .bounds import describe_problem
-from .calendars import attach_calendars, record_excluded_to_end, replan, resolve_calendars
+from .calendars import (
+    record_excluded_to_end,
+    replan,
+    share_exclusions,
+)
+from .candidates import Prepared, check_editable, explain_refusal, prepare
 from .control import enable
 from .events import _as_changes, record_event
 from .transitions import implements
 
 logger = logging.getLogger(__name__)
-
-
-#: Fields a caller may set through :func:`create_schedule` / :func:`update_schedule`; run
-#: state (status, counters, leases, ``next_run_at``) changes only through :mod:`.state`.
-EDITABLE_FIELDS = frozenset(
-    {
-        "name",
-        "callback",
-        "kind",
-        "interval_seconds",
-        "cron",
-        "rrule",
-        "timezone",
-        "run_at",
-        "start_at",
-        "end_at",
-        "max_runs",
-        "payload",
-        "metadata",
-        "misfire_policy",
-        "overlap_policy",
-        "misfire_grace_seconds",
-        "max_attempts",
-        "backoff_base_seconds",
-        "backoff_cap_seconds",
-        "pause_after_failures",
-        "timeout_seconds",
-        "jitter_seconds",
-        "owner",
-        "exclusion_calendars",
-    }
-)
-
-
-def _check_fields(fields: dict[str, Any]) -> None:
-    unknown = set(fields) - EDITABLE_FIELDS
-    if unknown:
-        raise ValueError(f"not editable: {', '.join(sorted(unknown))}")
 
 
 def _current(row: Schedule, name: str) -> Any:
@@ -85,18 +52,20 @@ def validate_schedule(row: Schedule) -> None:
 
 
 def _save_or_explain(row: Schedule, using: str, **kwargs: Any) -> None:
-    """``row.save()``; if the database refuses it (a concurrent write took the name between
-    validation and save), validate again so the caller gets field messages, not a crash."""
+    """``row.save()`` in a savepoint; if the database refuses it (a name taken since the
+    candidate was validated, a ``CHECK``: constraints are not probed before the write),
+    raise the field messages the constraint probes give (:func:`.candidates.explain_refusal`)."""
     try:
         with transaction.atomic(using=using):
             row.save(using=using, **kwargs)
     except IntegrityError:
-        validate_schedule(row)
+        explain_refusal(row)
         raise
 
 
 @implements("control.create")
 def create_schedule(
+    prepared: Prepared | None = None,
     *,
     actor: Any = None,
     source: str = "code",
@@ -104,35 +73,42 @@ def create_schedule(
     using: str = "default",
     **fields: Any,
 ) -> Schedule:
-    """Validate and insert a schedule; ``save()`` plans its first slot. Records a
-    ``created`` event (``actor``: a user or None; ``source``: api, admin, command, code,
-    import). ``paused``: insert it paused (no next run until enabled) in the same
-    transaction, so no worker can run it in between (an import of a disabled source).
+    """Insert a schedule; ``save()`` plans its first slot. Records a ``created`` event
+    (``actor``: a user or None; ``source``: api, admin, command, code, import). ``paused``:
+    insert it paused (no next run until enabled) in the same transaction, so no worker can
+    run it in between (an import of a disabled source).
 
-    ``fields`` are :data:`EDITABLE_FIELDS`. Raises ``ValidationError`` (field messages)
-    for an invalid definition and ``ValueError`` for a field that is not editable.
+    ``prepared``: a create built and validated by :func:`.candidates.prepare` (the API and
+    the admin), applied without validating again; else ``fields`` (:data:`EDITABLE_FIELDS`)
+    are prepared here. One database clock read (the row's ``created_at``, its first slot
+    and the event's instant). Raises ``ValidationError`` (field messages) for an invalid
+    definition or a name taken, and ``ValueError`` for a field that is not editable.
     """
-    _check_fields(fields)
-    calendars = fields.pop("exclusion_calendars", None)
-    row = Schedule(**fields)
+    if prepared is None:
+        prepared = prepare(fields, using=using)
+    elif fields:
+        raise TypeError("give a prepared create or fields, not both")
+    if prepared.schedule_id is not None:
+        raise ValueError("the prepared definition is an edit: use update_schedule")
+    row = prepared.row
+    changes = dict(prepared.fields)
     if paused:
         row.status = Status.PAUSED
-        fields = {**fields, "status": Status.PAUSED}
+        changes["status"] = Status.PAUSED
     with transaction.atomic(using=using):
-        lock_for_write(using)  # SQLite: hold the write lock from the start (validate, insert)
-        cals = resolve_calendars(calendars or (), using)
-        attach_calendars(row, cals)  # save() plans the first slot that no calendar excludes
-        validate_schedule(row)
-        _save_or_explain(row, using, force_insert=True)
-        if cals:
-            row.exclusion_calendars.set(cals)
-            fields = {**fields, "exclusion_calendars": [c.name for c in cals]}
+        lock_for_write(using)  # SQLite: hold the write lock from the start (insert, event)
+        now = resolve_now(None, using)
+        _save_or_explain(row, using, force_insert=True, now=now)
+        if prepared.calendars:
+            row.exclusion_calendars.set(prepared.calendars)
+            changes["exclusion_calendars"] = [c.name for c in prepared.calendars]
         record_event(
             row,
             EventAction.CREATED,
+            now=now,
             actor=actor,
             source=source,
-            changes=_as_changes({}, fields),
+            changes=_as_changes({}, changes),
             using=using,
         )
     return row
@@ -147,45 +123,61 @@ def update_schedule(
     using: str = "default",
     **changes: Any,
 ) -> Schedule:
-    """Apply ``changes`` (:data:`EDITABLE_FIELDS`) to the locked row, validate, and write
+    """Apply ``changes`` (:data:`EDITABLE_FIELDS`) to the locked row, validated, and write
     only those columns. A definition change re-plans ``next_run_at`` from now. Records an
-    ``edited`` event with ``{field: [old, new]}`` when something changed.
+    ``edited`` event with ``{field: [old, new]}`` when something changed. One database
+    clock read when something changed, none otherwise.
+
+    ``schedule_id`` may be an edit built and validated by :func:`.candidates.prepare` (the
+    API and the admin; no ``changes`` then): it is applied without validating again,
+    unless the row's editable columns changed since (an edit committed in between), when
+    it is validated again against the locked row.
 
     Raises ``Schedule.DoesNotExist``, ``ValidationError`` (field messages) or ``ValueError``
     for a field that is not editable.
     """
-    _check_fields(changes)
-    calendars = changes.pop("exclusion_calendars", None)
+    prepared = schedule_id if isinstance(schedule_id, Prepared) else None
+    if prepared is not None and changes:
+        raise TypeError("give a prepared edit or changes, not both")
+    if prepared is None:
+        check_editable(changes)
+    elif prepared.schedule_id is None:
+        raise ValueError("the prepared definition is a create: use create_schedule")
+    pk = prepared.schedule_id if prepared is not None else schedule_id
     with transaction.atomic(using=using):
-        row = get_locked(schedule_id, using)
-        changed = [name for name, value in changes.items() if _differs(row, name, value)]
+        row = get_locked(pk, using)
+        if prepared is None or not prepared.unchanged_since(row):
+            given = dict(prepared.fields) if prepared is not None else changes
+            if prepared is not None and prepared.calendars is not None:
+                given["exclusion_calendars"] = prepared.calendars
+            prepared = prepare(given, row, using=using)
+        candidate = prepared.row
+        changed = [n for n, value in prepared.fields.items() if _differs(row, n, value)]
         before = {name: _current(row, name) for name in changed}
-        after = {name: changes[name] for name in changed}
+        after = {name: prepared.fields[name] for name in changed}
         for name in changed:
-            setattr(row, name, changes[name])
-        cals = resolve_calendars(calendars, using) if calendars is not None else None
-        old_names = [c.name for c in row.exclusion_calendars.all()] if cals is not None else []
-        if cals is not None and [c.name for c in cals] != old_names:
-            attach_calendars(row, cals)  # the plans and checks below see the new calendars
-            before["exclusion_calendars"] = old_names
-            after["exclusion_calendars"] = [c.name for c in cals]
-        elif row.kind == Kind.ONCE and row.exclusions():
-            raise ValidationError(
-                {"exclusion_calendars": ["A once schedule takes no exclusion calendars."]}
-            )
-        validate_schedule(row)
+            attname = "owner_id" if name == "owner" else name  # no query for the owner
+            setattr(row, attname, getattr(candidate, attname))  # the cleaned value
+        share_exclusions(row, candidate)  # the plans below see the calendars validated
+        cals = prepared.calendars
+        if cals is not None:
+            old_names = [c.name for c in row.exclusion_calendars.all()]
+            if [c.name for c in cals] != old_names:
+                before["exclusion_calendars"] = old_names
+                after["exclusion_calendars"] = [c.name for c in cals]
+        now = resolve_now(None, using) if after else None  # the edit's one clock read
         if changed:
-            _save_or_explain(row, using, update_fields=[*changed, "updated_at"])
-        if "exclusion_calendars" in after:
+            _save_or_explain(row, using, update_fields=[*changed, "updated_at"], now=now)
+        if now is not None and "exclusion_calendars" in after:
             row.exclusion_calendars.set(cals or [])
-            if replan(row, resolve_now(None, using)):
+            if replan(row, now):
                 row.save(using=using, update_fields=["next_run_at", "status"])
-        if after:  # an edit that left no slot to run: the rest of the grid is counted
-            record_excluded_to_end(row, resolve_now(None, using), using)
-        if after:
+        if now is not None:  # an edit that left no slot to run: the rest of the grid is counted
+            record_excluded_to_end(row, now, using)
             record_event(
                 row,
                 EventAction.EDITED,
+                now=now,
                 actor=actor,
                 source=source,
                 changes=_as_changes(before, after),
