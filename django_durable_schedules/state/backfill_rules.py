@@ -27,7 +27,7 @@ from ..models import (
 )
 from ..registry import registry
 from .bounds import read_count
-from .rules import _claim_of, _max_attempts, _new_attempt, _Receipt
+from .rules import Receipt, claim_of, max_attempts_of, new_attempt
 from .transitions import implements
 from .values import Claim, Outcome
 
@@ -72,7 +72,7 @@ def claim_backfill_slot(
     ``save()``) cancels the backfill: returns the reason, else None. A stored position or
     counter that is not a count raises :class:`.timing.InvalidSchedule` naming it (the
     caller cancels the backfill)."""
-    if read_count(backfill.position, "position") >= _slot_count(backfill):
+    if read_count(backfill.position, "position") >= backfill_slot_count(backfill):
         backfill.status, backfill.finished_at = BackfillStatus.COMPLETED, now
         return None
     slot = _next_slot(backfill)
@@ -89,7 +89,7 @@ def claim_backfill_slot(
         number = read_count(backfill.attempt, "backfill attempt") + 1
     registered = row.callback in registry
     expires = now + lease if registered else now
-    attempt = _new_attempt(
+    attempt = new_attempt(
         row, occurrence, number, slot, now, expires, worker, origin=AttemptOrigin.BACKFILL
     )
     attempts.append(attempt)
@@ -99,7 +99,7 @@ def claim_backfill_slot(
     if not registered:
         message = f"callback {row.callback!r} is not registered"
         receipts.append(
-            _Receipt(
+            Receipt(
                 attempt_id=attempt.id,
                 schedule_id=row.id,
                 occurrence=occurrence,
@@ -114,7 +114,7 @@ def claim_backfill_slot(
         _advance(backfill, now)
         return None
     row.lease_token, row.lease_expires_at = attempt.lease_token, attempt.lease_expires_at
-    claims.append(_claim_of(row, attempt))
+    claims.append(claim_of(row, attempt))
     return None
 
 
@@ -143,7 +143,7 @@ def stored_retry_problem(
     return None
 
 
-def _slot_count(backfill: Backfill) -> int:
+def backfill_slot_count(backfill: Backfill) -> int:
     """How many slots the backfill holds (none when its stored list is not a list)."""
     return len(backfill.slots) if isinstance(backfill.slots, list) else 0
 
@@ -182,14 +182,14 @@ def rule_start_note(schedule: Schedule, start: datetime) -> str:
 @implements("outcome.backfill")
 def backfill_receipt(
     row: Schedule, outcome: Outcome, now: datetime, *, status: str | None = None
-) -> _Receipt:
+) -> Receipt:
     """The receipt of a backfill attempt's ``outcome`` finished at ``now``: its own status
     (or ``status``: ``lease_expired`` for a run that outlived its lease). The schedule row
     is left as it is (its lease is cleared by the caller): a backfill failure neither
     retries with backoff nor counts in ``failure_count``, and ``FailRun`` does not fail
     the schedule."""
     claim = outcome.claim
-    return _Receipt(
+    return Receipt(
         attempt_id=claim.attempt_id,
         schedule_id=row.id,
         occurrence=claim.occurrence,
@@ -231,7 +231,7 @@ def settle_backfill(
     if backfill.status != BackfillStatus.ACTIVE:
         return
     if status == ReceiptStatus.RELEASED or (
-        status == ReceiptStatus.LEASE_EXPIRED and attempt < _max_attempts(row)
+        status == ReceiptStatus.LEASE_EXPIRED and attempt < max_attempts_of(row)
     ):
         backfill.attempt = attempt
         return
@@ -242,5 +242,5 @@ def _advance(backfill: Backfill, now: datetime) -> None:
     """The current slot is over: on to the next one, or, after the last, completed."""
     backfill.position += 1
     backfill.occurrence, backfill.attempt = None, 0
-    if backfill.position >= _slot_count(backfill):
+    if backfill.position >= backfill_slot_count(backfill):
         backfill.status, backfill.finished_at = BackfillStatus.COMPLETED, now

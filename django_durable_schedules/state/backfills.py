@@ -42,7 +42,7 @@ from ..models import (
     Status,
 )
 from .backfill_rules import (
-    _slot_count,
+    backfill_slot_count,
     backfill_slots,
     claim_backfill_slot,
     rule_start_note,
@@ -269,8 +269,8 @@ def _summary(backfill: Backfill) -> dict[str, Any]:
         "backfill": str(backfill.pk),
         "start": backfill.start.isoformat(),
         "end": backfill.end.isoformat(),
-        "slots": _slot_count(backfill),
-        "done": min(backfill.position, _slot_count(backfill)),
+        "slots": backfill_slot_count(backfill),
+        "done": min(backfill.position, backfill_slot_count(backfill)),
         "status": backfill.status,
     }
 
@@ -283,7 +283,7 @@ def _close(backfill: Backfill, status: str, now: datetime | None, using: str) ->
 
 
 @implements("control.cancel")
-def _cancel_open(row: Schedule, using: str) -> None:
+def cancel_open_backfills(row: Schedule, using: str) -> None:
     """Inside a transition that holds ``row``'s lock and ends it (cancel): its open
     backfill is cancelled too."""
     backfill = open_backfill(row.pk, using=using)
@@ -297,7 +297,7 @@ def _cancel_open(row: Schedule, using: str) -> None:
 
 
 @implements("claim.backfill", "claim.backfill_cancelled")
-def _claim_backfills(
+def claim_backfills(
     due_before: Any,
     limit: int,
     taken: Sequence[Schedule],
@@ -386,7 +386,9 @@ def _retry_problem(row: Schedule, backfill: Backfill, using: str) -> str | None:
 
 
 @implements("outcome.backfill")
-def _settle(finished: Iterable[tuple[Schedule, int, str]], now: datetime, using: str) -> None:
+def settle_backfills(
+    finished: Iterable[tuple[Schedule, int, str]], now: datetime, using: str
+) -> None:
     """Inside a completion or lease-recovery transaction that holds the schedules' locks:
     move each open backfill on after its slot's attempt (number, receipt status) ended at
     ``now``; a backfill whose last slot ended is completed (event ``backfill_done``)."""
@@ -439,7 +441,7 @@ def _save_progress(
 
 
 @implements("outcome.backfill_ended")
-def _close_ended(rows: Iterable[Schedule], now: datetime, using: str) -> None:
+def close_ended(rows: Iterable[Schedule], now: datetime, using: str) -> None:
     """Inside a completion transaction that holds the rows' locks: a schedule this
     completion ended (completed after its last slot, ``end_at`` or ``max_runs``, or
     failed) runs no more backfill slots, so its open backfill is cancelled (event

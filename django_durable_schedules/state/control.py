@@ -18,8 +18,8 @@ from ..exceptions import StateConflict
 from ..models import EventAction, Kind, RunAttempt, Schedule, Status
 from .bounds import describe_problem
 from .calendars import record_excluded_to_end
-from .events import _json_value, record_event
-from .rules import _safe_hash
+from .events import json_value, record_event
+from .rules import safe_hash
 from .transitions import implements
 
 #: The source statuses each operator action is allowed from; any other is refused with
@@ -108,9 +108,9 @@ def enable(
                 new_run_at = timing.truncate_to_second(run_at, "run_at")
             except timing.InvalidSchedule as exc:
                 raise ValidationError({"run_at": [exc.message]}) from None
-            changes["run_at"] = [_json_value(row.run_at), _json_value(new_run_at)]
+            changes["run_at"] = [json_value(row.run_at), json_value(new_run_at)]
             row.run_at = new_run_at
-            row.definition_hash = _safe_hash(row)  # planned here, not re-planned by save()
+            row.definition_hash = safe_hash(row)  # planned here, not re-planned by save()
         if row.status == Status.FAILED:
             row.failure_count = 0
         row.status = Status.ACTIVE
@@ -276,9 +276,9 @@ def _halt(
         row.retry_scheduled_for = None
         _drop_buffered(row)
         if action == "cancel":
-            from .backfills import _cancel_open
+            from .backfills import cancel_open_backfills
 
-            _cancel_open(row, using)  # no further runs: its backfill neither
+            cancel_open_backfills(row, using)  # no further runs: its backfill neither
         if action == "disable" and row.triggered_at is not None:
             # A pending trigger survives a pause: a paused schedule runs when triggered.
             row.next_run_at = row.triggered_at

@@ -22,7 +22,7 @@ from ..registry import registry
 from .bounds import describe_problem
 from .calendars import attach_calendars, record_excluded_to_end, replan, resolve_calendars
 from .control import enable
-from .events import _as_changes, record_event
+from .events import as_changes, record_event
 from .transitions import implements
 
 logger = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ def create_schedule(
             EventAction.CREATED,
             actor=actor,
             source=source,
-            changes=_as_changes({}, fields),
+            changes=as_changes({}, fields),
             using=using,
         )
     return row
@@ -188,7 +188,7 @@ def update_schedule(
                 EventAction.EDITED,
                 actor=actor,
                 source=source,
-                changes=_as_changes(before, after),
+                changes=as_changes(before, after),
                 using=using,
             )
     return row
@@ -275,7 +275,7 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
                     EventAction.CREATED,
                     source="code",
                     using=using,
-                    changes=_as_changes({}, wanted),
+                    changes=as_changes({}, wanted),
                 )
                 changed.append(row)
                 continue
@@ -291,7 +291,7 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
                     EventAction.EDITED,
                     source="code",
                     using=using,
-                    changes=_as_changes(before, diff),
+                    changes=as_changes(before, diff),
                 )
                 changed.append(row)
     changed.extend(recover_degraded(using=using, now=now))

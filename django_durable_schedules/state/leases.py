@@ -32,11 +32,11 @@ from ..models import (
     load_exclusions,
 )
 from .backfill_rules import backfill_receipt
-from .backfills import _settle
+from .backfills import settle_backfills
 from .bounds import check_counters
 from .completion import fail_contained
 from .quarantine import displaced_attempt, quarantine_lease
-from .rules import _FINISH_FIELDS, _claim_of
+from .rules import FINISH_FIELDS, claim_of
 from .transitions import implements
 from .values import Failure, Outcome
 
@@ -200,15 +200,15 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
         insert_rows(RunReceipt, [r.model() for r in receipts], using)
         if events:
             insert_rows(ScheduleEvent, events, using)
-        update_rows(rows, _FINISH_FIELDS, using)
-        _settle(backfilled, now, using)
+        update_rows(rows, FINISH_FIELDS, using)
+        settle_backfills(backfilled, now, using)
     return len(rows)
 
 
 @implements("outcome.backfill")
 def _expired_backfill(row: Schedule, attempt: RunAttempt, now: datetime) -> Any:
     """The ``lease_expired`` receipt of a backfill attempt whose worker died or hung."""
-    claim = _claim_of(row, attempt)
+    claim = claim_of(row, attempt)
     outcome = Outcome(
         claim,
         "failed",

@@ -32,9 +32,9 @@ from ..models.definition import same_definition
 from ..projection import bound_text
 from ..registry import registry
 from ..uuids import uuid4
-from .bounds import UNEVALUABLE_PREFIX, _bounded_seconds, check_counters, describe_problem
+from .bounds import UNEVALUABLE_PREFIX, bounded_seconds, check_counters, describe_problem
 from .exclusion_rules import count_excluded, count_excluded_to_end, excluded_at_claim
-from .records import _Receipt as _Receipt
+from .records import Receipt as Receipt
 from .transitions import implements
 from .values import Claim
 from .zone_rules import regrid_due
@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 ONE_SECOND = timedelta(seconds=1)
 
 #: Schedule columns a claim writes.
-_CLAIM_FIELDS = [
+CLAIM_FIELDS = [
     "occurrence",
     "attempt",
     "retry_scheduled_for",
@@ -63,11 +63,11 @@ _CLAIM_FIELDS = [
     "definition_hash",
 ]
 #: Schedule columns a claim's locking read leaves out (no rule of a claim reads them).
-_CLAIM_UNREAD = ("metadata", "owner", "updated_at")
+CLAIM_UNREAD = ("metadata", "owner", "updated_at")
 #: ... and those a completion's leaves out.
-_FINISH_UNREAD = ("payload", "metadata", "owner", "updated_at")
+FINISH_UNREAD = ("payload", "metadata", "owner", "updated_at")
 #: Schedule columns a completion or a recovery writes.
-_FINISH_FIELDS = [
+FINISH_FIELDS = [
     "attempt",
     "retry_scheduled_for",
     "triggered_at",
@@ -87,26 +87,33 @@ _FINISH_FIELDS = [
 ]
 
 
-def _ceil_second(value: datetime) -> datetime:
+def ceil_second(value: datetime) -> datetime:
+    """``value`` rounded up to the whole second (unchanged when it is one)."""
     if value.microsecond:
         value = value.replace(microsecond=0) + ONE_SECOND
     return value
 
 
-def _max_attempts(schedule: Schedule) -> int:
+def max_attempts_of(schedule: Schedule) -> int:
+    """The attempts one occurrence may take: the schedule's ``max_attempts``, else the
+    ``MAX_ATTEMPTS`` setting."""
     return schedule.max_attempts or app_settings.MAX_ATTEMPTS
 
 
-def _snapshot(row: Schedule, fields: Sequence[str]) -> dict[str, Any]:
+def snapshot_row(row: Schedule, fields: Sequence[str]) -> dict[str, Any]:
+    """``{field: value}`` of ``row`` for ``fields``, for :func:`restore_row` to undo a rule."""
     return {f: getattr(row, f) for f in fields}
 
 
-def _restore(row: Schedule, snapshot: dict[str, Any]) -> None:
+def restore_row(row: Schedule, snapshot: dict[str, Any]) -> None:
+    """Set back on ``row`` the values a :func:`snapshot_row` took."""
     for name, value in snapshot.items():
         setattr(row, name, value)
 
 
-def _safe_hash(row: Schedule) -> str:
+def safe_hash(row: Schedule) -> str:
+    """``row``'s definition hash now, or the stored one when the definition is too broken
+    to fingerprint."""
     try:
         return row.compute_definition_hash()
     except Exception:  # noqa: BLE001 - a definition too broken to fingerprint
@@ -114,7 +121,7 @@ def _safe_hash(row: Schedule) -> str:
 
 
 @implements("claim.unevaluable", "outcome.unappliable")
-def _pause_degraded(row: Schedule, reason: str, kind: str = DegradedKind.DEFINITION) -> None:
+def pause_degraded(row: Schedule, reason: str, kind: str = DegradedKind.DEFINITION) -> None:
     """Pause ``row`` as degraded (health counts it) with ``reason`` and ``kind``
     (:class:`~..models.DegradedKind`; default: the engine cannot evaluate it, so a valid
     edit and :func:`enable` bring it back)."""
@@ -128,7 +135,7 @@ def _pause_degraded(row: Schedule, reason: str, kind: str = DegradedKind.DEFINIT
     )
 
 
-def _new_attempt(
+def new_attempt(
     row: Schedule,
     occurrence: int,
     number: int,
@@ -158,9 +165,9 @@ def _new_attempt(
     )
 
 
-def _claim_of(row: Schedule, attempt: RunAttempt) -> Claim:
+def claim_of(row: Schedule, attempt: RunAttempt) -> Claim:
     """The claim a worker runs for ``attempt``, just made for ``row`` by
-    :func:`_new_attempt` (the timeout bounded as the limits say, blank: none)."""
+    :func:`new_attempt` (the timeout bounded as the limits say, blank: none)."""
     return Claim(
         attempt_id=attempt.id,
         schedule_id=row.id,
@@ -175,13 +182,13 @@ def _claim_of(row: Schedule, attempt: RunAttempt) -> Claim:
         idempotency_key=attempt.idempotency_key,
         payload=row.payload,
         missed_slots=attempt.missed_slots,
-        timeout_seconds=_bounded_seconds(row.timeout_seconds, None, TIMEOUT_MAX_SECONDS) or None,
+        timeout_seconds=bounded_seconds(row.timeout_seconds, None, TIMEOUT_MAX_SECONDS) or None,
         origin=attempt.origin,
     )
 
 
 @implements("claim.unevaluable")
-def _quarantine_claim(
+def quarantine_claim(
     row: Schedule,
     exc: BaseException,
     now: datetime,
@@ -199,14 +206,14 @@ def _quarantine_claim(
         occurrence = row.occurrence
     number = row.attempt + 1 if row.retry_scheduled_for is not None else 1
     reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
-    attempt = _new_attempt(row, occurrence, number, slot, now, now, worker)
+    attempt = new_attempt(row, occurrence, number, slot, now, now, worker)
     attempts.append(attempt)
     row.occurrence, row.attempt = occurrence, number
     row.last_run_at = now
-    row.definition_hash = _safe_hash(row)
-    _pause_degraded(row, reason)
+    row.definition_hash = safe_hash(row)
+    pause_degraded(row, reason)
     receipts.append(
-        _Receipt(
+        Receipt(
             attempt_id=attempt.id,
             schedule_id=row.id,
             occurrence=occurrence,
@@ -239,7 +246,7 @@ def _record_missed(
     attempts: list[RunAttempt],
     receipts: list[RunReceipt],
 ) -> None:
-    attempt = _new_attempt(row, occurrence, 1, slot, now, now, worker, missed)
+    attempt = new_attempt(row, occurrence, 1, slot, now, now, worker, missed)
     attempts.append(attempt)
     row.occurrence, row.attempt = occurrence, 1
     row.missed_count += missed + 1
@@ -248,7 +255,7 @@ def _record_missed(
         row.status = Status.COMPLETED
     late = (now - slot).total_seconds()
     receipts.append(
-        _Receipt(
+        Receipt(
             attempt_id=attempt.id,
             schedule_id=row.id,
             occurrence=occurrence,
@@ -272,7 +279,7 @@ def _recurring_next(row: Schedule, spec: timing.Spec, now: datetime) -> datetime
 
 
 @implements("claim.excluded_counted", "claim.excluded_now")
-def _plan_claim(
+def plan_claim(
     row: Schedule,
     now: datetime,
     lease: timedelta,
@@ -398,7 +405,7 @@ def _plan_claim_row(
         # future instant behind save(): the row is due (next_run_at decides), and a slot is
         # never after the instant it is claimed at, so lateness is never negative.
         slot = now
-    attempt = _new_attempt(
+    attempt = new_attempt(
         row, occurrence, attempt_no, slot, now, now + lease, worker, missed, origin
     )
     token = attempt.lease_token
@@ -419,7 +426,7 @@ def _plan_claim_row(
         # is registered again (the retry branch above then runs it, attempt + 1).
         row.retry_scheduled_for = slot
         receipts.append(
-            _Receipt(
+            Receipt(
                 attempt_id=attempt.id,
                 schedule_id=row.id,
                 occurrence=occurrence,
@@ -441,4 +448,4 @@ def _plan_claim_row(
 
     row.lease_token, row.lease_expires_at = token, attempt.lease_expires_at
     row.next_run_at = provisional_next
-    claims.append(_claim_of(row, attempt))
+    claims.append(claim_of(row, attempt))

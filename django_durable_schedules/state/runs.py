@@ -18,7 +18,7 @@ from django.db.models.expressions import RawSQL
 from .. import timing
 from ..conf import app_settings
 from ..db.batch import ROW_PROBLEMS, insert_rows, update_rows
-from ..db.clock import _DUE_NOW_SQL, db_now, resolve_now
+from ..db.clock import DUE_NOW_SQL, db_now, resolve_now
 from ..db.compiled import read_rows
 from ..db.locks import lock_for_write, locked
 from ..models import (
@@ -32,19 +32,19 @@ from ..models import (
     with_calendar_flag,
 )
 from .backfill_share import keep_carry, take_reserve
-from .backfills import _claim_backfills
+from .backfills import claim_backfills
 from .quarantine import (
     quarantine_refused,
     quarantine_refused_backfill,
     repair_counters,
 )
 from .rules import (
-    _CLAIM_FIELDS,
-    _CLAIM_UNREAD,
-    _plan_claim,
-    _quarantine_claim,
-    _restore,
-    _snapshot,
+    CLAIM_FIELDS,
+    CLAIM_UNREAD,
+    plan_claim,
+    quarantine_claim,
+    restore_row,
+    snapshot_row,
 )
 from .transitions import implements
 from .values import Claim
@@ -126,7 +126,7 @@ def _read_due(
 
     def build() -> QuerySet[Schedule]:
         qs: QuerySet[Schedule] = with_backfill_flag(
-            with_calendar_flag(_due(using, due_before).defer(*_CLAIM_UNREAD))
+            with_calendar_flag(_due(using, due_before).defer(*CLAIM_UNREAD))
         )
         if only is not None:
             qs = qs.filter(pk=only)
@@ -189,9 +189,9 @@ def _claim_batch(
         # visible here only once that commit happened, so its next attempt's ``claimed_at``
         # can never precede the previous attempt's ``finished_at``. SQLite serialises
         # writers with lock_for_write, so reading its clock first is already ordered.
-        clock_after = now is None and vendor in _DUE_NOW_SQL
+        clock_after = now is None and vendor in DUE_NOW_SQL
         due_before: Any = (
-            RawSQL(_DUE_NOW_SQL[vendor], (), output_field=DateTimeField())
+            RawSQL(DUE_NOW_SQL[vendor], (), output_field=DateTimeField())
             if clock_after
             else (now := resolve_now(now, using))
         )
@@ -219,7 +219,7 @@ def _claim_batch(
         rows = read[: limit - reserve] if open_ else list(read)
         _plan_rows(rows, *plan)
         if only is None and open_ is not False:  # backfill slots on schedules left free
-            filled = _claim_backfills(
+            filled = claim_backfills(
                 due_before,
                 limit - len(rows),
                 read,
@@ -245,7 +245,7 @@ def _claim_batch(
             insert_rows(RunReceipt, receipts, using)
         if events:
             insert_rows(ScheduleEvent, events, using)
-        update_rows(rows, _CLAIM_FIELDS, using)
+        update_rows(rows, CLAIM_FIELDS, using)
         _claim_committing()
     return claims
 
@@ -262,20 +262,20 @@ def _plan_rows(
     events: list[ScheduleEvent],
     using: str,
 ) -> None:
-    """Plan the claim of each live row read (:func:`.rules._plan_claim`), appending to the
+    """Plan the claim of each live row read (:func:`.rules.plan_claim`), appending to the
     lists; a row whose values no rule can read is quarantined alone."""
     for row in rows:
         assert now is not None
         # One row's bad value (behind save(): an unknown zone, a cron that never fires,
         # an overflowing interval, a holiday country unknown) must not abort the batch:
         # quarantine that row only.
-        snapshot = _snapshot(row, _CLAIM_FIELDS)
+        snapshot = snapshot_row(row, CLAIM_FIELDS)
         marks = len(attempts), len(receipts), len(claims), len(events)
         try:
-            _plan_claim(row, now, lease, worker, attempts, receipts, claims, events)
+            plan_claim(row, now, lease, worker, attempts, receipts, claims, events)
         except Exception as exc:  # noqa: BLE001 - any evaluation error is that row's
             del attempts[marks[0] :], receipts[marks[1] :], claims[marks[2] :]
             del events[marks[3] :]
-            _restore(row, snapshot)
+            restore_row(row, snapshot)
             repair_counters(row, using)  # a counter that is no number: from the ledger
-            _quarantine_claim(row, exc, now, worker, attempts, receipts)
+            quarantine_claim(row, exc, now, worker, attempts, receipts)
