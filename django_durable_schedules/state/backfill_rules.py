@@ -27,6 +27,7 @@ from ..models import (
 )
 from ..registry import registry
 from .bounds import read_count
+from .machine import complete_if_no_slot
 from .rules import Receipt, claim_of, max_attempts_of, new_attempt
 from .transitions import implements
 from .values import Claim, Outcome
@@ -212,9 +213,9 @@ def complete_at_max_runs(row: Schedule) -> bool:
         return False
     if row.status not in (Status.ACTIVE, Status.PAUSED):
         return False
-    row.status, row.next_run_at = Status.COMPLETED, None
+    row.next_run_at = None
     row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
-    return True
+    return complete_if_no_slot(row)
 
 
 @implements("outcome.backfill")

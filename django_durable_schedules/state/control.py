@@ -19,6 +19,7 @@ from ..models import EventAction, Kind, RunAttempt, Schedule, Status
 from .bounds import describe_problem
 from .calendars import record_excluded_to_end
 from .events import json_value, record_event
+from .machine import complete_if_no_slot, set_by_operator
 from .rules import safe_hash
 from .transitions import implements
 
@@ -113,7 +114,7 @@ def enable(
             row.definition_hash = safe_hash(row)  # planned here, not re-planned by save()
         if row.status == Status.FAILED:
             row.failure_count = 0
-        row.status = Status.ACTIVE
+        set_by_operator(row, Status.ACTIVE)
         row.degraded_reason = row.degraded_kind = row.pause_reason = ""
         row.failed_occurrences = 0
         # Slots excluded while it was paused are not counted; those counted already (to the
@@ -132,8 +133,7 @@ def enable(
                     f"the stored definition cannot be evaluated ({describe_problem(exc)}): "
                     "correct it first"
                 ) from None
-            if row.next_run_at is None and pending is None:
-                row.status = Status.COMPLETED
+            if complete_if_no_slot(row, pending=pending):
                 changes["status"] = [before, Status.COMPLETED]
         if pending is not None and row.triggered_at is None:
             row.triggered_at = pending
@@ -272,7 +272,7 @@ def _halt(
             return row
         _require(action, row)
         before = row.status
-        row.status = status
+        set_by_operator(row, status)
         row.retry_scheduled_for = None
         _drop_buffered(row)
         if action == "cancel":

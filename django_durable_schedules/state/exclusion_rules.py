@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from .. import timing
 from ..models import EventAction, Kind, Schedule, ScheduleEvent, Status
 from ..uuids import uuid4
+from .machine import complete_if_no_slot
 from .transitions import implements
 
 ONE_SECOND = timedelta(seconds=1)
@@ -149,6 +150,5 @@ def excluded_at_claim(row: Schedule, spec: timing.Spec, now: datetime) -> bool:
         if spec.exclusions.excluded_by(day) is None:
             return False
     row.next_run_at = row.due_at(timing.next_slot_after(spec, now))
-    if row.next_run_at is None:
-        row.status = Status.COMPLETED
+    complete_if_no_slot(row)
     return True

@@ -28,6 +28,12 @@ from ..models import (
 )
 from .bounds import bounded_seconds
 from .exclusion_rules import count_excluded_to_end
+from .machine import (
+    complete_if_no_slot,
+    fail_schedule,
+    mark_degraded,
+    pause_after_failures,
+)
 from .rules import ONE_SECOND, Receipt, ceil_second, max_attempts_of
 from .transitions import implements
 from .values import Claim, Failure, Outcome, OutcomeStatus
@@ -69,12 +75,10 @@ def apply_outcome(
     if status == OutcomeStatus.DEGRADED:
         # The callback vanished between claim and run: the occurrence awaits its run, as
         # in the claim's own not-registered path.
-        row.status = Status.PAUSED
+        mark_degraded(row, outcome.error_message[:500], DegradedKind.CALLBACK)
         row.next_run_at = None
         row.attempt = claim.attempt
         row.retry_scheduled_for = claim.scheduled_for
-        row.degraded_reason = outcome.error_message[:500]
-        row.degraded_kind = DegradedKind.CALLBACK
         return outcome_receipt(row, claim, ReceiptStatus.DEGRADED, now, outcome)
     if status == OutcomeStatus.FAILED:
         failure = Failure.of(
@@ -138,7 +142,7 @@ def fail_attempt(
     row.failure_count += 1
     skipped = 0
     if failure.terminal:
-        row.status = Status.FAILED
+        fail_schedule(row)
         row.next_run_at = None
         row.retry_scheduled_for = None
     elif attempt < max_attempts_of(row) and row.status == Status.ACTIVE:
@@ -159,12 +163,12 @@ def fail_attempt(
             row.retry_scheduled_for = None
             row.next_run_at = None
             if row.status == Status.ACTIVE:
-                row.status = Status.FAILED
+                fail_schedule(row)
         else:
             skipped = _move_on(row, occurrence, now, events)
             limit = row.pause_after_failures
             if limit and row.failed_occurrences >= limit and row.status == Status.ACTIVE:
-                row.status = Status.PAUSED
+                pause_after_failures(row)
                 row.next_run_at = None
                 row.pause_reason = (
                     f"paused after {row.failed_occurrences} consecutive failed occurrences"
@@ -267,12 +271,12 @@ def _move_on(
     if row.status != Status.ACTIVE:
         return 0  # paused/cancelled while running: leave it as the operator set it
     if row.kind == Kind.ONCE or (row.max_runs is not None and occurrence >= row.max_runs):
-        row.status, row.next_run_at = Status.COMPLETED, None
+        row.next_run_at = None
+        complete_if_no_slot(row)
         return 0
     overlap = plan_overlap(row, now)
     row.missed_count += overlap.skipped
     row.next_run_at, row.buffered_for = overlap.next_run_at, overlap.buffered_for
-    if row.next_run_at is None:
-        row.status = Status.COMPLETED
+    if complete_if_no_slot(row):
         count_excluded_to_end(row, now, [] if events is None else events)
     return overlap.skipped

@@ -34,6 +34,7 @@ from ..registry import registry
 from ..uuids import uuid4
 from .bounds import UNEVALUABLE_PREFIX, bounded_seconds, check_counters, describe_problem
 from .exclusion_rules import count_excluded, count_excluded_to_end, excluded_at_claim
+from .machine import complete_if_no_slot, mark_degraded, pause_degraded
 from .records import Receipt as Receipt
 from .transitions import implements
 from .values import Claim
@@ -118,21 +119,6 @@ def safe_hash(row: Schedule) -> str:
         return row.compute_definition_hash()
     except Exception:  # noqa: BLE001 - a definition too broken to fingerprint
         return row.definition_hash
-
-
-@implements("claim.unevaluable", "outcome.unappliable")
-def pause_degraded(row: Schedule, reason: str, kind: str = DegradedKind.DEFINITION) -> None:
-    """Pause ``row`` as degraded (health counts it) with ``reason`` and ``kind``
-    (:class:`~..models.DegradedKind`; default: the engine cannot evaluate it, so a valid
-    edit and :func:`enable` bring it back)."""
-    row.status = Status.PAUSED
-    row.degraded_reason = reason[:500]
-    row.degraded_kind = kind
-    row.next_run_at = row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
-    row.lease_token = row.lease_expires_at = None
-    logger.warning(
-        "schedule %s degraded: %s", row.name, row.degraded_reason, extra={"schedule": row.name}
-    )
 
 
 def new_attempt(
@@ -251,8 +237,7 @@ def _record_missed(
     row.occurrence, row.attempt = occurrence, 1
     row.missed_count += missed + 1
     row.next_run_at = next_run_at
-    if next_run_at is None and row.status == Status.ACTIVE:
-        row.status = Status.COMPLETED
+    complete_if_no_slot(row, require_active=True)
     late = (now - slot).total_seconds()
     receipts.append(
         Receipt(
@@ -328,8 +313,7 @@ def _plan_claim_row(
             row.next_run_at = None
             return
         row.next_run_at = row.plan(timing.truncate_to_second(now))
-        if row.next_run_at is None:
-            row.status = Status.COMPLETED
+        complete_if_no_slot(row)
         return
     row.definition_hash = current_hash
     spec = row.spec()
@@ -389,8 +373,7 @@ def _plan_claim_row(
                 # Policy "skip": after downtime, no late run at all; wait for the next slot.
                 row.missed_count += missed + 1
                 row.next_run_at = provisional_next
-                if provisional_next is None:
-                    row.status = Status.COMPLETED
+                complete_if_no_slot(row)
                 return
         grace = row.misfire_grace_seconds
         if grace is not None and (now - slot).total_seconds() > grace:
@@ -418,9 +401,7 @@ def _plan_claim_row(
     if row.callback not in registry:
         # The code that should run is gone: receipt it, pause the schedule with a reason,
         # and let a later registration recover it (sync_declared).
-        row.status = Status.PAUSED
-        row.degraded_reason = f"callback {row.callback!r} is not registered"
-        row.degraded_kind = DegradedKind.CALLBACK
+        mark_degraded(row, f"callback {row.callback!r} is not registered", DegradedKind.CALLBACK)
         row.next_run_at = None
         # The occurrence awaits its run: recover_degraded() makes it due once the callback
         # is registered again (the retry branch above then runs it, attempt + 1).
