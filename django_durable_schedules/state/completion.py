@@ -37,9 +37,10 @@ from ..projection import bound_text, project_error
 from .backfill_rules import backfill_receipt, complete_at_max_runs
 from .backfills import close_ended, settle_backfills
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
+from .columns import FINISH_FIELDS, FINISH_UNREAD
 from .machine import pause_degraded
 from .outcomes import apply_outcome, fail_attempt, fenced_result, outcome_receipt
-from .rules import FINISH_FIELDS, FINISH_UNREAD, Receipt, restore_row, snapshot_row
+from .rules import Receipt, restore_row, snapshot_row
 from .transitions import implements
 from .values import CompletionReport, Failure, Outcome, OutcomeStatus
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import Case, F, Value, When
-
 from ..models.choices import DegradedKind, Status
 from .transitions import implements
 
@@ -115,17 +113,13 @@ def set_by_operator(row: Schedule, status: str) -> None:
 
 
 @implements("claim.refused", "recovery.lease_unrecoverable")
-def degraded_columns(reason: str, kind: str, *, keep_settled: bool = False) -> dict[str, Any]:
+def degraded_columns(reason: str, kind: str, *, status: Any = Status.PAUSED) -> dict[str, Any]:
     """The columns an ``update()`` writes to quarantine a row as degraded: paused with
     ``reason`` and ``kind``, nothing pending (no next run, retry, trigger or buffered
-    slot). With ``keep_settled``, only a row that could run (:data:`RUNNABLE_STATUSES`) is
-    paused, one cancelled, completed or failed keeps its status (a SQL ``CASE``)."""
-    status: Any = Status.PAUSED
-    if keep_settled:
-        status = Case(
-            When(status__in=list(RUNNABLE_STATUSES), then=Value(Status.PAUSED)),
-            default=F("status"),
-        )
+    slot). ``status``: the status column's value, ``paused``, or the SQL form of a guard
+    the caller builds where this module cannot (no database here): for a lease, a
+    ``CASE`` that pauses only :data:`RUNNABLE_STATUSES` and keeps any other status
+    (:func:`.quarantine.quarantine_lease`)."""
     return {
         "status": status,
         "degraded_reason": reason,
@@ -135,3 +129,24 @@ def degraded_columns(reason: str, kind: str, *, keep_settled: bool = False) -> d
         "triggered_at": None,
         "buffered_for": None,
     }
+
+
+#: What a due row has pending, in the order a claim takes them (:func:`pending`).
+RETRY, TRIGGER, BUFFERED, GRID = "retry", "trigger", "buffered", "grid"
+
+
+def pending(row: Schedule) -> str:
+    """What the due ``row`` runs first, in priority order: a pending retry of its
+    occurrence (:data:`RETRY`), a manual run (:data:`TRIGGER`), the slot buffered by
+    ``overlap_policy`` buffer_one while the row is active (:data:`BUFFERED`), else its
+    grid's slot (:data:`GRID`, at ``next_run_at``). A backfill slot comes after all of
+    them: the claim's batch takes one only on an unleased schedule with none of these
+    pending and no grid slot due (``ScheduleQuerySet.backfill_ready``,
+    :func:`.backfills.claim_backfills`). Pure: reads the row's attributes."""
+    if row.retry_scheduled_for is not None:
+        return RETRY
+    if row.triggered_at is not None:
+        return TRIGGER
+    if row.buffered_for is not None and row.status == Status.ACTIVE:
+        return BUFFERED
+    return GRID

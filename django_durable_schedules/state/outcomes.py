@@ -157,28 +157,7 @@ def fail_attempt(
         row.retry_scheduled_for = failure.scheduled_for
         row.next_run_at = ceil_second(now + timedelta(seconds=retry_after))
     else:
-        # The occurrence is given up.
-        row.failed_occurrences += 1
-        if row.kind == Kind.ONCE:
-            row.retry_scheduled_for = None
-            row.next_run_at = None
-            if row.status == Status.ACTIVE:
-                fail_schedule(row)
-        else:
-            skipped = _move_on(row, occurrence, now, events)
-            limit = row.pause_after_failures
-            if limit and row.failed_occurrences >= limit and row.status == Status.ACTIVE:
-                pause_after_failures(row)
-                row.next_run_at = None
-                row.pause_reason = (
-                    f"paused after {row.failed_occurrences} consecutive failed occurrences"
-                )
-                logger.warning(
-                    "schedule %s %s",
-                    row.name,
-                    row.pause_reason,
-                    extra={"schedule": row.name, "occurrence": occurrence},
-                )
+        skipped = _give_up(row, occurrence, now, events)
     return Receipt(
         attempt_id=failure.attempt_id,
         schedule_id=row.id,
@@ -192,6 +171,37 @@ def fail_attempt(
         next_run_at=row.next_run_at,
         slots_skipped=skipped,
     )
+
+
+@implements("outcome.given_up", "outcome.lease_expired")
+def _give_up(
+    row: Schedule, occurrence: int, now: datetime, events: list[ScheduleEvent] | None
+) -> int:
+    """:func:`fail_attempt`'s occurrence ``occurrence`` is given up (no attempt left, or the
+    row no longer active): counted in ``failed_occurrences``; a ``once`` schedule that is
+    active fails, a recurring one moves on to its next slot (:func:`_move_on`) and is
+    paused once ``pause_after_failures`` occurrences failed in a row. Returns the slots
+    skipped by the move on."""
+    row.failed_occurrences += 1
+    if row.kind == Kind.ONCE:
+        row.retry_scheduled_for = None
+        row.next_run_at = None
+        if row.status == Status.ACTIVE:
+            fail_schedule(row)
+        return 0
+    skipped = _move_on(row, occurrence, now, events)
+    limit = row.pause_after_failures
+    if limit and row.failed_occurrences >= limit and row.status == Status.ACTIVE:
+        pause_after_failures(row)
+        row.next_run_at = None
+        row.pause_reason = f"paused after {row.failed_occurrences} consecutive failed occurrences"
+        logger.warning(
+            "schedule %s %s",
+            row.name,
+            row.pause_reason,
+            extra={"schedule": row.name, "occurrence": occurrence},
+        )
+    return skipped
 
 
 def backoff_for(row: Schedule, attempt: int) -> float:

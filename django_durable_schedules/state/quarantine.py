@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import Case, F, Value, When
 
 from ..db.batch import ROW_PROBLEMS
 from ..db.clock import db_now
@@ -42,12 +42,13 @@ from ..models import (
     RunAttempt,
     RunReceipt,
     Schedule,
+    Status,
 )
 from ..projection import bound_text
 from ..uuids import uuid4
 from .bounds import bad_counters, describe_problem, read_count
 from .events import record_event
-from .machine import degraded_columns
+from .machine import RUNNABLE_STATUSES, degraded_columns
 from .transitions import implements
 
 logger = logging.getLogger(__name__)
@@ -219,7 +220,14 @@ def quarantine_lease(pk: uuid.UUID, exc: BaseException, now: datetime, using: st
             lease_expires_at=None,
             # Paused if it could run; a cancelled, completed or failed one keeps its status
             # (a cancel is never undone by a worker).
-            **degraded_columns(reason, DegradedKind.LEASE, keep_settled=True),
+            **degraded_columns(
+                reason,
+                DegradedKind.LEASE,
+                status=Case(
+                    When(status__in=list(RUNNABLE_STATUSES), then=Value(Status.PAUSED)),
+                    default=F("status"),
+                ),
+            ),
         )
         if isinstance(token, uuid.UUID):
             _receipt_degraded(row, token, _count_or_zero(failures), reason, exc, now, using)

@@ -35,7 +35,15 @@ from ..registry import registry
 from ..uuids import uuid4
 from .bounds import UNEVALUABLE_PREFIX, bounded_seconds, check_counters, describe_problem
 from .exclusion_rules import count_excluded, count_excluded_to_end, excluded_at_claim
-from .machine import complete_if_no_slot, mark_degraded, pause_degraded
+from .machine import (
+    BUFFERED,
+    RETRY,
+    TRIGGER,
+    complete_if_no_slot,
+    mark_degraded,
+    pause_degraded,
+    pending,
+)
 from .records import Receipt as Receipt
 from .transitions import implements
 from .values import Claim
@@ -44,49 +52,6 @@ from .zone_rules import regrid_due
 logger = logging.getLogger(__name__)
 
 ONE_SECOND = timedelta(seconds=1)
-
-#: Schedule columns a claim writes.
-CLAIM_FIELDS = [
-    "occurrence",
-    "attempt",
-    "retry_scheduled_for",
-    "lease_token",
-    "lease_expires_at",
-    "next_run_at",
-    "triggered_at",
-    "buffered_for",
-    "last_run_at",
-    "missed_count",
-    "excluded_count",
-    "exclusions_checked_at",
-    "status",
-    "degraded_reason",
-    "degraded_kind",
-    "definition_hash",
-]
-#: Schedule columns a claim's locking read leaves out (no rule of a claim reads them).
-CLAIM_UNREAD = ("metadata", "owner", "updated_at")
-#: ... and those a completion's leaves out.
-FINISH_UNREAD = ("payload", "metadata", "owner", "updated_at")
-#: Schedule columns a completion or a recovery writes.
-FINISH_FIELDS = [
-    "attempt",
-    "retry_scheduled_for",
-    "triggered_at",
-    "buffered_for",
-    "lease_token",
-    "lease_expires_at",
-    "next_run_at",
-    "failure_count",
-    "failed_occurrences",
-    "missed_count",
-    "status",
-    "degraded_reason",
-    "degraded_kind",
-    "pause_reason",
-    "excluded_count",
-    "exclusions_checked_at",
-]
 
 
 def ceil_second(value: datetime) -> datetime:
@@ -352,10 +317,10 @@ def choose_slot(
     receipts: list[RunReceipt],
     events: list[ScheduleEvent],
 ) -> SlotChoice | None:
-    """What the due ``row`` runs at ``now``, in priority order: a pending retry (the same
-    occurrence, attempt + 1; grid slots passed while it waited are counted missed), a
-    trigger (its own occurrence), a buffered slot (``overlap_policy`` buffer_one), else
-    the grid's slot (:func:`_choose_grid_slot`). Excluded slots since the last check are
+    """What the due ``row`` runs at ``now``, in the priority order of :func:`.pending`:
+    a pending retry (the same occurrence, attempt + 1; grid slots passed while it waited
+    are counted missed), a trigger (its own occurrence), a buffered slot
+    (``overlap_policy`` buffer_one), else the grid's slot (:func:`_choose_grid_slot`). Excluded slots since the last check are
     counted first (``events`` appended). None: nothing runs (missed, skipped, excluded,
     re-planned). ``other_rules``: its stored fingerprint was taken under other zone rules.
     Raises :class:`~..timing.InvalidSchedule` for a definition it cannot evaluate."""
@@ -365,8 +330,10 @@ def choose_slot(
         # do: an invalid one is this row's problem now, not theirs later.
         spec.validate()
     count_excluded(row, spec, now, events)  # since the last check
-    if row.retry_scheduled_for is not None:
+    first = pending(row)
+    if first == RETRY:
         slot = row.retry_scheduled_for
+        assert slot is not None
         missed = 0
         if row.kind != Kind.ONCE and row.status == Status.ACTIVE:
             # Grid slots that came due while the occurrence waited for its retry (backoff,
@@ -377,13 +344,15 @@ def choose_slot(
             missed = timing.count_slots(spec, since + ONE_SECOND, now + ONE_SECOND)
         next_run_at = _recurring_next(row, spec, now)
         return SlotChoice(row.occurrence, row.attempt + 1, slot, next_run_at, missed)
-    if row.triggered_at is not None:
+    if first == TRIGGER:
+        assert row.triggered_at is not None
         # A manual run (trigger): its own occurrence; the grid continues after now.
         next_run_at = _recurring_next(row, spec, now)
         return SlotChoice(
             row.occurrence + 1, 1, row.triggered_at, next_run_at, 0, AttemptOrigin.TRIGGERED
         )
-    if row.buffered_for is not None and row.status == Status.ACTIVE:
+    if first == BUFFERED:
+        assert row.buffered_for is not None
         # overlap_policy buffer_one (plan_overlap): the slot buffered while the previous run
         # ran, as its own occurrence, due since that run finished (next_run_at).
         next_run_at = _recurring_next(row, spec, now)

@@ -33,19 +33,13 @@ from ..models import (
 )
 from .backfill_share import keep_carry, take_reserve
 from .backfills import claim_backfills
+from .columns import CLAIM_FIELDS, CLAIM_UNREAD
 from .quarantine import (
     quarantine_refused,
     quarantine_refused_backfill,
     repair_counters,
 )
-from .rules import (
-    CLAIM_FIELDS,
-    CLAIM_UNREAD,
-    plan_claim,
-    quarantine_claim,
-    restore_row,
-    snapshot_row,
-)
+from .rules import plan_claim, quarantine_claim, restore_row, snapshot_row
 from .transitions import implements
 from .values import Claim
 
@@ -183,18 +177,7 @@ def _claim_batch(
     claims: list[Claim] = []
     with transaction.atomic(using=using):
         lock_for_write(using)
-        vendor = connections[using].vendor
-        # With row locks, "due" is judged by the database clock inside the locking SELECT and
-        # the claim time is read after it: a row released or completed by another worker is
-        # visible here only once that commit happened, so its next attempt's ``claimed_at``
-        # can never precede the previous attempt's ``finished_at``. SQLite serialises
-        # writers with lock_for_write, so reading its clock first is already ordered.
-        clock_after = now is None and vendor in DUE_NOW_SQL
-        due_before: Any = (
-            RawSQL(DUE_NOW_SQL[vendor], (), output_field=DateTimeField())
-            if clock_after
-            else (now := resolve_now(now, using))
-        )
+        clock_after, due_before, now = _due_clock(now, using)
         read = (
             _read_due(using, due_before, limit, only, cached=clock_after and only is None)
             if backfill is None
@@ -209,13 +192,7 @@ def _claim_batch(
         receipts: list[RunReceipt] = []
         events: list[ScheduleEvent] = []
         plan = (now, lease, worker, attempts, receipts, claims, events, using)
-        # The backfills' share (backfill_share.py): known open from the live read's flag,
-        # so a batch with no open backfill pays no query for them.
-        open_ = backfills_open(read)
-        reserve = 0
-        if only is None and open_ is not None:
-            reserve, carry = take_reserve(using, worker, limit, app_settings.BACKFILL_SHARE)
-            keep_carry(using, worker, carry if open_ else 0.0)
+        open_, reserve = _backfill_reserve(read, only, worker, limit, using)
         rows = read[: limit - reserve] if open_ else list(read)
         _plan_rows(rows, *plan)
         if only is None and open_ is not False:  # backfill slots on schedules left free
@@ -239,15 +216,57 @@ def _claim_batch(
             rows += spare + filled
         if not rows:
             return []
-        if attempts:
-            insert_rows(RunAttempt, attempts, using)
-        if receipts:
-            insert_rows(RunReceipt, receipts, using)
-        if events:
-            insert_rows(ScheduleEvent, events, using)
-        update_rows(rows, CLAIM_FIELDS, using)
+        _write_claim(rows, attempts, receipts, events, using)
         _claim_committing()
     return claims
+
+
+def _backfill_reserve(
+    read: list[Schedule], only: uuid.UUID | None, worker: str, limit: int, using: str
+) -> tuple[bool | None, int]:
+    """The backfills' share of a claim batch (:mod:`.backfill_share`): ``(open_, reserve)``,
+    whether a backfill is open (known from the live ``read``'s flag, None: unknown, so a
+    batch with no open backfill pays no query for them) and how many of the ``limit``
+    slots are reserved for backfill slots (none for a claim of ``only`` one row)."""
+    open_ = backfills_open(read)
+    reserve = 0
+    if only is None and open_ is not None:
+        reserve, carry = take_reserve(using, worker, limit, app_settings.BACKFILL_SHARE)
+        keep_carry(using, worker, carry if open_ else 0.0)
+    return open_, reserve
+
+
+def _due_clock(now: datetime | None, using: str) -> tuple[bool, Any, datetime | None]:
+    """How a claim judges "due": ``(clock_after, due_before, now)``. With row locks (not
+    SQLite) and no ``now`` given, ``due_before`` is the database clock read inside the
+    locking SELECT and the claim time is read after it (``clock_after``; ``now`` stays
+    None): a row released or completed by another worker is visible only once that commit
+    happened, so its next attempt's ``claimed_at`` can never precede the previous
+    attempt's ``finished_at``. SQLite serialises writers with ``lock_for_write``, so
+    reading its clock first is already ordered: ``due_before`` is ``now``, resolved."""
+    vendor = connections[using].vendor
+    if now is None and vendor in DUE_NOW_SQL:
+        return True, RawSQL(DUE_NOW_SQL[vendor], (), output_field=DateTimeField()), None
+    now = resolve_now(now, using)
+    return False, now, now
+
+
+def _write_claim(
+    rows: list[Schedule],
+    attempts: list[RunAttempt],
+    receipts: list[RunReceipt],
+    events: list[ScheduleEvent],
+    using: str,
+) -> None:
+    """Write one claim transaction's work: its attempts, receipts and events inserted (no
+    statement for an empty list) and its rows' claim columns updated."""
+    if attempts:
+        insert_rows(RunAttempt, attempts, using)
+    if receipts:
+        insert_rows(RunReceipt, receipts, using)
+    if events:
+        insert_rows(ScheduleEvent, events, using)
+    update_rows(rows, CLAIM_FIELDS, using)
 
 
 @implements("claim.unevaluable")
