@@ -346,10 +346,10 @@ def source_figures(failure_functions: tuple[str, ...] = FAILURE_FUNCTIONS) -> li
     rel, longest = max(state_functions, key=lambda pair: _lines(pair[1]))
     documented = ast.get_docstring(longest) is not None
     plan = [
-        f"{r}:{fn.lineno} _plan_claim {_lines(fn)} lines, docstring: "
+        f"{r}:{fn.lineno} {fn.name} {_lines(fn)} lines, docstring: "
         f"{'yes' if ast.get_docstring(fn) else 'no'}"
         for r, fn in state_functions
-        if fn.name == "_plan_claim"
+        if fn.name in ("_plan_claim", "plan_claim")
     ]
     figures.append(
         Figure(

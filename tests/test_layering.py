@@ -38,6 +38,8 @@ PURE = (
     "state/backfill_rules.py",
     "state/exclusion_rules.py",
     "state/records.py",
+    "state/machine.py",
+    "state/columns.py",
     "timing/",
     "limits.py",
     "payloads.py",

@@ -11,7 +11,7 @@ from django.db.models.signals import post_init
 
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
 from django_durable_schedules.models.loading import FastLoading
-from django_durable_schedules.state.rules import _new_attempt
+from django_durable_schedules.state.rules import new_attempt
 from django_durable_schedules.timing import truncate_to_second
 
 pytestmark = pytest.mark.django_db
@@ -93,7 +93,7 @@ def test_build_equals_the_model_constructor_with_its_defaults():
         name="b", callback="tests.noop", kind="interval", interval_seconds=60
     )
     now = truncate_to_second(s.created_at)
-    built = _new_attempt(s, 1, 1, now, now, now, "w")
+    built = new_attempt(s, 1, 1, now, now, now, "w")
     assert type(built) is RunAttempt and built._state.adding
     made = RunAttempt(**{k: v for k, v in fields(built).items()})
     assert fields(built) == fields(made)

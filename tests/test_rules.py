@@ -29,7 +29,7 @@ def row(**kw):
 
 def claim(s, now):
     attempts, receipts, claims = [], [], []
-    rules._plan_claim(s, now, LEASE, "w", attempts, receipts, claims)
+    rules.plan_claim(s, now, LEASE, "w", attempts, receipts, claims)
     return attempts, receipts, claims
 
 
@@ -59,13 +59,13 @@ def test_a_success_moves_on_and_a_failure_retries_with_backoff():
     s = row(backoff_base_seconds=10, backoff_cap_seconds=100)
     _, _, [c] = claim(s, T0)
     s.failure_count = 2
-    receipt = outcomes._apply(s, Outcome(c, OutcomeStatus.SUCCEEDED), T0 + S)
+    receipt = outcomes.apply_outcome(s, Outcome(c, OutcomeStatus.SUCCEEDED), T0 + S)
     assert receipt.status == "succeeded" and s.failure_count == 0
     assert s.next_run_at == T0 + 60 * S
 
     s = row(backoff_base_seconds=10, backoff_cap_seconds=100)
     _, _, [c] = claim(s, T0)
-    receipt = outcomes._apply(s, Outcome(c, "failed"), T0 + S)  # a plain string works too
+    receipt = outcomes.apply_outcome(s, Outcome(c, "failed"), T0 + S)  # a plain string works too
     assert receipt.status == "failed" and s.failure_count == 1
     assert s.retry_scheduled_for == T0 and s.next_run_at == T0 + 11 * S
 
@@ -133,7 +133,7 @@ def test_overlap_buffer_one_with_jitter_buffers_the_nominal_slot():
 def test_a_buffered_slot_is_claimed_as_its_own_occurrence_then_the_grid_goes_on():
     s = row(overlap_policy="buffer_one")
     _, _, [first] = claim(s, T0)
-    receipt = outcomes._apply(s, Outcome(first, OutcomeStatus.SUCCEEDED), T0 + 200 * S)
+    receipt = outcomes.apply_outcome(s, Outcome(first, OutcomeStatus.SUCCEEDED), T0 + 200 * S)
     assert receipt.slots_skipped == 2 and receipt.next_run_at == T0 + 200 * S
     assert (s.buffered_for, s.next_run_at, s.missed_count) == (T0 + 60 * S, T0 + 200 * S, 2)
     [attempt], _, [buffered] = claim(s, T0 + 230 * S)  # 240 not due yet: nothing more passed
@@ -142,14 +142,14 @@ def test_a_buffered_slot_is_claimed_as_its_own_occurrence_then_the_grid_goes_on(
     assert attempt.lateness == 170 and buffered.missed_slots == 0
     assert s.buffered_for is None and s.next_run_at == T0 + 240 * S
     # Finished before 240: the grid goes on at 240, nothing buffered.
-    outcomes._apply(s, Outcome(buffered, OutcomeStatus.SUCCEEDED), T0 + 235 * S)
+    outcomes.apply_outcome(s, Outcome(buffered, OutcomeStatus.SUCCEEDED), T0 + 235 * S)
     assert (s.buffered_for, s.next_run_at, s.missed_count) == (None, T0 + 240 * S, 2)
 
 
 def test_a_buffered_slot_claimed_late_counts_the_slots_after_the_run_that_buffered_it():
     s = row(overlap_policy="buffer_one")
     _, _, [first] = claim(s, T0)
-    outcomes._apply(s, Outcome(first, OutcomeStatus.SUCCEEDED), T0 + 70 * S)
+    outcomes.apply_outcome(s, Outcome(first, OutcomeStatus.SUCCEEDED), T0 + 70 * S)
     assert s.buffered_for == T0 + 60 * S
     _, _, [buffered] = claim(s, T0 + 190 * S)  # 120 and 180 passed before this claim
     assert buffered.scheduled_for == T0 + 60 * S and buffered.missed_slots == 2
@@ -159,7 +159,7 @@ def test_a_buffered_slot_claimed_late_counts_the_slots_after_the_run_that_buffer
 def test_a_failed_run_retried_does_not_buffer_and_a_given_up_one_does():
     s = row(overlap_policy="buffer_one", max_attempts=1)
     _, _, [first] = claim(s, T0)
-    outcomes._apply(s, Outcome(first, OutcomeStatus.FAILED), T0 + 130 * S)
+    outcomes.apply_outcome(s, Outcome(first, OutcomeStatus.FAILED), T0 + 130 * S)
     assert (s.buffered_for, s.next_run_at, s.missed_count) == (T0 + 60 * S, T0 + 130 * S, 1)
 
 

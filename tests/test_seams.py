@@ -27,7 +27,7 @@ DOTTED = "django_durable_schedules"
 
 #: The most private names that may cross a module. Lower it whenever a change cuts seams;
 #: never raise it (make the name public, or move it into an underscore module, instead).
-CEILING = 39
+CEILING = 0
 
 #: A module over this many lines is reported (the guideline is 400-500).
 GUIDELINE_LINES = 500

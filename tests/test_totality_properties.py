@@ -53,7 +53,7 @@ from django_durable_schedules.models import (
     ScheduleEvent,
     WorkerHeartbeat,
 )
-from django_durable_schedules.state.rules import _ceil_second
+from django_durable_schedules.state.rules import ceil_second
 from django_durable_schedules.worker.execution import runner
 from tests.testapp.models import SideEffect
 
@@ -742,7 +742,7 @@ def test_complete_contains_poison_outcomes(specs, max_attempts, took):
         retried = outcome.status == "failed" and not outcome.terminal and row.max_attempts > 1
         if retried and type(after) in (int, float) and 0 <= after <= 86400:  # not NaN
             # A valid delay is honoured (to the whole second after it).
-            assert row.next_run_at == _ceil_second(done_at + timedelta(seconds=after)), what
+            assert row.next_run_at == ceil_second(done_at + timedelta(seconds=after)), what
         if outcome.status == "degraded":
             assert row.status == "paused" and not text_problems(row.degraded_reason)
 

@@ -21,10 +21,10 @@ _NOW_SQL = {
 
 
 # The same clocks as SQL expressions, for the due test inside claim_due's locking SELECT.
-_DUE_NOW_SQL = {"postgresql": "statement_timestamp()", "mysql": "UTC_TIMESTAMP(6)"}
+DUE_NOW_SQL = {"postgresql": "statement_timestamp()", "mysql": "UTC_TIMESTAMP(6)"}
 # ... and SQLite's, for a read that judges "now" inside one statement (the wake-up read);
 # RawSQL text, so its "%" are doubled.
-_CLOCK_SQL = {**_DUE_NOW_SQL, "sqlite": "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"}
+CLOCK_SQL = {**DUE_NOW_SQL, "sqlite": "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"}
 
 
 def db_now(using: str = "default") -> datetime:

@@ -319,11 +319,12 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
             now = timing.truncate_to_second(db_time)
             first = self._state.adding and self.occurrence == 0
             if self.status == Status.ACTIVE and edited:
+                from ..state.machine import complete_if_no_slot
+
                 self.next_run_at = self.plan(now, first=first)
-                if self.next_run_at is None and self.retry_scheduled_for is None:
-                    # No slot left after now (an end_at already past, max_runs reached):
-                    # completed, as the claim's re-plan of the same definition would say.
-                    self.status = Status.COMPLETED
+                # No slot left after now (an end_at already past, max_runs reached):
+                # completed, as the claim's re-plan of the same definition would say.
+                complete_if_no_slot(self, pending=self.retry_scheduled_for)
             if edited:
                 self.buffered_for = None  # a slot of the old definition: never run after it
                 self.definition_hash = new_hash

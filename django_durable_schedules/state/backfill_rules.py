@@ -13,7 +13,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from django.core.exceptions import ValidationError
+
 from .. import timing
+from ..conf import app_settings
+from ..exceptions import StateConflict
 from ..models import (
     AttemptOrigin,
     Backfill,
@@ -26,8 +30,9 @@ from ..models import (
     Status,
 )
 from ..registry import registry
-from .bounds import read_count
-from .rules import _claim_of, _max_attempts, _new_attempt, _Receipt
+from .bounds import describe_problem, read_count
+from .machine import complete_if_no_slot
+from .rules import Receipt, claim_of, max_attempts_of, new_attempt
 from .transitions import implements
 from .values import Claim, Outcome
 
@@ -72,7 +77,7 @@ def claim_backfill_slot(
     ``save()``) cancels the backfill: returns the reason, else None. A stored position or
     counter that is not a count raises :class:`.timing.InvalidSchedule` naming it (the
     caller cancels the backfill)."""
-    if read_count(backfill.position, "position") >= _slot_count(backfill):
+    if read_count(backfill.position, "position") >= backfill_slot_count(backfill):
         backfill.status, backfill.finished_at = BackfillStatus.COMPLETED, now
         return None
     slot = _next_slot(backfill)
@@ -89,7 +94,7 @@ def claim_backfill_slot(
         number = read_count(backfill.attempt, "backfill attempt") + 1
     registered = row.callback in registry
     expires = now + lease if registered else now
-    attempt = _new_attempt(
+    attempt = new_attempt(
         row, occurrence, number, slot, now, expires, worker, origin=AttemptOrigin.BACKFILL
     )
     attempts.append(attempt)
@@ -97,25 +102,28 @@ def claim_backfill_slot(
     row.last_run_at = now
     backfill.occurrence, backfill.attempt = occurrence, number
     if not registered:
-        message = f"callback {row.callback!r} is not registered"
-        receipts.append(
-            _Receipt(
-                attempt_id=attempt.id,
-                schedule_id=row.id,
-                occurrence=occurrence,
-                status=ReceiptStatus.DEGRADED,
-                finished_at=now,
-                error_type="NotRegistered",
-                error_message=message,
-                failure_count_after=row.failure_count,
-                next_run_at=row.next_run_at,
-            ).model()
-        )
+        receipts.append(_unregistered_receipt(row, attempt, now))
         _advance(backfill, now)
         return None
     row.lease_token, row.lease_expires_at = attempt.lease_token, attempt.lease_expires_at
-    claims.append(_claim_of(row, attempt))
+    claims.append(claim_of(row, attempt))
     return None
+
+
+def _unregistered_receipt(row: Schedule, attempt: RunAttempt, now: datetime) -> RunReceipt:
+    """The ``degraded`` receipt (unsaved) of a backfill ``attempt`` whose callback is no
+    longer registered, finished at ``now``; the row's next run is left as it is."""
+    return Receipt(
+        attempt_id=attempt.id,
+        schedule_id=row.id,
+        occurrence=attempt.occurrence,
+        status=ReceiptStatus.DEGRADED,
+        finished_at=now,
+        error_type="NotRegistered",
+        error_message=f"callback {row.callback!r} is not registered",
+        failure_count_after=row.failure_count,
+        next_run_at=row.next_run_at,
+    ).model()
 
 
 def stored_retry_problem(
@@ -143,7 +151,7 @@ def stored_retry_problem(
     return None
 
 
-def _slot_count(backfill: Backfill) -> int:
+def backfill_slot_count(backfill: Backfill) -> int:
     """How many slots the backfill holds (none when its stored list is not a list)."""
     return len(backfill.slots) if isinstance(backfill.slots, list) else 0
 
@@ -182,14 +190,14 @@ def rule_start_note(schedule: Schedule, start: datetime) -> str:
 @implements("outcome.backfill")
 def backfill_receipt(
     row: Schedule, outcome: Outcome, now: datetime, *, status: str | None = None
-) -> _Receipt:
+) -> Receipt:
     """The receipt of a backfill attempt's ``outcome`` finished at ``now``: its own status
     (or ``status``: ``lease_expired`` for a run that outlived its lease). The schedule row
     is left as it is (its lease is cleared by the caller): a backfill failure neither
     retries with backoff nor counts in ``failure_count``, and ``FailRun`` does not fail
     the schedule."""
     claim = outcome.claim
-    return _Receipt(
+    return Receipt(
         attempt_id=claim.attempt_id,
         schedule_id=row.id,
         occurrence=claim.occurrence,
@@ -212,9 +220,9 @@ def complete_at_max_runs(row: Schedule) -> bool:
         return False
     if row.status not in (Status.ACTIVE, Status.PAUSED):
         return False
-    row.status, row.next_run_at = Status.COMPLETED, None
+    row.next_run_at = None
     row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
-    return True
+    return complete_if_no_slot(row)
 
 
 @implements("outcome.backfill")
@@ -231,7 +239,7 @@ def settle_backfill(
     if backfill.status != BackfillStatus.ACTIVE:
         return
     if status == ReceiptStatus.RELEASED or (
-        status == ReceiptStatus.LEASE_EXPIRED and attempt < _max_attempts(row)
+        status == ReceiptStatus.LEASE_EXPIRED and attempt < max_attempts_of(row)
     ):
         backfill.attempt = attempt
         return
@@ -242,5 +250,46 @@ def _advance(backfill: Backfill, now: datetime) -> None:
     """The current slot is over: on to the next one, or, after the last, completed."""
     backfill.position += 1
     backfill.occurrence, backfill.attempt = None, 0
-    if backfill.position >= _slot_count(backfill):
+    if backfill.position >= backfill_slot_count(backfill):
         backfill.status, backfill.finished_at = BackfillStatus.COMPLETED, now
+
+
+def backfill_slots_in(schedule: Schedule, start: datetime, end: datetime) -> list[datetime]:
+    """:func:`.backfills.plan_backfill`'s slots of ``schedule`` in ``[start, end)``. Raises
+    :class:`StateConflict` for a stored definition the engine cannot evaluate, and
+    ``ValidationError`` (``end``) for more than ``BACKFILL_MAX_SLOTS`` slots."""
+    cap = app_settings.BACKFILL_MAX_SLOTS
+    try:
+        slots = backfill_slots(schedule.spec(), start, end, cap)
+    except (timing.InvalidSchedule, ValueError, OverflowError) as exc:
+        raise StateConflict(
+            f"the stored definition cannot be evaluated ({describe_problem(exc)})"
+        ) from None
+    if len(slots) > cap:
+        raise ValidationError(
+            {
+                "end": [
+                    f"The range holds more than {cap} slots (BACKFILL_MAX_SLOTS); choose a shorter one."
+                ]
+            }
+        )
+    return slots
+
+
+def check_runs_left(schedule: Schedule, slots: list[datetime]) -> None:
+    """Raise ``ValidationError`` (``end``) when ``slots`` hold more runs than ``schedule``'s
+    ``max_runs`` leaves: backfill occurrences count towards ``max_runs``."""
+    left = None if schedule.max_runs is None else max(0, schedule.max_runs - schedule.occurrence)
+    if left is not None and len(slots) > left:
+        # Backfill occurrences count towards max_runs, as the live grid's do.
+        raise ValidationError(
+            {
+                "end": [
+                    f"{schedule.name} has max_runs={schedule.max_runs} and "
+                    f"{schedule.occurrence} occurrence{'' if schedule.occurrence == 1 else 's'} "
+                    f"fired: {left} run{'' if left == 1 else 's'} left, and the range holds "
+                    f"{len(slots)} slot{'' if len(slots) == 1 else 's'} to run; choose a "
+                    "shorter range or raise max_runs."
+                ]
+            }
+        )

@@ -27,7 +27,6 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
 
 from .. import timing
-from ..conf import app_settings
 from ..db.clock import resolve_now
 from ..db.locks import get_locked, locked
 from ..exceptions import StateConflict
@@ -42,8 +41,9 @@ from ..models import (
     Status,
 )
 from .backfill_rules import (
-    _slot_count,
-    backfill_slots,
+    backfill_slot_count,
+    backfill_slots_in,
+    check_runs_left,
     claim_backfill_slot,
     rule_start_note,
     settle_backfill,
@@ -111,48 +111,11 @@ def plan_backfill(
                 ]
             }
         )
-    cap = app_settings.BACKFILL_MAX_SLOTS
-    try:
-        slots = backfill_slots(schedule.spec(), start, end, cap)
-    except (timing.InvalidSchedule, ValueError, OverflowError) as exc:
-        raise StateConflict(
-            f"the stored definition cannot be evaluated ({describe_problem(exc)})"
-        ) from None
-    if len(slots) > cap:
-        raise ValidationError(
-            {
-                "end": [
-                    f"The range holds more than {cap} slots (BACKFILL_MAX_SLOTS); choose a shorter one."
-                ]
-            }
-        )
+    slots = backfill_slots_in(schedule, start, end)
     skipped = 0
     if not include_succeeded and slots:
-        done = set(
-            RunReceipt.objects.using(using)
-            .filter(
-                schedule_id=schedule.pk,
-                status__in=SUCCESS_STATUSES,
-                attempt__scheduled_for__in=slots,
-            )
-            .values_list("attempt__scheduled_for", flat=True)
-        )
-        kept = [s for s in slots if s not in done]
-        skipped, slots = len(slots) - len(kept), kept
-    left = None if schedule.max_runs is None else max(0, schedule.max_runs - schedule.occurrence)
-    if left is not None and len(slots) > left:
-        # Backfill occurrences count towards max_runs, as the live grid's do.
-        raise ValidationError(
-            {
-                "end": [
-                    f"{schedule.name} has max_runs={schedule.max_runs} and "
-                    f"{schedule.occurrence} occurrence{'' if schedule.occurrence == 1 else 's'} "
-                    f"fired: {left} run{'' if left == 1 else 's'} left, and the range holds "
-                    f"{len(slots)} slot{'' if len(slots) == 1 else 's'} to run; choose a "
-                    "shorter range or raise max_runs."
-                ]
-            }
-        )
+        slots, skipped = _without_succeeded(schedule, slots, using)
+    check_runs_left(schedule, slots)
     if not slots:
         why = " that has not succeeded already" if skipped else ""
         raise ValidationError(
@@ -164,6 +127,24 @@ def plan_backfill(
             }
         )
     return BackfillPlan(start=start, end=end, slots=slots, skipped_succeeded=skipped)
+
+
+def _without_succeeded(
+    schedule: Schedule, slots: list[datetime], using: str
+) -> tuple[list[datetime], int]:
+    """:func:`plan_backfill`'s ``slots`` of ``schedule`` less those with a ``succeeded`` (or
+    ``enqueued``) receipt, and how many were left out."""
+    done = set(
+        RunReceipt.objects.using(using)
+        .filter(
+            schedule_id=schedule.pk,
+            status__in=SUCCESS_STATUSES,
+            attempt__scheduled_for__in=slots,
+        )
+        .values_list("attempt__scheduled_for", flat=True)
+    )
+    kept = [s for s in slots if s not in done]
+    return kept, len(slots) - len(kept)
 
 
 def open_backfill(schedule_id: Any, *, using: str = "default") -> Backfill | None:
@@ -269,8 +250,8 @@ def _summary(backfill: Backfill) -> dict[str, Any]:
         "backfill": str(backfill.pk),
         "start": backfill.start.isoformat(),
         "end": backfill.end.isoformat(),
-        "slots": _slot_count(backfill),
-        "done": min(backfill.position, _slot_count(backfill)),
+        "slots": backfill_slot_count(backfill),
+        "done": min(backfill.position, backfill_slot_count(backfill)),
         "status": backfill.status,
     }
 
@@ -283,7 +264,7 @@ def _close(backfill: Backfill, status: str, now: datetime | None, using: str) ->
 
 
 @implements("control.cancel")
-def _cancel_open(row: Schedule, using: str) -> None:
+def cancel_open_backfills(row: Schedule, using: str) -> None:
     """Inside a transition that holds ``row``'s lock and ends it (cancel): its open
     backfill is cancelled too."""
     backfill = open_backfill(row.pk, using=using)
@@ -297,7 +278,7 @@ def _cancel_open(row: Schedule, using: str) -> None:
 
 
 @implements("claim.backfill", "claim.backfill_cancelled")
-def _claim_backfills(
+def claim_backfills(
     due_before: Any,
     limit: int,
     taken: Sequence[Schedule],
@@ -321,15 +302,7 @@ def _claim_backfills(
     other schedules' slots are claimed as usual."""
     if limit <= 0:
         return []
-    qs = (
-        Schedule.objects.using(using)
-        .backfill_ready(due_before)
-        .exclude(pk__in=[r.pk for r in taken])
-        .order_by("pk")
-    )
-    if only is not None:
-        qs = qs.filter(pk=only)
-    rows = list(locked(qs, using, skip_locked=True)[:limit])
+    rows = _lock_ready(due_before, limit, taken, only, using)
     if not rows:
         return []
     now = now_of()
@@ -365,6 +338,23 @@ def _claim_backfills(
     return written
 
 
+def _lock_ready(
+    due_before: Any, limit: int, taken: Sequence[Schedule], only: Any, using: str
+) -> list[Schedule]:
+    """Lock (``SKIP LOCKED``, in primary key order) up to ``limit`` schedules free to run a
+    backfill slot at ``due_before`` (``backfill_ready``), other than those ``taken``;
+    ``only``: that schedule alone."""
+    qs = (
+        Schedule.objects.using(using)
+        .backfill_ready(due_before)
+        .exclude(pk__in=[r.pk for r in taken])
+        .order_by("pk")
+    )
+    if only is not None:
+        qs = qs.filter(pk=only)
+    return list(locked(qs, using, skip_locked=True)[:limit])
+
+
 def _retry_problem(row: Schedule, backfill: Backfill, using: str) -> str | None:
     """:func:`.backfill_rules.stored_retry_problem` of ``backfill``, read from the run
     tables: one query, only when the backfill stored a slot to run again (a retry)."""
@@ -386,7 +376,9 @@ def _retry_problem(row: Schedule, backfill: Backfill, using: str) -> str | None:
 
 
 @implements("outcome.backfill")
-def _settle(finished: Iterable[tuple[Schedule, int, str]], now: datetime, using: str) -> None:
+def settle_backfills(
+    finished: Iterable[tuple[Schedule, int, str]], now: datetime, using: str
+) -> None:
     """Inside a completion or lease-recovery transaction that holds the schedules' locks:
     move each open backfill on after its slot's attempt (number, receipt status) ended at
     ``now``; a backfill whose last slot ended is completed (event ``backfill_done``)."""
@@ -439,7 +431,7 @@ def _save_progress(
 
 
 @implements("outcome.backfill_ended")
-def _close_ended(rows: Iterable[Schedule], now: datetime, using: str) -> None:
+def close_ended(rows: Iterable[Schedule], now: datetime, using: str) -> None:
     """Inside a completion transaction that holds the rows' locks: a schedule this
     completion ended (completed after its last slot, ``end_at`` or ``max_runs``, or
     failed) runs no more backfill slots, so its open backfill is cancelled (event

@@ -15,7 +15,7 @@ from ..projection import bound_text, is_storable, project_error, project_result
 from .values import Outcome
 
 
-def _bounded_seconds(value: Any, default: float | None, high: float) -> float | None:
+def bounded_seconds(value: Any, default: float | None, high: float) -> float | None:
     """``value`` as seconds in ``[0, high]``: None, NaN and non-numbers give ``default``,
     negative values 0, larger ones ``high`` (a row written behind ``save()`` may hold
     anything its column type allows)."""
@@ -45,7 +45,7 @@ def bound_retry_after(value: Any) -> tuple[float | None, str]:
     shown = value if type(value) in (int, float) else type(value).__name__
     if type(value) is int and value.bit_length() > 64:
         shown = "a huge int"
-    seconds = _bounded_seconds(value, None, high)
+    seconds = bounded_seconds(value, None, high)
     if seconds is None:
         return None, f"after_seconds={shown!s} is not a number of seconds; the backoff was used"
     if seconds == value:

@@ -33,6 +33,7 @@ from ..models import (
 from ..models.calendars import exclusions_of_calendars
 from .events import record_event
 from .exclusion_rules import count_excluded_to_end
+from .machine import complete_if_no_slot
 from .transitions import implements
 
 FIELD = "exclusion_calendars"
@@ -99,8 +100,7 @@ def replan(row: Schedule, now: datetime) -> bool:
         row.next_run_at = row.plan(timing.truncate_to_second(now))
     except Exception:  # noqa: BLE001 - that row's problem: the claim receipts it
         row.next_run_at = timing.truncate_to_second(now)
-    if row.next_run_at is None:
-        row.status = Status.COMPLETED
+    complete_if_no_slot(row)
     return row.next_run_at != before or row.status != Status.ACTIVE
 
 

@@ -35,10 +35,12 @@ from ..models import (
 )
 from ..projection import bound_text, project_error
 from .backfill_rules import backfill_receipt, complete_at_max_runs
-from .backfills import _close_ended, _settle
+from .backfills import close_ended, settle_backfills
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
-from .outcomes import _apply, _fail_attempt, _fenced_result, _receipt
-from .rules import _FINISH_FIELDS, _FINISH_UNREAD, _pause_degraded, _Receipt, _restore, _snapshot
+from .columns import FINISH_FIELDS, FINISH_UNREAD
+from .machine import pause_degraded
+from .outcomes import apply_outcome, fail_attempt, fenced_result, outcome_receipt
+from .rules import Receipt, restore_row, snapshot_row
 from .transitions import implements
 from .values import CompletionReport, Failure, Outcome, OutcomeStatus
 
@@ -168,7 +170,7 @@ def _complete_batch(
                 .filter(id__in=ids - set(rows))
                 .values_list("id", flat=True)
             )
-        receipts: list[_Receipt] = []
+        receipts: list[Receipt] = []
         touched: dict[uuid.UUID, Schedule] = {}
         orphans: list[Outcome] = []
         settled: list[tuple[Schedule, int, str]] = []
@@ -195,9 +197,9 @@ def _complete_batch(
         if events:
             insert_rows(ScheduleEvent, events, using)
         if touched:
-            update_rows(list(touched.values()), _FINISH_FIELDS, using)
-        _settle(settled, now, using)
-        _close_ended(touched.values(), now, using)
+            update_rows(list(touched.values()), FINISH_FIELDS, using)
+        settle_backfills(settled, now, using)
+        close_ended(touched.values(), now, using)
         report.receipts = models
     return report
 
@@ -210,7 +212,7 @@ def _read_rows(ids: set[uuid.UUID], using: str, read_clock: bool) -> list[Schedu
     (:func:`.db.compiled.read_rows`)."""
 
     def build(id_filter: Any) -> QuerySet[Schedule]:
-        qs = Schedule.objects.using(using).filter(id_filter).defer(*_FINISH_UNREAD)
+        qs = Schedule.objects.using(using).filter(id_filter).defer(*FINISH_UNREAD)
         qs = with_calendar_flag(qs)
         if read_clock:  # the database clock in the same round trip
             qs = qs.annotate(_db_now=Now())
@@ -234,7 +236,7 @@ def _finish(
     using: str,
     report: CompletionReport,
     events: list[ScheduleEvent],
-) -> _Receipt:
+) -> Receipt:
     """The receipt of ``outcome`` on the locked ``row`` that its lease token still owns;
     moves the row on (or pauses it as degraded when its definition cannot be evaluated);
     the row's ``excluded`` events are appended to ``events``."""
@@ -249,26 +251,26 @@ def _finish(
             error_type="LeaseExpired",
             error_message=f"the run finished ({outcome.status}) after its lease expired",
             retry_after=0.0,
-            result=_fenced_result(outcome),
+            result=fenced_result(outcome),
         )
         return fail_contained(row, failure, now, events)
-    snapshot = _snapshot(row, _FINISH_FIELDS)
+    snapshot = snapshot_row(row, FINISH_FIELDS)
     if outcome.enqueue is not None:
         started = time.monotonic()
         outcome = _enqueue(outcome, using)
         report.enqueue_seconds[claim.attempt_id] = time.monotonic() - started
     mark = len(events)
     try:
-        return _apply(row, outcome, now, events)
+        return apply_outcome(row, outcome, now, events)
     except Exception as exc:  # noqa: BLE001 - the row's own bad value: pause that row only
         del events[mark:]
-        _restore(row, snapshot)
+        restore_row(row, snapshot)
         reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
-        _pause_degraded(row, reason)
+        pause_degraded(row, reason)
         status = outcome.status if outcome.status in ReceiptStatus.values else "failed"
         message = outcome.error_message
         note = f"the schedule was paused: {reason}"
-        return _receipt(
+        return outcome_receipt(
             row,
             claim,
             status,
@@ -282,9 +284,9 @@ def _finish(
 @implements("outcome.lease_expired", "outcome.unappliable")
 def fail_contained(
     row: Schedule, failure: Failure, now: datetime, events: list[ScheduleEvent]
-) -> _Receipt:
+) -> Receipt:
     """The receipt of ``failure`` on the locked ``row`` (already unleased), as
-    :func:`.outcomes._fail_attempt` moves it on (retried, or given up and the next slot
+    :func:`.outcomes.fail_attempt` moves it on (retried, or given up and the next slot
     planned), with the row's bad value contained: when the row cannot be evaluated as it
     moves on (a calendar made invalid behind ``save()`` while the run was out), the
     attempt is still receipted with ``failure.status`` (the pause noted in its message)
@@ -292,18 +294,18 @@ def fail_contained(
     row, so the rest of its batch (a completion, a lease recovery) commits. The
     ``excluded`` events of a row left without a slot are appended to ``events``. Never
     raises for the row's values."""
-    snapshot = _snapshot(row, _FINISH_FIELDS)
+    snapshot = snapshot_row(row, FINISH_FIELDS)
     mark = len(events)
     try:
-        return _fail_attempt(row, failure, now, events)
+        return fail_attempt(row, failure, now, events)
     except Exception as exc:  # noqa: BLE001 - the row's own bad value: pause that row only
         del events[mark:]
-        _restore(row, snapshot)
+        restore_row(row, snapshot)
         reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
-        _pause_degraded(row, reason)
+        pause_degraded(row, reason)
         note = f"the schedule was paused: {reason}"
         message = failure.error_message
-        return _Receipt(
+        return Receipt(
             attempt_id=failure.attempt_id,
             schedule_id=row.id,
             occurrence=failure.occurrence,
@@ -320,7 +322,7 @@ def fail_contained(
 @implements("outcome.backfill")
 def _finish_backfill(
     row: Schedule, outcome: Outcome, now: datetime, using: str, report: CompletionReport
-) -> _Receipt:
+) -> Receipt:
     """The receipt of a backfill slot's ``outcome`` on the locked ``row`` its lease token
     still owns: its own status (``lease_expired`` once the lease has lapsed: fenced). The
     lease is cleared; the live grid is left as it is (see :mod:`.backfill_rules`)."""
@@ -332,7 +334,7 @@ def _finish_backfill(
             row,
             replace(
                 outcome,
-                result=_fenced_result(outcome),
+                result=fenced_result(outcome),
                 error_type="LeaseExpired",
                 error_message=f"the run finished ({outcome.status}) after its lease expired",
             ),
@@ -350,7 +352,7 @@ def _finish_backfill(
 @implements("outcome.lease_lost")
 def _orphan_receipts(
     orphans: list[Outcome], now: datetime, using: str, report: CompletionReport
-) -> list[_Receipt]:
+) -> list[Receipt]:
     """Receipts of outcomes whose lease token no longer owns its row: ``lease_lost``, unless
     the recovery already receipted the attempt. An attempt that retention pruned meanwhile
     (a worker stalled past its lease, then ``prune_runs``) has nothing left to receipt: its
@@ -379,7 +381,7 @@ def _orphan_receipts(
         if known[claim.attempt_id] is not None:
             continue
         receipts.append(
-            _Receipt(
+            Receipt(
                 attempt_id=claim.attempt_id,
                 schedule_id=claim.schedule_id,
                 occurrence=claim.occurrence,
@@ -387,7 +389,7 @@ def _orphan_receipts(
                 finished_at=now,
                 error_type="LeaseLost",
                 error_message=f"the lease was lost before the run reported {outcome.status}",
-                result=_fenced_result(outcome),
+                result=fenced_result(outcome),
             )
         )
     return receipts

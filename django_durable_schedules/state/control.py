@@ -18,8 +18,9 @@ from ..exceptions import StateConflict
 from ..models import EventAction, Kind, RunAttempt, Schedule, Status
 from .bounds import describe_problem
 from .calendars import record_excluded_to_end
-from .events import _json_value, record_event
-from .rules import _safe_hash
+from .events import json_value, record_event
+from .machine import complete_if_no_slot, set_by_operator
+from .rules import safe_hash
 from .transitions import implements
 
 #: The source statuses each operator action is allowed from; any other is refused with
@@ -99,63 +100,11 @@ def enable(
         _require("enable", row)
         instant = resolve_now(now, using)
         now = timing.truncate_to_second(instant)
-        before = row.status
-        changes: dict[str, list[Any]] = {"status": [before, Status.ACTIVE]}
+        changes: dict[str, list[Any]] = {"status": [row.status, Status.ACTIVE]}
         if run_at is not None:
-            if row.kind != Kind.ONCE:
-                raise ValidationError({"run_at": ["Only a once schedule takes run_at."]})
-            try:
-                new_run_at = timing.truncate_to_second(run_at, "run_at")
-            except timing.InvalidSchedule as exc:
-                raise ValidationError({"run_at": [exc.message]}) from None
-            changes["run_at"] = [_json_value(row.run_at), _json_value(new_run_at)]
-            row.run_at = new_run_at
-            row.definition_hash = _safe_hash(row)  # planned here, not re-planned by save()
-        if row.status == Status.FAILED:
-            row.failure_count = 0
-        row.status = Status.ACTIVE
-        row.degraded_reason = row.degraded_kind = row.pause_reason = ""
-        row.failed_occurrences = 0
-        # Slots excluded while it was paused are not counted; those counted already (to the
-        # end of its grid, when it completed) are not counted again.
-        row.exclusions_checked_at = max(now, row.exclusions_checked_at or now)
-        # A trigger requested while it was paused and not run yet survives the enable.
-        pending = row.triggered_at
-        row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
-        if row.kind == Kind.ONCE:
-            _rearm_once(row, now)
-        else:
-            try:
-                row.next_run_at = row.plan(now)
-            except Exception as exc:  # noqa: BLE001 - a definition made invalid behind save()
-                raise StateConflict(
-                    f"the stored definition cannot be evaluated ({describe_problem(exc)}): "
-                    "correct it first"
-                ) from None
-            if row.next_run_at is None and pending is None:
-                row.status = Status.COMPLETED
-                changes["status"] = [before, Status.COMPLETED]
-        if pending is not None and row.triggered_at is None:
-            row.triggered_at = pending
-            row.next_run_at = pending if row.next_run_at is None else min(pending, row.next_run_at)
-        row.save(
-            update_fields=[
-                "status",
-                "degraded_reason",
-                "degraded_kind",
-                "retry_scheduled_for",
-                "triggered_at",
-                "buffered_for",
-                "failure_count",
-                "failed_occurrences",
-                "pause_reason",
-                "next_run_at",
-                "run_at",
-                "definition_hash",
-                "exclusions_checked_at",
-                "updated_at",
-            ]
-        )
+            _move_run_at(row, run_at, changes)
+        _reactivate(row, now, changes)
+        row.save(update_fields=_ENABLE_FIELDS)
         record_excluded_to_end(row, now, using)  # completed: the rest of its grid counted
         record_event(
             row,
@@ -167,6 +116,76 @@ def enable(
             using=using,
         )
     return row
+
+
+#: The columns :func:`enable` writes.
+_ENABLE_FIELDS = (
+    "status",
+    "degraded_reason",
+    "degraded_kind",
+    "retry_scheduled_for",
+    "triggered_at",
+    "buffered_for",
+    "failure_count",
+    "failed_occurrences",
+    "pause_reason",
+    "next_run_at",
+    "run_at",
+    "definition_hash",
+    "exclusions_checked_at",
+    "updated_at",
+)
+
+
+def _move_run_at(row: Schedule, run_at: datetime, changes: dict[str, list[Any]]) -> None:
+    """:func:`enable`'s ``run_at``: move a ``once`` schedule to the aware instant ``run_at``
+    (to the second), the change noted in ``changes``. Raises ``ValidationError`` for a
+    schedule that is not ``once`` or a naive ``run_at``."""
+    if row.kind != Kind.ONCE:
+        raise ValidationError({"run_at": ["Only a once schedule takes run_at."]})
+    try:
+        new_run_at = timing.truncate_to_second(run_at, "run_at")
+    except timing.InvalidSchedule as exc:
+        raise ValidationError({"run_at": [exc.message]}) from None
+    changes["run_at"] = [json_value(row.run_at), json_value(new_run_at)]
+    row.run_at = new_run_at
+    row.definition_hash = safe_hash(row)  # planned here, not re-planned by save()
+
+
+@implements("control.enable")
+def _reactivate(row: Schedule, now: datetime, changes: dict[str, list[Any]]) -> None:
+    """:func:`enable`'s rule on the locked ``row`` at ``now`` (UTC, to the second): active
+    with no degraded or pause reason and no failure counts, re-planned (a ``once`` re-armed
+    by :func:`_rearm_once`; a recurring one from its next slot after ``now``, completed
+    when none is left and no trigger waits), a pending trigger kept. ``changes`` notes a
+    completion. Raises :class:`StateConflict` for a definition it cannot evaluate."""
+    before = row.status
+    if row.status == Status.FAILED:
+        row.failure_count = 0
+    set_by_operator(row, Status.ACTIVE)
+    row.degraded_reason = row.degraded_kind = row.pause_reason = ""
+    row.failed_occurrences = 0
+    # Slots excluded while it was paused are not counted; those counted already (to the
+    # end of its grid, when it completed) are not counted again.
+    row.exclusions_checked_at = max(now, row.exclusions_checked_at or now)
+    # A trigger requested while it was paused and not run yet survives the enable.
+    pending = row.triggered_at
+    row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
+    if row.kind == Kind.ONCE:
+        _rearm_once(row, now)
+    else:
+        try:
+            row.next_run_at = row.plan(now)
+        except Exception as exc:  # noqa: BLE001 - a definition made invalid behind save()
+            raise StateConflict(
+                f"the stored definition cannot be evaluated ({describe_problem(exc)}): "
+                "correct it first"
+            ) from None
+        if complete_if_no_slot(row, pending=pending):
+            changes["status"] = [before, Status.COMPLETED]
+    if pending is not None and row.triggered_at is None:
+        row.triggered_at = pending
+        row.next_run_at = pending if row.next_run_at is None else min(pending, row.next_run_at)
 
 
 @implements("control.enable")
@@ -272,13 +291,13 @@ def _halt(
             return row
         _require(action, row)
         before = row.status
-        row.status = status
+        set_by_operator(row, status)
         row.retry_scheduled_for = None
         _drop_buffered(row)
         if action == "cancel":
-            from .backfills import _cancel_open
+            from .backfills import cancel_open_backfills
 
-            _cancel_open(row, using)  # no further runs: its backfill neither
+            cancel_open_backfills(row, using)  # no further runs: its backfill neither
         if action == "disable" and row.triggered_at is not None:
             # A pending trigger survives a pause: a paused schedule runs when triggered.
             row.next_run_at = row.triggered_at

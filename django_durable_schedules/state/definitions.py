@@ -27,7 +27,7 @@ from .calendars import (
 )
 from .candidates import Prepared, check_editable, explain_refusal, prepare
 from .control import enable
-from .events import _as_changes, record_event
+from .events import as_changes, record_event
 from .transitions import implements
 
 logger = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def create_schedule(
             now=now,
             actor=actor,
             source=source,
-            changes=_as_changes({}, changes),
+            changes=as_changes({}, changes),
             using=using,
         )
     return row
@@ -180,7 +180,7 @@ def update_schedule(
                 now=now,
                 actor=actor,
                 source=source,
-                changes=_as_changes(before, after),
+                changes=as_changes(before, after),
                 using=using,
             )
     return row
@@ -267,7 +267,7 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
                     EventAction.CREATED,
                     source="code",
                     using=using,
-                    changes=_as_changes({}, wanted),
+                    changes=as_changes({}, wanted),
                 )
                 changed.append(row)
                 continue
@@ -283,7 +283,7 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
                     EventAction.EDITED,
                     source="code",
                     using=using,
-                    changes=_as_changes(before, diff),
+                    changes=as_changes(before, diff),
                 )
                 changed.append(row)
     changed.extend(recover_degraded(using=using, now=now))

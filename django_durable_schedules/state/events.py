@@ -15,7 +15,9 @@ from ..db.clock import resolve_now
 from ..models import Schedule, ScheduleEvent
 
 
-def _json_value(value: Any) -> Any:
+def json_value(value: Any) -> Any:
+    """``value`` as JSON can hold it: a datetime as ISO 8601, a UUID as text, a model row
+    as its primary key, anything else unchanged."""
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, uuid.UUID):
@@ -25,10 +27,10 @@ def _json_value(value: Any) -> Any:
     return value
 
 
-def _as_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
+def as_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, list[Any]]:
     """``{field: [old, new]}`` for the fields of ``after`` (JSON-ready)."""
     return {
-        k: [_json_value(before.get(k)), _json_value(v)]
+        k: [json_value(before.get(k)), json_value(v)]
         for k, v in after.items()
         if before.get(k) != v
     }

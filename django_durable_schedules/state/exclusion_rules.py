@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime, timedelta
+from typing import Any
 
 from .. import timing
 from ..models import EventAction, Kind, Schedule, ScheduleEvent, Status
 from ..uuids import uuid4
+from .machine import complete_if_no_slot
 from .transitions import implements
 
 ONE_SECOND = timedelta(seconds=1)
@@ -74,6 +76,16 @@ def count_excluded(
     row.exclusions_checked_at = until
     total = sum(day.count for day in days)
     row.excluded_count += total
+    events.extend(_excluded_events(row, now, days))
+    return total
+
+
+def _excluded_events(row: Schedule, now: datetime, days: list[Any]) -> list[ScheduleEvent]:
+    """The ``excluded`` events (unsaved) of the excluded ``days`` that
+    :func:`count_excluded` counted at ``now``: one per date, at most
+    :data:`MAX_EVENTS_PER_CLAIM`, then one with the rest (how many dates and slots, from
+    and to which date)."""
+    found: list[ScheduleEvent] = []
     for day in days[:MAX_EVENTS_PER_CLAIM]:
         changes: dict[str, object] = {
             "calendar": day.exclusion.calendar,
@@ -82,10 +94,10 @@ def count_excluded(
             "slots": day.count,
             "first_slot": day.first.isoformat(),
         }
-        events.append(_event(row, now, changes))
+        found.append(_event(row, now, changes))
     rest = days[MAX_EVENTS_PER_CLAIM:]
     if rest:
-        events.append(
+        found.append(
             _event(
                 row,
                 now,
@@ -97,7 +109,7 @@ def count_excluded(
                 },
             )
         )
-    return total
+    return found
 
 
 def no_slot_left(row: Schedule) -> bool:
@@ -149,6 +161,5 @@ def excluded_at_claim(row: Schedule, spec: timing.Spec, now: datetime) -> bool:
         if spec.exclusions.excluded_by(day) is None:
             return False
     row.next_run_at = row.due_at(timing.next_slot_after(spec, now))
-    if row.next_run_at is None:
-        row.status = Status.COMPLETED
+    complete_if_no_slot(row)
     return True

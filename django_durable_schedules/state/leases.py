@@ -32,11 +32,12 @@ from ..models import (
     load_exclusions,
 )
 from .backfill_rules import backfill_receipt
-from .backfills import _settle
+from .backfills import settle_backfills
 from .bounds import check_counters
+from .columns import FINISH_FIELDS
 from .completion import fail_contained
 from .quarantine import displaced_attempt, quarantine_lease
-from .rules import _FINISH_FIELDS, _claim_of
+from .rules import claim_of
 from .transitions import implements
 from .values import Failure, Outcome
 
@@ -124,6 +125,31 @@ def expire_leases(
     return recovered
 
 
+def _log_displaced(row: Schedule, attempt: RunAttempt) -> None:
+    """Log that a lease token written behind ``save()`` displaced ``attempt`` of ``row``,
+    recovered as expired."""
+    logger.warning(
+        "%s: a lease token written behind save() displaced occurrence %s "
+        "attempt %s; recovering it as expired",
+        row.name,
+        attempt.occurrence,
+        attempt.attempt,
+        extra={"schedule": row.name, "occurrence": attempt.occurrence},
+    )
+
+
+def _lease_expired(attempt: RunAttempt) -> Failure:
+    """The failure of ``attempt`` whose lease expired before its run reported an outcome:
+    retried at once (``retry_after`` 0) while attempts are left."""
+    return Failure.of(
+        attempt,
+        ReceiptStatus.LEASE_EXPIRED,
+        error_type="LeaseExpired",
+        error_message="the lease expired before the run reported an outcome",
+        retry_after=0.0,
+    )
+
+
 @implements(
     "outcome.lease_expired",
     "outcome.failed_halted",
@@ -165,29 +191,15 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
                     row.lease_token = row.lease_expires_at = None
                     continue
                 attempt, receipted = found
-                logger.warning(
-                    "%s: a lease token written behind save() displaced occurrence %s "
-                    "attempt %s; recovering it as expired",
-                    row.name,
-                    attempt.occurrence,
-                    attempt.attempt,
-                    extra={"schedule": row.name, "occurrence": attempt.occurrence},
-                )
+                _log_displaced(row, attempt)
             row.lease_token = row.lease_expires_at = None
             if attempt.origin == "backfill":  # its backfill moves on, never the grid
                 if not receipted:
                     receipts.append(_expired_backfill(row, attempt, now))
                 backfilled.append((row, attempt.attempt, ReceiptStatus.LEASE_EXPIRED))
                 continue
-            failure = Failure.of(
-                attempt,
-                ReceiptStatus.LEASE_EXPIRED,
-                error_type="LeaseExpired",
-                error_message="the lease expired before the run reported an outcome",
-                retry_after=0.0,
-            )
             # A row that cannot move on is paused, not the batch.
-            receipt = fail_contained(row, failure, now, events)
+            receipt = fail_contained(row, _lease_expired(attempt), now, events)
             if not receipted:  # a lease_lost attempt keeps its one receipt
                 receipts.append(receipt)
             logger.warning(
@@ -200,15 +212,15 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
         insert_rows(RunReceipt, [r.model() for r in receipts], using)
         if events:
             insert_rows(ScheduleEvent, events, using)
-        update_rows(rows, _FINISH_FIELDS, using)
-        _settle(backfilled, now, using)
+        update_rows(rows, FINISH_FIELDS, using)
+        settle_backfills(backfilled, now, using)
     return len(rows)
 
 
 @implements("outcome.backfill")
 def _expired_backfill(row: Schedule, attempt: RunAttempt, now: datetime) -> Any:
     """The ``lease_expired`` receipt of a backfill attempt whose worker died or hung."""
-    claim = _claim_of(row, attempt)
+    claim = claim_of(row, attempt)
     outcome = Outcome(
         claim,
         "failed",

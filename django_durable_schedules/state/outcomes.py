@@ -26,16 +26,22 @@ from ..models import (
     ScheduleEvent,
     Status,
 )
-from .bounds import _bounded_seconds
+from .bounds import bounded_seconds
 from .exclusion_rules import count_excluded_to_end
-from .rules import ONE_SECOND, _ceil_second, _max_attempts, _Receipt
+from .machine import (
+    complete_if_no_slot,
+    fail_schedule,
+    mark_degraded,
+    pause_after_failures,
+)
+from .rules import ONE_SECOND, Receipt, ceil_second, max_attempts_of
 from .transitions import implements
 from .values import Claim, Failure, Outcome, OutcomeStatus
 
 logger = logging.getLogger(__name__)
 
 
-def _fenced_result(outcome: Outcome) -> Any:
+def fenced_result(outcome: Outcome) -> Any:
     """A fenced outcome keeps its result only when it records a task that was already
     handed to an engine outside the transaction (so the duplicate can be traced)."""
     if outcome.status == OutcomeStatus.ENQUEUED and outcome.enqueue is None:
@@ -50,9 +56,12 @@ def _fenced_result(outcome: Outcome) -> Any:
     "outcome.degraded",
     "outcome.released",
 )
-def _apply(
+def apply_outcome(
     row: Schedule, outcome: Outcome, now: datetime, events: list[ScheduleEvent] | None = None
-) -> _Receipt:
+) -> Receipt:
+    """Apply the reported ``outcome`` of a claim to the locked ``row`` at ``now`` (UTC): the
+    row moved on (released, degraded, failed, or finished and re-planned) and the receipt
+    built (unsaved); events the rule records are appended to ``events``."""
     claim = outcome.claim
     status = outcome.status
     if status == OutcomeStatus.RELEASED:
@@ -62,17 +71,15 @@ def _apply(
         row.next_run_at = timing.truncate_to_second(now)
         if row.status == Status.PAUSED:  # a triggered run: still claimable when paused
             row.triggered_at = claim.scheduled_for
-        return _receipt(row, claim, ReceiptStatus.RELEASED, now, outcome)
+        return outcome_receipt(row, claim, ReceiptStatus.RELEASED, now, outcome)
     if status == OutcomeStatus.DEGRADED:
         # The callback vanished between claim and run: the occurrence awaits its run, as
         # in the claim's own not-registered path.
-        row.status = Status.PAUSED
+        mark_degraded(row, outcome.error_message[:500], DegradedKind.CALLBACK)
         row.next_run_at = None
         row.attempt = claim.attempt
         row.retry_scheduled_for = claim.scheduled_for
-        row.degraded_reason = outcome.error_message[:500]
-        row.degraded_kind = DegradedKind.CALLBACK
-        return _receipt(row, claim, ReceiptStatus.DEGRADED, now, outcome)
+        return outcome_receipt(row, claim, ReceiptStatus.DEGRADED, now, outcome)
     if status == OutcomeStatus.FAILED:
         failure = Failure.of(
             claim,
@@ -83,23 +90,25 @@ def _apply(
             retry_after=outcome.retry_after,
             result=outcome.result,
         )
-        return _fail_attempt(row, failure, now, events)
+        return fail_attempt(row, failure, now, events)
     if status in SUCCESS_STATUSES:
         row.failure_count = row.failed_occurrences = 0
     receipt_status = ReceiptStatus(status)  # succeeded, enqueued, skipped: the same words
     skipped = _move_on(row, claim.occurrence, now, events)
-    return _receipt(row, claim, receipt_status, now, outcome, slots_skipped=skipped)
+    return outcome_receipt(row, claim, receipt_status, now, outcome, slots_skipped=skipped)
 
 
-def _receipt(
+def outcome_receipt(
     row: Schedule,
     claim: Claim,
     status: str,
     now: datetime,
     outcome: Outcome,
     slots_skipped: int = 0,
-) -> _Receipt:
-    return _Receipt(
+) -> Receipt:
+    """The receipt (unsaved) of ``claim``'s run finished at ``now`` with ``status``: the
+    outcome's result and error, the row's failure count and next run after the rule."""
+    return Receipt(
         attempt_id=claim.attempt_id,
         schedule_id=row.id,
         occurrence=claim.occurrence,
@@ -121,9 +130,9 @@ def _receipt(
     "outcome.failed_halted",
     "outcome.lease_expired",
 )
-def _fail_attempt(
+def fail_attempt(
     row: Schedule, failure: Failure, now: datetime, events: list[ScheduleEvent] | None = None
-) -> _Receipt:
+) -> Receipt:
     """The receipt of ``failure`` on the locked ``row``, moved on: the same occurrence
     retried with backoff (or after ``failure.retry_after`` seconds), given up after
     ``max_attempts`` (the next slot planned; ``pause_after_failures`` may pause the
@@ -133,44 +142,23 @@ def _fail_attempt(
     row.failure_count += 1
     skipped = 0
     if failure.terminal:
-        row.status = Status.FAILED
+        fail_schedule(row)
         row.next_run_at = None
         row.retry_scheduled_for = None
-    elif attempt < _max_attempts(row) and row.status == Status.ACTIVE:
+    elif attempt < max_attempts_of(row) and row.status == Status.ACTIVE:
         retry_after = failure.retry_after
         if retry_after is None:
             retry_after = backoff_for(row, attempt)
         retry_after = min(
-            _bounded_seconds(retry_after, 0.0, app_settings.RETRY_AFTER_MAX_SECONDS) or 0.0,
+            bounded_seconds(retry_after, 0.0, app_settings.RETRY_AFTER_MAX_SECONDS) or 0.0,
             app_settings.RETRY_AFTER_MAX_SECONDS,
         )
         row.attempt = attempt
         row.retry_scheduled_for = failure.scheduled_for
-        row.next_run_at = _ceil_second(now + timedelta(seconds=retry_after))
+        row.next_run_at = ceil_second(now + timedelta(seconds=retry_after))
     else:
-        # The occurrence is given up.
-        row.failed_occurrences += 1
-        if row.kind == Kind.ONCE:
-            row.retry_scheduled_for = None
-            row.next_run_at = None
-            if row.status == Status.ACTIVE:
-                row.status = Status.FAILED
-        else:
-            skipped = _move_on(row, occurrence, now, events)
-            limit = row.pause_after_failures
-            if limit and row.failed_occurrences >= limit and row.status == Status.ACTIVE:
-                row.status = Status.PAUSED
-                row.next_run_at = None
-                row.pause_reason = (
-                    f"paused after {row.failed_occurrences} consecutive failed occurrences"
-                )
-                logger.warning(
-                    "schedule %s %s",
-                    row.name,
-                    row.pause_reason,
-                    extra={"schedule": row.name, "occurrence": occurrence},
-                )
-    return _Receipt(
+        skipped = _give_up(row, occurrence, now, events)
+    return Receipt(
         attempt_id=failure.attempt_id,
         schedule_id=row.id,
         occurrence=occurrence,
@@ -185,16 +173,47 @@ def _fail_attempt(
     )
 
 
+@implements("outcome.given_up", "outcome.lease_expired")
+def _give_up(
+    row: Schedule, occurrence: int, now: datetime, events: list[ScheduleEvent] | None
+) -> int:
+    """:func:`fail_attempt`'s occurrence ``occurrence`` is given up (no attempt left, or the
+    row no longer active): counted in ``failed_occurrences``; a ``once`` schedule that is
+    active fails, a recurring one moves on to its next slot (:func:`_move_on`) and is
+    paused once ``pause_after_failures`` occurrences failed in a row. Returns the slots
+    skipped by the move on."""
+    row.failed_occurrences += 1
+    if row.kind == Kind.ONCE:
+        row.retry_scheduled_for = None
+        row.next_run_at = None
+        if row.status == Status.ACTIVE:
+            fail_schedule(row)
+        return 0
+    skipped = _move_on(row, occurrence, now, events)
+    limit = row.pause_after_failures
+    if limit and row.failed_occurrences >= limit and row.status == Status.ACTIVE:
+        pause_after_failures(row)
+        row.next_run_at = None
+        row.pause_reason = f"paused after {row.failed_occurrences} consecutive failed occurrences"
+        logger.warning(
+            "schedule %s %s",
+            row.name,
+            row.pause_reason,
+            extra={"schedule": row.name, "occurrence": occurrence},
+        )
+    return skipped
+
+
 def backoff_for(row: Schedule, attempt: int) -> float:
     """Seconds before retry number ``attempt`` of ``row``: the exponential backoff
     (:func:`.timing.backoff_seconds`) of the row's base and cap (else the
     ``BACKOFF_BASE_SECONDS`` / ``BACKOFF_CAP_SECONDS`` settings), each bounded first as
     ``Schedule.save()`` bounds them, so a row written behind ``save()`` (``1e12``, NaN,
     negative) cannot overflow a datetime."""
-    base = _bounded_seconds(
+    base = bounded_seconds(
         row.backoff_base_seconds, app_settings.BACKOFF_BASE_SECONDS, BACKOFF_BASE_MAX_SECONDS
     )
-    cap = _bounded_seconds(
+    cap = bounded_seconds(
         row.backoff_cap_seconds, app_settings.BACKOFF_CAP_SECONDS, BACKOFF_CAP_MAX_SECONDS
     )
     return timing.backoff_seconds(max(1, attempt), base or 0.0, cap or 0.0)
@@ -262,12 +281,12 @@ def _move_on(
     if row.status != Status.ACTIVE:
         return 0  # paused/cancelled while running: leave it as the operator set it
     if row.kind == Kind.ONCE or (row.max_runs is not None and occurrence >= row.max_runs):
-        row.status, row.next_run_at = Status.COMPLETED, None
+        row.next_run_at = None
+        complete_if_no_slot(row)
         return 0
     overlap = plan_overlap(row, now)
     row.missed_count += overlap.skipped
     row.next_run_at, row.buffered_for = overlap.next_run_at, overlap.buffered_for
-    if row.next_run_at is None:
-        row.status = Status.COMPLETED
+    if complete_if_no_slot(row):
         count_excluded_to_end(row, now, [] if events is None else events)
     return overlap.skipped

@@ -48,6 +48,7 @@ from ..projection import bound_text
 from ..uuids import uuid4
 from .bounds import bad_counters, describe_problem, read_count
 from .events import record_event
+from .machine import RUNNABLE_STATUSES, degraded_columns
 from .transitions import implements
 
 logger = logging.getLogger(__name__)
@@ -136,15 +137,7 @@ def quarantine_refused(pk: uuid.UUID, exc: BaseException, using: str) -> None:
         updated = (
             Schedule.objects.using(using)
             .filter(pk=pk, lease_token__isnull=True)
-            .update(
-                status=Status.PAUSED,
-                degraded_reason=reason,
-                degraded_kind=DegradedKind.CLAIM,
-                next_run_at=None,
-                retry_scheduled_for=None,
-                triggered_at=None,
-                buffered_for=None,
-            )
+            .update(**degraded_columns(reason, DegradedKind.CLAIM))
         )
     if updated:
         logger.error("schedule %s paused: %s", pk, reason, extra={"schedule": str(pk)})
@@ -227,16 +220,14 @@ def quarantine_lease(pk: uuid.UUID, exc: BaseException, now: datetime, using: st
             lease_expires_at=None,
             # Paused if it could run; a cancelled, completed or failed one keeps its status
             # (a cancel is never undone by a worker).
-            status=Case(
-                When(status__in=[Status.ACTIVE, Status.PAUSED], then=Value(Status.PAUSED)),
-                default=F("status"),
+            **degraded_columns(
+                reason,
+                DegradedKind.LEASE,
+                status=Case(
+                    When(status__in=list(RUNNABLE_STATUSES), then=Value(Status.PAUSED)),
+                    default=F("status"),
+                ),
             ),
-            degraded_reason=reason,
-            degraded_kind=DegradedKind.LEASE,
-            next_run_at=None,
-            retry_scheduled_for=None,
-            triggered_at=None,
-            buffered_for=None,
         )
         if isinstance(token, uuid.UUID):
             _receipt_degraded(row, token, _count_or_zero(failures), reason, exc, now, using)

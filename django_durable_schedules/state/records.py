@@ -1,5 +1,5 @@
-"""The receipt a state rule builds (unsaved): :class:`_Receipt`, turned into a
-:class:`~..models.RunReceipt` row by :meth:`_Receipt.model`."""
+"""The receipt a state rule builds (unsaved): :class:`Receipt`, turned into a
+:class:`~..models.RunReceipt` row by :meth:`Receipt.model`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from ..uuids import uuid4
 
 
 @dataclass
-class _Receipt:
+class Receipt:
+    """One run's receipt as a rule builds it (unsaved; times UTC): :meth:`model` makes the
+    :class:`~..models.RunReceipt` row that :mod:`.runs` and :mod:`.completion` insert."""
+
     attempt_id: uuid.UUID
     schedule_id: uuid.UUID
     occurrence: int

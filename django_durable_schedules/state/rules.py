@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,9 +33,18 @@ from ..models.definition import same_definition
 from ..projection import bound_text
 from ..registry import registry
 from ..uuids import uuid4
-from .bounds import UNEVALUABLE_PREFIX, _bounded_seconds, check_counters, describe_problem
+from .bounds import UNEVALUABLE_PREFIX, bounded_seconds, check_counters, describe_problem
 from .exclusion_rules import count_excluded, count_excluded_to_end, excluded_at_claim
-from .records import _Receipt as _Receipt
+from .machine import (
+    BUFFERED,
+    RETRY,
+    TRIGGER,
+    complete_if_no_slot,
+    mark_degraded,
+    pause_degraded,
+    pending,
+)
+from .records import Receipt as Receipt
 from .transitions import implements
 from .values import Claim
 from .zone_rules import regrid_due
@@ -43,92 +53,41 @@ logger = logging.getLogger(__name__)
 
 ONE_SECOND = timedelta(seconds=1)
 
-#: Schedule columns a claim writes.
-_CLAIM_FIELDS = [
-    "occurrence",
-    "attempt",
-    "retry_scheduled_for",
-    "lease_token",
-    "lease_expires_at",
-    "next_run_at",
-    "triggered_at",
-    "buffered_for",
-    "last_run_at",
-    "missed_count",
-    "excluded_count",
-    "exclusions_checked_at",
-    "status",
-    "degraded_reason",
-    "degraded_kind",
-    "definition_hash",
-]
-#: Schedule columns a claim's locking read leaves out (no rule of a claim reads them).
-_CLAIM_UNREAD = ("metadata", "owner", "updated_at")
-#: ... and those a completion's leaves out.
-_FINISH_UNREAD = ("payload", "metadata", "owner", "updated_at")
-#: Schedule columns a completion or a recovery writes.
-_FINISH_FIELDS = [
-    "attempt",
-    "retry_scheduled_for",
-    "triggered_at",
-    "buffered_for",
-    "lease_token",
-    "lease_expires_at",
-    "next_run_at",
-    "failure_count",
-    "failed_occurrences",
-    "missed_count",
-    "status",
-    "degraded_reason",
-    "degraded_kind",
-    "pause_reason",
-    "excluded_count",
-    "exclusions_checked_at",
-]
 
-
-def _ceil_second(value: datetime) -> datetime:
+def ceil_second(value: datetime) -> datetime:
+    """``value`` rounded up to the whole second (unchanged when it is one)."""
     if value.microsecond:
         value = value.replace(microsecond=0) + ONE_SECOND
     return value
 
 
-def _max_attempts(schedule: Schedule) -> int:
+def max_attempts_of(schedule: Schedule) -> int:
+    """The attempts one occurrence may take: the schedule's ``max_attempts``, else the
+    ``MAX_ATTEMPTS`` setting."""
     return schedule.max_attempts or app_settings.MAX_ATTEMPTS
 
 
-def _snapshot(row: Schedule, fields: Sequence[str]) -> dict[str, Any]:
+def snapshot_row(row: Schedule, fields: Sequence[str]) -> dict[str, Any]:
+    """``{field: value}`` of ``row`` for ``fields``, for :func:`restore_row` to undo a rule."""
     return {f: getattr(row, f) for f in fields}
 
 
-def _restore(row: Schedule, snapshot: dict[str, Any]) -> None:
+def restore_row(row: Schedule, snapshot: dict[str, Any]) -> None:
+    """Set back on ``row`` the values a :func:`snapshot_row` took."""
     for name, value in snapshot.items():
         setattr(row, name, value)
 
 
-def _safe_hash(row: Schedule) -> str:
+def safe_hash(row: Schedule) -> str:
+    """``row``'s definition hash now, or the stored one when the definition is too broken
+    to fingerprint."""
     try:
         return row.compute_definition_hash()
     except Exception:  # noqa: BLE001 - a definition too broken to fingerprint
         return row.definition_hash
 
 
-@implements("claim.unevaluable", "outcome.unappliable")
-def _pause_degraded(row: Schedule, reason: str, kind: str = DegradedKind.DEFINITION) -> None:
-    """Pause ``row`` as degraded (health counts it) with ``reason`` and ``kind``
-    (:class:`~..models.DegradedKind`; default: the engine cannot evaluate it, so a valid
-    edit and :func:`enable` bring it back)."""
-    row.status = Status.PAUSED
-    row.degraded_reason = reason[:500]
-    row.degraded_kind = kind
-    row.next_run_at = row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
-    row.lease_token = row.lease_expires_at = None
-    logger.warning(
-        "schedule %s degraded: %s", row.name, row.degraded_reason, extra={"schedule": row.name}
-    )
-
-
-def _new_attempt(
+def new_attempt(
     row: Schedule,
     occurrence: int,
     number: int,
@@ -158,9 +117,9 @@ def _new_attempt(
     )
 
 
-def _claim_of(row: Schedule, attempt: RunAttempt) -> Claim:
+def claim_of(row: Schedule, attempt: RunAttempt) -> Claim:
     """The claim a worker runs for ``attempt``, just made for ``row`` by
-    :func:`_new_attempt` (the timeout bounded as the limits say, blank: none)."""
+    :func:`new_attempt` (the timeout bounded as the limits say, blank: none)."""
     return Claim(
         attempt_id=attempt.id,
         schedule_id=row.id,
@@ -175,13 +134,13 @@ def _claim_of(row: Schedule, attempt: RunAttempt) -> Claim:
         idempotency_key=attempt.idempotency_key,
         payload=row.payload,
         missed_slots=attempt.missed_slots,
-        timeout_seconds=_bounded_seconds(row.timeout_seconds, None, TIMEOUT_MAX_SECONDS) or None,
+        timeout_seconds=bounded_seconds(row.timeout_seconds, None, TIMEOUT_MAX_SECONDS) or None,
         origin=attempt.origin,
     )
 
 
 @implements("claim.unevaluable")
-def _quarantine_claim(
+def quarantine_claim(
     row: Schedule,
     exc: BaseException,
     now: datetime,
@@ -199,14 +158,14 @@ def _quarantine_claim(
         occurrence = row.occurrence
     number = row.attempt + 1 if row.retry_scheduled_for is not None else 1
     reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
-    attempt = _new_attempt(row, occurrence, number, slot, now, now, worker)
+    attempt = new_attempt(row, occurrence, number, slot, now, now, worker)
     attempts.append(attempt)
     row.occurrence, row.attempt = occurrence, number
     row.last_run_at = now
-    row.definition_hash = _safe_hash(row)
-    _pause_degraded(row, reason)
+    row.definition_hash = safe_hash(row)
+    pause_degraded(row, reason)
     receipts.append(
-        _Receipt(
+        Receipt(
             attempt_id=attempt.id,
             schedule_id=row.id,
             occurrence=occurrence,
@@ -239,16 +198,15 @@ def _record_missed(
     attempts: list[RunAttempt],
     receipts: list[RunReceipt],
 ) -> None:
-    attempt = _new_attempt(row, occurrence, 1, slot, now, now, worker, missed)
+    attempt = new_attempt(row, occurrence, 1, slot, now, now, worker, missed)
     attempts.append(attempt)
     row.occurrence, row.attempt = occurrence, 1
     row.missed_count += missed + 1
     row.next_run_at = next_run_at
-    if next_run_at is None and row.status == Status.ACTIVE:
-        row.status = Status.COMPLETED
+    complete_if_no_slot(row, require_active=True)
     late = (now - slot).total_seconds()
     receipts.append(
-        _Receipt(
+        Receipt(
             attempt_id=attempt.id,
             schedule_id=row.id,
             occurrence=occurrence,
@@ -272,7 +230,7 @@ def _recurring_next(row: Schedule, spec: timing.Spec, now: datetime) -> datetime
 
 
 @implements("claim.excluded_counted", "claim.excluded_now")
-def _plan_claim(
+def plan_claim(
     row: Schedule,
     now: datetime,
     lease: timedelta,
@@ -291,16 +249,21 @@ def _plan_claim(
     count_excluded_to_end(row, now, events)
 
 
-@implements(
-    "claim.run",
-    "claim.retry",
-    "claim.buffered",
-    "claim.triggered_paused",
-    "claim.skip_missed",
-    "claim.unregistered",
-    "claim.edited",
-    "claim.edited_paused",
-)
+@dataclass(frozen=True, slots=True)
+class SlotChoice:
+    """What a claim runs, as :func:`choose_slot` chose it: the ``occurrence`` and its
+    ``attempt`` number, the nominal ``slot`` (UTC), the row's next run once it is claimed
+    (``next_run_at``; None: none from the grid), the grid slots passed over (``missed``)
+    and why it runs (``origin``, :class:`~..models.AttemptOrigin`)."""
+
+    occurrence: int
+    attempt: int
+    slot: datetime
+    next_run_at: datetime | None
+    missed: int = 0
+    origin: str = AttemptOrigin.SCHEDULED
+
+
 def _plan_claim_row(
     row: Schedule,
     now: datetime,
@@ -311,31 +274,67 @@ def _plan_claim_row(
     claims: list[Claim],
     events: list[ScheduleEvent],
 ) -> None:
+    """The three rules of a claim, in order: re-plan a row edited behind ``save()``
+    (:func:`replan_edited`), else choose what runs (:func:`choose_slot`), then grant its
+    lease (:func:`grant_lease`). A differing fingerprint of the same definition is the
+    zone rules' doing (:func:`.zone_rules.regrid_due`), not an edit."""
     current_hash = row.compute_definition_hash()
-    other_rules = row.definition_hash != current_hash  # the same definition: regrid_due
-    if other_rules and not same_definition(row.definition_hash, current_hash):
-        # Edited by QuerySet.update() or raw SQL: re-plan from now, never fire.
-        row.definition_hash = current_hash
-        row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
-        if row.status == Status.PAUSED:
-            row.next_run_at = None
-            return
-        row.next_run_at = row.plan(timing.truncate_to_second(now))
-        if row.next_run_at is None:
-            row.status = Status.COMPLETED
+    other_rules = row.definition_hash != current_hash
+    if replan_edited(row, current_hash, now):
         return
     row.definition_hash = current_hash
+    choice = choose_slot(row, now, other_rules, worker, attempts, receipts, events)
+    if choice is not None:
+        grant_lease(row, choice, now, lease, worker, attempts, receipts, claims)
+
+
+@implements("claim.edited", "claim.edited_paused")
+def replan_edited(row: Schedule, current_hash: str, now: datetime) -> bool:
+    """Whether ``row`` was edited behind ``save()`` (``QuerySet.update()``, raw SQL): its
+    stored ``definition_hash`` is another definition's than ``current_hash``. Then it is
+    re-planned from ``now`` (UTC) and never fired: nothing pending is kept, a paused row
+    gets no next run, an active one its next slot or, with none left, completes. Returns
+    False, changing nothing, for the same definition (under other zone rules or not)."""
+    if row.definition_hash == current_hash or same_definition(row.definition_hash, current_hash):
+        return False
+    row.definition_hash = current_hash
+    row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
+    if row.status == Status.PAUSED:
+        row.next_run_at = None
+        return True
+    row.next_run_at = row.plan(timing.truncate_to_second(now))
+    complete_if_no_slot(row)
+    return True
+
+
+@implements("claim.retry", "claim.triggered_paused", "claim.buffered")
+def choose_slot(
+    row: Schedule,
+    now: datetime,
+    other_rules: bool,
+    worker: str,
+    attempts: list[RunAttempt],
+    receipts: list[RunReceipt],
+    events: list[ScheduleEvent],
+) -> SlotChoice | None:
+    """What the due ``row`` runs at ``now``, in the priority order of :func:`.pending`:
+    a pending retry (the same occurrence, attempt + 1; grid slots passed while it waited
+    are counted missed), a trigger (its own occurrence), a buffered slot
+    (``overlap_policy`` buffer_one), else the grid's slot (:func:`_choose_grid_slot`). Excluded slots since the last check are
+    counted first (``events`` appended). None: nothing runs (missed, skipped, excluded,
+    re-planned). ``other_rules``: its stored fingerprint was taken under other zone rules.
+    Raises :class:`~..timing.InvalidSchedule` for a definition it cannot evaluate."""
     spec = row.spec()
     if row.kind == Kind.ONCE:
         # A one-shot's arithmetic never reads its zone; the admin, the API and upcoming()
         # do: an invalid one is this row's problem now, not theirs later.
         spec.validate()
     count_excluded(row, spec, now, events)  # since the last check
-    missed = 0
-    origin: str = AttemptOrigin.SCHEDULED
-    if row.retry_scheduled_for is not None:
-        occurrence, attempt_no, slot = row.occurrence, row.attempt + 1, row.retry_scheduled_for
-        provisional_next = _recurring_next(row, spec, now)
+    first = pending(row)
+    if first == RETRY:
+        slot = row.retry_scheduled_for
+        assert slot is not None
+        missed = 0
         if row.kind != Kind.ONCE and row.status == Status.ACTIVE:
             # Grid slots that came due while the occurrence waited for its retry (backoff,
             # lease recovery, a missing callback) are passed over: counted, never dropped.
@@ -343,102 +342,147 @@ def _plan_claim_row(
             # instant, so the slots to count are those after it, up to now.
             since = max(slot, timing.truncate_to_second(row.last_run_at or slot))
             missed = timing.count_slots(spec, since + ONE_SECOND, now + ONE_SECOND)
-    elif row.triggered_at is not None:
+        next_run_at = _recurring_next(row, spec, now)
+        return SlotChoice(row.occurrence, row.attempt + 1, slot, next_run_at, missed)
+    if first == TRIGGER:
+        assert row.triggered_at is not None
         # A manual run (trigger): its own occurrence; the grid continues after now.
-        occurrence, attempt_no, slot = row.occurrence + 1, 1, row.triggered_at
-        provisional_next = _recurring_next(row, spec, now)
-        origin = AttemptOrigin.TRIGGERED
-    elif row.buffered_for is not None and row.status == Status.ACTIVE:
+        next_run_at = _recurring_next(row, spec, now)
+        return SlotChoice(
+            row.occurrence + 1, 1, row.triggered_at, next_run_at, 0, AttemptOrigin.TRIGGERED
+        )
+    if first == BUFFERED:
+        assert row.buffered_for is not None
         # overlap_policy buffer_one (plan_overlap): the slot buffered while the previous run
         # ran, as its own occurrence, due since that run finished (next_run_at).
-        occurrence, attempt_no, slot = row.occurrence + 1, 1, row.buffered_for
-        provisional_next = _recurring_next(row, spec, now)
-        origin = AttemptOrigin.BUFFERED
+        next_run_at = _recurring_next(row, spec, now)
         finished = timing.truncate_to_second(row.next_run_at or now)
         missed = timing.count_slots(spec, finished + ONE_SECOND, now + ONE_SECOND)
+        return SlotChoice(
+            row.occurrence + 1, 1, row.buffered_for, next_run_at, missed, AttemptOrigin.BUFFERED
+        )
+    return _choose_grid_slot(row, spec, now, other_rules, worker, attempts, receipts)
+
+
+@implements("claim.run", "claim.skip_missed")
+def _choose_grid_slot(
+    row: Schedule,
+    spec: timing.Spec,
+    now: datetime,
+    other_rules: bool,
+    worker: str,
+    attempts: list[RunAttempt],
+    receipts: list[RunReceipt],
+) -> SlotChoice | None:
+    """The grid's slot of the due ``row`` at ``now``: the latest slot at or before ``now``
+    (slots before it counted missed; a once schedule: its ``run_at``), or None when
+    nothing runs: its date excluded since it was planned (:func:`.excluded_at_claim`),
+    re-planned under the current zone rules (:func:`.regrid_due`), skipped after
+    downtime (``misfire_policy`` skip) or too stale for ``misfire_grace_seconds``
+    (receipted ``missed``, :func:`_record_missed`)."""
+    occurrence = row.occurrence + 1
+    due = row.next_run_at
+    assert due is not None
+    if row.kind == Kind.ONCE:
+        slot, next_run_at, missed = row.run_at or due, None, 0
+    elif excluded_at_claim(row, spec, now):
+        return None  # its date was excluded after it was planned: counted, not run
     else:
-        occurrence, attempt_no = row.occurrence + 1, 1
-        due = row.next_run_at
-        assert due is not None
-        if row.kind == Kind.ONCE:
-            slot, provisional_next = row.run_at or due, None
-        elif excluded_at_claim(row, spec, now):
-            return  # its date was excluded after it was planned: counted above, not run
-        else:
-            # ``due`` may include jitter: the nominal slot lies up to jitter_seconds before it.
+        # ``due`` may include jitter: the nominal slot lies up to jitter_seconds before it.
+        earliest = due - timedelta(seconds=row.jitter_bound())
+        latest = timing.latest_slot_at_or_before(spec, now, not_before=earliest)
+        if latest is None and other_rules:  # planned under other zone rules
+            regridded = regrid_due(row, spec, due, now)
+            if regridded is None:
+                return None
+            due = regridded
             earliest = due - timedelta(seconds=row.jitter_bound())
             latest = timing.latest_slot_at_or_before(spec, now, not_before=earliest)
-            if latest is None and other_rules:  # planned under other zone rules
-                due = regrid_due(row, spec, due, now)
-                if due is None:
-                    return
-                earliest = due - timedelta(seconds=row.jitter_bound())
-                latest = timing.latest_slot_at_or_before(spec, now, not_before=earliest)
-            latest = latest or due
-            missed = timing.count_slots(spec, earliest, latest)
-            slot = latest
-            provisional_next = row.due_at(timing.next_slot_after(spec, max(slot, now)))
-            if row.misfire_policy == MisfirePolicy.SKIP and missed:
-                # Policy "skip": after downtime, no late run at all; wait for the next slot.
-                row.missed_count += missed + 1
-                row.next_run_at = provisional_next
-                if provisional_next is None:
-                    row.status = Status.COMPLETED
-                return
-        grace = row.misfire_grace_seconds
-        if grace is not None and (now - slot).total_seconds() > grace:
-            # Too stale for the catch-up window: receipt the slot 'missed', run nothing.
-            _record_missed(
-                row, occurrence, slot, now, missed, provisional_next, worker, attempts, receipts
-            )
-            return
+        slot = latest or due
+        missed = timing.count_slots(spec, earliest, slot)
+        next_run_at = row.due_at(timing.next_slot_after(spec, max(slot, now)))
+        if row.misfire_policy == MisfirePolicy.SKIP and missed:
+            # Policy "skip": after downtime, no late run at all; wait for the next slot.
+            row.missed_count += missed + 1
+            row.next_run_at = next_run_at
+            complete_if_no_slot(row)
+            return None
+    grace = row.misfire_grace_seconds
+    if grace is not None and (now - slot).total_seconds() > grace:
+        # Too stale for the catch-up window: receipt the slot 'missed', run nothing.
+        _record_missed(row, occurrence, slot, now, missed, next_run_at, worker, attempts, receipts)
+        return None
+    return SlotChoice(occurrence, 1, slot, next_run_at, missed)
 
-    if slot > now:
-        # A slot field (triggered_at, retry_scheduled_for, buffered_for, run_at) set to a
-        # future instant behind save(): the row is due (next_run_at decides), and a slot is
-        # never after the instant it is claimed at, so lateness is never negative.
-        slot = now
-    attempt = _new_attempt(
-        row, occurrence, attempt_no, slot, now, now + lease, worker, missed, origin
+
+@implements("claim.run", "claim.retry", "claim.buffered", "claim.triggered_paused")
+def grant_lease(
+    row: Schedule,
+    choice: SlotChoice,
+    now: datetime,
+    lease: timedelta,
+    worker: str,
+    attempts: list[RunAttempt],
+    receipts: list[RunReceipt],
+    claims: list[Claim],
+) -> None:
+    """Run ``choice``: its attempt (appended to ``attempts``) leased to ``worker`` from
+    ``now`` for ``lease``, the row moved to its occurrence with nothing pending, its next
+    run ``choice.next_run_at``, and the :class:`~.values.Claim` appended to ``claims``. A
+    slot after ``now`` (written behind ``save()``) runs as of ``now``. A callback no
+    longer registered is not run: :func:`_pause_unregistered`."""
+    slot = min(choice.slot, now)  # never after the instant it is claimed at: never early
+    attempt = new_attempt(
+        row,
+        choice.occurrence,
+        choice.attempt,
+        slot,
+        now,
+        now + lease,
+        worker,
+        choice.missed,
+        choice.origin,
     )
-    token = attempt.lease_token
     attempts.append(attempt)
-    row.occurrence, row.attempt = occurrence, attempt_no
+    row.occurrence, row.attempt = choice.occurrence, choice.attempt
     row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
-    row.missed_count += missed
+    row.missed_count += choice.missed
     row.last_run_at = now
-
     if row.callback not in registry:
-        # The code that should run is gone: receipt it, pause the schedule with a reason,
-        # and let a later registration recover it (sync_declared).
-        row.status = Status.PAUSED
-        row.degraded_reason = f"callback {row.callback!r} is not registered"
-        row.degraded_kind = DegradedKind.CALLBACK
-        row.next_run_at = None
-        # The occurrence awaits its run: recover_degraded() makes it due once the callback
-        # is registered again (the retry branch above then runs it, attempt + 1).
-        row.retry_scheduled_for = slot
-        receipts.append(
-            _Receipt(
-                attempt_id=attempt.id,
-                schedule_id=row.id,
-                occurrence=occurrence,
-                status=ReceiptStatus.DEGRADED,
-                finished_at=now,
-                error_type="NotRegistered",
-                error_message=row.degraded_reason,
-                failure_count_after=row.failure_count,
-                next_run_at=None,
-            ).model()
-        )
-        logger.warning(
-            "schedule %s degraded: %s",
-            row.name,
-            row.degraded_reason,
-            extra={"schedule": row.name, "occurrence": occurrence},
-        )
+        _pause_unregistered(row, attempt, slot, now, receipts)
         return
+    row.lease_token, row.lease_expires_at = attempt.lease_token, attempt.lease_expires_at
+    row.next_run_at = choice.next_run_at
+    claims.append(claim_of(row, attempt))
 
-    row.lease_token, row.lease_expires_at = token, attempt.lease_expires_at
-    row.next_run_at = provisional_next
-    claims.append(_claim_of(row, attempt))
+
+@implements("claim.unregistered")
+def _pause_unregistered(
+    row: Schedule, attempt: RunAttempt, slot: datetime, now: datetime, receipts: list[RunReceipt]
+) -> None:
+    """The code that should run is gone: receipt ``attempt`` ``degraded``, pause the
+    schedule with a reason, and keep the occurrence as a retry of ``slot``:
+    :func:`.recover_degraded` makes it due once the callback is registered again
+    (:func:`choose_slot`'s retry then runs it, attempt + 1)."""
+    mark_degraded(row, f"callback {row.callback!r} is not registered", DegradedKind.CALLBACK)
+    row.next_run_at = None
+    row.retry_scheduled_for = slot
+    receipts.append(
+        Receipt(
+            attempt_id=attempt.id,
+            schedule_id=row.id,
+            occurrence=attempt.occurrence,
+            status=ReceiptStatus.DEGRADED,
+            finished_at=now,
+            error_type="NotRegistered",
+            error_message=row.degraded_reason,
+            failure_count_after=row.failure_count,
+            next_run_at=None,
+        ).model()
+    )
+    logger.warning(
+        "schedule %s degraded: %s",
+        row.name,
+        row.degraded_reason,
+        extra={"schedule": row.name, "occurrence": attempt.occurrence},
+    )

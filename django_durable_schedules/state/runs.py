@@ -18,7 +18,7 @@ from django.db.models.expressions import RawSQL
 from .. import timing
 from ..conf import app_settings
 from ..db.batch import ROW_PROBLEMS, insert_rows, update_rows
-from ..db.clock import _DUE_NOW_SQL, db_now, resolve_now
+from ..db.clock import DUE_NOW_SQL, db_now, resolve_now
 from ..db.compiled import read_rows
 from ..db.locks import lock_for_write, locked
 from ..models import (
@@ -32,20 +32,14 @@ from ..models import (
     with_calendar_flag,
 )
 from .backfill_share import keep_carry, take_reserve
-from .backfills import _claim_backfills
+from .backfills import claim_backfills
+from .columns import CLAIM_FIELDS, CLAIM_UNREAD
 from .quarantine import (
     quarantine_refused,
     quarantine_refused_backfill,
     repair_counters,
 )
-from .rules import (
-    _CLAIM_FIELDS,
-    _CLAIM_UNREAD,
-    _plan_claim,
-    _quarantine_claim,
-    _restore,
-    _snapshot,
-)
+from .rules import plan_claim, quarantine_claim, restore_row, snapshot_row
 from .transitions import implements
 from .values import Claim
 
@@ -126,7 +120,7 @@ def _read_due(
 
     def build() -> QuerySet[Schedule]:
         qs: QuerySet[Schedule] = with_backfill_flag(
-            with_calendar_flag(_due(using, due_before).defer(*_CLAIM_UNREAD))
+            with_calendar_flag(_due(using, due_before).defer(*CLAIM_UNREAD))
         )
         if only is not None:
             qs = qs.filter(pk=only)
@@ -183,18 +177,7 @@ def _claim_batch(
     claims: list[Claim] = []
     with transaction.atomic(using=using):
         lock_for_write(using)
-        vendor = connections[using].vendor
-        # With row locks, "due" is judged by the database clock inside the locking SELECT and
-        # the claim time is read after it: a row released or completed by another worker is
-        # visible here only once that commit happened, so its next attempt's ``claimed_at``
-        # can never precede the previous attempt's ``finished_at``. SQLite serialises
-        # writers with lock_for_write, so reading its clock first is already ordered.
-        clock_after = now is None and vendor in _DUE_NOW_SQL
-        due_before: Any = (
-            RawSQL(_DUE_NOW_SQL[vendor], (), output_field=DateTimeField())
-            if clock_after
-            else (now := resolve_now(now, using))
-        )
+        clock_after, due_before, now = _due_clock(now, using)
         read = (
             _read_due(using, due_before, limit, only, cached=clock_after and only is None)
             if backfill is None
@@ -209,17 +192,11 @@ def _claim_batch(
         receipts: list[RunReceipt] = []
         events: list[ScheduleEvent] = []
         plan = (now, lease, worker, attempts, receipts, claims, events, using)
-        # The backfills' share (backfill_share.py): known open from the live read's flag,
-        # so a batch with no open backfill pays no query for them.
-        open_ = backfills_open(read)
-        reserve = 0
-        if only is None and open_ is not None:
-            reserve, carry = take_reserve(using, worker, limit, app_settings.BACKFILL_SHARE)
-            keep_carry(using, worker, carry if open_ else 0.0)
+        open_, reserve = _backfill_reserve(read, only, worker, limit, using)
         rows = read[: limit - reserve] if open_ else list(read)
         _plan_rows(rows, *plan)
         if only is None and open_ is not False:  # backfill slots on schedules left free
-            filled = _claim_backfills(
+            filled = claim_backfills(
                 due_before,
                 limit - len(rows),
                 read,
@@ -239,15 +216,57 @@ def _claim_batch(
             rows += spare + filled
         if not rows:
             return []
-        if attempts:
-            insert_rows(RunAttempt, attempts, using)
-        if receipts:
-            insert_rows(RunReceipt, receipts, using)
-        if events:
-            insert_rows(ScheduleEvent, events, using)
-        update_rows(rows, _CLAIM_FIELDS, using)
+        _write_claim(rows, attempts, receipts, events, using)
         _claim_committing()
     return claims
+
+
+def _backfill_reserve(
+    read: list[Schedule], only: uuid.UUID | None, worker: str, limit: int, using: str
+) -> tuple[bool | None, int]:
+    """The backfills' share of a claim batch (:mod:`.backfill_share`): ``(open_, reserve)``,
+    whether a backfill is open (known from the live ``read``'s flag, None: unknown, so a
+    batch with no open backfill pays no query for them) and how many of the ``limit``
+    slots are reserved for backfill slots (none for a claim of ``only`` one row)."""
+    open_ = backfills_open(read)
+    reserve = 0
+    if only is None and open_ is not None:
+        reserve, carry = take_reserve(using, worker, limit, app_settings.BACKFILL_SHARE)
+        keep_carry(using, worker, carry if open_ else 0.0)
+    return open_, reserve
+
+
+def _due_clock(now: datetime | None, using: str) -> tuple[bool, Any, datetime | None]:
+    """How a claim judges "due": ``(clock_after, due_before, now)``. With row locks (not
+    SQLite) and no ``now`` given, ``due_before`` is the database clock read inside the
+    locking SELECT and the claim time is read after it (``clock_after``; ``now`` stays
+    None): a row released or completed by another worker is visible only once that commit
+    happened, so its next attempt's ``claimed_at`` can never precede the previous
+    attempt's ``finished_at``. SQLite serialises writers with ``lock_for_write``, so
+    reading its clock first is already ordered: ``due_before`` is ``now``, resolved."""
+    vendor = connections[using].vendor
+    if now is None and vendor in DUE_NOW_SQL:
+        return True, RawSQL(DUE_NOW_SQL[vendor], (), output_field=DateTimeField()), None
+    now = resolve_now(now, using)
+    return False, now, now
+
+
+def _write_claim(
+    rows: list[Schedule],
+    attempts: list[RunAttempt],
+    receipts: list[RunReceipt],
+    events: list[ScheduleEvent],
+    using: str,
+) -> None:
+    """Write one claim transaction's work: its attempts, receipts and events inserted (no
+    statement for an empty list) and its rows' claim columns updated."""
+    if attempts:
+        insert_rows(RunAttempt, attempts, using)
+    if receipts:
+        insert_rows(RunReceipt, receipts, using)
+    if events:
+        insert_rows(ScheduleEvent, events, using)
+    update_rows(rows, CLAIM_FIELDS, using)
 
 
 @implements("claim.unevaluable")
@@ -262,20 +281,20 @@ def _plan_rows(
     events: list[ScheduleEvent],
     using: str,
 ) -> None:
-    """Plan the claim of each live row read (:func:`.rules._plan_claim`), appending to the
+    """Plan the claim of each live row read (:func:`.rules.plan_claim`), appending to the
     lists; a row whose values no rule can read is quarantined alone."""
     for row in rows:
         assert now is not None
         # One row's bad value (behind save(): an unknown zone, a cron that never fires,
         # an overflowing interval, a holiday country unknown) must not abort the batch:
         # quarantine that row only.
-        snapshot = _snapshot(row, _CLAIM_FIELDS)
+        snapshot = snapshot_row(row, CLAIM_FIELDS)
         marks = len(attempts), len(receipts), len(claims), len(events)
         try:
-            _plan_claim(row, now, lease, worker, attempts, receipts, claims, events)
+            plan_claim(row, now, lease, worker, attempts, receipts, claims, events)
         except Exception as exc:  # noqa: BLE001 - any evaluation error is that row's
             del attempts[marks[0] :], receipts[marks[1] :], claims[marks[2] :]
             del events[marks[3] :]
-            _restore(row, snapshot)
+            restore_row(row, snapshot)
             repair_counters(row, using)  # a counter that is no number: from the ledger
-            _quarantine_claim(row, exc, now, worker, attempts, receipts)
+            quarantine_claim(row, exc, now, worker, attempts, receipts)

@@ -85,7 +85,7 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Failure:
-    """A failed attempt, as the failure path takes it (:func:`.outcomes._fail_attempt`):
+    """A failed attempt, as the failure path takes it (:func:`.outcomes.fail_attempt`):
     which attempt (``occurrence``, ``attempt``, its nominal slot ``scheduled_for``, aware
     UTC, and ``attempt_id``), the receipt it gets (``status``: ``failed`` from a callback,
     ``lease_expired`` from a recovery or a late report; ``error_type``, ``error_message``,

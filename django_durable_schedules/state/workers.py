@@ -15,7 +15,7 @@ from django.utils import timezone as dj_timezone
 
 from .. import timing
 from ..db.batch import ROW_PROBLEMS
-from ..db.clock import _CLOCK_SQL, db_now
+from ..db.clock import CLOCK_SQL, db_now
 from ..db.compiled import read_values
 from ..models import Schedule, WorkerHeartbeat
 from .values import Wakeup
@@ -63,8 +63,8 @@ def _cautious_wakeup(using: str) -> Wakeup:
 def _next_wakeup(worker_id: str | None, using: str) -> Wakeup:
     conn = connections[using]
     clock: Any = (
-        RawSQL(_CLOCK_SQL[conn.vendor], (), output_field=DateTimeField())
-        if conn.vendor in _CLOCK_SQL
+        RawSQL(CLOCK_SQL[conn.vendor], (), output_field=DateTimeField())
+        if conn.vendor in CLOCK_SQL
         else db_now(using)
     )
     schedules = Schedule.objects.using(using)
@@ -92,7 +92,7 @@ def _next_wakeup(worker_id: str | None, using: str) -> Wakeup:
                 .order_by("pk")[:1]
             )
 
-        if conn.vendor in _CLOCK_SQL:  # no parameter but the worker's id: compiled once
+        if conn.vendor in CLOCK_SQL:  # no parameter but the worker's id: compiled once
             found = read_values(("next_wakeup", worker_id), using, build)
         else:
             found = list(build())

@@ -9,7 +9,8 @@ import logging
 from datetime import datetime, timedelta
 
 from .. import timing
-from ..models import Schedule, Status
+from ..models import Schedule
+from .machine import complete_if_no_slot
 from .transitions import implements
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,5 @@ def regrid_due(row: Schedule, spec: timing.Spec, due: datetime, now: datetime) -
     if planned is not None and planned <= now:
         return planned
     row.next_run_at = planned
-    if planned is None and row.status == Status.ACTIVE:
-        row.status = Status.COMPLETED
+    complete_if_no_slot(row, require_active=True)
     return None

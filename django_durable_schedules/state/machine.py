@@ -1,0 +1,152 @@
+"""The status kernel: the functions that move a schedule's ``status``, and the only ones.
+
+Every rule of the state package (and ``Schedule.save()``, through a local import) calls
+one of these instead of assigning ``row.status`` itself, so the status a schedule can move
+to, and under which guard, is read in one place (issue #25, figures a and b). Pure: each
+function reads and writes a row's attributes (an unsaved or locked
+:class:`~..models.Schedule`), or returns the columns an ``update()`` writes; no database
+access. The guards differ from rule to rule on purpose; they are parameters, never
+folded into one, so that no caller's behaviour changed when the writes moved here.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..models.choices import DegradedKind, Status
+from .transitions import implements
+
+if TYPE_CHECKING:
+    from ..models import Schedule
+
+logger = logging.getLogger(__name__)
+
+#: The statuses a quarantined lease pauses; any other (cancelled, completed, failed) is
+#: kept: a worker never undoes an operator's cancel.
+RUNNABLE_STATUSES = (Status.ACTIVE, Status.PAUSED)
+
+
+@implements(
+    "claim.missed",
+    "claim.skip_missed",
+    "claim.excluded_now",
+    "claim.regrid",
+    "claim.edited",
+    "outcome.succeeded",
+    "outcome.skipped",
+    "outcome.given_up",
+    "outcome.backfill",
+    "control.enable",
+    "control.edit",
+    "control.calendars",
+)
+def complete_if_no_slot(
+    row: Schedule, *, require_active: bool = False, pending: object | None = None
+) -> bool:
+    """The one writer of "no slot left -> completed": when ``row.next_run_at`` is None
+    (its grid planned nothing more: an ``end_at`` past, ``max_runs`` reached, a once
+    schedule run), ``row.status`` becomes ``completed``. Returns whether it did.
+
+    The guards of the callers, as they were before this function existed:
+
+    * ``require_active``: only an ``active`` row completes (the claim's missed slot and
+      re-plan under other zone rules; a paused or cancelled row keeps its status);
+    * ``pending``: something that still awaits its run (a kept retry for ``save()``, a
+      trigger for :func:`.control.enable`): not None means the row does not complete.
+
+    Callers that cleared ``next_run_at`` themselves (the last of ``max_runs``) have
+    checked their own status guard first."""
+    if row.next_run_at is not None or pending is not None:
+        return False
+    if require_active and row.status != Status.ACTIVE:
+        return False
+    row.status = Status.COMPLETED
+    return True
+
+
+@implements("claim.unregistered", "claim.unevaluable", "outcome.degraded", "outcome.unappliable")
+def mark_degraded(row: Schedule, reason: str, kind: str) -> None:
+    """Pause ``row`` as degraded: ``status`` paused, ``degraded_reason`` ``reason`` (the
+    caller bounds it to the column's 500 characters) and ``degraded_kind`` ``kind``
+    (:class:`~..models.DegradedKind`). The caller clears or keeps the slot fields as its
+    rule says (a kept retry is how a callback registered again gets its run)."""
+    row.status = Status.PAUSED
+    row.degraded_reason = reason
+    row.degraded_kind = kind
+
+
+@implements("claim.unevaluable", "outcome.unappliable")
+def pause_degraded(row: Schedule, reason: str, kind: str = DegradedKind.DEFINITION) -> None:
+    """Pause ``row`` as degraded (health counts it) with ``reason`` and ``kind``
+    (:class:`~..models.DegradedKind`; default: the engine cannot evaluate it, so a valid
+    edit and :func:`.control.enable` bring it back), with nothing pending: no next run,
+    retry, trigger, buffered slot or lease."""
+    mark_degraded(row, reason[:500], kind)
+    row.next_run_at = row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
+    row.lease_token = row.lease_expires_at = None
+    logger.warning(
+        "schedule %s degraded: %s", row.name, row.degraded_reason, extra={"schedule": row.name}
+    )
+
+
+@implements("outcome.terminal", "outcome.given_up", "outcome.lease_expired")
+def fail_schedule(row: Schedule) -> None:
+    """``row`` failed (a terminal failure, or a once schedule's occurrence given up):
+    ``status`` failed. The caller clears its next run."""
+    row.status = Status.FAILED
+
+
+@implements("outcome.given_up", "outcome.lease_expired")
+def pause_after_failures(row: Schedule) -> None:
+    """``row`` reached ``pause_after_failures`` failed occurrences in a row: ``status``
+    paused (not degraded: the operator's ``enable`` resumes it). The caller sets
+    ``pause_reason`` and clears its next run."""
+    row.status = Status.PAUSED
+
+
+@implements("control.enable", "control.disable", "control.cancel")
+def set_by_operator(row: Schedule, status: str) -> None:
+    """An operator action's new ``status`` (enable: active; disable: paused; cancel:
+    cancelled), once :mod:`.control` checked that :data:`.control.ALLOWED` allows it."""
+    row.status = status
+
+
+@implements("claim.refused", "recovery.lease_unrecoverable")
+def degraded_columns(reason: str, kind: str, *, status: Any = Status.PAUSED) -> dict[str, Any]:
+    """The columns an ``update()`` writes to quarantine a row as degraded: paused with
+    ``reason`` and ``kind``, nothing pending (no next run, retry, trigger or buffered
+    slot). ``status``: the status column's value, ``paused``, or the SQL form of a guard
+    the caller builds where this module cannot (no database here): for a lease, a
+    ``CASE`` that pauses only :data:`RUNNABLE_STATUSES` and keeps any other status
+    (:func:`.quarantine.quarantine_lease`)."""
+    return {
+        "status": status,
+        "degraded_reason": reason,
+        "degraded_kind": kind,
+        "next_run_at": None,
+        "retry_scheduled_for": None,
+        "triggered_at": None,
+        "buffered_for": None,
+    }
+
+
+#: What a due row has pending, in the order a claim takes them (:func:`pending`).
+RETRY, TRIGGER, BUFFERED, GRID = "retry", "trigger", "buffered", "grid"
+
+
+def pending(row: Schedule) -> str:
+    """What the due ``row`` runs first, in priority order: a pending retry of its
+    occurrence (:data:`RETRY`), a manual run (:data:`TRIGGER`), the slot buffered by
+    ``overlap_policy`` buffer_one while the row is active (:data:`BUFFERED`), else its
+    grid's slot (:data:`GRID`, at ``next_run_at``). A backfill slot comes after all of
+    them: the claim's batch takes one only on an unleased schedule with none of these
+    pending and no grid slot due (``ScheduleQuerySet.backfill_ready``,
+    :func:`.backfills.claim_backfills`). Pure: reads the row's attributes."""
+    if row.retry_scheduled_for is not None:
+        return RETRY
+    if row.triggered_at is not None:
+        return TRIGGER
+    if row.buffered_for is not None and row.status == Status.ACTIVE:
+        return BUFFERED
+    return GRID
