@@ -136,21 +136,10 @@ def update_schedule(
     Raises ``Schedule.DoesNotExist``, ``ValidationError`` (field messages) or ``ValueError``
     for a field that is not editable.
     """
-    prepared = schedule_id if isinstance(schedule_id, Prepared) else None
-    if prepared is not None and changes:
-        raise TypeError("give a prepared edit or changes, not both")
-    if prepared is None:
-        check_editable(changes)
-    elif prepared.schedule_id is None:
-        raise ValueError("the prepared definition is a create: use create_schedule")
-    pk = prepared.schedule_id if prepared is not None else schedule_id
+    pk, prepared = _edit_of(schedule_id, changes)
     with transaction.atomic(using=using):
         row = get_locked(pk, using)
-        if prepared is None or not prepared.unchanged_since(row):
-            given = dict(prepared.fields) if prepared is not None else changes
-            if prepared is not None and prepared.calendars is not None:
-                given["exclusion_calendars"] = prepared.calendars
-            prepared = prepare(given, row, using=using)
+        prepared = _prepared_against(row, prepared, changes, using)
         candidate = prepared.row
         changed = [n for n, value in prepared.fields.items() if _differs(row, n, value)]
         before = {name: _current(row, name) for name in changed}
@@ -184,6 +173,34 @@ def update_schedule(
                 using=using,
             )
     return row
+
+
+def _edit_of(schedule_id: Any, changes: dict[str, Any]) -> tuple[Any, Prepared | None]:
+    """The id of the row :func:`update_schedule` edits and its prepared edit, if given.
+    Raises ``TypeError`` for both a prepared edit and changes, ``ValueError`` for a
+    prepared create or a field that is not editable."""
+    prepared = schedule_id if isinstance(schedule_id, Prepared) else None
+    if prepared is not None and changes:
+        raise TypeError("give a prepared edit or changes, not both")
+    if prepared is None:
+        check_editable(changes)
+        return schedule_id, None
+    if prepared.schedule_id is None:
+        raise ValueError("the prepared definition is a create: use create_schedule")
+    return prepared.schedule_id, prepared
+
+
+def _prepared_against(
+    row: Schedule, prepared: Prepared | None, changes: dict[str, Any], using: str
+) -> Prepared:
+    """``prepared`` when the locked ``row`` did not change since it was prepared, else the
+    edit (``prepared``'s fields, or ``changes``) prepared again against ``row``."""
+    if prepared is not None and prepared.unchanged_since(row):
+        return prepared
+    given = dict(prepared.fields) if prepared is not None else changes
+    if prepared is not None and prepared.calendars is not None:
+        given["exclusion_calendars"] = prepared.calendars
+    return prepare(given, row, using=using)
 
 
 # ---------------------------------------------------------------------------------------
