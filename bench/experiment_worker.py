@@ -13,7 +13,11 @@ Experiments:
 * ``full-batches``: before completing and claiming, the worker loop waits (at most 5 ms)
   for the runs still in flight, so each pass completes and claims a whole batch instead of
   the two half batches (~16 + ~16 of 32) the loop settles into;
-* ``lazy-expiry``: ``expire_leases`` runs at most once a second instead of every pass.
+* ``lazy-expiry``: ``expire_leases`` runs at most once a second instead of every pass;
+* ``plain-orm``: the hot path without its two uses of Django's non-public ORM API
+  (``db/compiled.py`` and ``models/loading.py``, see docs/architecture.md "The hot path's
+  ORM"): the claim, completion and wake-up reads evaluate their querysets as the ORM does
+  (built and compiled on every call) and rows are loaded through ``Model.__init__``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import django
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests package
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # profile_cycle
 
-EXPERIMENTS = ("values-update", "full-batches", "lazy-expiry")
+EXPERIMENTS = ("values-update", "full-batches", "lazy-expiry", "plain-orm")
 
 
 def apply(names: list[str]) -> None:
@@ -67,6 +71,46 @@ def apply(names: list[str]) -> None:
             return original_expire(*args, **kwargs)
 
         state.expire_leases = expire_leases
+    if "plain-orm" in names:
+        plain_orm()
+
+
+def plain_orm() -> None:
+    """Patch in the ORM as it is: querysets evaluated on every call, ``Model.from_db``."""
+    from django.db.models import Model, Now, Q
+
+    from django_durable_schedules.db.locks import locked
+    from django_durable_schedules.models import Schedule
+    from django_durable_schedules.models.calendars import with_calendar_flag
+    from django_durable_schedules.models.loading import FastLoading
+    from django_durable_schedules.state import completion, runs, workers
+    from django_durable_schedules.state.columns import FINISH_UNREAD
+
+    def read_rows(model, key, using, build, *, value=None):
+        return list(build())
+
+    def read_values(key, using, build, *, value=None):
+        return list(build())
+
+    def read_finished(ids, using, read_clock):
+        qs = Schedule.objects.using(using).filter(Q(id__in=ids))
+        qs = qs.defer(*FINISH_UNREAD)
+        qs = with_calendar_flag(qs)
+        if read_clock:
+            qs = qs.annotate(_db_now=Now())
+        return list(locked(qs, using, skip_locked=True))
+
+    def from_db(cls, db, field_names, values, **kwargs):
+        return Model.from_db.__func__(cls, db, field_names, values, **kwargs)
+
+    def build(cls, **values):
+        return cls(**values)
+
+    runs.read_rows = read_rows
+    workers.read_values = read_values
+    completion._read_rows = read_finished
+    FastLoading.from_db = classmethod(from_db)
+    FastLoading.build = classmethod(build)
 
 
 def main() -> None:
