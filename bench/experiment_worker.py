@@ -79,10 +79,10 @@ def plain_orm() -> None:
     """Patch in the ORM as it is: querysets evaluated on every call, ``Model.from_db``."""
     from django.db.models import Model, Now, Q
 
+    from django_durable_schedules.db.fast_orm import FastLoading
     from django_durable_schedules.db.locks import locked
     from django_durable_schedules.models import Schedule
     from django_durable_schedules.models.calendars import with_calendar_flag
-    from django_durable_schedules.models.loading import FastLoading
     from django_durable_schedules.state import completion, runs, workers
     from django_durable_schedules.state.columns import FINISH_UNREAD
 

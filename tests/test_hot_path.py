@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from django_durable_schedules import state, timing
-from django_durable_schedules.db import compiled
+from django_durable_schedules.db import fast_orm
 from django_durable_schedules.models import Schedule
 from django_durable_schedules.projection import _project, project_result
 from django_durable_schedules.timing import spec as spec_module
@@ -134,10 +134,10 @@ def test_a_compiled_read_returns_what_the_queryset_returns():
     def build():
         return Schedule.objects.filter(name__in=[r.name for r in rows[:2]]).order_by("name")
 
-    compiled.clear()
+    fast_orm.clear()
     with transaction.atomic():
-        first = compiled.read_rows(Schedule, ("test", 1), "default", build)
-        again = compiled.read_rows(Schedule, ("test", 1), "default", lambda: pytest.fail("built"))
+        first = fast_orm.read_rows(Schedule, ("test", 1), "default", build)
+        again = fast_orm.read_rows(Schedule, ("test", 1), "default", lambda: pytest.fail("built"))
     assert [r.name for r in first] == [r.name for r in again] == sorted(r.name for r in rows[:2])
     for got in first:
         want = Schedule.objects.get(pk=got.pk)
@@ -157,50 +157,50 @@ def test_the_placeholder_takes_each_calls_value():
         return Schedule.objects.filter(
             RawSQL(
                 f"{connection.ops.quote_name('name')} IN (%s, %s)",
-                (compiled.PLACEHOLDER, "none"),
+                (fast_orm.PLACEHOLDER, "none"),
                 output_field=BooleanField(),
             )
         )
 
-    compiled.clear()
+    fast_orm.clear()
     for row in rows:
-        [got] = compiled.read_rows(Schedule, "by-name", "default", build, value=row.name)
+        [got] = fast_orm.read_rows(Schedule, "by-name", "default", build, value=row.name)
         assert got.pk == row.pk
-    assert len(compiled._STATEMENTS) == 1
+    assert len(fast_orm._STATEMENTS) == 1
 
 
 @pytest.mark.django_db
 def test_the_statement_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(compiled, "MAX_STATEMENTS", 2)
-    compiled.clear()
+    monkeypatch.setattr(fast_orm, "MAX_STATEMENTS", 2)
+    fast_orm.clear()
     for key in range(5):
-        compiled.read_values(key, "default", lambda: Schedule.objects.values_list("name"))
-        assert len(compiled._STATEMENTS) <= 2
+        fast_orm.read_values(key, "default", lambda: Schedule.objects.values_list("name"))
+        assert len(fast_orm._STATEMENTS) <= 2
 
 
 @pytest.mark.django_db
 def test_read_values_converts_as_the_queryset_does():
     ScheduleFactory(name="v", payload={"a": [1, 2]})
-    compiled.clear()
+    fast_orm.clear()
 
     def build():
         return Schedule.objects.values_list("name", "payload", "created_at", "next_run_at")
 
-    assert compiled.read_values("values", "default", build) == list(build())
+    assert fast_orm.read_values("values", "default", build) == list(build())
 
 
 @pytest.mark.django_db(transaction=True)
 def test_claims_and_completions_reuse_their_compiled_reads():
     for n in range(4):
         ScheduleFactory(name=f"hot-{n}", created_at=datetime.now(UTC) - timedelta(hours=1))
-    compiled.clear()
+    fast_orm.clear()
     claims = state.claim_due(worker="w", limit=2)
     claims += state.claim_due(worker="w", limit=2)
     assert len(claims) == 4
     state.complete([state.Outcome(c, "succeeded") for c in claims[:2]])
     report = state.complete([state.Outcome(c, "succeeded") for c in claims[2:]])
     assert len(report.receipts) == 2
-    keys = {key[-1] for key in compiled._STATEMENTS}
+    keys = {key[-1] for key in fast_orm._STATEMENTS}
     if connection.vendor in ("postgresql", "mysql"):  # judged by the database clock
         assert ("claim_due", 2) in keys
     if connection.vendor == "postgresql":  # one statement text for any number of ids

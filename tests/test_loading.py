@@ -1,4 +1,4 @@
-"""Rows loaded without ``Model.__init__`` (django_durable_schedules/models/loading.py) are
+"""Rows loaded without ``Model.__init__`` (django_durable_schedules/db/fast_orm.py) are
 the instances Django's own ``from_db`` and ``__init__`` would make."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from django.db.models import Model
 from django.db.models.signals import post_init
 
+from django_durable_schedules.db.fast_orm import FastLoading
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
-from django_durable_schedules.models.loading import FastLoading
 from django_durable_schedules.state.rules import new_attempt
 from django_durable_schedules.timing import truncate_to_second
 

@@ -11,7 +11,7 @@ from django.db import models
 from django.db.models import Q
 
 from .choices import SUCCESS_STATUSES, AttemptOrigin, ReceiptStatus
-from .loading import FastLoading
+from ..db.fast_orm import FastLoading
 from .schedule import Schedule
 
 

@@ -31,7 +31,7 @@ from .choices import (
     name_validator,
 )
 from .definition import DefinitionMixin, same_definition
-from .loading import FastLoading
+from ..db.fast_orm import FastLoading
 from .queries import ScheduleQuerySet
 
 

@@ -21,7 +21,7 @@ from .. import timing
 from ..conf import app_settings
 from ..db.batch import ROW_PROBLEMS, insert_rows, update_rows
 from ..db.clock import resolve_now
-from ..db.compiled import PLACEHOLDER, read_rows
+from ..db.fast_orm import PLACEHOLDER, read_rows
 from ..db.locks import lock_for_write, locked
 from ..models import (
     AttemptOrigin,
@@ -209,7 +209,7 @@ def _read_rows(ids: set[uuid.UUID], using: str, read_clock: bool) -> list[Schedu
     flagged with whether it links a calendar; with ``read_clock`` (PostgreSQL) each also
     carries the database clock (``_db_now``, ``statement_timestamp()``) read in the same
     statement, whose text is then the same for every batch (``id = ANY(%s)``): compiled once
-    (:func:`.db.compiled.read_rows`)."""
+    (:func:`.db.fast_orm.read_rows`)."""
 
     def build(id_filter: Any) -> QuerySet[Schedule]:
         qs = Schedule.objects.using(using).filter(id_filter).defer(*FINISH_UNREAD)

@@ -19,7 +19,7 @@ from .. import timing
 from ..conf import app_settings
 from ..db.batch import ROW_PROBLEMS, insert_rows, update_rows
 from ..db.clock import DUE_NOW_SQL, db_now, resolve_now
-from ..db.compiled import read_rows
+from ..db.fast_orm import read_rows
 from ..db.locks import lock_for_write, locked
 from ..models import (
     RunAttempt,
@@ -116,7 +116,7 @@ def _read_due(
     """The locking read of a claim: up to ``limit`` due rows (``only``: that row alone),
     locked ``SKIP LOCKED``, each flagged with whether it links a calendar. ``cached``: the
     statement judges "due" by the database clock (no parameter of this call), so it is
-    compiled once per batch size (:func:`.db.compiled.read_rows`)."""
+    compiled once per batch size (:func:`.db.fast_orm.read_rows`)."""
 
     def build() -> QuerySet[Schedule]:
         qs: QuerySet[Schedule] = with_backfill_flag(

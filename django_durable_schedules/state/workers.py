@@ -16,7 +16,7 @@ from django.utils import timezone as dj_timezone
 from .. import timing
 from ..db.batch import ROW_PROBLEMS
 from ..db.clock import CLOCK_SQL, db_now
-from ..db.compiled import read_values
+from ..db.fast_orm import read_values
 from ..models import Schedule, WorkerHeartbeat
 from .values import Wakeup
 
