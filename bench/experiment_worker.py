@@ -77,7 +77,8 @@ def apply(names: list[str]) -> None:
 
 def plain_orm() -> None:
     """Patch in the ORM as it is: querysets evaluated on every call, ``Model.from_db``."""
-    from django.db.models import Model, Now, Q
+    from django.db.models import Model, Q
+    from django.db.models.functions import Now
 
     from django_durable_schedules.db.fast_orm import FastLoading
     from django_durable_schedules.db.locks import locked
