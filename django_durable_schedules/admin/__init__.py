@@ -24,10 +24,13 @@ autodiscovery imports it). Its modules:
 * :mod:`.filters`: the schedule list's degraded / failing / running filters;
 * :mod:`.changelist`: the schedule list's ChangeList (the strip's receipts in one query);
 * :mod:`.inlines`: the read-only attempt and receipt inlines of the change page;
-* :mod:`.columns`: the schedule list's columns and the change page's computed fields;
-* :mod:`.views`: the health page and the change page's transition buttons;
+* :mod:`.columns`: the schedule list's columns and the change page's computed fields
+  (functions of the schedule);
+* :mod:`.views`: the health page, the change page's transition buttons and the form's live
+  descriptions (functions of the model admin and the request);
 * :mod:`.calendars`: :class:`ExclusionCalendarAdmin` (registered, with its dates inline);
-* :mod:`.schedules`: :class:`ScheduleAdmin` (registered for Schedule);
+* :mod:`.schedules`: :class:`ScheduleAdmin` (registered for Schedule; its URLs route the
+  views);
 * :mod:`.runs`: the read-only :class:`RunAttemptAdmin`, :class:`RunReceiptAdmin` and
   :class:`WorkerHeartbeatAdmin` (registered);
 * :mod:`.backfills`: the backfill list actions and the read-only :class:`BackfillAdmin`

@@ -6,7 +6,7 @@ caller write.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django import forms
@@ -19,6 +19,7 @@ from ..cron_words import cron_in_words
 from ..models import Schedule
 from ..payloads import JSON_MAX_DEPTH, PAYLOAD_MAX_BYTES, json_problem
 from ..registry import registry
+from .columns import last_run_detail, lease_detail, next_run_detail, status_badge, upcoming_table
 from .zoned import INSTANT_INPUTS, WallTimeInput, ZonedDateTimeField, ZonedInstantsMixin
 
 #: Longest JSON text the payload and metadata fields parse (four times the payload bound:
@@ -63,17 +64,19 @@ POLICY_FIELDS = (
     "pause_after_failures",
     "timeout_seconds",
 )
-SUMMARY_FIELDS = (
-    "status_badge",
-    "next_run_detail",
-    "upcoming_table",
+#: The read-only fields computed from the schedule: functions of :mod:`.columns`, and the names
+#: of :class:`.schedules.ScheduleAdmin`'s methods (those that link into its site).
+SUMMARY_FIELDS: tuple[str | Callable[[Schedule], Any], ...] = (
+    status_badge,
+    next_run_detail,
+    upcoming_table,
     "recent_outcomes",
     "history_links",
 )
-STATE_FIELDS = (
+STATE_FIELDS: tuple[str | Callable[[Schedule], Any], ...] = (
     "degraded_reason",
     "pause_reason",
-    "last_run_detail",
+    last_run_detail,
     "occurrence",
     "attempt",
     "failure_count",
@@ -81,7 +84,7 @@ STATE_FIELDS = (
     "missed_count",
     "excluded_count",
     "buffered_for",
-    "lease_detail",
+    lease_detail,
     "created_at",
     "updated_at",
 )

@@ -1,10 +1,14 @@
-"""The schedule admin, :class:`ScheduleAdmin`: its list and change pages, and the writes,
-each through :mod:`..state` (add and edit the definition, delete). Its columns and fields
-are in :mod:`.columns`, its own views (health page, transition buttons) in :mod:`.views`.
+"""The schedule admin, :class:`ScheduleAdmin`: its list and change pages, its own URLs, and
+the writes, each through :mod:`..state` (add and edit the definition, delete). Its columns
+and fields are the functions of :mod:`.columns`, its own views (health page, transition
+buttons, the form's live descriptions) the functions of :mod:`.views`, which
+:meth:`ScheduleAdmin.get_urls` routes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import update_wrapper
 from typing import Any
 
 from django.contrib import admin, messages
@@ -13,6 +17,8 @@ from django.contrib.admin.views.main import ChangeList
 from django.db import router
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import path
+from django.utils.safestring import SafeString
 
 from .. import state
 from ..exceptions import StateConflict
@@ -21,7 +27,11 @@ from ..registry import registry
 from .actions import TRANSITIONS, DeleteRefused, as_admin, delete_selected, make_action
 from .backfills import backfill, cancel_backfill
 from .changelist import ScheduleChangeList
-from .display import ADMIN_CSS, legend, names_listed
+from .columns import cadence_and_next_run, name_and_status
+from .columns import history_links as linked_history
+from .columns import outcomes as linked_outcomes
+from .columns import outcomes_summary as linked_outcomes_summary
+from .display import ADMIN_CSS, STRIP_LENGTH, legend, names_listed
 from .filters import DegradedFilter, FailingFilter, RunningFilter
 from .forms import (
     DEFINITION_FIELDS,
@@ -34,14 +44,24 @@ from .forms import (
 )
 from .inlines import AttemptInline, EventInline, ReceiptInline
 from .pagination import EstimatedCountPaginator
-from .views import ScheduleViews
+from .views import (
+    admin_url,
+    describe_cron_view,
+    describe_rrule_view,
+    health_view,
+    transition_view,
+)
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(ScheduleViews):
+class ScheduleAdmin(admin.ModelAdmin):
+    """Schedules: the list (its columns: :mod:`.columns`), the change page with its
+    transition buttons, the health page (the views: :mod:`.views`), and the writes, each
+    through :mod:`..state`."""
+
     form = ScheduleForm
-    list_display = ("name_and_status", "cadence_and_next_run", "outcomes_summary")
-    list_display_links = ("name_and_status",)
+    list_display = (name_and_status, cadence_and_next_run, "outcomes_summary")
+    list_display_links = (name_and_status,)
     list_filter = ("status", "kind", DegradedFilter, FailingFilter, RunningFilter)
     search_fields = ("name", "callback")  # see get_search_results
     search_help_text = (
@@ -68,6 +88,54 @@ class ScheduleAdmin(ScheduleViews):
             "durable_schedules/unsaved.js",  # asks before a button drops unsaved edits
             "durable_schedules/cron_words.js",  # the cron and rrule fields in words, as you type
         )
+
+    # -- URLs and the columns that link into this admin's site --------------------------
+
+    def get_urls(self) -> list[Any]:
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "health/",
+                self.admin_site.admin_view(self._bound(health_view)),
+                name="{}_{}_health".format(*info),
+            ),
+            path(
+                "describe-cron/",
+                self.admin_site.admin_view(self._bound(describe_cron_view)),
+                name="{}_{}_describe_cron".format(*info),
+            ),
+            path(
+                "describe-rrule/",
+                self.admin_site.admin_view(self._bound(describe_rrule_view)),
+                name="{}_{}_describe_rrule".format(*info),
+            ),
+            path(
+                "<path:object_id>/transition/<str:transition>/",
+                self.admin_site.admin_view(self._bound(transition_view)),
+                name="{}_{}_transition".format(*info),
+            ),
+            *super().get_urls(),
+        ]
+
+    def _bound(self, view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        """``view(self, request, ...)`` as a view of ``request, ...`` (with its name)."""
+
+        def bound(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            return view(self, request, *args, **kwargs)
+
+        return update_wrapper(bound, view)
+
+    @admin.display(description=f"last {STRIP_LENGTH} outcomes · last · failures")
+    def outcomes_summary(self, obj: Schedule) -> SafeString:
+        return linked_outcomes_summary(obj, self.admin_site.name)
+
+    @admin.display(description=f"last {STRIP_LENGTH} outcomes")
+    def recent_outcomes(self, obj: Schedule) -> SafeString:
+        return linked_outcomes(obj, self.admin_site.name, large=True)
+
+    @admin.display(description="history")
+    def history_links(self, obj: Schedule) -> SafeString:
+        return linked_history(obj, self.admin_site.name)
 
     # -- page structure ------------------------------------------------------------------
 
@@ -123,8 +191,8 @@ class ScheduleAdmin(ScheduleViews):
     ) -> Any:
         form = super().get_form(request, obj, change=change, **kwargs)
         if issubclass(form, ScheduleForm):
-            form.cron_words_url = self._url("describe_cron")
-            form.rrule_words_url = self._url("describe_rrule")
+            form.cron_words_url = admin_url(self, "describe_cron")
+            form.rrule_words_url = admin_url(self, "describe_rrule")
         return form
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
@@ -132,7 +200,7 @@ class ScheduleAdmin(ScheduleViews):
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         context = {
-            "dds_health_url": self._url("health"),
+            "dds_health_url": admin_url(self, "health"),
             "dds_legend": legend(),
             **(extra_context or {}),
         }
@@ -147,7 +215,7 @@ class ScheduleAdmin(ScheduleViews):
         form_url: str = "",
         obj: Schedule | None = None,
     ) -> HttpResponse:
-        context["dds_health_url"] = self._url("health")
+        context["dds_health_url"] = admin_url(self, "health")
         if obj is not None and self._declared_fields(obj):
             messages.info(
                 request,
@@ -161,7 +229,7 @@ class ScheduleAdmin(ScheduleViews):
             context["dds_transitions"] = [
                 {
                     "label": t.label,
-                    "url": self._url("transition", quote(obj.pk), t.name),
+                    "url": admin_url(self, "transition", quote(obj.pk), t.name),
                     "danger": t.danger,
                     "confirm": t.confirm,
                     "name": t.name,
@@ -245,5 +313,5 @@ class ScheduleAdmin(ScheduleViews):
             self.message_user(
                 request, f"The schedule “{exc.name}” was not deleted: {exc.reason}.", messages.ERROR
             )
-            url = self._url("change", quote(unquote(object_id))) or "../"
+            url = admin_url(self, "change", quote(unquote(object_id))) or "../"
             return HttpResponseRedirect(url)
