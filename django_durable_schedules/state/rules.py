@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from .. import timing
 from ..conf import app_settings
@@ -66,17 +64,6 @@ def max_attempts_of(schedule: Schedule) -> int:
     """The attempts one occurrence may take: the schedule's ``max_attempts``, else the
     ``MAX_ATTEMPTS`` setting."""
     return schedule.max_attempts or app_settings.MAX_ATTEMPTS
-
-
-def snapshot_row(row: Schedule, fields: Sequence[str]) -> dict[str, Any]:
-    """``{field: value}`` of ``row`` for ``fields``, for :func:`restore_row` to undo a rule."""
-    return {f: getattr(row, f) for f in fields}
-
-
-def restore_row(row: Schedule, snapshot: dict[str, Any]) -> None:
-    """Set back on ``row`` the values a :func:`snapshot_row` took."""
-    for name, value in snapshot.items():
-        setattr(row, name, value)
 
 
 def new_attempt(
