@@ -194,3 +194,29 @@ def test_a_backfill_slot_is_its_own_occurrence_and_a_released_one_runs_again():
     b.position = 2
     backfill_rules.claim_backfill_slot(s, b, T0 + 4001 * S, LEASE, "w", [], [], claims)
     assert b.status == "completed" and b.finished_at == T0 + 4001 * S and len(claims) == 1
+
+
+def test_a_rule_runs_on_a_copy_and_its_changes_apply_only_once_it_returned():
+    """``machine.changes_of``: the claim's and the completion's rules never need undoing."""
+    from django_durable_schedules.state.machine import apply_changes, changes_of
+
+    s = row()
+    attempts, receipts, claims = [], [], []
+    _, changes = changes_of(s, rules.plan_claim, T0 + 5 * S, LEASE, "w", attempts, receipts, claims)
+    assert s.lease_token is None and s.occurrence == 0  # the row itself is untouched
+    [c] = claims
+    assert changes["lease_token"] == c.lease_token and changes["occurrence"] == 1
+    assert "name" not in changes  # only what the rule set
+    apply_changes(s, changes)
+    assert (s.lease_token, s.occurrence, s.next_run_at) == (c.lease_token, 1, T0 + 60 * S)
+
+    def broken(draft):
+        draft.occurrence = 99
+        raise ValueError("a value written behind save()")
+
+    before = dict(vars(s))
+    try:
+        changes_of(s, broken)
+    except ValueError:
+        pass
+    assert vars(s) == before  # nothing to restore

@@ -164,6 +164,23 @@ def test_enabling_a_failed_one_shot_rearms_it_due_at_once():
     assert s.status == "completed" and statuses(s) == ["failed", "succeeded"]
 
 
+def test_enabling_a_failed_one_shot_edited_behind_save_rearms_it_due_at_once():
+    """enable() plans the row itself: ``save()`` does not re-plan it over that plan (it
+    completed a one-shot whose ``run_at`` was moved behind ``save()``, without a run)."""
+    s = make("once-edited", kind="once", run_at=T0)
+    run(T0, outcome=_fail_terminally)
+    Schedule.objects.filter(pk=s.pk).update(run_at=T0 + 60 * S)  # a failed row: no trigger
+    s.refresh_from_db()
+    assert s.definition_hash != s.compute_definition_hash()
+    row = state.enable(s.pk, now=T0 + 3600 * S)
+    assert row.status == "active" and row.next_run_at == T0 + 3600 * S
+    s.refresh_from_db()
+    assert (s.status, s.next_run_at) == ("active", T0 + 3600 * S)
+    assert s.definition_hash == s.compute_definition_hash()
+    [claim], _ = run(T0 + 3600 * S)
+    assert claim.occurrence == 2 and claim.scheduled_for == T0 + 3600 * S
+
+
 def test_enabling_a_failed_one_shot_at_a_new_run_at():
     s = make("once-moved", kind="once", run_at=T0)
     run(T0, outcome=_fail_terminally)

@@ -279,7 +279,9 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
     def __str__(self) -> str:
         return self.name
 
-    def save(self, *args: Any, now: datetime | None = None, **kwargs: Any) -> None:
+    def save(
+        self, *args: Any, now: datetime | None = None, planned: bool = False, **kwargs: Any
+    ) -> None:
         """Normalise instants to whole UTC seconds, fingerprint the definition and plan
         ``next_run_at``, by the database clock.
 
@@ -287,16 +289,22 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
         catch-up window: see ``clean()``), since the engine could not use it.
 
         When the definition changed (a new row, or an edit of a definition field) it reads
-        the database clock once (:func:`.db.clock.db_now`: one query) and plans with
-        :meth:`plan`: a new active schedule gets its first slot (an
+        the database clock once (:func:`.db.clock.db_now`: one query) and plans with the
+        state kernel's :func:`~..state.machine.plan_definition`, the plan the claim of an
+        edit made behind ``save()`` uses: a new active schedule gets its first slot (an
         interval is due at once, its grid anchored at ``created_at``); an edit re-plans to
         the first slot of the new definition strictly after now, so an edit never fires a
         run by itself. An active schedule with no slot left (``end_at`` already past,
-        ``max_runs`` reached) is ``completed``. A new row without ``created_at`` gets the database clock's time. An
-        edit of other fields (name, payload, policies) plans nothing and reads no clock.
+        ``max_runs`` reached) is ``completed``. A new row without ``created_at`` gets the
+        database clock's time. An edit of other fields (name, payload, policies) plans
+        nothing and reads no clock.
+
         ``now``: the database clock's time already read in the caller's transaction (a state
         function reads it once for the row, its plan and its event), read instead of the
-        clock's.
+        clock's. ``planned``: the caller (a state function: :func:`~..state.enable`)
+        planned ``next_run_at`` itself, for the definition as it is now; ``save()`` then
+        plans nothing and only stores the definition's fingerprint when the definition
+        changed (so the next claim does not take the row for one edited behind ``save()``).
         """
         self._normalize()
         bound_errors = self._bound_errors()
@@ -306,31 +314,28 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
         # The same definition fingerprinted under other zone rules is no edit: the stored
         # fingerprint stays, for the claim to check next_run_at against the current grid.
         edited = not same_definition(self.definition_hash, new_hash)
+        update_fields = kwargs.get("update_fields")
+        if planned and edited:
+            self.definition_hash, edited = new_hash, False
+            if update_fields is not None:
+                kwargs["update_fields"] = update_fields = {*update_fields, "definition_hash"}
         if edited or self.created_at is None:
             from ..db import clock
 
             using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
             db_time = now if now is not None else clock.db_now(using)
-            update_fields = kwargs.get("update_fields")
             if self.created_at is None:
                 self.created_at = db_time
                 if update_fields is not None:
                     update_fields = set(update_fields) | {"created_at"}
-            now = timing.truncate_to_second(db_time)
-            first = self._state.adding and self.occurrence == 0
-            if self.status == Status.ACTIVE and edited:
-                from ..state.machine import complete_if_no_slot
-
-                self.next_run_at = self.plan(now, first=first)
-                # No slot left after now (an end_at already past, max_runs reached):
-                # completed, as the claim's re-plan of the same definition would say.
-                complete_if_no_slot(self, pending=self.retry_scheduled_for)
             if edited:
-                self.buffered_for = None  # a slot of the old definition: never run after it
-                self.definition_hash = new_hash
+                from ..state.machine import plan_definition
+
+                first = self._state.adding and self.occurrence == 0
+                plan_definition(self, timing.truncate_to_second(db_time), new_hash, first=first)
             if update_fields is not None:
-                planned = {"definition_hash", "next_run_at", "buffered_for", "status"}
-                kwargs["update_fields"] = set(update_fields) | planned
+                planned_fields = {"definition_hash", "next_run_at", "buffered_for", "status"}
+                kwargs["update_fields"] = set(update_fields) | planned_fields
         super().save(*args, **kwargs)
 
     # -- validation and normalisation -----------------------------------------------------

@@ -38,9 +38,9 @@ from .backfill_rules import backfill_receipt, complete_at_max_runs
 from .backfills import close_ended, settle_backfills
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
 from .columns import FINISH_FIELDS, FINISH_UNREAD
-from .machine import pause_degraded
+from .machine import apply_changes, changes_of, pause_degraded
 from .outcomes import apply_outcome, fail_attempt, fenced_result, outcome_receipt
-from .rules import Receipt, restore_row, snapshot_row
+from .rules import Receipt
 from .transitions import implements
 from .values import CompletionReport, Failure, Outcome, OutcomeStatus
 
@@ -254,17 +254,14 @@ def _finish(
             result=fenced_result(outcome),
         )
         return fail_contained(row, failure, now, events)
-    snapshot = snapshot_row(row, FINISH_FIELDS)
     if outcome.enqueue is not None:
         started = time.monotonic()
         outcome = _enqueue(outcome, using)
         report.enqueue_seconds[claim.attempt_id] = time.monotonic() - started
-    mark = len(events)
-    try:
-        return apply_outcome(row, outcome, now, events)
+    made: list[ScheduleEvent] = []
+    try:  # on a copy of the row: a rule that raises leaves it as it was
+        receipt, changes = changes_of(row, apply_outcome, outcome, now, made)
     except Exception as exc:  # noqa: BLE001 - the row's own bad value: pause that row only
-        del events[mark:]
-        restore_row(row, snapshot)
         reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
         pause_degraded(row, reason)
         status = outcome.status if outcome.status in ReceiptStatus.values else "failed"
@@ -279,6 +276,9 @@ def _finish(
                 outcome, error_message=bound_text(f"{message}; {note}" if message else note, 1000)
             ),
         )
+    apply_changes(row, changes)
+    events.extend(made)
+    return receipt
 
 
 @implements("outcome.lease_expired", "outcome.unappliable")
@@ -294,13 +294,10 @@ def fail_contained(
     row, so the rest of its batch (a completion, a lease recovery) commits. The
     ``excluded`` events of a row left without a slot are appended to ``events``. Never
     raises for the row's values."""
-    snapshot = snapshot_row(row, FINISH_FIELDS)
-    mark = len(events)
-    try:
-        return fail_attempt(row, failure, now, events)
+    made: list[ScheduleEvent] = []
+    try:  # on a copy of the row: a rule that raises leaves it as it was
+        receipt, changes = changes_of(row, fail_attempt, failure, now, made)
     except Exception as exc:  # noqa: BLE001 - the row's own bad value: pause that row only
-        del events[mark:]
-        restore_row(row, snapshot)
         reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
         pause_degraded(row, reason)
         note = f"the schedule was paused: {reason}"
@@ -317,6 +314,9 @@ def fail_contained(
             failure_count_after=row.failure_count,
             next_run_at=None,
         )
+    apply_changes(row, changes)
+    events.extend(made)
+    return receipt
 
 
 @implements("outcome.backfill")

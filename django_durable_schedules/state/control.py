@@ -20,7 +20,6 @@ from .bounds import describe_problem
 from .calendars import record_excluded_to_end
 from .events import json_value, record_event
 from .machine import complete_if_no_slot, set_by_operator
-from .rules import safe_hash
 from .transitions import implements
 
 #: The source statuses each operator action is allowed from; any other is refused with
@@ -89,6 +88,10 @@ def enable(
     due at ``run_at`` if that is still ahead, else due at once (a failed one-shot runs
     again as a new occurrence); ``run_at`` (aware) moves it to a new instant first.
 
+    The row is planned here, for its definition as it is now (one edited behind
+    ``save()`` included), and saved with ``save(planned=True)``: ``save()`` stores the
+    definition's fingerprint and never re-plans over this plan.
+
     Raises :class:`StateConflict` for a cancelled or completed schedule, and for one whose
     stored definition cannot be evaluated (written behind ``save()``: correct it first);
     ``ValidationError`` (``run_at``) for a ``run_at`` that is naive, or given to a
@@ -104,7 +107,7 @@ def enable(
         if run_at is not None:
             _move_run_at(row, run_at, changes)
         _reactivate(row, now, changes)
-        row.save(update_fields=_ENABLE_FIELDS)
+        row.save(update_fields=_ENABLE_FIELDS, planned=True)  # planned by _reactivate
         record_excluded_to_end(row, now, using)  # completed: the rest of its grid counted
         record_event(
             row,
@@ -149,7 +152,6 @@ def _move_run_at(row: Schedule, run_at: datetime, changes: dict[str, list[Any]])
         raise ValidationError({"run_at": [exc.message]}) from None
     changes["run_at"] = [json_value(row.run_at), json_value(new_run_at)]
     row.run_at = new_run_at
-    row.definition_hash = safe_hash(row)  # planned here, not re-planned by save()
 
 
 @implements("control.enable")

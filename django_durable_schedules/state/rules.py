@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from .. import timing
 from ..conf import app_settings
@@ -43,6 +41,7 @@ from .machine import (
     mark_degraded,
     pause_degraded,
     pending,
+    plan_definition,
 )
 from .records import Receipt as Receipt
 from .transitions import implements
@@ -65,26 +64,6 @@ def max_attempts_of(schedule: Schedule) -> int:
     """The attempts one occurrence may take: the schedule's ``max_attempts``, else the
     ``MAX_ATTEMPTS`` setting."""
     return schedule.max_attempts or app_settings.MAX_ATTEMPTS
-
-
-def snapshot_row(row: Schedule, fields: Sequence[str]) -> dict[str, Any]:
-    """``{field: value}`` of ``row`` for ``fields``, for :func:`restore_row` to undo a rule."""
-    return {f: getattr(row, f) for f in fields}
-
-
-def restore_row(row: Schedule, snapshot: dict[str, Any]) -> None:
-    """Set back on ``row`` the values a :func:`snapshot_row` took."""
-    for name, value in snapshot.items():
-        setattr(row, name, value)
-
-
-def safe_hash(row: Schedule) -> str:
-    """``row``'s definition hash now, or the stored one when the definition is too broken
-    to fingerprint."""
-    try:
-        return row.compute_definition_hash()
-    except Exception:  # noqa: BLE001 - a definition too broken to fingerprint
-        return row.definition_hash
 
 
 def new_attempt(
@@ -162,7 +141,6 @@ def quarantine_claim(
     attempts.append(attempt)
     row.occurrence, row.attempt = occurrence, number
     row.last_run_at = now
-    row.definition_hash = safe_hash(row)
     pause_degraded(row, reason)
     receipts.append(
         Receipt(
@@ -292,18 +270,13 @@ def _plan_claim_row(
 def replan_edited(row: Schedule, current_hash: str, now: datetime) -> bool:
     """Whether ``row`` was edited behind ``save()`` (``QuerySet.update()``, raw SQL): its
     stored ``definition_hash`` is another definition's than ``current_hash``. Then it is
-    re-planned from ``now`` (UTC) and never fired: nothing pending is kept, a paused row
+    re-planned from ``now`` (UTC) and never fired, by :func:`.machine.plan_definition`
+    (the plan ``Schedule.save()`` makes of an edit): nothing pending is kept, a paused row
     gets no next run, an active one its next slot or, with none left, completes. Returns
     False, changing nothing, for the same definition (under other zone rules or not)."""
     if row.definition_hash == current_hash or same_definition(row.definition_hash, current_hash):
         return False
-    row.definition_hash = current_hash
-    row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
-    if row.status == Status.PAUSED:
-        row.next_run_at = None
-        return True
-    row.next_run_at = row.plan(timing.truncate_to_second(now))
-    complete_if_no_slot(row)
+    plan_definition(row, timing.truncate_to_second(now), current_hash, keep=False)
     return True
 
 

@@ -34,12 +34,13 @@ from ..models import (
 from .backfill_share import keep_carry, take_reserve
 from .backfills import claim_backfills
 from .columns import CLAIM_FIELDS, CLAIM_UNREAD
+from .machine import apply_changes, changes_of
 from .quarantine import (
     quarantine_refused,
     quarantine_refused_backfill,
     repair_counters,
 )
-from .rules import plan_claim, quarantine_claim, restore_row, snapshot_row
+from .rules import plan_claim, quarantine_claim
 from .transitions import implements
 from .values import Claim
 
@@ -281,20 +282,25 @@ def _plan_rows(
     events: list[ScheduleEvent],
     using: str,
 ) -> None:
-    """Plan the claim of each live row read (:func:`.rules.plan_claim`), appending to the
-    lists; a row whose values no rule can read is quarantined alone."""
+    """Plan the claim of each live row read (:func:`.rules.plan_claim`, on a copy of the
+    row: :func:`.machine.changes_of`), appending to the lists and applying the row's
+    changes once it returned; a row whose values no rule can read is quarantined alone,
+    as it was read."""
     for row in rows:
         assert now is not None
         # One row's bad value (behind save(): an unknown zone, a cron that never fires,
         # an overflowing interval, a holiday country unknown) must not abort the batch:
         # quarantine that row only.
-        snapshot = snapshot_row(row, CLAIM_FIELDS)
-        marks = len(attempts), len(receipts), len(claims), len(events)
+        made: tuple[list[RunAttempt], list[RunReceipt], list[Claim], list[ScheduleEvent]]
+        made = ([], [], [], [])
         try:
-            plan_claim(row, now, lease, worker, attempts, receipts, claims, events)
+            _, changes = changes_of(row, plan_claim, now, lease, worker, *made)
         except Exception as exc:  # noqa: BLE001 - any evaluation error is that row's
-            del attempts[marks[0] :], receipts[marks[1] :], claims[marks[2] :]
-            del events[marks[3] :]
-            restore_row(row, snapshot)
             repair_counters(row, using)  # a counter that is no number: from the ledger
             quarantine_claim(row, exc, now, worker, attempts, receipts)
+            continue
+        apply_changes(row, changes)
+        attempts.extend(made[0])
+        receipts.extend(made[1])
+        claims.extend(made[2])
+        events.extend(made[3])
