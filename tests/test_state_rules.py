@@ -181,6 +181,23 @@ def test_enabling_a_failed_one_shot_edited_behind_save_rearms_it_due_at_once():
     assert claim.occurrence == 2 and claim.scheduled_for == T0 + 3600 * S
 
 
+def test_a_trigger_after_an_edit_behind_save_runs_at_once():
+    """trigger() makes the row due now; the re-plan of an edit made behind ``save()`` does
+    not move that run to the new definition's next slot."""
+    s = make("edited-then-triggered", interval_seconds=3600)
+    Schedule.objects.filter(pk=s.pk).update(interval_seconds=7200)  # behind save()
+    now = T0 + 10 * S
+    row = state.trigger(s.pk, now=now)
+    assert row.next_run_at == now
+    s.refresh_from_db()
+    assert s.next_run_at == now and s.triggered_at == now
+    [claim], _ = run(now)
+    assert claim.scheduled_for == now
+    s.refresh_from_db()
+    assert s.definition_hash == s.compute_definition_hash()
+    assert s.next_run_at == s.plan(now)  # the edited grid's next slot after the run
+
+
 def test_enabling_a_failed_one_shot_at_a_new_run_at():
     s = make("once-moved", kind="once", run_at=T0)
     run(T0, outcome=_fail_terminally)

@@ -244,6 +244,8 @@ def trigger(
         row.retry_scheduled_for = None
         _drop_buffered(row)  # the manual run, due now, takes its place
         row.next_run_at = now
+        # planned: the run is due now whatever the definition; an edit made behind save()
+        # takes effect from the slot after it, and is not re-planned over the trigger.
         row.save(
             update_fields=[
                 "triggered_at",
@@ -252,7 +254,8 @@ def trigger(
                 "missed_count",
                 "next_run_at",
                 "updated_at",
-            ]
+            ],
+            planned=True,
         )
         record_event(
             row, EventAction.TRIGGERED, now=instant, actor=actor, source=source, using=using
