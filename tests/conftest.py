@@ -155,3 +155,12 @@ def _steps_are_transition_rows(request):
         from .transition_steps import observe
 
         observe(request.getfixturevalue("monkeypatch"))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Say the random order's seed at the end, even under ``-q`` (which hides the header
+    where pytest-randomly prints it): a failure that depends on the order is repeated
+    with ``--randomly-seed=N``."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if seed is not None and config.pluginmanager.has_plugin("randomly"):
+        terminalreporter.write_line(f"tests ran in a random order: --randomly-seed={seed}")
