@@ -10,8 +10,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from .choices import EventAction
 from ..db.fast_orm import FastLoading
+from .choices import EventAction
 from .schedule import Schedule
 
 

@@ -10,8 +10,8 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
-from .choices import SUCCESS_STATUSES, AttemptOrigin, ReceiptStatus
 from ..db.fast_orm import FastLoading
+from .choices import SUCCESS_STATUSES, AttemptOrigin, ReceiptStatus
 from .schedule import Schedule
 
 

@@ -17,6 +17,7 @@ from django.db.models import Q
 from django.utils import timezone as dj_timezone
 
 from .. import timing
+from ..db.fast_orm import FastLoading
 from ..limits import DURATION_BOUNDS
 from ..payloads import metadata_errors, payload_errors
 from .calendars import ExclusionsMixin
@@ -31,7 +32,6 @@ from .choices import (
     name_validator,
 )
 from .definition import DefinitionMixin, same_definition
-from ..db.fast_orm import FastLoading
 from .queries import ScheduleQuerySet
 
 
