@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import reverse
 
 from django_durable_schedules import health, state
@@ -110,12 +110,17 @@ def test_paused_cancelled_and_completed_schedules_do_not_count():
     assert health.probe().ok is True
 
 
-def test_a_schedule_just_due_is_inside_the_grace():
+def test_due_means_past_a_small_grace_by_the_database_clock():
     s = Schedule.objects.create(
         name="now", callback="tests.noop", kind="interval", interval_seconds=3600
     )
     Schedule.objects.filter(pk=s.pk).update(next_run_at=state.db_now())
-    assert health.snapshot().healthy is True
+    with override_settings(DURABLE_SCHEDULES={"PROBE_MIN_WORKERS": 0}):  # no worker needed
+        assert health.snapshot().healthy is True and health.probe().ok is True
+        past = state.db_now() - timedelta(seconds=health.DUE_GRACE_SECONDS + 1)
+        Schedule.objects.filter(pk=s.pk).update(next_run_at=past)
+        assert "1 schedule due" in no_worker_problem(health.snapshot().problems)
+        assert health.probe().ok is False
 
 
 def test_a_fresh_install_is_healthy_on_every_surface(admin_client):
