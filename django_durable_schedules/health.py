@@ -1,7 +1,9 @@
 """The health snapshot: counts over schedules, leases, attempts and workers, and a verdict.
 
 Used by the API's ``health/`` endpoint (200 when healthy, 503 when not), the admin page and
-``manage.py schedules health``. Read-only; a handful of aggregate queries.
+``manage.py schedules health``; :func:`probe` is the fleet's part, for machines (and the
+admin schedule list's banner). Both take their verdict from :func:`.verdict.verdict`
+(re-exported here). Read-only; a handful of aggregate queries.
 """
 
 from __future__ import annotations
@@ -125,10 +127,13 @@ def _utc_text(value: datetime) -> str:
 def snapshot(
     *, now: datetime | None = None, overdue_after: float | None = None, using: str = "default"
 ) -> Health:
-    """Build the :class:`Health` snapshot.
+    """Build the :class:`Health` snapshot; ``healthy`` and ``problems`` are :func:`verdict`'s.
 
-    Unhealthy when: schedules are due for longer than ``overdue_after`` seconds (default:
-    ``max(60, 2 x POLL_MAX_SECONDS)``) - no worker is picking them up; leases are expired and
+    Unhealthy when any fleet problem fails the probe (:func:`probe`: a schedule due for more
+    than ``DUE_GRACE_SECONDS`` and no live worker, at once; fewer than ``PROBE_MIN_WORKERS``
+    live workers while a schedule waits; a claim waiting longer than
+    ``PROBE_MAX_LAG_SECONDS``), and when: schedules are due for longer than ``overdue_after``
+    seconds (default: ``max(60, 2 x POLL_MAX_SECONDS)``); leases are expired and
     unrecovered; schedules are degraded; a live worker's clock is skewed by more than
     ``SKEW_WARN_SECONDS``. Schedules that merely fail are counted, not fatal.
 
