@@ -140,9 +140,7 @@ def _fleet_problems(live: int, due: int, waiting: bool, lag: float) -> list[Prob
         text = ngettext(
             "no live worker: %(n)d schedule due", "no live worker: %(n)d schedules due", due
         )
-        stale = app_settings.WORKER_STALE_SECONDS
-        message = text % {"n": due} + f" (no heartbeat in the last {stale:g}s)"
-        problems.append(Problem("no_live_worker", message))
+        problems.append(Problem("no_live_worker", text % {"n": due}))
     elif live < need and (due or waiting):
         text = ngettext("%(n)d live worker", "%(n)d live workers", live) % {"n": live}
         problems.append(Problem("too_few_workers", f"{text}, at least {need} needed"))
