@@ -153,3 +153,36 @@ class _Sink:
 
     def flush(self) -> None:
         pass
+
+
+@pytest.mark.parametrize("scenario", ["fresh", "due", "waiting", "lagging", "degraded", "working"])
+def test_whenever_the_probe_fails_health_fails_for_the_same_reason(scenario):
+    if scenario in ("lagging", "degraded", "working"):
+        live_worker()
+    if scenario in ("due", "lagging", "degraded", "working"):
+        two_due(seconds=300 if scenario == "lagging" else 0)
+    if scenario == "waiting":
+        Schedule.objects.create(
+            name="later",
+            callback="tests.noop",
+            kind="interval",
+            interval_seconds=3600,
+            start_at=state.db_now() + timedelta(hours=1),
+        )
+    if scenario == "degraded":
+        Schedule.objects.filter(name="cleanup").update(
+            status="paused", next_run_at=None, degraded_reason="callback gone"
+        )
+    now = state.db_now() + timedelta(seconds=health.DUE_GRACE_SECONDS + 1)
+    p, h = health.probe(now=now), health.snapshot(now=now)
+    assert set(p.problems) <= set(h.problems), (p.problems, h.problems)
+    assert p.ok or not h.healthy
+    expected = {
+        "fresh": (True, True),
+        "due": (False, False),
+        "waiting": (False, False),
+        "lagging": (False, False),
+        "degraded": (True, False),
+        "working": (True, True),
+    }[scenario]
+    assert (p.ok, h.healthy) == expected, (p.problems, h.problems)
