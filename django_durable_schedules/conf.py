@@ -58,7 +58,7 @@ API_PERMISSION_CLASSES    [IsAdmin]  DRF permission classes (dotted paths) of th
 API_OWNER_SCOPED          False      non-staff users see and control only their own schedules
 PROBE_PUBLIC              True       anyone may read the fleet probe (``health/probe/``: no
                                      schedule names); False: the API's permission classes
-PROBE_MIN_WORKERS         1          live workers the probe needs to pass
+PROBE_MIN_WORKERS         1          live workers health and the probe need while a schedule waits
 PROBE_MAX_LAG_SECONDS     60.0       the probe fails when a due schedule has waited longer
                                      than this for a claim (seconds)
 ========================  =========  ===========================================================

@@ -1,7 +1,9 @@
 """The health snapshot: counts over schedules, leases, attempts and workers, and a verdict.
 
 Used by the API's ``health/`` endpoint (200 when healthy, 503 when not), the admin page and
-``manage.py schedules health``. Read-only; a handful of aggregate queries.
+``manage.py schedules health``; :func:`probe` is the fleet's part, for machines (and the
+admin schedule list's banner). Both take their verdict from :func:`.verdict.verdict`
+(re-exported here). Read-only; a handful of aggregate queries.
 """
 
 from __future__ import annotations
@@ -10,8 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
-from django.db.models import Count, Sum
-from django.utils.translation import ngettext
+from django.db.models import Count, Min, Sum
 
 from .backfill_health import (
     BACKFILLS_LISTED,
@@ -21,21 +22,35 @@ from .backfill_health import (
     stalled_backfills,
 )
 from .conf import app_settings
-from .models import RunAttempt, Schedule, ScheduleQuerySet, Status, WorkerHeartbeat
+from .models import RunAttempt, Schedule, ScheduleQuerySet, Status
+from .verdict import (
+    DUE_GRACE_SECONDS,
+    FLEET_CODES,
+    Problem,
+    Verdict,
+    due_now_q,
+    live_heartbeats,
+    verdict,
+)
 
 __all__ = [
     "BACKFILLS_LISTED",
     "DEGRADED_LISTED",
+    "DUE_GRACE_SECONDS",
+    "FLEET_CODES",
     "CancelledBackfillRow",
     "DegradedRow",
     "Health",
     "Probe",
+    "Problem",
     "StalledBackfillRow",
+    "Verdict",
     "WorkerRow",
     "cancelled_backfills",
     "probe",
     "snapshot",
     "stalled_backfills",
+    "verdict",
 ]
 
 
@@ -112,10 +127,13 @@ def _utc_text(value: datetime) -> str:
 def snapshot(
     *, now: datetime | None = None, overdue_after: float | None = None, using: str = "default"
 ) -> Health:
-    """Build the :class:`Health` snapshot.
+    """Build the :class:`Health` snapshot; ``healthy`` and ``problems`` are :func:`verdict`'s.
 
-    Unhealthy when: schedules are due for longer than ``overdue_after`` seconds (default:
-    ``max(60, 2 x POLL_MAX_SECONDS)``) - no worker is picking them up; leases are expired and
+    Unhealthy when any fleet problem fails the probe (:func:`probe`: a schedule due for more
+    than ``DUE_GRACE_SECONDS`` and no live worker, at once; fewer than ``PROBE_MIN_WORKERS``
+    live workers while a schedule waits; a claim waiting longer than
+    ``PROBE_MAX_LAG_SECONDS``), and when: schedules are due for longer than ``overdue_after``
+    seconds (default: ``max(60, 2 x POLL_MAX_SECONDS)``); leases are expired and
     unrecovered; schedules are degraded; a live worker's clock is skewed by more than
     ``SKEW_WARN_SECONDS``. Schedules that merely fail are counted, not fatal.
 
@@ -145,6 +163,9 @@ def snapshot(
         live=Count("id", filter=q.lease_live_q(now)),
         expired=Count("id", filter=q.lease_expired_q(now)),
         missed=Sum("missed_count"),
+        due_past_grace=Count("id", filter=due_now_q(now)),
+        waiting=Count("id", filter=q.waiting_q()),
+        oldest=Min("next_run_at", filter=q.claimable_q(now)),
     )
     degraded_rows: list[DegradedRow] = []
     if agg["degraded"]:
@@ -155,11 +176,8 @@ def snapshot(
             .values_list("id", "name", "degraded_reason")[:DEGRADED_LISTED]
         ]
     open_attempts = RunAttempt.objects.using(using).filter(receipt__isnull=True).count()
-    stale = now - timedelta(seconds=app_settings.WORKER_STALE_SECONDS)
     workers: list[WorkerRow] = list(
-        WorkerHeartbeat.objects.using(using)
-        .filter(stopped_at__isnull=True, last_seen_at__gte=stale)
-        .values(
+        live_heartbeats(now, using).values(
             "worker_id",
             "hostname",
             "pid",
@@ -171,32 +189,19 @@ def snapshot(
             "tzdata_version",
         )
     )
-    problems = []
-    if agg["overdue"]:
-        n = agg["overdue"]
-        problems.append(
-            ngettext("%(n)d schedule overdue", "%(n)d schedules overdue", n) % {"n": n}
-            + f" by more than {overdue_after:.0f}s"
-        )
-    if agg["expired"]:
-        n = agg["expired"]
-        problems.append(
-            ngettext(
-                "%(n)d expired lease not yet recovered", "%(n)d expired leases not yet recovered", n
-            )
-            % {"n": n}
-        )
-    if agg["degraded"]:
-        n = agg["degraded"]
-        names = ", ".join(row["name"] for row in degraded_rows[:5])
-        more = ", ..." if n > 5 else ""
-        degraded = ngettext("%(n)d schedule degraded", "%(n)d schedules degraded", n) % {"n": n}
-        problems.append(f"{degraded}: {names}{more}")
-    for w in workers:
-        if abs(w["clock_skew_seconds"]) > app_settings.SKEW_WARN_SECONDS:
-            problems.append(
-                f"worker {w['worker_id']} clock is {w['clock_skew_seconds']:+.1f}s off the database clock"
-            )
+    oldest = agg["oldest"]
+    judged = verdict(
+        live_workers=len(workers),
+        due=agg["due_past_grace"],
+        waiting=bool(agg["waiting"]),
+        claim_lag_seconds=max(0.0, (now - oldest).total_seconds()) if oldest else 0.0,
+        overdue=agg["overdue"],
+        overdue_after=overdue_after,
+        expired_leases=agg["expired"],
+        degraded=agg["degraded"],
+        degraded_names=[row["name"] for row in degraded_rows[:5]],
+        clock_skews=[(w["worker_id"], w["clock_skew_seconds"]) for w in workers],
+    )
     stalled = stalled_backfills(now, using=using)
     cancelled = cancelled_backfills(now, using=using)
     warnings = [
@@ -213,8 +218,8 @@ def snapshot(
     if mixed:
         warnings.append(mixed)
     return Health(
-        healthy=not problems,
-        problems=problems,
+        healthy=judged.healthy,
+        problems=judged.messages(),
         checked_at=now,
         schedules=by_status,
         due=agg["due"],
@@ -274,46 +279,37 @@ class Probe:
 
 
 def probe(*, now: datetime | None = None, using: str = "default") -> Probe:
-    """The fleet probe (:class:`Probe`): it passes when the database answers, at least
-    ``PROBE_MIN_WORKERS`` workers have a live heartbeat (within ``WORKER_STALE_SECONDS``)
-    and no due schedule has waited longer than ``PROBE_MAX_LAG_SECONDS`` for a claim.
-    A degraded or failing schedule does not fail it (that is one schedule's problem: see
-    :func:`snapshot`). Two indexed queries; never raises for a database error (it is the
-    verdict ``database: false``)."""
+    """The fleet probe (:class:`Probe`): the fleet part of the one :func:`verdict`. It
+    passes when the database answers, a live worker (heartbeat within
+    ``WORKER_STALE_SECONDS``) is there for any schedule due for more than
+    ``DUE_GRACE_SECONDS``, at least ``PROBE_MIN_WORKERS`` workers are live while a schedule
+    waits for one, and no due schedule has waited longer than ``PROBE_MAX_LAG_SECONDS`` for
+    a claim. A degraded or failing schedule does not fail it (that is one schedule's
+    problem: see :func:`snapshot`, which fails whenever this does). Two indexed queries (a
+    third, ``exists()``, when workers are short); never raises for a database error (it is
+    the verdict ``database: false``)."""
     from django.db import DatabaseError
-    from django.db.models import Min
 
     from .state import db_now
 
     checked = datetime.now(UTC)
+    waiting = False
     try:
         now = now or db_now(using)
         checked = now
-        stale = now - timedelta(seconds=app_settings.WORKER_STALE_SECONDS)
-        live = (
-            WorkerHeartbeat.objects.using(using)
-            .filter(stopped_at__isnull=True, last_seen_at__gte=stale)
-            .count()
-        )
-        oldest = (
+        live = live_heartbeats(now, using).count()
+        agg = (
             Schedule.objects.using(using)
             .claimable(now)
-            .aggregate(oldest=Min("next_run_at"))["oldest"]
+            .aggregate(oldest=Min("next_run_at"), due=Count("id", filter=due_now_q(now)))
         )
+        if live < app_settings.PROBE_MIN_WORKERS and not agg["due"]:
+            waiting = Schedule.objects.using(using).waiting().exists()
     except DatabaseError as exc:
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        return Probe(False, checked, False, 0, 0.0, [f"the database does not answer: {reason}"])
+        judged = verdict(database=reason, live_workers=0, due=0)
+        return Probe(False, checked, False, 0, 0.0, judged.messages())
+    oldest = agg["oldest"]
     lag = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
-    problems = []
-    need = app_settings.PROBE_MIN_WORKERS
-    if live < need:
-        problems.append(
-            ngettext("%(n)d live worker", "%(n)d live workers", live) % {"n": live}
-            + f", at least {need} needed"
-        )
-    if lag > app_settings.PROBE_MAX_LAG_SECONDS:
-        problems.append(
-            f"a due schedule has waited {lag:.0f}s for a worker (more than "
-            f"PROBE_MAX_LAG_SECONDS = {app_settings.PROBE_MAX_LAG_SECONDS:g})"
-        )
-    return Probe(not problems, now, True, live, round(lag, 3), problems)
+    judged = verdict(live_workers=live, due=agg["due"], waiting=waiting, claim_lag_seconds=lag)
+    return Probe(judged.fleet_ok, now, True, live, round(lag, 3), judged.messages(fleet_only=True))

@@ -124,13 +124,14 @@ def wsgi_app(django_user_model):
 @pytest.fixture
 def known_ids():
     """Rows for path ids: a schedule of each kind, one leased (an open attempt), and an
-    attempt that has a receipt. Returns their ids as strings."""
+    attempt that has a receipt, with a live worker. Returns their ids as strings."""
     interval = ScheduleFactory()
     cron = ScheduleFactory(cron_job=True)
     once = ScheduleFactory(once=True, name="once")
     leased = ScheduleFactory(name="leased")
     state.trigger(leased.pk)
     state.claim_due(worker="schemathesis")
+    state.heartbeat("schemathesis")  # a live worker: due schedules alone are no 503
     receipt = ReceiptFactory()
     return [
         str(pk)

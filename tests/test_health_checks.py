@@ -29,8 +29,8 @@ def test_empty_is_healthy():
 
 def test_overdue_expired_and_degraded_are_unhealthy():
     mk("a")
-    h = health.snapshot(now=T0 + 10 * S)
-    assert h.healthy and h.due == 1
+    h = health.snapshot(now=T0 + 10 * S)  # due, and no worker is alive to run it
+    assert not h.healthy and h.due == 1 and h.problems == ["no live worker: 1 schedule due"]
     h = health.snapshot(now=T0 + 3600 * S)
     assert not h.healthy and h.overdue == 1
     state.claim_due(worker="w", now=T0 + 3600 * S, lease_seconds=30)

@@ -25,6 +25,13 @@ def live_worker(worker_id: str = "w:1") -> None:
 
 
 def test_no_live_worker_fails_the_probe_for_anyone_to_read():
+    Schedule.objects.create(  # waits for a worker (a fresh install, with none, passes)
+        name="later",
+        callback="tests.noop",
+        kind="interval",
+        interval_seconds=60,
+        start_at=state.db_now() + timedelta(hours=1),
+    )
     response = Client().get(PROBE)  # anonymous
     assert response.status_code == 503
     body = response.json()

@@ -22,6 +22,7 @@ from django.utils.safestring import SafeString
 
 from .. import state
 from ..exceptions import StateConflict
+from ..health import probe
 from ..models import Schedule
 from ..registry import registry
 from .actions import TRANSITIONS, DeleteRefused, as_admin, delete_selected, make_action
@@ -201,6 +202,8 @@ class ScheduleAdmin(admin.ModelAdmin):
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         context = {
             "dds_health_url": admin_url(self, "health"),
+            # The fleet's verdict (the probe's: indexed queries only), as a banner when it fails.
+            "dds_probe": probe(using=router.db_for_read(Schedule)),
             "dds_legend": legend(),
             **(extra_context or {}),
         }

@@ -156,9 +156,14 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         """See :meth:`backfill_ready_q`."""
         return self.filter(self.backfill_ready_q(now))
 
-    def waiting(self) -> ScheduleQuerySet:
+    @classmethod
+    def waiting_q(cls) -> Q:
         """Runnable, unleased rows with a next run: what an idle worker waits for."""
-        return self.filter(self.runnable_q(), lease_token__isnull=True, next_run_at__isnull=False)
+        return cls.runnable_q() & Q(lease_token__isnull=True, next_run_at__isnull=False)
+
+    def waiting(self) -> ScheduleQuerySet:
+        """See :meth:`waiting_q`."""
+        return self.filter(self.waiting_q())
 
     @staticmethod
     def failing_q() -> Q:
