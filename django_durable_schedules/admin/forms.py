@@ -1,6 +1,7 @@
 """The schedule's add and change form: :class:`ScheduleForm` (the callback is chosen among
-registered names) and the fields of its fieldsets, editable only where :mod:`..state` lets a
-caller write.
+registered names) and the fields of its fieldsets: the editable ones are the groups of
+:mod:`..models.choices` (the fields :mod:`..state` lets a caller write), the others shown
+read-only.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from django.forms.models import construct_instance
 
 from .. import state, timing
 from ..cron_words import cron_in_words
-from ..models import Schedule
+from ..models import EDITABLE_ORDER, Schedule
 from ..payloads import JSON_MAX_DEPTH, PAYLOAD_MAX_BYTES, json_problem
 from ..registry import registry
 from .columns import last_run_detail, lease_detail, next_run_detail, status_badge, upcoming_table
@@ -26,21 +27,12 @@ from .zoned import INSTANT_INPUTS, WallTimeInput, ZonedDateTimeField, ZonedInsta
 #: room for indentation and escapes; the model then bounds the value itself).
 JSON_TEXT_MAX_CHARS = 4 * PAYLOAD_MAX_BYTES
 
-DEFINITION_FIELDS = (
-    "name",
-    "callback",
-    "kind",
-    "interval_seconds",
-    "cron",
-    "rrule",
-    "timezone",
-    "run_at",
-    "start_at",
-    "end_at",
-    "max_runs",
-    "exclusion_calendars",
-)
-#: The same fields as laid out on the form (tuples share a line).
+# The editable fields come from models.choices, in groups, one fieldset each: "Definition"
+# (IDENTITY_FIELDS + TIMING_FIELDS, laid out by DEFINITION_LAYOUT), "Input and owner"
+# (INPUT_FIELDS), "Policies" (POLICY_FIELDS); the form edits all of them (EDITABLE_ORDER).
+
+#: The "Definition" fieldset's fields (:data:`IDENTITY_FIELDS` and :data:`TIMING_FIELDS`)
+#: as laid out on the form (tuples share a line).
 DEFINITION_LAYOUT = (
     "name",
     "callback",
@@ -51,18 +43,6 @@ DEFINITION_LAYOUT = (
     ("start_at", "end_at"),
     "max_runs",
     "exclusion_calendars",
-)
-INPUT_FIELDS = ("payload", "metadata", "owner")
-POLICY_FIELDS = (
-    "misfire_policy",
-    "overlap_policy",
-    "max_attempts",
-    "jitter_seconds",
-    "misfire_grace_seconds",
-    "backoff_base_seconds",
-    "backoff_cap_seconds",
-    "pause_after_failures",
-    "timeout_seconds",
 )
 #: The read-only fields computed from the schedule: functions of :mod:`.columns`, and the names
 #: of :class:`.schedules.ScheduleAdmin`'s methods (those that link into its site).
@@ -88,11 +68,6 @@ STATE_FIELDS: tuple[str | Callable[[Schedule], Any], ...] = (
     "created_at",
     "updated_at",
 )
-
-
-def _editable(fields: Iterable[str]) -> tuple[str, ...]:
-    """The fields :mod:`.state` lets a caller write (run state never is)."""
-    return tuple(f for f in fields if f in state.EDITABLE_FIELDS)
 
 
 class BoundedJSONField(forms.JSONField):
@@ -200,7 +175,7 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
 
     class Meta:
         model = Schedule
-        fields = _editable(DEFINITION_FIELDS + INPUT_FIELDS + POLICY_FIELDS)
+        fields = EDITABLE_ORDER
         widgets = {
             "timezone": ZoneInput,
             "cron": CronInput,

@@ -23,7 +23,7 @@ from django.utils.safestring import SafeString
 from .. import state
 from ..exceptions import StateConflict
 from ..health import probe
-from ..models import Schedule
+from ..models import INPUT_FIELDS, POLICY_FIELDS, Schedule
 from ..registry import registry
 from .actions import TRANSITIONS, DeleteRefused, as_admin, delete_selected, make_action
 from .backfills import backfill, cancel_backfill
@@ -34,15 +34,7 @@ from .columns import outcomes as linked_outcomes
 from .columns import outcomes_summary as linked_outcomes_summary
 from .display import ADMIN_CSS, STRIP_LENGTH, legend, names_listed
 from .filters import DegradedFilter, FailingFilter, RunningFilter
-from .forms import (
-    DEFINITION_FIELDS,
-    DEFINITION_LAYOUT,
-    INPUT_FIELDS,
-    POLICY_FIELDS,
-    STATE_FIELDS,
-    SUMMARY_FIELDS,
-    ScheduleForm,
-)
+from .forms import DEFINITION_LAYOUT, STATE_FIELDS, SUMMARY_FIELDS, ScheduleForm
 from .inlines import AttemptInline, EventInline, ReceiptInline
 from .pagination import EstimatedCountPaginator
 from .views import (
@@ -156,9 +148,9 @@ class ScheduleAdmin(admin.ModelAdmin):
         return self.inlines if obj is not None else ()
 
     def get_readonly_fields(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
-        fields = DEFINITION_FIELDS + INPUT_FIELDS + POLICY_FIELDS
-        not_editable = tuple(f for f in fields if f not in state.EDITABLE_FIELDS)
-        return SUMMARY_FIELDS + STATE_FIELDS + not_editable + self._declared_fields(obj)
+        # The form's fields are the editable ones (models.choices): only the run state,
+        # and the fields a code declaration owns, are read-only.
+        return SUMMARY_FIELDS + STATE_FIELDS + self._declared_fields(obj)
 
     @staticmethod
     def _declared_fields(obj: Schedule | None) -> tuple[str, ...]:

@@ -20,8 +20,14 @@ from .backfills import Backfill, BackfillQuerySet, backfills_open, with_backfill
 from .calendars import ExclusionCalendar, ExclusionDate, load_exclusions, with_calendar_flag
 from .choices import (
     DEFINITION_FIELDS,
+    EDITABLE_FIELDS,
+    EDITABLE_ORDER,
+    IDENTITY_FIELDS,
+    INPUT_FIELDS,
     INSTANT_FIELDS,
+    POLICY_FIELDS,
     SUCCESS_STATUSES,
+    TIMING_FIELDS,
     AttemptOrigin,
     BackfillStatus,
     DegradedKind,
@@ -44,10 +50,16 @@ _default_timezone = default_timezone
 
 __all__ = [
     "DEFINITION_FIELDS",
+    "EDITABLE_FIELDS",
+    "EDITABLE_ORDER",
+    "IDENTITY_FIELDS",
+    "INPUT_FIELDS",
     "INSTANT_FIELDS",
+    "POLICY_FIELDS",
     "METADATA_MAX_KEYS",
     "METADATA_MAX_VALUE_CHARS",
     "SUCCESS_STATUSES",
+    "TIMING_FIELDS",
     "AttemptOrigin",
     "Backfill",
     "BackfillQuerySet",

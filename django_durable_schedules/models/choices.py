@@ -98,7 +98,9 @@ name_validator = RegexValidator(
     NAME_RE, "1-128 of letters, digits, '_', '.', ':' or '-', starting with a letter or digit."
 )
 
-#: Fields that define *when* a schedule fires; a change to any of them is an edit.
+#: Fields that define *when* a schedule fires; a change to any of them is an edit. In the
+#: order of the definition's fingerprint (``Schedule.definition_hash``, stored on every
+#: row; ``rrule``, added later, last): never reorder it (tests/test_field_groups.py).
 DEFINITION_FIELDS = (
     "kind",
     "interval_seconds",
@@ -109,6 +111,50 @@ DEFINITION_FIELDS = (
     "end_at",
     "rrule",
 )
+
+# The fields a caller may set, in named groups: the one list of them. The admin's form and
+# fieldsets, the API's writable fields and ``state.EDITABLE_FIELDS`` are derived from (or,
+# for the API's order, checked against) these (tests/test_field_groups.py). Every other
+# field of a schedule is run state, written only by the state package.
+
+#: What a schedule is: its unique name and the registered callback it runs.
+IDENTITY_FIELDS = ("name", "callback")
+#: When it fires: the definition (:data:`DEFINITION_FIELDS`, in the order the admin and
+#: the API show them), its run limit and the exclusion calendars (a relation).
+TIMING_FIELDS = (
+    "kind",
+    "interval_seconds",
+    "cron",
+    "rrule",
+    "timezone",
+    "run_at",
+    "start_at",
+    "end_at",
+    "max_runs",
+    "exclusion_calendars",
+)
+#: What a run is given (``payload``), what it is labelled with, and whose it is.
+INPUT_FIELDS = ("payload", "metadata", "owner")
+#: How runs are treated: missed and overlapping slots, retries and backoff, pausing,
+#: timeouts, jitter (the order of the admin's "Policies").
+POLICY_FIELDS = (
+    "misfire_policy",
+    "overlap_policy",
+    "max_attempts",
+    "jitter_seconds",
+    "misfire_grace_seconds",
+    "backoff_base_seconds",
+    "backoff_cap_seconds",
+    "pause_after_failures",
+    "timeout_seconds",
+)
+#: Every editable field, in group order (the admin form's order).
+EDITABLE_ORDER = IDENTITY_FIELDS + TIMING_FIELDS + INPUT_FIELDS + POLICY_FIELDS
+#: Fields a caller may set (``state.create_schedule`` / ``state.update_schedule``, the
+#: admin, the API): the union of the groups; run state (status, counters, leases,
+#: ``next_run_at``) changes only through the state package.
+EDITABLE_FIELDS = frozenset(EDITABLE_ORDER)
+
 #: Schedule instants: stored as whole UTC seconds.
 INSTANT_FIELDS = ("run_at", "start_at", "end_at", "next_run_at")
 

@@ -32,7 +32,8 @@ from ..models import (
 from ..registry import registry
 from .bounds import describe_problem, read_count
 from .machine import complete_if_no_slot
-from .rules import Receipt, claim_of, max_attempts_of, new_attempt
+from .records import Receipt, build_receipt
+from .rules import claim_of, max_attempts_of, new_attempt
 from .transitions import implements
 from .values import Claim, Outcome
 
@@ -113,16 +114,13 @@ def claim_backfill_slot(
 def _unregistered_receipt(row: Schedule, attempt: RunAttempt, now: datetime) -> RunReceipt:
     """The ``degraded`` receipt (unsaved) of a backfill ``attempt`` whose callback is no
     longer registered, finished at ``now``; the row's next run is left as it is."""
-    return Receipt(
-        attempt_id=attempt.id,
-        schedule_id=row.id,
-        occurrence=attempt.occurrence,
-        status=ReceiptStatus.DEGRADED,
-        finished_at=now,
+    return build_receipt(
+        attempt,
+        ReceiptStatus.DEGRADED,
+        now,
+        row=row,
         error_type="NotRegistered",
         error_message=f"callback {row.callback!r} is not registered",
-        failure_count_after=row.failure_count,
-        next_run_at=row.next_run_at,
     ).model()
 
 
@@ -196,19 +194,8 @@ def backfill_receipt(
     is left as it is (its lease is cleared by the caller): a backfill failure neither
     retries with backoff nor counts in ``failure_count``, and ``FailRun`` does not fail
     the schedule."""
-    claim = outcome.claim
-    return Receipt(
-        attempt_id=claim.attempt_id,
-        schedule_id=row.id,
-        occurrence=claim.occurrence,
-        status=status or ReceiptStatus(outcome.status),
-        finished_at=now,
-        result=outcome.result,
-        error_type=outcome.error_type,
-        error_message=outcome.error_message,
-        failure_count_after=row.failure_count,
-        next_run_at=row.next_run_at,
-    )
+    status = status or ReceiptStatus(outcome.status)
+    return build_receipt(outcome.claim, status, now, row=row, ran=outcome)
 
 
 @implements("outcome.backfill")

@@ -21,41 +21,13 @@ from django.db import connections
 from django.db.models import UniqueConstraint
 
 from ..db.names import calendar_names
-from ..models import ExclusionCalendar, Kind, Schedule
+from ..models import EDITABLE_FIELDS, ExclusionCalendar, Kind, Schedule
 from ..registry import registry
 from .calendars import attach_calendars, resolve_calendars
 
-#: Fields a caller may set through :func:`.definitions.create_schedule` /
-#: :func:`.definitions.update_schedule`; run state (status, counters, leases,
-#: ``next_run_at``) changes only through :mod:`.state`.
-EDITABLE_FIELDS = frozenset(
-    {
-        "name",
-        "callback",
-        "kind",
-        "interval_seconds",
-        "cron",
-        "rrule",
-        "timezone",
-        "run_at",
-        "start_at",
-        "end_at",
-        "max_runs",
-        "payload",
-        "metadata",
-        "misfire_policy",
-        "overlap_policy",
-        "misfire_grace_seconds",
-        "max_attempts",
-        "backoff_base_seconds",
-        "backoff_cap_seconds",
-        "pause_after_failures",
-        "timeout_seconds",
-        "jitter_seconds",
-        "owner",
-        "exclusion_calendars",
-    }
-)
+# EDITABLE_FIELDS: the fields a caller may set through :func:`.definitions.create_schedule`
+# / :func:`.definitions.update_schedule` (``state.EDITABLE_FIELDS``), declared once, in
+# groups, in :mod:`..models.choices` (the admin's form and the API's fields use them too).
 #: The editable columns (``exclusion_calendars`` is a relation), by attribute name.
 _COLUMNS = tuple(f.attname for f in Schedule._meta.concrete_fields if f.name in EDITABLE_FIELDS)
 

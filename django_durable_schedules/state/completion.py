@@ -33,14 +33,14 @@ from ..models import (
     load_exclusions,
     with_calendar_flag,
 )
-from ..projection import bound_text, project_error
+from ..projection import project_error
 from .backfill_rules import backfill_receipt, complete_at_max_runs
 from .backfills import close_ended, settle_backfills
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
 from .columns import FINISH_FIELDS, FINISH_UNREAD
 from .machine import apply_changes, changes_of, pause_degraded
-from .outcomes import apply_outcome, fail_attempt, fenced_result, outcome_receipt
-from .rules import Receipt
+from .outcomes import apply_outcome, fail_attempt, fenced_result
+from .records import Receipt, build_receipt
 from .transitions import implements
 from .values import CompletionReport, Failure, Outcome, OutcomeStatus
 
@@ -265,17 +265,8 @@ def _finish(
         reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
         pause_degraded(row, reason)
         status = outcome.status if outcome.status in ReceiptStatus.values else "failed"
-        message = outcome.error_message
         note = f"the schedule was paused: {reason}"
-        return outcome_receipt(
-            row,
-            claim,
-            status,
-            now,
-            replace(
-                outcome, error_message=bound_text(f"{message}; {note}" if message else note, 1000)
-            ),
-        )
+        return build_receipt(claim, status, now, row=row, ran=outcome, note=note)
     apply_changes(row, changes)
     events.extend(made)
     return receipt
@@ -301,19 +292,7 @@ def fail_contained(
         reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
         pause_degraded(row, reason)
         note = f"the schedule was paused: {reason}"
-        message = failure.error_message
-        return Receipt(
-            attempt_id=failure.attempt_id,
-            schedule_id=row.id,
-            occurrence=failure.occurrence,
-            status=failure.status,
-            finished_at=now,
-            result=failure.result,
-            error_type=failure.error_type,
-            error_message=bound_text(f"{message}; {note}" if message else note, 1000),
-            failure_count_after=row.failure_count,
-            next_run_at=None,
-        )
+        return build_receipt(failure, failure.status, now, row=row, ran=failure, note=note)
     apply_changes(row, changes)
     events.extend(made)
     return receipt
@@ -381,15 +360,14 @@ def _orphan_receipts(
         if known[claim.attempt_id] is not None:
             continue
         receipts.append(
-            Receipt(
-                attempt_id=claim.attempt_id,
+            build_receipt(
+                claim,
+                ReceiptStatus.LEASE_LOST,
+                now,
                 schedule_id=claim.schedule_id,
-                occurrence=claim.occurrence,
-                status=ReceiptStatus.LEASE_LOST,
-                finished_at=now,
+                result=fenced_result(outcome),
                 error_type="LeaseLost",
                 error_message=f"the lease was lost before the run reported {outcome.status}",
-                result=fenced_result(outcome),
             )
         )
     return receipts

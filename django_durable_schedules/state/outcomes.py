@@ -34,9 +34,10 @@ from .machine import (
     mark_degraded,
     pause_after_failures,
 )
-from .rules import ONE_SECOND, Receipt, ceil_second, max_attempts_of
+from .records import Receipt, build_receipt
+from .rules import ONE_SECOND, ceil_second, max_attempts_of
 from .transitions import implements
-from .values import Claim, Failure, Outcome, OutcomeStatus
+from .values import Failure, Outcome, OutcomeStatus
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def apply_outcome(
         row.next_run_at = timing.truncate_to_second(now)
         if row.status == Status.PAUSED:  # a triggered run: still claimable when paused
             row.triggered_at = claim.scheduled_for
-        return outcome_receipt(row, claim, ReceiptStatus.RELEASED, now, outcome)
+        return build_receipt(claim, ReceiptStatus.RELEASED, now, row=row, ran=outcome)
     if status == OutcomeStatus.DEGRADED:
         # The callback vanished between claim and run: the occurrence awaits its run, as
         # in the claim's own not-registered path.
@@ -79,7 +80,7 @@ def apply_outcome(
         row.next_run_at = None
         row.attempt = claim.attempt
         row.retry_scheduled_for = claim.scheduled_for
-        return outcome_receipt(row, claim, ReceiptStatus.DEGRADED, now, outcome)
+        return build_receipt(claim, ReceiptStatus.DEGRADED, now, row=row, ran=outcome)
     if status == OutcomeStatus.FAILED:
         failure = Failure.of(
             claim,
@@ -95,32 +96,7 @@ def apply_outcome(
         row.failure_count = row.failed_occurrences = 0
     receipt_status = ReceiptStatus(status)  # succeeded, enqueued, skipped: the same words
     skipped = _move_on(row, claim.occurrence, now, events)
-    return outcome_receipt(row, claim, receipt_status, now, outcome, slots_skipped=skipped)
-
-
-def outcome_receipt(
-    row: Schedule,
-    claim: Claim,
-    status: str,
-    now: datetime,
-    outcome: Outcome,
-    slots_skipped: int = 0,
-) -> Receipt:
-    """The receipt (unsaved) of ``claim``'s run finished at ``now`` with ``status``: the
-    outcome's result and error, the row's failure count and next run after the rule."""
-    return Receipt(
-        attempt_id=claim.attempt_id,
-        schedule_id=row.id,
-        occurrence=claim.occurrence,
-        status=status,
-        finished_at=now,
-        result=outcome.result,
-        error_type=outcome.error_type,
-        error_message=outcome.error_message,
-        failure_count_after=row.failure_count,
-        next_run_at=row.next_run_at,
-        slots_skipped=slots_skipped,
-    )
+    return build_receipt(claim, receipt_status, now, row=row, ran=outcome, slots_skipped=skipped)
 
 
 @implements(
@@ -158,19 +134,7 @@ def fail_attempt(
         row.next_run_at = ceil_second(now + timedelta(seconds=retry_after))
     else:
         skipped = _give_up(row, occurrence, now, events)
-    return Receipt(
-        attempt_id=failure.attempt_id,
-        schedule_id=row.id,
-        occurrence=occurrence,
-        status=failure.status,
-        finished_at=now,
-        result=failure.result,
-        error_type=failure.error_type,
-        error_message=failure.error_message,
-        failure_count_after=row.failure_count,
-        next_run_at=row.next_run_at,
-        slots_skipped=skipped,
-    )
+    return build_receipt(failure, failure.status, now, row=row, ran=failure, slots_skipped=skipped)
 
 
 @implements("outcome.given_up", "outcome.lease_expired")

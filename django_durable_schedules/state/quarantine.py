@@ -45,10 +45,10 @@ from ..models import (
     Status,
 )
 from ..projection import bound_text
-from ..uuids import uuid4
 from .bounds import bad_counters, describe_problem, read_count
 from .events import record_event
 from .machine import RUNNABLE_STATUSES, degraded_columns
+from .records import build_receipt
 from .transitions import implements
 
 logger = logging.getLogger(__name__)
@@ -282,19 +282,13 @@ def _receipt_degraded(
         attempt = found[0] if found is not None and not found[1] else None
     if attempt is None or RunReceipt.objects.using(using).filter(attempt_id=attempt.pk).exists():
         return
-    receipt = RunReceipt.build(
-        id=uuid4(),
-        attempt_id=attempt.pk,
+    receipt = build_receipt(
+        attempt,
+        ReceiptStatus.DEGRADED,
+        now,
         schedule_id=row.pk,
-        occurrence=attempt.occurrence,
-        succeeded_occurrence=None,
-        status=ReceiptStatus.DEGRADED,
-        finished_at=now,
-        result=None,
+        failure_count_after=failures,
         error_type=bound_text(type(exc).__name__, 200),
         error_message=reason,
-        failure_count_after=failures,
-        next_run_at=None,
-        slots_skipped=0,
     )
-    RunReceipt.objects.using(using).bulk_create([receipt])
+    RunReceipt.objects.using(using).bulk_create([receipt.model()])

@@ -44,6 +44,7 @@ from .machine import (
     plan_definition,
 )
 from .records import Receipt as Receipt
+from .records import build_receipt
 from .transitions import implements
 from .values import Claim
 from .zone_rules import regrid_due
@@ -143,18 +144,15 @@ def quarantine_claim(
     row.last_run_at = now
     pause_degraded(row, reason)
     receipts.append(
-        Receipt(
-            attempt_id=attempt.id,
-            schedule_id=row.id,
-            occurrence=occurrence,
-            status=ReceiptStatus.DEGRADED,
-            finished_at=now,
+        build_receipt(
+            attempt,
+            ReceiptStatus.DEGRADED,
+            now,
+            row=row,
             error_type="InvalidSchedule"
             if isinstance(exc, timing.InvalidSchedule)
             else bound_text(type(exc).__name__, 200),
             error_message=reason,
-            failure_count_after=row.failure_count,
-            next_run_at=None,
         ).model()
     )
 
@@ -184,17 +182,14 @@ def _record_missed(
     complete_if_no_slot(row, require_active=True)
     late = (now - slot).total_seconds()
     receipts.append(
-        Receipt(
-            attempt_id=attempt.id,
-            schedule_id=row.id,
-            occurrence=occurrence,
-            status=ReceiptStatus.MISSED,
-            finished_at=now,
+        build_receipt(
+            attempt,
+            ReceiptStatus.MISSED,
+            now,
+            row=row,
             error_type="Missed",
             error_message=f"claimed {late:.0f}s after its slot, beyond misfire_grace_seconds="
             f"{row.misfire_grace_seconds}",
-            failure_count_after=row.failure_count,
-            next_run_at=next_run_at,
         ).model()
     )
 
@@ -441,16 +436,13 @@ def _pause_unregistered(
     row.next_run_at = None
     row.retry_scheduled_for = slot
     receipts.append(
-        Receipt(
-            attempt_id=attempt.id,
-            schedule_id=row.id,
-            occurrence=attempt.occurrence,
-            status=ReceiptStatus.DEGRADED,
-            finished_at=now,
+        build_receipt(
+            attempt,
+            ReceiptStatus.DEGRADED,
+            now,
+            row=row,
             error_type="NotRegistered",
             error_message=row.degraded_reason,
-            failure_count_after=row.failure_count,
-            next_run_at=None,
         ).model()
     )
     logger.warning(
