@@ -96,8 +96,15 @@ def queries_of(client, path: str) -> list[str]:
 
 
 def no_full_count(sql: list[str]) -> None:
-    """Every COUNT of the page reads a bounded subquery (``LIMIT``), never a whole table."""
-    counts = [q for q in sql if "COUNT(" in q.upper()]
+    """Every COUNT of the page reads a bounded subquery (``LIMIT``), never a whole table
+    but the health banner's probe (``health.probe``, the statements ``health/probe/`` runs:
+    the live workers' heartbeats, and the due schedules through the claim index; its cost
+    at 10 M schedules is issue #32's)."""
+    counts = [
+        q
+        for q in sql
+        if "COUNT(" in q.upper() and "workerheartbeat" not in q and 'AS "oldest"' not in q
+    ]
     assert all("LIMIT" in q.upper() for q in counts), counts
 
 
@@ -116,8 +123,9 @@ def no_full_count(sql: list[str]) -> None:
 )
 def test_schedule_list_pages_in_bounded_queries(admin_client, schedules, query):
     sql = queries_of(admin_client, reverse(f"{ADMIN}schedule_changelist") + query)
-    # session, user, one bounded count, the page, its strips' receipts (+ savepoints).
-    assert len(sql) <= 7, sql
+    # session, user, one bounded count, the page, its strips' receipts (+ savepoints), and
+    # the health banner's probe (indexed, bounded: health.probe).
+    assert len(sql) <= 9, sql
     no_full_count(sql)
 
 
