@@ -92,6 +92,21 @@ class EventAction(models.TextChoices):
     BACKFILL_DONE = "backfill_done", "backfill completed"
     EXCLUDED = "excluded", "excluded by a calendar"
     CALENDARS = "calendars", "exclusion calendars changed"
+    # Written by the engine (source ``worker``), the alerts NOTIFIERS deliver:
+    DEADLINE_MISSED = "deadline_missed", "deadline missed"
+    FAILING = "failing", "failing (the failure streak reached its threshold)"
+    DEGRADED = "degraded", "degraded (paused by the engine)"
+    PAUSED = "paused", "paused by the engine"
+    RECOVERED = "recovered", "recovered (succeeded after an alert)"
+
+
+class Alert(models.TextChoices):
+    """An alert episode open on a schedule (``Schedule.open_alerts``) until its next
+    success, which writes one ``recovered`` event."""
+
+    LATE = "late", "an occurrence missed its deadline"
+    FAILING = "failing", "the failure streak reached its threshold"
+    DEGRADED = "degraded", "paused by the engine as degraded"
 
 
 name_validator = RegexValidator(

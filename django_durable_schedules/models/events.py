@@ -41,6 +41,9 @@ class ScheduleEvent(FastLoading, models.Model):
     actor_repr = models.CharField(max_length=200, blank=True, default="")
     source = models.CharField(max_length=32, help_text="api, admin, command, code or worker.")
     changes = models.JSONField(default=dict, blank=True)
+    occurrence = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The occurrence an engine event is about."
+    )
 
     class Meta:
         ordering = ["-at"]

@@ -110,6 +110,18 @@ class RunReceipt(FastLoading, models.Model):
     slots_skipped = models.PositiveBigIntegerField(
         default=0, help_text="Slots that came due while this attempt ran, skipped (overlap)."
     )
+    started_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the callback started (UTC; blank: it never ran, e.g. missed or "
+        "released). finished_at minus started_at is the run's duration.",
+    )
+    traceback = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="A failed run's stack, innermost frame last: a list of {file, line, "
+        "function}, bounded; never the value of a variable.",
+    )
 
     class Meta:
         ordering = ["-finished_at"]

@@ -125,6 +125,14 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
         "killed at the deadline (receipt failed, Timeout). Blank = no limit.",
     )
 
+    deadline_seconds = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Each occurrence must succeed within this many seconds of its slot; when "
+        "it does not, a deadline_missed event is written (blank = no deadline).",
+    )
+
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     degraded_reason = models.CharField(max_length=500, blank=True, default="")
     #: Why it is degraded, as data (:class:`.choices.DegradedKind`); set and cleared with
@@ -160,6 +168,19 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
         help_text="Consecutive occurrences given up after failing (for pause_after_failures).",
     )
     failure_count = models.PositiveIntegerField(default=0, help_text="Consecutive failed attempts.")
+    #: The last occurrence whose deadline was reported missed (each is reported once).
+    deadline_missed_occurrence = models.PositiveIntegerField(
+        null=True, blank=True, editable=False, help_text="The last occurrence reported late."
+    )
+    #: Alert episodes open until the next success (space-separated :class:`.choices.Alert`
+    #: values); set and cleared by the state package only.
+    open_alerts = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        editable=False,
+        help_text="Alert episodes open until the next success: late, failing, degraded.",
+    )
     missed_count = models.PositiveBigIntegerField(
         default=0, help_text="Slots passed over in total."
     )
@@ -273,6 +294,10 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
             models.CheckConstraint(
                 condition=Q(max_runs__isnull=True) | Q(max_runs__gte=1),
                 name="dds_sched_max_runs_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(deadline_seconds__isnull=True) | Q(deadline_seconds__gte=1),
+                name="dds_sched_deadline_positive",
             ),
         ]
 
