@@ -93,3 +93,12 @@ def test_the_api_writes_exactly_the_editable_fields():
         *WRITABLE_ORDER,
     ]
     assert not set(ScheduleSerializer.Meta.read_only_fields) & choices.EDITABLE_FIELDS
+
+
+def test_the_edit_triggers_watch_the_definition_fields():
+    """``db.edits`` keeps its own copy of the definition's columns (the migrations import
+    it, and a migration must not change with the models); the copy is the model's list, so
+    a definition field added to the model and not to the edit triggers fails here."""
+    from django_durable_schedules.db.edits import DEFINITION_COLUMNS
+
+    assert DEFINITION_COLUMNS == choices.DEFINITION_FIELDS
