@@ -286,7 +286,7 @@ class _Settings:
         value = get("METRICS_MAX_SCHEDULES")
         if not isinstance(value, int) or isinstance(value, bool):
             value = DEFAULTS["METRICS_MAX_SCHEDULES"]
-        return min(100_000, max(0, value))
+        return min(100_000, max(0, int(value)))
 
     @property
     def SENTRY_CRONS(self) -> bool:

@@ -28,6 +28,10 @@ STATUSES = frozenset(
         "missed",
     }
 )
+#: Receipt statuses that are a failure for an integration (Sentry ``error``, an
+#: OpenTelemetry span's ERROR status): every status but a success, a ``skipped`` run (the
+#: callback chose not to run) and a ``released`` one (handed back at a shutdown, re-run).
+FAILURE_STATUSES = STATUSES - {"succeeded", "enqueued", "skipped", "released"}
 
 
 def status_label(status: object) -> str:

@@ -123,10 +123,11 @@ def owed_slot(row: dict[str, Any], running: datetime | None) -> datetime | None:
     ``running`` slot, a pending retry, trigger or buffered slot, else ``next_run_at``;
     None when it owes none (no next run)."""
     pending = [row["retry_scheduled_for"], row["triggered_at"], row["buffered_for"], running]
-    known = [at for at in pending if at is not None]
+    known: list[datetime] = [at for at in pending if at is not None]
     if known:
         return min(known)
-    return row["next_run_at"]
+    nxt: datetime | None = row["next_run_at"]
+    return nxt
 
 
 _HELP = (
