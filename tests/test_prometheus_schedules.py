@@ -257,3 +257,64 @@ def test_no_query_is_added_to_a_run_by_the_metrics():
     finally:
         prometheus.disconnect(reg)
     assert with_metrics <= without
+
+
+@pytest.mark.process
+def test_a_real_run_scheduler_serves_the_per_schedule_metrics(start_worker):
+    """``run_scheduler --metrics-port`` with ``METRICS_MAX_SCHEDULES`` 3: the first three
+    schedules it runs keep their label, the next three are summed under ``_other``, and
+    the next-deadline gauge is the database's owed slot plus the deadline."""
+    import json
+    import socket
+    from urllib.request import urlopen
+
+    from .conftest import wait_until
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    mk("watched", deadline_seconds=600)
+    mk("bad", "tests.fail", max_attempts=1)
+    worker = start_worker(
+        "--metrics-port",
+        str(port),
+        "--metrics-addr",
+        "127.0.0.1",
+        env={"DDS_TEST_DURABLE_SCHEDULES": json.dumps({"METRICS_MAX_SCHEDULES": 3})},
+    )
+    wait_until(lambda: RunReceipt.objects.count() == 2, timeout=60, message="first runs")
+    mk("third")
+    wait_until(lambda: RunReceipt.objects.count() == 3, timeout=60, message="third run")
+    for i in range(3):
+        mk(f"beyond-{i}")
+    wait_until(lambda: RunReceipt.objects.count() == 6, timeout=60, message="the rest")
+
+    def scrape():
+        try:
+            return urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        except OSError:
+            return ""
+
+    runs = "durable_schedules_runs_total"
+    body = wait_until(
+        lambda: (
+            (b := scrape()) and f'{runs}{{schedule="_other",status="succeeded"}} 3.0' in b and b
+        ),
+        timeout=30,
+        message=f"the metrics\n{worker.output()[-3000:]}",
+    )
+    assert f'{runs}{{schedule="watched",status="succeeded"}} 1.0' in body
+    assert f'{runs}{{schedule="bad",status="failed"}} 1.0' in body
+    assert f'{runs}{{schedule="third",status="succeeded"}} 1.0' in body
+    assert 'schedule="beyond-' not in body
+    row = Schedule.objects.get(name="watched")
+    deadline = (row.next_run_at + timedelta(seconds=600)).timestamp()
+    from prometheus_client.parser import text_string_to_metric_families
+
+    [gauge] = [
+        sample.value
+        for family in text_string_to_metric_families(body)
+        for sample in family.samples
+        if sample.name == "durable_schedules_next_deadline_timestamp_seconds"
+    ]
+    assert gauge == deadline
