@@ -167,3 +167,13 @@ def test_the_setting_installs_it_on_the_global_provider():
         finally:
             otel.uninstall()
     assert not otel.is_installed()
+
+
+def test_a_run_in_a_child_process_still_gets_its_span(exporter):
+    """A callback with ``timeout_seconds`` runs in a child process (hard timeouts): the
+    span covers it from the worker; the child does not trace it twice."""
+    mk("isolated", "tests.noop", timeout_seconds=30)
+    assert run_once() == 0
+    assert RunReceipt.objects.get().status == "succeeded"
+    [span] = exporter.get_finished_spans()
+    assert span.attributes[f"{P}.status"] == "succeeded"
