@@ -36,6 +36,9 @@ class DurableSchedulesConfig(AppConfig):
 
         # PostgreSQL: NOTIFY idle workers in the saving transaction (docs/operations.md).
         post_save.connect(schedule_saved, sender=Schedule, dispatch_uid="durable_schedules_wakeup")
+        from .contrib import install_configured
+
+        install_configured()  # SENTRY_CRONS, OTEL_SPANS (docs/monitoring-integrations.md)
 
 
 def _on_connection_created(sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:

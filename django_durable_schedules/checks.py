@@ -177,6 +177,12 @@ _TYPED: dict[str, tuple[str, Any]] = {
         "a list of dotted paths",
         lambda v: isinstance(v, (list, tuple)) and all(isinstance(p, str) and "." in p for p in v),
     ),
+    "METRICS_MAX_SCHEDULES": (
+        "a whole number from 0 to 100000",
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 100_000,
+    ),
+    "SENTRY_CRONS": ("True or False", lambda v: isinstance(v, bool)),
+    "OTEL_SPANS": ("True or False", lambda v: isinstance(v, bool)),
     "NOTIFY_CHANNEL": ("None or a channel name", lambda v: v is None or isinstance(v, str)),
     "SOCKET_TIMEOUT_SECONDS": (
         "None or a positive number",

@@ -61,6 +61,13 @@ PROBE_PUBLIC              True       anyone may read the fleet probe (``health/p
 PROBE_MIN_WORKERS         1          live workers health and the probe need while a schedule waits
 PROBE_MAX_LAG_SECONDS     60.0       the probe fails when a due schedule has waited longer
                                      than this for a claim (seconds)
+METRICS_MAX_SCHEDULES     500        schedules that get their own ``schedule`` label in the
+                                     Prometheus metrics (``contrib.prometheus``); the ones
+                                     first seen after that are summed under ``_other``
+SENTRY_CRONS              False      send Sentry Crons check-ins of every run (the ``sentry``
+                                     extra, ``contrib.sentry``)
+OTEL_SPANS                False      one OpenTelemetry span per run, its context handed to
+                                     Celery tasks (the ``otel`` extra, ``contrib.otel``)
 ========================  =========  ===========================================================
 """
 
@@ -101,6 +108,9 @@ DEFAULTS: dict[str, Any] = {
     "PROBE_PUBLIC": True,
     "PROBE_MIN_WORKERS": 1,
     "PROBE_MAX_LAG_SECONDS": 60.0,
+    "METRICS_MAX_SCHEDULES": 500,
+    "SENTRY_CRONS": False,
+    "OTEL_SPANS": False,
 }
 
 
@@ -268,6 +278,23 @@ class _Settings:
     @property
     def PROBE_MAX_LAG_SECONDS(self) -> float:
         return float(get("PROBE_MAX_LAG_SECONDS"))
+
+    @property
+    def METRICS_MAX_SCHEDULES(self) -> int:
+        """Schedules with a label of their own, bounded to ``[0, 100000]``; a value that is
+        no whole number is the default (the system check reports it, E006)."""
+        value = get("METRICS_MAX_SCHEDULES")
+        if not isinstance(value, int) or isinstance(value, bool):
+            value = DEFAULTS["METRICS_MAX_SCHEDULES"]
+        return min(100_000, max(0, int(value)))
+
+    @property
+    def SENTRY_CRONS(self) -> bool:
+        return get("SENTRY_CRONS") is True
+
+    @property
+    def OTEL_SPANS(self) -> bool:
+        return get("OTEL_SPANS") is True
 
 
 app_settings = _Settings()

@@ -45,9 +45,12 @@ does not even build the arguments.
 ``schedule_changed``
     ``sender``: :class:`~django_durable_schedules.models.ScheduleEvent` (the class).
     ``event``: the committed :class:`~django_durable_schedules.models.ScheduleEvent`
-    (``action``: created, edited, enabled, disabled, cancelled, triggered, deleted;
+    (``action``: one of ``models.EventAction``: created, edited, enabled, disabled,
+    cancelled, triggered, deleted, excluded, deadline_missed, recovered, ...;
     ``schedule_id``, ``schedule_name``, ``source``, ``changes``). Sent on commit of the
-    transaction that recorded it, from whichever process made the change.
+    transaction that recorded it, from whichever process made the change, for every event
+    written, including those a claim, a completion or a lease recovery writes in bulk (a
+    claim's ``excluded`` events: ``changes["slots"]`` slots each), in the order written.
 """
 
 from __future__ import annotations

@@ -187,6 +187,16 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         return self.filter(self.degraded_q())
 
     @staticmethod
+    def deadline_watched_q() -> Q:
+        """Active schedules with a ``deadline_seconds``: those whose next deadline the
+        metrics report (``contrib.prometheus``)."""
+        return Q(status=Status.ACTIVE, deadline_seconds__isnull=False)
+
+    def deadline_watched(self) -> ScheduleQuerySet:
+        """See :meth:`deadline_watched_q`."""
+        return self.filter(self.deadline_watched_q())
+
+    @staticmethod
     def leased_q() -> Q:
         """A worker holds (or held, until recovery) the current attempt's lease. Read on
         ``lease_expires_at``, which a constraint pairs with ``lease_token`` and an index

@@ -59,9 +59,21 @@ def record_event(
         source=source[:32],
         changes=changes or {},
     )
-    if signals.schedule_changed.has_listeners(ScheduleEvent):
-        transaction.on_commit(
-            lambda: signals.send_robust(signals.schedule_changed, ScheduleEvent, event=event),
-            using=using,
-        )
+    announce([event], using)
     return event
+
+
+def announce(events: list[ScheduleEvent], using: str = "default") -> None:
+    """Send ``signals.schedule_changed`` for each of ``events`` (just written, in order)
+    once the current transaction commits; nothing (not even the closure) when no receiver
+    is connected or ``events`` is empty. Every writer of events calls it: an event written
+    in bulk (a claim's ``excluded`` events, ...) is announced like one of
+    :func:`record_event`."""
+    if not events or not signals.schedule_changed.has_listeners(ScheduleEvent):
+        return
+
+    def send() -> None:
+        for event in events:
+            signals.send_robust(signals.schedule_changed, ScheduleEvent, event=event)
+
+    transaction.on_commit(send, using=using)

@@ -36,6 +36,7 @@ from .backfills import settle_backfills
 from .bounds import check_counters
 from .columns import FINISH_FIELDS
 from .completion import fail_contained
+from .events import announce
 from .quarantine import displaced_attempt, quarantine_lease
 from .rules import claim_of
 from .transitions import implements
@@ -212,6 +213,7 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
         insert_rows(RunReceipt, [r.model() for r in receipts], using)
         if events:
             insert_rows(ScheduleEvent, events, using)
+            announce(events, using)
         update_rows(rows, FINISH_FIELDS, using)
         settle_backfills(backfilled, now, using)
     return len(rows)

@@ -34,6 +34,7 @@ from ..models import (
 from .backfill_share import keep_carry, take_reserve
 from .backfills import claim_backfills
 from .columns import CLAIM_FIELDS, CLAIM_UNREAD
+from .events import announce
 from .machine import apply_changes, changes_of
 from .quarantine import (
     quarantine_refused,
@@ -267,6 +268,7 @@ def _write_claim(
         insert_rows(RunReceipt, receipts, using)
     if events:
         insert_rows(ScheduleEvent, events, using)
+        announce(events, using)  # schedule_changed on commit, if a receiver is connected
     update_rows(rows, CLAIM_FIELDS, using)
 
 

@@ -26,6 +26,7 @@ from ...exceptions import FailRun
 from ...projection import project_error, project_result
 from ...registry import KIND_CELERY_TASK, KIND_COMMAND, KIND_DJANGO_TASK, Registration
 from ...state import Claim, Outcome
+from . import hooks
 
 #: The backend name recorded for a Celery task (the broker URL may hold a password).
 CELERY_BACKEND = "celery"
@@ -90,6 +91,9 @@ def _celery_task(registration: Registration, claim: Claim) -> Outcome:
     kwargs = payload_kwargs(claim)
     task = registration.func
     options = dict(registration.options)
+    headers = hooks.dispatch_headers(claim)  # {} unless an integration adds some (otel)
+    if headers:
+        options["headers"] = {**headers, **dict(options.get("headers") or {})}
     sent = task.apply_async(kwargs=kwargs, task_id=claim.idempotency_key, **options)
     queue = options.get("queue") or getattr(task, "queue", None)
     if not queue:

@@ -22,7 +22,7 @@ from ...exceptions import FailRun, NotRegistered, RetryRun, SkipRun
 from ...projection import bound_text, project_error, project_result
 from ...registry import KIND_CALLABLE, registry
 from ...state import Claim, Outcome
-from . import dispatch
+from . import dispatch, hooks
 
 # The name it had before the move into worker/: a LOGGING setting may name it.
 logger = logging.getLogger("django_durable_schedules.runner")
@@ -158,7 +158,18 @@ def _transaction_left_open(outcome: Outcome, aliases: list[str]) -> Outcome:
 
 
 def execute(claim: Claim) -> Outcome:
-    """Run ``claim``'s callback and return its outcome; never raises.
+    """Run ``claim``'s callback and return its outcome; never raises. An integration's
+    hooks (:mod:`.hooks`, e.g. ``contrib.otel``'s span) wrap it when installed; without
+    any, one list is checked and nothing else happens."""
+    if hooks.RUN_CONTEXTS:
+        with hooks.around(claim):
+            return run_claim(claim)
+    return run_claim(claim)
+
+
+def run_claim(claim: Claim) -> Outcome:
+    """Run ``claim``'s callback and return its outcome; never raises (:func:`execute`
+    without the integrations' hooks).
 
     Returning normally -> ``succeeded`` (the value projected, at most ``RESULT_MAX_BYTES``);
     ``SkipRun`` -> ``skipped``; ``RetryRun`` -> ``failed`` retried (after ``after_seconds``);
