@@ -61,6 +61,15 @@ PROBE_PUBLIC              True       anyone may read the fleet probe (``health/p
 PROBE_MIN_WORKERS         1          live workers health and the probe need while a schedule waits
 PROBE_MAX_LAG_SECONDS     60.0       the probe fails when a due schedule has waited longer
                                      than this for a claim (seconds)
+NOTIFIERS                 {}         alert notifiers, Django-style: ``{"ops": {"BACKEND":
+                                     "django_durable_schedules.notify.WebhookNotifier",
+                                     "OPTIONS": {"url": ...}, "EVENTS": [...]}}``; see
+                                     docs/monitoring.md
+NOTIFY_MAX_TRIES          10         sends of one notification before it is abandoned
+NOTIFY_BACKOFF_BASE_SECONDS 10.0     first retry delay of a failed send (seconds); doubles
+NOTIFY_BACKOFF_CAP_SECONDS 3600.0    longest retry delay of a failed send (seconds)
+NOTIFY_POLL_SECONDS       5.0        longest wait of an idle delivery thread before it looks
+                                     for due notifications again (seconds)
 ========================  =========  ===========================================================
 """
 
@@ -101,6 +110,11 @@ DEFAULTS: dict[str, Any] = {
     "PROBE_PUBLIC": True,
     "PROBE_MIN_WORKERS": 1,
     "PROBE_MAX_LAG_SECONDS": 60.0,
+    "NOTIFIERS": {},
+    "NOTIFY_MAX_TRIES": 10,
+    "NOTIFY_BACKOFF_BASE_SECONDS": 10.0,
+    "NOTIFY_BACKOFF_CAP_SECONDS": 3600.0,
+    "NOTIFY_POLL_SECONDS": 5.0,
 }
 
 
@@ -268,6 +282,30 @@ class _Settings:
     @property
     def PROBE_MAX_LAG_SECONDS(self) -> float:
         return float(get("PROBE_MAX_LAG_SECONDS"))
+
+    @property
+    def NOTIFY_MAX_TRIES(self) -> int:
+        """Sends before a notification is abandoned, bounded to ``[1, 1000]``; a value
+        that is no number is the default (the system check reports it)."""
+        return int(_bounded(get("NOTIFY_MAX_TRIES"), DEFAULTS["NOTIFY_MAX_TRIES"], 1, 1000))
+
+    @property
+    def NOTIFY_BACKOFF_BASE_SECONDS(self) -> float:
+        """Bounded to ``[0.01, 1 day]`` (seconds)."""
+        default = DEFAULTS["NOTIFY_BACKOFF_BASE_SECONDS"]
+        return _bounded(get("NOTIFY_BACKOFF_BASE_SECONDS"), default, 0.01, 86400.0)
+
+    @property
+    def NOTIFY_BACKOFF_CAP_SECONDS(self) -> float:
+        """Bounded to ``[0.01, 1 day]`` (seconds)."""
+        default = DEFAULTS["NOTIFY_BACKOFF_CAP_SECONDS"]
+        return _bounded(get("NOTIFY_BACKOFF_CAP_SECONDS"), default, 0.01, 86400.0)
+
+    @property
+    def NOTIFY_POLL_SECONDS(self) -> float:
+        """Bounded to ``[0.05, 1 hour]`` (seconds)."""
+        default = DEFAULTS["NOTIFY_POLL_SECONDS"]
+        return _bounded(get("NOTIFY_POLL_SECONDS"), default, 0.05, 3600.0)
 
 
 app_settings = _Settings()
