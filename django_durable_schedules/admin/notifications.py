@@ -3,14 +3,47 @@ and the deliveries of one event (:func:`deliveries_of`, shown on the event's pag
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 
 from ..conf import app_settings
-from ..models import NotificationDelivery, ScheduleEvent
+from ..models import EventAction, NotificationDelivery, ScheduleEvent
+from ..notify.config import configured
 from .display import fmt_utc
 from .runs import ReadOnlyAdmin
+
+
+class NotifierFilter(admin.SimpleListFilter):
+    """By notifier: the names ``NOTIFIERS`` configures (no query over the log)."""
+
+    title = "notifier"
+    parameter_name = "notifier"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(c.name, c.name) for c in configured()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        return queryset.filter(notifier=value) if value else queryset
+
+
+class ActionFilter(admin.SimpleListFilter):
+    """By the event's action (no query over the log)."""
+
+    title = "event"
+    parameter_name = "action"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(str(value), str(label)) for value, label in EventAction.choices]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        return queryset.filter(action=value) if value else queryset
 
 
 @admin.register(NotificationDelivery)
@@ -31,7 +64,7 @@ class NotificationDeliveryAdmin(ReadOnlyAdmin):
         "delivered",
         "last_error",
     )
-    list_filter = ("status", "notifier", "action")
+    list_filter = ("status", NotifierFilter, ActionFilter)
     search_fields = ("schedule_name",)
     fields = (
         "created",
