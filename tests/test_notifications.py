@@ -213,12 +213,18 @@ def test_a_hung_send_times_out_and_is_retried(deliveries):
     CALLS["hangs"].clear()
     notifiers = {"hangs": {"BACKEND": f"{__name__}.Hangs", "OPTIONS": {"timeout": 0.5}}}
     with settings_with(notifiers):
-        deliveries()
         event = alert("slow")
+        waiting = alert("queued-behind")  # claimed in the same batch
+        deliveries()
         row = wait_until(
             lambda: NotificationDelivery.objects.filter(event=event, tries=1).first(), 10
         )
+        time.sleep(0.5)
+        behind = NotificationDelivery.objects.get(event=waiting)
     assert row.status == "pending" and row.last_error == "timed out after 0.5s"
+    # The notifier's call is still hung: the rest of its batch was handed back unsent.
+    assert CALLS["hangs"] == ["slow"]
+    assert behind.tries == 0 and behind.lease_until is None and behind.leased_by == ""
 
 
 def test_mail_goes_through_djangos_mail_backend(deliveries):

@@ -19,10 +19,11 @@ import threading
 from typing import Any
 
 from django.db import Error as DatabaseError
-from django.db import connections
+from django.db import close_old_connections, connections
 
 from .. import state
 from ..conf import app_settings
+from ..db import session, sockets
 from ..notify.base import Notifier
 from ..notify.config import NotifierConfig, configured
 from ..state.deliveries import ON_ENQUEUED, ClaimedDelivery
@@ -110,12 +111,18 @@ class Deliveries:
             logger.exception("notifier %r cannot be built: it sends nothing", config.name)
             return
         call = Call(config.name)
+        # This thread's connection is bounded as the loop's is (no wait for ever).
+        unbind = sockets.bound_sockets(self.using, app_settings.SOCKET_TIMEOUT_SECONDS)
+        session.limit_lock_waits(self.using, app_settings.LOCK_TIMEOUT_SECONDS)
         try:
             while not self.stopping.is_set():
                 if self.pass_once(config, backend, call) == 0:
                     self.wake.wait(app_settings.NOTIFY_POLL_SECONDS)
                     self.wake.clear()
+                    close_old_connections()
         finally:
+            session.clear_lock_wait_limit(self.using)
+            unbind()
             connections.close_all()
 
     def pass_once(self, config: NotifierConfig, backend: Notifier, call: Call) -> int:
