@@ -39,6 +39,11 @@ class Raises(Notifier):
         raise RuntimeError("the chat service is down")
 
 
+class RaisesOdd(Notifier):
+    def send(self, notification):
+        raise ValueError("nul \x00 and a lone \ud800 surrogate " + "x" * 5000)
+
+
 class Hangs(Notifier):
     def send(self, notification):
         CALLS["hangs"].append(notification.schedule)
@@ -366,3 +371,15 @@ def test_webhook_body_is_the_documented_json():
         "at": "2027-01-01T00:00:00Z",
         "detail": {"a": 1},
     }
+
+
+def test_an_error_no_database_can_store_is_still_recorded(deliveries):
+    notifiers = {"odd": {"BACKEND": f"{__name__}.RaisesOdd"}}
+    with settings_with(notifiers):
+        deliveries()
+        event = alert("odd")
+        row = wait_until(
+            lambda: NotificationDelivery.objects.filter(event=event, tries__gte=1).first(), 10
+        )
+    assert row.last_error.startswith("ValueError: nul  and a lone ? surrogate xxx")
+    assert len(row.last_error) == 1000

@@ -144,6 +144,17 @@ def retry_delay(tries: int) -> float:
     )
 
 
+def storable_error(error: object) -> str:
+    """``error`` as ``last_error`` can hold it on every database: text without NUL or lone
+    surrogates, at most ``LAST_ERROR_MAX_CHARS`` characters (never raises)."""
+    try:
+        text = error if isinstance(error, str) else str(error)
+    except Exception:  # noqa: BLE001 - a value whose str() raises
+        text = "an error that cannot be shown"
+    text = text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
+    return text[:LAST_ERROR_MAX_CHARS] or "failed"
+
+
 def finish_delivery(
     claim: ClaimedDelivery, error: str | None = None, *, using: str = "default"
 ) -> str | None:
@@ -170,7 +181,7 @@ def finish_delivery(
             )
             changes.update(
                 status=status,
-                last_error=error[:LAST_ERROR_MAX_CHARS],
+                last_error=storable_error(error),
                 next_try_at=now + timedelta(seconds=retry_delay(tries)),
             )
         updated = qs.update(**changes)

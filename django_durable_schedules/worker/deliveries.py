@@ -56,7 +56,10 @@ class Call:
                 backend.send(claim.notification)
                 result["ok"] = True
             except BaseException as exc:  # noqa: BLE001 - any failure of user code
-                result["error"] = f"{type(exc).__name__}: {exc}"
+                try:
+                    result["error"] = f"{type(exc).__name__}: {exc}"
+                except Exception:  # noqa: BLE001 - an exception whose str() raises
+                    result["error"] = type(exc).__name__
 
         self.thread = threading.Thread(target=target, name=f"durable-notify-{self.name}-send")
         self.thread.daemon = True
@@ -116,7 +119,12 @@ class Deliveries:
         session.limit_lock_waits(self.using, app_settings.LOCK_TIMEOUT_SECONDS)
         try:
             while not self.stopping.is_set():
-                if self.pass_once(config, backend, call) == 0:
+                try:
+                    sent = self.pass_once(config, backend, call)
+                except Exception:  # noqa: BLE001 - this notifier only: log, wait, go on
+                    logger.exception("notifier %r: delivery pass failed", config.name)
+                    sent = 0
+                if sent == 0:
                     self.wake.wait(app_settings.NOTIFY_POLL_SECONDS)
                     self.wake.clear()
                     close_old_connections()
