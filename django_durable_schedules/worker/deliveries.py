@@ -121,7 +121,7 @@ class Deliveries:
             while not self.stopping.is_set():
                 try:
                     sent = self.pass_once(config, backend, call)
-                except Exception:  # noqa: BLE001 - this notifier only: log, wait, go on
+                except Exception:  # this notifier only: log, wait, go on
                     logger.exception("notifier %r: delivery pass failed", config.name)
                     sent = 0
                 if sent == 0:
