@@ -107,3 +107,33 @@ def test_a_hung_notifier_delays_neither_another_notifier_nor_the_runs(
     assert [b["schedule"] for b in ops.bodies()] == ["first", "second"]
     worker.stop()
     assert worker.proc.returncode == 0, worker.output()[-2000:]
+
+
+def test_two_workers_deliver_each_alert_once_after_the_server_comes_back(
+    hooks, start_worker, settings
+):
+    hook = hooks()
+    hook.down()  # down before the alerts: every first send fails
+    notifiers = {"ops": {"BACKEND": WEBHOOK, "OPTIONS": {"url": hook.url, "timeout": 2}}}
+    settings.DURABLE_SCHEDULES = {"NOTIFIERS": notifiers}
+    env = worker_env(notifiers, NOTIFY_BACKOFF_BASE_SECONDS=0.5, NOTIFY_BACKOFF_CAP_SECONDS=2)
+    for wid in ("notify-d", "notify-e"):
+        start_worker("--worker-id", wid, "--max-idle", "0.5", env=env)
+    events = [alert(f"batch-{i}", action) for i, action in enumerate(["failing", "recovered"] * 3)]
+    wait_until(
+        lambda: NotificationDelivery.objects.filter(tries__gte=2).count() == len(events),
+        40,
+        message="two failed sends of each while the server is down",
+    )
+    assert hook.requests == []
+    hook.up()
+    wait_until(
+        lambda: NotificationDelivery.objects.filter(status="delivered").count() == len(events),
+        30,
+        message="every alert delivered after the server came back",
+    )
+    time.sleep(1.0)
+    bodies = hook.bodies()
+    assert sorted(b["schedule"] for b in bodies) == sorted(e.schedule_name for e in events)
+    delivered_by = {r.leased_by.split(":")[0] for r in NotificationDelivery.objects.all()}
+    assert delivered_by <= {"notify-d", "notify-e"}
