@@ -61,16 +61,14 @@ PROBE_PUBLIC              True       anyone may read the fleet probe (``health/p
 PROBE_MIN_WORKERS         1          live workers health and the probe need while a schedule waits
 PROBE_MAX_LAG_SECONDS     60.0       the probe fails when a due schedule has waited longer
                                      than this for a claim (seconds)
-NOTIFIERS                 {}         alert notifiers, Django-style: ``{"ops": {"BACKEND":
-                                     "django_durable_schedules.notify.WebhookNotifier",
-                                     "OPTIONS": {"url": ...}, "EVENTS": [...]}}``; see
-                                     docs/monitoring.md
-NOTIFY_MAX_TRIES          10         sends of one notification before it is abandoned
-NOTIFY_BACKOFF_BASE_SECONDS 10.0     first retry delay of a failed send (seconds); doubles
-NOTIFY_BACKOFF_CAP_SECONDS 3600.0    longest retry delay of a failed send (seconds)
-NOTIFY_POLL_SECONDS       5.0        longest wait of an idle delivery thread before it looks
-                                     for due notifications again (seconds)
 ========================  =========  ===========================================================
+
+Alert notifications (docs/monitoring.md): ``NOTIFIERS`` (default ``{}``): Django-style
+``{"ops": {"BACKEND": "django_durable_schedules.notify.WebhookNotifier", "OPTIONS": {"url":
+...}, "EVENTS": [...]}}``; ``NOTIFY_MAX_TRIES`` (10): sends of one notification before it is
+abandoned; ``NOTIFY_BACKOFF_BASE_SECONDS`` (10.0): the first retry delay of a failed send,
+doubling, up to ``NOTIFY_BACKOFF_CAP_SECONDS`` (3600.0); ``NOTIFY_POLL_SECONDS`` (5.0): the
+longest wait of an idle delivery thread before it looks for due notifications again.
 """
 
 from __future__ import annotations

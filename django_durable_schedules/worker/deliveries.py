@@ -93,6 +93,7 @@ class Deliveries:
             thread.daemon = True
             thread.start()
             self.threads.append(thread)
+            logger.info("worker %s delivers notifier %r", self.worker_id, config.name)
 
     def stop(self, wait: float = 1.0) -> None:
         """Ask the threads to end; wait at most ``wait`` seconds for them in all."""
