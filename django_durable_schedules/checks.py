@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from . import conf
 from .exceptions import validation_text
+from .notify import checks as notify_checks  # noqa: F401  (registers E020, E021)
 
 
 @register(Tags.compatibility)

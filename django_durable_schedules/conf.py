@@ -69,6 +69,13 @@ SENTRY_CRONS              False      send Sentry Crons check-ins of every run (t
 OTEL_SPANS                False      one OpenTelemetry span per run, its context handed to
                                      Celery tasks (the ``otel`` extra, ``contrib.otel``)
 ========================  =========  ===========================================================
+
+Alert notifications (docs/monitoring.md): ``NOTIFIERS`` (default ``{}``): Django-style
+``{"ops": {"BACKEND": "django_durable_schedules.notify.WebhookNotifier", "OPTIONS": {"url":
+...}, "EVENTS": [...]}}``; ``NOTIFY_MAX_TRIES`` (10): sends of one notification before it is
+abandoned; ``NOTIFY_BACKOFF_BASE_SECONDS`` (10.0): the first retry delay of a failed send,
+doubling, up to ``NOTIFY_BACKOFF_CAP_SECONDS`` (3600.0); ``NOTIFY_POLL_SECONDS`` (5.0): the
+longest wait of an idle delivery thread before it looks for due notifications again.
 """
 
 from __future__ import annotations
@@ -111,6 +118,11 @@ DEFAULTS: dict[str, Any] = {
     "METRICS_MAX_SCHEDULES": 500,
     "SENTRY_CRONS": False,
     "OTEL_SPANS": False,
+    "NOTIFIERS": {},
+    "NOTIFY_MAX_TRIES": 10,
+    "NOTIFY_BACKOFF_BASE_SECONDS": 10.0,
+    "NOTIFY_BACKOFF_CAP_SECONDS": 3600.0,
+    "NOTIFY_POLL_SECONDS": 5.0,
 }
 
 
@@ -295,6 +307,30 @@ class _Settings:
     @property
     def OTEL_SPANS(self) -> bool:
         return get("OTEL_SPANS") is True
+
+    @property
+    def NOTIFY_MAX_TRIES(self) -> int:
+        """Sends before a notification is abandoned, bounded to ``[1, 1000]``; a value
+        that is no number is the default (the system check reports it)."""
+        return int(_bounded(get("NOTIFY_MAX_TRIES"), DEFAULTS["NOTIFY_MAX_TRIES"], 1, 1000))
+
+    @property
+    def NOTIFY_BACKOFF_BASE_SECONDS(self) -> float:
+        """Bounded to ``[0.01, 1 day]`` (seconds)."""
+        default = DEFAULTS["NOTIFY_BACKOFF_BASE_SECONDS"]
+        return _bounded(get("NOTIFY_BACKOFF_BASE_SECONDS"), default, 0.01, 86400.0)
+
+    @property
+    def NOTIFY_BACKOFF_CAP_SECONDS(self) -> float:
+        """Bounded to ``[0.01, 1 day]`` (seconds)."""
+        default = DEFAULTS["NOTIFY_BACKOFF_CAP_SECONDS"]
+        return _bounded(get("NOTIFY_BACKOFF_CAP_SECONDS"), default, 0.01, 86400.0)
+
+    @property
+    def NOTIFY_POLL_SECONDS(self) -> float:
+        """Bounded to ``[0.05, 1 hour]`` (seconds)."""
+        default = DEFAULTS["NOTIFY_POLL_SECONDS"]
+        return _bounded(get("NOTIFY_POLL_SECONDS"), default, 0.05, 3600.0)
 
 
 app_settings = _Settings()

@@ -33,6 +33,8 @@ autodiscovery imports it). Its modules:
   views);
 * :mod:`.runs`: the read-only :class:`RunAttemptAdmin`, :class:`RunReceiptAdmin` and
   :class:`WorkerHeartbeatAdmin` (registered);
+* :mod:`.notifications`: the read-only delivery log of alert notifications
+  (:class:`NotificationDeliveryAdmin`, registered);
 * :mod:`.backfills`: the backfill list actions and the read-only :class:`BackfillAdmin`
   (registered).
 """
@@ -47,10 +49,12 @@ from .schedules import ScheduleAdmin
 # isort: split
 from .display import outcome_strip
 from .forms import ScheduleForm
+from .notifications import NotificationDeliveryAdmin
 from .runs import RunAttemptAdmin, RunReceiptAdmin, WorkerHeartbeatAdmin
 
 __all__ = [
     "ExclusionCalendarAdmin",
+    "NotificationDeliveryAdmin",
     "RunAttemptAdmin",
     "RunReceiptAdmin",
     "ScheduleAdmin",

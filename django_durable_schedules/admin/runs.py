@@ -151,8 +151,23 @@ class ScheduleEventAdmin(ScheduleZoneMixin, EventColumns, ReadOnlyAdmin):
     list_filter = ("action", "source")
     search_fields = ("schedule_name", "actor_repr")
     date_hierarchy = "at"
-    fields = ("when", "schedule_link", "action", "who", "source", "what_changed", "changes")
+    fields = (
+        "when",
+        "schedule_link",
+        "action",
+        "who",
+        "source",
+        "what_changed",
+        "changes",
+        "notifications",
+    )
     readonly_fields = fields
+
+    @admin.display(description="notifications")
+    def notifications(self, obj: ScheduleEvent) -> SafeString | str:
+        from .notifications import deliveries_of
+
+        return deliveries_of(obj)
 
     @admin.display(description="schedule", ordering="schedule_name")
     def schedule_link(self, obj: ScheduleEvent) -> SafeString | str:

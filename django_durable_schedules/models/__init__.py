@@ -11,6 +11,7 @@ triggers installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.gua
 * :mod:`.definition`: what a schedule's definition means in time (mixed into ``Schedule``);
 * :mod:`.runs`: ``RunAttempt`` and ``RunReceipt``;
 * :mod:`.events`: ``ScheduleEvent`` and ``WorkerHeartbeat``;
+* :mod:`.notifications`: ``NotificationDelivery`` (the alert notifications' outbox);
 * :mod:`.backfills`: ``Backfill``;
 * :mod:`.calendars`: ``ExclusionCalendar`` and ``ExclusionDate``.
 """
@@ -41,6 +42,7 @@ from .choices import (
     name_validator,
 )
 from .events import ScheduleEvent, WorkerHeartbeat
+from .notifications import DeliveryStatus, NotificationDelivery, NotificationDeliveryQuerySet
 from .queries import ScheduleQuerySet
 from .runs import RunAttempt, RunReceipt
 from .schedule import Schedule, default_timezone
@@ -66,12 +68,15 @@ __all__ = [
     "BackfillQuerySet",
     "BackfillStatus",
     "DegradedKind",
+    "DeliveryStatus",
     "Alert",
     "EventAction",
     "ExclusionCalendar",
     "ExclusionDate",
     "Kind",
     "MisfirePolicy",
+    "NotificationDelivery",
+    "NotificationDeliveryQuerySet",
     "OverlapPolicy",
     "ReceiptStatus",
     "RunAttempt",

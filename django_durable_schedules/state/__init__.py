@@ -71,6 +71,13 @@ from .definitions import (
     validate_schedule,
     write_transaction,
 )
+from .deliveries import (
+    ClaimedDelivery,
+    claim_deliveries,
+    enqueue_deliveries,
+    finish_delivery,
+    release_deliveries,
+)
 from .events import record_event
 from .leases import expire_leases, renew_leases
 from .outcomes import backoff_for
@@ -81,6 +88,11 @@ from .values import Claim, CompletionReport, Outcome, OutcomeStatus, Wakeup
 from .workers import heartbeat, next_wakeup, seconds_until
 
 __all__ = [
+    "ClaimedDelivery",
+    "claim_deliveries",
+    "enqueue_deliveries",
+    "finish_delivery",
+    "release_deliveries",
     "ALLOWED",
     "BACKFILL_FROM",
     "BACKOFF_BASE_MAX_SECONDS",

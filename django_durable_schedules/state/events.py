@@ -13,6 +13,7 @@ from django.db import transaction
 from .. import signals
 from ..db.clock import resolve_now
 from ..models import Schedule, ScheduleEvent
+from .deliveries import enqueue_deliveries
 
 
 def json_value(value: Any) -> Any:
@@ -45,10 +46,14 @@ def record_event(
     source: str = "code",
     changes: dict[str, Any] | None = None,
     using: str = "default",
+    occurrence: int | None = None,
 ) -> ScheduleEvent:
     """Append one :class:`~.models.ScheduleEvent` (called inside the transition's
     transaction, so the action and its record commit together). ``signals.schedule_changed``
-    is sent once that transaction commits (only built when a receiver is connected)."""
+    is sent once that transaction commits (only built when a receiver is connected).
+    ``occurrence``: the occurrence an engine event is about. The event's notifications
+    (one per ``NOTIFIERS`` entry told about its action) are queued in the same transaction
+    (:func:`.deliveries.enqueue_deliveries`)."""
     event = ScheduleEvent.objects.using(using).create(
         schedule_id=row.pk,
         schedule_name=row.name,
@@ -58,7 +63,9 @@ def record_event(
         actor_repr=str(actor)[:200] if actor is not None else "",
         source=source[:32],
         changes=changes or {},
+        occurrence=occurrence,
     )
+    enqueue_deliveries(event, using)
     announce([event], using)
     return event
 

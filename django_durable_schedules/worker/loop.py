@@ -16,7 +16,9 @@ second signal exits at once; leases still held then expire and are recovered els
 The parts with state of their own are helpers with explicit inputs, each built once by
 ``Worker``: ``RunThreads`` (:mod:`.threads`), ``RunsInFlight`` (:mod:`.inflight`),
 ``WorkerClock`` (:mod:`.clock`), ``Outage`` (:mod:`.outage`), ``StopRequests``
-(:mod:`.stop`) and ``Notifier`` (:mod:`.notify`: the signals it sends).
+(:mod:`.stop`) and ``Notifier`` (:mod:`.notify`: the signals it sends); ``Deliveries``
+(:mod:`.deliveries`) sends alert notifications from threads of its own, started after the
+start-up and stopped at the end (not with ``--once``), never waited for by the loop.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .. import state
 from ..conf import app_settings
 from ..db import session, sockets, wakeups
 from .clock import Cadence, WorkerClock
+from .deliveries import Deliveries
 from .heap import HeapTrim
 from .inflight import RunsInFlight
 from .notify import Notifier
@@ -102,6 +105,7 @@ class Worker:
             monotonic_at=self._clock.monotonic_at,
         )
         self._notify = Notifier(Worker, self.worker_id, self._runs.run_times)  # the signals
+        self._deliveries = Deliveries(self.worker_id, self.using)  # alert notifications
         self._outage = Outage(self.worker_id)  # the current database outage, if any
         self._started_at: datetime | None = None
         self._renewal = Cadence(self.renew_every)  # lease renewal
@@ -141,6 +145,8 @@ class Worker:
         try:  # the start-up too: a --once worker may give up there (GaveUp)
             self._open_session()
             self._startup()
+            if not self.once:
+                self._deliveries.start()
             while not self._stop.forced:
                 self._take_stop_requests()
                 try:
@@ -252,6 +258,7 @@ class Worker:
         """Undo :meth:`_begin` and :meth:`_open_session`, stop the children, say it stopped."""
         self._stop.log()
         self._listener.stop()
+        self._deliveries.stop()
         session.clear_lock_wait_limit(self.using)
         self._unbind_sockets()
         # Never waits for a thread: after a drain only abandoned runs are left, and a
