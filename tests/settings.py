@@ -111,3 +111,10 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"django_durable_schedules": {"handlers": ["console"], "level": "WARNING"}},
 }
+
+# Django 6.1 replaces EMAIL_BACKEND with MAILERS (and warns when neither is set); the
+# MailNotifier tests send through the default mailer, Django's in-memory one in tests.
+import django  # noqa: E402
+
+if django.VERSION >= (6, 1):
+    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}

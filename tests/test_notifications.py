@@ -12,6 +12,7 @@ import threading
 import time
 from datetime import timedelta
 
+import django
 import pytest
 from django.core import checks, mail
 from django.db import transaction
@@ -249,6 +250,35 @@ def test_mail_goes_through_djangos_mail_backend(deliveries):
     assert message.subject.startswith("[durable schedules] ")
     assert 'schedule "invoices" missed its deadline (occurrence 12)' in message.subject
     assert "occurrence: 12" in message.body
+
+
+@pytest.mark.skipif(django.VERSION < (6, 1), reason="MAILERS came with Django 6.1")
+def test_mail_goes_through_the_named_mailer(deliveries):
+    """Option ``mailer``: the alias of the project's ``MAILERS`` entry to send with."""
+    notifiers = {
+        "mail": {
+            "BACKEND": "django_durable_schedules.notify.MailNotifier",
+            "OPTIONS": {"to": ["ops@example.com"], "mailer": "alerts"},
+        }
+    }
+    mailers = {
+        "default": {"BACKEND": "django.core.mail.backends.dummy.EmailBackend"},
+        "alerts": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"},
+    }
+    with settings_with(notifiers), override_settings(MAILERS=mailers):
+        mail.outbox = []
+        deliveries()
+        alert("invoices", "failing", occurrence=3)
+        wait_until(lambda: NotificationDelivery.objects.filter(status="delivered").exists(), 10)
+    [message] = mail.outbox
+    assert message.to == ["ops@example.com"] and "invoices" in message.subject
+
+
+def test_a_bad_mailer_option_is_a_problem_not_a_crash():
+    from django_durable_schedules.notify import MailNotifier
+
+    problems = MailNotifier.check_options({"to": ["ops@example.com"], "mailer": 7})
+    assert problems == ["'mailer' must be the alias of a MAILERS entry"]
 
 
 def test_the_chat_webhook_posts_text(hook, deliveries):

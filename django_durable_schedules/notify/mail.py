@@ -1,5 +1,5 @@
 """The mail notifier (:class:`MailNotifier`), through Django's ``send_mail`` (the project's
-``EMAIL_BACKEND``)."""
+``EMAIL_BACKEND``, or on Django 6.1+ one of its ``MAILERS``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import django
 from django.core.mail import send_mail
 
 from .base import Notification, Notifier
@@ -20,10 +21,11 @@ class MailNotifier(Notifier):
     Options: ``to`` (required: a non-empty list of addresses), ``from_email`` (default
     ``DEFAULT_FROM_EMAIL``), ``subject_prefix`` (default ``"[durable schedules] "``),
     ``timeout`` (seconds, default 10: how long the worker waits for the send; the SMTP
-    connection's own timeout is ``EMAIL_TIMEOUT``)."""
+    connection's own timeout is ``EMAIL_TIMEOUT``), ``mailer`` (Django 6.1+: the alias of
+    the ``MAILERS`` entry to send with; default: the project's default mailer)."""
 
     option_names: ClassVar[frozenset[str]] = frozenset(
-        {"to", "from_email", "subject_prefix", "timeout"}
+        {"to", "from_email", "subject_prefix", "timeout", "mailer"}
     )
 
     @classmethod
@@ -39,6 +41,11 @@ class MailNotifier(Notifier):
         for name in ("from_email", "subject_prefix"):
             if name in options and not isinstance(options[name], str):
                 problems.append(f"{name!r} must be a string")
+        if "mailer" in options:
+            if not isinstance(options["mailer"], str) or not options["mailer"]:
+                problems.append("'mailer' must be the alias of a MAILERS entry")
+            elif django.VERSION < (6, 1):
+                problems.append("'mailer' needs Django 6.1 or later (MAILERS)")
         return problems
 
     def send(self, notification: Notification) -> None:
@@ -56,5 +63,5 @@ class MailNotifier(Notifier):
             "\n".join(lines),
             self.options.get("from_email"),
             list(self.options["to"]),
-            fail_silently=False,
+            **({"using": self.options["mailer"]} if "mailer" in self.options else {}),
         )
