@@ -6,8 +6,8 @@ store and a datetime can hold. Pure: no database.
 from __future__ import annotations
 
 import math
-from datetime import datetime
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from .. import timing
