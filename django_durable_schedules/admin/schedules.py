@@ -188,6 +188,11 @@ class ScheduleAdmin(admin.ModelAdmin):
             form.rrule_words_url = admin_url(self, "describe_rrule")
         return form
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # Each row's run in flight (which, since when, on which worker) in the same query:
+        # the list's and the change page's status badges (display.running_since).
+        return super().get_queryset(request).with_running()  # type: ignore[attr-defined]
+
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return ScheduleChangeList
 
