@@ -234,11 +234,14 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         from .runs import RunAttempt
 
         open_attempt = RunAttempt.objects.filter(lease_token=OuterRef("lease_token"))
-        return self.annotate(
-            **{
-                f"running_{name}": Subquery(open_attempt.values(name)[:1])
-                for name in RUNNING_FIELDS
-            }
+        return cast(
+            ScheduleQuerySet,
+            self.annotate(
+                **{
+                    f"running_{name}": Subquery(open_attempt.values(name)[:1])
+                    for name in RUNNING_FIELDS
+                }
+            ),
         )
 
 
