@@ -202,3 +202,29 @@ def test_the_start_line_costs_one_level_check_when_info_is_off(monkeypatch):
     monkeypatch.setattr(runner.logger, "isEnabledFor", lambda level: level > logging.INFO)
     runner.log_start(claim())
     assert calls == []
+
+
+def test_a_start_and_a_traceback_cost_no_query():
+    """The two fields ride on the receipts' one INSERT: completing failed outcomes that
+    carry them costs the statements of completing those that do not."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from django_durable_schedules import state
+
+    frames = [{"file": "f.py", "line": 3, "function": "f"}] * 40
+    counts = []
+    for carry in (False, True):
+        for i in range(3):
+            make(f"q-{carry}-{i}", "tests.noop")
+        claims = state.claim_due(worker="w")
+        assert len(claims) == 3
+        extra = {"started_at": NOW, "traceback": frames} if carry else {}
+        outcomes = [state.Outcome(c, "failed", error_type="E", **extra) for c in claims]
+        with CaptureQueriesContext(connection) as ctx:
+            report = state.complete(outcomes)
+        counts.append(len(ctx.captured_queries))
+        assert len(report.receipts) == 3
+    assert counts[0] == counts[1], counts
+    stored = RunReceipt.objects.filter(schedule__name__startswith="q-True")
+    assert all(r.traceback == frames and r.started_at == NOW for r in stored)
