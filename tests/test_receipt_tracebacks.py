@@ -68,11 +68,19 @@ def assert_no_secret(text: str, where: str) -> None:
 
 @pytest.mark.parametrize("path", sorted(FAILING))
 def test_a_failed_runs_traceback_is_kept_and_its_secret_shown_nowhere(
-    path, admin_client, django_user_model
+    path, admin_client, django_user_model, monkeypatch
 ):
     callback, fields, innermost = FAILING[path]
     schedule = make(f"charge-{path}", callback, **fields)
+    in_worker = []  # the claims run in the worker process (a child's are not)
+    execute = runner.execute
+    monkeypatch.setattr(
+        runner,
+        "execute",
+        lambda claim, *a: in_worker.append(claim.schedule_name) or execute(claim, *a),
+    )
     run_once()
+    assert in_worker == ([] if path == "child" else [schedule.name])
     receipt = RunReceipt.objects.select_related("attempt").get(schedule=schedule)
 
     assert receipt.status == "failed"
