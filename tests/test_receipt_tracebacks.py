@@ -236,3 +236,24 @@ def test_a_start_and_a_traceback_cost_no_query():
     assert counts[0] == counts[1], counts
     stored = RunReceipt.objects.filter(schedule__name__startswith="q-True")
     assert all(r.traceback == frames and r.started_at == NOW for r in stored)
+
+
+@pytest.mark.parametrize("callback", ["tests.task_immediate", "tests.task_db"])
+def test_an_enqueued_run_started_with_its_dispatch(callback):
+    """A task handed to django.tasks (outside the completion transaction, or inside it for
+    django-tasks-db): ``started_at`` is the start of the dispatch."""
+    from django_durable_schedules.registry import registry
+
+    if callback not in registry:
+        pytest.skip(f"{callback} is not registered here (django-tasks-db missing)")
+    schedule = make(f"enqueue-{callback}", callback, payload={"tag": "x"})
+    before = datetime.now(UTC)
+    run_once()
+    receipt = RunReceipt.objects.get(schedule=schedule)
+    assert receipt.status == "enqueued" and receipt.traceback is None
+    assert receipt.started_at is not None
+    assert (
+        before - timedelta(seconds=5)
+        <= receipt.started_at
+        <= receipt.finished_at + timedelta(seconds=0.5)
+    )
