@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import deque
 from typing import Any
 
 _SCALARS = (bool, int, float, type(None))
@@ -211,3 +212,116 @@ def project_error(exc: BaseException, max_chars: int) -> tuple[str, str]:
         return bound_text(error_type, 200), bound_text(message, max_chars)
     except Exception:  # noqa: BLE001
         return "?", ""
+
+
+#: The most frames a receipt's traceback keeps (the innermost ones).
+TRACEBACK_MAX_FRAMES = 50
+#: The longest file or function name a traceback frame keeps (characters).
+TRACEBACK_MAX_CHARS = 300
+
+
+def _frame(file: Any, line: Any, function: Any, max_chars: int) -> dict[str, Any]:
+    """One bounded frame: text cut to ``max_chars`` (invalid characters replaced), the
+    line an ``int`` in ``[0, 2**31)`` (anything else: 0)."""
+    number = line if type(line) is int and 0 <= line < 2**31 else 0
+    return {
+        "file": bound_text(file, max_chars),
+        "line": number,
+        "function": bound_text(function, max_chars),
+    }
+
+
+def _left_out(count: int) -> dict[str, Any]:
+    """The frame that stands first in a cut traceback and says how many were left out."""
+    return {"file": "", "line": 0, "function": f"<{count} outer frames left out>"}
+
+
+def project_traceback(
+    exc: BaseException,
+    max_frames: int = TRACEBACK_MAX_FRAMES,
+    max_chars: int = TRACEBACK_MAX_CHARS,
+    skip: int = 0,
+) -> list[dict[str, Any]] | None:
+    """The stack of ``exc`` (its own ``__traceback__``, not its cause's) as a receipt keeps
+    it: a list of ``{"file": str, "line": int, "function": str}``, outermost first,
+    innermost (where it was raised) last; ``None`` when it has no traceback.
+
+    Only the code's file name, line number and (qualified) function name are read: never
+    a frame's local variables, arguments or source text (which may hold secrets). Bounded:
+    at most ``max_frames`` entries - when there were more, the innermost
+    ``max_frames - 1`` are kept and a first entry ``{"file": "", "line": 0, "function":
+    "<N outer frames left out>"}`` says how many were not -, each text cut to
+    ``max_chars`` characters (:func:`bound_text`: storable, JSON-serialisable). ``skip``:
+    outermost frames to drop first (the runner's own). Never raises (a traceback that
+    cannot be read gives ``None``)."""
+    try:
+        tb = BaseException.__dict__["__traceback__"].__get__(exc)
+        for _ in range(skip):
+            if tb is None or tb.tb_next is None:
+                break
+            tb = tb.tb_next
+        max_frames = max(2, max_frames)
+        kept: deque[Any] = deque(maxlen=max_frames)
+        total = 0
+        while tb is not None:
+            kept.append(tb)
+            total += 1
+            tb = tb.tb_next
+        if not total:
+            return None
+        if total > max_frames:
+            kept.popleft()
+        frames = []
+        for entry in kept:
+            code = entry.tb_frame.f_code
+            name = getattr(code, "co_qualname", None) or code.co_name
+            frames.append(_frame(code.co_filename, entry.tb_lineno, name, max_chars))
+        if total > max_frames:
+            frames.insert(0, _left_out(total - len(frames)))
+        return frames
+    except Exception:  # noqa: BLE001 - a projection must never fail a run
+        return None
+
+
+def bound_traceback(
+    value: Any, max_frames: int = TRACEBACK_MAX_FRAMES, max_chars: int = TRACEBACK_MAX_CHARS
+) -> list[dict[str, Any]] | None:
+    """``value`` (a traceback as :func:`project_traceback` makes it, or anything: a value
+    sent back by a child process, a row written behind ``save()``) as a bounded
+    traceback: ``None`` unless it is a list; each entry that is not a ``dict`` with the
+    three keys is kept as an empty frame; texts cut to ``max_chars``, lines made ints; at
+    most ``max_frames`` entries (the innermost kept, the first saying how many were left
+    out, as :func:`project_traceback`). Never raises, never calls a method of a foreign
+    object."""
+    if type(value) is not list:
+        return None
+    max_frames = max(2, max_frames)
+    items = list.__iter__(value)
+    total = len(value)
+    if total > max_frames:
+        items = list.__iter__(value[total - (max_frames - 1) :])
+    frames = []
+    for item in items:
+        if type(item) is dict:
+            get = dict.get
+            frames.append(
+                _frame(get(item, "file"), get(item, "line"), get(item, "function"), max_chars)
+            )
+        else:
+            frames.append(_frame("", 0, "", max_chars))
+    if total > max_frames:
+        frames.insert(0, _left_out(total - len(frames)))
+    return frames
+
+
+def format_traceback(value: Any) -> list[str]:
+    """The lines of a stored traceback as Python prints them (``File "x", line N, in f``),
+    outermost first; a "left out" entry as its own line. ``value`` is bounded first
+    (:func:`bound_traceback`): any stored value gives lines, never an error."""
+    lines = []
+    for frame in bound_traceback(value) or []:
+        if not frame["file"] and not frame["line"] and frame["function"].startswith("<"):
+            lines.append(f"... {frame['function'][1:-1]}")
+        else:
+            lines.append(f'File "{frame["file"]}", line {frame["line"]}, in {frame["function"]}')
+    return lines

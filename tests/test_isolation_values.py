@@ -24,7 +24,27 @@ from django_durable_schedules.worker.clock import WorkerClock
 
 T0 = datetime(2027, 1, 1, tzinfo=UTC)
 #: The fields of an outcome a child sends back (isolation_child).
-SENT = ("status", "result", "error_type", "error_message", "terminal", "retry_after")
+SENT = (
+    "status",
+    "result",
+    "error_type",
+    "error_message",
+    "terminal",
+    "retry_after",
+    "started_at",
+    "traceback",
+)
+#: Anything a traceback sent back may be (bounded before it is pickled).
+tracebacks = st.one_of(
+    st.none(),
+    st.lists(
+        st.fixed_dictionaries(
+            {"file": st.text(), "line": st.integers() | st.none(), "function": st.text()}
+        ),
+        max_size=80,
+    ),
+    st.builds(object),
+)
 
 
 def claim() -> Claim:
@@ -62,13 +82,26 @@ delays = st.one_of(
 )
 
 
-@given(after=delays, status=st.sampled_from(["failed", "succeeded", "skipped", "released"]))
-def test_a_bounded_outcome_can_always_be_sent_back(after, status):
+@given(
+    after=delays,
+    status=st.sampled_from(["failed", "succeeded", "skipped", "released"]),
+    traceback=tracebacks,
+)
+def test_a_bounded_outcome_can_always_be_sent_back(after, status, traceback):
     outcome = bound_outcome(
-        Outcome(claim(), status, error_type="RetryRun", error_message="x", retry_after=after)
+        Outcome(
+            claim(),
+            status,
+            error_type="RetryRun",
+            error_message="x",
+            retry_after=after,
+            started_at=T0,
+            traceback=traceback,
+        )
     )
     fields = {name: getattr(outcome, name) for name in SENT}
     assert pickle.loads(pickle.dumps(fields)) == fields
+    assert outcome.traceback is None or len(outcome.traceback) <= 50
     retry_after = outcome.retry_after
     if status != "failed" or retry_after is None:
         assert retry_after is None

@@ -74,6 +74,7 @@ class ReceiptInline(ReceiptColumns, _ReadOnlyInline):
         "occurrence",
         "outcome",
         "finished",
+        "duration",
         "error",
         "failure_count_after",
         "slots_skipped",

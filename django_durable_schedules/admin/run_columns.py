@@ -16,7 +16,8 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
-from .display import EMPTY, attempt_outcome, outcome_label, when
+from ..projection import format_traceback
+from .display import EMPTY, attempt_outcome, fmt_duration, outcome_label, render_fragment, when
 
 
 def with_schedule_zone(queryset: QuerySet) -> QuerySet:
@@ -64,7 +65,24 @@ class AttemptColumns:
 
 
 class ReceiptColumns:
-    """``outcome``, ``finished``, ``error`` and ``next_run`` of a receipt."""
+    """``outcome``, ``started``, ``finished``, ``duration``, ``error``, ``traceback_display``
+    and ``next_run`` of a receipt."""
+
+    @admin.display(description="started at (its zone · UTC)", ordering="started_at")
+    def started(self, obj: RunReceipt) -> SafeString:
+        return _in_zone(obj, obj.started_at)
+
+    @admin.display(description="duration")
+    def duration(self, obj: RunReceipt) -> str:
+        return fmt_duration(obj.duration_seconds)
+
+    @admin.display(description="traceback (innermost last)")
+    def traceback_display(self, obj: RunReceipt) -> SafeString | str:
+        lines = format_traceback(obj.traceback)
+        if not lines:
+            return EMPTY
+        error = ": ".join(p for p in (obj.error_type, obj.error_message) if p)
+        return render_fragment("traceback", {"lines": lines, "error": error})
 
     @admin.display(description="outcome", ordering="status")
     def outcome(self, obj: RunReceipt) -> SafeString:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import update_wrapper
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
@@ -187,6 +187,12 @@ class ScheduleAdmin(admin.ModelAdmin):
             form.cron_words_url = admin_url(self, "describe_cron")
             form.rrule_words_url = admin_url(self, "describe_rrule")
         return form
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # Each row's run in flight (which, since when, on which worker) in the same query:
+        # the list's and the change page's status badges (display.running_since).
+        queryset: Any = super().get_queryset(request)
+        return cast(QuerySet, queryset.with_running())
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return ScheduleChangeList

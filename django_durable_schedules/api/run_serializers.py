@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from ..models import ReceiptStatus, RunAttempt, RunReceipt, ScheduleEvent
+from ..projection import bound_traceback
+from ..running import running_attempt
 from .fields import AwareDateTimeField, BaseModelSerializer
 from .visibility import redact_changes, redact_reason
 
@@ -56,6 +59,38 @@ class AttemptSerializer(BaseModelSerializer):
         read_only_fields = fields
 
 
+class FrameSerializer(serializers.Serializer):
+    """One frame of a receipt's traceback."""
+
+    file = serializers.CharField(read_only=True)
+    line = serializers.IntegerField(read_only=True)
+    function = serializers.CharField(read_only=True)
+
+
+@extend_schema_field(FrameSerializer(many=True, allow_null=True))
+class TracebackField(serializers.Field):
+    """A stored traceback, bounded as it is read (:func:`..projection.bound_traceback`: a
+    row written behind ``save()`` shows as a valid list, or null)."""
+
+    def to_representation(self, value: Any) -> Any:
+        return bound_traceback(value)
+
+
+class RunningSerializer(serializers.Serializer):
+    """The run a schedule has in flight (:func:`..running.running_attempt`)."""
+
+    occurrence = serializers.IntegerField(read_only=True)
+    attempt = serializers.IntegerField(read_only=True)
+    claimed_at = AwareDateTimeField(read_only=True, help_text="Since when it runs.")
+    worker = serializers.CharField(read_only=True, help_text="The worker holding its lease.")
+
+
+def running_data(schedule: Any) -> dict[str, Any] | None:
+    """The ``running`` object of a schedule's representation, or None when it is idle."""
+    run = running_attempt(schedule)
+    return None if run is None else dict(RunningSerializer(run.as_dict()).data)
+
+
 class ReceiptSerializer(BaseModelSerializer):
     """A run receipt (read-only): the one outcome of one attempt."""
 
@@ -63,6 +98,24 @@ class ReceiptSerializer(BaseModelSerializer):
     attempt_number = serializers.IntegerField(source="attempt.attempt", read_only=True)
     worker = serializers.CharField(source="attempt.worker", read_only=True)
     result = serializers.JSONField(read_only=True, allow_null=True)
+    started_at = AwareDateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="When the callback (or the dispatch of a task) started, by the database "
+        "clock; null when it never ran (missed, released, a lease recovered, degraded).",
+    )
+    duration_seconds = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="finished_at minus started_at, in seconds; null when it never ran.",
+    )
+    traceback = TracebackField(
+        read_only=True,
+        allow_null=True,
+        help_text="A failed run's stack, innermost frame last: [{file, line, function}], "
+        "at most 50 frames (the first may say how many outer ones were left out); never the "
+        "value of a variable. Null otherwise.",
+    )
 
     class Meta:
         model = RunReceipt
@@ -82,6 +135,9 @@ class ReceiptSerializer(BaseModelSerializer):
             "failure_count_after",
             "next_run_at",
             "slots_skipped",
+            "started_at",
+            "duration_seconds",
+            "traceback",
         ]
         read_only_fields = fields
 
@@ -125,4 +181,10 @@ class EventSerializer(BaseModelSerializer):
         return data
 
 
-__all__ = ["AttemptSerializer", "EventSerializer", "ReceiptSerializer"]
+__all__ = [
+    "AttemptSerializer",
+    "EventSerializer",
+    "ReceiptSerializer",
+    "RunningSerializer",
+    "running_data",
+]

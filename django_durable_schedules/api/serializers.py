@@ -47,7 +47,7 @@ from .health_serializers import DegradedScheduleSerializer as DegradedScheduleSe
 from .health_serializers import HealthSerializer
 from .health_serializers import StatusCountsField as StatusCountsField
 from .health_serializers import WorkerSerializer as WorkerSerializer
-from .run_serializers import AttemptSerializer, ReceiptSerializer
+from .run_serializers import AttemptSerializer, ReceiptSerializer, RunningSerializer, running_data
 from .run_serializers import EventSerializer as EventSerializer
 from .unique_fields import UniqueAtWrite
 from .upcoming_serializers import FireTimeSerializer as FireTimeSerializer
@@ -165,6 +165,11 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
         "between, or for delete while an attempt has no receipt.",
     )
 
+    running = serializers.SerializerMethodField(
+        help_text="The run in flight (its occurrence, attempt, claimed_at: since when, and "
+        "worker), read from the attempt that holds the schedule's lease; null when idle."
+    )
+
     class Meta:
         model = Schedule
         fields = [
@@ -187,6 +192,7 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
             "buffered_for",
             "lease_token",
             "lease_expires_at",
+            "running",
             "created_at",
             "updated_at",
         ]
@@ -260,6 +266,10 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
         if visible is not None and isinstance(data.get("degraded_reason"), str):
             data["degraded_reason"] = redact_reason(data["degraded_reason"], visible)
         return data
+
+    @extend_schema_field(RunningSerializer(allow_null=True))
+    def get_running(self, schedule: Schedule) -> dict[str, Any] | None:
+        return running_data(schedule)
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_cron_description(self, schedule: Schedule) -> str | None:

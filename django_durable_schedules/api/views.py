@@ -146,7 +146,8 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
     def get_queryset(self) -> Any:
         # The names of each row's calendars in the same query (a page stays one query).
         # readable(): a row with a value no datetime holds never fails the page.
-        return scope(with_calendar_names(Schedule.objects.readable()), self.request)
+        # with_running(): the run in flight of each row, in the same statement.
+        return scope(with_calendar_names(Schedule.objects.readable().with_running()), self.request)
 
     def get_serializer_context(self) -> dict[str, Any]:
         context = dict(super().get_serializer_context())

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from django.db import models, router
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, Subquery
 
 from .. import timing
 from .choices import Status
@@ -234,3 +234,26 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
     def lease_expired(self, now: Any) -> ScheduleQuerySet:
         """See :meth:`lease_expired_q`."""
         return self.filter(self.lease_expired_q(now))
+
+    def with_running(self) -> ScheduleQuerySet:
+        """Each schedule annotated with its open attempt (the ``RunAttempt`` whose
+        ``lease_token`` is the schedule's: the run in flight), as ``running_<field>`` for
+        each of :data:`RUNNING_FIELDS` (all None when no lease is held). Scalar subqueries
+        on the attempts' unique ``lease_token`` index, in the same statement: a page of
+        schedules stays one query (:func:`..running.running_attempt` reads them)."""
+        from .runs import RunAttempt
+
+        open_attempt = RunAttempt.objects.filter(lease_token=OuterRef("lease_token"))
+        return cast(
+            ScheduleQuerySet,
+            self.annotate(
+                **{
+                    f"running_{name}": Subquery(open_attempt.values(name)[:1])
+                    for name in RUNNING_FIELDS
+                }
+            ),
+        )
+
+
+#: The open attempt's fields :meth:`ScheduleQuerySet.with_running` annotates.
+RUNNING_FIELDS = ("occurrence", "attempt", "claimed_at", "worker")

@@ -6,6 +6,7 @@ DELETE (:mod:`..db.guards`).
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.db import models
 from django.db.models import Q
@@ -152,3 +153,16 @@ class RunReceipt(FastLoading, models.Model):
 
     def __str__(self) -> str:
         return f"{self.status} #{self.occurrence}"
+
+    @property
+    def duration_seconds(self) -> float | None:
+        """Seconds from ``started_at`` to ``finished_at`` (the run's duration, never
+        negative: the two instants come from estimates of the same database clock); None
+        when the callback never ran."""
+        started, finished = self.started_at, self.finished_at
+        if not isinstance(started, datetime) or not isinstance(finished, datetime):
+            return None
+        try:
+            return max(0.0, (finished - started).total_seconds())
+        except (TypeError, OverflowError):  # naive and aware mixed (a row behind save())
+            return None

@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from .. import timing
 from ..conf import app_settings
-from ..projection import bound_text, is_storable, project_error, project_result
+from ..projection import (
+    bound_text,
+    bound_traceback,
+    is_storable,
+    project_error,
+    project_result,
+)
 from .values import Outcome
 
 
@@ -61,7 +68,9 @@ def bound_outcome(outcome: Outcome) -> Outcome:
     (200 characters) and message (``ERROR_MESSAGE_MAX_CHARS``) as valid text, invalid
     characters replaced and marked (:func:`.projection.bound_text`); ``result`` projected
     if it is not plain, storable JSON (:func:`.projection.project_result`); ``retry_after``
-    bounded (:func:`bound_retry_after`, the reason appended to the message). The state
+    bounded (:func:`bound_retry_after`, the reason appended to the message); ``traceback``
+    bounded (:func:`.projection.bound_traceback`) and ``started_at`` kept only if it is an
+    aware datetime. The state
     machine applies it to every outcome it is given, so a receipt is always writable."""
     max_chars = app_settings.ERROR_MESSAGE_MAX_CHARS
     changes: dict[str, Any] = {}
@@ -86,6 +95,15 @@ def bound_outcome(outcome: Outcome) -> Outcome:
         changes["result"] = project_result(outcome.result, max_bytes)
     if type(outcome.terminal) is not bool:
         changes["terminal"] = bool(outcome.terminal is True)
+    started_at = outcome.started_at
+    if started_at is not None and not (
+        type(started_at) is datetime and started_at.utcoffset() is not None
+    ):
+        changes["started_at"] = None  # only an aware datetime is an instant
+    if outcome.traceback is not None:
+        traceback = bound_traceback(outcome.traceback)
+        if traceback != outcome.traceback:
+            changes["traceback"] = traceback
     return replace(outcome, **changes) if changes else outcome
 
 

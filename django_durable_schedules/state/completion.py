@@ -254,6 +254,8 @@ def _finish(
             error_message=f"the run finished ({outcome.status}) after its lease expired",
             retry_after=0.0,
             result=fenced_result(outcome),
+            started_at=outcome.started_at,  # it ran: its duration is known
+            traceback=outcome.traceback,
         )
         return fail_contained(row, failure, now, events)
     if outcome.enqueue is not None:

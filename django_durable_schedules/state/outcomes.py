@@ -90,6 +90,8 @@ def apply_outcome(
             terminal=outcome.terminal,
             retry_after=outcome.retry_after,
             result=outcome.result,
+            started_at=outcome.started_at,
+            traceback=outcome.traceback,
         )
         return fail_attempt(row, failure, now, events)
     if status in SUCCESS_STATUSES:

@@ -40,6 +40,8 @@ class Receipt:
     failure_count_after: int = 0
     next_run_at: datetime | None = None
     slots_skipped: int = 0
+    started_at: datetime | None = None
+    traceback: list[dict[str, Any]] | None = None
 
     def model(self) -> RunReceipt:
         """The row (unsaved, a new id): the receipt's fields as they are, and
@@ -58,6 +60,8 @@ class Receipt:
             failure_count_after=self.failure_count_after,
             next_run_at=self.next_run_at,
             slots_skipped=self.slots_skipped,
+            started_at=self.started_at,
+            traceback=self.traceback,
         )
 
 
@@ -89,15 +93,22 @@ def build_receipt(
     What the run left: ``ran`` (the reported :class:`.values.Outcome`, or the
     :class:`.values.Failure` the failure path takes) gives the ``result`` (bounded JSON
     already, :mod:`..projection`), ``error_type`` and ``error_message``; without it, the
-    keywords of those names (given both: ``TypeError``). ``error_type`` is cut to
+    keywords of those names (given both: ``TypeError``), and the ``started_at`` (when the
+    callback started; None: it never ran) and ``traceback`` (bounded already) the receipt
+    keeps (none without ``ran``). ``error_type`` is cut to
     :data:`ERROR_TYPE_MAX_CHARS`; ``error_message`` comes bounded by its source. ``note``:
     what the state adds to the message (``"<message>; <note>"``, or the note alone), the
     whole then bounded to :data:`NOTED_MESSAGE_MAX_CHARS` (:func:`..projection.bound_text`).
     ``slots_skipped``: the slots the move on skipped (overlap)."""
+    started_at: datetime | None = None
+    traceback: list[dict[str, Any]] | None = None
     if ran is not None:
         if result is not None or error_type or error_message:
             raise TypeError("build_receipt() takes ran or its fields, not both")
         result, error_type, error_message = ran.result, ran.error_type, ran.error_message
+        started_at, traceback = ran.started_at, ran.traceback
+        if status == "released":  # handed back unrun
+            started_at = traceback = None
     if note:
         text = f"{error_message}; {note}" if error_message else note
         error_message = bound_text(text, NOTED_MESSAGE_MAX_CHARS)
@@ -117,4 +128,6 @@ def build_receipt(
         failure_count_after=failure_count_after,
         next_run_at=row.next_run_at if row is not None else None,
         slots_skipped=slots_skipped,
+        started_at=started_at,
+        traceback=traceback,
     )

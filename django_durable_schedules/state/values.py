@@ -71,6 +71,10 @@ class Outcome:
     the lease check: a fenced outcome never enqueues, and an enqueue whose transaction does
     not commit (crash, lost connection) is rolled back with it, so an occurrence enqueues
     its task exactly once. An exception it raises becomes a ``failed`` receipt (retried).
+
+    ``started_at``: when the callback (or the dispatch) started, aware UTC by the worker's
+    estimate of the database clock; None when nothing ran (released, degraded).
+    ``traceback``: a failed run's stack, bounded (:func:`..projection.project_traceback`).
     """
 
     claim: Claim
@@ -81,6 +85,8 @@ class Outcome:
     terminal: bool = False
     retry_after: float | None = None
     enqueue: Callable[[], Any] | None = None
+    started_at: datetime | None = None
+    traceback: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,9 @@ class Failure:
     ``lease_expired`` from a recovery or a late report; ``error_type``, ``error_message``,
     ``result``: bounded already) and how the occurrence goes on: ``terminal`` (``FailRun``:
     the schedule becomes ``failed``), else retried after ``retry_after`` seconds (None:
-    the row's exponential backoff) until ``max_attempts``, then given up."""
+    the row's exponential backoff) until ``max_attempts``, then given up. ``started_at``
+    and ``traceback``: as the :class:`Outcome`'s (None for a lease recovered: nothing is
+    known of the run)."""
 
     occurrence: int
     attempt: int
@@ -103,6 +111,8 @@ class Failure:
     terminal: bool = False
     retry_after: float | None = None
     result: Any = None
+    started_at: datetime | None = None
+    traceback: list[dict[str, Any]] | None = None
 
     @classmethod
     def of(cls, attempt: Claim | Any, status: str, **fields: Any) -> Failure:

@@ -76,6 +76,11 @@ class WorkerClock:
         db_time, mono = self.reading
         return db_time + timedelta(seconds=time.monotonic() - mono)
 
+    def at_monotonic(self, mono: float) -> datetime:
+        """The database clock (aware UTC, by :meth:`estimate`) at the ``time.monotonic()``
+        instant ``mono``: e.g. when a run started."""
+        return self.estimate() - timedelta(seconds=time.monotonic() - mono)
+
     def monotonic_at(self, instant: datetime) -> float:
         """The ``time.monotonic()`` instant at which the database clock reaches ``instant``
         (aware), by :meth:`estimate`: e.g. when a lease lapses. ``time.monotonic()`` is the
@@ -127,3 +132,18 @@ class Cadence:
         if mono - self.last >= self.seconds:
             duty()
             self.last = mono
+
+
+def estimator(reading: tuple[datetime, float] | None) -> Callable[[], datetime]:
+    """A clock for another process of this host (a hard-timeout child): the database clock
+    estimated from the worker's ``reading`` (:attr:`WorkerClock.reading`: a database time
+    and the ``time.monotonic()`` of its read; the monotonic clock is the host's, the same in
+    every process) - or the host's clock when there is no reading. Aware UTC."""
+    if reading is None:
+        return dj_timezone.now
+    db_time, mono = reading
+
+    def now() -> datetime:
+        return db_time + timedelta(seconds=time.monotonic() - mono)
+
+    return now

@@ -39,6 +39,7 @@ from .execution.placement import Placement
 from .threads import RunFuture, RunThreads
 
 if TYPE_CHECKING:
+    from .clock import WorkerClock
     from .notify import Notifier
 
 # The worker's logger: every line the worker package logs about its loop carries this name.
@@ -67,6 +68,7 @@ class RunsInFlight:
         wake: threading.Event,
         claim_ahead_seconds: float = 0.0,
         monotonic_at: Callable[[datetime], float] | None = None,
+        clock: WorkerClock | None = None,
     ):
         self.worker_id = worker_id
         self.concurrency = concurrency
@@ -95,6 +97,8 @@ class RunsInFlight:
         # renew(): a child process does not start a claim past it (isolation.py).
         self.monotonic_at = monotonic_at
         self.lease_deadlines: dict[uuid.UUID, float] = {}
+        # The worker's database clock: a receipt's started_at (None: the host's clock).
+        self.clock = clock
         self.abandoned: set[uuid.UUID] = set()  # timed-out runs whose outcome is discarded
         # Where each claim runs: its thread, or a child process (hard timeouts).
         self.placement = Placement(worker_id, concurrency)
@@ -248,10 +252,15 @@ class RunsInFlight:
         times: list[float | None] = [time.monotonic(), None]
         self.run_times[claim.lease_token] = times
         token = claim.lease_token
+        clock = self.clock
         try:
             if pool is None:
-                return runner.execute(claim)
-            return pool.run(claim, lambda: self.lease_deadlines.get(token))
+                return runner.execute(claim, clock.estimate if clock is not None else None)
+            return pool.run(
+                claim,
+                lambda: self.lease_deadlines.get(token),
+                clock.reading if clock is not None else None,
+            )
         finally:
             times[1] = time.monotonic()
 
@@ -297,8 +306,17 @@ class RunsInFlight:
                     error_type="Timeout",
                     error_message=f"still running after timeout_seconds={claim.timeout_seconds:g}; "
                     "the thread was abandoned",
+                    started_at=self._started_at(token),
                 )
             )
+
+    def _started_at(self, token: uuid.UUID) -> datetime | None:
+        """When the run of ``token`` started, by the worker's database clock (None: not
+        known)."""
+        times = self.run_times.get(token)
+        if times is None or times[0] is None or self.clock is None:
+            return None
+        return self.clock.at_monotonic(times[0])
 
     def renew(self) -> None:
         """Renew the leases of the runs in flight (main thread). A renewed lease lapses

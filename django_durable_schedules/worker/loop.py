@@ -103,6 +103,7 @@ class Worker:
             self._wake,
             claim_ahead_seconds=self.claim_ahead_seconds,
             monotonic_at=self._clock.monotonic_at,
+            clock=self._clock,
         )
         self._notify = Notifier(Worker, self.worker_id, self._runs.run_times)  # the signals
         self._deliveries = Deliveries(self.worker_id, self.using)  # alert notifications

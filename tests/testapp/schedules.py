@@ -1,5 +1,6 @@
 """Callbacks the test suite needs (autodiscovered, also inside worker subprocesses)."""
 
+import asyncio
 import os
 import time
 
@@ -430,3 +431,31 @@ def retry_unpicklable(ctx):
     """Asks for a retry after a delay that cannot be pickled (a lambda)."""
     _record(ctx)
     raise RetryRun("try again", after_seconds=lambda: 5)  # type: ignore[arg-type]
+
+
+#: A value only a local variable of the failing frame holds: a receipt, an API answer, an
+#: admin page or the shell must never show it (issue 26, item 3).
+LEAKY_SECRET = "hunter2-XYZ"
+
+
+def charge_card(ctx):
+    secret = LEAKY_SECRET  # a local of the failing frame: never in a traceback
+    fields = {"currency": "EUR", "token": secret}
+    return fields["amount"]  # KeyError('amount'): the message does not hold the secret
+
+
+@register("tests.leaky_fail")
+def leaky_fail(ctx):
+    return charge_card(ctx)
+
+
+async def async_charge_card(ctx):
+    secret = LEAKY_SECRET
+    fields = {"token": secret}
+    await asyncio.sleep(0)
+    return fields["amount"]
+
+
+@register("tests.async_leaky_fail")
+async def async_leaky_fail(ctx):
+    return await async_charge_card(ctx)

@@ -1,6 +1,8 @@
 """``manage.py schedules``: inspect and control schedules from the shell.
 
-Subcommands: ``list``, ``upcoming NAME [--count N]``, ``health``, and ``enable`` /
+Subcommands: ``list``, ``upcoming NAME [--count N]``, ``health``, ``show NAME`` (definition,
+state, next fire times, the run in flight, latest receipts), ``receipts NAME [--status S]
+[--limit N]`` (newest first, with durations and failed runs' tracebacks), and ``enable`` /
 ``disable`` / ``cancel`` / ``trigger`` ``NAME`` (the same state transitions as the admin
 and the API, recorded with source ``command``); ``enable NAME --run-at ISO`` re-arms a
 one-shot at a new instant; ``backfill NAME --from ISO --to ISO [--include-succeeded]
@@ -25,7 +27,8 @@ from django.utils.dateparse import parse_datetime
 from ... import health, state, timing
 from ...cron_words import cron_in_words
 from ...exceptions import StateConflict
-from ...models import ExclusionCalendar, Schedule
+from ...models import ExclusionCalendar, ReceiptStatus, Schedule
+from .. import schedule_text
 
 MAX_COUNT = 1000
 
@@ -37,6 +40,19 @@ def count_type(value: str) -> int:
         raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
     if not 1 <= number <= MAX_COUNT:
         raise argparse.ArgumentTypeError(f"--count must be between 1 and {MAX_COUNT}")
+    return number
+
+
+def limit_type(value: str) -> int:
+    """``--limit`` of ``receipts``: an integer in [1, RECEIPTS_MAX] (argparse type)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if not 1 <= number <= schedule_text.RECEIPTS_MAX:
+        raise argparse.ArgumentTypeError(
+            f"--limit must be between 1 and {schedule_text.RECEIPTS_MAX}"
+        )
     return number
 
 
@@ -57,6 +73,25 @@ class Command(BaseCommand):
             help=f"How many fire times (1 to {MAX_COUNT}, default 5).",
         )
         sub.add_parser("health", help="The health snapshot as JSON; exit 1 when unhealthy.")
+        show = sub.add_parser(
+            "show",
+            help="One schedule: definition, state, next fire times, the run in flight, "
+            "its latest receipts.",
+        )
+        show.add_argument("name", help="The schedule's name.")
+        receipts = sub.add_parser(
+            "receipts", help="A schedule's receipts, newest first, with failed runs' tracebacks."
+        )
+        receipts.add_argument("name", help="The schedule's name.")
+        receipts.add_argument(
+            "--status", help=f"Only receipts of this status ({', '.join(ReceiptStatus.values)})."
+        )
+        receipts.add_argument(
+            "--limit",
+            type=limit_type,
+            default=schedule_text.RECEIPTS_LIMIT,
+            help=f"How many (1 to {schedule_text.RECEIPTS_MAX}, default {schedule_text.RECEIPTS_LIMIT}).",
+        )
         for action in ("enable", "disable", "cancel", "trigger"):
             command = sub.add_parser(
                 action, help=_ACTION_HELP[action], description=_ACTION_HELP[action]
@@ -122,6 +157,12 @@ class Command(BaseCommand):
                 self.stderr.write(f"warning: {warning}")
             if not snap.healthy:
                 raise CommandError("unhealthy: " + "; ".join(snap.problems), returncode=1)
+        elif action == "show":
+            self._write(schedule_text.show_lines(self._get(options["name"])))
+        elif action == "receipts":
+            status = schedule_text.check_status(options["status"])
+            schedule = self._get(options["name"])
+            self._write(schedule_text.receipts_lines(schedule, status, options["limit"]))
         elif action == "upcoming":
             self._upcoming(self._get(options["name"]), options["count"])
         else:
@@ -199,6 +240,10 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{options['date']}: {done} {options['calendar']}; its schedules are re-planned."
         )
+
+    def _write(self, lines: Any) -> None:
+        for line in lines:
+            self.stdout.write(line)
 
     def _get(self, name: str) -> Schedule:
         try:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ...conf import app_settings
 from ...exceptions import FailRun
-from ...projection import project_error, project_result
+from ...projection import project_error, project_result, project_traceback
 from ...registry import KIND_CELERY_TASK, KIND_COMMAND, KIND_DJANGO_TASK, Registration
 from ...state import Claim, Outcome
 from . import hooks
@@ -154,6 +154,11 @@ def _command(registration: Registration, claim: Claim) -> Outcome:
     except Exception as exc:  # noqa: BLE001 - CommandError or anything else: a failed run
         error_type, message = project_error(exc, app_settings.ERROR_MESSAGE_MAX_CHARS)
         return Outcome(
-            claim, "failed", error_type=error_type, error_message=message, result=output()
+            claim,
+            "failed",
+            error_type=error_type,
+            error_message=message,
+            result=output(),
+            traceback=project_traceback(exc),
         )
     return Outcome(claim, "succeeded", result=output())

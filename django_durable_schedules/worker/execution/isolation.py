@@ -34,6 +34,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -131,7 +132,10 @@ class IsolationPool:
         self._cond = threading.Condition()
 
     def run(
-        self, claim: Claim, lease_deadline: Callable[[], float | None] | None = None
+        self,
+        claim: Claim,
+        lease_deadline: Callable[[], float | None] | None = None,
+        reading: tuple[datetime, float] | None = None,
     ) -> Outcome:
         """Run ``claim`` in a child and return its outcome; never raises.
 
@@ -149,8 +153,15 @@ class IsolationPool:
         ``time.monotonic()`` instant its lease lapses (``None``: unknown). The child does
         not start a claim past it (the worker was stalled: its lease may be another
         worker's by now): ``released``, nothing ran.
+
+        ``reading``: the worker's last database clock reading (:attr:`.clock.WorkerClock.reading`),
+        from which the child stamps the outcome's ``started_at``; a run whose child is killed
+        or dies gets the instant the claim was handed to it.
         """
+        from ..clock import estimator
         from . import runner
+
+        clock = estimator(reading)
 
         child = self._acquire(claim)
         if not isinstance(child, Child):  # no child: the outcome says why
@@ -164,7 +175,9 @@ class IsolationPool:
         reusable = False
         try:
             try:
-                child.conn.send(("run", claim, lease_deadline() if lease_deadline else None))
+                started_at = clock()
+                deadline = lease_deadline() if lease_deadline else None
+                child.conn.send(("run", claim, deadline, reading))
                 readable = child.wait_message(timeout)
                 if readable is False:  # it died without a word
                     raise EOFError
@@ -186,6 +199,7 @@ class IsolationPool:
                     "failed",
                     error_type="WorkerProcessDied",
                     error_message=f"the run's process died ({died}) before it returned",
+                    started_at=started_at,
                 )
             if message is None:
                 logger.warning(
@@ -204,6 +218,7 @@ class IsolationPool:
                     error_type="Timeout",
                     error_message=f"stopped after timeout_seconds={claim.timeout_seconds:g}: "
                     "its process was killed",
+                    started_at=started_at,
                 )
             reusable = True
             if message[0] == "outcome":
@@ -217,7 +232,7 @@ class IsolationPool:
                     claim.callback,
                     extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
                 )
-                return runner.execute(claim)
+                return runner.execute(claim, clock)
             reusable = False
             return _outcome(
                 claim, "failed", error_type="IsolationError", error_message=str(message)[:1000]

@@ -10,9 +10,10 @@ long-lived thread (:func:`start_process`), since the kernel watches that thread,
 process. Everywhere: a thread of the child polls its parent pid (needs the GIL). Each child
 leads its own process group, so a kill takes what its callbacks started with it.
 
-Messages. Parent -> child: ``("run", Claim, lease_deadline)`` | ``("stop",)``, where
-``lease_deadline`` is the ``time.monotonic()`` instant the claim's lease lapses by the
-worker's estimate of the database clock (or ``None``); ``time.monotonic()`` is the
+Messages. Parent -> child: ``("run", Claim, lease_deadline, reading)`` | ``("stop",)``,
+where ``lease_deadline`` is the ``time.monotonic()`` instant the claim's lease lapses by the
+worker's estimate of the database clock (or ``None``) and ``reading`` the worker's last
+database clock reading (``(datetime, monotonic)`` or ``None``: the run's ``started_at``); ``time.monotonic()`` is the
 host's monotonic clock (``CLOCK_MONOTONIC``), the same in every process. Child -> parent:
 ``("ready", pid)`` | ``("outcome", fields)`` | ``("stale", seconds_late)`` |
 ``("unregistered",)`` | ``("error", text)``. A child imports this module before
@@ -50,7 +51,16 @@ PARENT_POLL_SECONDS = 0.5
 DEATH_POLL_SECONDS = 0.5
 
 #: The fields of an :class:`~.state.Outcome` a child sends back.
-_OUTCOME_FIELDS = ("status", "result", "error_type", "error_message", "terminal", "retry_after")
+_OUTCOME_FIELDS = (
+    "status",
+    "result",
+    "error_type",
+    "error_message",
+    "terminal",
+    "retry_after",
+    "started_at",
+    "traceback",
+)
 #: ``prctl`` option: the signal a process gets when the thread that started it ends (Linux).
 _PR_SET_PDEATHSIG = 1
 
@@ -273,6 +283,7 @@ def _child_main(conn: Connection, module: str, names: dict[str, Any], parent_pid
     from django.db import close_old_connections
 
     from ...state import bound_outcome
+    from ..clock import estimator
 
     while True:
         try:
@@ -283,6 +294,7 @@ def _child_main(conn: Connection, module: str, names: dict[str, Any], parent_pid
             _leave(0)
         claim: Claim = message[1]
         deadline: float | None = message[2]
+        reading = message[3] if len(message) > 3 else None
         if deadline is not None and time.monotonic() >= deadline:
             # Its lease lapsed before it could start here (the worker was stalled while
             # this process started or the claim waited): another worker may run it now.
@@ -293,7 +305,7 @@ def _child_main(conn: Connection, module: str, names: dict[str, Any], parent_pid
             continue
         # Bounded here (as the state machine would): any value a callback returned or
         # raised becomes plain data that can be sent back.
-        outcome = bound_outcome(runner.execute(claim))
+        outcome = bound_outcome(runner.execute(claim, estimator(reading)))
         close_old_connections()
         fields = {name: getattr(outcome, name) for name in _OUTCOME_FIELDS}
         if not _send(conn, ("outcome", fields)):
@@ -313,6 +325,8 @@ def _plain_fields(fields: dict[str, Any]) -> dict[str, Any]:
         "error_message": "(the outcome could not be sent back from the run's process)",
         "terminal": fields.get("terminal") is True,
         "retry_after": None,
+        "started_at": fields.get("started_at"),  # a datetime: it pickles
+        "traceback": None,
     }
 
 

@@ -9,17 +9,19 @@ import inspect
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from django.db import Error as DatabaseError
 from django.db import close_old_connections, connections
+from django.utils import timezone as dj_timezone
 
 from ...conf import app_settings
 from ...db import open_transactions
 from ...exceptions import FailRun, NotRegistered, RetryRun, SkipRun
-from ...projection import bound_text, project_error, project_result
+from ...projection import bound_text, project_error, project_result, project_traceback
 from ...registry import KIND_CALLABLE, registry
 from ...state import Claim, Outcome
 from . import dispatch, hooks
@@ -157,19 +159,51 @@ def _transaction_left_open(outcome: Outcome, aliases: list[str]) -> Outcome:
     return replace(outcome, error_message=(kept + suffix)[:max_chars])
 
 
-def execute(claim: Claim) -> Outcome:
+def log_start(claim: Claim) -> None:
+    """Log one INFO line as ``claim``'s run starts: its schedule, occurrence, attempt and
+    lateness (seconds from the slot to the claim). Costs one level check when INFO is off."""
+    if logger.isEnabledFor(logging.INFO):
+        logger.info(
+            "run %s #%s.%s started (late %.3fs)",
+            claim.schedule_name,
+            claim.occurrence,
+            claim.attempt,
+            claim.lateness,
+            extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+        )
+
+
+def _failed(claim: Claim, exc: BaseException, started_at: datetime, **fields: Any) -> Outcome:
+    """The ``failed`` outcome of ``exc`` with its bounded traceback (the runner's own frame
+    left out: the stack starts at the callback or the dispatch)."""
+    return Outcome(
+        claim,
+        "failed",
+        started_at=started_at,
+        traceback=project_traceback(exc, skip=1),
+        **fields,
+    )
+
+
+def execute(claim: Claim, clock: Callable[[], datetime] | None = None) -> Outcome:
     """Run ``claim``'s callback and return its outcome; never raises. An integration's
     hooks (:mod:`.hooks`, e.g. ``contrib.otel``'s span) wrap it when installed; without
-    any, one list is checked and nothing else happens."""
+    any, one list is checked and nothing else happens. ``clock``: see :func:`run_claim`."""
     if hooks.RUN_CONTEXTS:
         with hooks.around(claim):
-            return run_claim(claim)
-    return run_claim(claim)
+            return run_claim(claim, clock)
+    return run_claim(claim, clock)
 
 
-def run_claim(claim: Claim) -> Outcome:
+def run_claim(claim: Claim, clock: Callable[[], datetime] | None = None) -> Outcome:
     """Run ``claim``'s callback and return its outcome; never raises (:func:`execute`
     without the integrations' hooks).
+
+    ``clock`` tells the instant the callback starts (aware UTC): the worker's estimate of
+    the database clock (:meth:`..clock.WorkerClock.estimate`); without it, the host's clock.
+    It becomes the outcome's ``started_at``; a failed outcome also carries the bounded
+    traceback of what was raised (:func:`..projection.project_traceback`: files, lines and
+    function names only). One INFO line is logged as the run starts (:func:`log_start`).
 
     Returning normally -> ``succeeded`` (the value projected, at most ``RESULT_MAX_BYTES``);
     ``SkipRun`` -> ``skipped``; ``RetryRun`` -> ``failed`` retried (after ``after_seconds``);
@@ -193,6 +227,8 @@ def run_claim(claim: Claim) -> Outcome:
         registration = registry.get(claim.callback)
     except NotRegistered as exc:
         return Outcome(claim, "degraded", error_type="NotRegistered", error_message=str(exc))
+    log_start(claim)
+    started_at = clock() if clock is not None else dj_timezone.now()
     try:
         if registration.kind != KIND_CALLABLE:  # a task to enqueue or a command to run
             outcome = dispatch.run(registration, claim)
@@ -201,26 +237,37 @@ def run_claim(claim: Claim) -> Outcome:
             if inspect.isawaitable(value):
                 value = asyncio.run(_await(value, claim.timeout_seconds))
             outcome = Outcome(
-                claim, "succeeded", result=project_result(value, app_settings.RESULT_MAX_BYTES)
+                claim,
+                "succeeded",
+                result=project_result(value, app_settings.RESULT_MAX_BYTES),
+                started_at=started_at,
             )
+        if outcome.started_at is None:  # dispatched: it started with the dispatch
+            outcome = replace(outcome, started_at=started_at)
     except SkipRun as exc:
         outcome = Outcome(
-            claim, "skipped", error_type="SkipRun", error_message=project_error(exc, max_chars)[1]
+            claim,
+            "skipped",
+            error_type="SkipRun",
+            error_message=project_error(exc, max_chars)[1],
+            started_at=started_at,
         )
     except RetryRun as exc:
         # Any value: the state machine bounds it and says why in the receipt (inf, nan, -1).
         after = getattr(exc, "after_seconds", None)
-        outcome = Outcome(
+        outcome = _failed(
             claim,
-            "failed",
+            exc,
+            started_at,
             error_type="RetryRun",
             error_message=project_error(exc, max_chars)[1],
             retry_after=after,
         )
     except FailRun as exc:
-        outcome = Outcome(
+        outcome = _failed(
             claim,
-            "failed",
+            exc,
+            started_at,
             error_type="FailRun",
             error_message=project_error(exc, max_chars)[1],
             terminal=True,
@@ -231,7 +278,7 @@ def run_claim(claim: Claim) -> Outcome:
         error_type, message = project_error(exc, max_chars)
         if isinstance(exc, RunTimeout):
             error_type = "Timeout"
-        outcome = Outcome(claim, "failed", error_type=error_type, error_message=message)
+        outcome = _failed(claim, exc, started_at, error_type=error_type, error_message=message)
     finally:
         leaked = discard_open_transactions()
         close_old_connections()

@@ -1,0 +1,168 @@
+"""What ``manage.py schedules show`` and ``schedules receipts`` print: one schedule's
+definition, state, next fire times, run in flight and latest receipts, and a schedule's
+receipts with their durations and tracebacks. Plain text lines (the command writes them);
+read-only, and every value shown is bounded as it is read (a row written behind ``save()``
+prints, it never raises).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from django.core.management.base import CommandError
+
+from .. import timing
+from ..models import ReceiptStatus, RunReceipt, Schedule
+from ..projection import bound_text, format_traceback
+from ..running import running_attempt
+
+#: Fire times and receipts ``show`` lists.
+SHOW_COUNT = 5
+#: Default and largest ``--limit`` of ``receipts``.
+RECEIPTS_LIMIT = 20
+RECEIPTS_MAX = 1000
+#: The longest error message a receipt line prints (characters).
+MESSAGE_CHARS = 500
+
+
+def check_status(value: str | None) -> str | None:
+    """``value`` if it is a receipt status (or None); raises :class:`CommandError` naming
+    the statuses otherwise."""
+    if value is None or value in ReceiptStatus.values:
+        return value
+    raise CommandError(
+        f"unknown receipt status {value!r}: use one of {', '.join(ReceiptStatus.values)}"
+    )
+
+
+def utc(value: datetime | None) -> str:
+    """``2027-06-01T10:00:00Z`` (``-`` for None)."""
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(value, datetime) else "-"
+
+
+def in_zone(value: datetime | None, zone_name: str | None) -> str:
+    """An instant in the schedule's zone and in UTC (``... JST · ...Z``; UTC once)."""
+    if not isinstance(value, datetime):
+        return "-"
+    try:
+        zone = ZoneInfo(timing.validate_timezone(zone_name or "UTC"))
+    except timing.InvalidSchedule:
+        return utc(value)
+    if zone.key == "UTC":
+        return utc(value)
+    return f"{value.astimezone(zone):%Y-%m-%d %H:%M:%S %Z} · {utc(value)}"
+
+
+def duration(seconds: float | None) -> str:
+    """``0.004 s``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min``; ``-`` when it never ran."""
+    if seconds is None:
+        return "-"
+    if seconds < 10:
+        return f"{seconds:.3f} s"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    whole = int(seconds)
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
+def _describe(schedule: Schedule) -> str:
+    try:
+        return timing.describe(schedule.spec(exclusions=False))
+    except (timing.InvalidSchedule, ValueError, OverflowError):
+        return "(invalid definition)"
+
+
+def receipt_line(receipt: RunReceipt) -> str:
+    """One receipt: run, status, finish, duration, error (bounded)."""
+    number = f"#{receipt.occurrence}.{receipt.attempt.attempt}"
+    error = ": ".join(p for p in (receipt.error_type, receipt.error_message) if p)
+    line = (
+        f"{number:10} {receipt.status:13} finished {utc(receipt.finished_at)}"
+        f"  took {duration(receipt.duration_seconds)}"
+    )
+    return f"{line}  {bound_text(error, MESSAGE_CHARS)}" if error else line
+
+
+def show_lines(schedule: Schedule) -> Iterator[str]:
+    """``schedules show NAME``: definition, state, the next :data:`SHOW_COUNT` fire times,
+    the run in flight and the latest :data:`SHOW_COUNT` receipts."""
+    yield f"{schedule.name}: {_describe(schedule)}"
+    yield f"  callback: {schedule.callback}"
+    yield f"  kind: {schedule.kind}, time zone: {schedule.timezone or 'UTC'}"
+    policies = [f"max_attempts={schedule.max_attempts}", f"overlap={schedule.overlap_policy}"]
+    if schedule.timeout_seconds:
+        policies.append(f"timeout_seconds={schedule.timeout_seconds}")
+    yield f"  policies: {', '.join(policies)}"
+    yield f"  status: {schedule.status}"
+    for label, why in (("degraded", schedule.degraded_reason), ("paused", schedule.pause_reason)):
+        if why:
+            yield f"    {label}: {bound_text(why, MESSAGE_CHARS)}"
+    yield f"  next run: {in_zone(schedule.next_run_at, schedule.timezone)}"
+    yield f"  last run: {in_zone(schedule.last_run_at, schedule.timezone)}"
+    yield (
+        f"  occurrence {schedule.occurrence}, attempt {schedule.attempt}; "
+        f"{schedule.failure_count} consecutive failures, {schedule.missed_count} missed, "
+        f"{schedule.excluded_count} excluded"
+    )
+    run = running_attempt(schedule)
+    if run is None:
+        yield "running: no"
+    else:
+        yield (
+            f"running: #{run.occurrence}.{run.attempt} since {utc(run.claimed_at)} on {run.worker}"
+        )
+    yield f"next {SHOW_COUNT} fire times:"
+    yield from _upcoming(schedule)
+    recent = list(receipts_of(schedule, limit=SHOW_COUNT))
+    yield f"last {SHOW_COUNT} receipts (newest first):" if recent else "no receipts yet"
+    for receipt in recent:
+        yield f"  {receipt_line(receipt)}"
+
+
+def _upcoming(schedule: Schedule) -> Iterator[str]:
+    try:
+        views = schedule.upcoming_slots(SHOW_COUNT)
+    except timing.InvalidSchedule as exc:  # a definition made invalid behind save()
+        yield f"  (the stored definition is invalid: {bound_text(str(exc), MESSAGE_CHARS)})"
+        return
+    shown = [v for v in views if v.excluded_by is None]
+    if not shown:
+        yield "  none"
+    for view in shown:
+        yield f"  {in_zone(view.at, schedule.timezone)}"
+
+
+def receipts_of(
+    schedule: Schedule, status: str | None = None, limit: int = RECEIPTS_LIMIT
+) -> Iterable[RunReceipt]:
+    """The schedule's receipts, newest first (``status``: only those), at most ``limit``:
+    one query on the receipts' (schedule, finished_at) index."""
+    receipts = RunReceipt.objects.filter(schedule_id=schedule.pk).select_related("attempt")
+    if status is not None:
+        receipts = receipts.filter(status=status)
+    return receipts.order_by("-finished_at", "-occurrence")[:limit]
+
+
+def receipts_lines(schedule: Schedule, status: str | None, limit: int) -> Iterator[str]:
+    """``schedules receipts NAME``: each receipt (:func:`receipt_line`) with its start,
+    and a failed one's traceback as Python prints it (files, lines, functions; never a
+    variable's value)."""
+    found = False
+    for receipt in receipts_of(schedule, status, limit):
+        found = True
+        yield receipt_line(receipt)
+        yield f"  started {utc(receipt.started_at)}, worker {receipt.attempt.worker}"
+        lines = format_traceback(receipt.traceback)
+        if lines:
+            yield "  Traceback (most recent call last):"
+            for line in lines:
+                yield f"    {line}"
+            error = ": ".join(p for p in (receipt.error_type, receipt.error_message) if p)
+            yield f"  {bound_text(error, MESSAGE_CHARS)}"
+    if not found:
+        which = f" with status {status}" if status else ""
+        yield f"{schedule.name}: no receipts{which}"
