@@ -83,7 +83,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Execution engines (tests/test_dispatch.py): django.tasks (Django 6+) with django-tasks-db's
 # DatabaseBackend as alias "db" when it is installed; "default" runs tasks immediately.
 try:
-    import django.tasks  # noqa: F401
+    import django.tasks
 except ImportError:  # Django 5.2
     pass
 else:
