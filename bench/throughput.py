@@ -26,7 +26,10 @@ backends per run (the backends open when the last receipt is written: all of the
 one opened during the round, which workers started without options do, as they close
 their connection while idle), and the CPU the rest of the machine used meanwhile (/proc: the server
 must run on this machine for the CPU figures). ``--experiment`` runs the workers with
-prototype engine changes patched in (bench/experiment_worker.py).
+prototype engine changes patched in (bench/experiment_worker.py). ``--deadline-seconds N``
+gives every schedule a deadline (never missed when N is larger than a round), and
+``--notifier-url URL`` configures one webhook notifier in the workers: the cost of the
+deadline sweep and of a configured notifier (issue #26).
 
 Prints one JSON object on stdout, then a one-line summary. Exit status: 2 if a round failed
 its verification or timed out; 1 with ``--check`` if 4 workers (the largest N measured if 4
@@ -320,6 +323,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="comma-separated prototype changes to patch into the workers "
         "(see bench/experiment_worker.py); default: the engine as it is",
     )
+    p.add_argument(
+        "--deadline-seconds",
+        type=int,
+        default=0,
+        help="give every schedule this deadline_seconds (issue #26: the cost of the "
+        "deadline sweep; large enough never to be missed); default: no deadline",
+    )
+    p.add_argument(
+        "--notifier-url",
+        default="",
+        help="configure NOTIFIERS with one WebhookNotifier to this URL in the workers "
+        "(issue #26: the cost of a configured notifier); default: none",
+    )
     p.add_argument("--json-out", type=Path, help="also write the JSON report to this file")
     p.add_argument(
         "--skip-setup",
@@ -344,6 +360,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     env = django_env(args.database_url)
+    if args.notifier_url:
+        notifiers = {
+            "bench": {
+                "BACKEND": "django_durable_schedules.notify.WebhookNotifier",
+                "OPTIONS": {"url": args.notifier_url},
+            }
+        }
+        extra = json.loads(env.get("DDS_TEST_DURABLE_SCHEDULES") or "{}")
+        env["DDS_TEST_DURABLE_SCHEDULES"] = json.dumps({**extra, "NOTIFIERS": notifiers})
     args.logdir.mkdir(parents=True, exist_ok=True)
     dbname = dbname_of(args.database_url)
 
@@ -358,6 +383,11 @@ def main(argv: list[str] | None = None) -> int:
     rounds: dict[int, list[dict[str, Any]]] = {}
     failed = False
     with connect(args.database_url) as conn:
+        conn.execute(
+            f"UPDATE {T_SCHEDULE} SET deadline_seconds = %s",
+            (args.deadline_seconds or None,),
+        )
+        conn.commit()
         present = scalar(conn, f"SELECT count(*) FROM {T_SCHEDULE}")
         if present != args.schedules:
             log(f"the database holds {present} schedules, not {args.schedules}")
@@ -418,6 +448,8 @@ def main(argv: list[str] | None = None) -> int:
     passed = at_floor is not None and at_floor >= args.floor and not failed
     report = {
         "benchmark": "throughput",
+        "deadline_seconds": args.deadline_seconds or None,
+        "notifier": bool(args.notifier_url),
         "schedules": args.schedules,
         "experiment": args.experiment or None,
         "worker_options": "defaults (no options: verbosity 1, a log line per run)"
