@@ -91,6 +91,26 @@ def django_env(url: str) -> dict[str, str]:
     return env
 
 
+def with_notifier(env: dict[str, str], url: str) -> dict[str, str]:
+    """``env`` with one ``WebhookNotifier`` to ``url`` in the workers' ``NOTIFIERS`` (through
+    tests.settings' ``DDS_TEST_DURABLE_SCHEDULES``); ``env`` itself when ``url`` is empty."""
+    if not url:
+        return env
+    extra = json.loads(env.get("DDS_TEST_DURABLE_SCHEDULES") or "{}")
+    extra["NOTIFIERS"] = {
+        "bench": {
+            "BACKEND": "django_durable_schedules.notify.WebhookNotifier",
+            "OPTIONS": {"url": url},
+        }
+    }
+    return {**env, "DDS_TEST_DURABLE_SCHEDULES": json.dumps(extra)}
+
+
+def set_deadlines(conn: psycopg.Connection, seconds: int) -> None:
+    """Give every schedule ``deadline_seconds = seconds`` (0: none)."""
+    conn.execute("UPDATE durable_schedules_schedule SET deadline_seconds = %s", (seconds or None,))
+
+
 def run_django(args: list[str], env: dict[str, str]) -> None:
     subprocess.run(
         [sys.executable, *args], cwd=ROOT, env=env, check=True, stdout=sys.stderr, stderr=sys.stderr

@@ -41,9 +41,11 @@ from common import (
     fresh_database,
     log,
     scalar,
+    set_deadlines,
     start_workers,
     stop_workers,
     wait_for_heartbeats,
+    with_notifier,
 )
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_bench_lateness"
@@ -114,10 +116,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot", type=Path, help="write a lateness histogram PNG here")
     p.add_argument("--database-url", default=DEFAULT_URL)
     p.add_argument("--check", action="store_true")
+    p.add_argument(
+        "--deadline-seconds",
+        type=int,
+        default=0,
+        help="give every schedule this deadline (issue #26: the sweep's cost); default none",
+    )
+    p.add_argument(
+        "--notifier-url",
+        default="",
+        help="one WebhookNotifier to this URL in the workers (issue #26); default none",
+    )
     args = p.parse_args(argv)
     if not dbname_of(args.database_url).startswith("dds_bench"):
         p.error("refusing to drop a database whose name does not start with dds_bench")
-    env = django_env(args.database_url)
+    env = with_notifier(django_env(args.database_url), args.notifier_url)
     fresh_database(args.database_url, env)
 
     with connect(args.database_url) as conn:
@@ -149,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                 text=True,
             )
             window_start = seeded.stdout.strip().splitlines()[-1]
+            set_deadlines(conn, args.deadline_seconds)
             log(f"seeded; window starts {window_start}, running {args.duration:g} s")
             time.sleep(5 + args.duration)
         finally:
@@ -226,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         "concurrency": "default" if args.defaults else args.concurrency,
         "schedules": {"interval_10s": args.intervals, "cron_every_minute": args.crons},
         "duration_seconds": args.duration,
+        "deadline_seconds": args.deadline_seconds or None,
+        "notifier": bool(args.notifier_url),
         **result,
         "problems": problems,
         "floor": {"p99_ms": args.floor_ms, "passed": passed},

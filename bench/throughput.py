@@ -73,10 +73,12 @@ from common import (  # bench/ is on sys.path: scripts run as files
     run_django,
     scalar,
     server_info,
+    set_deadlines,
     start_workers,
     stop_workers,
     wait_for,
     wait_for_heartbeats,
+    with_notifier,
     worker_backends,
 )
 
@@ -360,15 +362,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     env = django_env(args.database_url)
-    if args.notifier_url:
-        notifiers = {
-            "bench": {
-                "BACKEND": "django_durable_schedules.notify.WebhookNotifier",
-                "OPTIONS": {"url": args.notifier_url},
-            }
-        }
-        extra = json.loads(env.get("DDS_TEST_DURABLE_SCHEDULES") or "{}")
-        env["DDS_TEST_DURABLE_SCHEDULES"] = json.dumps({**extra, "NOTIFIERS": notifiers})
+    env = with_notifier(env, args.notifier_url)
     args.logdir.mkdir(parents=True, exist_ok=True)
     dbname = dbname_of(args.database_url)
 
@@ -383,11 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds: dict[int, list[dict[str, Any]]] = {}
     failed = False
     with connect(args.database_url) as conn:
-        conn.execute(
-            f"UPDATE {T_SCHEDULE} SET deadline_seconds = %s",
-            (args.deadline_seconds or None,),
-        )
-        conn.commit()
+        set_deadlines(conn, args.deadline_seconds)
         present = scalar(conn, f"SELECT count(*) FROM {T_SCHEDULE}")
         if present != args.schedules:
             log(f"the database holds {present} schedules, not {args.schedules}")
