@@ -29,6 +29,7 @@ from django.utils.timesince import timesince, timeuntil
 from .. import timing
 from ..cron_words import cron_in_words
 from ..db.latest import ReceiptSummary
+from ..humanize import duration_words
 from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule
 from ..running import annotated_running
 
@@ -239,19 +240,8 @@ def fmt_time_utc(value: datetime) -> str:
 
 
 def fmt_duration(seconds: float | None) -> str:
-    """A duration as people read it: ``0.042 s``, ``12.3 s``, ``4 min 05 s``,
-    ``2 h 03 min`` (a dash for None)."""
-    if seconds is None:
-        return EMPTY
-    seconds = max(0.0, seconds)
-    if seconds < 10:
-        return f"{seconds:.3f} s"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    whole = int(seconds)
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60:02d} s"
-    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+    """A duration as people read it (:func:`..humanize.duration_words`; a dash for None)."""
+    return duration_words(seconds, EMPTY)
 
 
 def when(value: datetime | None, zone_name: str | None, *, now: datetime) -> SafeString:

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 from django.core.management.base import CommandError
 
 from .. import timing
+from ..humanize import duration_words
 from ..models import ReceiptStatus, RunReceipt, Schedule
 from ..projection import bound_text, format_traceback
 from ..running import running_attempt
@@ -57,16 +58,7 @@ def in_zone(value: datetime | None, zone_name: str | None) -> str:
 
 def duration(seconds: float | None) -> str:
     """``0.004 s``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min``; ``-`` when it never ran."""
-    if seconds is None:
-        return "-"
-    if seconds < 10:
-        return f"{seconds:.3f} s"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    whole = int(seconds)
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60:02d} s"
-    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+    return duration_words(seconds)
 
 
 def _describe(schedule: Schedule) -> str:
