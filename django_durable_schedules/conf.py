@@ -61,6 +61,9 @@ PROBE_PUBLIC              True       anyone may read the fleet probe (``health/p
 PROBE_MIN_WORKERS         1          live workers health and the probe need while a schedule waits
 PROBE_MAX_LAG_SECONDS     60.0       the probe fails when a due schedule has waited longer
                                      than this for a claim (seconds)
+FAILING_AFTER             3          consecutive failed attempts after which a schedule's
+                                     ``failing`` alert opens (one event per episode, closed by
+                                     its next success)
 ========================  =========  ===========================================================
 """
 
@@ -101,6 +104,7 @@ DEFAULTS: dict[str, Any] = {
     "PROBE_PUBLIC": True,
     "PROBE_MIN_WORKERS": 1,
     "PROBE_MAX_LAG_SECONDS": 60.0,
+    "FAILING_AFTER": 3,
 }
 
 
@@ -268,6 +272,16 @@ class _Settings:
     @property
     def PROBE_MAX_LAG_SECONDS(self) -> float:
         return float(get("PROBE_MAX_LAG_SECONDS"))
+
+    @property
+    def FAILING_AFTER(self) -> int:
+        """The failure streak that opens a ``failing`` alert, a whole number in ``[1,
+        10**6]``; a value that is no whole number is the default (the system check
+        reports it, E006)."""
+        value = get("FAILING_AFTER")
+        if isinstance(value, bool) or not isinstance(value, int):
+            return int(DEFAULTS["FAILING_AFTER"])
+        return min(10**6, max(1, value))
 
 
 app_settings = _Settings()

@@ -1,5 +1,5 @@
 """``ScheduleQuerySet``: the named predicates on schedules (claimable, due, waiting,
-backfill ready, failing, degraded, leased, lease expired), one definition each.
+backfill ready, failing, degraded, leased, lease expired, late), one definition each.
 """
 
 from __future__ import annotations
@@ -9,10 +9,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from django.db import models, router
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
+from django.db.models.functions import Coalesce
+from django.db.models.lookups import LessThan
 
 from .. import timing
-from .choices import Status
+from ..db.durations import Seconds
+from .choices import AttemptOrigin, Status
 
 if TYPE_CHECKING:
     from .schedule import Schedule
@@ -224,3 +227,101 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
     def lease_expired(self, now: Any) -> ScheduleQuerySet:
         """See :meth:`lease_expired_q`."""
         return self.filter(self.lease_expired_q(now))
+
+    # -- deadlines (issue #26) ------------------------------------------------------------
+
+    @staticmethod
+    def owed_slot() -> Coalesce:
+        """The nominal slot of the occurrence an unleased active row owes, as SQL (the twin
+        of ``state.alert_rules.owed_occurrence``): its pending retry's slot, else its
+        trigger's instant, else its buffered slot, else ``next_run_at``."""
+        return Coalesce("retry_scheduled_for", "triggered_at", "buffered_for", "next_run_at")
+
+    @staticmethod
+    def owed_number() -> Any:
+        """The occurrence an unleased active row owes, as SQL: ``occurrence`` while a retry
+        of it is pending, else ``occurrence + 1``."""
+        return F("occurrence") + Case(
+            When(retry_scheduled_for__isnull=False, then=Value(0)), default=Value(1)
+        )
+
+    @classmethod
+    def late_waiting_q(cls, now: Any) -> Q:
+        """Active, unleased rows with a deadline whose owed occurrence (:meth:`owed_slot`,
+        :meth:`owed_number`) is past ``slot + deadline_seconds`` at ``now`` and not yet
+        reported (``deadline_missed_occurrence`` below it)."""
+        deadline = cls.owed_slot() + Seconds(F("deadline_seconds"))
+        return (
+            Q(status=Status.ACTIVE, lease_expires_at__isnull=True, deadline_seconds__isnull=False)
+            & Q(LessThan(deadline, now))
+            & (
+                Q(deadline_missed_occurrence__isnull=True)
+                | Q(deadline_missed_occurrence__lt=cls.owed_number())
+            )
+        )
+
+    @staticmethod
+    def late_running_q(now: Any) -> Q:
+        """Active rows with a deadline whose run holds the lease: the open attempt (a live
+        slot's, not a backfill's) is past ``scheduled_for + deadline_seconds`` at ``now``
+        and its occurrence (the row's ``occurrence``) not yet reported. The attempt is
+        found by its unique lease token."""
+        from .runs import RunAttempt
+
+        deadline = F("scheduled_for") + Seconds(OuterRef("deadline_seconds"))
+        open_attempt = (
+            RunAttempt.objects.filter(lease_token=OuterRef("lease_token"))
+            .exclude(origin=AttemptOrigin.BACKFILL)
+            .filter(LessThan(deadline, now))
+        )
+        return (
+            Q(status=Status.ACTIVE, lease_expires_at__isnull=False, deadline_seconds__isnull=False)
+            & (
+                Q(deadline_missed_occurrence__isnull=True)
+                | Q(deadline_missed_occurrence__lt=F("occurrence"))
+            )
+            & Q(Exists(open_attempt))
+        )
+
+    @classmethod
+    def late_q(cls, now: Any) -> Q:
+        """Late at ``now`` and not yet reported: :meth:`late_waiting_q` or
+        :meth:`late_running_q` (for a count or a list; the sweep reads
+        :meth:`late_scans`)."""
+        return cls.late_waiting_q(now) | cls.late_running_q(now)
+
+    @classmethod
+    def overdue_deadline_q(cls, now: Any) -> Q:
+        """Past the deadline of the occurrence it owes at ``now``, reported or not: what
+        health and the API call "late" (computed on read, so it shows with no worker
+        running). Unleased rows by :meth:`owed_slot`; leased ones by their open attempt."""
+        from .runs import RunAttempt
+
+        waiting = Q(
+            status=Status.ACTIVE, lease_expires_at__isnull=True, deadline_seconds__isnull=False
+        ) & Q(LessThan(cls.owed_slot() + Seconds(F("deadline_seconds")), now))
+        attempt = (
+            RunAttempt.objects.filter(lease_token=OuterRef("lease_token"))
+            .exclude(origin=AttemptOrigin.BACKFILL)
+            .filter(LessThan(F("scheduled_for") + Seconds(OuterRef("deadline_seconds")), now))
+        )
+        running = Q(
+            status=Status.ACTIVE, lease_expires_at__isnull=False, deadline_seconds__isnull=False
+        ) & Q(Exists(attempt))
+        return waiting | running
+
+    def overdue_deadline(self, now: Any) -> ScheduleQuerySet:
+        """See :meth:`overdue_deadline_q`."""
+        return self.filter(self.overdue_deadline_q(now))
+
+    def late_scans(self, now: Any) -> tuple[ScheduleQuerySet, ...]:
+        """The rows :meth:`late_q` selects at ``now``, as three reads that each an index
+        serves, so a sweep stays cheap among a million schedules with few deadlines: due
+        ones (``dds_sched_due_idx``: active, ``next_run_at <= now``), ones waiting for a
+        retry after a failure (``failure_count > 0``: the partial ``dds_sched_failing_idx``
+        on PostgreSQL and SQLite) and running ones (the lease index)."""
+        return (
+            self.filter(self.late_waiting_q(now), next_run_at__lte=now),
+            self.filter(self.late_waiting_q(now), failure_count__gt=0, next_run_at__gt=now),
+            self.filter(self.late_running_q(now)),
+        )

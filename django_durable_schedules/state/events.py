@@ -44,11 +44,13 @@ def record_event(
     actor: Any = None,
     source: str = "code",
     changes: dict[str, Any] | None = None,
+    occurrence: int | None = None,
     using: str = "default",
 ) -> ScheduleEvent:
     """Append one :class:`~.models.ScheduleEvent` (called inside the transition's
     transaction, so the action and its record commit together). ``signals.schedule_changed``
-    is sent once that transaction commits (only built when a receiver is connected)."""
+    is sent once that transaction commits (only built when a receiver is connected).
+    ``occurrence``: the occurrence an engine event (source ``worker``) is about."""
     event = ScheduleEvent.objects.using(using).create(
         schedule_id=row.pk,
         schedule_name=row.name,
@@ -58,6 +60,7 @@ def record_event(
         actor_repr=str(actor)[:200] if actor is not None else "",
         source=source[:32],
         changes=changes or {},
+        occurrence=occurrence,
     )
     if signals.schedule_changed.has_listeners(ScheduleEvent):
         transaction.on_commit(

@@ -1,0 +1,106 @@
+"""The engine's alerts, written: :func:`write_alerts` (the events the rules of a claim, a
+completion or a lease recovery noted) and :func:`sweep_deadlines` (a worker's duty: the
+occurrences past their deadline). The rules are :mod:`.alert_rules`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.db import transaction
+
+from .. import timing
+from ..db.clock import resolve_now
+from ..db.locks import lock_for_write, locked
+from ..models import RunAttempt, Schedule, ScheduleEvent
+from .alert_rules import miss_deadline, owed_occurrence, take_events
+from .events import record_event
+
+logger = logging.getLogger(__name__)
+
+#: Most late schedules one sweep reports (the next pass takes the rest).
+SWEEP_LIMIT = 100
+
+
+def write_alerts(
+    rows: Iterable[Schedule], now: datetime | None, using: str
+) -> list[ScheduleEvent]:
+    """Inside the transaction that holds the locks of ``rows``: for each row on which a
+    rule noted events (:func:`.alert_rules.note_event`), write its ``open_alerts`` and each
+    event through :func:`.events.record_event` (source ``worker``, at ``now``; None: the
+    database clock). Rows with
+    nothing noted (the common case) cost no statement. Returns the events written."""
+    written: list[ScheduleEvent] = []
+    for row in rows:
+        noted = take_events(row)
+        if not noted:
+            continue
+        Schedule.objects.using(using).filter(pk=row.pk).update(open_alerts=row.open_alerts)
+        for event in noted:
+            written.append(
+                record_event(
+                    row,
+                    event.action,
+                    now=now,
+                    source="worker",
+                    changes=event.changes,
+                    occurrence=event.occurrence,
+                    using=using,
+                )
+            )
+            logger.warning(
+                "schedule %s: %s (occurrence %s)",
+                row.name,
+                event.action,
+                event.occurrence,
+                extra={"schedule": row.name, "occurrence": event.occurrence},
+            )
+    return written
+
+
+def sweep_deadlines(
+    *, now: datetime | None = None, limit: int = SWEEP_LIMIT, using: str = "default"
+) -> list[ScheduleEvent]:
+    """Report the occurrences whose deadline passed: for up to ``limit`` schedules that
+    ``ScheduleQuerySet.late_scans`` finds late at ``now`` (default: the database clock),
+    each in its own transaction, lock the row (``SKIP LOCKED`` where the database has
+    it: a row another worker holds is left for the next pass), judge it again on the
+    locked row (:func:`.alert_rules.miss_deadline`: the occurrence it owes,
+    :func:`.alert_rules.owed_occurrence`, is past its deadline and not reported yet) and
+    write ``deadline_missed_occurrence``, ``open_alerts`` and one ``deadline_missed``
+    event (source ``worker``). An occurrence is reported once, whatever the number of
+    workers sweeping. Returns the events written. Database errors propagate."""
+    if now is not None:
+        now = timing.require_aware(now, "now")
+    at = resolve_now(now, using)
+    found: list[object] = []
+    for scan in Schedule.objects.using(using).late_scans(at):
+        if len(found) >= limit:
+            break
+        found += [pk for pk in scan.values_list("pk", flat=True)[: limit - len(found)]]
+    written: list[ScheduleEvent] = []
+    for pk in dict.fromkeys(found):
+        written += _sweep_one(pk, now, using)
+    return written
+
+
+def _sweep_one(pk: object, now: datetime | None, using: str) -> list[ScheduleEvent]:
+    """One candidate of :func:`sweep_deadlines`, in its own transaction."""
+    with transaction.atomic(using=using):
+        lock_for_write(using)
+        rows = list(locked(Schedule.objects.using(using).filter(pk=pk), using, skip_locked=True))
+        if not rows:
+            return []
+        row = rows[0]
+        at = resolve_now(now, using)
+        attempt = None
+        if row.lease_token is not None:
+            attempt = RunAttempt.objects.using(using).filter(lease_token=row.lease_token).first()
+        if not miss_deadline(row, owed_occurrence(row, attempt), at):
+            return []
+        Schedule.objects.using(using).filter(pk=pk).update(
+            deadline_missed_occurrence=row.deadline_missed_occurrence
+        )
+        return write_alerts([row], at, using)
