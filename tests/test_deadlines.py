@@ -80,7 +80,10 @@ def test_owed_occurrence_follows_how_a_claim_numbers_occurrences():
     attempt = RunAttempt(occurrence=4, scheduled_for=T0, origin="scheduled")
     assert owed_occurrence(leased, attempt) == Owed(4, T0)
     assert owed_occurrence(leased) is None  # the attempt is needed
-    assert owed_occurrence(leased, RunAttempt(occurrence=9, scheduled_for=T0, origin="backfill")) is None
+    assert (
+        owed_occurrence(leased, RunAttempt(occurrence=9, scheduled_for=T0, origin="backfill"))
+        is None
+    )
     assert owed_occurrence(row(status="paused", next_run_at=T0)) is None
     assert owed_occurrence(row(next_run_at=None)) is None
 

@@ -24,9 +24,7 @@ logger = logging.getLogger(__name__)
 SWEEP_LIMIT = 100
 
 
-def write_alerts(
-    rows: Iterable[Schedule], now: datetime | None, using: str
-) -> list[ScheduleEvent]:
+def write_alerts(rows: Iterable[Schedule], now: datetime | None, using: str) -> list[ScheduleEvent]:
     """Inside the transaction that holds the locks of ``rows``: for each row on which a
     rule noted events (:func:`.alert_rules.note_event`), write its ``open_alerts`` and each
     event through :func:`.events.record_event` (source ``worker``, at ``now``; None: the
