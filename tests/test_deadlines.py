@@ -274,3 +274,17 @@ def test_a_success_with_no_alert_open_costs_no_statement_more():
     sqls = [q["sql"] for q in ctx.captured_queries]
     assert not any(ScheduleEvent._meta.db_table in sql for sql in sqls)
     assert not any(sql.lstrip().startswith("UPDATE") and "open_alerts" in sql for sql in sqls)
+
+
+def test_a_quarantine_by_update_opens_degraded_once():
+    from django_durable_schedules.state.quarantine import quarantine_refused
+
+    s = make()
+    Schedule.objects.update(open_alerts="failing")
+    quarantine_refused(s.pk, ValueError("refused"), "default")
+    Schedule.objects.update(status="active", degraded_reason="")
+    quarantine_refused(s.pk, ValueError("refused again"), "default")
+    assert events() == [("degraded", None, "worker")]
+    s.refresh_from_db()
+    assert s.open_alerts == "failing degraded" and s.status == "paused"
+    assert ScheduleEvent.objects.get().changes["kind"] == "claim"

@@ -10,13 +10,16 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Case, F, Value, When
+from django.db.models.functions import Concat
 
 from .. import timing
 from ..db.clock import resolve_now
 from ..db.locks import lock_for_write, locked
-from ..models import RunAttempt, Schedule, ScheduleEvent
+from ..models import Alert, EventAction, RunAttempt, Schedule, ScheduleEvent
 from .alert_rules import miss_deadline, owed_occurrence, take_events
 from .events import record_event
+from .transitions import implements
 
 logger = logging.getLogger(__name__)
 
@@ -102,3 +105,35 @@ def _sweep_one(pk: object, now: datetime | None, using: str) -> list[ScheduleEve
             deadline_missed_occurrence=row.deadline_missed_occurrence
         )
         return write_alerts([row], at, using)
+
+
+@implements("alert.degraded")
+def degraded_by_update(
+    row: Schedule, reason: str, kind: str, now: datetime | None, using: str
+) -> ScheduleEvent | None:
+    """Inside the transaction that quarantined ``row`` with an ``update()`` (a claim the
+    database refused, a lease that cannot be recovered: :mod:`.quarantine`, which reads
+    none of the row's values): open its ``degraded`` alert in SQL, unless one is open,
+    and then write one ``degraded`` event (source ``worker``; changes: ``reason``,
+    ``kind``). Returns the event, or None when the episode was open already."""
+    opened = (
+        Schedule.objects.using(using)
+        .filter(pk=row.pk)
+        .exclude(open_alerts__contains=Alert.DEGRADED)
+        .update(
+            open_alerts=Case(
+                When(open_alerts="", then=Value(Alert.DEGRADED.value)),
+                default=Concat(F("open_alerts"), Value(f" {Alert.DEGRADED.value}")),
+            )
+        )
+    )
+    if not opened:
+        return None
+    return record_event(
+        row,
+        EventAction.DEGRADED,
+        now=now,
+        source="worker",
+        changes={"reason": reason, "kind": kind},
+        using=using,
+    )
