@@ -28,7 +28,9 @@ from django.utils.timesince import timesince, timeuntil
 
 from .. import timing
 from ..cron_words import cron_in_words
+from ..db.clock import db_now
 from ..db.latest import ReceiptSummary
+from ..deadlines import DeadlineState, deadline_state, read_now
 from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule
 
 #: Outcomes in the strip of the schedule list and change page.
@@ -205,7 +207,9 @@ def outcome_label(status: str, label: str | None = None) -> SafeString:
 
 
 def status_badges(obj: Schedule) -> SafeString:
-    """The status as a coloured badge, plus "running" (lease held) and "degraded"."""
+    """The status as a coloured badge, plus "running" (lease held), "degraded" and
+    "late" (the occurrence it owes is past its deadline: :func:`deadline_now`)."""
+    deadline = deadline_now(obj)
     return render_fragment(
         "status_badges",
         {
@@ -213,8 +217,20 @@ def status_badges(obj: Schedule) -> SafeString:
             "title": obj.pause_reason or obj.get_status_display(),
             "running": obj.lease_token is not None,
             "lease_until": fmt_utc(obj.lease_expires_at),
+            "late": deadline.late,
+            "deadline_at": fmt_utc(deadline.deadline_at),
         },
     )
+
+
+def deadline_now(obj: Schedule) -> DeadlineState:
+    """The deadline state of ``obj`` by the database clock its read annotated
+    (:func:`..deadlines.with_open_slot`, the admin's queryset), else read now; free for a
+    schedule without a deadline."""
+    if obj.deadline_seconds is None:
+        return DeadlineState()
+    using = obj._state.db or "default"
+    return deadline_state(obj, read_now(obj) or db_now(using), using)
 
 
 def when(value: datetime | None, zone_name: str | None, *, now: datetime) -> SafeString:

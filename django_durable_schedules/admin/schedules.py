@@ -21,6 +21,7 @@ from django.urls import path
 from django.utils.safestring import SafeString
 
 from .. import state
+from ..deadlines import with_open_slot
 from ..exceptions import StateConflict
 from ..health import probe
 from ..models import INPUT_FIELDS, POLICY_FIELDS, Schedule
@@ -142,6 +143,11 @@ class ScheduleAdmin(admin.ModelAdmin):
             fieldsets.insert(0, ("Now", {"fields": SUMMARY_FIELDS}))
             fieldsets.append(("Run state", {"fields": STATE_FIELDS, "classes": ["collapse"]}))
         return fieldsets
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
+        # The open run's slot and the database clock in the same query: the "late" badge
+        # and the deadline cost no query of their own.
+        return with_open_slot(super().get_queryset(request))
 
     def get_inlines(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
         # A schedule being added has no attempts or receipts: no empty tables.
