@@ -5,7 +5,7 @@ and the state functions on the database (SQLite by default; PostgreSQL and Maria
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.test.utils import override_settings
@@ -288,3 +288,46 @@ def test_a_quarantine_by_update_opens_degraded_once():
     s.refresh_from_db()
     assert s.open_alerts == "failing degraded" and s.status == "paused"
     assert ScheduleEvent.objects.get().changes["kind"] == "claim"
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seconds=st.integers(1, 2**31 - 1),
+    slot=st.datetimes(
+        min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59)
+    ).map(lambda d: d.replace(microsecond=0, tzinfo=UTC)),
+    leased=st.booleans(),
+)
+def test_property_rows_written_behind_save_never_break_the_sweep_or_health(seconds, slot, leased):
+    """Any deadline the column holds and any slot a datetime holds, written behind
+    ``save()``: the sweep, health's late list and the deadline state never raise, and a
+    report is only ever made past the deadline (bounded to DEADLINE_MAX_SECONDS)."""
+    from django_durable_schedules.deadlines import deadline_state, late_schedules
+    from django_durable_schedules.limits import DEADLINE_MAX_SECONDS
+
+    s = make(f"odd-{uuid.uuid4().hex[:12]}", deadline_seconds=60)  # events are append-only
+    fields = {"deadline_seconds": seconds, "next_run_at": slot}
+    if leased:
+        token = uuid.uuid4()
+        RunAttempt.objects.create(
+            schedule=s,
+            schedule_name=s.name,
+            occurrence=1,
+            attempt=1,
+            scheduled_for=slot,
+            claimed_at=slot,
+            lease_token=token,
+            lease_expires_at=T0 + 3600 * S,
+            worker="w",
+            idempotency_key=f"{s.pk}:1",
+        )
+        fields.update(lease_token=token, lease_expires_at=T0 + 3600 * S, occurrence=1)
+    Schedule.objects.filter(pk=s.pk).update(**fields)
+    now = T0 + 10 * S
+    written = state.sweep_deadlines(now=now)
+    late_schedules(now)
+    found = deadline_state(Schedule.objects.get(pk=s.pk), now)
+    bounded = min(seconds, DEADLINE_MAX_SECONDS)
+    should = slot.year < 9000 and slot + bounded * S < now
+    assert [e.occurrence for e in written if e.schedule_id == s.pk] == ([1] if should else [])
+    assert found.late == (slot + bounded * S < now if found.deadline_at else False)

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django.db import models, router
 from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Least
 from django.db.models.lookups import LessThan
 
 from .. import timing
 from ..db.durations import Seconds
+from ..limits import DEADLINE_MAX_SECONDS
 from .choices import AttemptOrigin, Status
 
 if TYPE_CHECKING:
@@ -26,6 +27,16 @@ if TYPE_CHECKING:
 #: ``infinity``, a year beyond 9999; on SQLite, text or a number that sorts outside them).
 LEASE_FLOOR = datetime(1000, 1, 1, tzinfo=UTC)
 LEASE_CEILING = datetime(9000, 1, 1, tzinfo=UTC)
+#: A slot the deadline predicates consider is before this instant, and the deadline they
+#: add is at most ``DEADLINE_MAX_SECONDS``: the sum never leaves the range a database's
+#: datetime (or SQLite's Python function behind it) holds, whatever a row written behind
+#: ``save()`` stores.
+SLOT_CEILING = LEASE_CEILING
+
+
+def deadline_after(slot: Any, seconds: Any) -> Any:
+    """``slot + seconds`` as SQL, the seconds (a column) bounded to ``DEADLINE_MAX_SECONDS``."""
+    return slot + Seconds(Least(seconds, Value(DEADLINE_MAX_SECONDS)))
 
 
 class ScheduleQuerySet(models.QuerySet["Schedule"]):
@@ -250,10 +261,9 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         """Active, unleased rows with a deadline whose owed occurrence (:meth:`owed_slot`,
         :meth:`owed_number`) is past ``slot + deadline_seconds`` at ``now`` and not yet
         reported (``deadline_missed_occurrence`` below it)."""
-        deadline = cls.owed_slot() + Seconds(F("deadline_seconds"))
         return (
-            Q(status=Status.ACTIVE, lease_expires_at__isnull=True, deadline_seconds__isnull=False)
-            & Q(LessThan(deadline, now))
+            cls.deadline_waiting_q()
+            & Q(LessThan(deadline_after(cls.owed_slot(), F("deadline_seconds")), now))
             & (
                 Q(deadline_missed_occurrence__isnull=True)
                 | Q(deadline_missed_occurrence__lt=cls.owed_number())
@@ -261,26 +271,41 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         )
 
     @staticmethod
-    def late_running_q(now: Any) -> Q:
+    def deadline_waiting_q() -> Q:
+        """Active, unleased rows with a deadline whose owed slot is a value the deadline
+        arithmetic holds (before :data:`SLOT_CEILING`)."""
+        return Q(
+            status=Status.ACTIVE, lease_expires_at__isnull=True, deadline_seconds__isnull=False
+        ) & Q(LessThan(ScheduleQuerySet.owed_slot(), Value(SLOT_CEILING)))
+
+    @staticmethod
+    def open_attempt_late(now: Any) -> Any:
+        """The open attempt (the one the outer row's lease token names, not a backfill
+        slot's) past ``scheduled_for + deadline_seconds`` at ``now``, for ``Exists``."""
+        from .runs import RunAttempt
+
+        deadline = deadline_after(F("scheduled_for"), OuterRef("deadline_seconds"))
+        return (
+            RunAttempt.objects.filter(
+                lease_token=OuterRef("lease_token"), scheduled_for__lt=SLOT_CEILING
+            )
+            .exclude(origin=AttemptOrigin.BACKFILL)
+            .filter(LessThan(deadline, now))
+        )
+
+    @classmethod
+    def late_running_q(cls, now: Any) -> Q:
         """Active rows with a deadline whose run holds the lease: the open attempt (a live
         slot's, not a backfill's) is past ``scheduled_for + deadline_seconds`` at ``now``
         and its occurrence (the row's ``occurrence``) not yet reported. The attempt is
         found by its unique lease token."""
-        from .runs import RunAttempt
-
-        deadline = F("scheduled_for") + Seconds(OuterRef("deadline_seconds"))
-        open_attempt = (
-            RunAttempt.objects.filter(lease_token=OuterRef("lease_token"))
-            .exclude(origin=AttemptOrigin.BACKFILL)
-            .filter(LessThan(deadline, now))
-        )
         return (
             Q(status=Status.ACTIVE, lease_expires_at__isnull=False, deadline_seconds__isnull=False)
             & (
                 Q(deadline_missed_occurrence__isnull=True)
                 | Q(deadline_missed_occurrence__lt=F("occurrence"))
             )
-            & Q(Exists(open_attempt))
+            & Q(Exists(cls.open_attempt_late(now)))
         )
 
     @classmethod
@@ -295,19 +320,12 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         """Past the deadline of the occurrence it owes at ``now``, reported or not: what
         health and the API call "late" (computed on read, so it shows with no worker
         running). Unleased rows by :meth:`owed_slot`; leased ones by their open attempt."""
-        from .runs import RunAttempt
-
-        waiting = Q(
-            status=Status.ACTIVE, lease_expires_at__isnull=True, deadline_seconds__isnull=False
-        ) & Q(LessThan(cls.owed_slot() + Seconds(F("deadline_seconds")), now))
-        attempt = (
-            RunAttempt.objects.filter(lease_token=OuterRef("lease_token"))
-            .exclude(origin=AttemptOrigin.BACKFILL)
-            .filter(LessThan(F("scheduled_for") + Seconds(OuterRef("deadline_seconds")), now))
+        waiting = cls.deadline_waiting_q() & Q(
+            LessThan(deadline_after(cls.owed_slot(), F("deadline_seconds")), now)
         )
         running = Q(
             status=Status.ACTIVE, lease_expires_at__isnull=False, deadline_seconds__isnull=False
-        ) & Q(Exists(attempt))
+        ) & Q(Exists(cls.open_attempt_late(now)))
         return waiting | running
 
     def overdue_deadline(self, now: Any) -> ScheduleQuerySet:

@@ -14,6 +14,7 @@ from django.db.models import Case, F, Value, When
 from django.db.models.functions import Concat
 
 from .. import timing
+from ..db.batch import ROW_PROBLEMS
 from ..db.clock import resolve_now
 from ..db.locks import lock_for_write, locked
 from ..models import Alert, EventAction, RunAttempt, Schedule, ScheduleEvent
@@ -72,7 +73,9 @@ def sweep_deadlines(
     :func:`.alert_rules.owed_occurrence`, is past its deadline and not reported yet) and
     write ``deadline_missed_occurrence``, ``open_alerts`` and one ``deadline_missed``
     event (source ``worker``). An occurrence is reported once, whatever the number of
-    workers sweeping. Returns the events written. Database errors propagate."""
+    workers sweeping. A row whose values cannot be read (:data:`.db.batch.ROW_PROBLEMS`)
+    is skipped with a log line. Returns the events written. Other database errors (the
+    connection's) propagate."""
     if now is not None:
         now = timing.require_aware(now, "now")
     at = resolve_now(now, using)
@@ -83,7 +86,10 @@ def sweep_deadlines(
         found += [pk for pk in scan.values_list("pk", flat=True)[: limit - len(found)]]
     written: list[ScheduleEvent] = []
     for pk in dict.fromkeys(found):
-        written += _sweep_one(pk, now, using)
+        try:
+            written += _sweep_one(pk, now, using)
+        except ROW_PROBLEMS as exc:  # a value no rule can read: this row is left alone
+            logger.warning("deadline sweep skipped schedule %s: %s", pk, exc)
     return written
 
 
