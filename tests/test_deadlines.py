@@ -331,3 +331,26 @@ def test_property_rows_written_behind_save_never_break_the_sweep_or_health(secon
     should = slot.year < 9000 and slot + bounded * S < now
     assert [e.occurrence for e in written if e.schedule_id == s.pk] == ([1] if should else [])
     assert found.late == (slot + bounded * S < now if found.deadline_at else False)
+
+
+def test_without_partial_indexes_a_worker_reads_waiting_retries_less_often(monkeypatch):
+    from django.db import connection
+
+    from django_durable_schedules.state import alerts
+
+    make(deadline_seconds=30, callback="tests.fail", backoff_base_seconds=3000, max_attempts=3)
+    run(T0)  # fails; its retry waits far beyond the deadline
+    assert state.sweep_deadlines(now=T0 + 31 * S, retries=False) == []
+    monkeypatch.setattr(connection.features, "supports_partial_indexes", False)
+    clock = [1000.0]
+    monkeypatch.setattr(alerts.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(alerts, "resolve_now", lambda now, using: T0 + 40 * S)
+    sweep = state.DeadlineSweep()
+    first = sweep.run()  # the first sweep reads everything
+    assert [e.action for e in first] == ["deadline_missed"]
+    clock[0] = 1010.0
+    sweep.run()  # 10 s later: not the retries
+    assert sweep.last_retry_scan == 1000.0
+    clock[0] = 1100.0
+    sweep.run()  # 100 s later: them again
+    assert sweep.last_retry_scan == 1100.0

@@ -302,9 +302,10 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
         only for a row with a deadline."""
         if schedule.deadline_seconds is None:
             return DeadlineState()
-        now = read_now(schedule) or self.context.get("db_now")
+        context: Any = self.context  # the root's dict, shared by a list's rows
+        now = read_now(schedule) or context.get("db_now")
         if now is None:
-            now = self.context["db_now"] = state.db_now(schedule._state.db or "default")
+            now = context["db_now"] = state.db_now(schedule._state.db or "default")
         return deadline_state(schedule, now)
 
     @extend_schema_field(serializers.BooleanField())

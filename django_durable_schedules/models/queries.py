@@ -257,12 +257,12 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         )
 
     @classmethod
-    def late_waiting_q(cls, now: Any) -> Q:
+    def late_waiting_q(cls, now: Any, active: Q | None = None) -> Q:
         """Active, unleased rows with a deadline whose owed occurrence (:meth:`owed_slot`,
         :meth:`owed_number`) is past ``slot + deadline_seconds`` at ``now`` and not yet
         reported (``deadline_missed_occurrence`` below it)."""
         return (
-            cls.deadline_waiting_q()
+            cls.deadline_waiting_q(active)
             & Q(LessThan(deadline_after(cls.owed_slot(), F("deadline_seconds")), now))
             & (
                 Q(deadline_missed_occurrence__isnull=True)
@@ -271,12 +271,15 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         )
 
     @staticmethod
-    def deadline_waiting_q() -> Q:
-        """Active, unleased rows with a deadline whose owed slot is a value the deadline
-        arithmetic holds (before :data:`SLOT_CEILING`)."""
-        return Q(
-            status=Status.ACTIVE, lease_expires_at__isnull=True, deadline_seconds__isnull=False
-        ) & Q(LessThan(ScheduleQuerySet.owed_slot(), Value(SLOT_CEILING)))
+    def deadline_waiting_q(active: Q | None = None) -> Q:
+        """Active (``active``: how the caller says it; default ``status = active``),
+        unleased rows with a deadline whose owed slot is a value the deadline arithmetic
+        holds (before :data:`SLOT_CEILING`)."""
+        return (
+            (Q(status=Status.ACTIVE) if active is None else active)
+            & Q(lease_expires_at__isnull=True, deadline_seconds__isnull=False)
+            & Q(LessThan(ScheduleQuerySet.owed_slot(), Value(SLOT_CEILING)))
+        )
 
     @staticmethod
     def open_attempt_late(now: Any) -> Any:
@@ -294,13 +297,14 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         )
 
     @classmethod
-    def late_running_q(cls, now: Any) -> Q:
+    def late_running_q(cls, now: Any, active: Q | None = None) -> Q:
         """Active rows with a deadline whose run holds the lease: the open attempt (a live
         slot's, not a backfill's) is past ``scheduled_for + deadline_seconds`` at ``now``
         and its occurrence (the row's ``occurrence``) not yet reported. The attempt is
         found by its unique lease token."""
         return (
-            Q(status=Status.ACTIVE, lease_expires_at__isnull=False, deadline_seconds__isnull=False)
+            (Q(status=Status.ACTIVE) if active is None else active)
+            & Q(lease_expires_at__isnull=False, deadline_seconds__isnull=False)
             & (
                 Q(deadline_missed_occurrence__isnull=True)
                 | Q(deadline_missed_occurrence__lt=F("occurrence"))
@@ -335,11 +339,25 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
     def late_scans(self, now: Any) -> tuple[ScheduleQuerySet, ...]:
         """The rows :meth:`late_q` selects at ``now``, as three reads that each an index
         serves, so a sweep stays cheap among a million schedules with few deadlines: due
-        ones (``dds_sched_due_idx``: active, ``next_run_at <= now``), ones waiting for a
-        retry after a failure (``failure_count > 0``: the partial ``dds_sched_failing_idx``
-        on PostgreSQL and SQLite) and running ones (the lease index)."""
+        ones, most overdue first (``dds_sched_due_idx``: active, ``next_run_at <= now``),
+        ones waiting for a retry after a failure (``failure_count > 0``: the partial
+        ``dds_sched_failing_idx`` on PostgreSQL and SQLite; MariaDB/MySQL, which have no
+        partial index, read the table) and running ones (``dds_sched_lease_idx``). Each
+        is ordered by its own index (never by the default ``name``)."""
+        # The last two say "active" as "no other status" (the column's CHECK allows no
+        # other value), which no index serves: a planner without statistics (SQLite's)
+        # then reads the scan's own partial index, not every active row of the due index.
+        by_exclusion = self.active_by_exclusion_q()
         return (
-            self.filter(self.late_waiting_q(now), next_run_at__lte=now),
-            self.filter(self.late_waiting_q(now), failure_count__gt=0, next_run_at__gt=now),
-            self.filter(self.late_running_q(now)),
+            self.filter(self.late_waiting_q(now), next_run_at__lte=now).order_by("next_run_at"),
+            self.filter(
+                self.late_waiting_q(now, active=by_exclusion), failure_count__gt=0
+            ).order_by(),
+            self.filter(self.late_running_q(now, active=by_exclusion)).order_by("lease_expires_at"),
         )
+
+    @staticmethod
+    def active_by_exclusion_q() -> Q:
+        """``status = active`` written as "none of the other statuses" (the same rows: a
+        CHECK constraint holds the column to :class:`.Status`), a filter no index serves."""
+        return ~Q(status__in=[s for s in Status.values if s != Status.ACTIVE])

@@ -38,7 +38,7 @@ from ..db.clock import db_now
 from ..exceptions import StateConflict
 from ..limits import BACKOFF_BASE_MAX_SECONDS, BACKOFF_CAP_MAX_SECONDS, TIMEOUT_MAX_SECONDS
 from .alert_rules import Owed, deadline_of, owed_occurrence
-from .alerts import sweep_deadlines
+from .alerts import DeadlineSweep, sweep_deadlines
 from .backfills import (
     BACKFILL_FROM,
     BackfillPlan,
@@ -93,6 +93,7 @@ __all__ = [
     "TIMEOUT_MAX_SECONDS",
     "UNEVALUABLE_PREFIX",
     "BackfillPlan",
+    "DeadlineSweep",
     "Owed",
     "Claim",
     "CompletionReport",

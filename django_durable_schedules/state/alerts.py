@@ -6,10 +6,12 @@ occurrences past their deadline). The rules are :mod:`.alert_rules`.
 from __future__ import annotations
 
 import logging
+import time
+import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Case, F, Value, When
 from django.db.models.functions import Concat
 
@@ -26,6 +28,33 @@ logger = logging.getLogger(__name__)
 
 #: Most late schedules one sweep reports (the next pass takes the rest).
 SWEEP_LIMIT = 100
+#: Where no partial index serves the rows waiting for a retry (MariaDB/MySQL), a worker's
+#: sweep reads them at most this often (seconds): that read scans the table.
+RETRY_SCAN_SECONDS = 60.0
+
+
+class DeadlineSweep:
+    """A worker's :func:`sweep_deadlines`, with the rows waiting for a retry read at every
+    sweep where a partial index serves them (PostgreSQL, SQLite) and at most every
+    :data:`RETRY_SCAN_SECONDS` elsewhere, so that a sweep every few seconds never scans a
+    big table each time."""
+
+    def __init__(self, using: str = "default"):
+        self.using = using
+        self.last_retry_scan: float | None = None
+
+    def run(self, limit: int = SWEEP_LIMIT) -> list[ScheduleEvent]:
+        """Sweep once (database clock); returns the events written."""
+        mono = time.monotonic()
+        retries = (
+            connections[self.using].features.supports_partial_indexes
+            or self.last_retry_scan is None
+            or mono - self.last_retry_scan >= RETRY_SCAN_SECONDS
+        )
+        written = sweep_deadlines(limit=limit, retries=retries, using=self.using)
+        if retries:
+            self.last_retry_scan = mono
+        return written
 
 
 def write_alerts(rows: Iterable[Schedule], now: datetime | None, using: str) -> list[ScheduleEvent]:
@@ -63,7 +92,11 @@ def write_alerts(rows: Iterable[Schedule], now: datetime | None, using: str) -> 
 
 
 def sweep_deadlines(
-    *, now: datetime | None = None, limit: int = SWEEP_LIMIT, using: str = "default"
+    *,
+    now: datetime | None = None,
+    limit: int = SWEEP_LIMIT,
+    retries: bool = True,
+    using: str = "default",
 ) -> list[ScheduleEvent]:
     """Report the occurrences whose deadline passed: for up to ``limit`` schedules that
     ``ScheduleQuerySet.late_scans`` finds late at ``now`` (default: the database clock),
@@ -71,7 +104,9 @@ def sweep_deadlines(
     it: a row another worker holds is left for the next pass), judge it again on the
     locked row (:func:`.alert_rules.miss_deadline`: the occurrence it owes,
     :func:`.alert_rules.owed_occurrence`, is past its deadline and not reported yet) and
-    write ``deadline_missed_occurrence``, ``open_alerts`` and one ``deadline_missed``
+    ``retries``: also read the rows waiting for a retry after a failure (the second of
+    the scans; :class:`DeadlineSweep` reads it less often where no partial index serves
+    it). Then write ``deadline_missed_occurrence``, ``open_alerts`` and one ``deadline_missed``
     event (source ``worker``). An occurrence is reported once, whatever the number of
     workers sweeping. A row whose values cannot be read (:data:`.db.batch.ROW_PROBLEMS`)
     is skipped with a log line. Returns the events written. Other database errors (the
@@ -79,8 +114,9 @@ def sweep_deadlines(
     if now is not None:
         now = timing.require_aware(now, "now")
     at = resolve_now(now, using)
-    found: list[object] = []
-    for scan in Schedule.objects.using(using).late_scans(at):
+    found: list[uuid.UUID] = []
+    due, waiting_retry, running = Schedule.objects.using(using).late_scans(at)
+    for scan in (due, waiting_retry, running) if retries else (due, running):
         if len(found) >= limit:
             break
         found += [pk for pk in scan.values_list("pk", flat=True)[: limit - len(found)]]
@@ -93,7 +129,7 @@ def sweep_deadlines(
     return written
 
 
-def _sweep_one(pk: object, now: datetime | None, using: str) -> list[ScheduleEvent]:
+def _sweep_one(pk: uuid.UUID, now: datetime | None, using: str) -> list[ScheduleEvent]:
     """One candidate of :func:`sweep_deadlines`, in its own transaction."""
     with transaction.atomic(using=using):
         lock_for_write(using)

@@ -111,6 +111,7 @@ class Worker:
         self._renewal = Cadence(self.renew_every)  # lease renewal
         self._beat = Cadence(self.renew_every)  # heartbeat
         self._deadlines = Cadence(DEADLINE_SWEEP_SECONDS)  # the deadline sweep
+        self._sweep = state.DeadlineSweep(self.using)
         self._heap = HeapTrim(app_settings.HEAP_TRIM_SECONDS)  # before a sleep
         self._threads = RunThreads()  # run threads; made anew by each run() (_begin)
         self._unbind_sockets: Callable[[], None] = lambda: None
@@ -197,7 +198,7 @@ class Worker:
 
     def _sweep_deadlines(self) -> None:
         """Report the occurrences past their deadline (by the database clock)."""
-        state.sweep_deadlines(limit=self.batch_size, using=self.using)
+        self._sweep.run(limit=self.batch_size)
 
     def _claim(self, now: datetime) -> bool:
         """Hand back the claims that waited too long for a slot (:mod:`.inflight`), then
