@@ -97,3 +97,26 @@ def test_a_failing_schedule_alerts_once_then_is_paused_once(start_worker):
     assert alert_events(s) == [("failing", 3), ("paused", 5)]
     s.refresh_from_db()
     assert s.open_alerts == "failing"
+
+
+@pytest.mark.process
+def test_a_schedule_degraded_by_the_engine_alerts_once(start_worker):
+    """Its callback gone (written behind ``save()``): paused as degraded at the claim, one
+    ``degraded`` event however many workers look at it."""
+    s = Schedule.objects.create(
+        name="gone-callback", callback="tests.noop", kind="interval", interval_seconds=1
+    )
+    Schedule.objects.filter(pk=s.pk).update(callback="tests.not_registered")
+    for i in range(2):
+        start_worker("--worker-id", f"g{i}")
+    wait_until(
+        lambda: (
+            Schedule.objects.filter(pk=s.pk, status="paused").exclude(degraded_reason="").exists()
+        ),
+        60,
+        message="the schedule degraded",
+    )
+    time.sleep(3)
+    assert alert_events(s) == [("degraded", 1)]
+    s.refresh_from_db()
+    assert s.open_alerts == "degraded"

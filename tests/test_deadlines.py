@@ -354,3 +354,16 @@ def test_without_partial_indexes_a_worker_reads_waiting_retries_less_often(monke
     clock[0] = 1100.0
     sweep.run()  # 100 s later: them again
     assert sweep.last_retry_scan == 1100.0
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "3", True, None, 10**7])
+def test_failing_after_is_checked_and_bounded(value):
+    from django_durable_schedules import checks
+    from django_durable_schedules.conf import app_settings
+
+    with override_settings(DURABLE_SCHEDULES={"FAILING_AFTER": value}):
+        ids = [m.id for m in checks.check_setting_types()]
+        assert "durable_schedules.E006" in ids
+        assert 1 <= app_settings.FAILING_AFTER <= 10**6
+    with override_settings(DURABLE_SCHEDULES={"FAILING_AFTER": 5}):
+        assert checks.check_setting_types() == [] and app_settings.FAILING_AFTER == 5
