@@ -367,3 +367,53 @@ def test_failing_after_is_checked_and_bounded(value):
         assert 1 <= app_settings.FAILING_AFTER <= 10**6
     with override_settings(DURABLE_SCHEDULES={"FAILING_AFTER": 5}):
         assert checks.check_setting_types() == [] and app_settings.FAILING_AFTER == 5
+
+
+STEP = st.one_of(
+    st.tuples(st.just("tick"), st.integers(1, 90)),
+    st.tuples(st.just("claim"), st.sampled_from(["w1", "w2"])),
+    st.tuples(st.just("complete"), st.booleans()),
+    st.tuples(st.just("sweep"), st.just(0)),
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(steps=st.lists(STEP, min_size=1, max_size=25))
+def test_property_interleaved_workers_never_report_twice_or_a_success(steps):
+    """Claims, successes, failures and sweeps by two workers in any order, the clock
+    moving on: at most one ``deadline_missed`` per occurrence, never one for an occurrence
+    that had already succeeded, and every success with an alert open closes it with one
+    ``recovered``."""
+    from django_durable_schedules.state import Outcome, OutcomeStatus
+
+    s = make(f"p-{uuid.uuid4().hex[:12]}", deadline_seconds=30, max_attempts=2)
+    now, held = T0, []
+    for kind, arg in steps:
+        if kind == "tick":
+            now += arg * S
+        elif kind == "claim":
+            held += state.claim_due(worker=arg, now=now, lease_seconds=600)
+        elif kind == "complete" and held:
+            claim = held.pop(0)
+            status = OutcomeStatus.SUCCEEDED if arg else OutcomeStatus.FAILED
+            report = state.complete([Outcome(claim, status, error_type="E")], now=now)
+            if [r.status for r in report.receipts] == ["succeeded"]:
+                s.refresh_from_db()
+                assert s.open_alerts == ""  # a success closes every episode
+        elif kind == "sweep":
+            state.sweep_deadlines(now=now)
+    missed = list(
+        ScheduleEvent.objects.filter(schedule_id=s.pk, action="deadline_missed").values_list(
+            "occurrence", "at"
+        )
+    )
+    assert len({n for n, _ in missed}) == len(missed)
+    for occurrence, at in missed:
+        assert not s.receipts.filter(
+            occurrence=occurrence, status="succeeded", finished_at__lt=at
+        ).exists()
+    recovered = ScheduleEvent.objects.filter(schedule_id=s.pk, action="recovered").count()
+    opened = ScheduleEvent.objects.filter(
+        schedule_id=s.pk, action__in=["deadline_missed", "failing"]
+    ).count()
+    assert recovered <= opened
