@@ -35,7 +35,7 @@ def test_a_run_longer_than_its_deadline_is_reported_once_by_four_workers(start_w
         callback="tests.slow_first",
         kind="interval",
         interval_seconds=3600,
-        payload={"seconds": 9},
+        payload={"seconds": 15},
         deadline_seconds=2,
     )
     for i in range(4):

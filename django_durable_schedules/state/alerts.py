@@ -43,15 +43,19 @@ class DeadlineSweep:
         self.using = using
         self.last_retry_scan: float | None = None
 
-    def run(self, limit: int = SWEEP_LIMIT) -> list[ScheduleEvent]:
-        """Sweep once (database clock); returns the events written."""
+    def run(self, now: datetime | None = None, limit: int = SWEEP_LIMIT) -> list[ScheduleEvent]:
+        """Sweep once: the late schedules found by ``now`` (a worker's estimate of the
+        database clock; None: read it), each judged by the database clock read in its own
+        transaction (``judge_by_clock``). Returns the events written."""
         mono = time.monotonic()
         retries = (
             connections[self.using].features.supports_partial_indexes
             or self.last_retry_scan is None
             or mono - self.last_retry_scan >= RETRY_SCAN_SECONDS
         )
-        written = sweep_deadlines(limit=limit, retries=retries, using=self.using)
+        written = sweep_deadlines(
+            now=now, limit=limit, retries=retries, judge_by_clock=True, using=self.using
+        )
         if retries:
             self.last_retry_scan = mono
         return written
@@ -96,6 +100,7 @@ def sweep_deadlines(
     now: datetime | None = None,
     limit: int = SWEEP_LIMIT,
     retries: bool = True,
+    judge_by_clock: bool = False,
     using: str = "default",
 ) -> list[ScheduleEvent]:
     """Report the occurrences whose deadline passed: for up to ``limit`` schedules that
@@ -109,7 +114,9 @@ def sweep_deadlines(
     it). Then write ``deadline_missed_occurrence``, ``open_alerts`` and one ``deadline_missed``
     event (source ``worker``). An occurrence is reported once, whatever the number of
     workers sweeping. A row whose values cannot be read (:data:`.db.batch.ROW_PROBLEMS`)
-    is skipped with a log line. Returns the events written. Other database errors (the
+    is skipped with a log line. ``judge_by_clock``: each locked row is judged at the
+    database clock read in its transaction, not at ``now`` (a worker finds candidates by
+    its estimate of the clock and judges by the clock itself). Returns the events written. Other database errors (the
     connection's) propagate."""
     if now is not None:
         now = timing.require_aware(now, "now")
@@ -123,7 +130,7 @@ def sweep_deadlines(
     written: list[ScheduleEvent] = []
     for pk in dict.fromkeys(found):
         try:
-            written += _sweep_one(pk, now, using)
+            written += _sweep_one(pk, None if judge_by_clock else now, using)
         except ROW_PROBLEMS as exc:  # a value no rule can read: this row is left alone
             logger.warning("deadline sweep skipped schedule %s: %s", pk, exc)
     return written

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 
 from django.db import Error as DatabaseError
 from django.db import close_old_connections, connections
@@ -50,7 +51,7 @@ GATHER_SECONDS = 0.005
 #: How soon the loop notices a signal while it waits (seconds).
 SIGNAL_POLL_SECONDS = 0.1
 #: How often a worker sweeps for occurrences past their deadline (seconds).
-DEADLINE_SWEEP_SECONDS = 5.0
+DEADLINE_SWEEP_SECONDS = 10.0
 
 
 class Worker:
@@ -162,7 +163,7 @@ class Worker:
                     if not self._finishing:
                         now = self._clock.decision_now()
                         self._recover_expired(now)
-                        self._deadlines.run(self._sweep_deadlines, mono)
+                        self._deadlines.run(partial(self._sweep_deadlines, now), mono)
                         full = self._claim(now)
                     self._outage.ended()
                     if not full and not (self._finishing and not self._runs.in_flight):
@@ -196,9 +197,11 @@ class Worker:
         self._clock.expiry_known = False
         self._notify.recovered(recovered)
 
-    def _sweep_deadlines(self) -> None:
-        """Report the occurrences past their deadline (by the database clock)."""
-        self._sweep.run(limit=self.batch_size)
+    def _sweep_deadlines(self, now: datetime | None = None) -> None:
+        """Report the occurrences past their deadline: found by ``now`` (the pass's
+        database clock, estimated while idle; None: read it), each judged again by the
+        database clock read in its own transaction (:class:`.state.DeadlineSweep`)."""
+        self._sweep.run(now=now, limit=self.batch_size)
 
     def _claim(self, now: datetime) -> bool:
         """Hand back the claims that waited too long for a slot (:mod:`.inflight`), then
