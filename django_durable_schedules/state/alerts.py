@@ -85,7 +85,8 @@ def write_alerts(rows: Iterable[Schedule], now: datetime | None, using: str) -> 
                     using=using,
                 )
             )
-            logger.warning(
+            logger.log(
+                logging.INFO if event.action == EventAction.RECOVERED else logging.WARNING,
                 "schedule %s: %s (occurrence %s)",
                 row.name,
                 event.action,
