@@ -68,6 +68,9 @@ SENTRY_CRONS              False      send Sentry Crons check-ins of every run (t
                                      extra, ``contrib.sentry``)
 OTEL_SPANS                False      one OpenTelemetry span per run, its context handed to
                                      Celery tasks (the ``otel`` extra, ``contrib.otel``)
+FAILING_AFTER             3          consecutive failed attempts after which a schedule's
+                                     ``failing`` alert opens (one event per episode, closed by
+                                     its next success)
 ========================  =========  ===========================================================
 
 Alert notifications (docs/monitoring.md): ``NOTIFIERS`` (default ``{}``): Django-style
@@ -123,6 +126,7 @@ DEFAULTS: dict[str, Any] = {
     "NOTIFY_BACKOFF_BASE_SECONDS": 10.0,
     "NOTIFY_BACKOFF_CAP_SECONDS": 3600.0,
     "NOTIFY_POLL_SECONDS": 5.0,
+    "FAILING_AFTER": 3,
 }
 
 
@@ -331,6 +335,16 @@ class _Settings:
         """Bounded to ``[0.05, 1 hour]`` (seconds)."""
         default = DEFAULTS["NOTIFY_POLL_SECONDS"]
         return _bounded(get("NOTIFY_POLL_SECONDS"), default, 0.05, 3600.0)
+
+    @property
+    def FAILING_AFTER(self) -> int:
+        """The failure streak that opens a ``failing`` alert, a whole number in ``[1,
+        10**6]``; a value that is no whole number is the default (the system check
+        reports it, E006)."""
+        value = get("FAILING_AFTER")
+        if isinstance(value, bool) or not isinstance(value, int):
+            return int(DEFAULTS["FAILING_AFTER"])
+        return min(10**6, max(1, value))
 
 
 app_settings = _Settings()

@@ -22,6 +22,7 @@ from .backfill_health import (
     stalled_backfills,
 )
 from .conf import app_settings
+from .deadlines import LATE_LISTED, LateRow, late_schedules
 from .models import RunAttempt, Schedule, ScheduleQuerySet, Status
 from .verdict import (
     DUE_GRACE_SECONDS,
@@ -41,6 +42,8 @@ __all__ = [
     "CancelledBackfillRow",
     "DegradedRow",
     "Health",
+    "LATE_LISTED",
+    "LateRow",
     "Probe",
     "Problem",
     "StalledBackfillRow",
@@ -104,6 +107,10 @@ class Health:
     warnings: list[str] = field(default_factory=list)
     stalled_backfills: list[StalledBackfillRow] = field(default_factory=list)
     cancelled_backfills: list[CancelledBackfillRow] = field(default_factory=list)
+    #: Schedules past the deadline of the occurrence they owe (computed on read, reported
+    #: by a worker or not): a warning, separate from failing and degraded.
+    late: int = 0
+    late_schedules: list[LateRow] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict; datetimes as ISO 8601 in UTC ending in ``Z``
@@ -117,6 +124,8 @@ class Health:
             row["since"] = _utc_text(row["since"])
         for row in data["cancelled_backfills"]:
             row["cancelled_at"] = _utc_text(row["cancelled_at"])
+        for row in data["late_schedules"]:
+            row["deadline_at"] = _utc_text(row["deadline_at"]) if row["deadline_at"] else None
         return data
 
 
@@ -137,7 +146,10 @@ def snapshot(
     unrecovered; schedules are degraded; a live worker's clock is skewed by more than
     ``SKEW_WARN_SECONDS``. Schedules that merely fail are counted, not fatal.
 
-    Warnings (listed, never unhealthy): a backfill that makes no progress - open, with
+    Warnings (listed, never unhealthy): schedules late, past the deadline
+    (``deadline_seconds``) of the occurrence they owe, by the database clock, whether a
+    worker reported it or none runs (:func:`.deadlines.late_schedules`; ``late``,
+    ``late_schedules``); a backfill that makes no progress - open, with
     slots left, none running, and no slot claimed or finished for longer than
     ``BACKFILL_STALL_SECONDS`` (:func:`stalled_backfills`); a backfill a worker cancelled
     in the last 24 hours, with its reason (:func:`cancelled_backfills`); live workers that
@@ -217,6 +229,11 @@ def snapshot(
     mixed = tzdata_problem(workers)
     if mixed:
         warnings.append(mixed)
+    late, late_rows = late_schedules(now, using)
+    if late:
+        names = ", ".join(row["name"] for row in late_rows[:5]) + (", ..." if late > 5 else "")
+        what = "schedule" if late == 1 else "schedules"
+        warnings.insert(0, f"{late} {what} late (past the deadline of their occurrence): {names}")
     return Health(
         healthy=judged.healthy,
         problems=judged.messages(),
@@ -236,6 +253,8 @@ def snapshot(
         warnings=warnings,
         stalled_backfills=stalled,
         cancelled_backfills=cancelled,
+        late=late,
+        late_schedules=late_rows,
     )
 
 

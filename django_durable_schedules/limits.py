@@ -15,6 +15,9 @@ TIMEOUT_MAX_SECONDS = 7 * 86400.0
 #: Longest ``misfire_grace_seconds`` (a year).
 MISFIRE_GRACE_MAX_SECONDS = 366 * 86400
 
+#: Longest ``deadline_seconds`` (a year): each occurrence must succeed within it of its slot.
+DEADLINE_MAX_SECONDS = 366 * 86400
+
 #: Longest ``jitter_seconds`` (one day). ``Schedule.clean()`` also keeps it at most half the
 #: shortest gap between slots; a larger value written behind ``save()`` is used clamped to
 #: this bound (the claim, the planning of the next slot and the look-back for a jittered
@@ -42,4 +45,5 @@ DURATION_BOUNDS = (
     ("timeout_seconds", 0.0, TIMEOUT_MAX_SECONDS),
     ("misfire_grace_seconds", -1, MISFIRE_GRACE_MAX_SECONDS),
     ("jitter_seconds", -1, JITTER_MAX_SECONDS),
+    ("deadline_seconds", 0, DEADLINE_MAX_SECONDS),
 )

@@ -39,6 +39,7 @@ PURE = (
     "state/exclusion_rules.py",
     "state/records.py",
     "state/machine.py",
+    "state/alert_rules.py",
     "state/columns.py",
     "timing/",
     "limits.py",

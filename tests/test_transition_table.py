@@ -130,7 +130,7 @@ def test_the_control_rows_are_the_allowed_source_statuses():
 
 
 def test_every_row_is_well_formed():
-    families = {"claim", "outcome", "recovery", "control"}
+    families = {"claim", "outcome", "recovery", "control", "alert"}
     ids = [t.id for t in transitions.TABLE]
     assert len(ids) == len(set(ids))
     seen = set()

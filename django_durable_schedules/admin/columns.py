@@ -21,6 +21,7 @@ from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent, Status
 from .display import (
     EMPTY,
     STRIP_LENGTH,
+    deadline_now,
     fmt_utc,
     fmt_zone,
     is_utc,
@@ -152,6 +153,25 @@ def next_run_detail(obj: Schedule) -> SafeString | str:
     if obj.next_run_at is None:  # text, no markup (the admin escapes it)
         return f"{EMPTY} (nothing planned while {obj.status})"
     return when(obj.next_run_at, obj.timezone, now=dj_timezone.now())
+
+
+@admin.display(description="deadline")
+def deadline_detail(obj: Schedule) -> str:
+    """The deadline of the occurrence it owes and whether it is late (by the database
+    clock), whether a worker reported it (``deadline_missed``), and the alerts open."""
+    if obj.deadline_seconds is None:
+        return f"{EMPTY} (no deadline_seconds)"
+    found = deadline_now(obj)
+    if found.deadline_at is None:
+        text = f"{obj.deadline_seconds}s after each slot (no occurrence owed now)"
+    else:
+        state = "late" if found.late else "on time"
+        text = f"occurrence {found.occurrence}: {fmt_utc(found.deadline_at)}, {state}"
+        if found.reported:
+            text += " (deadline_missed reported)"
+    if obj.open_alerts:
+        text += f"; alerts open: {obj.open_alerts}"
+    return text
 
 
 @admin.display(description="last run")

@@ -28,7 +28,9 @@ from django.utils.timesince import timesince, timeuntil
 
 from .. import timing
 from ..cron_words import cron_in_words
+from ..db.clock import db_now
 from ..db.latest import ReceiptSummary
+from ..deadlines import DeadlineState, deadline_state, read_now
 from ..humanize import duration_words
 from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule
 from ..running import annotated_running
@@ -207,9 +209,11 @@ def outcome_label(status: str, label: str | None = None) -> SafeString:
 
 
 def status_badges(obj: Schedule) -> SafeString:
-    """The status as a coloured badge, plus "running" (lease held) and "degraded". A row
-    read with :meth:`~..models.queries.ScheduleQuerySet.with_running` also says which run,
-    since when and on which worker ("#12.1 since 10:02:03 UTC on host-1:4242"; no query)."""
+    """The status as a coloured badge, plus "running" (lease held), "degraded" and
+    "late" (the occurrence it owes is past its deadline: :func:`deadline_now`). A row read
+    with :meth:`~..models.queries.ScheduleQuerySet.with_running` also says which run, since
+    when and on which worker ("#12.1 since 10:02:03 UTC on host-1:4242"; no query)."""
+    deadline = deadline_now(obj)
     return render_fragment(
         "status_badges",
         {
@@ -218,6 +222,8 @@ def status_badges(obj: Schedule) -> SafeString:
             "running": obj.lease_token is not None,
             "lease_until": fmt_utc(obj.lease_expires_at),
             "since": running_since(obj),
+            "late": deadline.late,
+            "deadline_at": fmt_utc(deadline.deadline_at),
         },
     )
 
@@ -242,6 +248,16 @@ def fmt_time_utc(value: datetime) -> str:
 def fmt_duration(seconds: float | None) -> str:
     """A duration as people read it (:func:`..humanize.duration_words`; a dash for None)."""
     return duration_words(seconds, EMPTY)
+
+
+def deadline_now(obj: Schedule) -> DeadlineState:
+    """The deadline state of ``obj`` by the database clock its read annotated
+    (:func:`..deadlines.with_open_slot`, the admin's queryset), else read now; free for a
+    schedule without a deadline."""
+    if obj.deadline_seconds is None:
+        return DeadlineState()
+    using = obj._state.db or "default"
+    return deadline_state(obj, read_now(obj) or db_now(using), using)
 
 
 def when(value: datetime | None, zone_name: str | None, *, now: datetime) -> SafeString:

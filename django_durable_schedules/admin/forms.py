@@ -20,7 +20,14 @@ from ..cron_words import cron_in_words
 from ..models import EDITABLE_ORDER, Schedule
 from ..payloads import JSON_MAX_DEPTH, PAYLOAD_MAX_BYTES, json_problem
 from ..registry import registry
-from .columns import last_run_detail, lease_detail, next_run_detail, status_badge, upcoming_table
+from .columns import (
+    deadline_detail,
+    last_run_detail,
+    lease_detail,
+    next_run_detail,
+    status_badge,
+    upcoming_table,
+)
 from .zoned import INSTANT_INPUTS, WallTimeInput, ZonedDateTimeField, ZonedInstantsMixin
 
 #: Longest JSON text the payload and metadata fields parse (four times the payload bound:
@@ -49,6 +56,7 @@ DEFINITION_LAYOUT = (
 SUMMARY_FIELDS: tuple[str | Callable[[Schedule], Any], ...] = (
     status_badge,
     next_run_detail,
+    deadline_detail,
     upcoming_table,
     "recent_outcomes",
     "history_links",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import update_wrapper
-from typing import Any, cast
+from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
@@ -21,6 +21,7 @@ from django.urls import path
 from django.utils.safestring import SafeString
 
 from .. import state
+from ..deadlines import with_open_slot
 from ..exceptions import StateConflict
 from ..health import probe
 from ..models import INPUT_FIELDS, POLICY_FIELDS, Schedule
@@ -143,6 +144,13 @@ class ScheduleAdmin(admin.ModelAdmin):
             fieldsets.append(("Run state", {"fields": STATE_FIELDS, "classes": ["collapse"]}))
         return fieldsets
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
+        # In the same query: each row's run in flight (which, since when, on which worker:
+        # display.running_since), the open run's slot and the database clock (the "late"
+        # badge and the deadline): the status badges cost no query of their own.
+        queryset: Any = super().get_queryset(request)
+        return with_open_slot(queryset.with_running())
+
     def get_inlines(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
         # A schedule being added has no attempts or receipts: no empty tables.
         return self.inlines if obj is not None else ()
@@ -187,12 +195,6 @@ class ScheduleAdmin(admin.ModelAdmin):
             form.cron_words_url = admin_url(self, "describe_cron")
             form.rrule_words_url = admin_url(self, "describe_rrule")
         return form
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
-        # Each row's run in flight (which, since when, on which worker) in the same query:
-        # the list's and the change page's status badges (display.running_since).
-        queryset: Any = super().get_queryset(request)
-        return cast(QuerySet, queryset.with_running())
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return ScheduleChangeList

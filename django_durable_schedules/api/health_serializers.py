@@ -59,6 +59,15 @@ class CancelledBackfillSerializer(serializers.Serializer):
     reason = serializers.CharField()
 
 
+class LateScheduleSerializer(serializers.Serializer):
+    """A schedule past the deadline of the occurrence it owes."""
+
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    occurrence = serializers.IntegerField(allow_null=True)
+    deadline_at = serializers.DateTimeField(allow_null=True)
+
+
 class HealthSerializer(serializers.Serializer):
     """The health snapshot (``health.snapshot().as_dict()``), for the schema."""
 
@@ -81,19 +90,25 @@ class HealthSerializer(serializers.Serializer):
     )
     warnings = serializers.ListField(
         child=serializers.CharField(),
-        help_text="What deserves a look but leaves the fleet healthy (a stalled backfill, "
-        "one a worker cancelled).",
+        help_text="What deserves a look but leaves the fleet healthy (schedules late, a "
+        "stalled backfill, one a worker cancelled).",
     )
     stalled_backfills = StalledBackfillSerializer(many=True, help_text="Up to 20, oldest first.")
     cancelled_backfills = CancelledBackfillSerializer(
         many=True, help_text="Cancelled by a worker in the last 24 hours; up to 20, newest first."
     )
+    late = serializers.IntegerField(
+        help_text="Schedules past the deadline (deadline_seconds) of the occurrence they owe, "
+        "by the database clock, reported by a worker or not (a warning)."
+    )
+    late_schedules = LateScheduleSerializer(many=True, help_text="Up to 20 late ones by name.")
 
 
 __all__ = [
     "CancelledBackfillSerializer",
     "DegradedScheduleSerializer",
     "HealthSerializer",
+    "LateScheduleSerializer",
     "StalledBackfillSerializer",
     "StatusCountsField",
     "WorkerSerializer",

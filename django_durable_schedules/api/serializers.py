@@ -26,6 +26,8 @@ from rest_framework.fields import SkipField
 
 from .. import state, timing
 from ..cron_words import cron_in_words
+from ..deadlines import DeadlineState, deadline_state, read_now
+from ..limits import DEADLINE_MAX_SECONDS
 from ..models import ExclusionCalendar, Schedule
 from ..payloads import payload_errors
 from ..registry import registry
@@ -96,6 +98,7 @@ WRITABLE_ORDER = (
     "pause_after_failures",
     "timeout_seconds",
     "jitter_seconds",
+    "deadline_seconds",
     "payload",
     "metadata",
     "exclusion_calendars",
@@ -169,6 +172,14 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
         help_text="The run in flight (its occurrence, attempt, claimed_at: since when, and "
         "worker), read from the attempt that holds the schedule's lease; null when idle."
     )
+    late = serializers.SerializerMethodField(
+        help_text="Whether the occurrence the schedule owes is past its deadline "
+        "(deadline_seconds after its slot) by the database clock; false without a deadline."
+    )
+    deadline_at = serializers.SerializerMethodField(
+        help_text="The deadline of the occurrence the schedule owes (its slot, or the open "
+        "run's, plus deadline_seconds); null without a deadline or an occurrence owed."
+    )
 
     class Meta:
         model = Schedule
@@ -176,11 +187,15 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
             "id",
             *WRITABLE_ORDER,
             "status",
+            "late",
+            "deadline_at",
             "allowed_actions",
             "cron_description",
             "rrule_description",
             "degraded_reason",
             "pause_reason",
+            "open_alerts",
+            "deadline_missed_occurrence",
             "next_run_at",
             "last_run_at",
             "occurrence",
@@ -198,6 +213,8 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
         ]
         read_only_fields = [
             "status",
+            "open_alerts",
+            "deadline_missed_occurrence",
             "degraded_reason",
             "pause_reason",
             "failed_occurrences",
@@ -217,6 +234,14 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
         extra_kwargs = {
             "max_runs": {"min_value": 1},
             "max_attempts": {"min_value": 1},
+            "deadline_seconds": {
+                "min_value": 1,
+                "max_value": DEADLINE_MAX_SECONDS,
+                "error_messages": {
+                    "min_value": "At least {min_value} second.",
+                    "max_value": "At most {max_value} seconds (366 days).",
+                },
+            },
             "interval_seconds": {
                 "min_value": timing.MIN_INTERVAL_SECONDS,
                 "error_messages": {
@@ -280,6 +305,26 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_rrule_description(self, schedule: Schedule) -> str | None:
         return timing.rrule_description(schedule.spec(exclusions=False)) or None
+
+    def _deadline(self, schedule: Schedule) -> DeadlineState:
+        """The row's deadline state at the database clock's time, read once per answer and
+        only for a row with a deadline."""
+        if schedule.deadline_seconds is None:
+            return DeadlineState()
+        context: Any = self.context  # the root's dict, shared by a list's rows
+        now = read_now(schedule) or context.get("db_now")
+        if now is None:
+            now = context["db_now"] = state.db_now(schedule._state.db or "default")
+        return deadline_state(schedule, now)
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_late(self, schedule: Schedule) -> bool:
+        return self._deadline(schedule).late
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_deadline_at(self, schedule: Schedule) -> str | None:
+        deadline = self._deadline(schedule).deadline_at
+        return serializers.DateTimeField().to_representation(deadline) if deadline else None
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_allowed_actions(self, schedule: Schedule) -> list[str]:

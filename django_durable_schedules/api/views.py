@@ -28,6 +28,7 @@ from rest_framework.views import APIView
 
 from .. import health, state, timing
 from ..db.names import with_calendar_names
+from ..deadlines import with_open_slot
 from ..exceptions import StateConflict
 from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
 from .backfill_serializers import (
@@ -146,8 +147,10 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
     def get_queryset(self) -> Any:
         # The names of each row's calendars in the same query (a page stays one query).
         # readable(): a row with a value no datetime holds never fails the page.
-        # with_running(): the run in flight of each row, in the same statement.
-        return scope(with_calendar_names(Schedule.objects.readable().with_running()), self.request)
+        # with_running(): the run in flight of each row, in the same statement; the open
+        # run's slot and the database clock too, for late and deadline_at.
+        qs = with_open_slot(with_calendar_names(Schedule.objects.readable().with_running()))
+        return scope(qs, self.request)
 
     def get_serializer_context(self) -> dict[str, Any]:
         context = dict(super().get_serializer_context())

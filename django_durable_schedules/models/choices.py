@@ -162,6 +162,7 @@ POLICY_FIELDS = (
     "backoff_cap_seconds",
     "pause_after_failures",
     "timeout_seconds",
+    "deadline_seconds",
 )
 #: Every editable field, in group order (the admin form's order).
 EDITABLE_ORDER = IDENTITY_FIELDS + TIMING_FIELDS + INPUT_FIELDS + POLICY_FIELDS

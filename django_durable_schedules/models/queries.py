@@ -1,5 +1,5 @@
 """``ScheduleQuerySet``: the named predicates on schedules (claimable, due, waiting,
-backfill ready, failing, degraded, leased, lease expired), one definition each.
+backfill ready, failing, degraded, leased, lease expired, late), one definition each.
 """
 
 from __future__ import annotations
@@ -9,10 +9,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from django.db import models, router
-from django.db.models import Exists, OuterRef, Q, Subquery
+from django.db.models import Case, Exists, F, OuterRef, Q, Subquery, Value, When
+from django.db.models.functions import Coalesce, Least
+from django.db.models.lookups import LessThan
 
 from .. import timing
-from .choices import Status
+from ..db.durations import Seconds
+from ..limits import DEADLINE_MAX_SECONDS
+from .choices import AttemptOrigin, Status
 
 if TYPE_CHECKING:
     from .schedule import Schedule
@@ -23,6 +27,16 @@ if TYPE_CHECKING:
 #: ``infinity``, a year beyond 9999; on SQLite, text or a number that sorts outside them).
 LEASE_FLOOR = datetime(1000, 1, 1, tzinfo=UTC)
 LEASE_CEILING = datetime(9000, 1, 1, tzinfo=UTC)
+#: A slot the deadline predicates consider is before this instant, and the deadline they
+#: add is at most ``DEADLINE_MAX_SECONDS``: the sum never leaves the range a database's
+#: datetime (or SQLite's Python function behind it) holds, whatever a row written behind
+#: ``save()`` stores.
+SLOT_CEILING = LEASE_CEILING
+
+
+def deadline_after(slot: Any, seconds: Any) -> Any:
+    """``slot + seconds`` as SQL, the seconds (a column) bounded to ``DEADLINE_MAX_SECONDS``."""
+    return slot + Seconds(Least(seconds, Value(DEADLINE_MAX_SECONDS)))
 
 
 class ScheduleQuerySet(models.QuerySet["Schedule"]):
@@ -253,6 +267,129 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
                 }
             ),
         )
+
+    # -- deadlines (issue #26) ------------------------------------------------------------
+
+    @staticmethod
+    def owed_slot() -> Coalesce:
+        """The nominal slot of the occurrence an unleased active row owes, as SQL (the twin
+        of ``state.alert_rules.owed_occurrence``): its pending retry's slot, else its
+        trigger's instant, else its buffered slot, else ``next_run_at``."""
+        return Coalesce("retry_scheduled_for", "triggered_at", "buffered_for", "next_run_at")
+
+    @staticmethod
+    def owed_number() -> Any:
+        """The occurrence an unleased active row owes, as SQL: ``occurrence`` while a retry
+        of it is pending, else ``occurrence + 1``."""
+        return F("occurrence") + Case(
+            When(retry_scheduled_for__isnull=False, then=Value(0)), default=Value(1)
+        )
+
+    @classmethod
+    def late_waiting_q(cls, now: Any, active: Q | None = None) -> Q:
+        """Active, unleased rows with a deadline whose owed occurrence (:meth:`owed_slot`,
+        :meth:`owed_number`) is past ``slot + deadline_seconds`` at ``now`` and not yet
+        reported (``deadline_missed_occurrence`` below it)."""
+        return (
+            cls.deadline_waiting_q(active)
+            & Q(LessThan(deadline_after(cls.owed_slot(), F("deadline_seconds")), now))
+            & (
+                Q(deadline_missed_occurrence__isnull=True)
+                | Q(deadline_missed_occurrence__lt=cls.owed_number())
+            )
+        )
+
+    @staticmethod
+    def deadline_waiting_q(active: Q | None = None) -> Q:
+        """Active (``active``: how the caller says it; default ``status = active``),
+        unleased rows with a deadline whose owed slot is a value the deadline arithmetic
+        holds (before :data:`SLOT_CEILING`)."""
+        return (
+            (Q(status=Status.ACTIVE) if active is None else active)
+            & Q(lease_expires_at__isnull=True, deadline_seconds__isnull=False)
+            & Q(LessThan(ScheduleQuerySet.owed_slot(), Value(SLOT_CEILING)))
+        )
+
+    @staticmethod
+    def open_attempt_late(now: Any) -> Any:
+        """The open attempt (the one the outer row's lease token names, not a backfill
+        slot's) past ``scheduled_for + deadline_seconds`` at ``now``, for ``Exists``."""
+        from .runs import RunAttempt
+
+        deadline = deadline_after(F("scheduled_for"), OuterRef("deadline_seconds"))
+        return (
+            RunAttempt.objects.filter(
+                lease_token=OuterRef("lease_token"), scheduled_for__lt=SLOT_CEILING
+            )
+            .exclude(origin=AttemptOrigin.BACKFILL)
+            .filter(LessThan(deadline, now))
+        )
+
+    @classmethod
+    def late_running_q(cls, now: Any, active: Q | None = None) -> Q:
+        """Active rows with a deadline whose run holds the lease: the open attempt (a live
+        slot's, not a backfill's) is past ``scheduled_for + deadline_seconds`` at ``now``
+        and its occurrence (the row's ``occurrence``) not yet reported. The attempt is
+        found by its unique lease token."""
+        return (
+            (Q(status=Status.ACTIVE) if active is None else active)
+            & Q(lease_expires_at__isnull=False, deadline_seconds__isnull=False)
+            & (
+                Q(deadline_missed_occurrence__isnull=True)
+                | Q(deadline_missed_occurrence__lt=F("occurrence"))
+            )
+            & Q(Exists(cls.open_attempt_late(now)))
+        )
+
+    @classmethod
+    def late_q(cls, now: Any) -> Q:
+        """Late at ``now`` and not yet reported: :meth:`late_waiting_q` or
+        :meth:`late_running_q` (for a count or a list; the sweep reads
+        :meth:`late_scans`)."""
+        return cls.late_waiting_q(now) | cls.late_running_q(now)
+
+    @classmethod
+    def overdue_deadline_q(cls, now: Any) -> Q:
+        """Past the deadline of the occurrence it owes at ``now``, reported or not: what
+        health and the API call "late" (computed on read, so it shows with no worker
+        running). Unleased rows by :meth:`owed_slot`; leased ones by their open attempt."""
+        waiting = cls.deadline_waiting_q() & Q(
+            LessThan(deadline_after(cls.owed_slot(), F("deadline_seconds")), now)
+        )
+        running = Q(
+            status=Status.ACTIVE, lease_expires_at__isnull=False, deadline_seconds__isnull=False
+        ) & Q(Exists(cls.open_attempt_late(now)))
+        return waiting | running
+
+    def overdue_deadline(self, now: Any) -> ScheduleQuerySet:
+        """See :meth:`overdue_deadline_q`."""
+        return self.filter(self.overdue_deadline_q(now))
+
+    def late_scans(self, now: Any) -> tuple[ScheduleQuerySet, ...]:
+        """The rows :meth:`late_q` selects at ``now``, as three reads that each an index
+        serves, so a sweep stays cheap among a million schedules with few deadlines: due
+        ones, most overdue first (``dds_sched_due_idx``: active, ``next_run_at <= now``),
+        ones waiting for a retry after a failure (``failure_count > 0``: the partial
+        ``dds_sched_failing_idx`` on PostgreSQL and SQLite; MariaDB/MySQL, which have no
+        partial index, read the table) and running ones (``dds_sched_lease_idx``). Each
+        is ordered by its own index (never by the default ``name``)."""
+        # The last two say "active" as "no other status" (the column's CHECK allows no
+        # other value), which no index serves: a planner without statistics (SQLite's)
+        # then reads the scan's own partial index, not every active row of the due index.
+        by_exclusion = self.active_by_exclusion_q()
+        return (
+            self.filter(self.late_waiting_q(now), next_run_at__lte=now).order_by("next_run_at"),
+            self.filter(
+                self.late_waiting_q(now, active=by_exclusion), failure_count__gt=0
+            ).order_by(),
+            self.filter(self.late_running_q(now, active=by_exclusion)).order_by("lease_expires_at"),
+        )
+
+    @staticmethod
+    def active_by_exclusion_q() -> Q:
+        """``status = active`` written as "none of the other statuses" (the same rows: a
+        CHECK constraint holds the column to :class:`.Status`), a filter no index serves."""
+        return ~Q(status__in=[s for s in Status.values if s != Status.ACTIVE])
 
 
 #: The open attempt's fields :meth:`ScheduleQuerySet.with_running` annotates.

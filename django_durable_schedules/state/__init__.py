@@ -29,13 +29,16 @@ The package, by transition family: :mod:`.values` (what passes between it and th
 (:func:`prepare`: a definition built and validated once), :mod:`.definitions`,
 :mod:`.backfills` (with its pure :mod:`.backfill_rules`), :mod:`.calendars` (exclusion
 calendars, with the pure :mod:`.exclusion_rules`),
-:mod:`.events` (the audit trail), :mod:`.workers`, and :mod:`.transitions` (the table of
+:mod:`.events` (the audit trail), :mod:`.alert_rules` and :mod:`.alerts` (deadlines and
+the engine's alert events, :func:`sweep_deadlines`), :mod:`.workers`, and :mod:`.transitions` (the table of
 every transition, rendered in docs/concepts.md).
 """
 
 from ..db.clock import db_now
 from ..exceptions import StateConflict
 from ..limits import BACKOFF_BASE_MAX_SECONDS, BACKOFF_CAP_MAX_SECONDS, TIMEOUT_MAX_SECONDS
+from .alert_rules import Owed, deadline_of, owed_occurrence
+from .alerts import DeadlineSweep, sweep_deadlines
 from .backfills import (
     BACKFILL_FROM,
     BackfillPlan,
@@ -102,6 +105,8 @@ __all__ = [
     "TIMEOUT_MAX_SECONDS",
     "UNEVALUABLE_PREFIX",
     "BackfillPlan",
+    "DeadlineSweep",
+    "Owed",
     "Claim",
     "CompletionReport",
     "Outcome",
@@ -125,6 +130,7 @@ __all__ = [
     "complete",
     "create_schedule",
     "db_now",
+    "deadline_of",
     "declared_fields",
     "delete_schedule",
     "describe_problem",
@@ -136,6 +142,7 @@ __all__ = [
     "next_wakeup",
     "latest_backfill",
     "open_backfill",
+    "owed_occurrence",
     "plan_backfill",
     "prepare",
     "recover_degraded",
@@ -144,6 +151,7 @@ __all__ = [
     "renew_leases",
     "request_backfill",
     "seconds_until",
+    "sweep_deadlines",
     "sync_declared",
     "write_transaction",
     "trigger",

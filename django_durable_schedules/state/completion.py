@@ -34,6 +34,7 @@ from ..models import (
     with_calendar_flag,
 )
 from ..projection import project_error
+from .alerts import write_alerts
 from .backfill_rules import backfill_receipt, complete_at_max_runs
 from .backfills import close_ended, settle_backfills
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
@@ -200,6 +201,7 @@ def _complete_batch(
             announce(events, using)
         if touched:
             update_rows(list(touched.values()), FINISH_FIELDS, using)
+            write_alerts(touched.values(), now, using)  # no statement unless one was noted
         settle_backfills(settled, now, using)
         close_ended(touched.values(), now, using)
         report.receipts = models

@@ -45,8 +45,8 @@ def record_event(
     actor: Any = None,
     source: str = "code",
     changes: dict[str, Any] | None = None,
-    using: str = "default",
     occurrence: int | None = None,
+    using: str = "default",
 ) -> ScheduleEvent:
     """Append one :class:`~.models.ScheduleEvent` (called inside the transition's
     transaction, so the action and its record commit together). ``signals.schedule_changed``

@@ -31,6 +31,7 @@ from ..models import (
     ScheduleEvent,
     load_exclusions,
 )
+from .alerts import write_alerts
 from .backfill_rules import backfill_receipt
 from .backfills import settle_backfills
 from .bounds import check_counters
@@ -215,6 +216,7 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
             insert_rows(ScheduleEvent, events, using)
             announce(events, using)
         update_rows(rows, FINISH_FIELDS, using)
+        write_alerts(rows, now, using)  # failing, paused, degraded (no statement otherwise)
         settle_backfills(backfilled, now, using)
     return len(rows)
 

@@ -114,11 +114,15 @@ def plan_definition(
 def mark_degraded(row: Schedule, reason: str, kind: str) -> None:
     """Pause ``row`` as degraded: ``status`` paused, ``degraded_reason`` ``reason`` (the
     caller bounds it to the column's 500 characters) and ``degraded_kind`` ``kind``
-    (:class:`~..models.DegradedKind`). The caller clears or keeps the slot fields as its
+    (:class:`~..models.DegradedKind`); a ``degraded`` alert opens, unless one is open
+    (:func:`.alert_rules.note_degraded`). The caller clears or keeps the slot fields as its
     rule says (a kept retry is how a callback registered again gets its run)."""
+    from .alert_rules import note_degraded  # it reads this module
+
     row.status = Status.PAUSED
     row.degraded_reason = reason
     row.degraded_kind = kind
+    note_degraded(row, row.occurrence or None)  # the alert, once per episode
 
 
 @implements("claim.unevaluable", "outcome.unappliable")

@@ -26,6 +26,7 @@ from ..models import (
     ScheduleEvent,
     Status,
 )
+from .alert_rules import note_failing, note_paused, recover
 from .bounds import bounded_seconds
 from .exclusion_rules import count_excluded_to_end
 from .machine import (
@@ -96,6 +97,8 @@ def apply_outcome(
         return fail_attempt(row, failure, now, events)
     if status in SUCCESS_STATUSES:
         row.failure_count = row.failed_occurrences = 0
+        if row.open_alerts:  # an alert episode closes (none open: nothing to do)
+            recover(row, claim.occurrence)
     receipt_status = ReceiptStatus(status)  # succeeded, enqueued, skipped: the same words
     skipped = _move_on(row, claim.occurrence, now, events)
     return build_receipt(claim, receipt_status, now, row=row, ran=outcome, slots_skipped=skipped)
@@ -118,6 +121,7 @@ def fail_attempt(
     a schedule left without a slot to run are appended to ``events``."""
     occurrence, attempt = failure.occurrence, failure.attempt
     row.failure_count += 1
+    note_failing(row, occurrence)  # the streak's alert, once per episode
     skipped = 0
     if failure.terminal:
         fail_schedule(row)
@@ -161,6 +165,7 @@ def _give_up(
         pause_after_failures(row)
         row.next_run_at = None
         row.pause_reason = f"paused after {row.failed_occurrences} consecutive failed occurrences"
+        note_paused(row, occurrence)
         logger.warning(
             "schedule %s %s",
             row.name,

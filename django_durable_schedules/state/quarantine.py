@@ -45,6 +45,7 @@ from ..models import (
     Status,
 )
 from ..projection import bound_text
+from .alerts import degraded_by_update
 from .bounds import bad_counters, describe_problem, read_count
 from .events import record_event
 from .machine import RUNNABLE_STATUSES, degraded_columns
@@ -128,10 +129,11 @@ def quarantine_backfill(
     return True
 
 
-@implements("claim.refused")
+@implements("claim.refused", "alert.degraded")
 def quarantine_refused(pk: uuid.UUID, exc: BaseException, using: str) -> None:
     """Pause the due row ``pk`` whose claim the database refused (its attempt cannot be
-    written, so no receipt can be either): the reason goes to ``degraded_reason``."""
+    written, so no receipt can be either): the reason goes to ``degraded_reason``; its
+    ``degraded`` alert opens (:func:`.alerts.degraded_by_update`)."""
     reason = f"the database refused its claim: {describe_problem(exc)}"[:500]
     with transaction.atomic(using=using):
         updated = (
@@ -139,6 +141,10 @@ def quarantine_refused(pk: uuid.UUID, exc: BaseException, using: str) -> None:
             .filter(pk=pk, lease_token__isnull=True)
             .update(**degraded_columns(reason, DegradedKind.CLAIM))
         )
+        if updated:
+            name = Schedule.objects.using(using).filter(pk=pk).values_list("name", flat=True)
+            row = Schedule(pk=pk, name=name.first() or "")
+            degraded_by_update(row, reason, DegradedKind.CLAIM, None, using)
     if updated:
         logger.error("schedule %s paused: %s", pk, reason, extra={"schedule": str(pk)})
 
@@ -194,7 +200,7 @@ def displaced_attempt(row: Schedule, using: str) -> tuple[RunAttempt, bool] | No
     return latest, latest.receipt_status is not None
 
 
-@implements("recovery.lease_unrecoverable")
+@implements("recovery.lease_unrecoverable", "alert.degraded")
 def quarantine_lease(pk: uuid.UUID, exc: BaseException, now: datetime, using: str) -> bool:
     """In its own transaction: the expired lease of schedule ``pk`` that could not be
     recovered on its own (``exc``: a value the engine cannot read, or the database refused
@@ -231,6 +237,7 @@ def quarantine_lease(pk: uuid.UUID, exc: BaseException, now: datetime, using: st
         )
         if isinstance(token, uuid.UUID):
             _receipt_degraded(row, token, _count_or_zero(failures), reason, exc, now, using)
+        degraded_by_update(row, reason, DegradedKind.LEASE, now, using)
         backfill_id = (
             Backfill.objects.using(using)
             .open()

@@ -31,6 +31,7 @@ from ..models import (
     with_backfill_flag,
     with_calendar_flag,
 )
+from .alerts import write_alerts
 from .backfill_share import keep_carry, take_reserve
 from .backfills import claim_backfills
 from .columns import CLAIM_FIELDS, CLAIM_UNREAD
@@ -219,6 +220,7 @@ def _claim_batch(
         if not rows:
             return []
         _write_claim(rows, attempts, receipts, events, using)
+        write_alerts(rows, now, using)  # a row degraded: its alert (no statement otherwise)
         _claim_committing()
     return claims
 

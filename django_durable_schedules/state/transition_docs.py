@@ -15,6 +15,7 @@ _FAMILIES = {
     "outcome": "Outcomes (`complete`, `expire_leases`)",
     "recovery": "Leases and recovery (`renew_leases`, `expire_leases`, `recover_degraded`)",
     "control": "Control actions and edits",
+    "alert": "Alerts (`sweep_deadlines`, `complete`, `claim_due`, `expire_leases`)",
 }
 
 BEGIN, END = "<!-- transition-table:begin -->", "<!-- transition-table:end -->"

@@ -50,7 +50,7 @@ _ANY_RECEIPT = tuple(ReceiptStatus.values)
 @dataclass(frozen=True)
 class Transition:
     """One row: ``event`` on a row in a status of ``sources``; ``id`` is
-    ``"<family>.<name>"`` (family: claim, outcome, recovery, control)."""
+    ``"<family>.<name>"`` (family: claim, outcome, recovery, control, alert)."""
 
     id: str
     sources: frozenset[str]
@@ -318,5 +318,29 @@ CONTROL: tuple[Transition, ...] = (
 )
 # fmt: on
 
+# fmt: off
+ALERTS: tuple[Transition, ...] = (
+    # -- the engine's alerts (issue #26; state.alert_rules): status and next run unchanged --
+    T("alert.deadline_missed", ACTIVE,
+      "the deadline of the occurrence it owes (its slot + `deadline_seconds`) passed by the "
+      "database clock, not yet reported (`sweep_deadlines`: a worker's duty, and at its "
+      "start)", "unchanged", "unchanged",
+      "none (event `deadline_missed` by the worker, once per occurrence: "
+      "`deadline_missed_occurrence`; alert `late` opens)"),
+    T("alert.failing", ACTIVE, "failed attempts in a row reach `FAILING_AFTER`",
+      "as the failure's own row", "as the failure's own row",
+      "its own (event `failing` by the worker, once per episode; alert `failing` opens)"),
+    T("alert.degraded", LEASED, "paused as degraded by the engine (any `degraded` row)",
+      DEGRADED, "as the degrading row",
+      "its own (event `degraded` by the worker, once per episode; alert `degraded` opens)",
+      TO_PAUSED | KEEPS),
+    T("alert.paused", ACTIVE, "paused after `pause_after_failures` failed occurrences",
+      "paused", "none", "its own (event `paused` by the worker)", TO_PAUSED),
+    T("alert.recovered", LEASED, "succeeded / enqueued with an alert open", "as succeeded",
+      "as succeeded", "its own (event `recovered` by the worker, the closed episodes; "
+      "every alert closes)", ACTIVE_OR_COMPLETED | KEEPS),
+)
+# fmt: on
+
 #: Every row, by family, in the order docs/concepts.md shows them.
-TABLE: tuple[Transition, ...] = CLAIMS + OUTCOMES + RECOVERY + CONTROL
+TABLE: tuple[Transition, ...] = CLAIMS + OUTCOMES + RECOVERY + CONTROL + ALERTS

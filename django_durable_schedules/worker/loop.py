@@ -1,6 +1,6 @@
 """The worker loop (:class:`Worker`): a list of duties, each with its own cadence -
 complete finished runs, enforce timeouts, renew leases, heartbeat, recover expired
-leases, claim, sleep .
+leases, sweep deadlines, claim, sleep .
 
 All SQL lives in :mod:`..state`; this module only decides *when* to call it. Callbacks run
 in threads (at most ``concurrency`` runs at once; short ones are claimed ahead of free
@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 
 from django.db import Error as DatabaseError
 from django.db import close_old_connections, connections
@@ -52,6 +53,8 @@ logger = logging.getLogger("django_durable_schedules.worker")
 GATHER_SECONDS = 0.005
 #: How soon the loop notices a signal while it waits (seconds).
 SIGNAL_POLL_SECONDS = 0.1
+#: How often a worker sweeps for occurrences past their deadline (seconds).
+DEADLINE_SWEEP_SECONDS = 10.0
 
 
 class Worker:
@@ -67,6 +70,8 @@ class Worker:
     * heartbeat - every ``renew_every`` seconds, on its own clock (:meth:`_heartbeat`);
     * recover expired leases - not while stopping or at the end of a ``--once`` pass: when
       a lease may have expired by the worker's clock (:meth:`_recover_expired`);
+    * sweep deadlines - likewise, every ``DEADLINE_SWEEP_SECONDS`` and at the start, before
+      the first claim (:func:`.state.sweep_deadlines`);
     * claim - likewise: when a slot is free and a slot may be due (:meth:`_claim`);
     * sleep - unless the claim filled its batch or the worker is done: until the next due
       slot or lease expiry, a wake-up, a signal or the next duty (:meth:`_sleep`); first,
@@ -111,6 +116,8 @@ class Worker:
         self._started_at: datetime | None = None
         self._renewal = Cadence(self.renew_every)  # lease renewal
         self._beat = Cadence(self.renew_every)  # heartbeat
+        self._deadlines = Cadence(DEADLINE_SWEEP_SECONDS)  # the deadline sweep
+        self._sweep = state.DeadlineSweep(self.using)
         self._heap = HeapTrim(app_settings.HEAP_TRIM_SECONDS)  # before a sleep
         self._threads = RunThreads()  # run threads; made anew by each run() (_begin)
         self._unbind_sockets: Callable[[], None] = lambda: None
@@ -163,6 +170,7 @@ class Worker:
                     if not self._finishing:
                         now = self._clock.decision_now()
                         self._recover_expired(now)
+                        self._deadlines.run(partial(self._sweep_deadlines, now), mono)
                         full = self._claim(now)
                     self._outage.ended()
                     if not full and not (self._finishing and not self._runs.in_flight):
@@ -195,6 +203,12 @@ class Worker:
         recovered = state.expire_leases(limit=self.batch_size, now=now, using=self.using)
         self._clock.expiry_known = False
         self._notify.recovered(recovered)
+
+    def _sweep_deadlines(self, now: datetime | None = None) -> None:
+        """Report the occurrences past their deadline: found by ``now`` (the pass's
+        database clock, estimated while idle; None: read it), each judged again by the
+        database clock read in its own transaction (:class:`.state.DeadlineSweep`)."""
+        self._sweep.run(now=now, limit=self.batch_size)
 
     def _claim(self, now: datetime) -> bool:
         """Hand back the claims that waited too long for a slot (:mod:`.inflight`), then
@@ -242,7 +256,7 @@ class Worker:
             self.lease_seconds,
         )
         self._threads = RunThreads()
-        self._renewal.last = self._beat.last = 0.0
+        self._renewal.last = self._beat.last = self._deadlines.last = 0.0
         self._claimed_total = 0
         self._released = self._pass_done = False
         self._unbind_sockets = sockets.bound_sockets(
@@ -285,13 +299,16 @@ class Worker:
 
     def _startup(self) -> None:
         """Sync code-declared schedules, re-plan those planned under other zone rules
-        (:func:`.state.regrid_other_rules`) and write the first heartbeat, retrying (see
-        :func:`reconnect_delay`) until the database answers or a stop is requested."""
+        (:func:`.state.regrid_other_rules`), report what missed its deadline while no
+        worker ran (before the first claim runs it) and write the first heartbeat,
+        retrying (see :func:`reconnect_delay`) until the database answers or a stop is
+        requested."""
         while not self._stop.stopping:
             self._stop.log()
             try:
                 state.sync_declared(using=self.using)
                 state.regrid_other_rules(using=self.using)  # zone rules read at start
+                self._deadlines.run(self._sweep_deadlines, time.monotonic())
                 self._heartbeat()
                 self._outage.ended()
                 return
@@ -375,6 +392,7 @@ class Worker:
         delay = min(self.poll_max, state.seconds_until(wakeup.earliest, self._clock.estimate()))
         if self._runs.in_flight:
             delay = min(delay, self.renew_every)
+        delay = min(delay, self._deadlines.last + DEADLINE_SWEEP_SECONDS - time.monotonic())
         if self._runs.deadlines:
             soonest = min(list(self._runs.deadlines.values()))  # list: threads add to it
             delay = min(delay, max(0.0, soonest - time.monotonic()))

@@ -155,6 +155,11 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(snap.as_dict(), indent=2))
             for warning in snap.warnings:  # never unhealthy: the exit status stays 0
                 self.stderr.write(f"warning: {warning}")
+            for late in snap.late_schedules:  # past their deadline: a warning too
+                at = late["deadline_at"].isoformat() if late["deadline_at"] else "?"
+                self.stderr.write(
+                    f"late: {late['name']} occurrence {late['occurrence']} (deadline {at})"
+                )
             if not snap.healthy:
                 raise CommandError("unhealthy: " + "; ".join(snap.problems), returncode=1)
         elif action == "show":
