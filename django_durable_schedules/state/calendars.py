@@ -31,7 +31,7 @@ from ..models import (
     load_exclusions,
 )
 from ..models.calendars import exclusions_of_calendars
-from .events import announce, record_event
+from .events import record_event, write_events
 from .exclusion_rules import count_excluded_to_end
 from .machine import complete_if_no_slot
 from .transitions import implements
@@ -135,8 +135,7 @@ def record_excluded_to_end(row: Schedule, now: datetime, using: str) -> int:
     counted = count_excluded_to_end(row, now, events)
     if row.exclusions_checked_at != checked:
         row.save(using=using, update_fields=["excluded_count", "exclusions_checked_at"])
-        ScheduleEvent.objects.using(using).bulk_create(events)
-        announce(events, using)
+        write_events(events, using)
     return counted
 
 

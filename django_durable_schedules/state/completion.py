@@ -39,7 +39,7 @@ from .backfill_rules import backfill_receipt, complete_at_max_runs
 from .backfills import close_ended, settle_backfills
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
 from .columns import FINISH_FIELDS, FINISH_UNREAD
-from .events import announce
+from .events import write_events
 from .machine import apply_changes, changes_of, pause_degraded
 from .outcomes import apply_outcome, fail_attempt, fenced_result
 from .records import Receipt, build_receipt
@@ -196,9 +196,7 @@ def _complete_batch(
             receipts += _orphan_receipts(orphans, now, using, report)
         models = [r.model() for r in receipts]
         insert_rows(RunReceipt, models, using)
-        if events:
-            insert_rows(ScheduleEvent, events, using)
-            announce(events, using)
+        write_events(events, using)  # with their notifications and signals
         if touched:
             update_rows(list(touched.values()), FINISH_FIELDS, using)
             write_alerts(touched.values(), now, using)  # no statement unless one was noted

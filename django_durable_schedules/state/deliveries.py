@@ -169,22 +169,22 @@ def finish_delivery(
         qs = NotificationDelivery.objects.using(using).filter(
             pk=claim.id, leased_by=claim.token, status=DeliveryStatus.PENDING
         )
-        changes: dict[str, Any] = {"tries": F("tries") + 1, "lease_until": None}
+        delivery_changes: dict[str, Any] = {"tries": F("tries") + 1, "lease_until": None}
         if error is None:
             status = DeliveryStatus.DELIVERED
-            changes.update(status=status, delivered_at=now, last_error="")
+            delivery_changes.update(status=status, delivered_at=now, last_error="")
         else:
             status = (
                 DeliveryStatus.ABANDONED
                 if tries >= app_settings.NOTIFY_MAX_TRIES
                 else DeliveryStatus.PENDING
             )
-            changes.update(
+            delivery_changes.update(
                 status=status,
                 last_error=storable_error(error),
                 next_try_at=now + timedelta(seconds=retry_delay(tries)),
             )
-        updated = qs.update(**changes)
+        updated = qs.update(**delivery_changes)
     return str(status) if updated else None
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from django.db import transaction
 
 from .. import signals
+from ..db.batch import insert_rows
 from ..db.clock import resolve_now
 from ..models import Schedule, ScheduleEvent
 from .deliveries import enqueue_deliveries
@@ -68,6 +69,19 @@ def record_event(
     enqueue_deliveries(event, using)
     announce([event], using)
     return event
+
+
+def write_events(events: list[ScheduleEvent], using: str = "default") -> None:
+    """Insert ``events`` (built unsaved by a batch: a claim's ``excluded`` ones, a
+    quarantine's) in one statement inside the caller's transaction, queue their
+    notifications as :func:`record_event` does (:func:`.deliveries.enqueue_deliveries`: no
+    query without ``NOTIFIERS``) and :func:`announce` them. Nothing for an empty list."""
+    if not events:
+        return
+    insert_rows(ScheduleEvent, events, using)
+    for event in events:
+        enqueue_deliveries(event, using)
+    announce(events, using)
 
 
 def announce(events: list[ScheduleEvent], using: str = "default") -> None:

@@ -37,7 +37,7 @@ from .backfills import settle_backfills
 from .bounds import check_counters
 from .columns import FINISH_FIELDS
 from .completion import fail_contained
-from .events import announce
+from .events import write_events
 from .quarantine import displaced_attempt, quarantine_lease
 from .rules import claim_of
 from .transitions import implements
@@ -212,9 +212,7 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
                 extra={"schedule": row.name, "occurrence": attempt.occurrence},
             )
         insert_rows(RunReceipt, [r.model() for r in receipts], using)
-        if events:
-            insert_rows(ScheduleEvent, events, using)
-            announce(events, using)
+        write_events(events, using)  # with their notifications and signals
         update_rows(rows, FINISH_FIELDS, using)
         write_alerts(rows, now, using)  # failing, paused, degraded (no statement otherwise)
         settle_backfills(backfilled, now, using)

@@ -86,35 +86,30 @@ def build_receipt(
     receipt is built here.
 
     The schedule's part: ``row``, the locked row as the rule left it (its id,
-    ``failure_count`` and ``next_run_at``); without it (a row the rule did not move: an
-    outcome whose lease was lost, a quarantined row), ``schedule_id`` and
-    ``failure_count_after``, and no next run.
+    ``failure_count``, ``next_run_at``); without it (a row the rule did not move: a lost
+    lease, a quarantine), ``schedule_id`` and ``failure_count_after``, and no next run.
 
     What the run left: ``ran`` (the reported :class:`.values.Outcome`, or the
-    :class:`.values.Failure` the failure path takes) gives the ``result`` (bounded JSON
-    already, :mod:`..projection`), ``error_type`` and ``error_message``; without it, the
-    keywords of those names (given both: ``TypeError``), and the ``started_at`` (when the
-    callback started; None: it never ran) and ``traceback`` (bounded already) the receipt
-    keeps (none without ``ran``). ``error_type`` is cut to
-    :data:`ERROR_TYPE_MAX_CHARS`; ``error_message`` comes bounded by its source. ``note``:
-    what the state adds to the message (``"<message>; <note>"``, or the note alone), the
-    whole then bounded to :data:`NOTED_MESSAGE_MAX_CHARS` (:func:`..projection.bound_text`).
-    ``slots_skipped``: the slots the move on skipped (overlap)."""
-    started_at: datetime | None = None
-    traceback: list[dict[str, Any]] | None = None
+    :class:`.values.Failure` the failure path takes) gives the ``result`` (bounded JSON,
+    :mod:`..projection`), ``error_type``, ``error_message``, ``started_at`` (the callback's
+    start; None: it never ran, as a ``released`` run) and ``traceback`` (bounded); without
+    it, the keywords of the first three (given both: ``TypeError``), and no start or stack.
+    ``error_type`` is cut to :data:`ERROR_TYPE_MAX_CHARS`. ``note``: what the state adds to
+    the message (``"<message>; <note>"`` or the note alone), bounded to
+    :data:`NOTED_MESSAGE_MAX_CHARS`. ``slots_skipped``: the slots the move on skipped."""
+    started_at, traceback = None, None
     if ran is not None:
         if result is not None or error_type or error_message:
             raise TypeError("build_receipt() takes ran or its fields, not both")
         result, error_type, error_message = ran.result, ran.error_type, ran.error_message
-        started_at, traceback = ran.started_at, ran.traceback
-        if status == "released":  # handed back unrun
-            started_at = traceback = None
+        if status != "released":  # a released run was handed back unrun
+            started_at, traceback = ran.started_at, ran.traceback
     if note:
         text = f"{error_message}; {note}" if error_message else note
         error_message = bound_text(text, NOTED_MESSAGE_MAX_CHARS)
     if row is not None:
         schedule_id, failure_count_after = row.id, row.failure_count
-    if schedule_id is None:
+    elif schedule_id is None:
         raise TypeError("build_receipt() needs the row or the schedule_id")
     return Receipt(
         attempt_id=attempt.id if isinstance(attempt, RunAttempt) else attempt.attempt_id,

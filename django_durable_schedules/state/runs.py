@@ -35,7 +35,7 @@ from .alerts import write_alerts
 from .backfill_share import keep_carry, take_reserve
 from .backfills import claim_backfills
 from .columns import CLAIM_FIELDS, CLAIM_UNREAD
-from .events import announce
+from .events import write_events
 from .machine import apply_changes, changes_of
 from .quarantine import (
     quarantine_refused,
@@ -268,9 +268,7 @@ def _write_claim(
         insert_rows(RunAttempt, attempts, using)
     if receipts:
         insert_rows(RunReceipt, receipts, using)
-    if events:
-        insert_rows(ScheduleEvent, events, using)
-        announce(events, using)  # schedule_changed on commit, if a receiver is connected
+    write_events(events, using)  # with their notifications and signals
     update_rows(rows, CLAIM_FIELDS, using)
 
 

@@ -153,8 +153,6 @@ class Worker:
         try:  # the start-up too: a --once worker may give up there (GaveUp)
             self._open_session()
             self._startup()
-            if not self.once:
-                self._deliveries.start()
             while not self._stop.forced:
                 self._take_stop_requests()
                 try:
@@ -302,7 +300,7 @@ class Worker:
         (:func:`.state.regrid_other_rules`), report what missed its deadline while no
         worker ran (before the first claim runs it) and write the first heartbeat,
         retrying (see :func:`reconnect_delay`) until the database answers or a stop is
-        requested."""
+        requested; then start the notifiers' delivery threads (not with ``once``)."""
         while not self._stop.stopping:
             self._stop.log()
             try:
@@ -311,9 +309,11 @@ class Worker:
                 self._deadlines.run(self._sweep_deadlines, time.monotonic())
                 self._heartbeat()
                 self._outage.ended()
-                return
+                break
             except DatabaseError as exc:
                 self._pause(self._unreachable(exc, "worker %s cannot reach the database"))
+        if not self.once and not self._stop.stopping:
+            self._deliveries.start()
 
     def _unreachable(self, exc: DatabaseError, message: str) -> float:
         """Note a database error: drop the connection, forget what the last look at the
