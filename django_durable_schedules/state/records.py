@@ -80,10 +80,9 @@ def build_receipt(
     note: str = "",
     slots_skipped: int = 0,
 ) -> Receipt:
-    """The receipt (unsaved) of ``attempt`` (a :class:`.values.Claim`, a
-    :class:`.values.Failure` or a ``RunAttempt`` row: its id and occurrence) that ended
-    with ``status`` (a ``ReceiptStatus`` value) at ``finished_at`` (aware UTC). Every
-    receipt is built here.
+    """The receipt (unsaved; every receipt is built here) of ``attempt`` (a ``Claim``, a
+    ``Failure`` or a ``RunAttempt`` row: its id and occurrence, :mod:`.values`) that ended
+    with ``status`` (a ``ReceiptStatus`` value) at ``finished_at`` (aware UTC).
 
     The schedule's part: ``row``, the locked row as the rule left it (its id,
     ``failure_count``, ``next_run_at``); without it (a row the rule did not move: a lost
