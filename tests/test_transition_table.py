@@ -98,9 +98,15 @@ def _writes(fn: ast.FunctionDef) -> bool:
             and isinstance(node.func, ast.Attribute)
             and node.func.attr == "update"
             and any(k.arg in WRITTEN for k in node.keywords)
+            and not any(word in ast.unparse(node.func.value) for word in OTHER_RECORDS)
         ):
             return True
     return False
+
+
+#: Receivers of ``update(status=...)`` that are another record's, not a schedule's (a
+#: notification's delivery has a status of its own).
+OTHER_RECORDS = ("deliver",)
 
 
 def _declares(fn: ast.FunctionDef) -> bool:
