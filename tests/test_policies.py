@@ -162,7 +162,11 @@ def test_a_failed_run_is_logged_with_its_error(caplog):
     [claim] = state.claim_due(worker="w", now=T0)
     with caplog.at_level("INFO", logger="django_durable_schedules.runner"):
         execute(claim)
-    [record] = [r for r in caplog.records if r.name == "django_durable_schedules.runner"]
+    started, record = [r for r in caplog.records if r.name == "django_durable_schedules.runner"]
+    assert (started.levelname, started.getMessage()) == (
+        "INFO",
+        "run logged #1.1 started (late 0.000s)",
+    )
     assert record.levelname == "WARNING"
     assert record.getMessage().startswith("run logged #1.1 failed in ")
     assert record.getMessage().endswith(": RuntimeError: boom")
@@ -201,6 +205,7 @@ def test_a_skipped_run_is_logged_with_its_reason(caplog):
     [claim] = state.claim_due(worker="w", now=T0)
     with caplog.at_level("INFO", logger="django_durable_schedules.runner"):
         execute(claim)
-    [record] = [r for r in caplog.records if r.name == "django_durable_schedules.runner"]
+    started, record = [r for r in caplog.records if r.name == "django_durable_schedules.runner"]
+    assert started.getMessage() == "run skips #1.1 started (late 0.000s)"
     assert " skipped in " in record.getMessage()
     assert record.getMessage().endswith(": nothing to do")
