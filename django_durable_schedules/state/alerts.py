@@ -104,21 +104,22 @@ def sweep_deadlines(
     judge_by_clock: bool = False,
     using: str = "default",
 ) -> list[ScheduleEvent]:
-    """Report the occurrences whose deadline passed: for up to ``limit`` schedules that
-    ``ScheduleQuerySet.late_scans`` finds late at ``now`` (default: the database clock),
-    each in its own transaction, lock the row (``SKIP LOCKED`` where the database has
-    it: a row another worker holds is left for the next pass), judge it again on the
-    locked row (:func:`.alert_rules.miss_deadline`: the occurrence it owes,
-    :func:`.alert_rules.owed_occurrence`, is past its deadline and not reported yet) and
-    ``retries``: also read the rows waiting for a retry after a failure (the second of
-    the scans; :class:`DeadlineSweep` reads it less often where no partial index serves
-    it). Then write ``deadline_missed_occurrence``, ``open_alerts`` and one ``deadline_missed``
-    event (source ``worker``). An occurrence is reported once, whatever the number of
-    workers sweeping. A row whose values cannot be read (:data:`.db.batch.ROW_PROBLEMS`)
-    is skipped with a log line. ``judge_by_clock``: each locked row is judged at the
-    database clock read in its transaction, not at ``now`` (a worker finds candidates by
-    its estimate of the clock and judges by the clock itself). Returns the events written. Other database errors (the
-    connection's) propagate."""
+    """Report the occurrences whose deadline passed, for up to ``limit`` schedules that
+    ``ScheduleQuerySet.late_scans`` finds late at ``now`` (default: the database clock).
+    Each in its own transaction: lock the row (``SKIP LOCKED`` where the database has it:
+    a row another worker holds is left for the next pass), judge it again on the locked
+    row (:func:`.alert_rules.miss_deadline`: the occurrence it owes,
+    :func:`.alert_rules.owed_occurrence`, is past its deadline and not reported yet), then
+    write ``deadline_missed_occurrence``, ``open_alerts`` and one ``deadline_missed`` event
+    (source ``worker``). An occurrence is reported once, whatever the number of workers.
+
+    ``retries``: also read the rows waiting for a retry after a failure (the second scan;
+    :class:`DeadlineSweep` reads it less often where no partial index serves it).
+    ``judge_by_clock``: judge each locked row at the database clock read in its
+    transaction, not at ``now`` (a worker finds candidates by its estimate of the clock and
+    judges by the clock itself). A row whose values cannot be read
+    (:data:`.db.batch.ROW_PROBLEMS`) is skipped with a log line; other database errors (the
+    connection's) propagate. Returns the events written."""
     if now is not None:
         now = timing.require_aware(now, "now")
     at = resolve_now(now, using)
