@@ -318,3 +318,14 @@ def test_a_real_run_scheduler_serves_the_per_schedule_metrics(start_worker):
         if sample.name == "durable_schedules_next_deadline_timestamp_seconds"
     ]
     assert gauge == deadline
+
+
+def test_every_receipt_status_is_a_label_of_its_own():
+    """The label's statuses are the model's (derived, not copied): a status added to
+    ``ReceiptStatus`` gets its own label, not ``other``."""
+    from django_durable_schedules.contrib.labels import FAILURE_STATUSES, status_label
+    from django_durable_schedules.models import ReceiptStatus
+
+    assert [status_label(s) for s in ReceiptStatus.values] == list(ReceiptStatus.values)
+    assert status_label("no such status") == "other"
+    assert FAILURE_STATUSES == {"failed", "degraded", "lease_expired", "lease_lost", "missed"}

@@ -2,36 +2,28 @@
 schedules, the rest summed under :data:`OTHER` (:class:`ScheduleLabels`), and receipt
 statuses limited to the known ones (:func:`status_label`).
 
-No dependency on a metrics library: :mod:`.prometheus` uses it.
+No dependency on a metrics library: :mod:`.prometheus`, :mod:`.sentry` and :mod:`.otel`
+use it (after the app registry is ready).
 """
 
 from __future__ import annotations
 
 import threading
 
+from ..models.choices import SUCCESS_STATUSES, ReceiptStatus
+
 #: The label of every schedule beyond the cap. Not a valid schedule name (names start with
 #: a letter or a digit), so it never collides with one.
 OTHER = "_other"
 #: Longest label value kept (characters; a schedule name is at most 128).
 MAX_LABEL_CHARS = 128
-#: The receipt statuses a ``status`` label may take; anything else is ``"other"``.
-STATUSES = frozenset(
-    {
-        "succeeded",
-        "enqueued",
-        "skipped",
-        "failed",
-        "degraded",
-        "lease_expired",
-        "lease_lost",
-        "released",
-        "missed",
-    }
-)
+#: The receipt statuses a ``status`` label may take (every ``ReceiptStatus``); anything
+#: else is ``"other"``.
+STATUSES = frozenset(ReceiptStatus.values)
 #: Receipt statuses that are a failure for an integration (Sentry ``error``, an
 #: OpenTelemetry span's ERROR status): every status but a success, a ``skipped`` run (the
 #: callback chose not to run) and a ``released`` one (handed back at a shutdown, re-run).
-FAILURE_STATUSES = STATUSES - {"succeeded", "enqueued", "skipped", "released"}
+FAILURE_STATUSES = STATUSES - {*SUCCESS_STATUSES, "skipped", "released"}
 
 
 def status_label(status: object) -> str:
