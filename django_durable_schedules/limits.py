@@ -18,6 +18,10 @@ MISFIRE_GRACE_MAX_SECONDS = 366 * 86400
 #: Longest ``deadline_seconds`` (a year): each occurrence must succeed within it of its slot.
 DEADLINE_MAX_SECONDS = 366 * 86400
 
+#: Longest blackout window (``BlackoutWindow.duration_seconds``, 31 days): a freeze
+#: longer than a month is a pause (``disable`` with ``until``), not a window.
+BLACKOUT_MAX_SECONDS = 31 * 86400
+
 #: Longest ``jitter_seconds`` (one day). ``Schedule.clean()`` also keeps it at most half the
 #: shortest gap between slots; a larger value written behind ``save()`` is used clamped to
 #: this bound (the claim, the planning of the next slot and the look-back for a jittered

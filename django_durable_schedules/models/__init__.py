@@ -13,11 +13,13 @@ triggers installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.gua
 * :mod:`.events`: ``ScheduleEvent`` and ``WorkerHeartbeat``;
 * :mod:`.notifications`: ``NotificationDelivery`` (the alert notifications' outbox);
 * :mod:`.backfills`: ``Backfill``;
-* :mod:`.calendars`: ``ExclusionCalendar`` and ``ExclusionDate``.
+* :mod:`.calendars`: ``ExclusionCalendar`` and ``ExclusionDate``;
+* :mod:`.blackouts`: ``BlackoutWindow``.
 """
 
 from ..limits import METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
 from .backfills import Backfill, BackfillQuerySet, backfills_open, with_backfill_flag
+from .blackouts import BlackoutWindow, BlackoutWindowQuerySet
 from .calendars import ExclusionCalendar, ExclusionDate, load_exclusions, with_calendar_flag
 from .choices import (
     DEFINITION_FIELDS,
@@ -32,6 +34,7 @@ from .choices import (
     Alert,
     AttemptOrigin,
     BackfillStatus,
+    BlackoutPolicy,
     DegradedKind,
     EventAction,
     Kind,
@@ -67,6 +70,9 @@ __all__ = [
     "Backfill",
     "BackfillQuerySet",
     "BackfillStatus",
+    "BlackoutPolicy",
+    "BlackoutWindow",
+    "BlackoutWindowQuerySet",
     "DegradedKind",
     "DeliveryStatus",
     "Alert",

@@ -52,6 +52,13 @@ class OverlapPolicy(models.TextChoices):
     BUFFER_ONE = "buffer_one", "run one of them right after the run, skip the others"
 
 
+class BlackoutPolicy(models.TextChoices):
+    """What a schedule does with its slots inside one of its blackout windows."""
+
+    SKIP = "skip", "skip: count the slots inside a window, run none of them"
+    DEFER = "defer", "defer: run the slots inside a window once, at the window's end"
+
+
 class AttemptOrigin(models.TextChoices):
     """Why an attempt was claimed (shown with it, so a late run says where it came from)."""
 
@@ -59,6 +66,8 @@ class AttemptOrigin(models.TextChoices):
     TRIGGERED = "triggered", "triggered"
     BUFFERED = "buffered", "buffered (overlap_policy buffer_one)"
     BACKFILL = "backfill", "backfill"
+    RERUN = "rerun", "re-run of an earlier occurrence"
+    DEFERRED = "deferred", "deferred to a blackout window's end"
 
 
 class DegradedKind(models.TextChoices):
@@ -98,6 +107,10 @@ class EventAction(models.TextChoices):
     DEGRADED = "degraded", "degraded (paused by the engine)"
     PAUSED = "paused", "paused by the engine"
     RECOVERED = "recovered", "recovered (succeeded after an alert)"
+    # Operator control (issue #27):
+    RERUN = "rerun", "re-run of an occurrence requested"
+    BLACKOUT = "blackout", "slots blacked out by a window"
+    BLACKOUTS = "blackouts", "blackout windows changed"
 
 
 class Alert(models.TextChoices):

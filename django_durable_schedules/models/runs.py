@@ -50,7 +50,14 @@ class RunAttempt(FastLoading, models.Model):
         choices=AttemptOrigin.choices,
         default=AttemptOrigin.SCHEDULED,
         help_text="Why it was claimed: its slot came due (scheduled), a trigger, a slot "
-        "buffered while the previous run ran (overlap_policy buffer_one), or a backfill.",
+        "buffered while the previous run ran (overlap_policy buffer_one), a backfill, a "
+        "re-run of an earlier occurrence, or slots deferred past a blackout window.",
+    )
+    payload = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The payload this attempt ran with, when it differs from the schedule's "
+        "(a trigger's override); blank: the schedule's payload.",
     )
 
     class Meta:

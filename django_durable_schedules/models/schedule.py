@@ -24,6 +24,7 @@ from .calendars import ExclusionsMixin
 from .choices import (
     INSTANT_FIELDS,
     RRULE_HELP,
+    BlackoutPolicy,
     DegradedKind,
     Kind,
     MisfirePolicy,
@@ -161,7 +162,17 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
         null=True, blank=True, editable=False, help_text="A slot buffered while a run ran."
     )
     pause_reason = models.CharField(
-        max_length=500, blank=True, default="", help_text="Why the scheduler paused it by itself."
+        max_length=500,
+        blank=True,
+        default="",
+        help_text="Why it is paused: the scheduler's reason, or the operator's note.",
+    )
+    paused_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="A pause with an end: at this instant a worker resumes the schedule "
+        "(as enable does: no catch-up). Blank: paused until enabled.",
     )
     failed_occurrences = models.PositiveIntegerField(
         default=0,
@@ -200,6 +211,22 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
         editable=False,
         help_text="Slots up to this instant were checked against the exclusion calendars "
         "(the excluded ones counted); blank: since the last claim.",
+    )
+    blackout_windows = models.ManyToManyField(
+        "durable_schedules.BlackoutWindow",
+        blank=True,
+        related_name="schedules",
+        help_text="Windows in which no run of it may start (see blackout_policy).",
+    )
+    blackout_policy = models.CharField(
+        max_length=16,
+        choices=BlackoutPolicy.choices,
+        default=BlackoutPolicy.SKIP,
+        help_text="Slots inside one of its blackout windows: 'skip' counts them and runs "
+        "none; 'defer' runs them once, at the window's end.",
+    )
+    blackout_count = models.PositiveBigIntegerField(
+        default=0, help_text="Slots not run (or deferred) because a blackout window covered them."
     )
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -298,6 +325,10 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
             models.CheckConstraint(
                 condition=Q(deadline_seconds__isnull=True) | Q(deadline_seconds__gte=1),
                 name="dds_sched_deadline_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(blackout_policy__in=BlackoutPolicy.values),
+                name="dds_sched_blackout_policy_valid",
             ),
         ]
 
