@@ -130,6 +130,11 @@ class RunReceipt(FastLoading, models.Model):
         help_text="A failed run's stack, innermost frame last: a list of {file, line, "
         "function}, bounded; never the value of a variable.",
     )
+    forced = models.BooleanField(
+        default=False,
+        help_text="A forced re-run of an occurrence that had succeeded: its success is not "
+        "the occurrence's first, so it does not take the occurrence's one success.",
+    )
 
     class Meta:
         ordering = ["-finished_at"]
@@ -152,7 +157,10 @@ class RunReceipt(FastLoading, models.Model):
                     status__in=SUCCESS_STATUSES,
                     succeeded_occurrence__isnull=False,  # NULL = occurrence would pass a CHECK
                     succeeded_occurrence=models.F("occurrence"),
+                    forced=False,
                 )
+                # A forced re-run's success (issue #27) holds no one-success key.
+                | Q(status__in=SUCCESS_STATUSES, succeeded_occurrence__isnull=True, forced=True)
                 | (~Q(status__in=SUCCESS_STATUSES) & Q(succeeded_occurrence__isnull=True)),
                 name="dds_receipt_success_key",
             ),

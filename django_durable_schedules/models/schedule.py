@@ -161,6 +161,30 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
     buffered_for = models.DateTimeField(  # overlap_policy buffer_one, see plan_overlap
         null=True, blank=True, editable=False, help_text="A slot buffered while a run ran."
     )
+    #: What the pending trigger (or re-run) runs with: set with ``triggered_at`` by the
+    #: state package only (issue #27), cleared when it is claimed.
+    trigger_payload = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The pending trigger's payload override (merged over payload at the top "
+        "level); blank: none.",
+    )
+    trigger_ignores_blackout = models.BooleanField(
+        default=False,
+        editable=False,
+        help_text="The pending trigger may start inside a blackout window.",
+    )
+    rerun_occurrence = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The pending trigger is a re-run of this earlier occurrence (its own "
+        "idempotency key), as attempt rerun_attempt.",
+    )
+    rerun_attempt = models.PositiveIntegerField(
+        null=True, blank=True, editable=False, help_text="The attempt number of the re-run."
+    )
     pause_reason = models.CharField(
         max_length=500,
         blank=True,
@@ -329,6 +353,11 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
             models.CheckConstraint(
                 condition=Q(blackout_policy__in=BlackoutPolicy.values),
                 name="dds_sched_blackout_policy_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(rerun_occurrence__isnull=True, rerun_attempt__isnull=True)
+                | Q(rerun_occurrence__gte=1, rerun_attempt__gte=1, triggered_at__isnull=False),
+                name="dds_sched_rerun_paired",
             ),
         ]
 
