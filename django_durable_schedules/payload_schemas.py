@@ -1,0 +1,66 @@
+"""JSON Schemas a callback declares for its payload (``register(..., payload_schema=...)``):
+checked once at registration, then used to validate a trigger's effective payload and to
+render the admin's "Run now…" form. Uses the ``jsonschema`` library (the schema's own
+``$schema`` dialect, else Draft 2020-12). No database access.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+from django.core.exceptions import ImproperlyConfigured
+from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
+
+#: Schema-validation problems reported per validation (the rest are left out).
+MAX_SCHEMA_PROBLEMS = 10
+
+
+def check_schema(name: str, schema: Any) -> dict[str, Any] | None:
+    """``schema`` (a JSON Schema given to ``register`` for callback ``name``) as a plain
+    dict, or None for none. Raises ``TypeError`` for a value that is not a mapping and
+    ``ImproperlyConfigured`` for a mapping that is no valid schema of its dialect (the
+    message names the callback, the place in the schema and the problem)."""
+    if schema is None:
+        return None
+    if not isinstance(schema, Mapping):
+        raise TypeError(
+            f"payload_schema of callback {name!r} must be a JSON Schema (a dict), "
+            f"not {type(schema).__name__}"
+        )
+    schema = dict(schema)
+    try:
+        validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "(root)"
+        raise ImproperlyConfigured(
+            f"payload_schema of callback {name!r} is not a valid JSON Schema: "
+            f"at {where}: {exc.message}"
+        ) from None
+    return schema
+
+
+def schema_problems(schema: Mapping[str, Any], value: Any) -> list[str]:
+    """What makes ``value`` break ``schema`` (checked by :func:`check_schema`), one message
+    each naming the path (``"$.retries: 'x' is not of type 'integer'"``), at most
+    :data:`MAX_SCHEMA_PROBLEMS`, in path order; ``[]`` when it is valid."""
+    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    errors = sorted(cls(schema).iter_errors(value), key=lambda e: [str(p) for p in e.path])
+    return [
+        f"{_path(error.absolute_path)}: {error.message}" for error in errors[:MAX_SCHEMA_PROBLEMS]
+    ]
+
+
+def declared_keys(schema: Mapping[str, Any] | None) -> set[str]:
+    """The top-level keys ``schema`` declares in ``properties`` (none without a schema)."""
+    properties = (schema or {}).get("properties")
+    return set(properties) if isinstance(properties, Mapping) else set()
+
+
+def _path(path: Any) -> str:
+    out = "$"
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
