@@ -241,7 +241,7 @@ def trigger(
     schedule plus triggers is a manual-only job).
 
     ``payload``: a JSON object merged over the schedule's payload at the top level for
-    this run only (kept in ``trigger_payload`` until the claim; the attempt records the
+    this run only (``{}``: none) (kept in ``trigger_payload`` until the claim; the attempt records the
     merged payload when it differs); ``note``: why (at most 500 characters);
     ``ignore_blackout``: the run may start inside a blackout window; ``declared_only``
     (an owner-scoped API user): only keys the callback's ``payload_schema`` declares may
@@ -259,6 +259,7 @@ def trigger(
         row = get_locked(schedule_id, using)
         _require("trigger", row)
         check_override(row, payload, note, ignore_blackout, declared_only=declared_only)
+        payload = payload or None  # an empty override is none
         if row.triggered_at is not None:
             # A trigger is already pending (not claimed yet): one run will happen either
             # way, so a second request for the same run changes nothing and records nothing.
