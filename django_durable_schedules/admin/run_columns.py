@@ -8,7 +8,6 @@ subquery; a deleted schedule's rows fall back to UTC).
 from __future__ import annotations
 
 import json
-
 from typing import Any
 
 from django.contrib import admin

@@ -65,6 +65,7 @@ class RunNowForm(forms.Form):
                 self.keys.append((name, key, kind))
         else:
             self.fields["payload"] = forms.CharField(
+                required=False,
                 initial="{}",
                 widget=forms.Textarea(attrs={"rows": 6, "cols": 60, "class": "vLargeTextField"}),
                 help_text="A JSON object merged over the schedule's payload (top-level keys "
