@@ -20,7 +20,7 @@ from .bounds import describe_problem
 from .calendars import record_excluded_to_end
 from .events import json_value, record_event
 from .machine import clear_trigger, complete_if_no_slot, set_by_operator
-from .overrides import check_override
+from .overrides import check_override, trigger_changes
 from .transitions import implements
 
 #: The source statuses each operator action is allowed from; any other is refused with
@@ -240,21 +240,18 @@ def trigger(
     on with its next slot after that. Works on active and paused schedules (a paused
     schedule plus triggers is a manual-only job).
 
-    ``payload``: a JSON object merged over the schedule's payload at the top level for
-    this run only (``{}``: none) (kept in ``trigger_payload`` until the claim; the attempt records the
-    merged payload when it differs); ``note``: why (at most 500 characters);
-    ``ignore_blackout``: the run may start inside a blackout window; ``declared_only``
-    (an owner-scoped API user): only keys the callback's ``payload_schema`` declares may
-    be overridden (:func:`.overrides.check_override`). The ``triggered`` event records
-    who, and in its ``changes`` the note, the override and ``ignore_blackout``.
+    ``payload``: a JSON object merged over the payload at the top level for this run only
+    (``{}``: none), kept in ``trigger_payload`` until the claim; ``note``: why;
+    ``ignore_blackout``: it may start in a blackout window; ``declared_only`` (owner-scoped
+    API users): only keys the callback's ``payload_schema`` declares
+    (:func:`.overrides.check_override`). The ``triggered`` event records who, and in its
+    ``changes`` the note and the override (:func:`.overrides.trigger_changes`).
 
-    While a trigger is pending (requested, not claimed yet: ``triggered_at`` is set)
-    another one with the same override (or none, and the same ``ignore_blackout``) is a
-    no-op: one run happens; one with another override is refused. Raises
-    ``ValidationError`` (fields ``payload``, ``note``, ``ignore_blackout``) for an
-    override the rules refuse, :class:`StateConflict` for a different override while a
-    trigger is pending, while the schedule is running, and for a cancelled, completed or
-    failed schedule."""
+    While a trigger is pending (``triggered_at`` set) another with the same override (or
+    none) and ``ignore_blackout`` is a no-op: one run happens. Raises ``ValidationError``
+    (``payload``, ``note``, ``ignore_blackout``) for an override the rules refuse;
+    :class:`StateConflict` for another override while a trigger is pending, while the
+    schedule is running, and for a cancelled, completed or failed schedule."""
     with transaction.atomic(using=using):
         row = get_locked(schedule_id, using)
         _require("trigger", row)
@@ -267,30 +264,16 @@ def trigger(
                 raise StateConflict("a trigger is already pending (with another override)")
             return row
         instant = resolve_now(now, using)
-        now = timing.truncate_to_second(instant)
-        row.triggered_at = now
-        row.trigger_payload = payload
-        row.trigger_ignores_blackout = ignore_blackout
+        row.triggered_at = row.next_run_at = timing.truncate_to_second(instant)
+        row.trigger_payload, row.trigger_ignores_blackout = payload, ignore_blackout
         row.retry_scheduled_for = None
         _drop_buffered(row)  # the manual run, due now, takes its place
-        row.next_run_at = now
         # planned: the run is due now whatever the definition; an edit made behind save()
         # takes effect from the slot after it, and is not re-planned over the trigger.
         row.save(update_fields=_TRIGGER_FIELDS, planned=True)
-        changes: dict[str, Any] = {"note": note} if note else {}
-        if payload is not None:
-            changes["payload"] = payload
-        if ignore_blackout:
-            changes["ignore_blackout"] = True
-        record_event(
-            row,
-            EventAction.TRIGGERED,
-            now=instant,
-            actor=actor,
-            source=source,
-            changes=changes,
-            using=using,
-        )
+        changes = trigger_changes(payload, note, ignore_blackout)
+        audit = {"actor": actor, "source": source, "changes": changes, "using": using}
+        record_event(row, EventAction.TRIGGERED, now=instant, **audit)
     return row
 
 

@@ -63,6 +63,17 @@ def check_override(
         raise ValidationError(errors)
 
 
+def trigger_changes(payload: Any, note: str, ignore_blackout: bool) -> dict[str, Any]:
+    """The ``changes`` of a ``triggered`` event: ``note``, ``payload`` (the override) and
+    ``ignore_blackout``, each only when given."""
+    changes: dict[str, Any] = {"note": note} if note else {}
+    if payload is not None:
+        changes["payload"] = payload
+    if ignore_blackout:
+        changes["ignore_blackout"] = True
+    return changes
+
+
 def _payload_problems(row: Schedule, payload: Any, declared_only: bool) -> list[str]:
     if not isinstance(payload, dict):
         return ["The override must be a JSON object (its keys replace the payload's)."]
