@@ -1,7 +1,8 @@
 """JSON Schemas a callback declares for its payload (``register(..., payload_schema=...)``):
 checked once at registration, then used to validate a trigger's effective payload and to
 render the admin's "Run now…" form. Uses the ``jsonschema`` library (the schema's own
-``$schema`` dialect, else Draft 2020-12). No database access.
+``$schema`` dialect, else Draft 2020-12), imported on first use: a project that declares
+no schema never loads it. No database access.
 """
 
 from __future__ import annotations
@@ -9,10 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import jsonschema
 from django.core.exceptions import ImproperlyConfigured
-from jsonschema.exceptions import SchemaError
-from jsonschema.validators import validator_for
 
 #: Schema-validation problems reported per validation (the rest are left out).
 MAX_SCHEMA_PROBLEMS = 10
@@ -31,8 +29,10 @@ def check_schema(name: str, schema: Any) -> dict[str, Any] | None:
             f"not {type(schema).__name__}"
         )
     schema = dict(schema)
+    from jsonschema.exceptions import SchemaError
+
     try:
-        validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
+        _validator(schema).check_schema(schema)
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
         raise ImproperlyConfigured(
@@ -45,9 +45,14 @@ def check_schema(name: str, schema: Any) -> dict[str, Any] | None:
 def schema_problems(schema: Mapping[str, Any], value: Any) -> list[str]:
     """What makes ``value`` break ``schema`` (checked by :func:`check_schema`), one message
     each naming the path (``"$.retries: 'x' is not of type 'integer'"``), at most
-    :data:`MAX_SCHEMA_PROBLEMS`, in path order; ``[]`` when it is valid."""
-    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
-    errors = sorted(cls(schema).iter_errors(value), key=lambda e: [str(p) for p in e.path])
+    :data:`MAX_SCHEMA_PROBLEMS`, in path order; ``[]`` when it is valid. A schema that
+    cannot be applied (a ``$ref`` nothing resolves) is one problem, never raised."""
+    try:
+        errors = sorted(
+            _validator(schema)(schema).iter_errors(value), key=lambda e: [str(p) for p in e.path]
+        )
+    except Exception as exc:  # noqa: BLE001 - the library's own failures, e.g. Unresolvable
+        return [f"$: the callback's payload schema cannot be applied ({type(exc).__name__})"]
     return [
         f"{_path(error.absolute_path)}: {error.message}" for error in errors[:MAX_SCHEMA_PROBLEMS]
     ]
@@ -57,6 +62,14 @@ def declared_keys(schema: Mapping[str, Any] | None) -> set[str]:
     """The top-level keys ``schema`` declares in ``properties`` (none without a schema)."""
     properties = (schema or {}).get("properties")
     return set(properties) if isinstance(properties, Mapping) else set()
+
+
+def _validator(schema: Mapping[str, Any]) -> Any:
+    """The validator class of ``schema``'s dialect (``$schema``), else Draft 2020-12's."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import validator_for
+
+    return validator_for(schema, default=Draft202012Validator)
 
 
 def _path(path: Any) -> str:
