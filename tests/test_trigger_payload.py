@@ -306,6 +306,14 @@ def test_a_bad_payload_schema_is_refused_at_register_time():
     assert "t.schema" not in registry
 
 
+def test_a_schema_that_cannot_be_applied_is_a_problem_not_an_error():
+    from django_durable_schedules.payload_schemas import check_schema, schema_problems
+
+    schema = check_schema("t.ref", {"$ref": "https://schemas.invalid/payload.json"})
+    [problem] = schema_problems(schema, {"a": 1})
+    assert problem.startswith("$: the callback's payload schema cannot be applied")
+
+
 # -- the API ----------------------------------------------------------------------------
 
 
