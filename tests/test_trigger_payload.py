@@ -286,7 +286,7 @@ def test_an_override_written_behind_save_never_stops_the_claim(override):
 def test_an_override_that_is_a_json_string_is_ignored_by_the_claim():
     s = make(payload={"keep": 1})
     state.trigger(s.pk, now=T0)
-    assert write(Schedule, s.pk, "trigger_payload", ("sql", "'\"text\"'"))
+    Schedule.objects.filter(pk=s.pk).update(trigger_payload="text")  # a JSON string
     [claim] = run_at(T0 + S)
     assert claim.payload == {"keep": 1}
     [event] = ScheduleEvent.objects.filter(schedule_id=s.pk, source="worker")
