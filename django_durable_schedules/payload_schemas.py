@@ -28,18 +28,18 @@ def check_schema(name: str, schema: Any) -> dict[str, Any] | None:
             f"payload_schema of callback {name!r} must be a JSON Schema (a dict), "
             f"not {type(schema).__name__}"
         )
-    schema = dict(schema)
+    checked: dict[str, Any] = dict(schema)
     from jsonschema.exceptions import SchemaError
 
     try:
-        _validator(schema).check_schema(schema)
+        _validator(checked).check_schema(checked)
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
         raise ImproperlyConfigured(
             f"payload_schema of callback {name!r} is not a valid JSON Schema: "
             f"at {where}: {exc.message}"
         ) from None
-    return schema
+    return checked
 
 
 def schema_problems(schema: Mapping[str, Any], value: Any) -> list[str]:
