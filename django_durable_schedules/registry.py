@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any, TypeVar, overload
 
 from .exceptions import NotRegistered
+from .payload_schemas import check_schema
 
 #: The type of what is registered (a function, a Task): ``register`` returns it unchanged,
 #: so a decorated function keeps its signature for type checkers (``mypy --strict``).
@@ -95,6 +96,8 @@ class Registration:
     owner_scoped: bool = False
     #: The shortest gap between two runs their schedules may have (seconds).
     owner_min_interval: int = 0
+    #: The JSON Schema of its payload (``register(payload_schema=...)``), or None.
+    payload_schema: Mapping[str, Any] | None = None
 
 
 class Registry:
@@ -155,6 +158,7 @@ def register(
     task_options: Mapping[str, Any] | None = None,
     owner_scoped: bool = False,
     owner_min_interval: int = ...,
+    payload_schema: Mapping[str, Any] | None = None,
 ) -> F: ...
 
 
@@ -175,6 +179,7 @@ def register(
     task_options: Mapping[str, Any] | None = None,
     owner_scoped: bool = False,
     owner_min_interval: int = ...,
+    payload_schema: Mapping[str, Any] | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -194,6 +199,7 @@ def register(
     task_options: Mapping[str, Any] | None = None,
     owner_scoped: bool = False,
     owner_min_interval: int = DEFAULT_OWNER_MIN_INTERVAL,
+    payload_schema: Mapping[str, Any] | None = None,
 ) -> Any:
     """Register ``func`` under ``name``; usable as ``@register("name")`` or ``register("name", f)``.
 
@@ -216,15 +222,23 @@ def register(
     two runs closer than ``owner_min_interval`` seconds (default 300); by default they may
     schedule no callback at all. Staff and code are not limited by either.
 
+    ``payload_schema`` (a JSON Schema, as a dict) declares what its payload looks like: a
+    trigger's payload override is validated against it (the merged payload), owner-scoped
+    API users may override only the keys it declares in ``properties``, and the admin's
+    "Run now…" page renders a form of those properties (:mod:`.payload_schemas`).
+
     Raises ``ValueError`` for a malformed name, more than one of every/cron/at/rrule,
     ``task_options`` that the callback's kind does not take, or a negative
-    ``owner_min_interval``; ``TypeError`` if ``func`` is not callable. Returns ``func`` (so
+    ``owner_min_interval``; ``TypeError`` if ``func`` is not callable or ``payload_schema``
+    is not a dict; ``ImproperlyConfigured`` for a ``payload_schema`` that is no valid
+    JSON Schema. Returns ``func`` (so
     the decorator form leaves the function usable).
     """
     declaration = _declaration(
         name, every, cron, at, timezone, payload, start_at, end_at, max_runs, rrule=rrule
     )
     _check_owner_access(owner_scoped, owner_min_interval)
+    schema = check_schema(name, payload_schema)
 
     def decorator(f: Any) -> Any:
         kind = _task_kind(f)
@@ -254,6 +268,7 @@ def register(
                 options=options,
                 owner_scoped=owner_scoped,
                 owner_min_interval=owner_min_interval,
+                payload_schema=schema,
             )
         )
         return f

@@ -509,3 +509,45 @@ def test_a_backfill_from_the_list_action_in_a_real_browser(
     page.goto(f"{base}/admin/durable_schedules/backfill/")
     listed = page.locator("#result_list tbody tr", has_text="reports.hourly").inner_text()
     assert "3 of 3 slots" in listed and "completed" in listed, listed
+
+
+def test_run_now_with_an_override_in_a_real_browser(served_static, start_worker, browser_page):
+    """ "Run now…" on the change page: a form of the callback's payload schema, prefilled
+    with the schedule's payload; one value changed and submitted, the usual message; a real
+    worker pass runs it and the attempts list shows the payload it ran with."""
+    from django_durable_schedules.models import RunAttempt, Schedule
+
+    page = browser_page
+    base = served_static.url
+    report = Schedule.objects.create(
+        name="reports.build",
+        callback="tests.report",
+        kind="interval",
+        interval_seconds=86400,
+        timezone="UTC",
+        payload={"region": "eu", "limit": 500},
+        status="paused",
+    )
+    change = f"/admin/durable_schedules/schedule/{report.pk}/change/"
+    _login(page, base, change)
+    page.click("a.dds-tool:has-text('Run now')")
+    page.wait_for_url(re.compile(r"/run-now/$"))
+    region = page.get_by_label("region")
+    limit = page.get_by_label("limit")
+    assert region.input_value() == "eu" and limit.input_value() == "500"
+    limit.fill("1")
+    page.fill("#id_note", "one account, to check the fix")
+    _shot(page, "admin-run-now.png", full_page=False)
+    page.click("input[type=submit][value='Run now']")
+    page.wait_for_url(re.compile(re.escape(change) + "$"))
+    message = page.locator("ul.messagelist li.success").inner_text()
+    assert "Triggered 1 schedule: reports.build" in message
+    report.refresh_from_db()
+    assert report.trigger_payload == {"limit": 1}
+
+    worker = start_worker("--once", "--worker-id", "browser-run-now")
+    assert worker.wait(90) == 0, worker.output()
+    assert RunAttempt.objects.get(schedule_id=report.pk).payload == {"region": "eu", "limit": 1}
+    page.goto(f"{base}{change}")
+    attempts = page.locator("#attempts-group").inner_text()
+    assert '{"limit": 1, "region": "eu"}' in attempts

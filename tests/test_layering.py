@@ -41,6 +41,7 @@ PURE = (
     "state/machine.py",
     "state/alert_rules.py",
     "state/columns.py",
+    "state/overrides.py",
     "timing/",
     "limits.py",
     "payloads.py",

@@ -83,11 +83,17 @@ def _in_zone_and_utc(value: Any, zone: str) -> str:
 
 
 def apply_transition(
-    request: HttpRequest, t: Transition, rows: Iterable[tuple[Any, str, str, Any]]
+    request: HttpRequest,
+    t: Transition,
+    rows: Iterable[tuple[Any, str, str, Any]],
+    *,
+    options: dict[str, Any] | None = None,
 ) -> None:
     """Call ``state.<t.name>`` for each ``(pk, name, status before, triggered_at before)``
-    and tell the user what changed, what already was so (a status already reached, a
-    trigger already pending), and what was refused (with the reason)."""
+    (with the keywords ``options``: a trigger's override and note) and tell the user what
+    changed, what already was so (a status already reached, a trigger already pending),
+    and what was refused (with the reason). A ``ValidationError`` of the transition
+    propagates (the caller's form shows it)."""
     func = getattr(state, t.name)
     changed: list[str] = []
     unchanged: list[str] = []
@@ -95,7 +101,7 @@ def apply_transition(
     refused: list[str] = []
     for pk, name, before, triggered_before in rows:
         try:
-            row = func(pk, **as_admin(request))
+            row = func(pk, **as_admin(request), **(options or {}))
         except StateConflict as exc:
             refused.append(f"{name} ({exc.reason})")
         except Schedule.DoesNotExist:

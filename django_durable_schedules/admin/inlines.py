@@ -58,6 +58,7 @@ class AttemptInline(AttemptColumns, _ReadOnlyInline):
         "origin",
         "missed_slots",
         "outcome",
+        "payload_shown",
     )
     readonly_fields = fields
 

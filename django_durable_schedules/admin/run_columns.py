@@ -7,6 +7,7 @@ subquery; a deleted schedule's rows fall back to UTC).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin
@@ -62,6 +63,13 @@ class AttemptColumns:
     @admin.display(description="outcome")
     def outcome(self, obj: RunAttempt) -> SafeString | str:
         return attempt_outcome(obj)
+
+    @admin.display(description="payload (a trigger's, when not the schedule's)")
+    def payload_shown(self, obj: RunAttempt) -> str:
+        if obj.payload is None:
+            return EMPTY
+        text = json.dumps(obj.payload, sort_keys=True, ensure_ascii=False, default=str)
+        return Truncator(text).chars(200)
 
 
 class ReceiptColumns:

@@ -91,6 +91,7 @@ class RunAttemptAdmin(ScheduleZoneMixin, AttemptColumns, ReadOnlyAdmin):
         "origin",
         "missed_slots",
         "outcome",
+        "payload_shown",
     )
     readonly_fields = fields
 

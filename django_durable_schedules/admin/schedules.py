@@ -38,6 +38,7 @@ from .filters import DegradedFilter, FailingFilter, RunningFilter
 from .forms import DEFINITION_LAYOUT, STATE_FIELDS, SUMMARY_FIELDS, ScheduleForm
 from .inlines import AttemptInline, EventInline, ReceiptInline
 from .pagination import EstimatedCountPaginator
+from .run_now import run_now_view
 from .views import (
     admin_url,
     describe_cron_view,
@@ -102,6 +103,11 @@ class ScheduleAdmin(admin.ModelAdmin):
                 "describe-rrule/",
                 self.admin_site.admin_view(self._bound(describe_rrule_view)),
                 name="{}_{}_describe_rrule".format(*info),
+            ),
+            path(
+                "<path:object_id>/run-now/",
+                self.admin_site.admin_view(self._bound(run_now_view)),
+                name="{}_{}_run_now".format(*info),
             ),
             path(
                 "<path:object_id>/transition/<str:transition>/",
@@ -240,6 +246,8 @@ class ScheduleAdmin(admin.ModelAdmin):
                 for t in TRANSITIONS.values()
                 if t.name in allowed
             ]
+            if "trigger" in allowed:  # "Run now…": a trigger with an override and a note
+                context["dds_run_now_url"] = admin_url(self, "run_now", quote(obj.pk))
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     def get_search_results(

@@ -53,6 +53,7 @@ class AttemptSerializer(BaseModelSerializer):
             "idempotency_key",
             "missed_slots",
             "origin",
+            "payload",
             "receipt_status",
             "finished_at",
         ]

@@ -49,6 +49,7 @@ from .serializers import (
     UpcomingQuerySerializer,
     UpcomingSerializer,
 )
+from .trigger_serializers import TriggerSerializer
 from .visibility import redact_detail, redact_reason, visible_names
 
 
@@ -206,11 +207,24 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
         """Cancel for good."""
         return self._transition(state.cancel)
 
-    @extend_schema(request=None, responses={200: ScheduleSerializer, 409: _CONFLICT})
+    @extend_schema(request=TriggerSerializer, responses={200: ScheduleSerializer, 409: _CONFLICT})
     @action(detail=True, methods=["post"])
     def trigger(self, request: Request, pk: Any = None) -> Response:
-        """Run now, as its own occurrence, without disturbing the grid."""
-        return self._transition(state.trigger)
+        """Run now, as its own occurrence, without disturbing the grid. Optional body:
+        ``payload`` (a JSON object merged over the schedule's payload for this run; an
+        owner-scoped user may override only the keys the callback's payload schema
+        declares), ``note``, ``ignore_blackout``. 409 while a trigger with another
+        override is pending."""
+        body = TriggerSerializer(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        args = body.validated_data
+        kw = {
+            "payload": args.get("payload"),
+            "note": args.get("note", ""),
+            "ignore_blackout": args["ignore_blackout"],
+            "declared_only": owner_scoped(request),
+        }
+        return self._transition(lambda pk, **audit: state.trigger(pk, **kw, **audit))
 
     @extend_schema(
         request=BackfillRangeSerializer,

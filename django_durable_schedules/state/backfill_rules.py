@@ -31,7 +31,7 @@ from ..models import (
 )
 from ..registry import registry
 from .bounds import describe_problem, read_count
-from .machine import complete_if_no_slot
+from .machine import clear_trigger, complete_if_no_slot
 from .records import Receipt, build_receipt
 from .rules import claim_of, max_attempts_of, new_attempt
 from .transitions import implements
@@ -208,7 +208,8 @@ def complete_at_max_runs(row: Schedule) -> bool:
     if row.status not in (Status.ACTIVE, Status.PAUSED):
         return False
     row.next_run_at = None
-    row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
+    row.retry_scheduled_for = row.buffered_for = None
+    clear_trigger(row)
     return complete_if_no_slot(row)
 
 

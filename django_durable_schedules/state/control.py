@@ -19,7 +19,8 @@ from ..models import EventAction, Kind, RunAttempt, Schedule, Status
 from .bounds import describe_problem
 from .calendars import record_excluded_to_end
 from .events import json_value, record_event
-from .machine import complete_if_no_slot, set_by_operator
+from .machine import clear_trigger, complete_if_no_slot, set_by_operator
+from .overrides import check_override, trigger_changes
 from .transitions import implements
 
 #: The source statuses each operator action is allowed from; any other is refused with
@@ -128,6 +129,8 @@ _ENABLE_FIELDS = (
     "degraded_kind",
     "retry_scheduled_for",
     "triggered_at",
+    "trigger_payload",
+    "trigger_ignores_blackout",
     "buffered_for",
     "failure_count",
     "failed_occurrences",
@@ -170,9 +173,12 @@ def _reactivate(row: Schedule, now: datetime, changes: dict[str, list[Any]]) -> 
     # Slots excluded while it was paused are not counted; those counted already (to the
     # end of its grid, when it completed) are not counted again.
     row.exclusions_checked_at = max(now, row.exclusions_checked_at or now)
-    # A trigger requested while it was paused and not run yet survives the enable.
+    # A trigger requested while it was paused and not run yet survives the enable (with
+    # its override).
     pending = row.triggered_at
-    row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
+    override = (row.trigger_payload, row.trigger_ignores_blackout)
+    row.retry_scheduled_for = row.buffered_for = None
+    clear_trigger(row)
     if row.kind == Kind.ONCE:
         _rearm_once(row, now)
     else:
@@ -187,6 +193,7 @@ def _reactivate(row: Schedule, now: datetime, changes: dict[str, list[Any]]) -> 
             changes["status"] = [before, Status.COMPLETED]
     if pending is not None and row.triggered_at is None:
         row.triggered_at = pending
+        row.trigger_payload, row.trigger_ignores_blackout = override
         row.next_run_at = pending if row.next_run_at is None else min(pending, row.next_run_at)
 
 
@@ -223,44 +230,64 @@ def trigger(
     actor: Any = None,
     source: str = "code",
     using: str = "default",
+    payload: dict[str, Any] | None = None,
+    note: str = "",
+    ignore_blackout: bool = False,
+    declared_only: bool = False,
 ) -> Schedule:
     """Request a manual run now, as its own occurrence, without disturbing the grid: the
     next claim runs it (``scheduled_for`` = the trigger instant) and the schedule then goes
     on with its next slot after that. Works on active and paused schedules (a paused
-    schedule plus triggers is a manual-only job). While a trigger is pending (requested,
-    not claimed yet: ``triggered_at`` is set) another one is a no-op: one run happens.
-    Raises :class:`StateConflict` while the schedule is running, and for a cancelled,
-    completed or failed schedule."""
+    schedule plus triggers is a manual-only job).
+
+    ``payload``: a JSON object merged over the payload at the top level for this run only
+    (``{}``: none), kept in ``trigger_payload`` until the claim; ``note``: why;
+    ``ignore_blackout``: it may start in a blackout window; ``declared_only`` (owner-scoped
+    API users): only keys the callback's ``payload_schema`` declares
+    (:func:`.overrides.check_override`). The ``triggered`` event records who, and in its
+    ``changes`` the note and the override (:func:`.overrides.trigger_changes`).
+
+    While a trigger is pending (``triggered_at`` set) another with the same override (or
+    none) and ``ignore_blackout`` is a no-op: one run happens. Raises ``ValidationError``
+    (``payload``, ``note``, ``ignore_blackout``) for an override the rules refuse;
+    :class:`StateConflict` for another override while a trigger is pending, while the
+    schedule is running, and for a cancelled, completed or failed schedule."""
     with transaction.atomic(using=using):
         row = get_locked(schedule_id, using)
         _require("trigger", row)
+        check_override(row, payload, note, ignore_blackout, declared_only=declared_only)
+        payload = payload or None  # an empty override is none
         if row.triggered_at is not None:
             # A trigger is already pending (not claimed yet): one run will happen either
-            # way, so a second request changes nothing and records nothing.
+            # way, so a second request for the same run changes nothing and records nothing.
+            if (row.trigger_payload, row.trigger_ignores_blackout) != (payload, ignore_blackout):
+                raise StateConflict("a trigger is already pending (with another override)")
             return row
         instant = resolve_now(now, using)
-        now = timing.truncate_to_second(instant)
-        row.triggered_at = now
+        row.triggered_at = row.next_run_at = timing.truncate_to_second(instant)
+        row.trigger_payload, row.trigger_ignores_blackout = payload, ignore_blackout
         row.retry_scheduled_for = None
         _drop_buffered(row)  # the manual run, due now, takes its place
-        row.next_run_at = now
         # planned: the run is due now whatever the definition; an edit made behind save()
         # takes effect from the slot after it, and is not re-planned over the trigger.
-        row.save(
-            update_fields=[
-                "triggered_at",
-                "retry_scheduled_for",
-                "buffered_for",
-                "missed_count",
-                "next_run_at",
-                "updated_at",
-            ],
-            planned=True,
-        )
-        record_event(
-            row, EventAction.TRIGGERED, now=instant, actor=actor, source=source, using=using
-        )
+        row.save(update_fields=_TRIGGER_FIELDS, planned=True)
+        changes = trigger_changes(payload, note, ignore_blackout)
+        audit = {"actor": actor, "source": source, "changes": changes, "using": using}
+        record_event(row, EventAction.TRIGGERED, now=instant, **audit)
     return row
+
+
+#: The columns :func:`trigger` writes.
+_TRIGGER_FIELDS = (
+    "triggered_at",
+    "trigger_payload",
+    "trigger_ignores_blackout",
+    "retry_scheduled_for",
+    "buffered_for",
+    "missed_count",
+    "next_run_at",
+    "updated_at",
+)
 
 
 @implements("control.cancel")
@@ -307,13 +334,16 @@ def _halt(
             # A pending trigger survives a pause: a paused schedule runs when triggered.
             row.next_run_at = row.triggered_at
         else:
-            row.next_run_at = row.triggered_at = None
+            row.next_run_at = None
+            clear_trigger(row)
         row.save(
             update_fields=[
                 "status",
                 "next_run_at",
                 "retry_scheduled_for",
                 "triggered_at",
+                "trigger_payload",
+                "trigger_ignores_blackout",
                 "buffered_for",
                 "missed_count",
                 "updated_at",

@@ -28,6 +28,7 @@ from .calendars import (
 from .candidates import Prepared, check_editable, explain_refusal, prepare
 from .control import enable
 from .events import as_changes, record_event
+from .machine import clear_trigger
 from .transitions import implements
 
 logger = logging.getLogger(__name__)
@@ -355,7 +356,7 @@ def _recover_one(pk: Any, now: datetime | None, using: str) -> Schedule:
         instant = resolve_now(now, using)
         row.status = Status.ACTIVE
         row.degraded_reason = row.degraded_kind = row.pause_reason = ""
-        row.triggered_at = None
+        clear_trigger(row)
         row.next_run_at = timing.truncate_to_second(instant)  # the kept occurrence, at once
         row.save(
             update_fields=[
@@ -364,6 +365,8 @@ def _recover_one(pk: Any, now: datetime | None, using: str) -> Schedule:
                 "degraded_kind",
                 "pause_reason",
                 "triggered_at",
+                "trigger_payload",
+                "trigger_ignores_blackout",
                 "next_run_at",
                 "updated_at",
             ]

@@ -100,7 +100,8 @@ def plan_definition(
     active = row.status == Status.ACTIVE
     planned = row.plan(now, first=first) if active else None
     if not keep:
-        row.retry_scheduled_for = row.triggered_at = None
+        row.retry_scheduled_for = None
+        clear_trigger(row)
     if active:
         row.next_run_at = planned
         complete_if_no_slot(row, pending=row.retry_scheduled_for)
@@ -132,11 +133,21 @@ def pause_degraded(row: Schedule, reason: str, kind: str = DegradedKind.DEFINITI
     edit and :func:`.control.enable` bring it back), with nothing pending: no next run,
     retry, trigger, buffered slot or lease."""
     mark_degraded(row, reason[:500], kind)
-    row.next_run_at = row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
+    row.next_run_at = row.retry_scheduled_for = row.buffered_for = None
+    clear_trigger(row)
     row.lease_token = row.lease_expires_at = None
     logger.warning(
         "schedule %s degraded: %s", row.name, row.degraded_reason, extra={"schedule": row.name}
     )
+
+
+def clear_trigger(row: Schedule) -> None:
+    """No trigger pending on ``row``: ``triggered_at`` cleared with what goes with it, the
+    trigger's payload override and its blackout flag (issue #27). Every rule that drops a
+    pending trigger calls this, so no override outlives its trigger."""
+    row.triggered_at = None
+    row.trigger_payload = None
+    row.trigger_ignores_blackout = False
 
 
 @implements("outcome.terminal", "outcome.given_up", "outcome.lease_expired")
@@ -176,6 +187,8 @@ def degraded_columns(reason: str, kind: str, *, status: Any = Status.PAUSED) -> 
         "next_run_at": None,
         "retry_scheduled_for": None,
         "triggered_at": None,
+        "trigger_payload": None,
+        "trigger_ignores_blackout": False,
         "buffered_for": None,
     }
 

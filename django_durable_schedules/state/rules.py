@@ -11,6 +11,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from .. import timing
 from ..conf import app_settings
@@ -37,12 +38,14 @@ from .machine import (
     BUFFERED,
     RETRY,
     TRIGGER,
+    clear_trigger,
     complete_if_no_slot,
     mark_degraded,
     pause_degraded,
     pending,
     plan_definition,
 )
+from .overrides import take_override
 from .records import Receipt as Receipt
 from .records import build_receipt
 from .transitions import implements
@@ -77,9 +80,12 @@ def new_attempt(
     worker: str,
     missed: int = 0,
     origin: str = AttemptOrigin.SCHEDULED,
+    payload: Any = None,
 ) -> RunAttempt:
     """The attempt row of one claim (unsaved): a fresh lease token until
-    ``lease_expires_at`` (``now`` for an attempt receipted at once: missed, degraded)."""
+    ``lease_expires_at`` (``now`` for an attempt receipted at once: missed, degraded);
+    ``payload``: what it runs with when that is not the schedule's payload (a trigger's
+    override), else None."""
     return RunAttempt.build(
         id=uuid4(),
         schedule_id=row.id,
@@ -94,12 +100,14 @@ def new_attempt(
         idempotency_key=idempotency_key(row.id, occurrence),
         missed_slots=missed,
         origin=origin,
+        payload=payload,
     )
 
 
 def claim_of(row: Schedule, attempt: RunAttempt) -> Claim:
     """The claim a worker runs for ``attempt``, just made for ``row`` by
-    :func:`new_attempt` (the timeout bounded as the limits say, blank: none)."""
+    :func:`new_attempt` (the timeout bounded as the limits say, blank: none); its payload
+    is the attempt's own (a trigger's override merged), else the schedule's."""
     return Claim(
         attempt_id=attempt.id,
         schedule_id=row.id,
@@ -112,7 +120,7 @@ def claim_of(row: Schedule, attempt: RunAttempt) -> Claim:
         lease_token=attempt.lease_token,
         lease_expires_at=attempt.lease_expires_at,
         idempotency_key=attempt.idempotency_key,
-        payload=row.payload,
+        payload=row.payload if attempt.payload is None else attempt.payload,
         missed_slots=attempt.missed_slots,
         timeout_seconds=bounded_seconds(row.timeout_seconds, None, TIMEOUT_MAX_SECONDS) or None,
         origin=attempt.origin,
@@ -235,6 +243,8 @@ class SlotChoice:
     next_run_at: datetime | None
     missed: int = 0
     origin: str = AttemptOrigin.SCHEDULED
+    #: What it runs with when not the schedule's payload (a trigger's override), else None.
+    payload: Any = None
 
 
 def _plan_claim_row(
@@ -317,7 +327,13 @@ def choose_slot(
         # A manual run (trigger): its own occurrence; the grid continues after now.
         next_run_at = _recurring_next(row, spec, now)
         return SlotChoice(
-            row.occurrence + 1, 1, row.triggered_at, next_run_at, 0, AttemptOrigin.TRIGGERED
+            row.occurrence + 1,
+            1,
+            row.triggered_at,
+            next_run_at,
+            0,
+            AttemptOrigin.TRIGGERED,
+            take_override(row, now, events),
         )
     if first == BUFFERED:
         assert row.buffered_for is not None
@@ -410,10 +426,12 @@ def grant_lease(
         worker,
         choice.missed,
         choice.origin,
+        choice.payload,
     )
     attempts.append(attempt)
     row.occurrence, row.attempt = choice.occurrence, choice.attempt
-    row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
+    row.retry_scheduled_for = row.buffered_for = None
+    clear_trigger(row)  # with its payload override, taken by choose_slot
     row.missed_count += choice.missed
     row.last_run_at = now
     if row.callback not in registry:

@@ -70,12 +70,18 @@ class Transition:
 
 T = Transition
 LEASED_ATTEMPT = "none yet: an attempt with a live lease"
+#: What a triggered claim's attempt runs with (issue #27).
+OVERRIDE_TAKEN = (
+    "; a trigger's payload override is merged over the payload (the attempt records it when "
+    "it differs; one that is no JSON object is ignored, event `triggered` says why) and "
+    "cleared"
+)
 
 # fmt: off
 CLAIMS: tuple[Transition, ...] = (
     # -- claim_due, one locked row at a time -------------------------------------------------
     T("claim.run", ACTIVE, "due (or triggered)", "active, leased",
-      "the next slot after now (`once`: none)", LEASED_ATTEMPT,
+      "the next slot after now (`once`: none)", LEASED_ATTEMPT + OVERRIDE_TAKEN,
       frozenset({Status.ACTIVE}), _seen("claim", "leased")),
     T("claim.retry", RUNNABLE,
       "a retry due (after a failure, a release, a lease expiry, or a degraded occurrence "
@@ -94,8 +100,8 @@ CLAIMS: tuple[Transition, ...] = (
       "none yet: an attempt (origin `backfill`, `scheduled_for` = the backfill's next "
       "slot, its own occurrence) with a live lease",
       KEEPS, _seen("claim", "leased")),
-    T("claim.triggered_paused", PAUSED, "triggered", "paused, leased", "none", LEASED_ATTEMPT,
-      TO_PAUSED, _seen("claim", "leased")),
+    T("claim.triggered_paused", PAUSED, "triggered", "paused, leased", "none",
+      LEASED_ATTEMPT + OVERRIDE_TAKEN, TO_PAUSED, _seen("claim", "leased")),
     T("claim.missed", ACTIVE, "missed beyond `misfire_grace_seconds`", NEXT_OR_COMPLETED,
       "the next slot", "`missed`", ACTIVE_OR_COMPLETED, _seen("claim", "missed")),
     T("claim.skip_missed", ACTIVE, "missed slots, `misfire_policy` skip", NEXT_OR_COMPLETED,
@@ -271,8 +277,11 @@ CONTROL: tuple[Transition, ...] = (
       "slot is dropped and counted)", "none (event `disabled`)",
       TO_PAUSED, _seen("disable", "none"), action="disable"),
     T("control.trigger", RUNNABLE,
-      "trigger (refused while it holds a lease; a no-op while a trigger is pending)",
-      "unchanged", "now, as its own occurrence", "none (event `triggered`)",
+      "trigger, with an optional payload override, note and `ignore_blackout` (refused "
+      "while it holds a lease; while a trigger is pending: a no-op with the same override, "
+      "refused with another)",
+      "unchanged", "now, as its own occurrence (the override kept in `trigger_payload`)",
+      "none (event `triggered`: who, the note and the override)",
       KEEPS, _seen("trigger", "none"), action="trigger"),
     T("control.cancel", frozenset({Status.ACTIVE, Status.PAUSED, Status.FAILED}), "cancel",
       "cancelled", "none", "none (event `cancelled`)",

@@ -30,6 +30,24 @@ def echo(ctx):
     return {"payload": ctx.payload, "occurrence": ctx.occurrence, "attempt": ctx.attempt}
 
 
+# A payload schema (issue #27: run now with overrides); open to owner-scoped API users.
+@register(
+    "tests.report",
+    owner_scoped=True,
+    owner_min_interval=60,
+    payload_schema={
+        "type": "object",
+        "properties": {
+            "region": {"type": "string", "description": "Where to report on."},
+            "limit": {"type": "integer", "minimum": 1},
+            "dry_run": {"type": "boolean"},
+        },
+    },
+)
+def report(ctx):
+    return {"payload": ctx.payload}
+
+
 @register("tests.record")
 def record(ctx):
     _record(ctx)

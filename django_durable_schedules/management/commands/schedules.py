@@ -103,6 +103,17 @@ class Command(BaseCommand):
                     type=aware_datetime,
                     help="Once schedules: the new instant to run at (ISO 8601 with offset).",
                 )
+            if action == "trigger":
+                command.add_argument(
+                    "--payload",
+                    help="A JSON object merged over the payload for this run, e.g. '{\"dry\": true}'.",
+                )
+                command.add_argument("--note", default="", help="Why (kept in the event).")
+                command.add_argument(
+                    "--ignore-blackout",
+                    action="store_true",
+                    help="The run may start inside a blackout window.",
+                )
 
         backfill = sub.add_parser("backfill", help=_BACKFILL_HELP, description=_BACKFILL_HELP)
         backfill.add_argument("name", help="The schedule's name.")
@@ -173,6 +184,8 @@ class Command(BaseCommand):
         else:
             schedule = self._get(options["name"])
             extra = {"run_at": options["run_at"]} if options.get("run_at") else {}
+            if action == "trigger":
+                extra = _trigger_options(options)
             try:
                 row = getattr(state, action)(schedule.pk, source="command", **extra)
             except StateConflict as exc:
@@ -360,3 +373,19 @@ _ACTION_HELP = {
 def _slots(count: int) -> str:
     """``1 slot``, ``3 slots``."""
     return f"{count} slot" if count == 1 else f"{count} slots"
+
+
+def _trigger_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``state.trigger``'s keywords from ``trigger``'s options; ``--payload`` that is not
+    JSON is a :class:`CommandError` (the rules of the override are the state package's)."""
+    payload = None
+    if options.get("payload") is not None:
+        try:
+            payload = json.loads(options["payload"])
+        except ValueError as exc:
+            raise CommandError(f"--payload is not JSON: {exc}") from None
+    return {
+        "payload": payload,
+        "note": options.get("note") or "",
+        "ignore_blackout": bool(options.get("ignore_blackout")),
+    }
