@@ -209,6 +209,7 @@ def complete_at_max_runs(row: Schedule) -> bool:
         return False
     row.next_run_at = None
     row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
+    row.rerun_occurrence = row.rerun_attempt = None
     return complete_if_no_slot(row)
 
 

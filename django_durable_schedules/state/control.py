@@ -308,12 +308,15 @@ def _halt(
             row.next_run_at = row.triggered_at
         else:
             row.next_run_at = row.triggered_at = None
+            row.rerun_occurrence = row.rerun_attempt = None  # a pending re-run too
         row.save(
             update_fields=[
                 "status",
                 "next_run_at",
                 "retry_scheduled_for",
                 "triggered_at",
+                "rerun_occurrence",
+                "rerun_attempt",
                 "buffered_for",
                 "missed_count",
                 "updated_at",

@@ -355,7 +355,7 @@ def _recover_one(pk: Any, now: datetime | None, using: str) -> Schedule:
         instant = resolve_now(now, using)
         row.status = Status.ACTIVE
         row.degraded_reason = row.degraded_kind = row.pause_reason = ""
-        row.triggered_at = None
+        row.triggered_at = row.rerun_occurrence = row.rerun_attempt = None
         row.next_run_at = timing.truncate_to_second(instant)  # the kept occurrence, at once
         row.save(
             update_fields=[
@@ -364,6 +364,8 @@ def _recover_one(pk: Any, now: datetime | None, using: str) -> Schedule:
                 "degraded_kind",
                 "pause_reason",
                 "triggered_at",
+                "rerun_occurrence",
+                "rerun_attempt",
                 "next_run_at",
                 "updated_at",
             ]

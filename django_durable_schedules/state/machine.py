@@ -101,6 +101,7 @@ def plan_definition(
     planned = row.plan(now, first=first) if active else None
     if not keep:
         row.retry_scheduled_for = row.triggered_at = None
+        row.rerun_occurrence = row.rerun_attempt = None  # a re-run is a pending trigger
     if active:
         row.next_run_at = planned
         complete_if_no_slot(row, pending=row.retry_scheduled_for)
@@ -133,6 +134,7 @@ def pause_degraded(row: Schedule, reason: str, kind: str = DegradedKind.DEFINITI
     retry, trigger, buffered slot or lease."""
     mark_degraded(row, reason[:500], kind)
     row.next_run_at = row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
+    row.rerun_occurrence = row.rerun_attempt = None
     row.lease_token = row.lease_expires_at = None
     logger.warning(
         "schedule %s degraded: %s", row.name, row.degraded_reason, extra={"schedule": row.name}
@@ -176,6 +178,8 @@ def degraded_columns(reason: str, kind: str, *, status: Any = Status.PAUSED) -> 
         "next_run_at": None,
         "retry_scheduled_for": None,
         "triggered_at": None,
+        "rerun_occurrence": None,
+        "rerun_attempt": None,
         "buffered_for": None,
     }
 
@@ -194,7 +198,7 @@ def pending(row: Schedule) -> str:
     :func:`.backfills.claim_backfills`). Pure: reads the row's attributes."""
     if row.retry_scheduled_for is not None:
         return RETRY
-    if row.triggered_at is not None:
+    if row.triggered_at is not None:  # a re-run too (``rerun_occurrence`` set)
         return TRIGGER
     if row.buffered_for is not None and row.status == Status.ACTIVE:
         return BUFFERED

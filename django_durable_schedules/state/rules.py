@@ -45,6 +45,7 @@ from .machine import (
 )
 from .records import Receipt as Receipt
 from .records import build_receipt
+from .rerun_rules import grid_next_after_rerun, rerun_numbers, rerun_unregistered
 from .transitions import implements
 from .values import Claim
 from .zone_rules import regrid_due
@@ -275,7 +276,7 @@ def replan_edited(row: Schedule, current_hash: str, now: datetime) -> bool:
     return True
 
 
-@implements("claim.retry", "claim.triggered_paused", "claim.buffered")
+@implements("claim.retry", "claim.triggered_paused", "claim.buffered", "claim.rerun")
 def choose_slot(
     row: Schedule,
     now: datetime,
@@ -287,7 +288,8 @@ def choose_slot(
 ) -> SlotChoice | None:
     """What the due ``row`` runs at ``now``, in the priority order of :func:`.pending`:
     a pending retry (the same occurrence, attempt + 1; grid slots passed while it waited
-    are counted missed), a trigger (its own occurrence), a buffered slot
+    are counted missed), a trigger (its own occurrence; a re-run:
+    :func:`.rerun_rules.grid_next_after_rerun`), a buffered slot
     (``overlap_policy`` buffer_one), else the grid's slot (:func:`_choose_grid_slot`). Excluded slots since the last check are
     counted first (``events`` appended). None: nothing runs (missed, skipped, excluded,
     re-planned). ``other_rules``: its stored fingerprint was taken under other zone rules.
@@ -312,6 +314,12 @@ def choose_slot(
             missed = timing.count_slots(spec, since + ONE_SECOND, now + ONE_SECOND)
         next_run_at = _recurring_next(row, spec, now)
         return SlotChoice(row.occurrence, row.attempt + 1, slot, next_run_at, missed)
+    if first == TRIGGER and row.rerun_occurrence is not None:
+        # A re-run of an earlier occurrence: its next attempt, at the request's instant.
+        assert row.triggered_at is not None
+        occurrence, number = rerun_numbers(row)
+        next_run_at = grid_next_after_rerun(row, spec)
+        return SlotChoice(occurrence, number, row.triggered_at, next_run_at, 0, AttemptOrigin.RERUN)
     if first == TRIGGER:
         assert row.triggered_at is not None
         # A manual run (trigger): its own occurrence; the grid continues after now.
@@ -383,7 +391,7 @@ def _choose_grid_slot(
     return SlotChoice(occurrence, 1, slot, next_run_at, missed)
 
 
-@implements("claim.run", "claim.retry", "claim.buffered", "claim.triggered_paused")
+@implements("claim.run", "claim.retry", "claim.buffered", "claim.triggered_paused", "claim.rerun")
 def grant_lease(
     row: Schedule,
     choice: SlotChoice,
@@ -398,7 +406,10 @@ def grant_lease(
     ``now`` for ``lease``, the row moved to its occurrence with nothing pending, its next
     run ``choice.next_run_at``, and the :class:`~.values.Claim` appended to ``claims``. A
     slot after ``now`` (written behind ``save()``) runs as of ``now``. A callback no
-    longer registered is not run: :func:`_pause_unregistered`."""
+    longer registered is not run: :func:`_pause_unregistered`. A re-run (origin
+    ``rerun``) leaves the row's ``occurrence``, ``attempt``, retry and buffered slot as
+    they are (they describe the grid); its unregistered callback is receipted at once
+    (:func:`.rerun_rules.rerun_unregistered`)."""
     slot = min(choice.slot, now)  # never after the instant it is claimed at: never early
     attempt = new_attempt(
         row,
@@ -412,10 +423,17 @@ def grant_lease(
         choice.origin,
     )
     attempts.append(attempt)
-    row.occurrence, row.attempt = choice.occurrence, choice.attempt
-    row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
-    row.missed_count += choice.missed
     row.last_run_at = now
+    if choice.origin == AttemptOrigin.RERUN:
+        # The grid's counters and its pending slots stay as they are (:mod:`.rerun_rules`).
+        row.triggered_at = row.rerun_occurrence = row.rerun_attempt = None
+        if row.callback not in registry:
+            receipts.append(rerun_unregistered(row, attempt, choice.next_run_at, now))
+            return
+    else:
+        row.occurrence, row.attempt = choice.occurrence, choice.attempt
+        row.retry_scheduled_for = row.triggered_at = row.buffered_for = None
+        row.missed_count += choice.missed
     if row.callback not in registry:
         _pause_unregistered(row, attempt, slot, now, receipts)
         return
