@@ -113,13 +113,14 @@ def plan_rerun(row: Schedule, occurrence: int, history: History, now: datetime, 
 
 
 @implements("claim.rerun")
-def rerun_numbers(row: Schedule) -> tuple[int, int]:
-    """The occurrence and attempt number of the pending re-run of ``row``. Raises
-    :class:`.timing.InvalidSchedule` for a value written behind ``save()`` that is no
-    count (the claim quarantines the row)."""
+def rerun_numbers(row: Schedule) -> tuple[int, int, datetime]:
+    """The occurrence, attempt number and slot (the request's instant) of the pending
+    re-run of ``row``. Raises :class:`.timing.InvalidSchedule` for a value written behind
+    ``save()`` that is no count (the claim quarantines the row)."""
+    assert row.triggered_at is not None
     occurrence = read_count(row.rerun_occurrence, "rerun_occurrence")
     number = read_count(row.rerun_attempt, "rerun_attempt")
-    return max(occurrence, 1), max(number, 1)
+    return max(occurrence, 1), max(number, 1), row.triggered_at
 
 
 @implements("claim.rerun")

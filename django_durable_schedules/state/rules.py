@@ -314,12 +314,9 @@ def choose_slot(
             missed = timing.count_slots(spec, since + ONE_SECOND, now + ONE_SECOND)
         next_run_at = _recurring_next(row, spec, now)
         return SlotChoice(row.occurrence, row.attempt + 1, slot, next_run_at, missed)
-    if first == TRIGGER and row.rerun_occurrence is not None:
-        # A re-run of an earlier occurrence: its next attempt, at the request's instant.
-        assert row.triggered_at is not None
-        occurrence, number = rerun_numbers(row)
+    if first == TRIGGER and row.rerun_occurrence is not None:  # a re-run: its occurrence
         next_run_at = grid_next_after_rerun(row, spec)
-        return SlotChoice(occurrence, number, row.triggered_at, next_run_at, 0, AttemptOrigin.RERUN)
+        return SlotChoice(*rerun_numbers(row), next_run_at, 0, AttemptOrigin.RERUN)
     if first == TRIGGER:
         assert row.triggered_at is not None
         # A manual run (trigger): its own occurrence; the grid continues after now.
