@@ -294,8 +294,7 @@ CONTROL: tuple[Transition, ...] = (
       "re-run or retry is pending, while N has an open attempt or is an open backfill's "
       "slot, for an N that never ran, and for a succeeded N without `force`)",
       "unchanged", "now (a grid slot due earlier: kept)",
-      "none (event `rerun`: occurrence, attempt, force, note, idempotency key)",
-      KEEPS, _seen("trigger", "none")),
+      "none (event `rerun`: occurrence, attempt, force, note, idempotency key)"),
     T("control.cancel", frozenset({Status.ACTIVE, Status.PAUSED, Status.FAILED}), "cancel",
       "cancelled", "none", "none (event `cancelled`)",
       frozenset({Status.CANCELLED}), _seen("cancel", "none"), action="cancel"),
