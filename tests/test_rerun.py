@@ -19,7 +19,6 @@ from django_durable_schedules.models import (
 )
 from django_durable_schedules.worker.execution.runner import execute
 
-from .conftest import wait_until
 from .factories import T0
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -199,3 +198,57 @@ def test_cancel_drops_a_pending_rerun():
     state.cancel(s.pk)
     s.refresh_from_db()
     assert s.triggered_at is s.rerun_occurrence is s.rerun_attempt is None
+
+
+# -- API ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def api(django_user_model):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(django_user_model.objects.create_user("ops", is_staff=True))
+    return client
+
+
+def rerun_url(schedule):
+    from django.urls import reverse
+
+    return reverse("durable_schedules_api:schedule-rerun", args=[schedule.pk])
+
+
+def test_api_rerun_answers_200_400_and_409(api):
+    s = make()
+    run_at(T0)
+    bad = api.post(rerun_url(s), {"occurrence": 0}, format="json")
+    assert bad.status_code == 400 and "occurrence" in bad.json()
+    assert api.post(rerun_url(s), {}, format="json").json().keys() == {"occurrence"}
+    never = api.post(rerun_url(s), {"occurrence": 7}, format="json")
+    assert never.status_code == 400
+    assert never.json() == {"occurrence": ["Occurrence 7 of s never had an attempt."]}
+    ok = api.post(rerun_url(s), {"occurrence": 1, "note": "retry by hand"}, format="json")
+    assert ok.status_code == 200 and ok.json()["name"] == "s"
+    s.refresh_from_db()
+    assert (s.rerun_occurrence, s.rerun_attempt) == (1, 2)
+    event = ScheduleEvent.objects.get(action="rerun")
+    assert (event.source, event.actor_repr, event.changes["note"]) == (
+        "api",
+        "ops",
+        "retry by hand",
+    )
+    again = api.post(rerun_url(s), {"occurrence": 1}, format="json")
+    assert again.status_code == 409 and "already pending" in again.json()["detail"]
+
+
+def test_api_forced_rerun_of_a_succeeded_occurrence(api):
+    s = make(callback="tests.noop")
+    run_at(T0)
+    refused = api.post(rerun_url(s), {"occurrence": 1}, format="json")
+    assert refused.status_code == 409 and "force" in refused.json()["detail"]
+    assert (
+        api.post(rerun_url(s), {"occurrence": 1, "force": True}, format="json").status_code == 200
+    )
+    [claim], _ = run_at(T0 + 3000 * S)  # the request was made at the database's now
+    receipt = api.get(f"/api/receipts/{receipt_of(claim).pk}/").json()
+    assert receipt["forced"] is True and receipt["status"] == "succeeded"
