@@ -252,3 +252,28 @@ def test_api_forced_rerun_of_a_succeeded_occurrence(api):
     [claim], _ = run_at(T0 + 3000 * S)  # the request was made at the database's now
     receipt = api.get(f"/api/receipts/{receipt_of(claim).pk}/").json()
     assert receipt["forced"] is True and receipt["status"] == "succeeded"
+
+
+# -- manage.py schedules rerun ---------------------------------------------------------------
+
+
+def test_command_rerun():
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    s = make(callback="tests.noop")
+    run_at(T0)
+    with pytest.raises(CommandError, match="s: occurrence 1 succeeded: force"):
+        call_command("schedules", "rerun", "s", "1")
+    with pytest.raises(CommandError, match="occurrence: Occurrence 4 of s never had"):
+        call_command("schedules", "rerun", "s", "4")
+    out = StringIO()
+    call_command("schedules", "rerun", "s", "1", "--force", "--note", "again", stdout=out)
+    assert f"under its key {s.pk}:1" in out.getvalue()
+    event = ScheduleEvent.objects.get(action="rerun")
+    assert (event.source, event.changes["force"], event.changes["note"]) == (
+        "command",
+        True,
+        "again",
+    )
