@@ -277,3 +277,44 @@ def test_command_rerun():
         True,
         "again",
     )
+
+
+# -- admin ------------------------------------------------------------------------------------
+
+
+def test_admin_rerun_button_confirmation_and_message(client, django_user_model):
+    admin_user = django_user_model.objects.create_superuser("boss", password="pw")
+    client.force_login(admin_user)
+    s = make()
+    [claim], _ = run_at(T0)
+    receipt = receipt_of(claim)
+    page = client.get(f"/admin/durable_schedules/runreceipt/{receipt.pk}/change/")
+    assert b"Re-run this occurrence" in page.content
+    confirm = client.get(f"/admin/durable_schedules/runreceipt/{receipt.pk}/rerun/")
+    text = confirm.content.decode()
+    assert "Occurrence <strong>1</strong> of <strong>s</strong>" in text
+    assert f"{s.pk}:1" in text and ">failed<" in text
+    done = client.post(
+        f"/admin/durable_schedules/runreceipt/{receipt.pk}/rerun/",
+        {"post": "yes", "note": "by hand"},
+        follow=True,
+    )
+    assert done.redirect_chain[-1][0].endswith(f"/schedule/{s.pk}/change/")
+    assert "Occurrence 1 of s will be re-run at the next worker pass" in done.content.decode()
+    s.refresh_from_db()
+    assert s.rerun_occurrence == 1
+    again = client.post(
+        f"/admin/durable_schedules/runattempt/{claim.attempt_id}/rerun/",
+        {"post": "yes"},
+        follow=True,
+    )
+    assert "already pending" in again.content.decode()
+
+
+def test_admin_rerun_needs_change_permission(client, django_user_model):
+    viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+    client.force_login(viewer)
+    make()
+    [claim], _ = run_at(T0)
+    url = f"/admin/durable_schedules/runattempt/{claim.attempt_id}/rerun/"
+    assert client.post(url, {"post": "yes"}).status_code == 403
