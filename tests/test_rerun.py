@@ -19,6 +19,7 @@ from django_durable_schedules.models import (
 )
 from django_durable_schedules.worker.execution.runner import execute
 
+from .conftest import wait_until
 from .factories import T0
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -318,3 +319,38 @@ def test_admin_rerun_needs_change_permission(client, django_user_model):
     [claim], _ = run_at(T0)
     url = f"/admin/durable_schedules/runattempt/{claim.attempt_id}/rerun/"
     assert client.post(url, {"post": "yes"}).status_code == 403
+
+
+# -- a real worker -------------------------------------------------------------------------------
+
+
+@pytest.mark.process
+def test_a_real_worker_reruns_a_failed_occurrence_under_its_key(start_worker):
+    from tests.testapp.models import SideEffect
+
+    s = Schedule.objects.create(
+        name="proc-rerun",
+        callback="tests.first_attempt_fails",
+        kind="interval",
+        interval_seconds=3600,
+        timezone="UTC",
+        max_attempts=1,
+    )
+    worker = start_worker("--worker-id", "rerun", "--max-idle", "0.3")
+    wait_until(
+        lambda: RunReceipt.objects.filter(occurrence=1, status="failed").exists(),
+        20,
+        message="occurrence 1 failed",
+    )
+    state.rerun(s.pk, 1, note="fixed")
+    wait_until(
+        lambda: RunReceipt.objects.filter(occurrence=1, status="succeeded").exists(),
+        20,
+        message=f"the re-run succeeded; worker said: {worker.output()[-2000:]}",
+    )
+    runs = list(SideEffect.objects.order_by("attempt").values_list("attempt", "idempotency_key"))
+    assert runs == [(1, f"{s.pk}:1"), (2, f"{s.pk}:1")]
+    rerun = RunAttempt.objects.get(attempt=2)
+    assert (rerun.origin, rerun.occurrence) == ("rerun", 1)
+    s.refresh_from_db()
+    assert (s.occurrence, s.failure_count, s.status) == (1, 1, "active")
