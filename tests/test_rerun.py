@@ -150,7 +150,7 @@ def test_a_paused_schedule_can_rerun_and_stays_paused():
     assert (s.status, s.next_run_at, s.occurrence) == ("paused", None, 1)
 
 
-@pytest.mark.parametrize("value", [0, -1, "1", 1.0, True, None])
+@pytest.mark.parametrize("value", [0, -1, "1", 1.0, True, None, 2**31, 2**70])
 def test_a_value_that_is_no_occurrence_number_is_refused(value):
     s = make()
     with pytest.raises(ValidationError) as caught:
@@ -222,8 +222,11 @@ def rerun_url(schedule):
 def test_api_rerun_answers_200_400_and_409(api):
     s = make()
     run_at(T0)
-    bad = api.post(rerun_url(s), {"occurrence": 0}, format="json")
-    assert bad.status_code == 400 and "occurrence" in bad.json()
+    for value in (0, 2**70, "x", None):
+        bad = api.post(rerun_url(s), {"occurrence": value}, format="json")
+        assert bad.status_code == 400 and "occurrence" in bad.json()
+    long_note = api.post(rerun_url(s), {"occurrence": 1, "note": "x" * 501}, format="json")
+    assert long_note.status_code == 400 and "note" in long_note.json()
     assert api.post(rerun_url(s), {}, format="json").json().keys() == {"occurrence"}
     never = api.post(rerun_url(s), {"occurrence": 7}, format="json")
     assert never.status_code == 400

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from ..state.bounds import COUNT_MAX
 from ..state.reruns import NOTE_MAX_CHARS
 
 
@@ -12,7 +13,9 @@ class RerunSerializer(serializers.Serializer):
     ``N`` under its own idempotency key (``state.rerun``)."""
 
     occurrence = serializers.IntegerField(
-        min_value=1, help_text="The occurrence to run again (its number, 1 or more)."
+        min_value=1,
+        max_value=COUNT_MAX,
+        help_text="The occurrence to run again (its number, 1 or more).",
     )
     force = serializers.BooleanField(
         default=False,

@@ -37,7 +37,7 @@ from django.core.exceptions import ValidationError
 from .. import timing
 from ..exceptions import StateConflict
 from ..models import Kind, ReceiptStatus, RunAttempt, RunReceipt, Schedule, Status
-from .bounds import read_count
+from .bounds import COUNT_MAX, read_count
 from .records import Receipt, build_receipt
 from .transitions import implements
 from .values import Outcome
@@ -61,10 +61,10 @@ class History:
 
 
 def check_occurrence(value: object) -> int:
-    """``value`` as an occurrence number (an ``int`` >= 1, not a ``bool``). Raises
-    ``ValidationError`` (``occurrence``) otherwise."""
-    if type(value) is not int or value < 1:
-        raise ValidationError({"occurrence": ["An occurrence number (1 or more)."]})
+    """``value`` as an occurrence number (an ``int`` in ``[1, COUNT_MAX]``, not a
+    ``bool``). Raises ``ValidationError`` (``occurrence``) otherwise."""
+    if type(value) is not int or not 1 <= value <= COUNT_MAX:
+        raise ValidationError({"occurrence": [f"An occurrence number (1 to {COUNT_MAX})."]})
     return value
 
 
