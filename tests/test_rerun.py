@@ -357,3 +357,35 @@ def test_a_real_worker_reruns_a_failed_occurrence_under_its_key(start_worker):
     assert (rerun.origin, rerun.occurrence) == ("rerun", 1)
     s.refresh_from_db()
     assert (s.occurrence, s.failure_count, s.status) == (1, 1, "active")
+
+
+def test_api_rerun_bodies_from_outside_are_never_a_500(api):
+    """Any JSON body: 200, 400 with field messages, or 409; never a server error."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    s = make()
+    run_at(T0)
+    scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(max_size=600)
+    )
+    bodies = st.fixed_dictionaries(
+        {}, optional={"occurrence": scalars, "force": scalars, "note": scalars}
+    )
+
+    @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(bodies)
+    def check(body):
+        response = api.post(rerun_url(s), body, format="json")
+        assert response.status_code in (200, 400, 409), (body, response.content)
+        if response.status_code == 400:
+            assert isinstance(response.json(), dict)
+        Schedule.objects.filter(pk=s.pk).update(
+            triggered_at=None, rerun_occurrence=None, rerun_attempt=None
+        )
+
+    check()
