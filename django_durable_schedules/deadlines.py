@@ -64,7 +64,7 @@ def with_open_slot(qs: QuerySet[Schedule]) -> QuerySet[Schedule]:
     the API stays one query)."""
     attempt = (
         RunAttempt.objects.filter(lease_token=OuterRef("lease_token"))
-        .exclude(origin=AttemptOrigin.BACKFILL)
+        .exclude(origin__in=(AttemptOrigin.BACKFILL, AttemptOrigin.RERUN))
         .values("scheduled_for")[:1]
     )
     return qs.annotate(**{OPEN_SLOT: Subquery(attempt), DB_NOW: Now()})

@@ -551,3 +551,38 @@ def test_run_now_with_an_override_in_a_real_browser(served_static, start_worker,
     page.goto(f"{base}{change}")
     attempts = page.locator("#attempts-group").inner_text()
     assert '{"limit": 1, "region": "eu"}' in attempts
+
+
+def test_a_rerun_from_a_failed_receipt_in_a_real_browser(served_static, browser_page):
+    """A person opens a failed receipt, clicks "Re-run this occurrence", reads which
+    occurrence, its last outcome and its key on the confirmation page, confirms, and lands
+    on the schedule's page with the message."""
+    from django_durable_schedules import state
+    from django_durable_schedules.models import RunReceipt, Schedule
+    from django_durable_schedules.worker.execution.runner import execute
+
+    s = Schedule.objects.create(
+        name="partner.sync",
+        callback="tests.first_attempt_fails",
+        kind="interval",
+        interval_seconds=3600,
+        timezone="UTC",
+        max_attempts=1,
+    )
+    state.complete([execute(c) for c in state.claim_due(worker="browser")])
+    receipt = RunReceipt.objects.get(schedule_id=s.pk)
+    assert receipt.status == "failed"
+    page, base = browser_page, served_static.url
+    _login(page, base, f"/admin/durable_schedules/runreceipt/{receipt.pk}/change/")
+    page.get_by_role("link", name="Re-run this occurrence").click()
+    page.wait_for_url(re.compile(r"/rerun/$"))
+    text = page.locator("#content").inner_text()
+    assert "Occurrence 1 of partner.sync" in text and "Its last outcome: failed" in text
+    assert f"{s.pk}:1" in text
+    page.fill("#id_note", "the partner fixed their API")
+    page.click("input[value='Yes, re-run occurrence 1']")
+    page.wait_for_url(re.compile(rf"/schedule/{s.pk}/change/$"))
+    message = page.locator("ul.messagelist li.success").inner_text()
+    assert "Occurrence 1 of partner.sync will be re-run at the next worker pass" in message
+    s.refresh_from_db()
+    assert (s.rerun_occurrence, s.rerun_attempt) == (1, 2)

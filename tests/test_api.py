@@ -909,6 +909,7 @@ def test_openapi_schema_is_valid_without_warnings():
         "/api/schedules/{id}/disable/",
         "/api/schedules/{id}/cancel/",
         "/api/schedules/{id}/trigger/",
+        "/api/schedules/{id}/rerun/",
         "/api/schedules/{id}/upcoming/",
         "/api/attempts/",
         "/api/attempts/{id}/",
@@ -918,6 +919,7 @@ def test_openapi_schema_is_valid_without_warnings():
     ):
         assert path in paths, path
     assert "409" in paths["/api/schedules/{id}/enable/"]["post"]["responses"]
+    assert "409" in paths["/api/schedules/{id}/rerun/"]["post"]["responses"]
     assert "503" in paths["/api/health/"]["get"]["responses"]
 
 

@@ -76,12 +76,34 @@ def test_the_override_is_merged_for_one_run_and_recorded_on_its_attempt():
         "attempt": 1,
     }
     s.refresh_from_db()
-    assert s.trigger_payload is None and s.triggered_at is None
+    assert s.triggered_at is None  # no trigger pending; the override is the occurrence's
     assert s.payload == {"region": "eu", "limit": 5}  # the schedule's own is unchanged
     # The next slot of the grid runs the schedule's payload, and records none.
     [claim] = run_at(T0 + 3600 * S)
     assert claim.payload == {"region": "eu", "limit": 5}
     assert RunAttempt.objects.get(pk=claim.attempt_id).payload is None
+    s.refresh_from_db()
+    assert s.trigger_payload is None
+
+
+def test_a_retry_of_a_triggered_occurrence_runs_with_its_override():
+    """An override such as ``{"dry_run": true}`` holds for every attempt of the occurrence
+    it started: a retry after a failure never does the real work by mistake."""
+    s = make(callback="tests.first_attempt_fails", payload={"dry_run": False}, max_attempts=3)
+    run_at(T0)  # occurrence 1, attempt 1 fails: a retry pending, then attempt 2 succeeds
+    run_at(T0 + 600 * S)
+    state.trigger(s.pk, now=T0 + 1000 * S, payload={"dry_run": True})
+    [first] = run_at(T0 + 1001 * S)  # occurrence 2, attempt 1: fails
+    assert first.payload == {"dry_run": True} and first.attempt == 1
+    s.refresh_from_db()
+    assert s.retry_scheduled_for is not None
+    [retry] = run_at(T0 + 1100 * S)  # its retry: the same occurrence, the same override
+    assert (retry.occurrence, retry.attempt) == (first.occurrence, 2)
+    assert retry.payload == {"dry_run": True}
+    assert RunAttempt.objects.get(pk=retry.attempt_id).payload == {"dry_run": True}
+    assert RunReceipt.objects.get(attempt_id=retry.attempt_id).status == "succeeded"
+    [grid] = run_at(T0 + 3600 * S)  # the grid's next occurrence: the schedule's payload
+    assert grid.payload == {"dry_run": False} and grid.attempt == 1
 
 
 def test_the_attempt_records_a_payload_only_when_it_differs():
@@ -122,7 +144,8 @@ def test_the_triggered_event_names_who_the_note_and_the_override(django_user_mod
     assert s.trigger_ignores_blackout is True
     run_at(T0 + S)
     s.refresh_from_db()
-    assert s.trigger_ignores_blackout is False and s.trigger_payload is None
+    # The blackout flag went with the trigger; the override stays the occurrence's.
+    assert s.trigger_ignores_blackout is False and s.trigger_payload == {"limit": 1}
     plain = make("plain")
     state.trigger(plain.pk, now=T0)
     assert triggered_events(plain)[0].changes == {}
@@ -280,7 +303,9 @@ def test_an_override_written_behind_save_never_stops_the_claim(override):
         assert claims[s.pk].payload == {"keep": 1}
         assert ignored is not None and ignored.changes["override_ignored"]
     s.refresh_from_db()
-    assert s.trigger_payload is None and s.triggered_at is None
+    assert s.triggered_at is None
+    # A merged override stays the occurrence's (for its retries); an ignored one is gone.
+    assert s.trigger_payload == (stored if merged_ok else None)
 
 
 def test_an_override_that_is_a_json_string_is_ignored_by_the_claim():

@@ -18,6 +18,7 @@ from ..models import RunAttempt, RunReceipt, ScheduleEvent, WorkerHeartbeat
 from .display import ADMIN_CSS, fmt_utc, render_fragment, safe_reverse
 from .filters import WorkerFilter
 from .pagination import EstimatedCountPaginator
+from .reruns import RerunMixin
 from .run_columns import AttemptColumns, EventColumns, ReceiptColumns, ScheduleZoneMixin
 
 
@@ -58,7 +59,7 @@ def _schedule_link(admin_site: admin.AdminSite, schedule_id: Any, name: str) -> 
 
 
 @admin.register(RunAttempt)
-class RunAttemptAdmin(ScheduleZoneMixin, AttemptColumns, ReadOnlyAdmin):
+class RunAttemptAdmin(RerunMixin, ScheduleZoneMixin, AttemptColumns, ReadOnlyAdmin):
     list_display = (
         "run",
         "schedule_link",
@@ -92,6 +93,7 @@ class RunAttemptAdmin(ScheduleZoneMixin, AttemptColumns, ReadOnlyAdmin):
         "missed_slots",
         "outcome",
         "payload_shown",
+        "rerun_button",
     )
     readonly_fields = fields
 
@@ -105,7 +107,7 @@ class RunAttemptAdmin(ScheduleZoneMixin, AttemptColumns, ReadOnlyAdmin):
 
 
 @admin.register(RunReceipt)
-class RunReceiptAdmin(ScheduleZoneMixin, ReceiptColumns, ReadOnlyAdmin):
+class RunReceiptAdmin(RerunMixin, ScheduleZoneMixin, ReceiptColumns, ReadOnlyAdmin):
     list_display = (
         "run",
         "schedule_link",
@@ -134,6 +136,8 @@ class RunReceiptAdmin(ScheduleZoneMixin, ReceiptColumns, ReadOnlyAdmin):
         "failure_count_after",
         "slots_skipped",
         "next_run",
+        "forced",
+        "rerun_button",
     )
     readonly_fields = fields
 

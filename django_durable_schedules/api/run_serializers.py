@@ -139,6 +139,7 @@ class ReceiptSerializer(BaseModelSerializer):
             "started_at",
             "duration_seconds",
             "traceback",
+            "forced",
         ]
         read_only_fields = fields
 

@@ -40,6 +40,7 @@ from .filters import AttemptFilter, ReceiptFilter, ScheduleFilter
 from .health_serializers import HealthSerializer
 from .parsers import BoundedJSONParser
 from .permissions import ScheduleAPIPermission, owner_scoped, scope
+from .rerun_serializers import RerunSerializer
 from .run_serializers import AttemptSerializer, EventSerializer, ReceiptSerializer
 from .schema import APIAutoSchema, extend_schema
 from .serializers import (
@@ -225,6 +226,18 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
             "declared_only": owner_scoped(request),
         }
         return self._transition(lambda pk, **audit: state.trigger(pk, **kw, **audit))
+
+    @extend_schema(request=RerunSerializer, responses={200: ScheduleSerializer, 409: _CONFLICT})
+    @action(detail=True, methods=["post"])
+    def rerun(self, request: Request, pk: Any = None) -> Response:
+        """Run occurrence ``N`` again as a new attempt under its own idempotency key,
+        without moving the grid (one attempt, no retry); ``force`` for one that
+        succeeded. 400: an occurrence that never had an attempt; 409 while it runs, while
+        a trigger, re-run or retry is pending, or for a succeeded one without ``force``."""
+        body = RerunSerializer(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        args = body.validated_data
+        return self._transition(lambda pk, **audit: state.rerun(pk, **args, **audit))
 
     @extend_schema(
         request=BackfillRangeSerializer,

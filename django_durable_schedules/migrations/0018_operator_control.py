@@ -98,7 +98,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='schedule',
             name='trigger_payload',
-            field=models.JSONField(blank=True, editable=False, help_text="The pending trigger's payload override (merged over payload at the top level); blank: none.", null=True),
+            field=models.JSONField(blank=True, editable=False, help_text="The pending trigger's payload override (merged over payload at the top level), kept for the retries of the occurrence it started; blank: none.", null=True),
         ),
         migrations.AlterField(
             model_name='runattempt',

@@ -321,7 +321,7 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
             RunAttempt.objects.filter(
                 lease_token=OuterRef("lease_token"), scheduled_for__lt=SLOT_CEILING
             )
-            .exclude(origin=AttemptOrigin.BACKFILL)
+            .exclude(origin__in=(AttemptOrigin.BACKFILL, AttemptOrigin.RERUN))
             .filter(LessThan(deadline, now))
         )
 

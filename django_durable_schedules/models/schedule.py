@@ -168,7 +168,7 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
         blank=True,
         editable=False,
         help_text="The pending trigger's payload override (merged over payload at the top "
-        "level); blank: none.",
+        "level), kept for the retries of the occurrence it started; blank: none.",
     )
     trigger_ignores_blackout = models.BooleanField(
         default=False,

@@ -14,6 +14,7 @@ Transitions (all take an optional injected ``now``, an aware UTC datetime; by de
   ``lease_expired``, the occurrence is retried (at-least-once).
 * :func:`enable`, :func:`disable`, :func:`trigger`, :func:`cancel`,
   :func:`delete_schedule` (allowed from the statuses of :data:`.control.ALLOWED`),
+  :func:`rerun` (a new attempt of an earlier occurrence, :mod:`.reruns`),
   :func:`create_schedule`, :func:`update_schedule` (a definition built and validated
   once by :func:`prepare`), :func:`sync_declared`,
   :func:`heartbeat`.
@@ -85,6 +86,7 @@ from .events import record_event
 from .leases import expire_leases, renew_leases
 from .outcomes import backoff_for
 from .regrid import regrid_other_rules
+from .reruns import rerun
 from .rules import ONE_SECOND, idempotency_key
 from .runs import claim_due
 from .values import Claim, CompletionReport, Outcome, OutcomeStatus, Wakeup
@@ -155,6 +157,7 @@ __all__ = [
     "sync_declared",
     "write_transaction",
     "trigger",
+    "rerun",
     "update_schedule",
     "validate_schedule",
 ]

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 #: The row attribute (no column) where the rules note the events a transaction owes.
 NOTED = "alert_events"
+#: Origins whose runs owe nothing of the grid (a backfill slot, a re-run).
+ASIDE = (AttemptOrigin.BACKFILL, AttemptOrigin.RERUN)
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ def owed_occurrence(row: Schedule, open_attempt: RunAttempt | None = None) -> Ow
     occurrences (:func:`.rules.choose_slot`):
 
     * running (a lease, with ``open_attempt`` the attempt that holds it, not a backfill
-      slot's): the attempt's ``occurrence`` and ``scheduled_for`` (a retry keeps its
+      slot's or a re-run's): the attempt's ``occurrence`` and ``scheduled_for`` (a retry keeps its
       occurrence's original slot);
     * awaiting a retry: ``row.occurrence`` at ``retry_scheduled_for``;
     * a trigger pending: ``row.occurrence + 1`` at ``triggered_at``;
@@ -89,7 +91,7 @@ def owed_occurrence(row: Schedule, open_attempt: RunAttempt | None = None) -> Ow
     if row.status != Status.ACTIVE:
         return None
     if row.lease_token is not None:
-        if open_attempt is None or open_attempt.origin == AttemptOrigin.BACKFILL:
+        if open_attempt is None or open_attempt.origin in ASIDE:
             return None
         return Owed(open_attempt.occurrence, open_attempt.scheduled_for)
     first = pending(row)

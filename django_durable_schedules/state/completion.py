@@ -43,6 +43,8 @@ from .events import write_events
 from .machine import apply_changes, changes_of, pause_degraded
 from .outcomes import apply_outcome, fail_attempt, fenced_result
 from .records import Receipt, build_receipt
+from .rerun_rules import rerun_receipt
+from .reruns import occurrence_succeeded
 from .transitions import implements
 from .values import CompletionReport, Failure, Outcome, OutcomeStatus
 
@@ -188,8 +190,10 @@ def _complete_batch(
                 continue
             touched[row.id] = row
             if claim.origin == AttemptOrigin.BACKFILL:
-                receipts.append(_finish_backfill(row, outcome, now, using, report))
+                receipts.append(_finish_aside(row, outcome, now, using, report))
                 settled.append((row, claim.attempt, receipts[-1].status))
+            elif claim.origin == AttemptOrigin.RERUN:
+                receipts.append(_finish_aside(row, outcome, now, using, report))
             else:
                 receipts.append(_finish(row, outcome, now, using, report, events))
         if orphans:
@@ -302,34 +306,37 @@ def fail_contained(
     return receipt
 
 
-@implements("outcome.backfill")
-def _finish_backfill(
+@implements("outcome.backfill", "outcome.rerun")
+def _finish_aside(
     row: Schedule, outcome: Outcome, now: datetime, using: str, report: CompletionReport
 ) -> Receipt:
-    """The receipt of a backfill slot's ``outcome`` on the locked ``row`` its lease token
-    still owns: its own status (``lease_expired`` once the lease has lapsed: fenced). The
-    lease is cleared; the live grid is left as it is (see :mod:`.backfill_rules`)."""
+    """The receipt of the ``outcome`` of a backfill slot or a re-run on the locked ``row``
+    its lease token still owns: its own status (``lease_expired`` once the lease has
+    lapsed: fenced). The lease is cleared; the live grid is left as it is (see
+    :mod:`.backfill_rules`, :mod:`.rerun_rules`)."""
+    claim = outcome.claim
     row.lease_token = None
     lease_expires_at, row.lease_expires_at = row.lease_expires_at, None
+    status = None
     if lease_expires_at is None or lease_expires_at <= now:
         report.fenced.append(outcome)
-        return backfill_receipt(
-            row,
-            replace(
-                outcome,
-                result=fenced_result(outcome),
-                error_type="LeaseExpired",
-                error_message=f"the run finished ({outcome.status}) after its lease expired",
-            ),
-            now,
-            status=ReceiptStatus.LEASE_EXPIRED,
+        status = ReceiptStatus.LEASE_EXPIRED
+        outcome = replace(
+            outcome,
+            result=fenced_result(outcome),
+            error_type="LeaseExpired",
+            error_message=f"the run finished ({outcome.status}) after its lease expired",
         )
-    if outcome.enqueue is not None:
+    elif outcome.enqueue is not None:
         started = time.monotonic()
         outcome = _enqueue(outcome, using)
-        report.enqueue_seconds[outcome.claim.attempt_id] = time.monotonic() - started
-    complete_at_max_runs(row)
-    return backfill_receipt(row, outcome, now)
+        report.enqueue_seconds[claim.attempt_id] = time.monotonic() - started
+    if claim.origin == AttemptOrigin.RERUN:
+        forced = occurrence_succeeded(claim.schedule_id, claim.occurrence, using)
+        return rerun_receipt(row, outcome, now, forced=forced, status=status)
+    if status is None:
+        complete_at_max_runs(row)
+    return backfill_receipt(row, outcome, now, status=status)
 
 
 @implements("outcome.lease_lost")

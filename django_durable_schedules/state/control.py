@@ -344,6 +344,8 @@ def _halt(
                 "triggered_at",
                 "trigger_payload",
                 "trigger_ignores_blackout",
+                "rerun_occurrence",
+                "rerun_attempt",
                 "buffered_for",
                 "missed_count",
                 "updated_at",

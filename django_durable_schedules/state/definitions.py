@@ -367,6 +367,8 @@ def _recover_one(pk: Any, now: datetime | None, using: str) -> Schedule:
                 "triggered_at",
                 "trigger_payload",
                 "trigger_ignores_blackout",
+                "rerun_occurrence",
+                "rerun_attempt",
                 "next_run_at",
                 "updated_at",
             ]

@@ -39,6 +39,8 @@ from .columns import FINISH_FIELDS
 from .completion import fail_contained
 from .events import write_events
 from .quarantine import displaced_attempt, quarantine_lease
+from .rerun_rules import rerun_receipt
+from .reruns import occurrence_succeeded
 from .rules import claim_of
 from .transitions import implements
 from .values import Failure, Outcome
@@ -195,10 +197,11 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
                 attempt, receipted = found
                 _log_displaced(row, attempt)
             row.lease_token = row.lease_expires_at = None
-            if attempt.origin == "backfill":  # its backfill moves on, never the grid
+            if attempt.origin in ("backfill", "rerun"):  # never the grid, never retried here
                 if not receipted:
-                    receipts.append(_expired_backfill(row, attempt, now))
-                backfilled.append((row, attempt.attempt, ReceiptStatus.LEASE_EXPIRED))
+                    receipts.append(_expired_aside(row, attempt, now, using))
+                if attempt.origin == "backfill":  # its backfill moves on
+                    backfilled.append((row, attempt.attempt, ReceiptStatus.LEASE_EXPIRED))
                 continue
             # A row that cannot move on is paused, not the batch.
             receipt = fail_contained(row, _lease_expired(attempt), now, events)
@@ -219,14 +222,22 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
     return len(rows)
 
 
-@implements("outcome.backfill")
-def _expired_backfill(row: Schedule, attempt: RunAttempt, now: datetime) -> Any:
-    """The ``lease_expired`` receipt of a backfill attempt whose worker died or hung."""
-    claim = claim_of(row, attempt)
-    outcome = Outcome(
-        claim,
+def _expired_outcome(row: Schedule, attempt: RunAttempt) -> Outcome:
+    """The outcome of ``attempt`` whose worker died or hung before it reported one."""
+    return Outcome(
+        claim_of(row, attempt),
         "failed",
         error_type="LeaseExpired",
         error_message="the lease expired before the run reported an outcome",
     )
+
+
+@implements("outcome.backfill", "outcome.rerun")
+def _expired_aside(row: Schedule, attempt: RunAttempt, now: datetime, using: str) -> Any:
+    """The ``lease_expired`` receipt of a backfill slot's or a re-run's attempt whose
+    worker died or hung; the row is left as it is (a re-run has one attempt: not retried)."""
+    outcome = _expired_outcome(row, attempt)
+    if attempt.origin == "rerun":
+        forced = occurrence_succeeded(row.id, attempt.occurrence, using)
+        return rerun_receipt(row, outcome, now, forced=forced, status=ReceiptStatus.LEASE_EXPIRED)
     return backfill_receipt(row, outcome, now, status=ReceiptStatus.LEASE_EXPIRED)

@@ -143,11 +143,12 @@ def pause_degraded(row: Schedule, reason: str, kind: str = DegradedKind.DEFINITI
 
 def clear_trigger(row: Schedule) -> None:
     """No trigger pending on ``row``: ``triggered_at`` cleared with what goes with it, the
-    trigger's payload override and its blackout flag (issue #27). Every rule that drops a
+    trigger's payload override, its blackout flag and the re-run it stands for (issue #27). Every rule that drops a
     pending trigger calls this, so no override outlives its trigger."""
     row.triggered_at = None
     row.trigger_payload = None
     row.trigger_ignores_blackout = False
+    row.rerun_occurrence = row.rerun_attempt = None  # a re-run is a pending trigger
 
 
 @implements("outcome.terminal", "outcome.given_up", "outcome.lease_expired")
@@ -189,6 +190,8 @@ def degraded_columns(reason: str, kind: str, *, status: Any = Status.PAUSED) -> 
         "triggered_at": None,
         "trigger_payload": None,
         "trigger_ignores_blackout": False,
+        "rerun_occurrence": None,
+        "rerun_attempt": None,
         "buffered_for": None,
     }
 
@@ -207,7 +210,7 @@ def pending(row: Schedule) -> str:
     :func:`.backfills.claim_backfills`). Pure: reads the row's attributes."""
     if row.retry_scheduled_for is not None:
         return RETRY
-    if row.triggered_at is not None:
+    if row.triggered_at is not None:  # a re-run too (``rerun_occurrence`` set)
         return TRIGGER
     if row.buffered_for is not None and row.status == Status.ACTIVE:
         return BUFFERED

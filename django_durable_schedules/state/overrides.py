@@ -3,8 +3,11 @@
 (:func:`effective_payload`).
 
 The override is a JSON object merged over the schedule's payload at the top level; it is
-stored on the row (``Schedule.trigger_payload``) until the claim takes the trigger, and
-cleared with ``triggered_at`` wherever that is cleared (:func:`.machine.clear_trigger`).
+stored on the row (``Schedule.trigger_payload``) with the trigger, and cleared with
+``triggered_at`` wherever a pending trigger is dropped (:func:`.machine.clear_trigger`).
+The claim of the trigger keeps it as the occurrence's override, so a retry of that
+occurrence runs with it too (:func:`.rules.grant_lease`); the claim of a new occurrence of
+any other origin clears it.
 Pure: no database access.
 """
 
@@ -124,9 +127,10 @@ def take_override(row: Schedule, now: datetime, events: list[ScheduleEvent]) -> 
     (the effective payload, :func:`effective_payload`, when it differs from the
     schedule's; else None). An ignored override appends a ``triggered`` event (source
     ``worker``) whose ``changes`` say why (``{"override_ignored": reason}``) to
-    ``events``; the batch goes on."""
+    ``events`` and is dropped from the row; the batch goes on."""
     payload, ignored = effective_payload(row)
     if ignored:
+        row.trigger_payload = None  # not the occurrence's: its retries run the payload
         events.append(
             ScheduleEvent(
                 id=uuid4(),

@@ -42,16 +42,22 @@ class Receipt:
     slots_skipped: int = 0
     started_at: datetime | None = None
     traceback: list[dict[str, Any]] | None = None
+    #: A forced re-run of an occurrence that had succeeded: a success takes no one-success key.
+    forced: bool = False
 
     def model(self) -> RunReceipt:
         """The row (unsaved, a new id): the receipt's fields as they are, and
-        ``succeeded_occurrence`` (the occurrence for a success, else None)."""
+        ``succeeded_occurrence`` (the occurrence for a success that is not ``forced``, else
+        None)."""
         return RunReceipt.build(
             id=uuid4(),
             attempt_id=self.attempt_id,
             schedule_id=self.schedule_id,
             occurrence=self.occurrence,
-            succeeded_occurrence=self.occurrence if self.status in SUCCESS_STATUSES else None,
+            succeeded_occurrence=self.occurrence
+            if self.status in SUCCESS_STATUSES and not self.forced
+            else None,
+            forced=self.forced,
             status=self.status,
             finished_at=self.finished_at,
             result=self.result,

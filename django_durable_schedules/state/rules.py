@@ -45,9 +45,10 @@ from .machine import (
     pending,
     plan_definition,
 )
-from .overrides import take_override
+from .overrides import effective_payload, take_override
 from .records import Receipt as Receipt
 from .records import build_receipt
+from .rerun_rules import grid_next_after_rerun, rerun_numbers, rerun_unregistered
 from .transitions import implements
 from .values import Claim
 from .zone_rules import regrid_due
@@ -285,7 +286,7 @@ def replan_edited(row: Schedule, current_hash: str, now: datetime) -> bool:
     return True
 
 
-@implements("claim.retry", "claim.triggered_paused", "claim.buffered")
+@implements("claim.retry", "claim.triggered_paused", "claim.buffered", "claim.rerun")
 def choose_slot(
     row: Schedule,
     now: datetime,
@@ -297,7 +298,8 @@ def choose_slot(
 ) -> SlotChoice | None:
     """What the due ``row`` runs at ``now``, in the priority order of :func:`.pending`:
     a pending retry (the same occurrence, attempt + 1; grid slots passed while it waited
-    are counted missed), a trigger (its own occurrence), a buffered slot
+    are counted missed), a trigger (its own occurrence; a re-run:
+    :func:`.rerun_rules.grid_next_after_rerun`), a buffered slot
     (``overlap_policy`` buffer_one), else the grid's slot (:func:`_choose_grid_slot`). Excluded slots since the last check are
     counted first (``events`` appended). None: nothing runs (missed, skipped, excluded,
     re-planned). ``other_rules``: its stored fingerprint was taken under other zone rules.
@@ -310,18 +312,10 @@ def choose_slot(
     count_excluded(row, spec, now, events)  # since the last check
     first = pending(row)
     if first == RETRY:
-        slot = row.retry_scheduled_for
-        assert slot is not None
-        missed = 0
-        if row.kind != Kind.ONCE and row.status == Status.ACTIVE:
-            # Grid slots that came due while the occurrence waited for its retry (backoff,
-            # lease recovery, a missing callback) are passed over: counted, never dropped.
-            # The previous attempt's claim (``last_run_at``) planned the grid up to its own
-            # instant, so the slots to count are those after it, up to now.
-            since = max(slot, timing.truncate_to_second(row.last_run_at or slot))
-            missed = timing.count_slots(spec, since + ONE_SECOND, now + ONE_SECOND)
-        next_run_at = _recurring_next(row, spec, now)
-        return SlotChoice(row.occurrence, row.attempt + 1, slot, next_run_at, missed)
+        return _choose_retry(row, spec, now)
+    if first == TRIGGER and row.rerun_occurrence is not None:  # a re-run: its occurrence
+        next_run_at = grid_next_after_rerun(row, spec)
+        return SlotChoice(*rerun_numbers(row), next_run_at, 0, AttemptOrigin.RERUN)
     if first == TRIGGER:
         assert row.triggered_at is not None
         # A manual run (trigger): its own occurrence; the grid continues after now.
@@ -346,6 +340,28 @@ def choose_slot(
             row.occurrence + 1, 1, row.buffered_for, next_run_at, missed, AttemptOrigin.BUFFERED
         )
     return _choose_grid_slot(row, spec, now, other_rules, worker, attempts, receipts)
+
+
+@implements("claim.retry")
+def _choose_retry(row: Schedule, spec: timing.Spec, now: datetime) -> SlotChoice:
+    """:func:`choose_slot`'s pending retry of ``row`` at ``now``: the same occurrence,
+    attempt + 1, at its slot ``retry_scheduled_for``; grid slots passed while it waited are
+    counted missed; a triggered occurrence's retry runs with the trigger's override."""
+    slot = row.retry_scheduled_for
+    assert slot is not None
+    missed = 0
+    if row.kind != Kind.ONCE and row.status == Status.ACTIVE:
+        # Grid slots that came due while the occurrence waited for its retry (backoff,
+        # lease recovery, a missing callback) are passed over: counted, never dropped.
+        # The previous attempt's claim (``last_run_at``) planned the grid up to its own
+        # instant, so the slots to count are those after it, up to now.
+        since = max(slot, timing.truncate_to_second(row.last_run_at or slot))
+        missed = timing.count_slots(spec, since + ONE_SECOND, now + ONE_SECOND)
+    next_run_at = _recurring_next(row, spec, now)
+    # A triggered occurrence's retry runs with the trigger's override, as it did.
+    payload = effective_payload(row)[0] if row.trigger_payload is not None else None
+    payload = None if payload == row.payload else payload
+    return SlotChoice(row.occurrence, row.attempt + 1, slot, next_run_at, missed, payload=payload)
 
 
 @implements("claim.run", "claim.skip_missed")
@@ -399,7 +415,7 @@ def _choose_grid_slot(
     return SlotChoice(occurrence, 1, slot, next_run_at, missed)
 
 
-@implements("claim.run", "claim.retry", "claim.buffered", "claim.triggered_paused")
+@implements("claim.run", "claim.retry", "claim.buffered", "claim.triggered_paused", "claim.rerun")
 def grant_lease(
     row: Schedule,
     choice: SlotChoice,
@@ -414,7 +430,10 @@ def grant_lease(
     ``now`` for ``lease``, the row moved to its occurrence with nothing pending, its next
     run ``choice.next_run_at``, and the :class:`~.values.Claim` appended to ``claims``. A
     slot after ``now`` (written behind ``save()``) runs as of ``now``. A callback no
-    longer registered is not run: :func:`_pause_unregistered`."""
+    longer registered is not run: :func:`_pause_unregistered`. A re-run (origin
+    ``rerun``) leaves the row's ``occurrence``, ``attempt``, retry and buffered slot as
+    they are (they describe the grid); its unregistered callback is receipted at once
+    (:func:`.rerun_rules.rerun_unregistered`)."""
     slot = min(choice.slot, now)  # never after the instant it is claimed at: never early
     attempt = new_attempt(
         row,
@@ -429,11 +448,25 @@ def grant_lease(
         choice.payload,
     )
     attempts.append(attempt)
-    row.occurrence, row.attempt = choice.occurrence, choice.attempt
-    row.retry_scheduled_for = row.buffered_for = None
-    clear_trigger(row)  # with its payload override, taken by choose_slot
-    row.missed_count += choice.missed
     row.last_run_at = now
+    if choice.origin == AttemptOrigin.RERUN:
+        # The grid's counters and its pending slots stay as they are (:mod:`.rerun_rules`).
+        clear_trigger(row)
+        if row.callback not in registry:
+            receipts.append(rerun_unregistered(row, attempt, choice.next_run_at, now))
+            return
+    else:
+        # A trigger's payload override outlives the trigger: it is the occurrence's, and
+        # a retry of the occurrence runs with it too (choose_slot); a new occurrence of
+        # any other origin has none.
+        keep = row.trigger_payload if choice.origin == AttemptOrigin.TRIGGERED else None
+        if choice.attempt > 1:
+            keep = row.trigger_payload
+        row.occurrence, row.attempt = choice.occurrence, choice.attempt
+        row.retry_scheduled_for = row.buffered_for = None
+        clear_trigger(row)
+        row.trigger_payload = keep
+        row.missed_count += choice.missed
     if row.callback not in registry:
         _pause_unregistered(row, attempt, slot, now, receipts)
         return

@@ -74,7 +74,7 @@ LEASED_ATTEMPT = "none yet: an attempt with a live lease"
 OVERRIDE_TAKEN = (
     "; a trigger's payload override is merged over the payload (the attempt records it when "
     "it differs; one that is no JSON object is ignored, event `triggered` says why) and "
-    "cleared"
+    "kept as the occurrence's, for its retries"
 )
 
 # fmt: off
@@ -87,7 +87,8 @@ CLAIMS: tuple[Transition, ...] = (
       "a retry due (after a failure, a release, a lease expiry, or a degraded occurrence "
       "recovered)", "unchanged, leased", "the next slot after now (`once` or paused: none)",
       "none yet: an attempt (the same occurrence, its next attempt) with a live lease; the "
-      "grid slots passed while it waited are counted (`missed_count`)",
+      "grid slots passed while it waited are counted (`missed_count`); a triggered "
+      "occurrence's retry runs with the trigger's payload override, as the first attempt did",
       KEEPS, _seen("claim", "leased")),
     T("claim.buffered", ACTIVE,
       "a slot buffered while the previous run ran (`overlap_policy` buffer_one)",
@@ -100,6 +101,15 @@ CLAIMS: tuple[Transition, ...] = (
       "none yet: an attempt (origin `backfill`, `scheduled_for` = the backfill's next "
       "slot, its own occurrence) with a live lease",
       KEEPS, _seen("claim", "leased")),
+    T("claim.rerun", RUNNABLE, "a re-run pending (`rerun`)",
+      "unchanged, leased (its `occurrence`/`attempt` counters, buffered slot and "
+      "`missed_count` kept: they describe the grid)",
+      "the grid's: a slot due before the request kept, else its next slot after the "
+      "request (`once`: its `run_at`; paused: none)",
+      "none yet: an attempt (origin `rerun`, occurrence N, attempt `rerun_attempt`, "
+      "`scheduled_for` = the request's instant, N's own idempotency key) with a live "
+      "lease; a callback no longer registered: `degraded` at once, the row not paused",
+      KEEPS, _seen("claim", "leased", "degraded")),
     T("claim.triggered_paused", PAUSED, "triggered", "paused, leased", "none",
       LEASED_ATTEMPT + OVERRIDE_TAKEN, TO_PAUSED, _seen("claim", "leased")),
     T("claim.missed", ACTIVE, "missed beyond `misfire_grace_seconds`", NEXT_OR_COMPLETED,
@@ -193,6 +203,12 @@ OUTCOMES: tuple[Transition, ...] = (
       "(and `lease_expired` while attempts are left): the same slot's next attempt; "
       "after its last slot the backfill is completed (event `backfill_done`)",
       KEEPS | {Status.COMPLETED}, _COMPLETE_ANY | _seen("expire", "lease_expired")),
+    T("outcome.rerun", LEASED, "any outcome of a re-run (`FailRun`, a lease expiry "
+      "included)", "unchanged", "unchanged (one attempt: no retry, no backoff, "
+      "`failure_count` and `failed_occurrences` kept, no pause after failures)",
+      "its own status; a success of an occurrence that had succeeded before (a forced "
+      "re-run): `forced`, no `succeeded_occurrence`",
+      KEEPS, _COMPLETE_ANY | _seen("expire", "lease_expired")),
     T("outcome.terminal", LEASED, "failed, terminal (`FailRun`)", "failed", "none",
       "`failed`", frozenset({Status.FAILED}), _seen("complete", "failed")),
     T("outcome.degraded", LEASED, "degraded (the callback vanished before it ran)", DEGRADED,
@@ -283,6 +299,12 @@ CONTROL: tuple[Transition, ...] = (
       "unchanged", "now, as its own occurrence (the override kept in `trigger_payload`)",
       "none (event `triggered`: who, the note and the override)",
       KEEPS, _seen("trigger", "none"), action="trigger"),
+    T("control.rerun", RUNNABLE,
+      "re-run occurrence N (`rerun`; refused while it holds a lease, while a trigger, "
+      "re-run or retry is pending, while N has an open attempt or is an open backfill's "
+      "slot, for an N that never ran, and for a succeeded N without `force`)",
+      "unchanged", "now (a grid slot due earlier: kept)",
+      "none (event `rerun`: occurrence, attempt, force, note, idempotency key)"),
     T("control.cancel", frozenset({Status.ACTIVE, Status.PAUSED, Status.FAILED}), "cancel",
       "cancelled", "none", "none (event `cancelled`)",
       frozenset({Status.CANCELLED}), _seen("cancel", "none"), action="cancel"),

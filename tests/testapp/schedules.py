@@ -77,6 +77,16 @@ def fail(ctx):
     raise RuntimeError("boom")
 
 
+@register("tests.first_attempt_fails")
+def first_attempt_fails(ctx):
+    """Records a side effect; its first attempt of an occurrence fails, later ones succeed
+    (the re-run tests)."""
+    _record(ctx)
+    if ctx.attempt == 1:
+        raise RuntimeError("first attempt fails")
+    return {"occurrence": ctx.occurrence, "attempt": ctx.attempt, "key": ctx.idempotency_key}
+
+
 @register("tests.skip")
 def skip(ctx):
     raise SkipRun("nothing to do")

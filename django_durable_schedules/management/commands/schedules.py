@@ -7,7 +7,8 @@ state, next fire times, the run in flight, latest receipts), ``receipts NAME [--
 and the API, recorded with source ``command``); ``enable NAME --run-at ISO`` re-arms a
 one-shot at a new instant; ``backfill NAME --from ISO --to ISO [--include-succeeded]
 [--dry-run]`` runs (or lists) every slot of a past range, and ``cancel-backfill NAME``
-stops it. ``calendars list``, ``calendars add-date CALENDAR DATE [--reason TEXT]`` and
+stops it; ``rerun NAME N [--force] [--note TEXT]`` runs occurrence N again under its own
+idempotency key. ``calendars list``, ``calendars add-date CALENDAR DATE [--reason TEXT]`` and
 ``calendars remove-date CALENDAR DATE`` show and edit exclusion calendars (the schedules
 that name one are re-planned at once); ``upcoming`` marks the slots they exclude.
 """
@@ -139,6 +140,13 @@ class Command(BaseCommand):
         backfill.add_argument(
             "--dry-run", action="store_true", help="List the slots it would run; change nothing."
         )
+        rerun = sub.add_parser("rerun", help=_RERUN_HELP, description=_RERUN_HELP)
+        rerun.add_argument("name", help="The schedule's name.")
+        rerun.add_argument("occurrence", type=int, help="The occurrence to run again (1 or more).")
+        rerun.add_argument(
+            "--force", action="store_true", help="Run it again even though it succeeded."
+        )
+        rerun.add_argument("--note", default="", help="Why (kept in the rerun event).")
         stop = sub.add_parser("cancel-backfill", help="Cancel a schedule's open backfill.")
         stop.add_argument("name", help="The schedule's name.")
         calendars = sub.add_parser(
@@ -157,6 +165,8 @@ class Command(BaseCommand):
         action = options["action"]
         if action in ("backfill", "cancel-backfill"):
             self._backfill(self._get(options["name"]), options)
+        elif action == "rerun":
+            self._rerun(self._get(options["name"]), options)
         elif action == "list":
             self._list()
         elif action == "calendars":
@@ -234,6 +244,26 @@ class Command(BaseCommand):
         self.stdout.write(f"{schedule.name}: backfill {verb} {_slots(len(slots))}, in order{note}:")
         for slot in slots:
             self.stdout.write(f"  {_when(slot, schedule.timezone)}")
+
+    def _rerun(self, schedule: Schedule, options: dict[str, Any]) -> None:
+        occurrence = options["occurrence"]
+        try:
+            state.rerun(
+                schedule.pk,
+                occurrence,
+                force=options["force"],
+                note=options["note"],
+                source="command",
+            )
+        except StateConflict as exc:
+            raise CommandError(f"{schedule.name}: {exc.reason}") from None
+        except ValidationError as exc:
+            raise CommandError(f"{schedule.name}: {_messages(exc)}") from None
+        self.stdout.write(
+            f"{schedule.name}: occurrence {occurrence} re-run requested; it runs at the next "
+            f"worker pass under its key {state.idempotency_key(schedule.pk, occurrence)}, "
+            "and its grid is unchanged."
+        )
 
     def _calendars(self, options: dict[str, Any]) -> None:
         verb = options["calendar_action"]
@@ -360,6 +390,11 @@ def _when(value: datetime | None, zone_name: str) -> str:
 _BACKFILL_HELP = (
     "Run every slot of a past range [--from, --to) of a schedule, in order, one at a time, "
     "each as its own occurrence (slots that already succeeded are left out)."
+)
+
+_RERUN_HELP = (
+    "Run occurrence N of a schedule again, as a new attempt under its own idempotency key "
+    "(one attempt, the grid unchanged); --force for one that succeeded."
 )
 
 _ACTION_HELP = {
