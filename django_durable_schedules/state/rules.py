@@ -196,8 +196,9 @@ def _record_missed(
 
 def _recurring_next(row: Schedule, spec: timing.Spec, now: datetime) -> datetime | None:
     """The grid's next due instant after ``now`` for a run that is not the grid's own slot
-    (a retry, a trigger, a buffered slot): None for a once schedule or a row not active."""
-    if row.kind == Kind.ONCE or row.status != Status.ACTIVE:
+    (a retry, a trigger, a buffered slot): None for a once or a manual schedule (a manual
+    one is never due by itself) or a row not active."""
+    if row.kind in (Kind.ONCE, Kind.MANUAL) or row.status != Status.ACTIVE:
         return None
     return row.due_at(timing.next_slot_after(spec, now))
 
@@ -275,7 +276,7 @@ def replan_edited(row: Schedule, current_hash: str, now: datetime) -> bool:
     return True
 
 
-@implements("claim.retry", "claim.triggered_paused", "claim.buffered")
+@implements("claim.retry", "claim.triggered_paused", "claim.buffered", "claim.manual_never_due")
 def choose_slot(
     row: Schedule,
     now: datetime,
@@ -329,7 +330,19 @@ def choose_slot(
         return SlotChoice(
             row.occurrence + 1, 1, row.buffered_for, next_run_at, missed, AttemptOrigin.BUFFERED
         )
+    if row.kind == Kind.MANUAL:
+        manual_not_due(row)
+        return None
     return _choose_grid_slot(row, spec, now, other_rules, worker, attempts, receipts)
+
+
+@implements("claim.manual_never_due")
+def manual_not_due(row: Schedule) -> None:
+    """A ``manual`` row claimed with nothing pending (no retry, trigger or buffered slot):
+    a next run written behind ``save()`` (an edit or a resume: the edit triggers make it
+    due now). It is never due by itself: nothing runs, and its next run is cleared, so it
+    waits for a trigger."""
+    row.next_run_at = None
 
 
 @implements("claim.run", "claim.skip_missed")
