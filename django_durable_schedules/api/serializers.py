@@ -457,6 +457,15 @@ class EnableSerializer(serializers.Serializer):
     )
 
 
+class DuplicateSerializer(serializers.Serializer):
+    """Body of ``duplicate/``: the new schedule's ``name`` (the rules of
+    ``Schedule.name``; a name taken is a 400 on ``name``)."""
+
+    name = serializers.CharField(
+        max_length=128, help_text="The new schedule's name (unique, as Schedule.name)."
+    )
+
+
 class DetailSerializer(serializers.Serializer):
     """An error answer: ``{"detail": reason}`` (409 state conflict, 403, 404)."""
 

@@ -45,6 +45,7 @@ def duplicate_schedule(
     *,
     actor: Any = None,
     source: str = "code",
+    owner: Any = None,
     using: str = "default",
 ) -> Schedule:
     """Create a copy of the schedule ``schedule_id`` named ``name``: the same definition
@@ -53,7 +54,9 @@ def duplicate_schedule(
     but none of its run state. It is created **paused**, with no next run, its
     ``pause_reason`` naming the source, until :func:`.control.enable`. One ``created``
     event (``actor``, ``source``) whose changes include ``duplicated_from``: ``[None,
-    {"id": <source id>, "name": <source name>}]``. One transaction.
+    {"id": <source id>, "name": <source name>}]``. One transaction. ``owner``: the user
+    an owner-scoped request acts for (the API): the copy is theirs and the owner policy
+    applies, as to a create (:func:`.candidates.prepare`); None: full access.
 
     Raises ``Schedule.DoesNotExist``, and ``ValidationError`` with field messages for a
     ``name`` that is taken or not a valid name (``{"name": [...]}``), or a definition the
@@ -64,10 +67,12 @@ def duplicate_schedule(
         original = Schedule.objects.using(using).get(pk=schedule_id)
         fields = copied_fields(original)
         fields["name"] = name
-        prepared = prepare(fields, using=using)
+        prepared = prepare(fields, using=using, owner=owner)
         prepared.row.pause_reason = f"duplicated from {original.name}: enable it to run"
         windows = list(original.blackout_windows.all())
-        extra = {"duplicated_from": [None, {"id": str(original.pk), "name": original.name}]}
+        extra: dict[str, Any] = {
+            "duplicated_from": [None, {"id": str(original.pk), "name": original.name}]
+        }
         if windows:
             extra["blackout_windows"] = [None, sorted(w.name for w in windows)]
         for column in EXTRA_COPIED:
