@@ -4,6 +4,7 @@ slot; "manual: runs only when triggered" wherever a definition is described."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -17,6 +18,7 @@ from django_durable_schedules.models import ExclusionCalendar, RunAttempt, RunRe
 from django_durable_schedules.registry import registry
 from django_durable_schedules.worker.execution.runner import execute
 
+from .conftest import wait_until
 from .factories import T0
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -202,3 +204,22 @@ def test_register_manual_with_a_timing_argument_is_a_type_error(timing_arg):
     with pytest.raises(TypeError, match="manual=True"):
         register("tests.manual_bad", lambda ctx: None, manual=True, **timing_arg)
     assert "tests.manual_bad" not in registry
+
+
+@pytest.mark.process
+def test_a_real_worker_runs_a_manual_schedule_only_once_triggered(start_worker):
+    row = state.create_schedule(name="by-hand-live", callback="tests.noop", kind="manual")
+    start_worker("--worker-id", "manual-1", "--max-idle", "0.5")
+    time.sleep(3)  # several passes: nothing is due by itself
+    assert not RunAttempt.objects.filter(schedule_id=row.pk).exists()
+    state.trigger(row.pk)
+    wait_until(
+        lambda: RunReceipt.objects.filter(schedule_id=row.pk, status="succeeded").exists(),
+        30,
+        message="the triggered run's receipt",
+    )
+    time.sleep(2)  # more passes: nothing more
+    attempts = RunAttempt.objects.filter(schedule_id=row.pk)
+    assert [(a.occurrence, a.origin) for a in attempts] == [(1, "triggered")]
+    row.refresh_from_db()
+    assert row.status == "active" and row.next_run_at is None
