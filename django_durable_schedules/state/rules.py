@@ -294,9 +294,10 @@ def choose_slot(
     re-planned). ``other_rules``: its stored fingerprint was taken under other zone rules.
     Raises :class:`~..timing.InvalidSchedule` for a definition it cannot evaluate."""
     spec = row.spec()
-    if row.kind == Kind.ONCE:
-        # A one-shot's arithmetic never reads its zone; the admin, the API and upcoming()
-        # do: an invalid one is this row's problem now, not theirs later.
+    if row.kind in (Kind.ONCE, Kind.MANUAL):
+        # A one-shot's (and a manual row's) arithmetic never reads its zone; the admin,
+        # the API and upcoming() do: an invalid one is this row's problem now, not theirs
+        # later.
         spec.validate()
     count_excluded(row, spec, now, events)  # since the last check
     first = pending(row)
