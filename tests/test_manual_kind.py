@@ -137,6 +137,9 @@ def test_the_words_say_manual_everywhere():
     from django_durable_schedules.admin.display import cadence
 
     assert str(cadence(row)) == WORDS
+    from django_durable_schedules.admin.columns import upcoming_table
+
+    assert WORDS in str(upcoming_table(row))
 
 
 def test_health_calls_a_manual_schedule_with_no_next_run_healthy():
