@@ -19,14 +19,23 @@
     );
   }
 
+  function toggle(el, mark, hide) {
+    // The admin's own class "hidden" (display: none), removed only where this script put
+    // it (marked): a row the admin hides itself stays hidden.
+    if (hide) {
+      el.classList.add("hidden", mark);
+    } else if (el.classList.contains(mark)) {
+      el.classList.remove("hidden", mark);
+    }
+  }
+
   function apply(select, hides) {
     var hidden = hides[select.value] || [];
     Object.keys(hides).forEach(function (kind) {
       hides[kind].forEach(function (name) {
         boxesOf(name).forEach(function (box) {
           var keep = box.classList.contains("errors") || box.querySelector(".errorlist");
-          box.hidden = hidden.indexOf(name) >= 0 && !keep;
-          box.classList.toggle("dds-kind-hidden", box.hidden);
+          toggle(box, "dds-kind-hidden", hidden.indexOf(name) >= 0 && !keep);
         });
       });
     });
@@ -34,15 +43,17 @@
     document.querySelectorAll(".form-row.form-multiline").forEach(function (row) {
       var boxes = row.querySelectorAll(".fieldBox");
       var all = boxes.length > 0 && Array.prototype.every.call(boxes, function (b) {
-        return b.hidden;
+        return b.classList.contains("dds-kind-hidden");
       });
-      row.hidden = all;
+      toggle(row, "dds-kind-line-hidden", all);
     });
   }
 
   function clearHidden() {
     document.querySelectorAll(".dds-kind-hidden").forEach(function (box) {
-      box.querySelectorAll("input[type=text], input[type=number], textarea").forEach(
+      var typed = "input:not([type=hidden]):not([type=checkbox]):not([type=radio])" +
+        ":not([type=submit]):not([type=button]), textarea";
+      box.querySelectorAll(typed).forEach(
         function (input) { input.value = ""; }
       );
       box.querySelectorAll("select[multiple]").forEach(function (select) {
