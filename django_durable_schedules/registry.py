@@ -40,7 +40,8 @@ class Declaration:
     """A schedule declared in code next to its callback.
 
     Exactly one of ``every`` (seconds), ``cron``, ``at`` (aware datetime) or ``rrule`` (an
-    RFC 5545 rule) is set.
+    RFC 5545 rule) is set, or ``manual`` (kind ``manual``: no spec, it runs only when
+    triggered) and none of them.
     """
 
     every: int | None = None
@@ -52,9 +53,12 @@ class Declaration:
     start_at: datetime | None = None
     end_at: datetime | None = None
     max_runs: int | None = None
+    manual: bool = False
 
     @property
     def kind(self) -> str:
+        if self.manual:
+            return "manual"
         if self.every is not None:
             return "interval"
         if self.cron is not None:
@@ -150,6 +154,7 @@ def register(
     cron: str | None = None,
     at: datetime | None = None,
     rrule: str | None = None,
+    manual: bool = False,
     timezone: str | None = None,
     payload: Any = None,
     start_at: datetime | None = None,
@@ -171,6 +176,7 @@ def register(
     cron: str | None = None,
     at: datetime | None = None,
     rrule: str | None = None,
+    manual: bool = False,
     timezone: str | None = None,
     payload: Any = None,
     start_at: datetime | None = None,
@@ -191,6 +197,7 @@ def register(
     cron: str | None = None,
     at: datetime | None = None,
     rrule: str | None = None,
+    manual: bool = False,
     timezone: str | None = None,
     payload: Any = None,
     start_at: datetime | None = None,
@@ -208,7 +215,10 @@ def register(
     expression, evaluated in ``timezone``, an IANA name defaulting to ``settings.TIME_ZONE``),
     ``rrule`` (an RFC 5545 rule such as ``"FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1"``,
     in ``timezone`` too) or ``at`` (aware datetime) also declares a schedule of the same name, created or updated
-    (keeping its run state) on ``migrate`` and at worker start.
+    (keeping its run state) on ``migrate`` and at worker start. ``manual=True`` declares one
+    of kind ``manual`` instead: no spec, never due by itself, it runs only when triggered
+    (admin "Trigger now", API ``trigger/``, ``state.trigger``); it takes ``payload`` (and
+    ``timezone``) but none of every/cron/rrule/at/start_at/end_at/max_runs.
 
     ``func`` may instead be a ``django.tasks`` Task (Django 6+) or a Celery task: a run then
     enqueues it with the schedule's payload (a JSON object) as keyword arguments and is
@@ -229,13 +239,24 @@ def register(
 
     Raises ``ValueError`` for a malformed name, more than one of every/cron/at/rrule,
     ``task_options`` that the callback's kind does not take, or a negative
-    ``owner_min_interval``; ``TypeError`` if ``func`` is not callable or ``payload_schema``
-    is not a dict; ``ImproperlyConfigured`` for a ``payload_schema`` that is no valid
-    JSON Schema. Returns ``func`` (so
+    ``owner_min_interval``; ``TypeError`` if ``func`` is not callable, if ``payload_schema``
+    is not a dict, for ``manual=True`` with any of every/cron/rrule/at/start_at/end_at/
+    max_runs, or a ``manual`` that is not True or False; ``ImproperlyConfigured`` for a
+    ``payload_schema`` that is no valid JSON Schema. Returns ``func`` (so
     the decorator form leaves the function usable).
     """
     declaration = _declaration(
-        name, every, cron, at, timezone, payload, start_at, end_at, max_runs, rrule=rrule
+        name,
+        every,
+        cron,
+        at,
+        timezone,
+        payload,
+        start_at,
+        end_at,
+        max_runs,
+        rrule=rrule,
+        manual=manual,
     )
     _check_owner_access(owner_scoped, owner_min_interval)
     schema = check_schema(name, payload_schema)
@@ -351,12 +372,32 @@ def _declaration(
     max_runs: int | None,
     *,
     rrule: str | None = None,
+    manual: bool = False,
 ) -> Declaration | None:
     """Validate ``name`` and the schedule declared with it (``None`` when none is)."""
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise ValueError(
             f"invalid callback name {name!r}: 1-128 of [A-Za-z0-9_.:-], starting with a letter or digit"
         )
+    if not isinstance(manual, bool):
+        raise TypeError(f"manual must be True or False, not {manual!r}")
+    if manual:
+        timing_args = {
+            "every": every,
+            "cron": cron,
+            "rrule": rrule,
+            "at": at,
+            "start_at": start_at,
+            "end_at": end_at,
+            "max_runs": max_runs,
+        }
+        clash = [k for k, v in timing_args.items() if v is not None]
+        if clash:
+            raise TypeError(
+                f"register({name!r}, manual=True) takes no {'=, '.join(clash)}=: a manual "
+                "schedule has no timing, it runs only when triggered"
+            )
+        return Declaration(timezone=timezone, payload=payload, manual=True)
     given = [v for v in (every, cron, at, rrule) if v is not None]
     if len(given) > 1:
         raise ValueError("declare at most one of every=, cron=, rrule= or at=")
@@ -374,7 +415,8 @@ def _declaration(
         )
     if any(v is not None for v in (timezone, payload, start_at, end_at, max_runs)):
         raise ValueError(
-            "timezone/payload/start_at/end_at/max_runs need one of every=, cron=, rrule= or at="
+            "timezone/payload/start_at/end_at/max_runs need one of every=, cron=, rrule=, at= "
+            "or manual=True"
         )
     return None
 

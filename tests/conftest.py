@@ -146,6 +146,7 @@ TRANSITION_OBSERVED = frozenset(
         "tests.test_degraded_kind",
         "tests.test_zone_rules",
         "tests.test_rerun",
+        "tests.test_manual_kind",
     }
 )
 

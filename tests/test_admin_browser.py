@@ -586,3 +586,49 @@ def test_a_rerun_from_a_failed_receipt_in_a_real_browser(served_static, browser_
     assert "Occurrence 1 of partner.sync will be re-run at the next worker pass" in message
     s.refresh_from_db()
     assert (s.rerun_occurrence, s.rerun_attempt) == (1, 2)
+
+
+def test_a_manual_schedule_added_then_duplicated_in_a_real_browser(served_static, browser_page):
+    """A person adds a manual schedule (choosing kind "manual" hides the timing fields),
+    then duplicates it from its change page under a new name: the copy is listed paused."""
+    from django_durable_schedules.models import Schedule
+
+    page = browser_page
+    base = served_static.url
+    _login(page, base, "/admin/durable_schedules/schedule/")
+    page.goto(f"{base}/admin/durable_schedules/schedule/add/")
+    timing_fields = ("#id_interval_seconds", "#id_cron", "#id_rrule", "#id_run_at", "#id_max_runs")
+    for field in timing_fields:
+        sync_api.expect(page.locator(field)).to_be_visible()
+    page.fill("#id_name", "ops.rebuild-index")
+    page.select_option("#id_callback", "tests.noop")
+    page.select_option("#id_kind", "manual")
+    for field in (*timing_fields, "#id_start_at", "#id_end_at", "#id_timezone"):
+        sync_api.expect(page.locator(field)).to_be_hidden()
+    sync_api.expect(page.locator("#id_kind")).to_be_visible()
+    page.click("input[name=_continue]")
+    page.wait_for_url(re.compile(r"/change/$"))
+    made = Schedule.objects.get(name="ops.rebuild-index")
+    assert made.kind == "manual" and made.status == "active" and made.next_run_at is None
+    sync_api.expect(page.locator("#id_cron")).to_be_hidden()  # the change page hides them too
+
+    page.click("a.dds-duplicate-link")
+    page.wait_for_url(re.compile(r"/duplicate/$"))
+    assert page.input_value("#id_name") == "ops.rebuild-index-copy"
+    page.fill("#id_name", "ops.rebuild-index")  # taken: a form error
+    page.click("input[name=_duplicate]")
+    sync_api.expect(page.locator(".errorlist")).to_contain_text("already exists")
+    page.fill("#id_name", "ops.rebuild-index-eu")
+    page.click("input[name=_duplicate]")
+    page.wait_for_url(re.compile(r"/admin/durable_schedules/schedule/$"))
+    assert (
+        "Duplicated ops.rebuild-index as ops.rebuild-index-eu"
+        in page.locator("ul.messagelist").inner_text()
+    )
+    row = page.locator(
+        "#result_list tbody tr", has=page.get_by_role("link", name="ops.rebuild-index-eu")
+    )
+    assert "paused" in row.inner_text()
+    assert "manual: runs only when triggered" in row.inner_text()
+    copy = Schedule.objects.get(name="ops.rebuild-index-eu")
+    assert copy.kind == "manual" and copy.status == "paused" and copy.next_run_at is None

@@ -250,7 +250,7 @@ _INSTANTS = st.one_of(
 )
 _DEFINITIONS = st.fixed_dictionaries(
     {
-        "kind": st.sampled_from(["interval", "cron", "once", "rrule"]),
+        "kind": st.sampled_from(["interval", "cron", "once", "rrule", "manual"]),
         "interval_seconds": st.one_of(
             st.none(), st.integers(1, 10**6), st.just(True), st.just(60.0)
         ),

@@ -118,7 +118,7 @@ def db_now() -> datetime:
 
 
 def healthy(name: str, kind: str, now: datetime, **fields: Any) -> Schedule:
-    """A valid schedule of ``kind``, due at ``now``."""
+    """A valid schedule of ``kind``, due at ``now`` (a manual one: triggered)."""
     fields.setdefault("callback", "tests.noop")
     fields.setdefault("timezone", "UTC")
     if kind == "interval":
@@ -126,12 +126,15 @@ def healthy(name: str, kind: str, now: datetime, **fields: Any) -> Schedule:
     elif kind == "cron":
         fields.setdefault("cron", "*/5 * * * *")
         fields["timezone"] = "Europe/Paris"
-    else:
+    elif kind == "once":
         fields.setdefault("run_at", now - 30 * S)
     row = Schedule(name=name, kind=kind, created_at=now - timedelta(hours=1), **fields)
     row.full_clean()
     row.save()
-    Schedule.objects.filter(pk=row.pk).update(next_run_at=timing.truncate_to_second(now) - 5 * S)
+    due = timing.truncate_to_second(now) - 5 * S
+    # A manual schedule is never due by itself: due when triggered.
+    triggered = due if kind == "manual" else None
+    Schedule.objects.filter(pk=row.pk).update(next_run_at=due, triggered_at=triggered)
     row.refresh_from_db()
     return row
 
@@ -358,7 +361,7 @@ def poisons(draw: st.DrawFn) -> tuple[str, str, Any]:
         )
     )
     if field == "timezone":
-        kind = draw(st.sampled_from(["cron", "interval", "once"]))
+        kind = draw(st.sampled_from(["cron", "interval", "once", "manual"]))
         value = draw(st.one_of(st.sampled_from(BAD_ZONES), st.text(min_size=1, max_size=64)))
     elif field == "cron":
         kind = "cron"
@@ -376,7 +379,7 @@ def poisons(draw: st.DrawFn) -> tuple[str, str, Any]:
             )
         )
     else:
-        kind = draw(st.sampled_from(["interval", "cron", "once"]))
+        kind = draw(st.sampled_from(["interval", "cron", "once", "manual"]))
         value = draw(
             st.one_of(
                 st.sampled_from([1e12, math.nan, math.inf, -1.0, -math.inf, 86400.5 * 31]),
@@ -477,7 +480,9 @@ def poison_specs(raised: list[str] = RAISED) -> st.SearchStrategy[dict[str, Any]
 # a. claim_due contains poison rows
 # ---------------------------------------------------------------------------------------
 
-HEALTHY_KINDS = st.lists(st.sampled_from(["interval", "cron", "once"]), min_size=1, max_size=5)
+HEALTHY_KINDS = st.lists(
+    st.sampled_from(["interval", "cron", "once", "manual"]), min_size=1, max_size=5
+)
 
 
 @PROFILE

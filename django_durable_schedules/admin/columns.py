@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 
 from .. import timing
 from ..db.counts import bounded_count
-from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent, Status
+from ..models import Kind, RunAttempt, RunReceipt, Schedule, ScheduleEvent, Status
 from .display import (
     EMPTY,
     STRIP_LENGTH,
@@ -204,6 +204,8 @@ def upcoming_table(obj: Schedule) -> SafeString:
         "upcoming",
         {
             "error": None,
+            "manual": obj.kind == Kind.MANUAL,
+            "words": timing.MANUAL_WORDS,
             "inactive": obj.status != Status.ACTIVE,
             "status": obj.status,
             "zone": zone,

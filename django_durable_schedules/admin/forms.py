@@ -7,6 +7,7 @@ read-only.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -17,7 +18,7 @@ from django.forms.models import construct_instance
 
 from .. import state, timing
 from ..cron_words import cron_in_words
-from ..models import EDITABLE_ORDER, Schedule
+from ..models import EDITABLE_ORDER, MANUAL_REFUSES, Kind, Schedule
 from ..payloads import JSON_MAX_DEPTH, PAYLOAD_MAX_BYTES, json_problem
 from ..registry import registry
 from .columns import (
@@ -51,6 +52,10 @@ DEFINITION_LAYOUT = (
     "max_runs",
     "exclusion_calendars",
 )
+#: The form fields each kind hides (``kind_fields.js`` reads them from the kind select's
+#: ``data-kind-hides``): a manual schedule takes no timing field but its kind.
+KIND_HIDES = {Kind.MANUAL: (*MANUAL_REFUSES, "timezone", "exclusion_calendars")}
+
 #: The read-only fields computed from the schedule: functions of :mod:`.columns`, and the names
 #: of :class:`.schedules.ScheduleAdmin`'s methods (those that link into its site).
 SUMMARY_FIELDS: tuple[str | Callable[[Schedule], Any], ...] = (
@@ -202,6 +207,10 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
         # The row as read, before the form writes into it: an edit is prepared from it.
         self._original = copy.copy(self.instance) if not self.instance._state.adding else None
         self.zone_instant_fields()
+        kind = self.fields.get("kind")
+        if kind is not None:
+            hides = {str(k): list(names) for k, names in KIND_HIDES.items()}
+            kind.widget.attrs["data-kind-hides"] = json.dumps(hides)
         cron = self.fields.get("cron")
         if cron is not None and self.cron_words_url:
             cron.widget.attrs["data-words-url"] = self.cron_words_url

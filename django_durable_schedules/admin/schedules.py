@@ -34,6 +34,7 @@ from .columns import history_links as linked_history
 from .columns import outcomes as linked_outcomes
 from .columns import outcomes_summary as linked_outcomes_summary
 from .display import ADMIN_CSS, STRIP_LENGTH, legend, names_listed
+from .duplicate import duplicate, duplicate_view
 from .filters import DegradedFilter, FailingFilter, RunningFilter
 from .forms import DEFINITION_LAYOUT, STATE_FIELDS, SUMMARY_FIELDS, ScheduleForm
 from .inlines import AttemptInline, EventInline, ReceiptInline
@@ -68,6 +69,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     actions = [make_action(t) for t in TRANSITIONS.values()] + [
         backfill,
         cancel_backfill,
+        duplicate,
         delete_selected,
     ]
     change_list_template = "durable_schedules/admin/change_list.html"
@@ -82,6 +84,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         js = (
             "durable_schedules/unsaved.js",  # asks before a button drops unsaved edits
             "durable_schedules/cron_words.js",  # the cron and rrule fields in words, as you type
+            "durable_schedules/kind_fields.js",  # the timing fields a kind takes, only
         )
 
     # -- URLs and the columns that link into this admin's site --------------------------
@@ -108,6 +111,11 @@ class ScheduleAdmin(admin.ModelAdmin):
                 "<path:object_id>/run-now/",
                 self.admin_site.admin_view(self._bound(run_now_view)),
                 name="{}_{}_run_now".format(*info),
+            ),
+            path(
+                "<path:object_id>/duplicate/",
+                self.admin_site.admin_view(self._bound(duplicate_view)),
+                name="{}_{}_duplicate".format(*info),
             ),
             path(
                 "<path:object_id>/transition/<str:transition>/",
@@ -248,6 +256,8 @@ class ScheduleAdmin(admin.ModelAdmin):
             ]
             if "trigger" in allowed:  # "Run now…": a trigger with an override and a note
                 context["dds_run_now_url"] = admin_url(self, "run_now", quote(obj.pk))
+        if obj is not None and self.has_add_permission(request):
+            context["dds_duplicate_url"] = admin_url(self, "duplicate", quote(obj.pk))
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     def get_search_results(

@@ -152,6 +152,11 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
         help_text="The cron expression in words, in the request's language where "
         'cron-descriptor has it ("At 09:00, Monday through Friday"); null for other kinds.'
     )
+    description = serializers.SerializerMethodField(
+        help_text='The definition in words, for any kind: "every 5 minutes", "cron \'0 3 * * *\' '
+        '(Europe/Paris)", "once at 2027-06-01 09:00:00 UTC", "manual: runs only when '
+        'triggered".'
+    )
     rrule_description = serializers.SerializerMethodField(
         help_text='The rule in English words with the times it takes from its start ("every '
         '2 weeks on Tuesday at 09:00"), or the rule normalized when it has no words; null for '
@@ -190,6 +195,7 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
             "late",
             "deadline_at",
             "allowed_actions",
+            "description",
             "cron_description",
             "rrule_description",
             "degraded_reason",
@@ -301,6 +307,13 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
         if schedule.kind != "cron":
             return None
         return cron_in_words(schedule.cron) or None
+
+    @extend_schema_field(serializers.CharField())
+    def get_description(self, schedule: Schedule) -> str:
+        try:
+            return timing.describe(schedule.spec(exclusions=False))
+        except (timing.InvalidSchedule, ValueError, TypeError, OverflowError):
+            return f"{schedule.kind} schedule"  # a definition written behind save()
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_rrule_description(self, schedule: Schedule) -> str | None:
@@ -441,6 +454,15 @@ class EnableSerializer(serializers.Serializer):
     run_at = AwareDateTimeField(
         required=False,
         help_text="Once schedules only: the new instant to run at (aware ISO 8601).",
+    )
+
+
+class DuplicateSerializer(serializers.Serializer):
+    """Body of ``duplicate/``: the new schedule's ``name`` (the rules of
+    ``Schedule.name``; a name taken is a 400 on ``name``)."""
+
+    name = serializers.CharField(
+        max_length=128, help_text="The new schedule's name (unique, as Schedule.name)."
     )
 
 

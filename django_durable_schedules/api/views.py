@@ -45,6 +45,7 @@ from .run_serializers import AttemptSerializer, EventSerializer, ReceiptSerializ
 from .schema import APIAutoSchema, extend_schema
 from .serializers import (
     DetailSerializer,
+    DuplicateSerializer,
     EnableSerializer,
     ScheduleSerializer,
     UpcomingQuerySerializer,
@@ -238,6 +239,24 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
         body.is_valid(raise_exception=True)
         args = body.validated_data
         return self._transition(lambda pk, **audit: state.rerun(pk, **args, **audit))
+
+    @extend_schema(request=DuplicateSerializer, responses={201: ScheduleSerializer})
+    @action(detail=True, methods=["post"])
+    def duplicate(self, request: Request, pk: Any = None) -> Response:
+        """A copy of the schedule under a new ``name`` (its definition, policies, payload,
+        metadata, owner, exclusion calendars and blackout windows), created **paused**
+        until enabled (201 with the new schedule); 400 with field messages for a name taken
+        or invalid."""
+        schedule = self.get_object()
+        body = DuplicateSerializer(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        owner = request.user if owner_scoped(request) else None
+        with state_errors(request):
+            row = state.duplicate_schedule(
+                schedule.pk, body.validated_data["name"], owner=owner, **self._audit()
+            )
+        shown = self.get_queryset().get(pk=row.pk)  # with its calendar names and clock
+        return Response(self.get_serializer(shown).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
         request=BackfillRangeSerializer,

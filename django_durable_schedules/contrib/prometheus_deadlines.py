@@ -36,6 +36,7 @@ CHUNK = 500
 _FIELDS = (
     "id",
     "name",
+    "kind",
     "deadline_seconds",
     "next_run_at",
     "retry_scheduled_for",
@@ -120,12 +121,15 @@ class DeadlineCollector(Collector):
 
 def owed_slot(row: dict[str, Any], running: datetime | None) -> datetime | None:
     """The slot (aware UTC) of the earliest occurrence ``row`` owes: the running attempt's
-    ``running`` slot, a pending retry, trigger or buffered slot, else ``next_run_at``;
-    None when it owes none (no next run)."""
+    ``running`` slot, a pending retry, trigger or buffered slot, else ``next_run_at``
+    (never for a ``manual`` schedule: it owes only a triggered occurrence); None when it
+    owes none (no next run)."""
     pending = [row["retry_scheduled_for"], row["triggered_at"], row["buffered_for"], running]
     known: list[datetime] = [at for at in pending if at is not None]
     if known:
         return min(known)
+    if row.get("kind") == "manual":
+        return None
     nxt: datetime | None = row["next_run_at"]
     return nxt
 

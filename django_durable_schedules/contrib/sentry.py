@@ -82,8 +82,8 @@ def interval_schedule(seconds: int) -> dict[str, Any]:
 
 def monitor_config(row: Any) -> dict[str, Any] | None:
     """The Sentry monitor config of the schedule ``row`` (a ``Schedule`` or an object with
-    its fields), or None when its timing has no Sentry form (once, rrule, a cron the engine
-    cannot read)."""
+    its fields), or None when its timing has no Sentry form (once, rrule, manual, a cron the
+    engine cannot read)."""
     from ..timing.cron_syntax import expand_cron
 
     schedule: dict[str, Any] | None = None

@@ -15,6 +15,9 @@ class Kind(models.TextChoices):
     CRON = "cron", "cron"
     ONCE = "once", "once"
     RRULE = "rrule", "rrule"
+    #: No spec: never due by itself, runs only when triggered (each trigger its own
+    #: occurrence), never completed for having no slot left.
+    MANUAL = "manual", "manual"
 
 
 class Status(models.TextChoices):
@@ -183,6 +186,10 @@ EDITABLE_ORDER = IDENTITY_FIELDS + TIMING_FIELDS + INPUT_FIELDS + POLICY_FIELDS
 #: admin, the API): the union of the groups; run state (status, counters, leases,
 #: ``next_run_at``) changes only through the state package.
 EDITABLE_FIELDS = frozenset(EDITABLE_ORDER)
+
+#: The timing fields a ``manual`` schedule refuses (``Schedule.clean()``): it has no spec,
+#: no window and no run limit (exclusion calendars are refused by its spec).
+MANUAL_REFUSES = ("interval_seconds", "cron", "rrule", "run_at", "start_at", "end_at", "max_runs")
 
 #: Schedule instants: stored as whole UTC seconds.
 INSTANT_FIELDS = ("run_at", "start_at", "end_at", "next_run_at")

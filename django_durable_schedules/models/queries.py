@@ -16,7 +16,7 @@ from django.db.models.lookups import LessThan
 from .. import timing
 from ..db.durations import Seconds
 from ..limits import DEADLINE_MAX_SECONDS
-from .choices import AttemptOrigin, Status
+from .choices import AttemptOrigin, Kind, Status
 
 if TYPE_CHECKING:
     from .schedule import Schedule
@@ -274,8 +274,13 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
     def owed_slot() -> Coalesce:
         """The nominal slot of the occurrence an unleased active row owes, as SQL (the twin
         of ``state.alert_rules.owed_occurrence``): its pending retry's slot, else its
-        trigger's instant, else its buffered slot, else ``next_run_at``."""
-        return Coalesce("retry_scheduled_for", "triggered_at", "buffered_for", "next_run_at")
+        trigger's instant, else its buffered slot, else ``next_run_at`` (not a ``manual``
+        row's: it owes only a triggered occurrence)."""
+        grid = Case(
+            When(kind=Kind.MANUAL, then=Value(None, output_field=models.DateTimeField())),
+            default=F("next_run_at"),
+        )
+        return Coalesce("retry_scheduled_for", "triggered_at", "buffered_for", grid)
 
     @staticmethod
     def owed_number() -> Any:

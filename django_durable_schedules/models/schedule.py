@@ -23,6 +23,7 @@ from ..payloads import metadata_errors, payload_errors
 from .calendars import ExclusionsMixin
 from .choices import (
     INSTANT_FIELDS,
+    MANUAL_REFUSES,
     RRULE_HELP,
     BlackoutPolicy,
     DegradedKind,
@@ -462,8 +463,11 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
             errors.setdefault("callback", []).append(
                 f"{self.callback!r} is not a registered callback."
             )
+        manual = self._manual_errors()
+        errors.update(manual)
         try:
-            self.spec().validate()
+            if not manual:  # the spec would repeat the first of them
+                self.spec().validate()
             if self.kind == Kind.RRULE:
                 # The next slots from now, as save() and the worker plan them: a rule whose
                 # walk from here goes over the planning budget is refused now, not degraded
@@ -491,6 +495,22 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
                 ]
         if errors:
             raise ValidationError(errors)
+
+    def _manual_errors(self) -> dict[str, list[str]]:
+        """Field messages for what a ``manual`` schedule cannot take: it has no spec (it
+        runs only when triggered), so no interval, cron, rule, ``run_at``, window
+        (``start_at``/``end_at``) or ``max_runs`` (it never completes). Exclusion calendars
+        are refused by the spec (:meth:`.timing.Spec.validate`)."""
+        if self.kind != Kind.MANUAL:
+            return {}
+        errors: dict[str, list[str]] = {}
+        for field in MANUAL_REFUSES:
+            value = getattr(self, field)
+            if value is not None and value != "":
+                errors[field] = [
+                    f"A manual schedule runs only when triggered: it takes no {field}."
+                ]
+        return errors
 
     def _bound_errors(self) -> dict[str, list[str]]:
         """Field messages for durations outside their bounds (``DURATION_BOUNDS``, in

@@ -82,6 +82,7 @@ from .deliveries import (
     finish_delivery,
     release_deliveries,
 )
+from .duplicates import duplicate_schedule
 from .events import record_event
 from .leases import expire_leases, renew_leases
 from .outcomes import backoff_for
@@ -131,6 +132,7 @@ __all__ = [
     "claim_due",
     "complete",
     "create_schedule",
+    "duplicate_schedule",
     "db_now",
     "deadline_of",
     "declared_fields",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..conf import app_settings
 from ..limits import DEADLINE_MAX_SECONDS
-from ..models import Alert, AttemptOrigin, EventAction, Status
+from ..models import Alert, AttemptOrigin, EventAction, Kind, Status
 from .machine import BUFFERED, RETRY, TRIGGER, pending
 from .transitions import implements
 
@@ -87,7 +87,8 @@ def owed_occurrence(row: Schedule, open_attempt: RunAttempt | None = None) -> Ow
       jitter included; after an outage the first slot passed over).
 
     None when it owes nothing: not active, no next run, or a lease whose attempt is not
-    given. Pure."""
+    given; a ``manual`` schedule owes only a triggered occurrence (a retry of it, or one
+    running), never a grid slot: it has none. Pure."""
     if row.status != Status.ACTIVE:
         return None
     if row.lease_token is not None:
@@ -98,7 +99,8 @@ def owed_occurrence(row: Schedule, open_attempt: RunAttempt | None = None) -> Ow
     if first == RETRY:
         assert row.retry_scheduled_for is not None
         return Owed(row.occurrence, row.retry_scheduled_for)
-    slot = {TRIGGER: row.triggered_at, BUFFERED: row.buffered_for}.get(first, row.next_run_at)
+    grid = None if row.kind == Kind.MANUAL else row.next_run_at
+    slot = {TRIGGER: row.triggered_at, BUFFERED: row.buffered_for}.get(first, grid)
     return None if slot is None else Owed(row.occurrence + 1, slot)
 
 

@@ -68,6 +68,14 @@ def attach_calendars(row: Schedule, calendars: Sequence[ExclusionCalendar]) -> N
         raise ValidationError(
             {FIELD: ["A once schedule takes no exclusion calendars: choose its run_at instead."]}
         )
+    if calendars and row.kind == Kind.MANUAL:
+        raise ValidationError(
+            {
+                FIELD: [
+                    "A manual schedule takes no exclusion calendars: it runs only when triggered."
+                ]
+            }
+        )
     row.__dict__["_dds_exclusions"] = exclusions_of_calendars(calendars)
 
 
@@ -87,7 +95,7 @@ def replan(row: Schedule, now: datetime) -> bool:
     pauses it with the reason. Returns whether ``next_run_at`` or ``status`` changed."""
     if (
         row.status != Status.ACTIVE
-        or row.kind == Kind.ONCE
+        or row.kind in (Kind.ONCE, Kind.MANUAL)
         or row.next_run_at is None
         or row.next_run_at <= now
         or row.retry_scheduled_for is not None

@@ -72,12 +72,14 @@ def create_schedule(
     source: str = "code",
     paused: bool = False,
     using: str = "default",
+    extra_changes: dict[str, Any] | None = None,
     **fields: Any,
 ) -> Schedule:
     """Insert a schedule; ``save()`` plans its first slot. Records a ``created`` event
     (``actor``: a user or None; ``source``: api, admin, command, code, import). ``paused``:
     insert it paused (no next run until enabled) in the same transaction, so no worker can
-    run it in between (an import of a disabled source).
+    run it in between (an import of a disabled source). ``extra_changes``: more entries
+    for the ``created`` event's changes (a duplicate's ``duplicated_from``).
 
     ``prepared``: a create built and validated by :func:`.candidates.prepare` (the API and
     the admin), applied without validating again; else ``fields`` (:data:`EDITABLE_FIELDS`)
@@ -109,7 +111,7 @@ def create_schedule(
             now=now,
             actor=actor,
             source=source,
-            changes=as_changes({}, changes),
+            changes={**as_changes({}, changes), **(extra_changes or {})},
             using=using,
         )
     return row

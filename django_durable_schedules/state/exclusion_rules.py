@@ -116,9 +116,10 @@ def no_slot_left(row: Schedule) -> bool:
     """Whether ``row``'s grid has no slot left to run: a recurring row, active or
     completed, with no next run and no occurrence waiting (retry, trigger, buffered
     slot), whose runs did not end at ``max_runs`` (the slots after the last of its
-    ``max_runs`` runs are not its to count)."""
+    ``max_runs`` runs are not its to count). Never a ``manual`` row: it has no grid (no
+    slot left is its normal state; it waits for a trigger)."""
     return (
-        row.kind != Kind.ONCE
+        row.kind not in (Kind.ONCE, Kind.MANUAL)
         and row.status in (Status.ACTIVE, Status.COMPLETED)
         and row.next_run_at is None
         and row.retry_scheduled_for is None

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..models.choices import DegradedKind, Status
+from ..models.choices import DegradedKind, Kind, Status
 from .transitions import implements
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ RUNNABLE_STATUSES = (Status.ACTIVE, Status.PAUSED)
     "control.enable",
     "control.edit",
     "control.calendars",
+    "outcome.manual_no_slot",
 )
 def complete_if_no_slot(
     row: Schedule, *, require_active: bool = False, pending: object | None = None
@@ -66,8 +67,11 @@ def complete_if_no_slot(
       trigger for :func:`.control.enable`): not None means the row does not complete.
 
     Callers that cleared ``next_run_at`` themselves (the last of ``max_runs``) have
-    checked their own status guard first."""
-    if row.next_run_at is not None or pending is not None:
+    checked their own status guard first.
+
+    A ``manual`` schedule never completes here: it has no slot and needs none (it runs
+    only when triggered), so "no slot left" is its normal state, not its end."""
+    if row.next_run_at is not None or pending is not None or row.kind == Kind.MANUAL:
         return False
     if require_active and row.status != Status.ACTIVE:
         return False

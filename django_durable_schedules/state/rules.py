@@ -205,8 +205,9 @@ def _record_missed(
 
 def _recurring_next(row: Schedule, spec: timing.Spec, now: datetime) -> datetime | None:
     """The grid's next due instant after ``now`` for a run that is not the grid's own slot
-    (a retry, a trigger, a buffered slot): None for a once schedule or a row not active."""
-    if row.kind == Kind.ONCE or row.status != Status.ACTIVE:
+    (a retry, a trigger, a buffered slot): None for a once or a manual schedule (a manual
+    one is never due by itself) or a row not active."""
+    if row.kind in (Kind.ONCE, Kind.MANUAL) or row.status != Status.ACTIVE:
         return None
     return row.due_at(timing.next_slot_after(spec, now))
 
@@ -286,7 +287,13 @@ def replan_edited(row: Schedule, current_hash: str, now: datetime) -> bool:
     return True
 
 
-@implements("claim.retry", "claim.triggered_paused", "claim.buffered", "claim.rerun")
+@implements(
+    "claim.retry",
+    "claim.triggered_paused",
+    "claim.buffered",
+    "claim.rerun",
+    "claim.manual_never_due",
+)
 def choose_slot(
     row: Schedule,
     now: datetime,
@@ -305,9 +312,10 @@ def choose_slot(
     re-planned). ``other_rules``: its stored fingerprint was taken under other zone rules.
     Raises :class:`~..timing.InvalidSchedule` for a definition it cannot evaluate."""
     spec = row.spec()
-    if row.kind == Kind.ONCE:
-        # A one-shot's arithmetic never reads its zone; the admin, the API and upcoming()
-        # do: an invalid one is this row's problem now, not theirs later.
+    if row.kind in (Kind.ONCE, Kind.MANUAL):
+        # A one-shot's (and a manual row's) arithmetic never reads its zone; the admin,
+        # the API and upcoming() do: an invalid one is this row's problem now, not theirs
+        # later.
         spec.validate()
     count_excluded(row, spec, now, events)  # since the last check
     first = pending(row)
@@ -339,6 +347,9 @@ def choose_slot(
         return SlotChoice(
             row.occurrence + 1, 1, row.buffered_for, next_run_at, missed, AttemptOrigin.BUFFERED
         )
+    if row.kind == Kind.MANUAL:
+        manual_not_due(row)
+        return None
     return _choose_grid_slot(row, spec, now, other_rules, worker, attempts, receipts)
 
 
@@ -362,6 +373,15 @@ def _choose_retry(row: Schedule, spec: timing.Spec, now: datetime) -> SlotChoice
     payload = effective_payload(row)[0] if row.trigger_payload is not None else None
     payload = None if payload == row.payload else payload
     return SlotChoice(row.occurrence, row.attempt + 1, slot, next_run_at, missed, payload=payload)
+
+
+@implements("claim.manual_never_due")
+def manual_not_due(row: Schedule) -> None:
+    """A ``manual`` row claimed with nothing pending (no retry, trigger or buffered slot):
+    a next run written behind ``save()`` (an edit or a resume: the edit triggers make it
+    due now). It is never due by itself: nothing runs, and its next run is cleared, so it
+    waits for a trigger."""
+    row.next_run_at = None
 
 
 @implements("claim.run", "claim.skip_missed")

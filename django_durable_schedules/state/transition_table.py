@@ -157,6 +157,12 @@ CLAIMS: tuple[Transition, ...] = (
       "database)", "unchanged (no lease)", "unchanged",
       "none: the backfill is cancelled (event `backfill_cancel` by the worker, with the "
       "reason)", KEEPS, _seen("claim", "none")),
+    # Manual schedules (kind `manual`): no grid, they run only when triggered.
+    T("claim.manual_never_due", RUNNABLE,
+      "a `manual` schedule due with nothing pending (no trigger, retry or buffered slot: a "
+      "next run written behind `save()`, by an edit or a resume)", "unchanged",
+      "none (a manual schedule is never due by itself: it waits for a trigger)", "none",
+      KEEPS, _seen("claim", "none")),
 )
 # fmt: on
 
@@ -233,6 +239,12 @@ OUTCOMES: tuple[Transition, ...] = (
       "as the outcome's own row says (completed or failed)", "none",
       "its own status; the open backfill is cancelled (event `backfill_cancel` by the "
       "worker, the schedule's status as the reason)"),
+    T("outcome.manual_no_slot", RUNNABLE,
+      "a `manual` schedule left without a slot (after its triggered run, an edit, an enable "
+      "or a claim; `max_runs` and calendars are refused for it)",
+      "unchanged: never `completed` for want of a slot (it has none and needs none)",
+      "none until the next trigger", "its own (the outcome's)",
+      KEEPS, _seen("complete", *_SUCCESS_OR_SKIP, "failed")),
 )
 # fmt: on
 

@@ -64,7 +64,7 @@ from .articles import with_article
 from .cron_plan import validate_cron
 from .cron_syntax import CRON_MACROS, is_wildcard_cron
 from .delays import backoff_seconds, jitter_offset
-from .descriptions import describe, rrule_description
+from .descriptions import MANUAL_WORDS, describe, rrule_description
 from .errors import InvalidSchedule, PlanningBudgetExceeded
 from .excluded_slots import ExcludedDay, SlotView
 from .exclusions import (
@@ -140,6 +140,7 @@ __all__ = [
     "backoff_seconds",
     "jitter_offset",
     "describe",
+    "MANUAL_WORDS",
     "rrule_description",
     "with_article",
     "zone_rules_id",

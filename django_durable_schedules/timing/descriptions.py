@@ -7,6 +7,9 @@ from .instants import truncate_to_second
 from .rrule_words import rrule_in_words
 from .spec import Spec
 
+#: A manual schedule in words, wherever a definition is described (admin, API, CLI).
+MANUAL_WORDS = "manual: runs only when triggered"
+
 _UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
 
 
@@ -20,7 +23,7 @@ def _describe_seconds(seconds: int) -> str:
 def describe(spec: Spec) -> str:
     """Short human words for a spec: ``"every 5 minutes"``, ``"every 1 hour"``,
     ``"cron '0 3 * * *' (Europe/Paris)"``, ``"rrule 'FREQ=DAILY;BYHOUR=9' (Europe/Paris)"``,
-    ``"once at 2027-06-01 09:00:00 UTC"``.
+    ``"once at 2027-06-01 09:00:00 UTC"``, ``"manual: runs only when triggered"``.
     Does not validate; an interval is named in its largest whole unit."""
     seconds = spec.interval_seconds
     if spec.kind == "interval" and isinstance(seconds, int) and seconds > 0:
@@ -31,6 +34,8 @@ def describe(spec: Spec) -> str:
         return f"rrule '{spec.rrule}' ({spec.timezone})"
     if spec.kind == "once" and spec.run_at is not None:
         return f"once at {truncate_to_second(spec.run_at):%Y-%m-%d %H:%M:%S} UTC"
+    if spec.kind == "manual":
+        return MANUAL_WORDS
     return f"{spec.kind} schedule"
 
 

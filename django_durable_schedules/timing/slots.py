@@ -62,7 +62,9 @@ def _run_at(spec: Spec) -> datetime:
 
 
 def _first_slot_from(spec: Spec, lo: datetime) -> datetime | None:
-    """First slot >= lo (whole-second UTC), ignoring end_at."""
+    """First slot >= lo (whole-second UTC), ignoring end_at; a manual spec has none."""
+    if spec.kind == "manual":
+        return None
     if spec.kind == "once":
         run_at = _run_at(spec)
         return run_at if lo <= run_at <= LAST_INSTANT else None
@@ -91,7 +93,7 @@ def next_slot_after(spec: Spec, after: datetime, *, inclusive: bool = False) -> 
     in ``spec.timezone`` with the DST rules of the package docstring. Rrule: the RFC 5545
     rule expanded in ``spec.timezone`` from its DTSTART, local times mapped by RFC 5545
     §3.3.5 (a gap: the offset before it; an overlap: the first occurrence). Once:
-    ``run_at``.
+    ``run_at``. Manual: never (None; it runs only when triggered).
 
     Raises :class:`InvalidSchedule` if the spec is invalid (``spec.validate()``) or
     ``after`` is naive.
@@ -182,7 +184,10 @@ def latest_slot_at_or_before(spec: Spec, now: datetime, *, not_before: datetime)
 
 
 def _latest_raw(spec: Spec, lo: datetime, hi: datetime) -> datetime | None:
-    """The latest slot of the grid in [lo, hi] (excluded dates included), or None."""
+    """The latest slot of the grid in [lo, hi] (excluded dates included), or None (always
+    for a manual spec: it has no grid)."""
+    if spec.kind == "manual":
+        return None
     if spec.kind == "once":
         run_at = _run_at(spec)
         return run_at if lo <= run_at <= hi else None
@@ -258,7 +263,10 @@ def count_slots(spec: Spec, start: datetime, end: datetime, *, cap: int = 100_00
 
 
 def _count_raw(spec: Spec, lo: datetime, hi: datetime, cap: int) -> int:
-    """Slots of the grid in [lo, hi] (excluded dates included), at most ``cap``."""
+    """Slots of the grid in [lo, hi] (excluded dates included), at most ``cap`` (0 for a
+    manual spec: it has no grid)."""
+    if spec.kind == "manual":
+        return 0
     if spec.kind == "once":
         return 1 if lo <= _run_at(spec) <= hi else 0
     if spec.kind == "interval":

@@ -17,7 +17,7 @@ from .rrule import compile_rrule, rrule_dtstart
 from .rrule_grid import RulePlan
 from .zones import validate_timezone
 
-KINDS = ("interval", "cron", "once", "rrule")
+KINDS = ("interval", "cron", "once", "rrule", "manual")
 
 
 #: Specs without exclusion calendars that :meth:`Spec.validate` found valid (bounded: emptied
@@ -94,6 +94,7 @@ class Spec:
                 "cron": ("interval_seconds", "run_at", "rrule"),
                 "once": ("interval_seconds", "cron", "rrule"),
                 "rrule": ("interval_seconds", "cron", "run_at"),
+                "manual": ("interval_seconds", "cron", "run_at", "rrule", "start_at", "end_at"),
             }[self.kind]
         )
         getattr(self, f"_validate_{self.kind}")()
@@ -103,6 +104,11 @@ class Spec:
                     EXCLUSIONS_FIELD,
                     "a once schedule takes no exclusion calendars: it runs at run_at "
                     "(choose another run_at, or cancel it)",
+                )
+            if self.kind == "manual":
+                raise InvalidSchedule(
+                    EXCLUSIONS_FIELD,
+                    "a manual schedule takes no exclusion calendars: it runs only when triggered",
                 )
             self.exclusions.validate()
         object.__setattr__(self, "_valid", True)
@@ -168,6 +174,9 @@ class Spec:
             raise InvalidSchedule("run_at", "run_at is before start_at")
         if self.end_at and run_at > truncate_to_second(self.end_at):
             raise InvalidSchedule("run_at", "run_at is after end_at")
+
+    def _validate_manual(self) -> None:
+        """A manual spec has nothing to validate: :meth:`_forbid` refused every field."""
 
     def _validate_rrule(self) -> None:
         if self.rrule is None or not _given(self.rrule):

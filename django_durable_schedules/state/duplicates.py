@@ -1,0 +1,91 @@
+"""Duplicate a schedule (the admin's "Duplicate…", the API's ``schedules/{id}/duplicate/``):
+a new schedule with the same definition, policies, input, owner, exclusion calendars and
+blackout windows under a new name, created **paused** (no next run until enabled), with a
+``created`` event that says which schedule it was duplicated from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from ..db.locks import lock_for_write
+from ..models import EDITABLE_FIELDS, Schedule
+from .candidates import prepare
+from .definitions import create_schedule
+from .transitions import implements
+
+#: Editable fields a duplicate copies besides these (its own name, never the source's).
+NOT_COPIED = frozenset({"name"})
+#: Columns a duplicate copies that are not in :data:`EDITABLE_FIELDS` (policies added by
+#: later features), when the model has them.
+EXTRA_COPIED = ("blackout_policy",)
+
+
+def copied_fields(source: Schedule) -> dict[str, Any]:
+    """The fields of ``source`` a duplicate is created with (its definition, policies,
+    payload, metadata, owner and exclusion calendars), as :func:`.candidates.prepare`
+    takes them; ``name`` excluded. A query for the calendars (and the owner)."""
+    fields: dict[str, Any] = {}
+    for name in sorted(EDITABLE_FIELDS - NOT_COPIED):
+        if name == "exclusion_calendars":
+            fields[name] = list(source.exclusion_calendars.all())
+        elif name == "owner":
+            fields[name] = source.owner if source.owner_id is not None else None
+        else:
+            fields[name] = getattr(source, name)
+    return fields
+
+
+@implements("control.create")
+def duplicate_schedule(
+    schedule_id: Any,
+    name: str,
+    *,
+    actor: Any = None,
+    source: str = "code",
+    owner: Any = None,
+    using: str = "default",
+) -> Schedule:
+    """Create a copy of the schedule ``schedule_id`` named ``name``: the same definition
+    (kind, interval, cron, rule, zone, instants, ``max_runs``), policies, payload,
+    metadata, owner, exclusion calendars and blackout windows (and ``blackout_policy``),
+    but none of its run state. It is created **paused**, with no next run, its
+    ``pause_reason`` naming the source, until :func:`.control.enable`. One ``created``
+    event (``actor``, ``source``) whose changes include ``duplicated_from``: ``[None,
+    {"id": <source id>, "name": <source name>}]``. One transaction. ``owner``: the user
+    an owner-scoped request acts for (the API): the copy is theirs and the owner policy
+    applies, as to a create (:func:`.candidates.prepare`); None: full access.
+
+    Raises ``Schedule.DoesNotExist``, and ``ValidationError`` with field messages for a
+    ``name`` that is taken or not a valid name (``{"name": [...]}``), or a definition the
+    source holds that is no longer valid (written behind ``save()``, a callback no longer
+    registered)."""
+    with transaction.atomic(using=using):
+        lock_for_write(using)  # SQLite: the write lock before the reads
+        original = Schedule.objects.using(using).get(pk=schedule_id)
+        fields = copied_fields(original)
+        fields["name"] = name
+        prepared = prepare(fields, using=using, owner=owner)
+        prepared.row.pause_reason = f"duplicated from {original.name}: enable it to run"
+        windows = list(original.blackout_windows.all())
+        extra: dict[str, Any] = {
+            "duplicated_from": [None, {"id": str(original.pk), "name": original.name}]
+        }
+        if windows:
+            extra["blackout_windows"] = [None, sorted(w.name for w in windows)]
+        for column in EXTRA_COPIED:
+            if hasattr(original, column):
+                setattr(prepared.row, column, getattr(original, column))
+        row = create_schedule(
+            prepared,
+            actor=actor,
+            source=source,
+            paused=True,
+            using=using,
+            extra_changes=extra,
+        )
+        if windows:
+            row.blackout_windows.set(windows)
+    return row
