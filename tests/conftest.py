@@ -145,6 +145,7 @@ TRANSITION_OBSERVED = frozenset(
         "tests.test_policies",
         "tests.test_degraded_kind",
         "tests.test_zone_rules",
+        "tests.test_pause_until",
     }
 )
 
