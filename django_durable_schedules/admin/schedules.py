@@ -38,6 +38,7 @@ from .filters import DegradedFilter, FailingFilter, RunningFilter
 from .forms import DEFINITION_LAYOUT, STATE_FIELDS, SUMMARY_FIELDS, ScheduleForm
 from .inlines import AttemptInline, EventInline, ReceiptInline
 from .pagination import EstimatedCountPaginator
+from .pauses import pause_selected, pause_view
 from .views import (
     admin_url,
     describe_cron_view,
@@ -65,6 +66,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     filter_horizontal = ("exclusion_calendars",)
     inlines = (ReceiptInline, AttemptInline, EventInline)
     actions = [make_action(t) for t in TRANSITIONS.values()] + [
+        pause_selected,
         backfill,
         cancel_backfill,
         delete_selected,
@@ -102,6 +104,11 @@ class ScheduleAdmin(admin.ModelAdmin):
                 "describe-rrule/",
                 self.admin_site.admin_view(self._bound(describe_rrule_view)),
                 name="{}_{}_describe_rrule".format(*info),
+            ),
+            path(
+                "<path:object_id>/pause/",
+                self.admin_site.admin_view(self._bound(pause_view)),
+                name="{}_{}_pause".format(*info),
             ),
             path(
                 "<path:object_id>/transition/<str:transition>/",
@@ -240,6 +247,8 @@ class ScheduleAdmin(admin.ModelAdmin):
                 for t in TRANSITIONS.values()
                 if t.name in allowed
             ]
+            if "disable" in allowed or (obj.status == "paused" and not obj.degraded_reason):
+                context["dds_pause_url"] = admin_url(self, "pause", quote(obj.pk))
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     def get_search_results(
