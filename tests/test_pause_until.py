@@ -269,3 +269,176 @@ def test_a_worker_runs_nothing_while_paused_and_resumes_within_a_poll(start_work
     resumed = ScheduleEvent.objects.get(schedule_id=s.pk, action="enabled")
     assert resumed.source == "worker" and until <= resumed.at < until + 2 * S
     assert worker.proc.poll() is None
+
+
+# -- the API, the command and the admin: the same rule through state.disable ----------------
+
+
+@pytest.fixture
+def api(django_user_model):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_authenticate(django_user_model.objects.create_user("staff", is_staff=True))
+    return client
+
+
+def test_the_api_pauses_with_a_note_and_an_end_and_shows_them(api):
+    s = make(created_at=None)
+    until = (state.db_now() + 3600 * S).replace(microsecond=0)
+    body = {"note": "INC-42", "until": until.isoformat().replace("+00:00", "Z")}
+    response = api.post(f"/api/schedules/{s.pk}/disable/", body, format="json")
+    assert response.status_code == 200, response.json()
+    data = response.json()
+    assert data["status"] == "paused" and data["pause_reason"] == "INC-42"
+    assert datetime.fromisoformat(data["paused_until"]) == until
+    assert api.post(f"/api/schedules/{s.pk}/disable/").status_code == 200  # no body: as before
+    event = events(s, "disabled")[0]
+    assert event.source == "api"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"until": "2026-12-03T18:00:00"}, "until"),  # naive
+        ({"until": "2001-01-01T00:00:00Z"}, "until"),  # past
+        ({"until": "soon"}, "until"),
+        ({"note": "x" * 501}, "note"),
+        ({"note": ["a"]}, "note"),
+    ],
+)
+def test_the_api_refuses_a_bad_body_with_a_400_naming_the_field(api, body, field):
+    s = make(created_at=None)
+    response = api.post(f"/api/schedules/{s.pk}/disable/", body, format="json")
+    assert response.status_code == 400 and field in response.json(), response.json()
+    s.refresh_from_db()
+    assert s.status == "active"
+
+
+def test_the_schema_documents_the_body_and_the_field():
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    operation = schema["paths"]["/api/schedules/{id}/disable/"]["post"]
+    ref = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    body = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    assert set(body["properties"]) == {"note", "until"}
+    schedule = schema["components"]["schemas"]["Schedule"]["properties"]
+    assert schedule["paused_until"]["readOnly"] is True
+
+
+def test_the_command_pauses_several_with_a_note_and_a_duration():
+    from io import StringIO
+
+    a, b = make("a", created_at=None), make("b", created_at=None)
+    out = StringIO()
+    before = state.db_now()
+    call_command("schedules", "disable", "a", "b", "--note", "deploy", "--until", "2h", stdout=out)
+    for s in (a, b):
+        s.refresh_from_db()
+        assert s.status == "paused" and s.pause_reason == "deploy"
+        assert before + 7200 * S <= s.paused_until <= state.db_now() + 7201 * S
+    assert "a: paused until" in out.getvalue() and "(deploy)" in out.getvalue()
+    shown = StringIO()
+    call_command("schedules", "show", "a", stdout=shown)
+    assert "paused: deploy" in shown.getvalue() and "paused until:" in shown.getvalue()
+
+
+@pytest.mark.parametrize(
+    "until", ["2026-12-03T18:00:00", "2001-01-01T00:00:00Z", "0m", "5w", "99999999999d", "x"]
+)
+def test_the_command_refuses_a_bad_end(until):
+    from django.core.management.base import CommandError
+
+    make("a", created_at=None)
+    with pytest.raises((CommandError, SystemExit)):
+        call_command("schedules", "disable", "a", "--until", until)
+    assert Schedule.objects.get(name="a").status == "active"
+
+
+def test_the_command_names_the_refused_and_pauses_the_others():
+    from io import StringIO
+
+    from django.core.management.base import CommandError
+
+    make("ok", created_at=None)
+    gone = make("gone", created_at=None)
+    state.cancel(gone.pk)
+    out = StringIO()
+    with pytest.raises(CommandError, match="gone: a cancelled schedule cannot be disabled"):
+        call_command("schedules", "disable", "ok", "gone", "--note", "x", stdout=out)
+    assert Schedule.objects.get(name="ok").status == "paused"
+    with pytest.raises(CommandError, match="no schedule named"):
+        call_command("schedules", "disable", "nope")
+
+
+def test_health_lists_the_paused_with_their_note_and_end():
+    from django_durable_schedules import health
+
+    s = make(created_at=None)
+    until = (state.db_now() + 600 * S).replace(microsecond=0)
+    state.disable(s.pk, note="INC-7", until=until)
+    [row] = health.snapshot().as_dict()["paused_schedules"]
+    assert row["name"] == "s" and row["pause_reason"] == "INC-7"
+    assert row["paused_until"] == until.isoformat().replace("+00:00", "Z")
+
+
+def test_the_admin_action_pauses_the_selected_and_says_which_were_refused(admin_client):
+    a, b, c = make("a", created_at=None), make("b", created_at=None), make("c", created_at=None)
+    state.cancel(c.pk)
+    url = "/admin/durable_schedules/schedule/"
+    ids = [str(x.pk) for x in (a, b, c)]
+    page = admin_client.post(url, {"action": "pause_selected", "_selected_action": ids})
+    assert page.status_code == 200 and b'name="note"' in page.content
+    assert b'type="datetime-local"' in page.content
+    # A past end: the form again, with the message, nothing paused.
+    page = admin_client.post(
+        url,
+        {
+            "action": "pause_selected",
+            "_selected_action": ids,
+            "post": "yes",
+            "note": "INC-9",
+            "until": "2001-01-01T10:00",
+        },
+    )
+    assert page.status_code == 200 and b"Must be later than now" in page.content
+    assert Schedule.objects.filter(status="paused").count() == 0
+    done = admin_client.post(
+        url,
+        {"action": "pause_selected", "_selected_action": ids, "post": "yes", "note": "INC-9"},
+        follow=True,
+    )
+    text = done.content.decode()
+    assert "Paused 2 schedules until enabled: a; b." in text
+    assert "Pause refused for 1 schedule: c (a cancelled schedule cannot be disabled)" in text
+    assert set(Schedule.objects.filter(pause_reason="INC-9").values_list("name", flat=True)) == {
+        "a",
+        "b",
+    }
+    assert "INC-9" in text  # the list shows the note
+
+
+def test_the_change_page_offers_pause_and_its_form_extends_a_pause(admin_client):
+    s = make(created_at=None)
+    change = f"/admin/durable_schedules/schedule/{s.pk}/change/"
+    assert f"/{s.pk}/pause/" in admin_client.get(change).content.decode()
+    state.disable(s.pk, note="first", until=state.db_now() + 600 * S)
+    form = admin_client.get(f"/admin/durable_schedules/schedule/{s.pk}/pause/")
+    assert b"first" in form.content  # prefilled
+    until = dj_local_text(state.db_now() + 7200 * S)
+    done = admin_client.post(
+        f"/admin/durable_schedules/schedule/{s.pk}/pause/",
+        {"note": "second", "until": until},
+    )
+    assert done.status_code == 302 and done["Location"].endswith(change)
+    s.refresh_from_db()
+    assert s.pause_reason == "second" and s.paused_until > state.db_now() + 7000 * S
+    Schedule.objects.filter(pk=s.pk).update(degraded_reason="broken")
+    assert f"/{s.pk}/pause/" not in admin_client.get(change).content.decode()
+
+
+def dj_local_text(value):
+    from django.utils import timezone as dj_timezone
+
+    return dj_timezone.localtime(value).strftime("%Y-%m-%dT%H:%M")
