@@ -25,6 +25,7 @@ from ..exceptions import StateConflict
 from ..models import Schedule, Status
 from .actions import as_admin
 from .display import fmt_utc, names_listed, plural
+from .views import admin_url
 
 #: The name of the list action (the form posts it back).
 ACTION = "pause_selected"
@@ -148,8 +149,6 @@ def pause_view(
         return HttpResponseRedirect("../../")
     if not modeladmin.has_change_permission(request, obj):
         raise PermissionDenied
-    from .views import admin_url  # it routes this view
-
     change_url = admin_url(modeladmin, "change", quote(obj.pk)) or "../"
     if request.method == "GET":
         initial = {}

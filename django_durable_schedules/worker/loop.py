@@ -16,7 +16,8 @@ second signal exits at once; leases still held then expire and are recovered els
 The parts with state of their own are helpers with explicit inputs, each built once by
 ``Worker``: ``RunThreads`` (:mod:`.threads`), ``RunsInFlight`` (:mod:`.inflight`),
 ``WorkerClock`` (:mod:`.clock`), ``Outage`` (:mod:`.outage`), ``StopRequests``
-(:mod:`.stop`) and ``Notifier`` (:mod:`.notify`: the signals it sends); ``Deliveries``
+(:mod:`.stop`), ``Heartbeats`` (:mod:`.beats`), ``PauseEnds`` (:mod:`.pause_ends`: the
+schedules whose pause ended) and ``Notifier`` (:mod:`.notify`: the signals it sends); ``Deliveries``
 (:mod:`.deliveries`) sends alert notifications from threads of its own, started after the
 start-up and stopped at the end (not with ``--once``), never waited for by the loop.
 """
