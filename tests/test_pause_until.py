@@ -442,3 +442,10 @@ def dj_local_text(value):
     from django.utils import timezone as dj_timezone
 
     return dj_timezone.localtime(value).strftime("%Y-%m-%dT%H:%M")
+
+
+def test_the_admin_health_page_lists_the_paused_with_their_note(admin_client):
+    s = make(created_at=None)
+    state.disable(s.pk, note="INC-11: vendor maintenance")
+    page = admin_client.get("/admin/durable_schedules/schedule/health/").content.decode()
+    assert "Paused by an operator (1)" in page and "INC-11: vendor maintenance" in page
