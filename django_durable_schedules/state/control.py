@@ -82,7 +82,8 @@ def enable(
     using: str = "default",
 ) -> Schedule:
     """Make a paused (or failed) schedule active again. Clears ``degraded_reason``, the
-    pause reason, the pause's end (``paused_until``) and (for a failed schedule) the consecutive failure count.
+    pause reason, the pause's end (``paused_until``) and (for a failed schedule) the
+    consecutive failure count.
 
     Recurring: the next run is the first slot strictly after now; time spent paused
     produces no catch-up. ``once``: it is re-armed, never completed without a run:
@@ -160,9 +161,10 @@ def _move_run_at(row: Schedule, run_at: datetime, changes: dict[str, list[Any]])
 def reactivate(row: Schedule, now: datetime, changes: dict[str, list[Any]]) -> None:
     """:func:`enable`'s rule on the locked ``row`` at ``now`` (UTC, to the second), which a
     worker's resume at the end of a pause applies too (:func:`.pauses.resume_paused`):
-    active with no degraded or pause reason, no pause end and no failure counts, re-planned (a ``once`` re-armed
-    by :func:`_rearm_once`; a recurring one from its next slot after ``now``, completed
-    when none is left and no trigger waits), a pending trigger kept. ``changes`` notes a
+    active with no degraded or pause reason, no pause end and no failure counts,
+    re-planned (a ``once`` re-armed by :func:`_rearm_once`; a recurring one from its next
+    slot after ``now``, completed when none is left and no trigger waits), a pending
+    trigger kept. ``changes`` notes a
     completion. Raises :class:`StateConflict` for a definition it cannot evaluate."""
     before = row.status
     if row.status == Status.FAILED:
