@@ -225,20 +225,15 @@ def disable(
     dropped; a pending trigger is kept and still runs); a run in progress finishes and is
     receipted normally. A paused schedule can still be run by hand with :func:`trigger`.
 
-    ``note``: why (text, at most 500 characters, kept in ``pause_reason``). ``until``: an
-    aware datetime later than the database clock's now (``now``: that clock, None: read
-    it), the pause's end (``paused_until``, rounded up to the second): at that instant a
-    worker resumes the schedule as :func:`enable` does, with no catch-up
-    (:func:`.pauses.resume_paused`). Without ``until`` the pause has no end.
+    ``note`` (text, at most 500 characters) is kept in ``pause_reason``; ``until`` (aware,
+    later than the database clock's now, ``now``; rounded up to the second) is the pause's
+    end, ``paused_until``: then a worker resumes it as :func:`enable` does, with no
+    catch-up (:func:`.pauses.resume_paused`). Given to a schedule already paused (not
+    degraded), they update the pause (event ``disabled`` with the changes).
 
-    A note or an end given to a schedule already paused by an operator (or after failures;
-    not degraded) updates them (event ``disabled`` with the changes; nothing when nothing
-    changes): that is how a pause is extended. Without either, a paused row is left alone.
-
-    Raises ``ValidationError`` (``note``, ``until``: a message per wrong field) for a note
-    that is not text or too long, an ``until`` that is naive, not a datetime or not later
-    than now; :class:`StateConflict` for a cancelled, completed or failed schedule, and for
-    a note or end given to a degraded one (correct it, then enable it)."""
+    Raises ``ValidationError`` (``note``, ``until``: a message per wrong field; see
+    :func:`.pause_rules.check_pause`); :class:`StateConflict` for a cancelled, completed or
+    failed schedule, and for a note or end given to a degraded one."""
     with transaction.atomic(using=using):
         instant = resolve_now(now, using) if until is not None else None
         note, until = check_pause(note, until, instant)
