@@ -123,7 +123,7 @@ class Worker:
         self._beat = Cadence(self.renew_every)  # heartbeat
         self._deadlines = Cadence(DEADLINE_SWEEP_SECONDS)  # the deadline sweep
         self._sweep = state.DeadlineSweep(self.using)
-        self._pause_ends = PauseEnds(self.using, self.batch_size, self.poll_max)  # until
+        self._pause_ends = PauseEnds(self.using, self.batch_size, self.poll_max, self._clock)
         self._heap = HeapTrim(app_settings.HEAP_TRIM_SECONDS)  # before a sleep
         self._threads = RunThreads()  # run threads; made anew by each run() (_begin)
         self._unbind_sockets: Callable[[], None] = lambda: None
@@ -175,8 +175,7 @@ class Worker:
                         now = self._clock.decision_now()
                         self._recover_expired(now)
                         self._deadlines.run(partial(self._sweep_deadlines, now), mono)
-                        if self._pause_ends.run(now):  # resumed: their next runs unknown
-                            self._clock.due_known = False
+                        self._pause_ends.run(now)
                         full = self._claim(now)
                     self._outage.ended()
                     if not full and not (self._finishing and not self._runs.in_flight):

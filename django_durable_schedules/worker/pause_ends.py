@@ -11,6 +11,7 @@ import time
 from datetime import datetime
 
 from .. import state
+from .clock import WorkerClock
 
 logger = logging.getLogger("django_durable_schedules.worker")
 
@@ -24,10 +25,12 @@ class PauseEnds:
     :func:`.state.next_wakeup`) tells the earliest end (:meth:`note`); until a look has
     told it (at the start, after a resume) the duty runs at most every ``poll_seconds``.
 
-    ``using``: the database alias; ``limit``: most schedules one resume takes."""
+    ``using``: the database alias; ``limit``: most schedules one resume takes; ``clock``:
+    the worker's, told when a resume made the next due slot unknown."""
 
-    def __init__(self, using: str, limit: int, poll_seconds: float):
+    def __init__(self, using: str, limit: int, poll_seconds: float, clock: WorkerClock):
         self.using = using
+        self.clock = clock
         self.limit = limit
         self.poll_seconds = poll_seconds
         self.known = False  # the last look told the earliest end (None: no end at all)
@@ -53,12 +56,14 @@ class PauseEnds:
     def run(self, now: datetime) -> bool:
         """Resume the schedules whose pause ended, when :meth:`due`; each judged again by
         the database clock under its lock. Returns whether any was resumed (their next
-        runs are then unknown to the worker's clock)."""
+        runs are then unknown to the worker's clock: the next claim asks the database)."""
         mono = time.monotonic()
         if not self.due(now, mono):
             return False
         resumed = state.resume_paused(limit=self.limit, using=self.using)
         self.last, self.known = mono, False
+        if resumed:
+            self.clock.due_known = False
         return bool(resumed)
 
     def seconds(self, estimate: datetime) -> float:
