@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
-from django.db.models import Count, Min, Sum
+from django.db.models import Count, F, Min, Sum
 
 from .backfill_health import (
     BACKFILLS_LISTED,
@@ -70,6 +70,16 @@ class DegradedRow(TypedDict):
 DEGRADED_LISTED = 20
 
 
+class PausedRow(TypedDict):
+    """One schedule in :attr:`Health.paused_schedules`: paused by an operator (or after
+    failures), not degraded, with its note and the end of its pause (None: none)."""
+
+    id: str
+    name: str
+    pause_reason: str
+    paused_until: datetime | None
+
+
 class WorkerRow(TypedDict):
     """One live worker in :attr:`Health.workers` (a ``WorkerHeartbeat`` row's fields)."""
 
@@ -111,6 +121,8 @@ class Health:
     #: by a worker or not): a warning, separate from failing and degraded.
     late: int = 0
     late_schedules: list[LateRow] = field(default_factory=list)
+    #: Up to :data:`DEGRADED_LISTED` schedules paused but not degraded, soonest end first.
+    paused_schedules: list[PausedRow] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict; datetimes as ISO 8601 in UTC ending in ``Z``
@@ -126,6 +138,8 @@ class Health:
             row["cancelled_at"] = _utc_text(row["cancelled_at"])
         for row in data["late_schedules"]:
             row["deadline_at"] = _utc_text(row["deadline_at"]) if row["deadline_at"] else None
+        for row in data["paused_schedules"]:
+            row["paused_until"] = _utc_text(row["paused_until"]) if row["paused_until"] else None
         return data
 
 
@@ -187,6 +201,7 @@ def snapshot(
             .order_by("name")
             .values_list("id", "name", "degraded_reason")[:DEGRADED_LISTED]
         ]
+    paused_rows = _paused_rows(schedules) if by_status[Status.PAUSED] > agg["degraded"] else []
     open_attempts = RunAttempt.objects.using(using).filter(receipt__isnull=True).count()
     workers: list[WorkerRow] = list(
         live_heartbeats(now, using).values(
@@ -255,7 +270,21 @@ def snapshot(
         cancelled_backfills=cancelled,
         late=late,
         late_schedules=late_rows,
+        paused_schedules=paused_rows,
     )
+
+
+def _paused_rows(schedules: Any) -> list[PausedRow]:
+    """The paused, not degraded schedules (:class:`PausedRow`), those with an end first."""
+    rows = (
+        schedules.filter(status=Status.PAUSED, degraded_reason="")
+        .order_by(F("paused_until").asc(nulls_last=True), "name")
+        .values_list("id", "name", "pause_reason", "paused_until")[:DEGRADED_LISTED]
+    )
+    return [
+        PausedRow(id=str(pk), name=name, pause_reason=reason, paused_until=until)
+        for pk, name, reason, until in rows
+    ]
 
 
 def tzdata_problem(workers: list[WorkerRow]) -> str | None:

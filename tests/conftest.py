@@ -147,6 +147,7 @@ TRANSITION_OBSERVED = frozenset(
         "tests.test_zone_rules",
         "tests.test_rerun",
         "tests.test_manual_kind",
+        "tests.test_pause_until",
     }
 )
 

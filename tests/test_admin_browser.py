@@ -632,3 +632,47 @@ def test_a_manual_schedule_added_then_duplicated_in_a_real_browser(served_static
     assert "manual: runs only when triggered" in row.inner_text()
     copy = Schedule.objects.get(name="ops.rebuild-index-eu")
     assert copy.kind == "manual" and copy.status == "paused" and copy.next_run_at is None
+
+
+def test_a_pause_with_a_note_and_an_end_from_the_change_page_in_a_real_browser(
+    served_static, browser_page
+):
+    """A person clicks "Pause…" on a schedule's page, writes why and until when, submits,
+    and is back on the page, which shows it paused with the note and the end."""
+    from django.utils import timezone as dj_timezone
+
+    from django_durable_schedules import state
+    from django_durable_schedules.models import Schedule
+
+    s = Schedule.objects.create(
+        name="exports.nightly", callback="tests.noop", kind="cron", cron="0 2 * * *"
+    )
+    change = f"/admin/durable_schedules/schedule/{s.pk}/change/"
+    page = browser_page
+    base = served_static.url
+    _login(page, base, change)
+    page.click("a.dds-tool:has-text('Pause…')")
+    page.wait_for_url(re.compile(r"/pause/$"))
+    zone = dj_timezone.get_current_timezone_name()
+    assert f"Until (in {zone})" in page.locator("#content").inner_text()
+    # A datetime-local input: a wall time in the admin's zone, to the minute.
+    until = (state.db_now() + timedelta(hours=3)).replace(second=0, microsecond=0)
+    page.fill("#id_note", "INC-42: partner API down")
+    page.fill("#id_until", dj_timezone.localtime(until).strftime("%Y-%m-%dT%H:%M"))
+    page.click("input[name=pause]")
+    page.wait_for_url(re.compile(re.escape(change) + "$"))
+    assert "Paused 1 schedule" in page.locator("ul.messagelist li.success").inner_text()
+    status = page.locator(".dds-badge.dds-s-paused").first
+    assert status.is_visible()
+    note = page.locator(".dds-pause-note").first.inner_text()
+    assert "INC-42: partner API down" in note and f"until {until:%Y-%m-%d %H:%M:%S} UTC" in note
+    s.refresh_from_db()
+    assert (s.status, s.pause_reason, s.paused_until) == (
+        "paused",
+        "INC-42: partner API down",
+        until,
+    )
+    # The list shows the note too.
+    page.goto(f"{base}/admin/durable_schedules/schedule/")
+    row = page.locator("#result_list tbody tr", has_text="exports.nightly").inner_text()
+    assert "INC-42: partner API down" in row

@@ -40,6 +40,7 @@ PURE = (
     "state/records.py",
     "state/machine.py",
     "state/alert_rules.py",
+    "state/pause_rules.py",
     "state/columns.py",
     "state/overrides.py",
     "timing/",

@@ -2,7 +2,7 @@
 
 :func:`observe` wraps the state functions a worker (or an operator) steps with
 (``state.claim_due``, ``complete``, ``expire_leases``, ``recover_degraded``,
-``regrid_other_rules``, ``enable``,
+``regrid_other_rules``, ``resume_paused``, ``enable``,
 ``disable``, ``trigger``, ``cancel``) so that each call records, for every schedule it
 touched, the triple ``(status before, event, status after)`` and fails at once (an
 ``AssertionError`` naming the schedule) when no declared row allows it
@@ -35,6 +35,7 @@ STEP_OF = {
     "expire_leases": "expire",
     "recover_degraded": "recover",
     "regrid_other_rules": "regrid",
+    "resume_paused": "resume",
     "enable": "enable",
     "disable": "disable",
     "trigger": "trigger",

@@ -224,8 +224,18 @@ def status_badges(obj: Schedule) -> SafeString:
             "since": running_since(obj),
             "late": deadline.late,
             "deadline_at": fmt_utc(deadline.deadline_at),
+            "pause": pause_words(obj),
         },
     )
+
+
+def pause_words(obj: Schedule) -> str:
+    """Why a schedule paused by an operator (not degraded) is paused, and until when:
+    ``"INC-42 · until 2026-12-03 18:00:00 UTC"``; ``""`` for any other schedule."""
+    if obj.status != "paused" or obj.degraded_reason:
+        return ""
+    until = f"until {fmt_utc(obj.paused_until)}" if obj.paused_until else ""
+    return " · ".join(p for p in (obj.pause_reason, until) if p)
 
 
 def running_since(obj: Schedule) -> str:

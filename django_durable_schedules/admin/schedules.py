@@ -39,6 +39,7 @@ from .filters import DegradedFilter, FailingFilter, RunningFilter
 from .forms import DEFINITION_LAYOUT, STATE_FIELDS, SUMMARY_FIELDS, ScheduleForm
 from .inlines import AttemptInline, EventInline, ReceiptInline
 from .pagination import EstimatedCountPaginator
+from .pauses import pause_selected, pause_view
 from .run_now import run_now_view
 from .views import (
     admin_url,
@@ -67,6 +68,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     filter_horizontal = ("exclusion_calendars",)
     inlines = (ReceiptInline, AttemptInline, EventInline)
     actions = [make_action(t) for t in TRANSITIONS.values()] + [
+        pause_selected,
         backfill,
         cancel_backfill,
         duplicate,
@@ -116,6 +118,11 @@ class ScheduleAdmin(admin.ModelAdmin):
                 "<path:object_id>/duplicate/",
                 self.admin_site.admin_view(self._bound(duplicate_view)),
                 name="{}_{}_duplicate".format(*info),
+            ),
+            path(
+                "<path:object_id>/pause/",
+                self.admin_site.admin_view(self._bound(pause_view)),
+                name="{}_{}_pause".format(*info),
             ),
             path(
                 "<path:object_id>/transition/<str:transition>/",
@@ -258,6 +265,8 @@ class ScheduleAdmin(admin.ModelAdmin):
                 context["dds_run_now_url"] = admin_url(self, "run_now", quote(obj.pk))
         if obj is not None and self.has_add_permission(request):
             context["dds_duplicate_url"] = admin_url(self, "duplicate", quote(obj.pk))
+            if "disable" in allowed or (obj.status == "paused" and not obj.degraded_reason):
+                context["dds_pause_url"] = admin_url(self, "pause", quote(obj.pk))
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     def get_search_results(

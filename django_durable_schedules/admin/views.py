@@ -210,6 +210,13 @@ def health_view(model_admin: admin.ModelAdmin[Schedule], request: HttpRequest) -
         "failing_more": max(0, health.failing - HEALTH_LIST_LIMIT),
         "degraded": [_health_row(model_admin, s, link) for s in degraded_qs],
         "degraded_more": max(0, health.degraded - HEALTH_LIST_LIMIT),
+        "paused": [
+            {
+                **row,
+                "until_text": fmt_utc(row["paused_until"]) if row["paused_until"] else "enabled",
+            }
+            for row in health.paused_schedules
+        ],
         "stalled_backfills": [
             {**row, "since_text": fmt_utc(row["since"])} for row in health.stalled_backfills
         ],

@@ -35,6 +35,17 @@ class DegradedScheduleSerializer(serializers.Serializer):
     degraded_reason = serializers.CharField()
 
 
+class PausedScheduleSerializer(serializers.Serializer):
+    """A schedule paused but not degraded: its note and the end of its pause."""
+
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    pause_reason = serializers.CharField(help_text="The operator's note (or why it paused).")
+    paused_until = serializers.DateTimeField(
+        allow_null=True, help_text="When a worker resumes it; null: when enabled."
+    )
+
+
 class StalledBackfillSerializer(serializers.Serializer):
     """An open backfill with slots left and no slot claimed for longer than
     ``BACKFILL_STALL_SECONDS``."""
@@ -102,6 +113,9 @@ class HealthSerializer(serializers.Serializer):
         "by the database clock, reported by a worker or not (a warning)."
     )
     late_schedules = LateScheduleSerializer(many=True, help_text="Up to 20 late ones by name.")
+    paused_schedules = PausedScheduleSerializer(
+        many=True, help_text="Up to 20 paused (not degraded) schedules, the soonest end first."
+    )
 
 
 __all__ = [
@@ -109,6 +123,7 @@ __all__ = [
     "DegradedScheduleSerializer",
     "HealthSerializer",
     "LateScheduleSerializer",
+    "PausedScheduleSerializer",
     "StalledBackfillSerializer",
     "StatusCountsField",
     "WorkerSerializer",

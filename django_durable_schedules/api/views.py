@@ -39,6 +39,7 @@ from .backfill_serializers import (
 from .filters import AttemptFilter, ReceiptFilter, ScheduleFilter
 from .health_serializers import HealthSerializer
 from .parsers import BoundedJSONParser
+from .pause_serializers import DisableSerializer
 from .permissions import ScheduleAPIPermission, owner_scoped, scope
 from .rerun_serializers import RerunSerializer
 from .run_serializers import AttemptSerializer, EventSerializer, ReceiptSerializer
@@ -197,11 +198,15 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
         run_at = body.validated_data.get("run_at")
         return self._transition(lambda pk, **audit: state.enable(pk, run_at=run_at, **audit))
 
-    @extend_schema(request=None, responses={200: ScheduleSerializer, 409: _CONFLICT})
+    @extend_schema(request=DisableSerializer, responses={200: ScheduleSerializer, 409: _CONFLICT})
     @action(detail=True, methods=["post"])
     def disable(self, request: Request, pk: Any = None) -> Response:
-        """Pause an active schedule."""
-        return self._transition(state.disable)
+        """Pause an active schedule, with an optional ``note`` and ``until`` (its end: a
+        worker resumes it then); on one already paused, they update the pause."""
+        body = DisableSerializer(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        pause = {k: body.validated_data[k] for k in ("note", "until") if k in body.validated_data}
+        return self._transition(lambda pk, **audit: state.disable(pk, **pause, **audit))
 
     @extend_schema(request=None, responses={200: ScheduleSerializer, 409: _CONFLICT})
     @action(detail=True, methods=["post"])

@@ -93,6 +93,8 @@ def show_lines(schedule: Schedule) -> Iterator[str]:
     for label, why in (("degraded", schedule.degraded_reason), ("paused", schedule.pause_reason)):
         if why:
             yield f"    {label}: {bound_text(why, MESSAGE_CHARS)}"
+    if schedule.status == "paused" and schedule.paused_until is not None:
+        yield f"    paused until: {in_zone(schedule.paused_until, schedule.timezone)}"
     yield f"  next run: {in_zone(schedule.next_run_at, schedule.timezone)}"
     yield f"  last run: {in_zone(schedule.last_run_at, schedule.timezone)}"
     yield (

@@ -180,6 +180,22 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         return self.filter(self.waiting_q())
 
     @staticmethod
+    def pause_ending_q() -> Q:
+        """Paused by an operator (not degraded) with an end (``paused_until``): what a
+        worker resumes when the end comes; an idle worker wakes for the earliest end."""
+        return Q(status=Status.PAUSED, paused_until__isnull=False, degraded_reason="")
+
+    @classmethod
+    def resume_due_q(cls, now: Any) -> Q:
+        """A pause that ended by ``now``: :meth:`pause_ending_q` and ``paused_until <=
+        now`` (``state.resume_paused`` resumes these)."""
+        return cls.pause_ending_q() & Q(paused_until__lte=now)
+
+    def resume_due(self, now: Any) -> ScheduleQuerySet:
+        """See :meth:`resume_due_q`."""
+        return self.filter(self.resume_due_q(now))
+
+    @staticmethod
     def failing_q() -> Q:
         """Consecutive failed attempts on a schedule that still runs (active or paused); a
         terminally ``failed`` schedule is counted by its status instead. Served by the

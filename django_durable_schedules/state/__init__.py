@@ -12,6 +12,8 @@ Transitions (all take an optional injected ``now``, an aware UTC datetime; by de
   schedule on, but only while the exact lease token still owns the row (fencing).
 * :func:`expire_leases` - recover claims whose lease ran out (a dead worker): receipt
   ``lease_expired``, the occurrence is retried (at-least-once).
+* :func:`resume_paused` - resume the schedules whose pause (``disable(until=...)``) ended,
+  by enable's rule (a worker's duty).
 * :func:`enable`, :func:`disable`, :func:`trigger`, :func:`cancel`,
   :func:`delete_schedule` (allowed from the statuses of :data:`.control.ALLOWED`),
   :func:`rerun` (a new attempt of an earlier occurrence, :mod:`.reruns`),
@@ -31,7 +33,8 @@ The package, by transition family: :mod:`.values` (what passes between it and th
 :mod:`.backfills` (with its pure :mod:`.backfill_rules`), :mod:`.calendars` (exclusion
 calendars, with the pure :mod:`.exclusion_rules`),
 :mod:`.events` (the audit trail), :mod:`.alert_rules` and :mod:`.alerts` (deadlines and
-the engine's alert events, :func:`sweep_deadlines`), :mod:`.workers`, and :mod:`.transitions` (the table of
+the engine's alert events, :func:`sweep_deadlines`), :mod:`.pause_rules` and :mod:`.pauses` (pauses with a note and
+an end), :mod:`.workers`, and :mod:`.transitions` (the table of
 every transition, rendered in docs/concepts.md).
 """
 
@@ -86,6 +89,8 @@ from .duplicates import duplicate_schedule
 from .events import record_event
 from .leases import expire_leases, renew_leases
 from .outcomes import backoff_for
+from .pause_rules import NOTE_MAX_CHARS, check_pause
+from .pauses import resume_paused
 from .regrid import regrid_other_rules
 from .reruns import rerun
 from .rules import ONE_SECOND, idempotency_key
@@ -156,6 +161,9 @@ __all__ = [
     "request_backfill",
     "seconds_until",
     "sweep_deadlines",
+    "resume_paused",
+    "check_pause",
+    "NOTE_MAX_CHARS",
     "sync_declared",
     "write_transaction",
     "trigger",

@@ -21,6 +21,7 @@ from .calendars import record_excluded_to_end
 from .events import json_value, record_event
 from .machine import clear_trigger, complete_if_no_slot, set_by_operator
 from .overrides import check_override, trigger_changes
+from .pause_rules import apply_pause, check_pause
 from .transitions import implements
 
 #: The source statuses each operator action is allowed from; any other is refused with
@@ -82,7 +83,8 @@ def enable(
     using: str = "default",
 ) -> Schedule:
     """Make a paused (or failed) schedule active again. Clears ``degraded_reason``, the
-    pause reason and (for a failed schedule) the consecutive failure count.
+    pause reason, the pause's end (``paused_until``) and (for a failed schedule) the
+    consecutive failure count.
 
     Recurring: the next run is the first slot strictly after now; time spent paused
     produces no catch-up. ``once``: it is re-armed, never completed without a run:
@@ -107,8 +109,8 @@ def enable(
         changes: dict[str, list[Any]] = {"status": [row.status, Status.ACTIVE]}
         if run_at is not None:
             _move_run_at(row, run_at, changes)
-        _reactivate(row, now, changes)
-        row.save(update_fields=_ENABLE_FIELDS, planned=True)  # planned by _reactivate
+        reactivate(row, now, changes)
+        row.save(update_fields=ENABLE_FIELDS, planned=True)  # planned by reactivate
         record_excluded_to_end(row, now, using)  # completed: the rest of its grid counted
         record_event(
             row,
@@ -123,7 +125,7 @@ def enable(
 
 
 #: The columns :func:`enable` writes.
-_ENABLE_FIELDS = (
+ENABLE_FIELDS = (
     "status",
     "degraded_reason",
     "degraded_kind",
@@ -131,10 +133,13 @@ _ENABLE_FIELDS = (
     "triggered_at",
     "trigger_payload",
     "trigger_ignores_blackout",
+    "rerun_occurrence",
+    "rerun_attempt",
     "buffered_for",
     "failure_count",
     "failed_occurrences",
     "pause_reason",
+    "paused_until",
     "next_run_at",
     "run_at",
     "definition_hash",
@@ -158,17 +163,20 @@ def _move_run_at(row: Schedule, run_at: datetime, changes: dict[str, list[Any]])
 
 
 @implements("control.enable")
-def _reactivate(row: Schedule, now: datetime, changes: dict[str, list[Any]]) -> None:
-    """:func:`enable`'s rule on the locked ``row`` at ``now`` (UTC, to the second): active
-    with no degraded or pause reason and no failure counts, re-planned (a ``once`` re-armed
-    by :func:`_rearm_once`; a recurring one from its next slot after ``now``, completed
-    when none is left and no trigger waits), a pending trigger kept. ``changes`` notes a
+def reactivate(row: Schedule, now: datetime, changes: dict[str, list[Any]]) -> None:
+    """:func:`enable`'s rule on the locked ``row`` at ``now`` (UTC, to the second), which a
+    worker's resume at the end of a pause applies too (:func:`.pauses.resume_paused`):
+    active with no degraded or pause reason, no pause end and no failure counts,
+    re-planned (a ``once`` re-armed by :func:`_rearm_once`; a recurring one from its next
+    slot after ``now``, completed when none is left and no trigger waits), a pending
+    trigger kept. ``changes`` notes a
     completion. Raises :class:`StateConflict` for a definition it cannot evaluate."""
     before = row.status
     if row.status == Status.FAILED:
         row.failure_count = 0
     set_by_operator(row, Status.ACTIVE)
     row.degraded_reason = row.degraded_kind = row.pause_reason = ""
+    row.paused_until = None
     row.failed_occurrences = 0
     # Slots excluded while it was paused are not counted; those counted already (to the
     # end of its grid, when it completed) are not counted again.
@@ -177,6 +185,7 @@ def _reactivate(row: Schedule, now: datetime, changes: dict[str, list[Any]]) -> 
     # its override).
     pending = row.triggered_at
     override = (row.trigger_payload, row.trigger_ignores_blackout)
+    rerun = (row.rerun_occurrence, row.rerun_attempt)  # a pending re-run stays one
     row.retry_scheduled_for = row.buffered_for = None
     clear_trigger(row)
     if row.kind == Kind.ONCE:
@@ -194,6 +203,7 @@ def _reactivate(row: Schedule, now: datetime, changes: dict[str, list[Any]]) -> 
     if pending is not None and row.triggered_at is None:
         row.triggered_at = pending
         row.trigger_payload, row.trigger_ignores_blackout = override
+        row.rerun_occurrence, row.rerun_attempt = rerun
         row.next_run_at = pending if row.next_run_at is None else min(pending, row.next_run_at)
 
 
@@ -213,13 +223,39 @@ def _rearm_once(row: Schedule, now: datetime) -> None:
 
 @implements("control.disable")
 def disable(
-    schedule_id: Any, *, actor: Any = None, source: str = "code", using: str = "default"
+    schedule_id: Any,
+    *,
+    note: Any = None,
+    until: Any = None,
+    now: datetime | None = None,
+    actor: Any = None,
+    source: str = "code",
+    using: str = "default",
 ) -> Schedule:
     """Pause an active schedule: no next run until :func:`enable` (a pending retry is
     dropped; a pending trigger is kept and still runs); a run in progress finishes and is
     receipted normally. A paused schedule can still be run by hand with :func:`trigger`.
-    Raises :class:`StateConflict` for a cancelled, completed or failed schedule."""
-    return _halt(schedule_id, "disable", Status.PAUSED, EventAction.DISABLED, actor, source, using)
+
+    ``note`` (text, at most 500 characters) is kept in ``pause_reason``; ``until`` (aware,
+    later than the database clock's now, ``now``; rounded up to the second) is the pause's
+    end, ``paused_until``: then a worker resumes it as :func:`enable` does, with no
+    catch-up (:func:`.pauses.resume_paused`). Given to a schedule already paused (not
+    degraded), they update the pause (event ``disabled`` with the changes).
+
+    Raises ``ValidationError`` (``note``, ``until``: a message per wrong field; see
+    :func:`.pause_rules.check_pause`); :class:`StateConflict` for a cancelled, completed or
+    failed schedule, and for a note or end given to a degraded one."""
+    with transaction.atomic(using=using):
+        instant = resolve_now(now, using) if until is not None else None
+        note, until = check_pause(note, until, instant)
+        row = get_locked(schedule_id, using)
+        if row.status == Status.PAUSED and (note is not None or until is not None):
+            from .pauses import amend_pause  # it reads this module
+
+            return amend_pause(row, note, until, actor=actor, source=source, using=using)
+        return _halt(
+            row, "disable", Status.PAUSED, EventAction.DISABLED, actor, source, using, note, until
+        )
 
 
 @implements("control.trigger")
@@ -295,70 +331,71 @@ def cancel(
     schedule_id: Any, *, actor: Any = None, source: str = "code", using: str = "default"
 ) -> Schedule:
     """Cancel for good: no further runs (a run in progress still gets its receipt), its
-    open backfill is cancelled too. Raises :class:`StateConflict` if already cancelled or completed."""
-    return _halt(
-        schedule_id, "cancel", Status.CANCELLED, EventAction.CANCELLED, actor, source, using
-    )
+    open backfill is cancelled too, a pause's end is cleared. Raises
+    :class:`StateConflict` if already cancelled or completed."""
+    with transaction.atomic(using=using):
+        row = get_locked(schedule_id, using)
+        return _halt(row, "cancel", Status.CANCELLED, EventAction.CANCELLED, actor, source, using)
 
 
 @implements("control.disable", "control.cancel")
 def _halt(
-    schedule_id: Any,
+    row: Schedule,
     action: str,
     status: str,
     event: str,
     actor: Any,
     source: str,
     using: str,
+    note: str | None = None,
+    until: datetime | None = None,
 ) -> Schedule:
-    """The transition of ``disable`` (to paused) and ``cancel`` (to cancelled): under the
-    row lock, refuse what :data:`ALLOWED` refuses, leave a row already there alone
-    (:data:`ALREADY`), else set ``status`` with no next run and no pending retry (disable
-    keeps a pending trigger, which a paused row still runs; cancel drops it), and record
-    ``event`` with the status change. A run in progress keeps its lease
-    and is receipted normally."""
-    with transaction.atomic(using=using):
-        row = get_locked(schedule_id, using)
-        if row.status == ALREADY.get(action):
-            return row
-        _require(action, row)
-        before = row.status
-        set_by_operator(row, status)
-        row.retry_scheduled_for = None
-        _drop_buffered(row)
-        if action == "cancel":
-            from .backfills import cancel_open_backfills
+    """The transition of ``disable`` (to paused) and ``cancel`` (to cancelled) on the
+    locked ``row``, inside the caller's transaction: refuse what :data:`ALLOWED` refuses,
+    leave a row already there alone (:data:`ALREADY`), else set ``status`` with no next
+    run and no pending retry (disable keeps a pending trigger, which a paused row still
+    runs, and writes the checked ``note`` and ``until``; cancel drops the trigger and the
+    pause's end), and record ``event`` with the changes. A run in progress keeps its
+    lease and is receipted normally."""
+    if row.status == ALREADY.get(action):
+        return row
+    _require(action, row)
+    before = row.status
+    changes: dict[str, Any] = {"status": [before, status]}
+    set_by_operator(row, status)
+    row.retry_scheduled_for = None
+    _drop_buffered(row)
+    if action == "cancel":
+        from .backfills import cancel_open_backfills
 
-            cancel_open_backfills(row, using)  # no further runs: its backfill neither
-        if action == "disable" and row.triggered_at is not None:
-            # A pending trigger survives a pause: a paused schedule runs when triggered.
-            row.next_run_at = row.triggered_at
-        else:
-            row.next_run_at = None
-            clear_trigger(row)
-        row.save(
-            update_fields=[
-                "status",
-                "next_run_at",
-                "retry_scheduled_for",
-                "triggered_at",
-                "trigger_payload",
-                "trigger_ignores_blackout",
-                "rerun_occurrence",
-                "rerun_attempt",
-                "buffered_for",
-                "missed_count",
-                "updated_at",
-            ]
-        )
-        record_event(
-            row,
-            event,
-            actor=actor,
-            source=source,
-            changes={"status": [before, status]},
-            using=using,
-        )
+        cancel_open_backfills(row, using)  # no further runs: its backfill neither
+        row.paused_until = None
+    else:
+        apply_pause(row, note, until, changes, fresh=True)
+    if action == "disable" and row.triggered_at is not None:
+        # A pending trigger survives a pause: a paused schedule runs when triggered.
+        row.next_run_at = row.triggered_at
+    else:
+        row.next_run_at = None
+        clear_trigger(row)
+    row.save(
+        update_fields=[
+            "status",
+            "next_run_at",
+            "retry_scheduled_for",
+            "triggered_at",
+            "trigger_payload",
+            "trigger_ignores_blackout",
+            "rerun_occurrence",
+            "rerun_attempt",
+            "buffered_for",
+            "missed_count",
+            "pause_reason",
+            "paused_until",
+            "updated_at",
+        ]
+    )
+    record_event(row, event, actor=actor, source=source, changes=changes, using=using)
     return row
 
 

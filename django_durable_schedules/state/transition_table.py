@@ -300,10 +300,20 @@ CONTROL: tuple[Transition, ...] = (
       "the first slot after now (`once`: `run_at` while ahead, else now); a pending "
       "trigger is kept and runs first", "none (event `enabled`)",
       ACTIVE_OR_COMPLETED, _seen("enable", "none"), action="enable"),
-    T("control.disable", ACTIVE, "disable", "paused",
+    T("control.disable", ACTIVE,
+      "disable, with an optional `note` (`pause_reason`) and `until` (`paused_until`: "
+      "aware, later than now); on a row already paused by an operator (not degraded) a "
+      "note or until updates them (event `disabled` with the changes)", "paused",
       "none (a pending retry is dropped; a pending trigger is kept and runs; a buffered "
       "slot is dropped and counted)", "none (event `disabled`)",
       TO_PAUSED, _seen("disable", "none"), action="disable"),
+    T("control.resume_until", PAUSED,
+      "its pause's end (`paused_until`) passed by the database clock, not degraded "
+      "(`resume_paused`: a worker's duty)", NEXT_OR_COMPLETED,
+      "as enable: the first slot after now (no catch-up for the time paused); a pending "
+      "trigger is kept and runs first", "none (event `enabled` by the worker; a "
+      "definition it cannot evaluate: paused, degraded)",
+      ACTIVE_OR_COMPLETED | KEEPS, _seen("resume", "none")),
     T("control.trigger", RUNNABLE,
       "trigger, with an optional payload override, note and `ignore_blackout` (refused "
       "while it holds a lease; while a trigger is pending: a no-op with the same override, "

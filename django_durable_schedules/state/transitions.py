@@ -83,7 +83,8 @@ ELSEWHERE: dict[str, tuple[str, ...]] = {
 
 #: The worker steps an observed event names (``"<step>:<what>"``): ``claim``
 #: (:func:`.claim_due`), ``complete`` (:func:`.complete`), ``expire``
-#: (:func:`.expire_leases`), ``recover`` (:func:`.recover_degraded`) and the operator
+#: (:func:`.expire_leases`), ``recover`` (:func:`.recover_degraded`), ``resume``
+#: (:func:`.pauses.resume_paused`) and the operator
 #: actions; ``what`` is the receipt status written for the schedule's attempt in that step,
 #: ``leased`` for an attempt given a live lease, or ``none`` when the step changed the
 #: schedule's status without writing either.
@@ -93,6 +94,7 @@ STEPS = (
     "expire",
     "recover",
     "regrid",
+    "resume",
     "enable",
     "disable",
     "trigger",

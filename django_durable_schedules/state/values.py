@@ -151,10 +151,13 @@ class CompletionReport:
 
 @dataclass(frozen=True)
 class Wakeup:
-    """The next instants a worker must act at (aware UTC, None when there is none)."""
+    """The next instants a worker must act at (aware UTC, None when there is none): the
+    next due slot, the next lease expiry (:attr:`earliest`: the sooner) and the next end
+    of a pause (``resume``, a duty of its own: :class:`..worker.pause_ends.PauseEnds`)."""
 
     due: datetime | None
     lease_expiry: datetime | None
+    resume: datetime | None = None
 
     @property
     def earliest(self) -> datetime | None:

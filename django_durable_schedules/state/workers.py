@@ -24,8 +24,9 @@ logger = logging.getLogger(__name__)
 
 
 def next_wakeup(*, worker_id: str | None = None, using: str = "default") -> Wakeup:
-    """The next due slot of an unleased runnable schedule and the next lease expiry (aware
-    UTC, None when there is none; index-ordered ``LIMIT 1`` reads). A schedule free to run
+    """The next due slot of an unleased runnable schedule, the next lease expiry and the
+    next end of a pause (``ScheduleQuerySet.pause_ending_q``; aware UTC, None when there is
+    none; ordered ``LIMIT 1`` reads). A schedule free to run
     the next slot of its open backfill (``backfill_ready``, by the database clock) makes
     ``due`` the past: at once.
 
@@ -57,7 +58,12 @@ def _cautious_wakeup(using: str) -> Wakeup:
     schedules = Schedule.objects.using(using)
     due = schedules.claimable(now).exists() or schedules.backfill_ready(now).exists()
     expired = schedules.lease_expired(now).exists()
-    return Wakeup(due=now if due else None, lease_expiry=now if expired else None)
+    resume = schedules.resume_due(now).exists()
+    return Wakeup(
+        due=now if due else None,
+        lease_expiry=now if expired else None,
+        resume=now if resume else None,
+    )
 
 
 def _next_wakeup(worker_id: str | None, using: str) -> Wakeup:
@@ -74,6 +80,11 @@ def _next_wakeup(worker_id: str | None, using: str) -> Wakeup:
         .order_by("lease_expires_at")
         .values("lease_expires_at")[:1]
     )
+    ending = (
+        schedules.filter(schedules.pause_ending_q())
+        .order_by("paused_until")
+        .values("paused_until")[:1]
+    )
     ready = Exists(schedules.backfill_ready(clock))
     odd = Exists(schedules.filter(schedules.lease_unreadable_q()))
     if worker_id is not None:
@@ -85,10 +96,11 @@ def _next_wakeup(worker_id: str | None, using: str) -> Wakeup:
                 .annotate(
                     due=Subquery(waiting, output_field=DateTimeField()),
                     expiry=Subquery(leased, output_field=DateTimeField()),
+                    resume=Subquery(ending, output_field=DateTimeField()),
                     backfill=ready,
                     odd=odd,
                 )
-                .values_list("due", "expiry", "backfill", "odd", "last_seen_at")
+                .values_list("due", "expiry", "resume", "backfill", "odd", "last_seen_at")
                 .order_by("pk")[:1]
             )
 
@@ -98,10 +110,11 @@ def _next_wakeup(worker_id: str | None, using: str) -> Wakeup:
             found = list(build())
         row = found[0] if found else None
         if row is not None:
-            due, expiry, backfill, unreadable, seen = row
+            due, expiry, resume, backfill, unreadable, seen = row
             return Wakeup(
                 due=_earliest(due, seen if backfill else None),
                 lease_expiry=_earliest(expiry, seen if unreadable else None),
+                resume=resume,
             )
     due = waiting.values_list("next_run_at", flat=True).first()
     if schedules.filter(ready).exists():
@@ -109,7 +122,8 @@ def _next_wakeup(worker_id: str | None, using: str) -> Wakeup:
     expiry = leased.values_list("lease_expires_at", flat=True).first()
     if schedules.filter(odd).exists():
         expiry = _earliest(expiry, db_now(using))
-    return Wakeup(due=due, lease_expiry=expiry)
+    resume = ending.values_list("paused_until", flat=True).first()
+    return Wakeup(due=due, lease_expiry=expiry, resume=resume)
 
 
 def _earliest(*instants: datetime | None) -> datetime | None:

@@ -1,6 +1,6 @@
 """The worker loop (:class:`Worker`): a list of duties, each with its own cadence -
 complete finished runs, enforce timeouts, renew leases, heartbeat, recover expired
-leases, sweep deadlines, claim, sleep .
+leases, sweep deadlines, end pauses, claim, sleep.
 
 All SQL lives in :mod:`..state`; this module only decides *when* to call it. Callbacks run
 in threads (at most ``concurrency`` runs at once; short ones are claimed ahead of free
@@ -16,7 +16,8 @@ second signal exits at once; leases still held then expire and are recovered els
 The parts with state of their own are helpers with explicit inputs, each built once by
 ``Worker``: ``RunThreads`` (:mod:`.threads`), ``RunsInFlight`` (:mod:`.inflight`),
 ``WorkerClock`` (:mod:`.clock`), ``Outage`` (:mod:`.outage`), ``StopRequests``
-(:mod:`.stop`) and ``Notifier`` (:mod:`.notify`: the signals it sends); ``Deliveries``
+(:mod:`.stop`), ``Heartbeats`` (:mod:`.beats`), ``PauseEnds`` (:mod:`.pause_ends`: the
+schedules whose pause ended) and ``Notifier`` (:mod:`.notify`: the signals it sends); ``Deliveries``
 (:mod:`.deliveries`) sends alert notifications from threads of its own, started after the
 start-up and stopped at the end (not with ``--once``), never waited for by the loop.
 """
@@ -36,6 +37,7 @@ from django.db import close_old_connections, connections
 from .. import state
 from ..conf import app_settings
 from ..db import session, sockets, wakeups
+from .beats import Heartbeats
 from .clock import Cadence, WorkerClock
 from .deliveries import Deliveries
 from .heap import HeapTrim
@@ -43,6 +45,7 @@ from .inflight import RunsInFlight
 from .notify import Notifier
 from .options import WorkerOptions, default_worker_id
 from .outage import Outage
+from .pause_ends import PauseEnds
 from .stop import StopRequests
 from .threads import RunThreads
 
@@ -72,9 +75,11 @@ class Worker:
       a lease may have expired by the worker's clock (:meth:`_recover_expired`);
     * sweep deadlines - likewise, every ``DEADLINE_SWEEP_SECONDS`` and at the start, before
       the first claim (:func:`.state.sweep_deadlines`);
+    * resume the schedules whose pause ended - likewise, when the earliest end has come
+      (:class:`.pause_ends.PauseEnds`, :func:`.state.resume_paused`);
     * claim - likewise: when a slot is free and a slot may be due (:meth:`_claim`);
     * sleep - unless the claim filled its batch or the worker is done: until the next due
-      slot or lease expiry, a wake-up, a signal or the next duty (:meth:`_sleep`); first,
+      slot, lease expiry or end of a pause, a wake-up, a signal or the next duty (:meth:`_sleep`); first,
       every ``HEAP_TRIM_SECONDS``, freed heap goes back to the system (:class:`.HeapTrim`).
 
     A database error ends the pass: the worker waits (:meth:`_unreachable`) and the next
@@ -113,11 +118,12 @@ class Worker:
         self._notify = Notifier(Worker, self.worker_id, self._runs.run_times)  # the signals
         self._deliveries = Deliveries(self.worker_id, self.using)  # alert notifications
         self._outage = Outage(self.worker_id)  # the current database outage, if any
-        self._started_at: datetime | None = None
+        self._beats = Heartbeats(self.worker_id, self.using, self._clock)
         self._renewal = Cadence(self.renew_every)  # lease renewal
         self._beat = Cadence(self.renew_every)  # heartbeat
         self._deadlines = Cadence(DEADLINE_SWEEP_SECONDS)  # the deadline sweep
         self._sweep = state.DeadlineSweep(self.using)
+        self._pause_ends = PauseEnds(self.using, self.batch_size, self.poll_max, self._clock)
         self._heap = HeapTrim(app_settings.HEAP_TRIM_SECONDS)  # before a sleep
         self._threads = RunThreads()  # run threads; made anew by each run() (_begin)
         self._unbind_sockets: Callable[[], None] = lambda: None
@@ -169,6 +175,7 @@ class Worker:
                         now = self._clock.decision_now()
                         self._recover_expired(now)
                         self._deadlines.run(partial(self._sweep_deadlines, now), mono)
+                        self._pause_ends.run(now)
                         full = self._claim(now)
                     self._outage.ended()
                     if not full and not (self._finishing and not self._runs.in_flight):
@@ -282,7 +289,8 @@ class Worker:
         # count this worker alive until its heartbeat goes stale), but only over a
         # connection already open: a forced exit never waits for a database to answer.
         if not self._stop.forced or connections[self.using].connection is not None:
-            self._final_heartbeat(in_flight=len(self._runs.in_flight) if self._stop.forced else 0)
+            in_flight = len(self._runs.in_flight) if self._stop.forced else 0
+            self._beats.final(in_flight, self._runs.finished)
 
     def _take_stop_requests(self) -> None:
         """Log the signals noted; at the first stop request hand back the claims whose
@@ -363,33 +371,16 @@ class Worker:
         self._runs.complete(self._notify)
 
     def _heartbeat(self) -> None:
-        db_now = state.heartbeat(
-            self.worker_id,
-            in_flight=len(self._runs.in_flight),
-            runs_finished=self._runs.finished,
-            started_at=self._started_at,
-            using=self.using,
-        )
-        self._started_at = self._started_at or db_now
-        self._clock.note_reading(db_now)
-
-    def _final_heartbeat(self, in_flight: int = 0) -> None:
-        try:
-            state.heartbeat(
-                self.worker_id,
-                in_flight=in_flight,
-                runs_finished=self._runs.finished,
-                stopping=True,
-                using=self.using,
-            )
-        except DatabaseError:
-            logger.warning("worker %s could not record its stop", self.worker_id)
+        self._beats.beat(len(self._runs.in_flight), self._runs.finished)
 
     def _sleep(self) -> None:
         wakeup = state.next_wakeup(worker_id=self.worker_id, using=self.using)
         self._clock.expiry_known, self._clock.next_expiry = True, wakeup.lease_expiry
         self._clock.due_known, self._clock.next_due = True, wakeup.due
-        delay = min(self.poll_max, state.seconds_until(wakeup.earliest, self._clock.estimate()))
+        self._pause_ends.note(wakeup.resume)
+        estimate = self._clock.estimate()
+        delay = min(self.poll_max, state.seconds_until(wakeup.earliest, estimate))
+        delay = min(delay, self._pause_ends.seconds(estimate))
         if self._runs.in_flight:
             delay = min(delay, self.renew_every)
         delay = min(delay, self._deadlines.last + DEADLINE_SWEEP_SECONDS - time.monotonic())

@@ -4,7 +4,8 @@ Subcommands: ``list``, ``upcoming NAME [--count N]``, ``health``, ``show NAME`` 
 state, next fire times, the run in flight, latest receipts), ``receipts NAME [--status S]
 [--limit N]`` (newest first, with durations and failed runs' tracebacks), and ``enable`` /
 ``disable`` / ``cancel`` / ``trigger`` ``NAME`` (the same state transitions as the admin
-and the API, recorded with source ``command``); ``enable NAME --run-at ISO`` re-arms a
+and the API, recorded with source ``command``); ``disable NAME [NAME ...] [--note TEXT]
+[--until WHEN]`` pauses several with a note and an end (WHEN: ISO 8601 or ``2h``); ``enable NAME --run-at ISO`` re-arms a
 one-shot at a new instant; ``backfill NAME --from ISO --to ISO [--include-succeeded]
 [--dry-run]`` runs (or lists) every slot of a past range, and ``cancel-backfill NAME``
 stops it; ``rerun NAME N [--force] [--note TEXT]`` runs occurrence N again under its own
@@ -29,7 +30,7 @@ from ... import health, state, timing
 from ...cron_words import cron_in_words
 from ...exceptions import StateConflict
 from ...models import ExclusionCalendar, ReceiptStatus, Schedule
-from .. import schedule_text
+from .. import pause_text, schedule_text
 
 MAX_COUNT = 1000
 
@@ -97,6 +98,15 @@ class Command(BaseCommand):
             command = sub.add_parser(
                 action, help=_ACTION_HELP[action], description=_ACTION_HELP[action]
             )
+            if action == "disable":
+                command.add_argument("names", nargs="+", metavar="NAME", help="Schedules.")
+                command.add_argument("--note", help="Why (shown with the pause).")
+                command.add_argument(
+                    "--until",
+                    type=pause_text.pause_end,
+                    help="When a worker resumes it: ISO 8601 with offset, or 30m, 2h, 1d.",
+                )
+                continue
             command.add_argument("name", help="The schedule's name.")
             if action == "enable":
                 command.add_argument(
@@ -191,6 +201,10 @@ class Command(BaseCommand):
             self._write(schedule_text.receipts_lines(schedule, status, options["limit"]))
         elif action == "upcoming":
             self._upcoming(self._get(options["name"]), options["count"])
+        elif action == "disable":
+            self._write(
+                pause_text.disable_each(options["names"], options["note"], options["until"])
+            )
         else:
             schedule = self._get(options["name"])
             extra = {"run_at": options["run_at"]} if options.get("run_at") else {}
@@ -399,7 +413,8 @@ _RERUN_HELP = (
 
 _ACTION_HELP = {
     "enable": "Make a paused or failed schedule active again (a failed one-shot is re-armed).",
-    "disable": "Pause an active schedule (a run in progress finishes).",
+    "disable": "Pause active schedules (a run in progress finishes), with an optional note "
+    "and end (--until: a worker resumes them then, with no catch-up).",
     "cancel": "Cancel a schedule for good: it never runs again (not undoable).",
     "trigger": "Run a schedule at the next worker pass, as its own occurrence.",
 }

@@ -1,0 +1,53 @@
+"""A worker's heartbeat row (:class:`Heartbeats`): written every ``renew_every`` seconds
+and once more when it stops, each reading of the database clock handed to the worker's
+clock (:class:`.clock.WorkerClock`).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.db import Error as DatabaseError
+
+from .. import state
+from .clock import WorkerClock
+
+logger = logging.getLogger("django_durable_schedules.worker")
+
+
+class Heartbeats:
+    """The heartbeats of worker ``worker_id`` on database ``using``; ``started_at`` is the
+    database time of its first one (kept across beats)."""
+
+    def __init__(self, worker_id: str, using: str, clock: WorkerClock):
+        self.worker_id = worker_id
+        self.using = using
+        self.clock = clock
+        self.started_at: datetime | None = None
+
+    def beat(self, in_flight: int, runs_finished: int) -> None:
+        """Write the heartbeat (:func:`.state.heartbeat`) and anchor the clock's estimate
+        to the database time it read. Database errors propagate (the loop's outage)."""
+        db_now = state.heartbeat(
+            self.worker_id,
+            in_flight=in_flight,
+            runs_finished=runs_finished,
+            started_at=self.started_at,
+            using=self.using,
+        )
+        self.started_at = self.started_at or db_now
+        self.clock.note_reading(db_now)
+
+    def final(self, in_flight: int, runs_finished: int) -> None:
+        """Say the worker stopped (``stopped_at``); a database error is logged, not raised."""
+        try:
+            state.heartbeat(
+                self.worker_id,
+                in_flight=in_flight,
+                runs_finished=runs_finished,
+                stopping=True,
+                using=self.using,
+            )
+        except DatabaseError:
+            logger.warning("worker %s could not record its stop", self.worker_id)
