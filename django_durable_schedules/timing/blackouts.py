@@ -11,7 +11,7 @@ starting after ``until``, each lasting ``duration_seconds``. A window covers
 overlap or touch), :meth:`~Blackouts.windows_between` and :meth:`~Blackouts.spans` (the
 covered time of a range as disjoint spans). Every instant out is aware UTC, whole
 seconds. Bounded: a search lists at most :data:`MAX_WINDOWS` windows and follows at
-most that many to an end, else :class:`.errors.InvalidSchedule` (windows that never
+most :data:`MAX_CHAIN` to an end, else :class:`.errors.InvalidSchedule` (windows that never
 end: a rule whose windows cover all time).
 """
 
@@ -29,8 +29,10 @@ from .zones import validate_timezone
 
 #: The field a window's problem is reported on (a schedule's).
 FIELD = "blackout_windows"
-#: Windows one search lists, or follows to an end, at most.
+#: Windows one search lists at most.
 MAX_WINDOWS = 10_000
+#: Windows that overlap or touch followed to an end at most (:meth:`Blackouts.end_of_blackout`).
+MAX_CHAIN = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,9 +194,9 @@ class Blackouts:
         """The first instant at or after ``instant`` covered by no window: ``instant``
         (truncated, UTC) when none covers it, else the end of the covering window,
         following the windows that overlap or touch it. Raises :class:`InvalidSchedule`
-        when no end is found within :data:`MAX_WINDOWS` windows."""
+        when no end is found within :data:`MAX_CHAIN` windows."""
         at = truncate_to_second(instant).astimezone(UTC)
-        for _ in range(MAX_WINDOWS):
+        for _ in range(MAX_CHAIN):
             window = self.window_at(at)
             if window is None:
                 return at
