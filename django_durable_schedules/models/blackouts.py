@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone as dj_timezone
 
 from .. import timing
 from ..limits import BLACKOUT_MAX_SECONDS
@@ -175,9 +176,10 @@ class BlackoutWindow(models.Model):
 def window_of(row: Any) -> timing.BlackoutRange | timing.BlackoutRule:
     """The timing value of a window row (a :class:`BlackoutWindow`, or any object with
     its attributes): a rule when ``rrule`` is set, else a range. Checks nothing: a value
-    the engine cannot evaluate raises when the value is first used."""
+    the engine cannot evaluate raises when the value is first used. An unsaved window's
+    rule is anchored at ``start_at``, else today (the day it is being created)."""
     if row.rrule:
-        created = row.created_at or timing.truncate_to_second(row.start_at or row.end_at)
+        created = row.created_at or row.start_at or dj_timezone.now()
         return timing.BlackoutRule(
             row.name,
             row.rrule,
