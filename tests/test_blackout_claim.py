@@ -240,3 +240,55 @@ def test_clean_normalizes_a_valid_rule_and_zone():
     )
     w.full_clean()
     assert (w.rrule, w.timezone) == ("FREQ=DAILY;BYHOUR=2", "Europe/Paris")
+
+
+@pytest.mark.process
+def test_a_real_worker_starts_no_run_inside_a_window(start_worker):
+    """A 1-second schedule of each policy under three short windows, with a real
+    ``run_scheduler``: no attempt is claimed inside a window; ``skip`` counts the slots
+    they cover, ``defer`` runs once at each window's end."""
+    import time
+
+    from .conftest import wait_until
+
+    base = state.db_now().replace(microsecond=0) + timedelta(seconds=4)
+    spans = [(0, 2), (3, 5), (7, 9)]  # seconds after base; one slot between the first two
+    windows = []
+    for i, (start, end) in enumerate(spans):
+        w = BlackoutWindow(
+            name=f"short-{i}",
+            start_at=base + timedelta(seconds=start),
+            end_at=base + timedelta(seconds=end),
+        )
+        w.full_clean()
+        w.save()
+        windows.append(w)
+    rows = {}
+    for policy in ("skip", "defer"):
+        row = Schedule.objects.create(
+            name=f"each-second-{policy}",
+            callback="tests.noop",
+            kind="interval",
+            interval_seconds=1,
+            start_at=base - timedelta(seconds=10),
+            blackout_policy=policy,
+        )
+        row.blackout_windows.set(windows)
+        rows[policy] = row
+    start_worker("--worker-id", "blackout", "--max-idle", "0.2", "--concurrency", "4")
+    last_end = base + timedelta(seconds=spans[-1][1])
+    wait_until(lambda: state.db_now() > last_end + timedelta(seconds=1.5), 30, 0.2)
+    time.sleep(0.5)
+    covered = [(w.start_at, w.end_at) for w in windows]
+    for policy, row in rows.items():
+        row.refresh_from_db()
+        runs = attempts(row)
+        inside = [a.claimed_at for a in runs if any(s <= a.claimed_at < e for s, e in covered)]
+        assert inside == [], policy
+        assert row.blackout_count == sum(e - s for s, e in spans), policy
+    deferred = [a for a in attempts(rows["defer"]) if a.origin == AttemptOrigin.DEFERRED]
+    assert [a.missed_slots for a in deferred] == [e - s for s, e in spans]
+    for attempt, (_, end) in zip(deferred, covered, strict=True):
+        assert end <= attempt.claimed_at < end + timedelta(seconds=1)
+    skip_runs = [a.claimed_at for a in attempts(rows["skip"])]
+    assert any(covered[0][1] <= t < covered[1][0] for t in skip_runs)  # the slot between
