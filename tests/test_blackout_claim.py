@@ -292,3 +292,39 @@ def test_a_real_worker_starts_no_run_inside_a_window(start_worker):
         assert end <= attempt.claimed_at < end + timedelta(seconds=1)
     skip_runs = [a.claimed_at for a in attempts(rows["skip"])]
     assert any(covered[0][1] <= t < covered[1][0] for t in skip_runs)  # the slot between
+
+
+def test_upcoming_slots_strike_the_blacked_out_ones_through(admin_user):
+    from rest_framework.test import APIClient
+
+    from django_durable_schedules.admin.columns import upcoming_table
+
+    row = make(windows=[window("db-maintenance", 2, 4)])
+    views = row.upcoming_slots(4, after=at(0))
+    assert [(v.at, v.blacked_out_by) for v in views] == [
+        (at(1), None),
+        (at(2), "db-maintenance"),  # the window's slots are listed once, stepped over
+        (at(4), None),
+        (at(5), None),
+        (at(6), None),
+    ]
+    assert [v.fires for v in views] == [True, False, True, True, True]
+    html = str(upcoming_table(row))
+    assert "<del>" in html and "not run: blackout window db-maintenance" in html
+    api = APIClient()
+    api.force_authenticate(admin_user)
+    url = f"/api/schedules/{row.pk}/upcoming/?count=3&after={at(0).isoformat().replace('+00:00', 'Z')}"
+    plain = api.get(url).json()
+    assert [t["utc"] for t in plain["upcoming"]] == [
+        "2027-03-01T12:01:00Z",
+        "2027-03-01T12:04:00Z",
+        "2027-03-01T12:05:00Z",
+    ]
+    full = api.get(url + "&include_excluded=1").json()
+    assert full["blacked_out"] == [
+        {
+            "utc": "2027-03-01T12:02:00Z",
+            "local": "2027-03-01T12:02:00+00:00",
+            "window": "db-maintenance",
+        }
+    ]
