@@ -176,6 +176,7 @@ POLICY_FIELDS = (
     "pause_after_failures",
     "timeout_seconds",
     "deadline_seconds",
+    "blackout_policy",
 )
 #: Every editable field, in group order (the admin form's order).
 EDITABLE_ORDER = IDENTITY_FIELDS + TIMING_FIELDS + INPUT_FIELDS + POLICY_FIELDS
