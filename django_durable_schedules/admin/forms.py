@@ -50,6 +50,7 @@ DEFINITION_LAYOUT = (
     ("start_at", "end_at"),
     "max_runs",
     "exclusion_calendars",
+    "blackout_windows",
 )
 #: The read-only fields computed from the schedule: functions of :mod:`.columns`, and the names
 #: of :class:`.schedules.ScheduleAdmin`'s methods (those that link into its site).
@@ -265,7 +266,7 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
             editable = [f for f in self.changed_data if f in editable]
 
         def value(f: str) -> Any:  # a many-to-many field is the form's, not the row's
-            if f == "exclusion_calendars":
+            if f in ("exclusion_calendars", "blackout_windows"):
                 return list(self.cleaned_data[f])
             return getattr(self.instance, f)
 

@@ -27,7 +27,7 @@ from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
 from .. import health, state, timing
-from ..db.names import with_calendar_names
+from ..db.names import with_calendar_names, with_window_names
 from ..deadlines import with_open_slot
 from ..exceptions import StateConflict
 from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
@@ -149,7 +149,9 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
         # readable(): a row with a value no datetime holds never fails the page.
         # with_running(): the run in flight of each row, in the same statement; the open
         # run's slot and the database clock too, for late and deadline_at.
-        qs = with_open_slot(with_calendar_names(Schedule.objects.readable().with_running()))
+        qs = with_open_slot(
+            with_window_names(with_calendar_names(Schedule.objects.readable().with_running()))
+        )
         return scope(qs, self.request)
 
     def get_serializer_context(self) -> dict[str, Any]:

@@ -160,6 +160,7 @@ TIMING_FIELDS = (
     "end_at",
     "max_runs",
     "exclusion_calendars",
+    "blackout_windows",
 )
 #: What a run is given (``payload``), what it is labelled with, and whose it is.
 INPUT_FIELDS = ("payload", "metadata", "owner")

@@ -102,6 +102,9 @@ def create_schedule(
         if prepared.calendars:
             row.exclusion_calendars.set(prepared.calendars)
             changes["exclusion_calendars"] = [c.name for c in prepared.calendars]
+        if prepared.windows:
+            row.blackout_windows.set(prepared.windows)
+            changes["blackout_windows"] = [w.name for w in prepared.windows]
         record_event(
             row,
             EventAction.CREATED,
@@ -154,9 +157,18 @@ def update_schedule(
             if [c.name for c in cals] != old_names:
                 before["exclusion_calendars"] = old_names
                 after["exclusion_calendars"] = [c.name for c in cals]
+        windows = prepared.windows
+        if windows is not None:
+            old_windows = [w.name for w in row.blackout_windows.all()]
+            if [w.name for w in windows] != old_windows:
+                before["blackout_windows"] = old_windows
+                after["blackout_windows"] = [w.name for w in windows]
         now = resolve_now(None, using) if after else None  # the edit's one clock read
         if changed:
             _save_or_explain(row, using, update_fields=[*changed, "updated_at"], now=now)
+        if "blackout_windows" in after:  # the claim reads them: no re-plan
+            row.blackout_windows.set(windows or [])
+            row.forget_blackouts()
         if now is not None and "exclusion_calendars" in after:
             row.exclusion_calendars.set(cals or [])
             if replan(row, now):
@@ -200,6 +212,8 @@ def _prepared_against(
     given = dict(prepared.fields) if prepared is not None else changes
     if prepared is not None and prepared.calendars is not None:
         given["exclusion_calendars"] = prepared.calendars
+    if prepared is not None and prepared.windows is not None:
+        given["blackout_windows"] = prepared.windows
     return prepare(given, row, using=using)
 
 
