@@ -1,5 +1,6 @@
 """Blackout windows through the state package (issue #27): the windows a schedule names,
-resolved from what a caller gives. What a window means at a claim is
+resolved from what a caller gives; a window saved or deleted (:func:`save_window`,
+:func:`delete_window`), with a ``blackouts`` event on the schedules that name it. What a window means at a claim is
 :mod:`.blackout_rules`; the claim reads the windows of every batch, so a change to a
 window or to a schedule's list applies at the next claim, without a re-plan here."""
 
@@ -9,8 +10,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.db import transaction
 
-from ..models import BlackoutWindow
+from ..db.clock import resolve_now
+from ..models import BlackoutWindow, EventAction, Schedule
+from .events import record_event
 
 FIELD = "blackout_windows"
 
@@ -32,3 +36,45 @@ def resolve_windows(values: Iterable[Any], using: str = "default") -> list[Black
     if len(objs) + len(names) + len(pks) != len(values):
         raise ValidationError({FIELD: ["Give blackout windows by name."]})
     return sorted({w.pk: w for w in [*objs, *found]}.values(), key=lambda w: w.name)
+
+
+def save_window(
+    window: BlackoutWindow, *, actor: Any = None, source: str = "code", using: str = "default"
+) -> BlackoutWindow:
+    """Validate (``full_clean``: field messages) and save ``window`` in one transaction,
+    with a ``blackouts`` event on each schedule that names it (``{"window": name,
+    "saved": true}``). It applies at the next claim: nothing is re-planned. Raises
+    ``ValidationError``."""
+    window.full_clean()
+    with transaction.atomic(using=using):
+        window.save(using=using)
+        _record(window, {"window": window.name, "saved": True}, actor, source, using)
+    return window
+
+
+def delete_window(
+    window: BlackoutWindow, *, actor: Any = None, source: str = "code", using: str = "default"
+) -> None:
+    """Delete ``window`` (its links to schedules with it), with a ``blackouts`` event on
+    each schedule that named it (``{"window": name, "deleted": true}``)."""
+    with transaction.atomic(using=using):
+        _record(window, {"window": window.name, "deleted": True}, actor, source, using)
+        window.delete(using=using)
+
+
+def _record(
+    window: BlackoutWindow, changes: dict[str, Any], actor: Any, source: str, using: str
+) -> None:
+    if window.pk is None:
+        return
+    now = resolve_now(None, using)
+    for row in Schedule.objects.using(using).filter(blackout_windows=window).only("id", "name"):
+        record_event(
+            row,
+            EventAction.BLACKOUTS,
+            now=now,
+            actor=actor,
+            source=source,
+            changes=changes,
+            using=using,
+        )
