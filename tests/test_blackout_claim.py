@@ -328,3 +328,26 @@ def test_upcoming_slots_strike_the_blacked_out_ones_through(admin_user):
             "window": "db-maintenance",
         }
     ]
+
+
+@pytest.mark.parametrize("policy", ["skip", "defer"])
+def test_a_once_schedule_inside_a_window(policy):
+    w = window("freeze", 1, 3)
+    row = Schedule(
+        name="once", callback="tests.noop", kind="once", run_at=at(2), blackout_policy=policy
+    )
+    row.full_clean()
+    row.save()
+    row.blackout_windows.set([w])
+    Schedule.objects.filter(pk=row.pk).update(next_run_at=at(2))
+    for now in (at(2), at(3)):
+        run_at(now)
+    row.refresh_from_db()
+    runs = attempts(row)
+    assert row.blackout_count == 1 and row.status == "completed"
+    if policy == "skip":
+        assert runs == []
+    else:
+        assert [(a.claimed_at, a.origin, a.missed_slots) for a in runs] == [
+            (at(3), AttemptOrigin.DEFERRED, 1)
+        ]

@@ -135,6 +135,8 @@ def apply_blackouts(
         return absorb_deferred(row, choice)
     grid = pending(row) == GRID and choice.origin == AttemptOrigin.SCHEDULED
     covering = blackouts.window_at(now)
+    if grid and covering is None and row.kind == Kind.ONCE and row.blackout_deferred:
+        return absorb_deferred(row, choice)  # its one slot was counted when deferred
     if not grid:
         if covering is None:
             return absorb_deferred(row, choice)
