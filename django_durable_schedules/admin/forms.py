@@ -203,6 +203,9 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
         # The row as read, before the form writes into it: an edit is prepared from it.
         self._original = copy.copy(self.instance) if not self.instance._state.adding else None
         self.zone_instant_fields()
+        policy = self.fields.get("blackout_policy")
+        if policy is not None:
+            policy.required = False  # left out of a post: the schedule's (new: skip)
         cron = self.fields.get("cron")
         if cron is not None and self.cron_words_url:
             cron.widget.attrs["data-words-url"] = self.cron_words_url
@@ -222,6 +225,11 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
             choices.append((current, f"{current} (not registered)"))
         field.choices = [("", "---------"), *choices]
         field.help_text = "One of the callbacks registered in code."
+
+    def clean_blackout_policy(self) -> str:
+        """The policy chosen, else the schedule's (a new one's default, ``skip``)."""
+        chosen = self.cleaned_data.get("blackout_policy")
+        return chosen or self.instance.blackout_policy or "skip"
 
     #: The definition :meth:`_post_clean` prepared (``state.prepare``), which the admin's
     #: ``save_model`` applies; None until the form is validated.
