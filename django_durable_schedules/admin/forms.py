@@ -226,6 +226,10 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
         field.choices = [("", "---------"), *choices]
         field.help_text = "One of the callbacks registered in code."
 
+    def _posted(self, name: str) -> bool:
+        """Whether ``name`` was in the post (an optional field left out is unchanged)."""
+        return name != "blackout_policy" or self.add_prefix(name) in self.data
+
     def clean_blackout_policy(self) -> str:
         """The policy chosen, else the schedule's (a new one's default, ``skip``)."""
         chosen = self.cleaned_data.get("blackout_policy")
@@ -271,7 +275,7 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
             if f in state.EDITABLE_FIELDS and f not in exclude and not self.has_error(f)
         ]
         if self._original is not None:
-            editable = [f for f in self.changed_data if f in editable]
+            editable = [f for f in self.changed_data if f in editable and self._posted(f)]
 
         def value(f: str) -> Any:  # a many-to-many field is the form's, not the row's
             if f in ("exclusion_calendars", "blackout_windows"):
