@@ -152,22 +152,13 @@ def update_schedule(
             setattr(row, attname, getattr(candidate, attname))  # the cleaned value
         share_exclusions(row, candidate)  # the plans below see the calendars validated
         cals = prepared.calendars
-        if cals is not None:
-            old_names = [c.name for c in row.exclusion_calendars.all()]
-            if [c.name for c in cals] != old_names:
-                before["exclusion_calendars"] = old_names
-                after["exclusion_calendars"] = [c.name for c in cals]
-        windows = prepared.windows
-        if windows is not None:
-            old_windows = [w.name for w in row.blackout_windows.all()]
-            if [w.name for w in windows] != old_windows:
-                before["blackout_windows"] = old_windows
-                after["blackout_windows"] = [w.name for w in windows]
+        _relation_change(row.exclusion_calendars, cals, "exclusion_calendars", before, after)
+        _relation_change(row.blackout_windows, prepared.windows, "blackout_windows", before, after)
         now = resolve_now(None, using) if after else None  # the edit's one clock read
         if changed:
             _save_or_explain(row, using, update_fields=[*changed, "updated_at"], now=now)
         if "blackout_windows" in after:  # the claim reads them: no re-plan
-            row.blackout_windows.set(windows or [])
+            row.blackout_windows.set(prepared.windows or [])
             row.forget_blackouts()
         if now is not None and "exclusion_calendars" in after:
             row.exclusion_calendars.set(cals or [])
@@ -185,6 +176,19 @@ def update_schedule(
                 using=using,
             )
     return row
+
+
+def _relation_change(
+    manager: Any, given: Any, name: str, before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    """A many-to-many field of an edit (``given``: the objects named, in name order; None:
+    not edited): ``before[name]``/``after[name]`` set to the names when they differ from
+    those ``manager`` (the row's relation) holds."""
+    if given is None:
+        return
+    old = [o.name for o in manager.all()]
+    if [o.name for o in given] != old:
+        before[name], after[name] = old, [o.name for o in given]
 
 
 def _edit_of(schedule_id: Any, changes: dict[str, Any]) -> tuple[Any, Prepared | None]:
