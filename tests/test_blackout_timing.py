@@ -171,3 +171,15 @@ def test_window_at_agrees_with_the_windows_of_a_range(b, offset):
     assert (found is None) == (not listed)
     if found is not None:
         assert found.covers(instant)
+
+
+@settings(max_examples=40, deadline=None)
+@given(window_sets, offsets, st.integers(min_value=30, max_value=900))
+def test_upcoming_slots_never_call_a_slot_inside_a_window_runnable(b, offset, every):
+    spec = timing.Spec(kind="interval", interval_seconds=every, anchor=T0)
+    after = T0 + timedelta(seconds=offset)
+    views = timing.upcoming_slots(spec, after, 5, b)
+    assert sum(v.fires for v in views) <= 5  # fewer when the windows cover the grid
+    assert [v.at for v in views] == sorted({v.at for v in views})
+    for v in views:
+        assert (b.window_at(v.at) is None) == v.fires

@@ -306,14 +306,14 @@ def upcoming_slots(
     """:func:`upcoming_excluded_slots`, and with ``blackouts`` the slots inside a window
     marked (``blacked_out_by``: its name; at most ``count`` of those, listed, not counted
     among the ``count`` that fire): the windows are stepped over, one search each,
-    at most :data:`.blackouts.MAX_CHAIN` of them. Raises :class:`InvalidSchedule` like
+    at most ``4 * count + 16`` of them (fewer fire times when windows cover the grid). Raises :class:`InvalidSchedule` like
     :func:`next_slot_after` and for a window the engine cannot evaluate."""
     if not blackouts:
         return upcoming_excluded_slots(spec, after, count)
     views: list[SlotView] = []
     fired = blacked = 0
     cursor = after
-    for _ in range(MAX_CHAIN):
+    for _ in range(min(MAX_CHAIN, 4 * count + 16)):  # grids that every window covers
         batch = upcoming_excluded_slots(spec, cursor, count - fired)
         if not batch:
             break
