@@ -115,3 +115,22 @@ def test_admin_window_pages_and_the_schedule_field(admin_client):
     assert b"sunday" in listed.content
     form = admin_client.get("/admin/durable_schedules/schedule/add/")
     assert b'name="blackout_windows"' in form.content and b'name="blackout_policy"' in form.content
+
+
+def test_the_command_shows_blacked_out_slots_struck_out():
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    state.save_window(
+        BlackoutWindow(name="always-soon", rrule="FREQ=MINUTELY", duration_seconds=30)
+    )
+    state.create_schedule(
+        name="s", callback="tests.noop", kind="interval", interval_seconds=15,
+        blackout_windows=["always-soon"],
+    )  # fmt: skip
+    out = StringIO()
+    call_command("schedules", "upcoming", "s", stdout=out)
+    text = out.getvalue()
+    assert "blackout windows: always-soon (skip); 0 slots blacked out so far" in text
+    assert "BLACKED OUT, not run: window always-soon" in text

@@ -289,6 +289,12 @@ class Command(BaseCommand):
                 f"  exclusion calendars: {', '.join(calendars)}; "
                 f"{schedule.excluded_count} slots excluded so far"
             )
+        windows = schedule.blackouts().names
+        if windows:
+            self.stdout.write(
+                f"  blackout windows: {', '.join(windows)} ({schedule.blackout_policy}); "
+                f"{schedule.blackout_count} slots blacked out so far"
+            )
         if not any(v.fires for v in views):
             self.stdout.write("  no further fire times")
         for v in views:
