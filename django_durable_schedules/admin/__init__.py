@@ -29,6 +29,7 @@ autodiscovery imports it). Its modules:
 * :mod:`.views`: the health page, the change page's transition buttons and the form's live
   descriptions (functions of the model admin and the request);
 * :mod:`.calendars`: :class:`ExclusionCalendarAdmin` (registered, with its dates inline);
+* :mod:`.blackouts`: :class:`BlackoutWindowAdmin` (registered);
 * :mod:`.schedules`: :class:`ScheduleAdmin` (registered for Schedule; its URLs route the
   views);
 * :mod:`.runs`: the read-only :class:`RunAttemptAdmin`, :class:`RunReceiptAdmin` and
@@ -41,6 +42,7 @@ autodiscovery imports it). Its modules:
 
 from __future__ import annotations
 
+from .blackouts import BlackoutWindowAdmin
 from .calendars import ExclusionCalendarAdmin
 
 # Schedule first: the models are registered in this order.
@@ -53,6 +55,7 @@ from .notifications import NotificationDeliveryAdmin
 from .runs import RunAttemptAdmin, RunReceiptAdmin, WorkerHeartbeatAdmin
 
 __all__ = [
+    "BlackoutWindowAdmin",
     "ExclusionCalendarAdmin",
     "NotificationDeliveryAdmin",
     "RunAttemptAdmin",

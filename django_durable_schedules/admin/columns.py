@@ -190,15 +190,16 @@ def lease_detail(obj: Schedule) -> str:
 
 @admin.display(description=f"next {UPCOMING_COUNT} fire times")
 def upcoming_table(obj: Schedule) -> SafeString:
-    """The next :data:`UPCOMING_COUNT` fire times with the excluded slots among them (and
-    why), in the schedule's zone and in UTC; or why they cannot be computed."""
+    """The next :data:`UPCOMING_COUNT` fire times with the excluded and blacked-out slots
+    among them (and why), in the schedule's zone and in UTC; or why they cannot be
+    computed."""
     try:
         views = obj.upcoming_slots(UPCOMING_COUNT)  # with the excluded ones, and why
     except (timing.InvalidSchedule, ValueError, TypeError) as exc:
         return render_fragment("upcoming", {"error": exc})
     zone = obj.timezone or "UTC"
     utc_only = is_utc(zone)
-    fired = [v for v in views if v.excluded_by is None]
+    fired = [v for v in views if v.fires]
     numbers = {id(v): n for n, v in enumerate(fired, 1)}
     return render_fragment(
         "upcoming",
@@ -215,7 +216,7 @@ def upcoming_table(obj: Schedule) -> SafeString:
                     numbers.get(id(v), ""),
                     fmt_utc(v.at) if utc_only else fmt_zone(v.at, zone),
                     fmt_utc(v.at),
-                    str(v.excluded_by) if v.excluded_by is not None else "",
+                    v.why_not,
                 )
                 for v in views
             ],

@@ -51,6 +51,7 @@ DEFINITION_LAYOUT = (
     ("start_at", "end_at"),
     "max_runs",
     "exclusion_calendars",
+    "blackout_windows",
 )
 #: The form fields each kind hides (``kind_fields.js`` reads them from the kind select's
 #: ``data-kind-hides``): a manual schedule takes no timing field but its kind.
@@ -211,6 +212,9 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
         if kind is not None:
             hides = {str(k): list(names) for k, names in KIND_HIDES.items()}
             kind.widget.attrs["data-kind-hides"] = json.dumps(hides)
+        policy = self.fields.get("blackout_policy")
+        if policy is not None:
+            policy.required = False  # left out of a post: the schedule's (new: skip)
         cron = self.fields.get("cron")
         if cron is not None and self.cron_words_url:
             cron.widget.attrs["data-words-url"] = self.cron_words_url
@@ -230,6 +234,15 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
             choices.append((current, f"{current} (not registered)"))
         field.choices = [("", "---------"), *choices]
         field.help_text = "One of the callbacks registered in code."
+
+    def _posted(self, name: str) -> bool:
+        """Whether ``name`` was in the post (an optional field left out is unchanged)."""
+        return name != "blackout_policy" or self.add_prefix(name) in self.data
+
+    def clean_blackout_policy(self) -> str:
+        """The policy chosen, else the schedule's (a new one's default, ``skip``)."""
+        chosen = self.cleaned_data.get("blackout_policy")
+        return chosen or self.instance.blackout_policy or "skip"
 
     #: The definition :meth:`_post_clean` prepared (``state.prepare``), which the admin's
     #: ``save_model`` applies; None until the form is validated.
@@ -271,10 +284,10 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
             if f in state.EDITABLE_FIELDS and f not in exclude and not self.has_error(f)
         ]
         if self._original is not None:
-            editable = [f for f in self.changed_data if f in editable]
+            editable = [f for f in self.changed_data if f in editable and self._posted(f)]
 
         def value(f: str) -> Any:  # a many-to-many field is the form's, not the row's
-            if f == "exclusion_calendars":
+            if f in ("exclusion_calendars", "blackout_windows"):
                 return list(self.cleaned_data[f])
             return getattr(self.instance, f)
 

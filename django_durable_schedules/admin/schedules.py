@@ -65,7 +65,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         "Search by the start of a schedule's name (case-sensitive) or a callback's full name."
     )
     raw_id_fields = ("owner",)
-    filter_horizontal = ("exclusion_calendars",)
+    filter_horizontal = ("exclusion_calendars", "blackout_windows")
     inlines = (ReceiptInline, AttemptInline, EventInline)
     actions = [make_action(t) for t in TRANSITIONS.values()] + [
         pause_selected,

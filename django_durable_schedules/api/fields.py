@@ -151,3 +151,31 @@ class CalendarNamesField(serializers.ManyRelatedField):
             value if isinstance(value, str) else self.child_relation.to_representation(value)
             for value in iterable
         ]
+
+
+class WindowNamesField(serializers.ManyRelatedField):
+    """A schedule's blackout windows by name: written as a list of names, read from the
+    names the list query annotated (:func:`..db.names.with_window_names`: no query per
+    row), else from the relation. An owner-scoped user (the serializer's context holds
+    ``visible_calendars``) sees only the shared windows (one query per request)."""
+
+    def get_attribute(self, instance: Any) -> Any:
+        """The names (or windows) to show."""
+        from ..db.names import window_names
+        from ..models import BlackoutWindow
+
+        names = window_names(instance)
+        found = names if names is not None else super().get_attribute(instance)
+        if self.context.get("visible_calendars") is None or found is None:
+            return found
+        shared = self.context.get("_shared_windows")
+        if shared is None:
+            shared = set(BlackoutWindow.objects.shared().values_list("name", flat=True))
+            self.context["_shared_windows"] = shared  # type: ignore[index]
+        return [v for v in found if (v if isinstance(v, str) else v.name) in shared]
+
+    def to_representation(self, iterable: Any) -> list[Any]:
+        return [
+            value if isinstance(value, str) else self.child_relation.to_representation(value)
+            for value in iterable
+        ]

@@ -28,7 +28,7 @@ from .. import state, timing
 from ..cron_words import cron_in_words
 from ..deadlines import DeadlineState, deadline_state, read_now
 from ..limits import DEADLINE_MAX_SECONDS
-from ..models import ExclusionCalendar, Schedule
+from ..models import BlackoutWindow, ExclusionCalendar, Schedule
 from ..payloads import payload_errors
 from ..registry import registry
 from ..state import db_now
@@ -41,7 +41,13 @@ from .fields import JSON_MAX_DEPTH as JSON_MAX_DEPTH
 from .fields import MAX_INSTANT as MAX_INSTANT
 from .fields import MIN_INSTANT as MIN_INSTANT
 from .fields import PAYLOAD_MAX_BYTES as PAYLOAD_MAX_BYTES
-from .fields import AwareDateTimeField, BaseModelSerializer, CalendarNamesField, CallbackField
+from .fields import (
+    AwareDateTimeField,
+    BaseModelSerializer,
+    CalendarNamesField,
+    CallbackField,
+    WindowNamesField,
+)
 from .fields import field_errors as field_errors
 from .fields import json_problem as json_problem
 from .fields import json_size as json_size
@@ -68,6 +74,17 @@ def _calendar_names_field(calendars: Any) -> CalendarNamesField:
         help_text="Names of the exclusion calendars whose dates (local dates in timezone) it "
         "must not fire on (calendars/); not for a once schedule. An owner-scoped user names "
         "and sees only the shared calendars.",
+    )
+
+
+def _window_names_field(windows: Any) -> WindowNamesField:
+    """A schedule's ``blackout_windows``: names of the windows ``windows`` holds."""
+    return WindowNamesField(
+        child_relation=serializers.SlugRelatedField(slug_field="name", queryset=windows),
+        required=False,
+        help_text="Names of the blackout windows in which no run of it may start "
+        "(blackouts/; see blackout_policy). An owner-scoped user names and sees only the "
+        "shared windows.",
     )
 
 
@@ -99,9 +116,11 @@ WRITABLE_ORDER = (
     "timeout_seconds",
     "jitter_seconds",
     "deadline_seconds",
+    "blackout_policy",
     "payload",
     "metadata",
     "exclusion_calendars",
+    "blackout_windows",
     "owner",
 )
 
@@ -165,6 +184,7 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
     # Read from the state machine's table (state.allowed_actions, as the admin's buttons
     # are), from the row's own status and lease: no query, and no status rule typed here.
     exclusion_calendars = _calendar_names_field(ExclusionCalendar.objects.all())
+    blackout_windows = _window_names_field(BlackoutWindow.objects.all())
     allowed_actions = serializers.SerializerMethodField(
         help_text="The actions the schedule's status and lease allow now, by name: cancel, "
         "disable, enable, trigger (POST schedules/{id}/{action}/) and delete (DELETE). Any "
@@ -211,6 +231,7 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
             "failed_occurrences",
             "missed_count",
             "excluded_count",
+            "blackout_count",
             "buffered_for",
             "lease_token",
             "lease_expires_at",
@@ -233,6 +254,7 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
             "failure_count",
             "missed_count",
             "excluded_count",
+            "blackout_count",
             "buffered_for",
             "lease_token",
             "lease_expires_at",
@@ -273,6 +295,7 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
             fields["exclusion_calendars"] = _calendar_names_field(
                 ExclusionCalendar.objects.shared()
             )
+            fields["blackout_windows"] = _window_names_field(BlackoutWindow.objects.shared())
         return fields
 
     def to_representation(self, instance: Schedule) -> dict[str, Any]:
@@ -385,6 +408,7 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
                 )
             attrs["run_at"] = timing.truncate_to_second(db_now()) + timedelta(seconds=delay)
         self._keep_hidden_calendars(attrs)
+        self._keep_hidden_windows(attrs)
         self._prepared = (dict(attrs), self._prepare(attrs))
         return attrs
 
@@ -408,6 +432,17 @@ class ScheduleSerializer(UniqueAtWrite, BaseModelSerializer):
             return serializers.ValidationError({"name": taken})
         visible = self.context.get("visible_calendars")
         return serializers.ValidationError(redact_detail(field_errors(exc), visible))
+
+    def _keep_hidden_windows(self, attrs: dict[str, Any]) -> None:
+        """An owner-scoped user writing ``blackout_windows`` keeps the windows of the
+        schedule that are not shared (linked by a full-access user)."""
+        given = attrs.get("blackout_windows")
+        if self.context.get("visible_calendars") is None or given is None:
+            return
+        if self.instance is None:
+            return
+        hidden = [w for w in self.instance.blackout_windows.all() if not w.shared]
+        attrs["blackout_windows"] = [*given, *hidden]
 
     def _keep_hidden_calendars(self, attrs: dict[str, Any]) -> None:
         """An owner-scoped user writing ``exclusion_calendars`` keeps the calendars of the

@@ -61,6 +61,12 @@ class ExcludedSlotSerializer(FireTimeSerializer):
     reason = serializers.CharField(allow_blank=True)
 
 
+class BlackedOutSlotSerializer(FireTimeSerializer):
+    """A slot inside one of the schedule's blackout windows: not run."""
+
+    window = serializers.CharField(help_text="The blackout window's name.")
+
+
 class UpcomingSerializer(serializers.Serializer):
     """Answer of ``upcoming/``: the next fire times the definition produces (a paused,
     cancelled, completed or failed schedule does not fire them)."""
@@ -75,6 +81,11 @@ class UpcomingSerializer(serializers.Serializer):
         many=True,
         required=False,
         help_text="Only with ?include_excluded=1: the slots exclusion calendars leave out.",
+    )
+    blacked_out = BlackedOutSlotSerializer(
+        many=True,
+        required=False,
+        help_text="Only with ?include_excluded=1: the slots inside a blackout window.",
     )
 
     @staticmethod
@@ -108,6 +119,11 @@ class UpcomingSerializer(serializers.Serializer):
                 _excluded_slot(instant(v.at), v.excluded_by, visible)
                 for v in excluded
                 if v.excluded_by is not None
+            ]
+            body["blacked_out"] = [
+                {**instant(v.at), "window": v.blacked_out_by}
+                for v in excluded
+                if v.blacked_out_by is not None
             ]
         return body
 

@@ -4,7 +4,7 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from ..probe import probe_view
-from . import calendars, views
+from . import blackouts, calendars, views
 
 app_name = "durable_schedules_api"
 
@@ -13,6 +13,7 @@ router.register("schedules", views.ScheduleViewSet, basename="schedule")
 router.register("attempts", views.AttemptViewSet, basename="attempt")
 router.register("receipts", views.ReceiptViewSet, basename="receipt")
 router.register("calendars", calendars.ExclusionCalendarViewSet, basename="calendar")
+router.register("blackouts", blackouts.BlackoutWindowViewSet, basename="blackout")
 
 urlpatterns = [
     *router.urls,

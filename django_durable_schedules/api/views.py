@@ -27,7 +27,7 @@ from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
 from .. import health, state, timing
-from ..db.names import with_calendar_names
+from ..db.names import with_calendar_names, with_window_names
 from ..deadlines import with_open_slot
 from ..exceptions import StateConflict
 from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
@@ -153,7 +153,9 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
         # readable(): a row with a value no datetime holds never fails the page.
         # with_running(): the run in flight of each row, in the same statement; the open
         # run's slot and the database clock too, for late and deadline_at.
-        qs = with_open_slot(with_calendar_names(Schedule.objects.readable().with_running()))
+        qs = with_open_slot(
+            with_window_names(with_calendar_names(Schedule.objects.readable().with_running()))
+        )
         return scope(qs, self.request)
 
     def get_serializer_context(self) -> dict[str, Any]:
@@ -330,24 +332,26 @@ class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
     @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
     def upcoming(self, request: Request, pk: Any = None) -> Response:
         """The next fire times (UTC and in the schedule's zone); with
-        ``?include_excluded=1`` also the slots its exclusion calendars leave out."""
+        ``?include_excluded=1`` also the slots its exclusion calendars leave out and those
+        inside its blackout windows (``blacked_out``)."""
         schedule = self.get_object()
         query = UpcomingQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = dict(query.validated_data)
         with_excluded = params.pop("include_excluded", False)
         try:
-            if not with_excluded:
+            if not with_excluded and not schedule.blackouts():
                 return Response(UpcomingSerializer.shape(schedule, schedule.upcoming(**params)))
-            views = schedule.upcoming_slots(**params)
+            views = schedule.upcoming_slots(**params)  # blacked-out slots are not upcoming
         except timing.InvalidSchedule as exc:  # a stored definition made invalid behind save()
             reason = redact_reason(
                 f"the stored definition is invalid: {exc}", visible_names(request)
             )
             raise Conflict(reason) from None
-        times = [v.at for v in views if v.excluded_by is None]
+        times = [v.at for v in views if v.fires]
         visible = visible_names(request)  # a calendar the user cannot see is not named
-        return Response(UpcomingSerializer.shape(schedule, times, views, visible))
+        shown = views if with_excluded else None
+        return Response(UpcomingSerializer.shape(schedule, times, shown, visible))
 
 
 class AttemptViewSet(APIViewMixin, viewsets.ReadOnlyModelViewSet):

@@ -53,3 +53,31 @@ def calendar_names(row: Any) -> list[str] | None:
         return None
     joined = row.__dict__["_calendar_names"] or ""
     return sorted(n for n in joined.split(",") if n)
+
+
+def with_window_names(queryset: QuerySet[Any]) -> QuerySet[Any]:
+    """``queryset`` of schedules annotated with ``_window_names``: the names of each row's
+    blackout windows joined by commas (None: none). Read it with :func:`window_names`."""
+    from ..models import Schedule
+
+    through: Any = Schedule.blackout_windows.through
+    names = (
+        through.objects.filter(schedule_id=OuterRef("pk"))
+        .order_by()
+        .values("schedule_id")
+        .annotate(names=_JoinNames("blackoutwindow__name"))
+        .values("names")
+    )
+    annotated: QuerySet[Any] = queryset.annotate(
+        _window_names=Subquery(names, output_field=CharField())
+    )
+    return annotated
+
+
+def window_names(row: Any) -> list[str] | None:
+    """The sorted window names annotated by :func:`with_window_names`, or None when
+    ``row`` was not annotated."""
+    if "_window_names" not in row.__dict__:
+        return None
+    joined = row.__dict__["_window_names"] or ""
+    return sorted(n for n in joined.split(",") if n)

@@ -123,7 +123,7 @@ def _upcoming(schedule: Schedule) -> Iterator[str]:
     except timing.InvalidSchedule as exc:  # a definition made invalid behind save()
         yield f"  (the stored definition is invalid: {bound_text(str(exc), MESSAGE_CHARS)})"
         return
-    shown = [v for v in views if v.excluded_by is None]
+    shown = [v for v in views if v.fires]
     if not shown:
         yield "  none"
     for view in shown:

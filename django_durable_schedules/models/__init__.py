@@ -19,7 +19,13 @@ triggers installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.gua
 
 from ..limits import METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
 from .backfills import Backfill, BackfillQuerySet, backfills_open, with_backfill_flag
-from .blackouts import BlackoutWindow, BlackoutWindowQuerySet
+from .blackouts import (
+    BlackoutWindow,
+    BlackoutWindowQuerySet,
+    load_blackouts,
+    window_of,
+    with_blackout_flag,
+)
 from .calendars import ExclusionCalendar, ExclusionDate, load_exclusions, with_calendar_flag
 from .choices import (
     DEFINITION_FIELDS,
@@ -56,6 +62,9 @@ from .schedule import Schedule, default_timezone
 _default_timezone = default_timezone
 
 __all__ = [
+    "load_blackouts",
+    "window_of",
+    "with_blackout_flag",
     "DEFINITION_FIELDS",
     "EDITABLE_FIELDS",
     "EDITABLE_ORDER",

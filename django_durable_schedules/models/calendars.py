@@ -287,9 +287,11 @@ class ExclusionsMixin:
     ) -> list[timing.SlotView]:
         """The next ``count`` fire times strictly after ``after`` (default: now) and the
         slots its exclusion calendars exclude before the last of them (at most ``count``),
-        in time order: each a :class:`.timing.SlotView` (``at``: aware UTC;
-        ``excluded_by``: None, or the calendar, local date and reason)."""
+        and those inside its blackout windows (at most ``count``), in time order: each a
+        :class:`.timing.SlotView` (``at``: aware UTC; ``excluded_by``: None, or the
+        calendar, local date and reason; ``blacked_out_by``: None, or the window's name)."""
         self._normalize()  # type: ignore[attr-defined]
         after = timing.require_aware(after, "after") if after else dj_timezone.now()
         spec = self.spec()  # type: ignore[attr-defined]
-        return timing.upcoming_slots(spec, after, count)
+        blackouts = self.blackouts()  # type: ignore[attr-defined]
+        return timing.upcoming_slots(spec, after, count, blackouts)

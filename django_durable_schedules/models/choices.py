@@ -163,6 +163,7 @@ TIMING_FIELDS = (
     "end_at",
     "max_runs",
     "exclusion_calendars",
+    "blackout_windows",
 )
 #: What a run is given (``payload``), what it is labelled with, and whose it is.
 INPUT_FIELDS = ("payload", "metadata", "owner")
@@ -179,6 +180,7 @@ POLICY_FIELDS = (
     "pause_after_failures",
     "timeout_seconds",
     "deadline_seconds",
+    "blackout_policy",
 )
 #: Every editable field, in group order (the admin form's order).
 EDITABLE_ORDER = IDENTITY_FIELDS + TIMING_FIELDS + INPUT_FIELDS + POLICY_FIELDS

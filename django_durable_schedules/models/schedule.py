@@ -20,6 +20,7 @@ from .. import timing
 from ..db.fast_orm import FastLoading
 from ..limits import DURATION_BOUNDS
 from ..payloads import metadata_errors, payload_errors
+from .blackouts import BlackoutsMixin
 from .calendars import ExclusionsMixin
 from .choices import (
     INSTANT_FIELDS,
@@ -43,7 +44,7 @@ def default_timezone() -> str:
     return settings.TIME_ZONE or "UTC"
 
 
-class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
+class Schedule(DefinitionMixin, BlackoutsMixin, ExclusionsMixin, FastLoading, models.Model):
     """A named, durable schedule of a registered callback.
 
     ``next_run_at`` (aware UTC, whole seconds) is the single source of what is due; the
@@ -252,6 +253,12 @@ class Schedule(DefinitionMixin, ExclusionsMixin, FastLoading, models.Model):
     )
     blackout_count = models.PositiveBigIntegerField(
         default=0, help_text="Slots not run (or deferred) because a blackout window covered them."
+    )
+    blackout_deferred = models.PositiveIntegerField(
+        default=0,
+        editable=False,
+        help_text="Policy defer: the run waiting for next_run_at (a blackout window's end) "
+        "stands for this many slots inside the window; 0: none waits.",
     )
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,

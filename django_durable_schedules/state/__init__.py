@@ -31,7 +31,8 @@ The package, by transition family: :mod:`.values` (what passes between it and th
 :mod:`.runs` (claims, leases), :mod:`.completion`, :mod:`.control`, :mod:`.candidates`
 (:func:`prepare`: a definition built and validated once), :mod:`.definitions`,
 :mod:`.backfills` (with its pure :mod:`.backfill_rules`), :mod:`.calendars` (exclusion
-calendars, with the pure :mod:`.exclusion_rules`),
+calendars, with the pure :mod:`.exclusion_rules`), :mod:`.blackouts` (blackout windows,
+with the pure :mod:`.blackout_rules`),
 :mod:`.events` (the audit trail), :mod:`.alert_rules` and :mod:`.alerts` (deadlines and
 the engine's alert events, :func:`sweep_deadlines`), :mod:`.pause_rules` and :mod:`.pauses` (pauses with a note and
 an end), :mod:`.workers`, and :mod:`.transitions` (the table of
@@ -52,6 +53,7 @@ from .backfills import (
     plan_backfill,
     request_backfill,
 )
+from .blackouts import delete_window, resolve_windows, save_window
 from .bounds import (
     UNEVALUABLE_PREFIX,
     bound_outcome,
@@ -123,6 +125,9 @@ __all__ = [
     "StateConflict",
     "Wakeup",
     "add_dates",
+    "delete_window",
+    "resolve_windows",
+    "save_window",
     "allowed_actions",
     "calendars_changed",
     "delete_calendar",

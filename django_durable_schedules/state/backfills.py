@@ -39,6 +39,8 @@ from ..models import (
     RunReceipt,
     Schedule,
     Status,
+    load_blackouts,
+    with_blackout_flag,
 )
 from .backfill_rules import (
     backfill_slot_count,
@@ -49,6 +51,7 @@ from .backfill_rules import (
     settle_backfill,
     stored_retry_problem,
 )
+from .blackout_rules import blacked_out_now
 from .bounds import describe_problem
 from .events import record_event
 from .quarantine import quarantine_backfill
@@ -299,7 +302,7 @@ def claim_backfills(
     ``backfill_done``). A backfill whose slot cannot be claimed (a value written behind
     ``save()`` that no rule can read, in the backfill or its schedule) is cancelled with
     the reason (:func:`.quarantine.quarantine_backfill`), its schedule left unwritten; the
-    other schedules' slots are claimed as usual."""
+    other schedules' slots are claimed as usual; none inside a blackout window (it waits)."""
     if limit <= 0:
         return []
     rows = _lock_ready(due_before, limit, taken, only, using)
@@ -320,6 +323,8 @@ def claim_backfills(
             # A savepoint: a write of this backfill that fails (a value Django cannot
             # prepare marks the transaction for rollback) leaves the claim usable.
             with transaction.atomic(using=using):
+                if blacked_out_now(row, now):
+                    continue  # no run starts inside its blackout window: it waits
                 problem = _retry_problem(row, backfill, using)
                 if problem is not None:
                     reason = f"its next slot cannot be claimed: {problem}"
@@ -343,8 +348,8 @@ def _lock_ready(
 ) -> list[Schedule]:
     """Lock (``SKIP LOCKED``, in primary key order) up to ``limit`` schedules free to run a
     backfill slot at ``due_before`` (``backfill_ready``), other than those ``taken``;
-    ``only``: that schedule alone."""
-    qs = (
+    ``only``: that schedule alone. Their blackout windows are attached."""
+    qs = with_blackout_flag(
         Schedule.objects.using(using)
         .backfill_ready(due_before)
         .exclude(pk__in=[r.pk for r in taken])
@@ -352,7 +357,9 @@ def _lock_ready(
     )
     if only is not None:
         qs = qs.filter(pk=only)
-    return list(locked(qs, using, skip_locked=True)[:limit])
+    rows = list(locked(qs, using, skip_locked=True)[:limit])
+    load_blackouts(rows, using)  # the rows that link a blackout window: one query
+    return rows
 
 
 def _retry_problem(row: Schedule, backfill: Backfill, using: str) -> str | None:

@@ -135,6 +135,8 @@ SCHEDULE_COUNTERS = (
     ("failed_occurrences", COUNT_MAX),
     ("missed_count", BIG_COUNT_MAX),
     ("excluded_count", BIG_COUNT_MAX),
+    ("blackout_count", BIG_COUNT_MAX),
+    ("blackout_deferred", COUNT_MAX),
 )
 
 

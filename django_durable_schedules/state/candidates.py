@@ -21,8 +21,9 @@ from django.db import connections
 from django.db.models import UniqueConstraint
 
 from ..db.names import calendar_names
-from ..models import EDITABLE_FIELDS, ExclusionCalendar, Kind, Schedule
+from ..models import EDITABLE_FIELDS, BlackoutWindow, ExclusionCalendar, Kind, Schedule
 from ..registry import registry
+from .blackouts import resolve_windows
 from .calendars import attach_calendars, resolve_calendars
 
 # EDITABLE_FIELDS: the fields a caller may set through :func:`.definitions.create_schedule`
@@ -45,7 +46,7 @@ class Prepared:
     ``row``: the candidate (unsaved; for an edit, a copy of the row with the changes), its
     values cleaned and its calendars attached. ``fields``: the editable fields of the
     request as given (for an edit, the changes; the owner policy's ``owner`` included),
-    without ``exclusion_calendars``. ``calendars``: the calendars resolved, in name order,
+    without ``exclusion_calendars`` and ``blackout_windows``. ``calendars``: the calendars resolved, in name order,
     or ``None`` when the request names none (an edit keeps the row's). ``schedule_id``:
     the row edited (``None`` for a create). ``base``: the edited row's editable columns the
     candidate was built from; :func:`.definitions.update_schedule` validates again only
@@ -56,6 +57,8 @@ class Prepared:
     calendars: tuple[ExclusionCalendar, ...] | None
     schedule_id: Any = None
     base: Mapping[str, Any] | None = None
+    #: The blackout windows resolved, in name order; None: the request names none.
+    windows: tuple[BlackoutWindow, ...] | None = None
 
     def unchanged_since(self, row: Schedule) -> bool:
         """Whether ``row`` (the edited row, read again under its lock) still has the
@@ -102,10 +105,12 @@ def prepare(
     check_editable(fields)
     given = dict(fields)
     named = given.pop("exclusion_calendars", None)
+    named_windows = given.pop("blackout_windows", None)
     if owner is not None and instance is None:
         given["owner"] = owner
     using = using or (instance._state.db if instance is not None else None) or "default"
     calendars = tuple(resolve_calendars(named, using)) if named is not None else None
+    windows = None if named_windows is None else tuple(resolve_windows(named_windows, using))
     row = Schedule(**given) if instance is None else _edited_copy(instance, given)
     if calendars is not None:
         attach_calendars(row, calendars)
@@ -120,6 +125,7 @@ def prepare(
         calendars=calendars,
         schedule_id=instance.pk if instance is not None else None,
         base=MappingProxyType(editable_columns(instance)) if instance is not None else None,
+        windows=windows,
     )
 
 

@@ -105,6 +105,9 @@ def create_schedule(
         if prepared.calendars:
             row.exclusion_calendars.set(prepared.calendars)
             changes["exclusion_calendars"] = [c.name for c in prepared.calendars]
+        if prepared.windows:
+            row.blackout_windows.set(prepared.windows)
+            changes["blackout_windows"] = [w.name for w in prepared.windows]
         record_event(
             row,
             EventAction.CREATED,
@@ -152,14 +155,14 @@ def update_schedule(
             setattr(row, attname, getattr(candidate, attname))  # the cleaned value
         share_exclusions(row, candidate)  # the plans below see the calendars validated
         cals = prepared.calendars
-        if cals is not None:
-            old_names = [c.name for c in row.exclusion_calendars.all()]
-            if [c.name for c in cals] != old_names:
-                before["exclusion_calendars"] = old_names
-                after["exclusion_calendars"] = [c.name for c in cals]
+        _relation_change(row.exclusion_calendars, cals, "exclusion_calendars", before, after)
+        _relation_change(row.blackout_windows, prepared.windows, "blackout_windows", before, after)
         now = resolve_now(None, using) if after else None  # the edit's one clock read
         if changed:
             _save_or_explain(row, using, update_fields=[*changed, "updated_at"], now=now)
+        if "blackout_windows" in after:  # the claim reads them: no re-plan
+            row.blackout_windows.set(prepared.windows or [])
+            row.forget_blackouts()
         if now is not None and "exclusion_calendars" in after:
             row.exclusion_calendars.set(cals or [])
             if replan(row, now):
@@ -176,6 +179,19 @@ def update_schedule(
                 using=using,
             )
     return row
+
+
+def _relation_change(
+    manager: Any, given: Any, name: str, before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    """A many-to-many field of an edit (``given``: the objects named, in name order; None:
+    not edited): ``before[name]``/``after[name]`` set to the names when they differ from
+    those ``manager`` (the row's relation) holds."""
+    if given is None:
+        return
+    old = [o.name for o in manager.all()]
+    if [o.name for o in given] != old:
+        before[name], after[name] = old, [o.name for o in given]
 
 
 def _edit_of(schedule_id: Any, changes: dict[str, Any]) -> tuple[Any, Prepared | None]:
@@ -203,6 +219,8 @@ def _prepared_against(
     given = dict(prepared.fields) if prepared is not None else changes
     if prepared is not None and prepared.calendars is not None:
         given["exclusion_calendars"] = prepared.calendars
+    if prepared is not None and prepared.windows is not None:
+        given["blackout_windows"] = prepared.windows
     return prepare(given, row, using=using)
 
 

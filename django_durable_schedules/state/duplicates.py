@@ -18,19 +18,19 @@ from .transitions import implements
 
 #: Editable fields a duplicate copies besides these (its own name, never the source's).
 NOT_COPIED = frozenset({"name"})
-#: Columns a duplicate copies that are not in :data:`EDITABLE_FIELDS` (policies added by
-#: later features), when the model has them.
-EXTRA_COPIED = ("blackout_policy",)
+#: The relations among :data:`EDITABLE_FIELDS`: copied as lists of their rows.
+RELATIONS = ("exclusion_calendars", "blackout_windows")
 
 
 def copied_fields(source: Schedule) -> dict[str, Any]:
     """The fields of ``source`` a duplicate is created with (its definition, policies,
-    payload, metadata, owner and exclusion calendars), as :func:`.candidates.prepare`
-    takes them; ``name`` excluded. A query for the calendars (and the owner)."""
+    payload, metadata, owner, exclusion calendars and blackout windows), as
+    :func:`.candidates.prepare` takes them; ``name`` excluded. A query for each relation
+    (and the owner)."""
     fields: dict[str, Any] = {}
     for name in sorted(EDITABLE_FIELDS - NOT_COPIED):
-        if name == "exclusion_calendars":
-            fields[name] = list(source.exclusion_calendars.all())
+        if name in RELATIONS:
+            fields[name] = list(getattr(source, name).all())
         elif name == "owner":
             fields[name] = source.owner if source.owner_id is not None else None
         else:
@@ -69,15 +69,7 @@ def duplicate_schedule(
         fields["name"] = name
         prepared = prepare(fields, using=using, owner=owner)
         prepared.row.pause_reason = f"duplicated from {original.name}: enable it to run"
-        windows = list(original.blackout_windows.all())
-        extra: dict[str, Any] = {
-            "duplicated_from": [None, {"id": str(original.pk), "name": original.name}]
-        }
-        if windows:
-            extra["blackout_windows"] = [None, sorted(w.name for w in windows)]
-        for column in EXTRA_COPIED:
-            if hasattr(original, column):
-                setattr(prepared.row, column, getattr(original, column))
+        extra = {"duplicated_from": [None, {"id": str(original.pk), "name": original.name}]}
         row = create_schedule(
             prepared,
             actor=actor,
@@ -86,6 +78,4 @@ def duplicate_schedule(
             using=using,
             extra_changes=extra,
         )
-        if windows:
-            row.blackout_windows.set(windows)
     return row

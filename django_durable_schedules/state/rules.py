@@ -32,6 +32,7 @@ from ..models.definition import same_definition
 from ..projection import bound_text
 from ..registry import registry
 from ..uuids import uuid4
+from .blackout_rules import apply_blackouts
 from .bounds import UNEVALUABLE_PREFIX, bounded_seconds, check_counters, describe_problem
 from .exclusion_rules import count_excluded, count_excluded_to_end, excluded_at_claim
 from .machine import (
@@ -237,7 +238,10 @@ class SlotChoice:
     """What a claim runs, as :func:`choose_slot` chose it: the ``occurrence`` and its
     ``attempt`` number, the nominal ``slot`` (UTC), the row's next run once it is claimed
     (``next_run_at``; None: none from the grid), the grid slots passed over (``missed``)
-    and why it runs (``origin``, :class:`~..models.AttemptOrigin`)."""
+    and why it runs (``origin``, :class:`~..models.AttemptOrigin`); a grid slot's
+    earliest due instant (``since``: the slots from it to ``slot`` are due) and the slots
+    deferred past a blackout window it also stands for (``deferred``,
+    :mod:`.blackout_rules`)."""
 
     occurrence: int
     attempt: int
@@ -247,6 +251,8 @@ class SlotChoice:
     origin: str = AttemptOrigin.SCHEDULED
     #: What it runs with when not the schedule's payload (a trigger's override), else None.
     payload: Any = None
+    since: datetime | None = None
+    deferred: int = 0
 
 
 def _plan_claim_row(
@@ -261,7 +267,8 @@ def _plan_claim_row(
 ) -> None:
     """The three rules of a claim, in order: re-plan a row edited behind ``save()``
     (:func:`replan_edited`), else choose what runs (:func:`choose_slot`), then grant its
-    lease (:func:`grant_lease`). A differing fingerprint of the same definition is the
+    lease (:func:`grant_lease`), unless a blackout window says otherwise
+    (:func:`.blackout_rules.apply_blackouts`). A differing fingerprint of the same definition is the
     zone rules' doing (:func:`.zone_rules.regrid_due`), not an edit."""
     current_hash = row.compute_definition_hash()
     other_rules = row.definition_hash != current_hash
@@ -269,6 +276,8 @@ def _plan_claim_row(
         return
     row.definition_hash = current_hash
     choice = choose_slot(row, now, other_rules, worker, attempts, receipts, events)
+    if choice is not None:
+        choice = apply_blackouts(row, choice, now, events)  # no run starts inside a window
     if choice is not None:
         grant_lease(row, choice, now, lease, worker, attempts, receipts, claims)
 
@@ -432,7 +441,8 @@ def _choose_grid_slot(
         # Too stale for the catch-up window: receipt the slot 'missed', run nothing.
         _record_missed(row, occurrence, slot, now, missed, next_run_at, worker, attempts, receipts)
         return None
-    return SlotChoice(occurrence, 1, slot, next_run_at, missed)
+    since = slot if row.kind == Kind.ONCE else earliest
+    return SlotChoice(occurrence, 1, slot, next_run_at, missed, since=since)
 
 
 @implements("claim.run", "claim.retry", "claim.buffered", "claim.triggered_paused", "claim.rerun")
@@ -463,7 +473,7 @@ def grant_lease(
         now,
         now + lease,
         worker,
-        choice.missed,
+        choice.missed + choice.deferred,
         choice.origin,
         choice.payload,
     )

@@ -27,8 +27,10 @@ from ..models import (
     Schedule,
     ScheduleEvent,
     backfills_open,
+    load_blackouts,
     load_exclusions,
     with_backfill_flag,
+    with_blackout_flag,
     with_calendar_flag,
 )
 from .alerts import write_alerts
@@ -117,13 +119,14 @@ def _read_due(
     using: str, due_before: Any, limit: int, only: uuid.UUID | None, *, cached: bool
 ) -> list[Schedule]:
     """The locking read of a claim: up to ``limit`` due rows (``only``: that row alone),
-    locked ``SKIP LOCKED``, each flagged with whether it links a calendar. ``cached``: the
+    locked ``SKIP LOCKED``, each flagged with whether it links a calendar or a blackout
+    window. ``cached``: the
     statement judges "due" by the database clock (no parameter of this call), so it is
     compiled once per batch size (:func:`.db.fast_orm.read_rows`)."""
 
     def build() -> QuerySet[Schedule]:
         qs: QuerySet[Schedule] = with_backfill_flag(
-            with_calendar_flag(_due(using, due_before).defer(*CLAIM_UNREAD))
+            with_blackout_flag(with_calendar_flag(_due(using, due_before).defer(*CLAIM_UNREAD)))
         )
         if only is not None:
             qs = qs.filter(pk=only)
@@ -191,6 +194,7 @@ def _claim_batch(
         if clock_after and read:
             now = db_now(using)
         load_exclusions(read, using)  # every row's calendars: one query, two with any
+        load_blackouts(read, using)  # and windows: none when no row links one, else one
         attempts: list[RunAttempt] = []
         receipts: list[RunReceipt] = []
         events: list[ScheduleEvent] = []

@@ -127,6 +127,25 @@ CLAIMS: tuple[Transition, ...] = (
       NEXT_OR_COMPLETED, "the next slot no calendar excludes",
       "none (`excluded_count`, to the grid's end when no slot is left; event `excluded`)",
       ACTIVE_OR_COMPLETED, _seen("claim", "none")),
+    # Blackout windows (state.blackout_rules): no run starts inside a window of the row.
+    T("claim.blackout_skip", ACTIVE,
+      "grid slots inside a blackout window, `blackout_policy` skip", NEXT_OR_COMPLETED,
+      "the first grid slot no window covers (unchanged after the window: a slot no window "
+      "covers runs)",
+      "none (`blackout_count`; event `blackout` per window: window, start, end, slots)",
+      ACTIVE_OR_COMPLETED, _seen("claim", "none", "leased")),
+    T("claim.blackout_defer", ACTIVE,
+      "grid slots inside a blackout window, `blackout_policy` defer", "unchanged",
+      "the window's end (where the window follows others that overlap or touch it, the "
+      "last one's)",
+      "none yet (`blackout_count`, `blackout_deferred`; event `blackout`); at the end an "
+      "attempt (origin `deferred`, `missed_slots` = the slots it stands for) with a live lease",
+      frozenset({Status.ACTIVE}), _seen("claim", "none", "leased")),
+    T("claim.blackout_wait", RUNNABLE,
+      "a retry, trigger, buffered or backfill slot due while a blackout window covers now "
+      "(a trigger with `ignore_blackout` runs)", "unchanged",
+      "the window's end (the retry, trigger or slot kept pending)", "none",
+      KEEPS, _seen("claim", "none")),
     T("claim.regrid", ACTIVE,
       "due instant planned under other zone rules (a tzdata update, another host's), no "
       "slot of the current grid due", NEXT_OR_COMPLETED,

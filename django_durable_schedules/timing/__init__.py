@@ -49,6 +49,8 @@ The package, one module per concern (each imports only the ones listed before it
 * ``exclusions``: exclusion calendars as data (:class:`Exclusions`, holiday sources and
   their cached dates, local days);
 * ``excluded_slots``: the bounded walks past excluded dates;
+* ``blackouts``: blackout windows as data (:class:`Blackouts`: ranges and rules, the
+  window at an instant, the end of a blackout);
 * ``spec``: :class:`Spec` and ``KINDS``;
 * ``slots``: :func:`next_slot_after`, :func:`planned_slot`, :func:`upcoming`, :func:`latest_slot_at_or_before`,
   :func:`count_slots`, the interval grid;
@@ -61,6 +63,7 @@ The package, one module per concern (each imports only the ones listed before it
 from __future__ import annotations
 
 from .articles import with_article
+from .blackouts import NO_BLACKOUTS, BlackoutRange, BlackoutRule, Blackouts, Window
 from .cron_plan import validate_cron
 from .cron_syntax import CRON_MACROS, is_wildcard_cron
 from .delays import backoff_seconds, jitter_offset
@@ -130,6 +133,11 @@ __all__ = [
     "upcoming_slots",
     "ExcludedDay",
     "SlotView",
+    "Blackouts",
+    "BlackoutRange",
+    "BlackoutRule",
+    "Window",
+    "NO_BLACKOUTS",
     "Exclusion",
     "Exclusions",
     "HolidaySource",

@@ -40,10 +40,26 @@ class ExcludedDay:
 @dataclass(frozen=True)
 class SlotView:
     """One slot of the grid (aware UTC, whole seconds) and, when it does not fire, the
-    :class:`Exclusion` that excludes it."""
+    :class:`Exclusion` that excludes it or the name of the blackout window that covers it
+    (``blacked_out_by``)."""
 
     at: datetime
     excluded_by: Exclusion | None = None
+    blacked_out_by: str | None = None
+
+    @property
+    def fires(self) -> bool:
+        """Whether the slot runs: neither excluded nor inside a blackout window."""
+        return self.excluded_by is None and self.blacked_out_by is None
+
+    @property
+    def why_not(self) -> str:
+        """Why it does not run ("" when it does): the exclusion, or the window."""
+        if self.excluded_by is not None:
+            return str(self.excluded_by)
+        if self.blacked_out_by is not None:
+            return f"blackout window {self.blacked_out_by}"
+        return ""
 
 
 def exclusion_of(spec: Spec, slot: datetime) -> Exclusion | None:

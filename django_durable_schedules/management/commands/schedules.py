@@ -346,13 +346,21 @@ class Command(BaseCommand):
                 f"  exclusion calendars: {', '.join(calendars)}; "
                 f"{schedule.excluded_count} slots excluded so far"
             )
-        if not any(v.excluded_by is None for v in views):
+        windows = schedule.blackouts().names
+        if windows:
+            self.stdout.write(
+                f"  blackout windows: {', '.join(windows)} ({schedule.blackout_policy}); "
+                f"{schedule.blackout_count} slots blacked out so far"
+            )
+        if not any(v.fires for v in views):
             self.stdout.write("  no further fire times")
         for v in views:
-            mark = "x " if v.excluded_by is not None else "  "  # struck out: not run
+            mark = "  " if v.fires else "x "  # struck out: not run
             line = f"{mark}{v.at.astimezone(zone):%Y-%m-%d %H:%M:%S %Z} ({zone.key})   {_fmt(v.at)}"
             if v.excluded_by is not None:
                 line += f"   EXCLUDED, not run: {v.excluded_by}"
+            elif v.blacked_out_by is not None:
+                line += f"   BLACKED OUT, not run: window {v.blacked_out_by}"
             self.stdout.write(line)
 
 
