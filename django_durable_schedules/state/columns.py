@@ -24,7 +24,6 @@ CLAIM_FIELDS = [
     "exclusions_checked_at",
     "blackout_count",
     "blackout_deferred",
-    "trigger_ignores_blackout",
     "status",
     "degraded_reason",
     "degraded_kind",
