@@ -26,58 +26,57 @@ class _JoinNames(Aggregate):
         )
 
 
-def with_calendar_names(queryset: QuerySet[Any]) -> QuerySet[Any]:
-    """``queryset`` of schedules annotated with ``_calendar_names``: the names of each
-    row's exclusion calendars joined by commas (None: none). Read it with
-    :func:`calendar_names`."""
+def _annotate_names(
+    queryset: QuerySet[Any], relation: str, target: str, attribute: str
+) -> QuerySet[Any]:
+    """``queryset`` of schedules annotated with ``attribute``: the names of each row's
+    ``relation`` (a many-to-many of ``Schedule``; ``target``: its model's lookup name on
+    the link table) joined by commas, in the same statement (None: none)."""
     from ..models import Schedule
 
-    through: Any = Schedule.exclusion_calendars.through
+    through: Any = getattr(Schedule, relation).through
     names = (
         through.objects.filter(schedule_id=OuterRef("pk"))
         .order_by()
         .values("schedule_id")
-        .annotate(names=_JoinNames("exclusioncalendar__name"))
+        .annotate(names=_JoinNames(f"{target}__name"))
         .values("names")
     )
     annotated: QuerySet[Any] = queryset.annotate(
-        _calendar_names=Subquery(names, output_field=CharField())
+        **{attribute: Subquery(names, output_field=CharField())}
     )
     return annotated
+
+
+def _read_names(row: Any, attribute: str) -> list[str] | None:
+    """The sorted names :func:`_annotate_names` put in ``attribute``, or None when ``row``
+    was not annotated."""
+    if attribute not in row.__dict__:
+        return None
+    joined = row.__dict__[attribute] or ""
+    return sorted(n for n in joined.split(",") if n)
+
+
+def with_calendar_names(queryset: QuerySet[Any]) -> QuerySet[Any]:
+    """``queryset`` of schedules annotated with ``_calendar_names``: the names of each
+    row's exclusion calendars joined by commas (None: none). Read it with
+    :func:`calendar_names`."""
+    return _annotate_names(queryset, "exclusion_calendars", "exclusioncalendar", "_calendar_names")
 
 
 def calendar_names(row: Any) -> list[str] | None:
     """The sorted calendar names annotated by :func:`with_calendar_names`, or None when
     ``row`` was not annotated."""
-    if "_calendar_names" not in row.__dict__:
-        return None
-    joined = row.__dict__["_calendar_names"] or ""
-    return sorted(n for n in joined.split(",") if n)
+    return _read_names(row, "_calendar_names")
 
 
 def with_window_names(queryset: QuerySet[Any]) -> QuerySet[Any]:
     """``queryset`` of schedules annotated with ``_window_names``: the names of each row's
     blackout windows joined by commas (None: none). Read it with :func:`window_names`."""
-    from ..models import Schedule
-
-    through: Any = Schedule.blackout_windows.through
-    names = (
-        through.objects.filter(schedule_id=OuterRef("pk"))
-        .order_by()
-        .values("schedule_id")
-        .annotate(names=_JoinNames("blackoutwindow__name"))
-        .values("names")
-    )
-    annotated: QuerySet[Any] = queryset.annotate(
-        _window_names=Subquery(names, output_field=CharField())
-    )
-    return annotated
+    return _annotate_names(queryset, "blackout_windows", "blackoutwindow", "_window_names")
 
 
 def window_names(row: Any) -> list[str] | None:
     """The sorted window names annotated by :func:`with_window_names`, or None when
     ``row`` was not annotated."""
-    if "_window_names" not in row.__dict__:
-        return None
-    joined = row.__dict__["_window_names"] or ""
-    return sorted(n for n in joined.split(",") if n)
+    return _read_names(row, "_window_names")
