@@ -79,16 +79,37 @@ def receipt_line(receipt: RunReceipt) -> str:
     return f"{line}  {bound_text(error, MESSAGE_CHARS)}" if error else line
 
 
+def blackout_line(schedule: Schedule) -> str:
+    """``show``'s line of the schedule's blackout windows (one query): their names, its
+    ``blackout_policy``, the slots blacked out so far and a deferred run waiting; ``none``."""
+    names = [w.name for w in schedule.blackout_windows.order_by("name")]
+    if not names:
+        return "  blackout windows: none"
+    line = (
+        f"  blackout windows: {', '.join(names)} (policy {schedule.blackout_policy}); "
+        f"{schedule.blackout_count} slots blacked out so far"
+    )
+    if schedule.blackout_deferred:
+        line += f", {schedule.blackout_deferred} deferred to the next run"
+    return line
+
+
 def show_lines(schedule: Schedule) -> Iterator[str]:
-    """``schedules show NAME``: definition, state, the next :data:`SHOW_COUNT` fire times,
-    the run in flight and the latest :data:`SHOW_COUNT` receipts."""
+    """``schedules show NAME``: definition, state (its blackout windows and policy among
+    it), the next :data:`SHOW_COUNT` fire times, the run in flight and the latest
+    :data:`SHOW_COUNT` receipts."""
     yield f"{schedule.name}: {_describe(schedule)}"
     yield f"  callback: {schedule.callback}"
     yield f"  kind: {schedule.kind}, time zone: {schedule.timezone or 'UTC'}"
-    policies = [f"max_attempts={schedule.max_attempts}", f"overlap={schedule.overlap_policy}"]
+    policies = [
+        f"max_attempts={schedule.max_attempts}",
+        f"overlap={schedule.overlap_policy}",
+        f"blackout={schedule.blackout_policy}",
+    ]
     if schedule.timeout_seconds:
         policies.append(f"timeout_seconds={schedule.timeout_seconds}")
     yield f"  policies: {', '.join(policies)}"
+    yield blackout_line(schedule)
     yield f"  status: {schedule.status}"
     for label, why in (("degraded", schedule.degraded_reason), ("paused", schedule.pause_reason)):
         if why:

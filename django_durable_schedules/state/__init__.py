@@ -32,7 +32,8 @@ The package, by transition family: :mod:`.values` (what passes between it and th
 (:func:`prepare`: a definition built and validated once), :mod:`.definitions`,
 :mod:`.backfills` (with its pure :mod:`.backfill_rules`), :mod:`.calendars` (exclusion
 calendars, with the pure :mod:`.exclusion_rules`), :mod:`.blackouts` (blackout windows,
-with the pure :mod:`.blackout_rules`),
+with the pure :mod:`.blackout_rules`; a schedule's list changed by name,
+:mod:`.window_links`),
 :mod:`.events` (the audit trail), :mod:`.alert_rules` and :mod:`.alerts` (deadlines and
 the engine's alert events, :func:`sweep_deadlines`), :mod:`.pause_rules` and :mod:`.pauses` (pauses with a note and
 an end), :mod:`.workers`, and :mod:`.transitions` (the table of
@@ -98,6 +99,7 @@ from .reruns import rerun
 from .rules import ONE_SECOND, idempotency_key
 from .runs import claim_due
 from .values import Claim, CompletionReport, Outcome, OutcomeStatus, Wakeup
+from .window_links import change_windows
 from .workers import heartbeat, next_wakeup, seconds_until
 
 __all__ = [
@@ -125,6 +127,7 @@ __all__ = [
     "StateConflict",
     "Wakeup",
     "add_dates",
+    "change_windows",
     "delete_window",
     "resolve_windows",
     "save_window",

@@ -12,6 +12,8 @@ stops it; ``rerun NAME N [--force] [--note TEXT]`` runs occurrence N again under
 idempotency key. ``calendars list``, ``calendars add-date CALENDAR DATE [--reason TEXT]`` and
 ``calendars remove-date CALENDAR DATE`` show and edit exclusion calendars (the schedules
 that name one are re-planned at once); ``upcoming`` marks the slots they exclude.
+``blackouts list|add|delete|link|unlink`` show and edit blackout windows and a schedule's
+list of them (:mod:`..blackout_text`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from ... import health, state, timing
 from ...cron_words import cron_in_words
 from ...exceptions import StateConflict
 from ...models import ExclusionCalendar, ReceiptStatus, Schedule
-from .. import pause_text, schedule_text
+from .. import blackout_text, pause_text, schedule_text
 
 MAX_COUNT = 1000
 
@@ -170,6 +172,7 @@ class Command(BaseCommand):
             edit.add_argument("date", type=date.fromisoformat, help="A local date, YYYY-MM-DD.")
             if verb == "add-date":
                 edit.add_argument("--reason", default="", help="Why (shown with the date).")
+        blackout_text.add_parser(sub)
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
@@ -181,6 +184,8 @@ class Command(BaseCommand):
             self._list()
         elif action == "calendars":
             self._calendars(options)
+        elif action == "blackouts":
+            self._write(blackout_text.run(options))
         elif action == "health":
             snap = health.snapshot()
             self.stdout.write(json.dumps(snap.as_dict(), indent=2))
