@@ -168,14 +168,14 @@ def build(conn: psycopg.Connection, schedules: int, receipts: int, busy: int) ->
         f"""
         INSERT INTO {T_RECEIPT} (id, occurrence, succeeded_occurrence, status, finished_at,
             result, error_type, error_message, failure_count_after, next_run_at,
-            slots_skipped, attempt_id, schedule_id)
+            slots_skipped, forced, attempt_id, schedule_id)
         SELECT gen_random_uuid(), r.occurrence,
             CASE WHEN r.status = 'succeeded' THEN r.occurrence END, r.status,
             r.claimed_at + interval '50 ms', NULL,
             CASE WHEN r.status = 'failed' THEN 'RuntimeError' ELSE '' END,
             CASE WHEN r.status = 'failed' THEN 'upstream answered 503' ELSE '' END,
             CASE WHEN r.status = 'failed' THEN 1 ELSE 0 END,
-            r.scheduled_for + interval '1 hour', 0, r.id, r.schedule_id
+            r.scheduled_for + interval '1 hour', 0, false, r.id, r.schedule_id
         FROM (SELECT a.*, {mix} AS status FROM {T_ATTEMPT} a) r
         """
     )

@@ -71,9 +71,9 @@ def fill(conn: psycopg.Connection, pairs: int) -> None:
         f"""
         INSERT INTO {T_RECEIPT} (id, occurrence, succeeded_occurrence, status, finished_at,
             result, error_type, error_message, failure_count_after, next_run_at,
-            slots_skipped, attempt_id, schedule_id)
+            slots_skipped, forced, attempt_id, schedule_id)
         SELECT gen_random_uuid(), a.occurrence, a.occurrence, 'succeeded',
-            a.claimed_at + interval '10 milliseconds', NULL, '', '', 0, NULL, 0, a.id,
+            a.claimed_at + interval '10 milliseconds', NULL, '', '', 0, NULL, 0, false, a.id,
             a.schedule_id
         FROM {T_ATTEMPT} a
         """

@@ -61,19 +61,25 @@ def test_a_blackout_window_added_and_linked_strikes_its_slots_through_in_a_real_
     change = f"/admin/durable_schedules/schedule/{s.pk}/change/"
     page.goto(f"{base}{change}")
     page.select_option("#id_blackout_windows_from", label="db-maintenance")
-    page.click("#id_blackout_windows_add_link")
+    page.click("#id_blackout_windows_add")
     page.click("input[name=_continue]")
     page.wait_for_url(re.compile(re.escape(change) + "$"))
     assert "was changed successfully" in page.locator("ul.messagelist").inner_text()
     struck = page.locator("table.dds-upcoming tr.dds-excluded")
     sync_api.expect(struck.first).to_contain_text("not run: blackout window db-maintenance")
-    # Slots every 10 minutes from now-30 s: those in [start, end) are the ones struck.
-    slots = [s.start_at + timedelta(seconds=600 * k) for k in range(1, 12)]
+    # Slots every 10 minutes from now-30 s. The first slot inside the window is listed
+    # struck through; the list steps over the rest of the window (one row per window) and
+    # goes on with the first slot at or after its end, numbered.
+    slots = [s.start_at + timedelta(seconds=600 * k) for k in range(1, 14)]
     inside = [t for t in slots if start <= t < end]
-    assert struck.count() == len(inside) == 6
-    for t in inside:
-        assert f"{t:%H:%M:%S}" in struck.nth(inside.index(t)).inner_text()
-    first_run = page.locator("table.dds-upcoming tbody tr").first.inner_text()
+    after = next(t for t in slots if t >= end)
+    assert struck.count() == 1 and len(inside) == 6
+    assert f"{inside[0]:%H:%M:%S}" in struck.first.inner_text()
+    rows = page.locator("table.dds-upcoming tbody tr").all_inner_texts()
+    index = next(i for i, text in enumerate(rows) if "not run" in text)
+    assert f"{after:%H:%M:%S}" in rows[index + 1] and "not run" not in rows[index + 1]
+    assert not any(f"{t:%H:%M:%S}" in text for t in inside[1:] for text in rows)
+    first_run = rows[0]
     assert f"{slots[0]:%H:%M:%S}" in first_run and "not run" not in first_run
     assert list(s.blackout_windows.values_list("name", flat=True)) == ["db-maintenance"]
 
