@@ -104,9 +104,7 @@ def test_pause_selected_schedules_with_one_note_in_a_real_browser(
     changelist = "/admin/durable_schedules/schedule/"
     _login(page, base, changelist)
     for name in ("partner.import", "partner.export"):
-        page.locator("#result_list tbody tr", has_text=name).locator(
-            "input.action-select"
-        ).check()
+        page.locator("#result_list tbody tr", has_text=name).locator("input.action-select").check()
     page.select_option("select[name=action]", label="Pause selected schedules…")
     page.click("button[name=index]")
     sync_api.expect(page.locator("#content h1")).to_contain_text("Pause 2 schedules")
