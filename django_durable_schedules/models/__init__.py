@@ -8,7 +8,10 @@ triggers installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.gua
 * :mod:`.choices`: the enumerations and the field groups of a definition;
 * :mod:`.queries`: ``ScheduleQuerySet``, the named predicates;
 * :mod:`.schedule`: ``Schedule``;
+* :mod:`.schedule_meta`: ``Schedule``'s indexes and database constraints;
 * :mod:`.definition`: what a schedule's definition means in time (mixed into ``Schedule``);
+* :mod:`.validation`: ``default_timezone``, the normalisation and validation of a
+  definition (mixed into ``Schedule``);
 * :mod:`.runs`: ``RunAttempt`` and ``RunReceipt``;
 * :mod:`.events`: ``ScheduleEvent`` and ``WorkerHeartbeat``;
 * :mod:`.notifications`: ``NotificationDelivery`` (the alert notifications' outbox);
@@ -55,7 +58,8 @@ from .events import ScheduleEvent, WorkerHeartbeat
 from .notifications import DeliveryStatus, NotificationDelivery, NotificationDeliveryQuerySet
 from .queries import ScheduleQuerySet
 from .runs import RunAttempt, RunReceipt
-from .schedule import Schedule, default_timezone
+from .schedule import Schedule
+from .validation import default_timezone
 
 #: The name migrations 0001, 0006 and 0008 give ``Schedule.timezone``'s default (the same
 #: function, so the migration state never differs from the model).

@@ -1,6 +1,7 @@
 """``Schedule``: the definition of when and what to run, and its run state (written only
-by :mod:`..state`); normalisation and validation of the definition (what it means in
-time, and its fingerprint: :mod:`.definition`).
+by :mod:`..state`); ``save()`` plans ``next_run_at``. What the definition means in time and
+its fingerprint: :mod:`.definition`; its normalisation and validation: :mod:`.validation`;
+its indexes and constraints: :mod:`.schedule_meta`.
 """
 
 from __future__ import annotations
@@ -13,18 +14,12 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models, router
-from django.db.models import Q
-from django.utils import timezone as dj_timezone
 
 from .. import timing
 from ..db.fast_orm import FastLoading
-from ..limits import DURATION_BOUNDS
-from ..payloads import metadata_errors, payload_errors
 from .blackouts import BlackoutsMixin
 from .calendars import ExclusionsMixin
 from .choices import (
-    INSTANT_FIELDS,
-    MANUAL_REFUSES,
     RRULE_HELP,
     BlackoutPolicy,
     DegradedKind,
@@ -36,15 +31,15 @@ from .choices import (
 )
 from .definition import DefinitionMixin, same_definition
 from .queries import ScheduleQuerySet
+from .schedule_meta import schedule_constraints, schedule_indexes
+from .validation import ValidationMixin, default_timezone
+
+__all__ = ["Schedule", "default_timezone"]
 
 
-def default_timezone() -> str:
-    """A new schedule's time zone: the project's ``TIME_ZONE``, else ``"UTC"`` (read at call
-    time)."""
-    return settings.TIME_ZONE or "UTC"
-
-
-class Schedule(DefinitionMixin, BlackoutsMixin, ExclusionsMixin, FastLoading, models.Model):
+class Schedule(
+    DefinitionMixin, ValidationMixin, BlackoutsMixin, ExclusionsMixin, FastLoading, models.Model
+):
     """A named, durable schedule of a registered callback.
 
     ``next_run_at`` (aware UTC, whole seconds) is the single source of what is due; the
@@ -282,92 +277,8 @@ class Schedule(DefinitionMixin, BlackoutsMixin, ExclusionsMixin, FastLoading, mo
 
     class Meta:
         ordering = ["name"]
-        indexes = [
-            # The due query: status = active AND next_run_at <= now ORDER BY next_run_at LIMIT n.
-            models.Index(fields=["status", "next_run_at"], name="dds_sched_due_idx"),
-            # Lease recovery: lease_expires_at <= now; the "running" filter (IS NOT NULL).
-            # Partial, like the owner's: a completion (lease cleared) and a claim of a row
-            # without an owner write no entry in them (migration 0012). MariaDB/MySQL ignore
-            # the condition and build plain indexes (the foreign key needs one there).
-            models.Index(
-                fields=["lease_expires_at"],
-                condition=Q(lease_expires_at__isnull=False),
-                name="dds_sched_lease_idx",
-            ),
-            models.Index(
-                fields=["owner"], condition=Q(owner__isnull=False), name="dds_sched_owner_idx"
-            ),
-            # The "degraded" and "failing" lists of the admin and the API, by name (a few
-            # rows of many: without these a filtered list reads the whole table). Partial,
-            # so a claim or a completion of a healthy row writes no entry in them
-            # (docs/scale.md); MariaDB/MySQL have no partial indexes (check models.W037).
-            models.Index(
-                fields=["name"], condition=~Q(degraded_reason=""), name="dds_sched_degraded_idx"
-            ),
-            models.Index(
-                fields=["name"], condition=Q(failure_count__gt=0), name="dds_sched_failing_idx"
-            ),
-            # The list's kind filter by name (a rare kind among many; one more entry per
-            # claim and completion, as every index: docs/scale.md).
-            models.Index(fields=["kind", "name"], name="dds_sched_kind_idx"),
-        ]
-        constraints = [
-            # A constraint rather than unique=True: PostgreSQL then gets no extra LIKE index
-            # to maintain on every claim and completion (docs/benchmarks.md).
-            models.UniqueConstraint(fields=["name"], name="dds_sched_name_unique"),
-            models.CheckConstraint(condition=Q(kind__in=Kind.values), name="dds_sched_kind_valid"),
-            models.CheckConstraint(
-                condition=Q(status__in=Status.values), name="dds_sched_status_valid"
-            ),
-            models.CheckConstraint(
-                condition=Q(lease_token__isnull=True, lease_expires_at__isnull=True)
-                | Q(lease_token__isnull=False, lease_expires_at__isnull=False),
-                name="dds_sched_lease_paired",
-            ),
-            models.CheckConstraint(
-                condition=~Q(kind=Kind.INTERVAL) | Q(interval_seconds__gte=1),
-                name="dds_sched_interval_needs_seconds",
-            ),
-            models.CheckConstraint(
-                condition=~Q(kind=Kind.CRON) | ~Q(cron=""), name="dds_sched_cron_needs_expr"
-            ),
-            models.CheckConstraint(
-                condition=~Q(kind=Kind.ONCE) | Q(run_at__isnull=False),
-                name="dds_sched_once_needs_run_at",
-            ),
-            models.CheckConstraint(
-                condition=~Q(kind=Kind.RRULE) | ~Q(rrule=""), name="dds_sched_rrule_needs_rule"
-            ),
-            models.CheckConstraint(
-                condition=Q(start_at__isnull=True)
-                | Q(end_at__isnull=True)
-                | Q(end_at__gte=models.F("start_at")),
-                name="dds_sched_window_ordered",
-            ),
-            models.CheckConstraint(
-                condition=(Q(backoff_base_seconds__isnull=True) | Q(backoff_base_seconds__gte=0))
-                & (Q(backoff_cap_seconds__isnull=True) | Q(backoff_cap_seconds__gte=0))
-                & (Q(timeout_seconds__isnull=True) | Q(timeout_seconds__gt=0)),
-                name="dds_sched_durations_positive",
-            ),
-            models.CheckConstraint(
-                condition=Q(max_runs__isnull=True) | Q(max_runs__gte=1),
-                name="dds_sched_max_runs_positive",
-            ),
-            models.CheckConstraint(
-                condition=Q(deadline_seconds__isnull=True) | Q(deadline_seconds__gte=1),
-                name="dds_sched_deadline_positive",
-            ),
-            models.CheckConstraint(
-                condition=Q(blackout_policy__in=BlackoutPolicy.values),
-                name="dds_sched_blackout_policy_valid",
-            ),
-            models.CheckConstraint(
-                condition=Q(rerun_occurrence__isnull=True, rerun_attempt__isnull=True)
-                | Q(rerun_occurrence__gte=1, rerun_attempt__gte=1, triggered_at__isnull=False),
-                name="dds_sched_rerun_paired",
-            ),
-        ]
+        indexes = schedule_indexes()
+        constraints = schedule_constraints()
 
     def __str__(self) -> str:
         return self.name
@@ -430,105 +341,3 @@ class Schedule(DefinitionMixin, BlackoutsMixin, ExclusionsMixin, FastLoading, mo
                 planned_fields = {"definition_hash", "next_run_at", "buffered_for", "status"}
                 kwargs["update_fields"] = set(update_fields) | planned_fields
         super().save(*args, **kwargs)
-
-    # -- validation and normalisation -----------------------------------------------------
-
-    def _normalize(self) -> None:
-        if not self.timezone:
-            self.timezone = default_timezone()
-        self.timezone = timing.canonical_timezone(self.timezone)  # europe/paris: Europe/Paris
-        if self.cron:
-            self.cron = " ".join(self.cron.split())
-        if isinstance(self.rrule, str) and self.rrule != self.rrule.strip():
-            self.rrule = self.rrule.strip()
-        for f in INSTANT_FIELDS:
-            value = getattr(self, f)
-            if isinstance(value, datetime) and dj_timezone.is_aware(value):
-                setattr(self, f, timing.truncate_to_second(value))
-
-    def clean(self) -> None:
-        """Validate the definition; raises ``ValidationError`` with field messages."""
-        errors: dict[str, list[str]] = {}
-        for f in ("run_at", "start_at", "end_at"):
-            value = getattr(self, f)
-            if isinstance(value, datetime) and dj_timezone.is_naive(value):
-                errors.setdefault(f, []).append(
-                    "An aware datetime is required (a naive one is neither UTC nor local time)."
-                )
-            elif isinstance(value, datetime) and not 1000 <= value.year <= timing.MAX_YEAR:
-                # The API's bounds: every supported database stores these, and the engine
-                # computes fire times until MAX_YEAR.
-                errors.setdefault(f, []).append(
-                    f"Must be between the years 1000 and {timing.MAX_YEAR}."
-                )
-        if errors:
-            raise ValidationError(errors)
-        self._normalize()
-        from ..registry import registry
-
-        if self.callback and self.callback not in registry:
-            errors.setdefault("callback", []).append(
-                f"{self.callback!r} is not a registered callback."
-            )
-        manual = self._manual_errors()
-        errors.update(manual)
-        try:
-            if not manual:  # the spec would repeat the first of them
-                self.spec().validate()
-            if self.kind == Kind.RRULE:
-                # The next slots from now, as save() and the worker plan them: a rule whose
-                # walk from here goes over the planning budget is refused now, not degraded
-                # at its first claim (RRULE_PLAN_MAX_STEPS).
-                timing.upcoming(self.spec(), dj_timezone.now(), 2)
-        except timing.InvalidSchedule as exc:
-            errors.setdefault(exc.field, []).append(exc.message)
-        for field, messages in self._bound_errors().items():
-            errors.setdefault(field, []).extend(messages)
-        if self.backoff_base_seconds and self.backoff_cap_seconds is not None:
-            if self.backoff_cap_seconds < self.backoff_base_seconds:
-                errors.setdefault("backoff_cap_seconds", []).append(
-                    "Must not be shorter than backoff_base_seconds."
-                )
-        for field, messages in payload_errors(self.payload, self.metadata).items():
-            errors.setdefault(field, []).extend(messages)
-        if "metadata" not in errors:
-            errors.update(metadata_errors(self.metadata))
-        if self.jitter_seconds and not errors:
-            times = timing.upcoming(self.spec(), dj_timezone.now(), 10)
-            gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
-            if gaps and self.jitter_seconds > min(gaps) / 2:
-                errors["jitter_seconds"] = [
-                    f"At most half the shortest gap between slots ({min(gaps) / 2:g} seconds)."
-                ]
-        if errors:
-            raise ValidationError(errors)
-
-    def _manual_errors(self) -> dict[str, list[str]]:
-        """Field messages for what a ``manual`` schedule cannot take: it has no spec (it
-        runs only when triggered), so no interval, cron, rule, ``run_at``, window
-        (``start_at``/``end_at``) or ``max_runs`` (it never completes). Exclusion calendars
-        are refused by the spec (:meth:`.timing.Spec.validate`)."""
-        if self.kind != Kind.MANUAL:
-            return {}
-        errors: dict[str, list[str]] = {}
-        for field in MANUAL_REFUSES:
-            value = getattr(self, field)
-            if value is not None and value != "":
-                errors[field] = [
-                    f"A manual schedule runs only when triggered: it takes no {field}."
-                ]
-        return errors
-
-    def _bound_errors(self) -> dict[str, list[str]]:
-        """Field messages for durations outside their bounds (``DURATION_BOUNDS``, in
-        seconds; NaN, infinities and non-numbers are outside every bound)."""
-        errors: dict[str, list[str]] = {}
-        for field, low, high in DURATION_BOUNDS:
-            value = getattr(self, field)
-            if value is None:
-                continue
-            valid = isinstance(value, int | float) and not isinstance(value, bool)
-            if not (valid and low < value <= high):  # the comparison is also false for NaN
-                least = "at least 0" if low < 0 else f"more than {low:g}"
-                errors[field] = [f"Must be {least} and at most {high:g} seconds."]
-        return errors

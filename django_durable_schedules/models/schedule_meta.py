@@ -1,0 +1,107 @@
+"""``Schedule``'s ``Meta``: its indexes (the due query, lease recovery, the owner and the
+filtered lists) and its database constraints (the invariants of a row: unique name, valid
+choices, paired lease columns, kind-specific required fields, ordered window, positive
+durations). Each builder returns new objects, for ``Schedule.Meta``; the migrations
+created them, so a change here is a change of the schema and needs a migration.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from .choices import BlackoutPolicy, Kind, Status
+
+
+def schedule_indexes() -> list[models.Index]:
+    """The indexes of ``Schedule.Meta.indexes``, each named ``dds_sched_*``."""
+    return [
+        # The due query: status = active AND next_run_at <= now ORDER BY next_run_at LIMIT n.
+        models.Index(fields=["status", "next_run_at"], name="dds_sched_due_idx"),
+        # Lease recovery: lease_expires_at <= now; the "running" filter (IS NOT NULL).
+        # Partial, like the owner's: a completion (lease cleared) and a claim of a row
+        # without an owner write no entry in them (migration 0012). MariaDB/MySQL ignore
+        # the condition and build plain indexes (the foreign key needs one there).
+        models.Index(
+            fields=["lease_expires_at"],
+            condition=Q(lease_expires_at__isnull=False),
+            name="dds_sched_lease_idx",
+        ),
+        models.Index(
+            fields=["owner"], condition=Q(owner__isnull=False), name="dds_sched_owner_idx"
+        ),
+        # The "degraded" and "failing" lists of the admin and the API, by name (a few
+        # rows of many: without these a filtered list reads the whole table). Partial,
+        # so a claim or a completion of a healthy row writes no entry in them
+        # (docs/scale.md); MariaDB/MySQL have no partial indexes (check models.W037).
+        models.Index(
+            fields=["name"], condition=~Q(degraded_reason=""), name="dds_sched_degraded_idx"
+        ),
+        models.Index(
+            fields=["name"], condition=Q(failure_count__gt=0), name="dds_sched_failing_idx"
+        ),
+        # The list's kind filter by name (a rare kind among many; one more entry per
+        # claim and completion, as every index: docs/scale.md).
+        models.Index(fields=["kind", "name"], name="dds_sched_kind_idx"),
+    ]
+
+
+def schedule_constraints() -> list[models.BaseConstraint]:
+    """The constraints of ``Schedule.Meta.constraints``, each named ``dds_sched_*``."""
+    return [
+        # A constraint rather than unique=True: PostgreSQL then gets no extra LIKE index
+        # to maintain on every claim and completion (docs/benchmarks.md).
+        models.UniqueConstraint(fields=["name"], name="dds_sched_name_unique"),
+        models.CheckConstraint(condition=Q(kind__in=Kind.values), name="dds_sched_kind_valid"),
+        models.CheckConstraint(
+            condition=Q(status__in=Status.values), name="dds_sched_status_valid"
+        ),
+        models.CheckConstraint(
+            condition=Q(lease_token__isnull=True, lease_expires_at__isnull=True)
+            | Q(lease_token__isnull=False, lease_expires_at__isnull=False),
+            name="dds_sched_lease_paired",
+        ),
+        models.CheckConstraint(
+            condition=~Q(kind=Kind.INTERVAL) | Q(interval_seconds__gte=1),
+            name="dds_sched_interval_needs_seconds",
+        ),
+        models.CheckConstraint(
+            condition=~Q(kind=Kind.CRON) | ~Q(cron=""), name="dds_sched_cron_needs_expr"
+        ),
+        models.CheckConstraint(
+            condition=~Q(kind=Kind.ONCE) | Q(run_at__isnull=False),
+            name="dds_sched_once_needs_run_at",
+        ),
+        models.CheckConstraint(
+            condition=~Q(kind=Kind.RRULE) | ~Q(rrule=""), name="dds_sched_rrule_needs_rule"
+        ),
+        models.CheckConstraint(
+            condition=Q(start_at__isnull=True)
+            | Q(end_at__isnull=True)
+            | Q(end_at__gte=models.F("start_at")),
+            name="dds_sched_window_ordered",
+        ),
+        models.CheckConstraint(
+            condition=(Q(backoff_base_seconds__isnull=True) | Q(backoff_base_seconds__gte=0))
+            & (Q(backoff_cap_seconds__isnull=True) | Q(backoff_cap_seconds__gte=0))
+            & (Q(timeout_seconds__isnull=True) | Q(timeout_seconds__gt=0)),
+            name="dds_sched_durations_positive",
+        ),
+        models.CheckConstraint(
+            condition=Q(max_runs__isnull=True) | Q(max_runs__gte=1),
+            name="dds_sched_max_runs_positive",
+        ),
+        models.CheckConstraint(
+            condition=Q(deadline_seconds__isnull=True) | Q(deadline_seconds__gte=1),
+            name="dds_sched_deadline_positive",
+        ),
+        models.CheckConstraint(
+            condition=Q(blackout_policy__in=BlackoutPolicy.values),
+            name="dds_sched_blackout_policy_valid",
+        ),
+        models.CheckConstraint(
+            condition=Q(rerun_occurrence__isnull=True, rerun_attempt__isnull=True)
+            | Q(rerun_occurrence__gte=1, rerun_attempt__gte=1, triggered_at__isnull=False),
+            name="dds_sched_rerun_paired",
+        ),
+    ]

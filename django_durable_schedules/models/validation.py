@@ -1,0 +1,146 @@
+"""Normalisation and validation of a schedule's definition, mixed into ``Schedule``: the
+default time zone, the normal form ``save()`` stores (canonical zone, whole UTC seconds,
+cron and rule without stray spaces), ``clean()`` and its field messages (a ``manual``
+schedule's refused fields, durations outside their bounds). No method here writes to the
+database.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.utils import timezone as dj_timezone
+
+from .. import timing
+from ..limits import DURATION_BOUNDS
+from ..payloads import metadata_errors, payload_errors
+from .choices import INSTANT_FIELDS, MANUAL_REFUSES, Kind
+
+
+def default_timezone() -> str:
+    """A new schedule's time zone: the project's ``TIME_ZONE``, else ``"UTC"`` (read at call
+    time)."""
+    return settings.TIME_ZONE or "UTC"
+
+
+class ValidationMixin:
+    """The normalisation and validation methods of ``Schedule`` (its fields are the
+    model's): ``_normalize()`` (``save()``, ``bulk_create()`` and the previews call it),
+    ``clean()``, and the field messages ``save()`` refuses a row with (``_bound_errors()``)."""
+
+    if TYPE_CHECKING:
+        callback: str
+        kind: str
+        cron: str
+        rrule: str
+        timezone: str
+        payload: Any
+        metadata: Any
+        jitter_seconds: int | None
+        backoff_base_seconds: float | None
+        backoff_cap_seconds: float | None
+
+        def spec(self, *, exclusions: bool = True) -> timing.Spec: ...
+
+    def _normalize(self) -> None:
+        if not self.timezone:
+            self.timezone = default_timezone()
+        self.timezone = timing.canonical_timezone(self.timezone)  # europe/paris: Europe/Paris
+        if self.cron:
+            self.cron = " ".join(self.cron.split())
+        if isinstance(self.rrule, str) and self.rrule != self.rrule.strip():
+            self.rrule = self.rrule.strip()
+        for f in INSTANT_FIELDS:
+            value = getattr(self, f)
+            if isinstance(value, datetime) and dj_timezone.is_aware(value):
+                setattr(self, f, timing.truncate_to_second(value))
+
+    def clean(self) -> None:
+        """Validate the definition; raises ``ValidationError`` with field messages."""
+        errors: dict[str, list[str]] = {}
+        for f in ("run_at", "start_at", "end_at"):
+            value = getattr(self, f)
+            if isinstance(value, datetime) and dj_timezone.is_naive(value):
+                errors.setdefault(f, []).append(
+                    "An aware datetime is required (a naive one is neither UTC nor local time)."
+                )
+            elif isinstance(value, datetime) and not 1000 <= value.year <= timing.MAX_YEAR:
+                # The API's bounds: every supported database stores these, and the engine
+                # computes fire times until MAX_YEAR.
+                errors.setdefault(f, []).append(
+                    f"Must be between the years 1000 and {timing.MAX_YEAR}."
+                )
+        if errors:
+            raise ValidationError(errors)
+        self._normalize()
+        from ..registry import registry
+
+        if self.callback and self.callback not in registry:
+            errors.setdefault("callback", []).append(
+                f"{self.callback!r} is not a registered callback."
+            )
+        manual = self._manual_errors()
+        errors.update(manual)
+        try:
+            if not manual:  # the spec would repeat the first of them
+                self.spec().validate()
+            if self.kind == Kind.RRULE:
+                # The next slots from now, as save() and the worker plan them: a rule whose
+                # walk from here goes over the planning budget is refused now, not degraded
+                # at its first claim (RRULE_PLAN_MAX_STEPS).
+                timing.upcoming(self.spec(), dj_timezone.now(), 2)
+        except timing.InvalidSchedule as exc:
+            errors.setdefault(exc.field, []).append(exc.message)
+        for field, messages in self._bound_errors().items():
+            errors.setdefault(field, []).extend(messages)
+        if self.backoff_base_seconds and self.backoff_cap_seconds is not None:
+            if self.backoff_cap_seconds < self.backoff_base_seconds:
+                errors.setdefault("backoff_cap_seconds", []).append(
+                    "Must not be shorter than backoff_base_seconds."
+                )
+        for field, messages in payload_errors(self.payload, self.metadata).items():
+            errors.setdefault(field, []).extend(messages)
+        if "metadata" not in errors:
+            errors.update(metadata_errors(self.metadata))
+        if self.jitter_seconds and not errors:
+            times = timing.upcoming(self.spec(), dj_timezone.now(), 10)
+            gaps = [(b - a).total_seconds() for a, b in zip(times, times[1:], strict=False)]
+            if gaps and self.jitter_seconds > min(gaps) / 2:
+                errors["jitter_seconds"] = [
+                    f"At most half the shortest gap between slots ({min(gaps) / 2:g} seconds)."
+                ]
+        if errors:
+            raise ValidationError(errors)
+
+    def _manual_errors(self) -> dict[str, list[str]]:
+        """Field messages for what a ``manual`` schedule cannot take: it has no spec (it
+        runs only when triggered), so no interval, cron, rule, ``run_at``, window
+        (``start_at``/``end_at``) or ``max_runs`` (it never completes). Exclusion calendars
+        are refused by the spec (:meth:`.timing.Spec.validate`)."""
+        if self.kind != Kind.MANUAL:
+            return {}
+        errors: dict[str, list[str]] = {}
+        for field in MANUAL_REFUSES:
+            value = getattr(self, field)
+            if value is not None and value != "":
+                errors[field] = [
+                    f"A manual schedule runs only when triggered: it takes no {field}."
+                ]
+        return errors
+
+    def _bound_errors(self) -> dict[str, list[str]]:
+        """Field messages for durations outside their bounds (``DURATION_BOUNDS``, in
+        seconds; NaN, infinities and non-numbers are outside every bound)."""
+        errors: dict[str, list[str]] = {}
+        for field, low, high in DURATION_BOUNDS:
+            value = getattr(self, field)
+            if value is None:
+                continue
+            valid = isinstance(value, int | float) and not isinstance(value, bool)
+            if not (valid and low < value <= high):  # the comparison is also false for NaN
+                least = "at least 0" if low < 0 else f"more than {low:g}"
+                errors[field] = [f"Must be {least} and at most {high:g} seconds."]
+        return errors
