@@ -34,6 +34,8 @@ PURE = (
     "state/values.py",
     "state/bounds.py",
     "state/rules.py",
+    "state/slot_rules.py",
+    "state/attempt_rules.py",
     "state/outcomes.py",
     "state/backfill_rules.py",
     "state/exclusion_rules.py",

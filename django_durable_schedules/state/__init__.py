@@ -27,7 +27,8 @@ On PostgreSQL every ``Schedule.save()`` here that leaves a next run also queues 
 the same transaction, waking idle workers when it commits (:mod:`.db.wakeups`).
 
 The package, by transition family: :mod:`.values` (what passes between it and the worker),
-:mod:`.bounds`, :mod:`.rules` and :mod:`.outcomes` (pure row arithmetic, no database),
+:mod:`.bounds`, :mod:`.rules` (with :mod:`.slot_rules` and :mod:`.attempt_rules`) and
+:mod:`.outcomes` (pure row arithmetic, no database),
 :mod:`.runs` (claims, leases), :mod:`.completion`, :mod:`.control`, :mod:`.candidates`
 (:func:`prepare`: a definition built and validated once), :mod:`.definitions`,
 :mod:`.backfills` (with its pure :mod:`.backfill_rules`), :mod:`.calendars` (exclusion

@@ -75,7 +75,7 @@ def take_events(row: Schedule) -> list[AlertEvent]:
 
 def owed_occurrence(row: Schedule, open_attempt: RunAttempt | None = None) -> Owed | None:
     """The occurrence ``row`` owes now and its nominal slot, as a claim numbers
-    occurrences (:func:`.rules.choose_slot`):
+    occurrences (:func:`.slot_rules.choose_slot`):
 
     * running (a lease, with ``open_attempt`` the attempt that holds it, not a backfill
       slot's or a re-run's): the attempt's ``occurrence`` and ``scheduled_for`` (a retry keeps its

@@ -30,10 +30,10 @@ from ..models import (
     Status,
 )
 from ..registry import registry
+from .attempt_rules import claim_of, max_attempts_of, new_attempt
 from .bounds import describe_problem, read_count
 from .machine import clear_trigger, complete_if_no_slot
 from .records import Receipt, build_receipt
-from .rules import claim_of, max_attempts_of, new_attempt
 from .transitions import implements
 from .values import Claim, Outcome
 

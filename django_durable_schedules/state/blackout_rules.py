@@ -29,7 +29,7 @@ from .machine import GRID, complete_if_no_slot, pending
 from .transitions import implements
 
 if TYPE_CHECKING:
-    from .rules import SlotChoice
+    from .slot_rules import SlotChoice
 
 ONE_SECOND = timedelta(seconds=1)
 #: Windows recorded one ``blackout`` event each per claim; more are summed up in one more.
@@ -122,7 +122,7 @@ def absorb_deferred(row: Schedule, choice: SlotChoice) -> SlotChoice:
 def apply_blackouts(
     row: Schedule, choice: SlotChoice, now: datetime, events: list[ScheduleEvent]
 ) -> SlotChoice | None:
-    """What becomes of ``choice`` (what :func:`.rules.choose_slot` would run at ``now``)
+    """What becomes of ``choice`` (what :func:`.slot_rules.choose_slot` would run at ``now``)
     under ``row``'s blackout windows: the choice to grant (perhaps with slots counted or
     deferred into it), or None when nothing starts now (the row moved on: counted,
     deferred, or waiting for a window's end). A row with no window, or a trigger with

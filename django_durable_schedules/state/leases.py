@@ -32,6 +32,7 @@ from ..models import (
     load_exclusions,
 )
 from .alerts import write_alerts
+from .attempt_rules import claim_of
 from .backfill_rules import backfill_receipt
 from .backfills import settle_backfills
 from .bounds import check_counters
@@ -41,7 +42,6 @@ from .events import write_events
 from .quarantine import displaced_attempt, quarantine_lease
 from .rerun_rules import rerun_receipt
 from .reruns import occurrence_succeeded
-from .rules import claim_of
 from .transitions import implements
 from .values import Failure, Outcome
 

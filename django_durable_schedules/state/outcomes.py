@@ -27,6 +27,7 @@ from ..models import (
     Status,
 )
 from .alert_rules import note_failing, note_paused, recover
+from .attempt_rules import max_attempts_of
 from .bounds import bounded_seconds
 from .exclusion_rules import count_excluded_to_end
 from .machine import (
@@ -36,7 +37,7 @@ from .machine import (
     pause_after_failures,
 )
 from .records import Receipt, build_receipt
-from .rules import ONE_SECOND, ceil_second, max_attempts_of
+from .rules import ONE_SECOND, ceil_second
 from .transitions import implements
 from .values import Failure, Outcome, OutcomeStatus
 

@@ -23,9 +23,9 @@ from ..models import (
     RunReceipt,
     Schedule,
 )
+from .attempt_rules import idempotency_key
 from .events import record_event
 from .rerun_rules import History, check_occurrence, plan_rerun
-from .rules import idempotency_key
 from .transitions import implements
 
 #: The longest note a re-run's event keeps.
