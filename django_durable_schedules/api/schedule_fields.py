@@ -1,0 +1,207 @@
+"""The fields the schedule's serializer declares beyond the model's columns, and their order.
+
+:data:`WRITABLE_ORDER` (the writable fields in the order the API gives them), the calendar
+and window name fields (:func:`calendar_names_field`, :func:`window_names_field`: the
+queryset of the names a user may give), and :class:`ScheduleFields`: the declared fields of
+:class:`.serializers.ScheduleSerializer`, the definition's (``run_in_seconds``, ``cron``,
+``rrule``, ``timezone``) and the computed, read-only ones with the methods that compute them
+(the definition in words, ``allowed_actions``, ``running``, ``late``, ``deadline_at``).
+How the schedule is validated and written is :mod:`.serializers`'.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from .. import state, timing
+from ..cron_words import cron_in_words
+from ..deadlines import DeadlineState, deadline_state, read_now
+from ..models import BlackoutWindow, ExclusionCalendar, Schedule
+from .fields import CalendarNamesField, WindowNamesField
+from .run_serializers import RunningSerializer, running_data
+
+
+def calendar_names_field(calendars: Any) -> CalendarNamesField:
+    """A schedule's ``exclusion_calendars``: names of the calendars ``calendars`` holds."""
+    return CalendarNamesField(
+        child_relation=serializers.SlugRelatedField(slug_field="name", queryset=calendars),
+        required=False,
+        help_text="Names of the exclusion calendars whose dates (local dates in timezone) it "
+        "must not fire on (calendars/); not for a once schedule. An owner-scoped user names "
+        "and sees only the shared calendars.",
+    )
+
+
+def window_names_field(windows: Any) -> WindowNamesField:
+    """A schedule's ``blackout_windows``: names of the windows ``windows`` holds."""
+    return WindowNamesField(
+        child_relation=serializers.SlugRelatedField(slug_field="name", queryset=windows),
+        required=False,
+        help_text="Names of the blackout windows in which no run of it may start "
+        "(blackouts/; see blackout_policy). An owner-scoped user names and sees only the "
+        "shared windows.",
+    )
+
+
+#: The schedule's writable fields in the order the API gives them (its answers, its schema,
+#: docs/api.md): the editable fields of :mod:`..models.choices` (``EDITABLE_FIELDS``: this
+#: order holds each of them once and no other, tests/test_field_groups.py) and the
+#: write-only ``run_in_seconds`` after ``run_at``. The admin shows the same groups in
+#: another order, so the API's order is kept here, not derived from theirs.
+WRITABLE_ORDER = (
+    "name",
+    "callback",
+    "kind",
+    "interval_seconds",
+    "cron",
+    "rrule",
+    "timezone",
+    "run_at",
+    "run_in_seconds",
+    "start_at",
+    "end_at",
+    "max_runs",
+    "max_attempts",
+    "misfire_policy",
+    "overlap_policy",
+    "misfire_grace_seconds",
+    "backoff_base_seconds",
+    "backoff_cap_seconds",
+    "pause_after_failures",
+    "timeout_seconds",
+    "jitter_seconds",
+    "deadline_seconds",
+    "blackout_policy",
+    "payload",
+    "metadata",
+    "exclusion_calendars",
+    "blackout_windows",
+    "owner",
+)
+
+
+class ScheduleFields(serializers.Serializer):
+    """The fields :class:`.serializers.ScheduleSerializer` declares (it lists them in its
+    ``Meta.fields``, which gives their order) and the ``get_*`` methods of its computed ones.
+    Not a serializer of its own: a base that only declares."""
+
+    run_in_seconds = serializers.IntegerField(
+        write_only=True,
+        required=False,
+        min_value=0,
+        max_value=timing.MAX_INTERVAL_SECONDS,
+        help_text="For a once schedule: run this many seconds from now (instead of run_at).",
+    )
+    cron = serializers.CharField(
+        max_length=200,
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        help_text="5-field cron expression or @daily-style macro (cron schedules only).",
+    )
+    rrule = serializers.CharField(
+        max_length=500,
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        help_text="RFC 5545 recurrence rule (rrule schedules only), evaluated in timezone: "
+        "'FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1', "
+        "'FREQ=WEEKLY;INTERVAL=2;BYDAY=TU;BYHOUR=9;BYMINUTE=0'. DTSTART is start_at, else "
+        "midnight of the creation day; no COUNT (use max_runs), DTSTART or TZID in the rule.",
+    )
+    timezone = serializers.CharField(
+        max_length=64,
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        help_text="IANA time zone of a cron or rrule schedule (default: settings.TIME_ZONE).",
+    )
+    cron_description = serializers.SerializerMethodField(
+        help_text="The cron expression in words, in the request's language where "
+        'cron-descriptor has it ("At 09:00, Monday through Friday"); null for other kinds.'
+    )
+    description = serializers.SerializerMethodField(
+        help_text='The definition in words, for any kind: "every 5 minutes", "cron \'0 3 * * *\' '
+        '(Europe/Paris)", "once at 2027-06-01 09:00:00 UTC", "manual: runs only when '
+        'triggered".'
+    )
+    rrule_description = serializers.SerializerMethodField(
+        help_text='The rule in English words with the times it takes from its start ("every '
+        '2 weeks on Tuesday at 09:00"), or the rule normalized when it has no words; null for '
+        "other kinds."
+    )
+    # Read from the state machine's table (state.allowed_actions, as the admin's buttons
+    # are), from the row's own status and lease: no query, and no status rule typed here.
+    exclusion_calendars = calendar_names_field(ExclusionCalendar.objects.all())
+    blackout_windows = window_names_field(BlackoutWindow.objects.all())
+    allowed_actions = serializers.SerializerMethodField(
+        help_text="The actions the schedule's status and lease allow now, by name: cancel, "
+        "disable, enable, trigger (POST schedules/{id}/{action}/) and delete (DELETE). Any "
+        "other is a 409, except enable of an active schedule and disable of a paused one "
+        "(a no-op 200). A listed action can still be a 409 if the schedule changed in "
+        "between, or for delete while an attempt has no receipt.",
+    )
+
+    running = serializers.SerializerMethodField(
+        help_text="The run in flight (its occurrence, attempt, claimed_at: since when, and "
+        "worker), read from the attempt that holds the schedule's lease; null when idle."
+    )
+    late = serializers.SerializerMethodField(
+        help_text="Whether the occurrence the schedule owes is past its deadline "
+        "(deadline_seconds after its slot) by the database clock; false without a deadline."
+    )
+    deadline_at = serializers.SerializerMethodField(
+        help_text="The deadline of the occurrence the schedule owes (its slot, or the open "
+        "run's, plus deadline_seconds); null without a deadline or an occurrence owed."
+    )
+
+    @extend_schema_field(RunningSerializer(allow_null=True))
+    def get_running(self, schedule: Schedule) -> dict[str, Any] | None:
+        return running_data(schedule)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_cron_description(self, schedule: Schedule) -> str | None:
+        if schedule.kind != "cron":
+            return None
+        return cron_in_words(schedule.cron) or None
+
+    @extend_schema_field(serializers.CharField())
+    def get_description(self, schedule: Schedule) -> str:
+        try:
+            return timing.describe(schedule.spec(exclusions=False))
+        except (timing.InvalidSchedule, ValueError, TypeError, OverflowError):
+            return f"{schedule.kind} schedule"  # a definition written behind save()
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_rrule_description(self, schedule: Schedule) -> str | None:
+        return timing.rrule_description(schedule.spec(exclusions=False)) or None
+
+    def _deadline(self, schedule: Schedule) -> DeadlineState:
+        """The row's deadline state at the database clock's time, read once per answer and
+        only for a row with a deadline."""
+        if schedule.deadline_seconds is None:
+            return DeadlineState()
+        context: Any = self.context  # the root's dict, shared by a list's rows
+        now = read_now(schedule) or context.get("db_now")
+        if now is None:
+            now = context["db_now"] = state.db_now(schedule._state.db or "default")
+        return deadline_state(schedule, now)
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_late(self, schedule: Schedule) -> bool:
+        return self._deadline(schedule).late
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_deadline_at(self, schedule: Schedule) -> str | None:
+        deadline = self._deadline(schedule).deadline_at
+        return serializers.DateTimeField().to_representation(deadline) if deadline else None
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_allowed_actions(self, schedule: Schedule) -> list[str]:
+        return sorted(state.allowed_actions(schedule))
+
+
+__all__ = ["WRITABLE_ORDER", "ScheduleFields", "calendar_names_field", "window_names_field"]
