@@ -264,7 +264,8 @@ def test_unknown_names_are_command_errors_and_change_nothing(args, message):
 def test_an_edit_of_the_windows_alone_records_an_edited_event():
     """Whatever the surface (the admin's form and the API's serializer call
     ``update_schedule`` with ``blackout_windows``): a change of the list alone is an
-    ``edited`` event naming it, and the row is not re-planned."""
+    ``edited`` event naming it, and the row is not re-planned; its ``updated_at`` moves
+    (an edit is an edit, and it wakes idle workers on PostgreSQL)."""
     state.save_window(BlackoutWindow(name="nightly", rrule="FREQ=DAILY", duration_seconds=60))
     row = schedule()
     before = Schedule.objects.get(pk=row.pk)
@@ -274,7 +275,9 @@ def test_an_edit_of_the_windows_alone_records_an_edited_event():
     assert edited.changes == {"blackout_windows": [[], ["nightly"]]}
     after = Schedule.objects.get(pk=row.pk)
     assert after.next_run_at == before.next_run_at
+    assert after.updated_at > before.updated_at
     state.update_schedule(row.pk, blackout_windows=["nightly"], source="api")
+    assert Schedule.objects.get(pk=row.pk).updated_at == after.updated_at
     assert len(events()) == 1  # unchanged: no event
     state.update_schedule(row.pk, blackout_windows=[], source="admin")
     assert {"blackout_windows": [["nightly"], []]} in changes()

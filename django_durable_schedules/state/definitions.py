@@ -158,7 +158,7 @@ def update_schedule(
         _relation_change(row.exclusion_calendars, cals, "exclusion_calendars", before, after)
         _relation_change(row.blackout_windows, prepared.windows, "blackout_windows", before, after)
         now = resolve_now(None, using) if after else None  # the edit's one clock read
-        if changed:
+        if after:  # a relation alone changed too: ``updated_at`` says when it was edited
             _save_or_explain(row, using, update_fields=[*changed, "updated_at"], now=now)
         if "blackout_windows" in after:  # the claim reads them: no re-plan
             row.blackout_windows.set(prepared.windows or [])
