@@ -36,9 +36,10 @@ def _flush_by_delete_on_postgresql() -> None:
     (as Django already does on MySQL/MariaDB), not ``TRUNCATE``: a ``TRUNCATE`` of the
     ~25 tables makes new files for each table and index: 0.91 s of teardown per test,
     against 0.10 s with ``DELETE`` (15 ``transaction=True`` tests that each create a
-    schedule, ``--durations=0``, 2026-12-03); about 1,000 tests use it. The append-only triggers let the ``DELETE`` through the retention gate,
-    opened in the flush's own transaction; foreign keys are deferred to its commit, so the
-    order of the tables does not matter. ``reset_sequences`` keeps Django's ``TRUNCATE``."""
+    schedule, ``--durations=0``, 2026-12-03); about 1,000 tests use it. The append-only
+    triggers let the ``DELETE`` through the retention gate, opened in the flush's own
+    transaction; foreign keys are deferred to its commit, so the order of the tables does
+    not matter. ``reset_sequences`` keeps Django's ``TRUNCATE``."""
     try:
         from django.db.backends.postgresql.operations import DatabaseOperations
     except ImportError:  # pragma: no cover - psycopg is not installed
