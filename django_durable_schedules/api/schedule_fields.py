@@ -11,7 +11,7 @@ How the schedule is validated and written is :mod:`.serializers`'.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -23,13 +23,25 @@ from ..models import BlackoutWindow, ExclusionCalendar, Schedule
 from .fields import CalendarNamesField, WindowNamesField
 from .run_serializers import RunningSerializer, running_data
 
+_F = TypeVar("_F", CalendarNamesField, WindowNamesField)
+
+
+def _names_field(field: type[_F], queryset: Any, help_text: str) -> _F:
+    """A many-to-many field of a schedule written and read as the names of ``queryset``'s
+    rows (``field``: :class:`.fields.CalendarNamesField` or ``WindowNamesField``)."""
+    return field(
+        child_relation=serializers.SlugRelatedField(slug_field="name", queryset=queryset),
+        required=False,
+        help_text=help_text,
+    )
+
 
 def calendar_names_field(calendars: Any) -> CalendarNamesField:
     """A schedule's ``exclusion_calendars``: names of the calendars ``calendars`` holds."""
-    return CalendarNamesField(
-        child_relation=serializers.SlugRelatedField(slug_field="name", queryset=calendars),
-        required=False,
-        help_text="Names of the exclusion calendars whose dates (local dates in timezone) it "
+    return _names_field(
+        CalendarNamesField,
+        calendars,
+        "Names of the exclusion calendars whose dates (local dates in timezone) it "
         "must not fire on (calendars/); not for a once schedule. An owner-scoped user names "
         "and sees only the shared calendars.",
     )
@@ -37,10 +49,10 @@ def calendar_names_field(calendars: Any) -> CalendarNamesField:
 
 def window_names_field(windows: Any) -> WindowNamesField:
     """A schedule's ``blackout_windows``: names of the windows ``windows`` holds."""
-    return WindowNamesField(
-        child_relation=serializers.SlugRelatedField(slug_field="name", queryset=windows),
-        required=False,
-        help_text="Names of the blackout windows in which no run of it may start "
+    return _names_field(
+        WindowNamesField,
+        windows,
+        "Names of the blackout windows in which no run of it may start "
         "(blackouts/; see blackout_policy). An owner-scoped user names and sees only the "
         "shared windows.",
     )
