@@ -176,6 +176,11 @@ class RruleInput(CronInput):
         return context
 
 
+#: Optional in a post: left out (or blank), the schedule keeps its value (a new one gets
+#: the field's default), so a form or a script that predates the field still saves.
+KEPT_WHEN_LEFT_OUT = ("blackout_policy", "priority", "pool")
+
+
 class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
     """``callback`` is a choice among registered names, never a free import path;
     ``run_at``, ``start_at`` and ``end_at`` are wall times in the schedule's own zone
@@ -212,9 +217,9 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
         if kind is not None:
             hides = {str(k): list(names) for k, names in KIND_HIDES.items()}
             kind.widget.attrs["data-kind-hides"] = json.dumps(hides)
-        policy = self.fields.get("blackout_policy")
-        if policy is not None:
-            policy.required = False  # left out of a post: the schedule's (new: skip)
+        for name in KEPT_WHEN_LEFT_OUT:  # left out of a post: the schedule's (new: default)
+            if name in self.fields:
+                self.fields[name].required = False
         cron = self.fields.get("cron")
         if cron is not None and self.cron_words_url:
             cron.widget.attrs["data-words-url"] = self.cron_words_url
@@ -237,12 +242,26 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
 
     def _posted(self, name: str) -> bool:
         """Whether ``name`` was in the post (an optional field left out is unchanged)."""
-        return name != "blackout_policy" or self.add_prefix(name) in self.data
+        return name not in KEPT_WHEN_LEFT_OUT or self.add_prefix(name) in self.data
+
+    def _kept(self, name: str) -> Any:
+        """The value of ``name`` chosen, else the schedule's (a new one's default)."""
+        chosen = self.cleaned_data.get(name)
+        if chosen is None or chosen == "":
+            return getattr(self.instance, name)
+        return chosen
 
     def clean_blackout_policy(self) -> str:
         """The policy chosen, else the schedule's (a new one's default, ``skip``)."""
-        chosen = self.cleaned_data.get("blackout_policy")
-        return chosen or self.instance.blackout_policy or "skip"
+        return self._kept("blackout_policy") or "skip"
+
+    def clean_priority(self) -> int:
+        """The priority given, else the schedule's (a new one's default, 0)."""
+        return int(self._kept("priority"))
+
+    def clean_pool(self) -> str:
+        """The pool given, else the schedule's (a new one's, ``default``)."""
+        return str(self._kept("pool"))
 
     #: The definition :meth:`_post_clean` prepared (``state.prepare``), which the admin's
     #: ``save_model`` applies; None until the form is validated.

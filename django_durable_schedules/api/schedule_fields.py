@@ -87,6 +87,8 @@ WRITABLE_ORDER = (
     "jitter_seconds",
     "deadline_seconds",
     "blackout_policy",
+    "priority",
+    "pool",
     "payload",
     "metadata",
     "exclusion_calendars",

@@ -31,6 +31,7 @@ from .blackouts import (
 )
 from .calendars import ExclusionCalendar, ExclusionDate, load_exclusions, with_calendar_flag
 from .choices import (
+    DEFAULT_POOL,
     DEFINITION_FIELDS,
     EDITABLE_FIELDS,
     EDITABLE_ORDER,
@@ -39,6 +40,8 @@ from .choices import (
     INSTANT_FIELDS,
     MANUAL_REFUSES,
     POLICY_FIELDS,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
     SUCCESS_STATUSES,
     TIMING_FIELDS,
     Alert,
@@ -53,6 +56,7 @@ from .choices import (
     ReceiptStatus,
     Status,
     name_validator,
+    pool_validator,
 )
 from .events import ScheduleEvent, WorkerHeartbeat
 from .notifications import DeliveryStatus, NotificationDelivery, NotificationDeliveryQuerySet
@@ -69,6 +73,7 @@ __all__ = [
     "load_blackouts",
     "window_of",
     "with_blackout_flag",
+    "DEFAULT_POOL",
     "DEFINITION_FIELDS",
     "EDITABLE_FIELDS",
     "EDITABLE_ORDER",
@@ -77,6 +82,8 @@ __all__ = [
     "INSTANT_FIELDS",
     "MANUAL_REFUSES",
     "POLICY_FIELDS",
+    "PRIORITY_MAX",
+    "PRIORITY_MIN",
     "METADATA_MAX_KEYS",
     "METADATA_MAX_VALUE_CHARS",
     "SUCCESS_STATUSES",
@@ -113,4 +120,5 @@ __all__ = [
     "with_backfill_flag",
     "with_calendar_flag",
     "name_validator",
+    "pool_validator",
 ]

@@ -129,6 +129,18 @@ name_validator = RegexValidator(
     NAME_RE, "1-128 of letters, digits, '_', '.', ':' or '-', starting with a letter or digit."
 )
 
+#: The pool of a schedule that names none, and the pool a worker started without
+#: ``--pool`` claims.
+DEFAULT_POOL = "default"
+#: A pool's name: 1-64 of letters, digits, '_', '.', ':' or '-', starting with a letter or
+#: digit (the names of schedules, shorter).
+POOL_RE = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}\Z"
+pool_validator = RegexValidator(
+    POOL_RE, "1-64 of letters, digits, '_', '.', ':' or '-', starting with a letter or digit."
+)
+#: ``Schedule.priority``'s range (a 16-bit integer on every database).
+PRIORITY_MIN, PRIORITY_MAX = -32768, 32767
+
 #: Fields that define *when* a schedule fires; a change to any of them is an edit. In the
 #: order of the definition's fingerprint (``Schedule.definition_hash``, stored on every
 #: row; ``rrule``, added later, last): never reorder it (tests/test_field_groups.py).
@@ -181,6 +193,8 @@ POLICY_FIELDS = (
     "timeout_seconds",
     "deadline_seconds",
     "blackout_policy",
+    "priority",
+    "pool",
 )
 #: Every editable field, in group order (the admin form's order).
 EDITABLE_ORDER = IDENTITY_FIELDS + TIMING_FIELDS + INPUT_FIELDS + POLICY_FIELDS

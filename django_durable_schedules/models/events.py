@@ -78,6 +78,12 @@ class WorkerHeartbeat(models.Model):
         default="",
         help_text="The tzdata release the worker's time zones come from.",
     )
+    pools = models.CharField(
+        max_length=1000,
+        blank=True,
+        default="default",
+        help_text="The pools it claims (run_scheduler --pool), comma-separated.",
+    )
 
     class Meta:
         ordering = ["-last_seen_at"]

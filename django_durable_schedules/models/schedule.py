@@ -12,7 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models, router
 
 from .. import timing
@@ -20,6 +20,9 @@ from ..db.fast_orm import FastLoading
 from .blackouts import BlackoutsMixin
 from .calendars import ExclusionsMixin
 from .choices import (
+    DEFAULT_POOL,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
     RRULE_HELP,
     BlackoutPolicy,
     DegradedKind,
@@ -28,6 +31,7 @@ from .choices import (
     OverlapPolicy,
     Status,
     name_validator,
+    pool_validator,
 )
 from .definition import DefinitionMixin, same_definition
 from .queries import ScheduleQuerySet
@@ -129,6 +133,21 @@ class Schedule(
         validators=[MinValueValidator(1)],
         help_text="Each occurrence must succeed within this many seconds of its slot; when "
         "it does not, a deadline_missed event is written (blank = no deadline).",
+    )
+
+    priority = models.SmallIntegerField(
+        default=0,
+        validators=[MinValueValidator(PRIORITY_MIN), MaxValueValidator(PRIORITY_MAX)],
+        help_text="Among schedules due at once, a claim takes higher priorities first, then "
+        f"the earliest due ({PRIORITY_MIN} to {PRIORITY_MAX}; default 0).",
+    )
+    pool = models.CharField(
+        max_length=64,
+        default=DEFAULT_POOL,
+        validators=[pool_validator],
+        help_text="The worker pool that runs it: only workers started with "
+        "'run_scheduler --pool NAME' for this name claim it (a worker without --pool "
+        "claims the pool 'default').",
     )
 
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)

@@ -40,6 +40,15 @@ def schedule_indexes() -> list[models.Index]:
         models.Index(
             fields=["name"], condition=Q(failure_count__gt=0), name="dds_sched_failing_idx"
         ),
+        # The claim's read (state/runs.py): one pool, one priority level, due rows in
+        # next_run_at order, a bounded range scan at any size whatever the other pools
+        # and levels hold. Partial like migration 0004's claim index (the claimable rows
+        # only); MariaDB/MySQL build it plain (check models.W037).
+        models.Index(
+            fields=["pool", "priority", "next_run_at"],
+            condition=Q(lease_token__isnull=True, status__in=["active", "paused"]),
+            name="dds_sched_pool_claim_idx",
+        ),
         # The list's kind filter by name (a rare kind among many; one more entry per
         # claim and completion, as every index: docs/scale.md).
         models.Index(fields=["kind", "name"], name="dds_sched_kind_idx"),
@@ -104,4 +113,5 @@ def schedule_constraints() -> list[models.BaseConstraint]:
             | Q(rerun_occurrence__gte=1, rerun_attempt__gte=1, triggered_at__isnull=False),
             name="dds_sched_rerun_paired",
         ),
+        models.CheckConstraint(condition=~Q(pool=""), name="dds_sched_pool_named"),
     ]

@@ -31,6 +31,7 @@ from ..db.clock import resolve_now
 from ..db.locks import get_locked, locked
 from ..exceptions import StateConflict
 from ..models import (
+    DEFAULT_POOL,
     SUCCESS_STATUSES,
     Backfill,
     BackfillStatus,
@@ -293,19 +294,20 @@ def claim_backfills(
     claims: list[Claim],
     using: str,
     only: Any = None,
+    pools: Sequence[str] = (DEFAULT_POOL,),
 ) -> list[Schedule]:
-    """Inside the claim transaction: lock (``SKIP LOCKED``) up to ``limit`` schedules free
-    to run a backfill slot (``backfill_ready``; ``only``: that schedule alone), other than
-    those the live claim just ``taken``, and claim the next slot of each one's open
-    backfill at ``now_of()`` (the claim's instant). Returns the schedule rows to write; the
-    backfill rows are written here. Finished backfills are completed (event
-    ``backfill_done``). A backfill whose slot cannot be claimed (a value written behind
-    ``save()`` that no rule can read, in the backfill or its schedule) is cancelled with
-    the reason (:func:`.quarantine.quarantine_backfill`), its schedule left unwritten; the
-    other schedules' slots are claimed as usual; none inside a blackout window (it waits)."""
+    """Inside the claim transaction: lock (``SKIP LOCKED``) up to ``limit`` schedules of
+    ``pools`` free to run a backfill slot (``backfill_ready``; ``only``: that schedule
+    alone), other than those the live claim just ``taken``, and claim the next slot of
+    each one's open backfill at ``now_of()`` (the claim's instant). Returns the schedule
+    rows to write; the backfill rows are written here. Finished backfills are completed
+    (event ``backfill_done``). A backfill whose slot cannot be claimed (a value written
+    behind ``save()`` that no rule can read) is cancelled with the reason
+    (:func:`.quarantine.quarantine_backfill`), its schedule left unwritten; the others'
+    slots are claimed as usual; none inside a blackout window (it waits)."""
     if limit <= 0:
         return []
-    rows = _lock_ready(due_before, limit, taken, only, using)
+    rows = _lock_ready(due_before, limit, taken, only, using, pools)
     if not rows:
         return []
     now = now_of()
@@ -344,14 +346,20 @@ def claim_backfills(
 
 
 def _lock_ready(
-    due_before: Any, limit: int, taken: Sequence[Schedule], only: Any, using: str
+    due_before: Any,
+    limit: int,
+    taken: Sequence[Schedule],
+    only: Any,
+    using: str,
+    pools: Sequence[str],
 ) -> list[Schedule]:
-    """Lock (``SKIP LOCKED``, in primary key order) up to ``limit`` schedules free to run a
-    backfill slot at ``due_before`` (``backfill_ready``), other than those ``taken``;
-    ``only``: that schedule alone. Their blackout windows are attached."""
+    """Lock (``SKIP LOCKED``, in primary key order) up to ``limit`` schedules of ``pools``
+    free to run a backfill slot at ``due_before`` (``backfill_ready``), other than those
+    ``taken``; ``only``: that schedule alone. Their blackout windows are attached."""
     qs = with_blackout_flag(
         Schedule.objects.using(using)
         .backfill_ready(due_before)
+        .filter(pool__in=pools)
         .exclude(pk__in=[r.pk for r in taken])
         .order_by("pk")
     )

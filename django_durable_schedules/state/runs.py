@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,6 +37,7 @@ from ..models import (
 from .alerts import write_alerts
 from .backfill_share import keep_carry, take_reserve
 from .backfills import claim_backfills
+from .claim_order import take_in_order, top_level, worker_pools
 from .columns import CLAIM_FIELDS, CLAIM_UNREAD
 from .events import write_events
 from .machine import apply_changes, changes_of
@@ -63,11 +65,14 @@ def claim_due(
     lease_seconds: float | None = None,
     now: datetime | None = None,
     using: str = "default",
+    pools: Sequence[str] | None = None,
 ) -> list[Claim]:
-    """Claim up to ``limit`` due schedules for ``worker`` in one transaction.
+    """Claim up to ``limit`` due schedules of ``pools`` (default: ``("default",)``, the
+    pool a worker started without ``--pool`` claims) for ``worker`` in one transaction.
 
-    Due means ``status = active``, no lease, ``next_run_at <= now`` (database clock), oldest
-    first. For each row: a schedule edited behind ``save()`` is re-planned instead; an
+    Due means ``status = active``, no lease, ``next_run_at <= now`` (database clock); the
+    higher ``priority`` first, then the earliest due (:mod:`.claim_order`: bounded index
+    scans at any size). For each row: a schedule edited behind ``save()`` is re-planned instead; an
     unregistered callback is receipted ``degraded`` and paused; a row the engine cannot
     evaluate (an unknown zone, a cron that can never fire, a value out of range, written
     behind ``save()``) is receipted ``degraded`` with the field and the reason, and paused;
@@ -92,13 +97,14 @@ def claim_due(
     lease = timedelta(seconds=lease_seconds or app_settings.LEASE_SECONDS)
     if now is not None:  # a caller's naive instant is its error, never a row's
         now = timing.require_aware(now, "now")
+    pools = worker_pools(pools)
     try:
-        claims = _claim_batch(worker, limit, lease, now, using, only=None)
+        claims = _claim_batch(worker, limit, lease, now, using, only=None, pools=pools)
     except ROW_PROBLEMS as exc:
         if connections[using].in_atomic_block:
             raise  # inside the caller's transaction nothing can be retried here
         logger.warning("a claim batch was refused (%s); claiming row by row", exc)
-        claims = _claim_one_by_one(worker, limit, lease, now, using)
+        claims = _claim_one_by_one(worker, limit, lease, now, using, pools)
     for claim in claims:
         logger.debug(
             "claimed %s occurrence %s attempt %s",
@@ -110,36 +116,83 @@ def claim_due(
     return claims
 
 
-def _due(using: str, due_before: Any) -> QuerySet[Schedule]:
-    """Rows a claim may take (``ScheduleQuerySet.claimable``), oldest first."""
-    return Schedule.objects.using(using).claimable(due_before).order_by("next_run_at")
+def _due(using: str, due_before: Any, pool: str, level: int) -> QuerySet[Schedule]:
+    """Rows of ``pool`` at priority ``level`` a claim may take
+    (``ScheduleQuerySet.claimable``), oldest first: a range of ``dds_sched_pool_claim_idx``."""
+    return (
+        Schedule.objects.using(using)
+        .claimable(due_before)
+        .filter(pool=pool, priority=level)
+        .order_by("next_run_at")
+    )
 
 
 def _read_due(
-    using: str, due_before: Any, limit: int, only: uuid.UUID | None, *, cached: bool
+    using: str,
+    due_before: Any,
+    limit: int,
+    only: uuid.UUID | None,
+    pools: Sequence[str],
+    *,
+    cached: bool,
 ) -> list[Schedule]:
-    """The locking read of a claim: up to ``limit`` due rows (``only``: that row alone),
-    locked ``SKIP LOCKED``, each flagged with whether it links a calendar or a blackout
-    window. ``cached``: the
-    statement judges "due" by the database clock (no parameter of this call), so it is
-    compiled once per batch size (:func:`.db.fast_orm.read_rows`)."""
+    """The locking read of a claim: up to ``limit`` due rows of ``pools`` in claim order
+    (:func:`.claim_order.take_in_order`; ``only``: that row alone, if it is due), locked
+    ``SKIP LOCKED``, each flagged with whether it links a calendar or a blackout window.
+    ``cached``: the statement judges "due" by the database clock (no parameter of this
+    call), so it is compiled once per pool, level and batch size
+    (:func:`.db.fast_orm.read_rows`)."""
 
-    def build() -> QuerySet[Schedule]:
-        qs: QuerySet[Schedule] = with_backfill_flag(
-            with_blackout_flag(with_calendar_flag(_due(using, due_before).defer(*CLAIM_UNREAD)))
+    def read_level(pool: str, level: int, n: int) -> list[Schedule]:
+        def build() -> QuerySet[Schedule]:
+            qs: QuerySet[Schedule] = with_backfill_flag(
+                with_blackout_flag(
+                    with_calendar_flag(_due(using, due_before, pool, level).defer(*CLAIM_UNREAD))
+                )
+            )
+            return locked(qs, using, skip_locked=True)[:n]
+
+        if cached:
+            return read_rows(Schedule, ("claim_due", pool, level, n), using, build)
+        return list(build())
+
+    if only is not None:
+        return _read_only(using, due_before, only, pools)
+    return take_in_order(
+        pools,
+        limit,
+        lambda pool, below: top_level(pool, below, using),
+        read_level,
+        lambda row: row.next_run_at,
+    )
+
+
+def _read_only(
+    using: str, due_before: Any, only: uuid.UUID, pools: Sequence[str]
+) -> list[Schedule]:
+    """The locking read of the one due row ``only`` if it is in ``pools`` (the claim of a
+    row on its own)."""
+    qs: QuerySet[Schedule] = with_backfill_flag(
+        with_blackout_flag(
+            with_calendar_flag(
+                Schedule.objects.using(using)
+                .claimable(due_before)
+                .filter(pk=only, pool__in=pools)
+                .defer(*CLAIM_UNREAD)
+            )
         )
-        if only is not None:
-            qs = qs.filter(pk=only)
-        return locked(qs, using, skip_locked=True)[:limit]
-
-    if cached:
-        return read_rows(Schedule, ("claim_due", limit), using, build)
-    return list(build())
+    )
+    return list(locked(qs, using, skip_locked=True)[:1])
 
 
 @implements("claim.refused", "claim.backfill_cancelled")
 def _claim_one_by_one(
-    worker: str, limit: int, lease: timedelta, now: datetime | None, using: str
+    worker: str,
+    limit: int,
+    lease: timedelta,
+    now: datetime | None,
+    using: str,
+    pools: Sequence[str],
 ) -> list[Claim]:
     """The due rows, each claimed in its own transaction, then the backfill slots of the
     schedules free to run one (their share of ``limit`` kept for them as in a batch), each
@@ -149,20 +202,34 @@ def _claim_one_by_one(
     (:func:`.quarantine.quarantine_refused_backfill`)."""
     due_before = now if now is not None else db_now(using)
     claims: list[Claim] = []
-    ready = Schedule.objects.using(using).backfill_ready(due_before).order_by("pk")
+    ready = (
+        Schedule.objects.using(using)
+        .backfill_ready(due_before)
+        .filter(pool__in=pools)
+        .order_by("pk")
+    )
     waiting = list(ready.values_list("pk", flat=True)[:limit])
     share = take_reserve(using, worker, limit, app_settings.BACKFILL_SHARE)[0]
-    pks = _due(using, due_before).values_list("pk", flat=True)
-    due = list(pks[: limit - min(share, len(waiting))])
-    for pk in due:
+    due = take_in_order(
+        pools,
+        limit - min(share, len(waiting)),
+        lambda pool, below: top_level(pool, below, using),
+        lambda pool, level, n: list(
+            _due(using, due_before, pool, level).values_list("pk", "next_run_at")[:n]
+        ),
+        lambda found: found[1],
+    )
+    for pk, _ in due:
         try:
-            claims += _claim_batch(worker, limit, lease, now, using, only=pk)
+            claims += _claim_batch(worker, limit, lease, now, using, only=pk, pools=pools)
         except ROW_PROBLEMS as exc:
             quarantine_refused(pk, exc, using)
     room = limit - len(due)
     for pk in waiting[:room]:
         try:
-            claims += _claim_batch(worker, 1, lease, now, using, only=None, backfill=pk)
+            claims += _claim_batch(
+                worker, 1, lease, now, using, only=None, backfill=pk, pools=pools
+            )
         except ROW_PROBLEMS as exc:
             quarantine_refused_backfill(pk, exc, using)
     return claims
@@ -177,15 +244,17 @@ def _claim_batch(
     *,
     only: uuid.UUID | None,
     backfill: uuid.UUID | None = None,
+    pools: Sequence[str],
 ) -> list[Claim]:
-    """One claim transaction (see :func:`claim_due`); ``only``: that row alone (no
-    backfill slot); ``backfill``: the backfill slot of that schedule alone (no live row)."""
+    """One claim transaction (see :func:`claim_due`) for a worker of ``pools``; ``only``:
+    that row alone (no backfill slot); ``backfill``: the backfill slot of that schedule
+    alone (no live row)."""
     claims: list[Claim] = []
     with transaction.atomic(using=using):
         lock_for_write(using)
         clock_after, due_before, now = _due_clock(now, using)
         read = (
-            _read_due(using, due_before, limit, only, cached=clock_after and only is None)
+            _read_due(using, due_before, limit, only, pools, cached=clock_after and only is None)
             if backfill is None
             else []
         )
@@ -215,6 +284,7 @@ def _claim_batch(
                 claims,
                 using,
                 only=backfill,
+                pools=pools,
             )
             # The share the backfills did not use goes to the live rows already read (the
             # others stay locked unwritten until the commit, and are claimed next time).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import socket
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,13 +19,17 @@ from ..db.batch import ROW_PROBLEMS
 from ..db.clock import CLOCK_SQL, db_now
 from ..db.fast_orm import read_values
 from ..models import Schedule, WorkerHeartbeat
+from .claim_order import worker_pools
 from .values import Wakeup
 
 logger = logging.getLogger(__name__)
 
 
-def next_wakeup(*, worker_id: str | None = None, using: str = "default") -> Wakeup:
-    """The next due slot of an unleased runnable schedule, the next lease expiry and the
+def next_wakeup(
+    *, worker_id: str | None = None, using: str = "default", pools: Sequence[str] | None = None
+) -> Wakeup:
+    """The next due slot of an unleased runnable schedule of ``pools`` (default: the pool
+    ``"default"``; the pools the worker claims), the next lease expiry and the
     next end of a pause (``ScheduleQuerySet.pause_ending_q``; aware UTC, None when there is
     none; ordered ``LIMIT 1`` reads). A schedule free to run
     the next slot of its open backfill (``backfill_ready``, by the database clock) makes
@@ -42,21 +47,22 @@ def next_wakeup(*, worker_id: str | None = None, using: str = "default") -> Wake
     (:func:`_cautious_wakeup`): "at once" only for what a claim or a recovery can take
     now, else None (the worker polls)."""
     try:
-        return _next_wakeup(worker_id, using)
+        return _next_wakeup(worker_id, using, worker_pools(pools))
     except ROW_PROBLEMS as exc:
         if connections[using].in_atomic_block:
             raise
         logger.debug("the wake-up read met a value it cannot read (%s)", exc)
-        return _cautious_wakeup(using)
+        return _cautious_wakeup(using, worker_pools(pools))
 
 
-def _cautious_wakeup(using: str) -> Wakeup:
+def _cautious_wakeup(using: str, pools: Sequence[str]) -> Wakeup:
     """The wake-up when a row's value cannot be read: "at once" (the database clock's now)
     for ``due`` when a row is claimable or free to run a backfill slot, and for
     ``lease_expiry`` when a lease expired; None otherwise."""
     now = db_now(using)
     schedules = Schedule.objects.using(using)
-    due = schedules.claimable(now).exists() or schedules.backfill_ready(now).exists()
+    mine = schedules.filter(pool__in=pools)
+    due = mine.claimable(now).exists() or mine.backfill_ready(now).exists()
     expired = schedules.lease_expired(now).exists()
     resume = schedules.resume_due(now).exists()
     return Wakeup(
@@ -66,7 +72,7 @@ def _cautious_wakeup(using: str) -> Wakeup:
     )
 
 
-def _next_wakeup(worker_id: str | None, using: str) -> Wakeup:
+def _next_wakeup(worker_id: str | None, using: str, pools: Sequence[str]) -> Wakeup:
     conn = connections[using]
     clock: Any = (
         RawSQL(CLOCK_SQL[conn.vendor], (), output_field=DateTimeField())
@@ -74,7 +80,8 @@ def _next_wakeup(worker_id: str | None, using: str) -> Wakeup:
         else db_now(using)
     )
     schedules = Schedule.objects.using(using)
-    waiting = schedules.waiting().order_by("next_run_at").values("next_run_at")[:1]
+    mine = schedules.filter(pool__in=pools)
+    waiting = mine.waiting().order_by("next_run_at").values("next_run_at")[:1]
     leased = (
         schedules.filter(schedules.lease_readable_q())
         .order_by("lease_expires_at")
@@ -85,7 +92,7 @@ def _next_wakeup(worker_id: str | None, using: str) -> Wakeup:
         .order_by("paused_until")
         .values("paused_until")[:1]
     )
-    ready = Exists(schedules.backfill_ready(clock))
+    ready = Exists(mine.backfill_ready(clock))
     odd = Exists(schedules.filter(schedules.lease_unreadable_q()))
     if worker_id is not None:
 
@@ -105,7 +112,7 @@ def _next_wakeup(worker_id: str | None, using: str) -> Wakeup:
             )
 
         if conn.vendor in CLOCK_SQL:  # no parameter but the worker's id: compiled once
-            found = read_values(("next_wakeup", worker_id), using, build)
+            found = read_values(("next_wakeup", worker_id, pools), using, build)
         else:
             found = list(build())
         row = found[0] if found else None
@@ -117,7 +124,7 @@ def _next_wakeup(worker_id: str | None, using: str) -> Wakeup:
                 resume=resume,
             )
     due = waiting.values_list("next_run_at", flat=True).first()
-    if schedules.filter(ready).exists():
+    if mine.filter(ready).exists():
         due = _earliest(due, db_now(using))
     expiry = leased.values_list("lease_expires_at", flat=True).first()
     if schedules.filter(odd).exists():
