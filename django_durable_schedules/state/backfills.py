@@ -301,10 +301,9 @@ def claim_backfills(
     alone), other than those the live claim just ``taken``, and claim the next slot of
     each one's open backfill at ``now_of()`` (the claim's instant). Returns the schedule
     rows to write; the backfill rows are written here. Finished backfills are completed
-    (event ``backfill_done``). A backfill whose slot cannot be claimed (a value written
-    behind ``save()`` that no rule can read) is cancelled with the reason
-    (:func:`.quarantine.quarantine_backfill`), its schedule left unwritten; the others'
-    slots are claimed as usual; none inside a blackout window (it waits)."""
+    (``backfill_done``). A backfill whose slot no rule can read (written behind ``save()``)
+    is cancelled with the reason (:func:`.quarantine.quarantine_backfill`), its schedule
+    left unwritten, the others claimed; none inside a blackout window (it waits)."""
     if limit <= 0:
         return []
     rows = _lock_ready(due_before, limit, taken, only, using, pools)

@@ -246,18 +246,14 @@ def _claim_batch(
     backfill: uuid.UUID | None = None,
     pools: Sequence[str],
 ) -> list[Claim]:
-    """One claim transaction (see :func:`claim_due`) for a worker of ``pools``; ``only``:
-    that row alone (no backfill slot); ``backfill``: the backfill slot of that schedule
-    alone (no live row)."""
+    """One claim transaction (see :func:`claim_due`); ``only``: that row alone (no
+    backfill slot); ``backfill``: the backfill slot of that schedule alone (no live row)."""
     claims: list[Claim] = []
     with transaction.atomic(using=using):
         lock_for_write(using)
         clock_after, due_before, now = _due_clock(now, using)
-        read = (
-            _read_due(using, due_before, limit, only, pools, cached=clock_after and only is None)
-            if backfill is None
-            else []
-        )
+        cached = clock_after and only is None
+        read = [] if backfill else _read_due(using, due_before, limit, only, pools, cached=cached)
         if not read and only is not None:
             return []
         if clock_after and read:
