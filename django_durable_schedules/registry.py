@@ -422,7 +422,6 @@ def _declaration(
             f"invalid callback name {name!r}: 1-128 of [A-Za-z0-9_.:-], starting with a letter or digit"
         )
     _check_flow(pool, priority)
-    flow = {"pool": pool, "priority": priority}
     if not isinstance(manual, bool):
         raise TypeError(f"manual must be True or False, not {manual!r}")
     if manual:
@@ -441,7 +440,9 @@ def _declaration(
                 f"register({name!r}, manual=True) takes no {'=, '.join(clash)}=: a manual "
                 "schedule has no timing, it runs only when triggered"
             )
-        return Declaration(timezone=timezone, payload=payload, manual=True, **flow)
+        return Declaration(
+            timezone=timezone, payload=payload, manual=True, pool=pool, priority=priority
+        )
     given = [v for v in (every, cron, at, rrule) if v is not None]
     if len(given) > 1:
         raise ValueError("declare at most one of every=, cron=, rrule= or at=")
@@ -456,7 +457,8 @@ def _declaration(
             start_at=start_at,
             end_at=end_at,
             max_runs=max_runs,
-            **flow,
+            pool=pool,
+            priority=priority,
         )
     if any(v is not None for v in (timezone, payload, start_at, end_at, max_runs, pool, priority)):
         raise ValueError(
