@@ -33,6 +33,11 @@ from .payload_schemas import check_schema
 F = TypeVar("F")
 
 NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")  # \Z: no trailing newline
+#: A pool's name (``Schedule.pool``, ``models.pool_validator``, ``register(pool=)``).
+POOL_RE = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}\Z"
+POOL_MESSAGE = "1-64 of letters, digits, '_', '.', ':' or '-', starting with a letter or digit."
+#: ``Schedule.priority``'s range (a 16-bit integer on every database).
+PRIORITY_MIN, PRIORITY_MAX = -32768, 32767
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,10 @@ class Declaration:
     end_at: datetime | None = None
     max_runs: int | None = None
     manual: bool = False
+    #: The worker pool and the claim priority (None: the model's defaults, ``"default"``
+    #: and 0, on a new row; an existing row's values are then left as they are).
+    pool: str | None = None
+    priority: int | None = None
 
     @property
     def kind(self) -> str:
@@ -160,6 +169,8 @@ def register(
     start_at: datetime | None = None,
     end_at: datetime | None = None,
     max_runs: int | None = None,
+    pool: str | None = None,
+    priority: int | None = None,
     task_options: Mapping[str, Any] | None = None,
     owner_scoped: bool = False,
     owner_min_interval: int = ...,
@@ -182,6 +193,8 @@ def register(
     start_at: datetime | None = None,
     end_at: datetime | None = None,
     max_runs: int | None = None,
+    pool: str | None = None,
+    priority: int | None = None,
     task_options: Mapping[str, Any] | None = None,
     owner_scoped: bool = False,
     owner_min_interval: int = ...,
@@ -203,6 +216,8 @@ def register(
     start_at: datetime | None = None,
     end_at: datetime | None = None,
     max_runs: int | None = None,
+    pool: str | None = None,
+    priority: int | None = None,
     task_options: Mapping[str, Any] | None = None,
     owner_scoped: bool = False,
     owner_min_interval: int = DEFAULT_OWNER_MIN_INTERVAL,
@@ -237,11 +252,20 @@ def register(
     API users may override only the keys it declares in ``properties``, and the admin's
     "Run now…" page renders a form of those properties (:mod:`.payload_schemas`).
 
+    ``pool`` (a name such as ``"reports"``) puts the declared schedule in that worker pool:
+    only workers started with ``run_scheduler --pool reports`` claim it. ``priority`` (an
+    int, -32768 to 32767, higher first) orders it among schedules due at once: a claim takes
+    the higher priorities first, then the earliest due. Left out, a new schedule gets the
+    pool ``"default"`` and priority 0, and sync leaves an existing row's values (set in the
+    admin or the API) as they are. Both need a declared schedule (every/cron/rrule/at or
+    ``manual=True``).
+
     Raises ``ValueError`` for a malformed name, more than one of every/cron/at/rrule,
+    a malformed ``pool`` or a ``priority`` out of range,
     ``task_options`` that the callback's kind does not take, or a negative
     ``owner_min_interval``; ``TypeError`` if ``func`` is not callable, if ``payload_schema``
     is not a dict, for ``manual=True`` with any of every/cron/rrule/at/start_at/end_at/
-    max_runs, or a ``manual`` that is not True or False; ``ImproperlyConfigured`` for a
+    max_runs, a ``manual`` that is not True or False, or a ``priority`` that is not an int; ``ImproperlyConfigured`` for a
     ``payload_schema`` that is no valid JSON Schema. Returns ``func`` (so
     the decorator form leaves the function usable).
     """
@@ -257,6 +281,8 @@ def register(
         max_runs,
         rrule=rrule,
         manual=manual,
+        pool=pool,
+        priority=priority,
     )
     _check_owner_access(owner_scoped, owner_min_interval)
     schema = check_schema(name, payload_schema)
@@ -313,6 +339,8 @@ def register_command(
     start_at: datetime | None = None,
     end_at: datetime | None = None,
     max_runs: int | None = None,
+    pool: str | None = None,
+    priority: int | None = None,
     owner_scoped: bool = False,
     owner_min_interval: int = DEFAULT_OWNER_MIN_INTERVAL,
 ) -> None:
@@ -323,14 +351,26 @@ def register_command(
     ``CommandError`` (or any exception) is a ``failed`` receipt, retried like any failure.
     The registration is the allow-list: only commands registered in code can run, always
     with the arguments given here (the schedule's payload is not passed to them).
-    ``every``/``cron``/``at``... declare its schedule, and ``owner_scoped`` /
-    ``owner_min_interval`` open it to owner-scoped API users, as for :func:`register`.
+    ``every``/``cron``/``at``... declare its schedule (``pool``/``priority``: its worker
+    pool and claim priority), and ``owner_scoped`` / ``owner_min_interval`` open it to
+    owner-scoped API users, as for :func:`register`.
 
-    Raises ``ValueError`` for a malformed name or command name, ``TypeError`` if ``args``
-    is not a sequence of strings.
+    Raises ``ValueError`` for a malformed name, command name or pool, or a priority out of
+    range; ``TypeError`` if ``args`` is not a sequence of strings or ``priority`` not an int.
     """
     declaration = _declaration(
-        name, every, cron, at, timezone, None, start_at, end_at, max_runs, rrule=rrule
+        name,
+        every,
+        cron,
+        at,
+        timezone,
+        None,
+        start_at,
+        end_at,
+        max_runs,
+        rrule=rrule,
+        pool=pool,
+        priority=priority,
     )
     _check_owner_access(owner_scoped, owner_min_interval)
     if not isinstance(command, str) or not command or command.strip() != command:
@@ -373,12 +413,15 @@ def _declaration(
     *,
     rrule: str | None = None,
     manual: bool = False,
+    pool: str | None = None,
+    priority: int | None = None,
 ) -> Declaration | None:
     """Validate ``name`` and the schedule declared with it (``None`` when none is)."""
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise ValueError(
             f"invalid callback name {name!r}: 1-128 of [A-Za-z0-9_.:-], starting with a letter or digit"
         )
+    _check_flow(pool, priority)
     if not isinstance(manual, bool):
         raise TypeError(f"manual must be True or False, not {manual!r}")
     if manual:
@@ -397,7 +440,9 @@ def _declaration(
                 f"register({name!r}, manual=True) takes no {'=, '.join(clash)}=: a manual "
                 "schedule has no timing, it runs only when triggered"
             )
-        return Declaration(timezone=timezone, payload=payload, manual=True)
+        return Declaration(
+            timezone=timezone, payload=payload, manual=True, pool=pool, priority=priority
+        )
     given = [v for v in (every, cron, at, rrule) if v is not None]
     if len(given) > 1:
         raise ValueError("declare at most one of every=, cron=, rrule= or at=")
@@ -412,13 +457,31 @@ def _declaration(
             start_at=start_at,
             end_at=end_at,
             max_runs=max_runs,
+            pool=pool,
+            priority=priority,
         )
-    if any(v is not None for v in (timezone, payload, start_at, end_at, max_runs)):
+    if any(v is not None for v in (timezone, payload, start_at, end_at, max_runs, pool, priority)):
         raise ValueError(
-            "timezone/payload/start_at/end_at/max_runs need one of every=, cron=, rrule=, at= "
-            "or manual=True"
+            "timezone/payload/start_at/end_at/max_runs/pool/priority need one of every=, "
+            "cron=, rrule=, at= or manual=True"
         )
     return None
+
+
+def _check_flow(pool: Any, priority: Any) -> None:
+    """Check ``register(pool=, priority=)`` as the model's validators would (None: not
+    given). Raises ``ValueError`` for a malformed pool or a priority out of range,
+    ``TypeError`` for a priority that is not an int (True/False are refused)."""
+    if pool is not None and not (isinstance(pool, str) and re.match(POOL_RE, pool)):
+        raise ValueError(f"invalid pool {pool!r}: {POOL_MESSAGE}")
+    if priority is None:
+        return
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise TypeError(f"priority must be an int, not {priority!r}")
+    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        raise ValueError(
+            f"priority must be from {PRIORITY_MIN} to {PRIORITY_MAX} (higher first), not {priority}"
+        )
 
 
 def _task_kind(obj: Any) -> str:

@@ -79,3 +79,97 @@ def test_declared_once(cleanup_registry):
     s = Schedule.objects.get(name="t.once")
     assert s.kind == "once" and s.next_run_at == at
     assert T0 < at
+
+
+# -- pool= and priority= (issue #28) --------------------------------------------------------
+
+
+def test_pool_and_priority_are_part_of_the_declaration(cleanup_registry):
+    from django_durable_schedules import register_command
+
+    register("t.flow", lambda ctx: None, every=60, pool="reports", priority=-5)
+    d = registry.get("t.flow").declaration
+    assert (d.pool, d.priority) == ("reports", -5)
+    register("t.flow.manual", lambda ctx: None, manual=True, pool="p.1", priority=32767)
+    assert registry.get("t.flow.manual").declaration.pool == "p.1"
+    register_command("t.flow.cmd", "check", cron="0 3 * * *", pool="ops", priority=3)
+    d = registry.get("t.flow.cmd").declaration
+    assert (d.pool, d.priority) == ("ops", 3)
+    register("t.flow.plain", lambda ctx: None, every=60)  # not given: None, the defaults
+    d = registry.get("t.flow.plain").declaration
+    assert (d.pool, d.priority) == (None, None)
+
+
+@pytest.mark.parametrize("pool", ["", "-x", "a b", "x" * 65, "a/b", "ok\n", 7])
+def test_a_malformed_pool_is_refused_at_register(pool):
+    with pytest.raises(ValueError, match="invalid pool") as exc:
+        register("t.badpool", lambda ctx: None, every=60, pool=pool)
+    assert "1-64 of letters" in str(exc.value)
+    assert "t.badpool" not in registry
+
+
+@pytest.mark.parametrize(
+    ("priority", "error"),
+    [
+        (32768, ValueError),
+        (-32769, ValueError),
+        (10**9, ValueError),
+        (True, TypeError),
+        (1.5, TypeError),
+        ("3", TypeError),
+    ],
+)
+def test_a_bad_priority_is_refused_at_register(priority, error):
+    with pytest.raises(error, match="priority"):
+        register("t.badprio", lambda ctx: None, every=60, priority=priority)
+    assert "t.badprio" not in registry
+
+
+def test_a_bad_pool_or_priority_is_refused_by_register_command():
+    from django_durable_schedules import register_command
+
+    with pytest.raises(ValueError, match="invalid pool"):
+        register_command("t.cmd.bad", "check", every=60, pool="no spaces")
+    with pytest.raises(ValueError, match="priority"):
+        register_command("t.cmd.bad", "check", every=60, priority=40000)
+
+
+@pytest.mark.parametrize("kwargs", [{"pool": "reports"}, {"priority": 1}])
+def test_pool_and_priority_need_a_declared_schedule(kwargs):
+    with pytest.raises(ValueError, match="pool/priority need one of every="):
+        register("t.nodecl", lambda ctx: None, **kwargs)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sync_carries_pool_and_priority_and_a_change_is_an_edit(cleanup_registry):
+    from django_durable_schedules.models import ScheduleEvent
+
+    register("t.flowsync", lambda ctx: None, every=3600, pool="reports", priority=7)
+    state.sync_declared()
+    s = Schedule.objects.get(name="t.flowsync")
+    assert (s.pool, s.priority) == ("reports", 7)
+    created = ScheduleEvent.objects.get(schedule_name="t.flowsync", action="created")
+    assert (created.changes["pool"], created.changes["priority"]) == ([None, "reports"], [None, 7])
+
+    register("t.flowsync", lambda ctx: None, every=3600, pool="reports", priority=-2)
+    state.sync_declared()
+    s.refresh_from_db()
+    assert (s.pool, s.priority) == ("reports", -2)
+    edited = ScheduleEvent.objects.get(schedule_name="t.flowsync", action="edited")
+    assert edited.source == "code"
+    assert edited.changes == {"priority": [7, -2]}
+
+    state.sync_declared()  # unchanged: no other event
+    assert ScheduleEvent.objects.filter(schedule_name="t.flowsync", action="edited").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sync_leaves_pool_and_priority_alone_when_the_code_names_none(cleanup_registry):
+    register("t.flowkeep", lambda ctx: None, every=3600)
+    state.sync_declared()
+    s = Schedule.objects.get(name="t.flowkeep")
+    assert (s.pool, s.priority) == ("default", 0)
+    Schedule.objects.filter(pk=s.pk).update(pool="ops", priority=4)  # set by an operator
+    state.sync_declared()
+    s.refresh_from_db()
+    assert (s.pool, s.priority) == ("ops", 4)

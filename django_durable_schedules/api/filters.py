@@ -93,7 +93,7 @@ class StrictBooleanFilter(filters.BooleanFilter):
 
 
 class ScheduleFilter(filters.FilterSet):
-    """``schedules/?status=&kind=&callback=&degraded=&failing=``."""
+    """``schedules/?status=&kind=&callback=&pool=&degraded=&failing=``."""
 
     # distinct=False: django-filter's default DISTINCT (for filters across to-many joins)
     # makes PostgreSQL sort every matching row before the page's LIMIT (0.4 s for 61,000
@@ -101,6 +101,7 @@ class ScheduleFilter(filters.FilterSet):
     status = filters.MultipleChoiceFilter(choices=Status.choices, distinct=False)
     kind = filters.ChoiceFilter(choices=Kind.choices)
     callback = filters.CharFilter()
+    pool = filters.CharFilter(label="Only schedules of this worker pool (exact name).")
     degraded = StrictBooleanFilter(
         method="filter_degraded", label="Only schedules with (true) / without (false) a reason."
     )
@@ -110,7 +111,7 @@ class ScheduleFilter(filters.FilterSet):
 
     class Meta:
         model = Schedule
-        fields = ["status", "kind", "callback", "degraded", "failing"]
+        fields = ["status", "kind", "callback", "pool", "degraded", "failing"]
 
     def filter_degraded(self, queryset: QuerySet, name: str, value: bool) -> QuerySet:
         q = ScheduleQuerySet.degraded_q()

@@ -101,6 +101,7 @@ def show_lines(schedule: Schedule) -> Iterator[str]:
     yield f"{schedule.name}: {_describe(schedule)}"
     yield f"  callback: {schedule.callback}"
     yield f"  kind: {schedule.kind}, time zone: {schedule.timezone or 'UTC'}"
+    yield f"  pool: {bound_text(str(schedule.pool), 64)}, priority: {schedule.priority}"
     policies = [
         f"max_attempts={schedule.max_attempts}",
         f"overlap={schedule.overlap_policy}",

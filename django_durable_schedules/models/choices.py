@@ -7,7 +7,10 @@ from __future__ import annotations
 from django.core.validators import RegexValidator
 from django.db import models
 
-from ..registry import NAME_RE
+from ..registry import NAME_RE, POOL_MESSAGE
+from ..registry import POOL_RE as POOL_RE  # re-exported: the models' names for them
+from ..registry import PRIORITY_MAX as PRIORITY_MAX
+from ..registry import PRIORITY_MIN as PRIORITY_MIN
 
 
 class Kind(models.TextChoices):
@@ -132,14 +135,11 @@ name_validator = RegexValidator(
 #: The pool of a schedule that names none, and the pool a worker started without
 #: ``--pool`` claims.
 DEFAULT_POOL = "default"
-#: A pool's name: 1-64 of letters, digits, '_', '.', ':' or '-', starting with a letter or
-#: digit (the names of schedules, shorter).
-POOL_RE = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}\Z"
-pool_validator = RegexValidator(
-    POOL_RE, "1-64 of letters, digits, '_', '.', ':' or '-', starting with a letter or digit."
-)
+#: A pool's name (``POOL_RE``, defined in :mod:`..registry`, which checks ``register(pool=)``
+#: against it too): 1-64 of letters, digits, '_', '.', ':' or '-', starting with a letter
+#: or digit (the names of schedules, shorter). ``PRIORITY_MIN``/``PRIORITY_MAX``:
 #: ``Schedule.priority``'s range (a 16-bit integer on every database).
-PRIORITY_MIN, PRIORITY_MAX = -32768, 32767
+pool_validator = RegexValidator(POOL_RE, POOL_MESSAGE)
 
 #: Fields that define *when* a schedule fires; a change to any of them is an edit. In the
 #: order of the definition's fingerprint (``Schedule.definition_hash``, stored on every

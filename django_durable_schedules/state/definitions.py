@@ -230,7 +230,9 @@ def _prepared_against(
 
 
 def declared_fields(reg: Any) -> dict[str, Any]:
-    """The schedule fields a registration declares (``register(..., every=/cron=/rrule=/at=)``)."""
+    """The schedule fields a registration declares (``register(..., every=/cron=/rrule=/at=)``);
+    ``timezone``, ``payload``, ``pool`` and ``priority`` only when given (else a new row
+    takes the model's default and an existing row keeps its value)."""
     d = reg.declaration
     assert d is not None
     wanted: dict[str, Any] = {
@@ -248,6 +250,10 @@ def declared_fields(reg: Any) -> dict[str, Any]:
         wanted["timezone"] = d.timezone
     if d.payload is not None:
         wanted["payload"] = d.payload
+    if d.pool is not None:
+        wanted["pool"] = d.pool
+    if d.priority is not None:
+        wanted["priority"] = d.priority
     return wanted
 
 

@@ -1,6 +1,6 @@
 """``manage.py schedules``: inspect and control schedules from the shell.
 
-Subcommands: ``list``, ``upcoming NAME [--count N]``, ``health``, ``show NAME`` (definition,
+Subcommands: ``list [--pool NAME]``, ``upcoming NAME [--count N]``, ``health``, ``show NAME`` (definition,
 state, next fire times, the run in flight, latest receipts), ``receipts NAME [--status S]
 [--limit N]`` (newest first, with durations and failed runs' tracebacks), and ``enable`` /
 ``disable`` / ``cancel`` / ``trigger`` ``NAME`` (the same state transitions as the admin
@@ -31,7 +31,7 @@ from django.utils.dateparse import parse_datetime
 from ... import health, state, timing
 from ...cron_words import cron_in_words
 from ...exceptions import StateConflict
-from ...models import ExclusionCalendar, ReceiptStatus, Schedule
+from ...models import ExclusionCalendar, ReceiptStatus, Schedule, pool_validator
 from .. import blackout_text, pause_text, schedule_text
 
 MAX_COUNT = 1000
@@ -45,6 +45,17 @@ def count_type(value: str) -> int:
     if not 1 <= number <= MAX_COUNT:
         raise argparse.ArgumentTypeError(f"--count must be between 1 and {MAX_COUNT}")
     return number
+
+
+def pool_type(value: str) -> str:
+    """``--pool`` of ``list``: a pool's name (``Schedule.pool``'s rule; argparse type)."""
+    try:
+        pool_validator(value)
+    except ValidationError:
+        raise argparse.ArgumentTypeError(
+            f"invalid pool {value!r}: {pool_validator.message}"
+        ) from None
+    return value
 
 
 def limit_type(value: str) -> int:
@@ -65,7 +76,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
-        sub.add_parser("list", help="One line per schedule.")
+        lister = sub.add_parser("list", help="One line per schedule.")
+        lister.add_argument("--pool", type=pool_type, help="Only the schedules of this pool.")
         upcoming = sub.add_parser(
             "upcoming", help="Next fire times, in the schedule's zone and UTC."
         )
@@ -181,7 +193,7 @@ class Command(BaseCommand):
         elif action == "rerun":
             self._rerun(self._get(options["name"]), options)
         elif action == "list":
-            self._list()
+            self._list(options["pool"])
         elif action == "calendars":
             self._calendars(options)
         elif action == "blackouts":
@@ -318,9 +330,10 @@ class Command(BaseCommand):
         except Schedule.DoesNotExist:
             raise CommandError(f"no schedule named {name!r}") from None
 
-    def _list(self) -> None:
+    def _list(self, pool: str | None) -> None:
         self.stdout.write(f"{'NAME':32} {'STATUS':9} {'CADENCE':44} NEXT RUN (ITS ZONE · UTC)")
-        for s in Schedule.objects.order_by("name"):
+        rows = Schedule.objects.order_by("name")
+        for s in rows if pool is None else rows.filter(pool=pool):
             line = f"{s.name:32} {s.status:9} {_describe(s):44} {_when(s.next_run_at, s.timezone)}"
             why = s.degraded_reason or s.pause_reason  # why a paused schedule does not run
             self.stdout.write(f"{line}  ({why})" if why else line)
