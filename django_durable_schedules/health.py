@@ -24,6 +24,7 @@ from .backfill_health import (
 from .conf import app_settings
 from .deadlines import LATE_LISTED, LateRow, late_schedules
 from .models import RunAttempt, Schedule, ScheduleQuerySet, Status
+from .pool_health import live_pools, pools_without_workers
 from .verdict import (
     DUE_GRACE_SECONDS,
     FLEET_CODES,
@@ -92,6 +93,8 @@ class WorkerRow(TypedDict):
     runs_finished: int
     clock_skew_seconds: float
     tzdata_version: str
+    #: The pools it claims, comma-separated (``run_scheduler --pool``).
+    pools: str
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,9 @@ class Health:
     late_schedules: list[LateRow] = field(default_factory=list)
     #: Up to :data:`DEGRADED_LISTED` schedules paused but not degraded, soonest end first.
     paused_schedules: list[PausedRow] = field(default_factory=list)
+    #: Pools with a schedule due now that no live worker claims (``run_scheduler --pool``),
+    #: by name; up to the first :data:`.pool_health.POOLS_SCANNED` pools are looked at.
+    pools_without_workers: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict; datetimes as ISO 8601 in UTC ending in ``Z``
@@ -158,7 +164,9 @@ def snapshot(
     ``PROBE_MAX_LAG_SECONDS``), and when: schedules are due for longer than ``overdue_after``
     seconds (default: ``max(60, 2 x POLL_MAX_SECONDS)``); leases are expired and
     unrecovered; schedules are degraded; a live worker's clock is skewed by more than
-    ``SKEW_WARN_SECONDS``. Schedules that merely fail are counted, not fatal.
+    ``SKEW_WARN_SECONDS``; while a worker is live, a pool has a schedule due now and no
+    live worker claims it (``pools_without_workers``, :mod:`.pool_health`). Schedules that
+    merely fail are counted, not fatal.
 
     Warnings (listed, never unhealthy): schedules late, past the deadline
     (``deadline_seconds``) of the occurrence they owe, by the database clock, whether a
@@ -214,7 +222,13 @@ def snapshot(
             "runs_finished",
             "clock_skew_seconds",
             "tzdata_version",
+            "pools",
         )
+    )
+    orphaned = (
+        pools_without_workers(now, live_pools(w["pools"] for w in workers), using)
+        if agg["due"]
+        else []
     )
     oldest = agg["oldest"]
     judged = verdict(
@@ -228,6 +242,7 @@ def snapshot(
         degraded=agg["degraded"],
         degraded_names=[row["name"] for row in degraded_rows[:5]],
         clock_skews=[(w["worker_id"], w["clock_skew_seconds"]) for w in workers],
+        pools_without_workers=orphaned,
     )
     stalled = stalled_backfills(now, using=using)
     cancelled = cancelled_backfills(now, using=using)
@@ -271,6 +286,7 @@ def snapshot(
         late=late,
         late_schedules=late_rows,
         paused_schedules=paused_rows,
+        pools_without_workers=orphaned,
     )
 
 

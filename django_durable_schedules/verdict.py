@@ -6,7 +6,7 @@ the admin's health page and schedule-list banner, ``manage.py schedules health``
 database does not answer; schedules are due and no worker is alive; fewer live workers than
 ``PROBE_MIN_WORKERS`` while schedules wait for one; a due schedule has waited longer than
 ``PROBE_MAX_LAG_SECONDS``) or about **schedules** (overdue, expired leases, degraded,
-a skewed worker clock). The probe fails on fleet problems; the snapshot on any problem. So
+a skewed worker clock, a pool with due schedules that no live worker claims). The probe fails on fleet problems; the snapshot on any problem. So
 whenever the probe fails, the snapshot is unhealthy too, for the same reason in the same
 words. This module judges facts; the two readers gather them, with the helpers below so
 that "live" and "due" mean one thing.
@@ -94,13 +94,16 @@ def verdict(
     degraded: int = 0,
     degraded_names: Iterable[str] = (),
     clock_skews: Iterable[tuple[str, float]] = (),
+    pools_without_workers: Iterable[str] = (),
 ) -> Verdict:
     """Judge the facts. ``database``: None when it answered, else why not (then nothing else
     is judged). ``live_workers``: see :func:`live_heartbeats`; ``due``: rows matching
     :func:`due_now_q`; ``waiting``: any schedule waits for a worker (``waiting()``);
     ``claim_lag_seconds``: how long the oldest due row has waited. Schedule facts (counts;
     ``overdue`` past ``overdue_after`` seconds; ``degraded_names``: the first few; worker
-    ``(id, clock skew seconds)`` pairs) default to none: the probe does not gather them.
+    ``(id, clock skew seconds)`` pairs; ``pools_without_workers``: pools with a due
+    schedule that no live worker claims, judged only while a worker is live, since
+    ``no_live_worker`` says it otherwise) default to none: the probe does not gather them.
     Thresholds are read from the settings (``PROBE_MIN_WORKERS``, ``PROBE_MAX_LAG_SECONDS``,
     ``SKEW_WARN_SECONDS``). Never raises."""
     if database is not None:
@@ -129,6 +132,15 @@ def verdict(
             message = f"worker {worker_id} clock is {skew:+.1f}s off the database clock"
             problems.append(Problem("clock_skew", message))
     problems += _fleet_problems(live_workers, due, waiting, claim_lag_seconds)
+    orphaned = list(pools_without_workers)
+    if orphaned and live_workers:
+        listed = ", ".join(orphaned[:5]) + (", ..." if len(orphaned) > 5 else "")
+        text = ngettext(
+            "no live worker claims pool %(p)s, which has due schedules",
+            "no live worker claims pools %(p)s, which have due schedules",
+            len(orphaned),
+        )
+        problems.append(Problem("pools_without_workers", text % {"p": listed}))
     fleet_ok = not any(p.code in FLEET_CODES for p in problems)
     return Verdict(not problems, fleet_ok, tuple(problems))
 

@@ -18,6 +18,7 @@ class WorkerSerializer(serializers.Serializer):
     runs_finished = serializers.IntegerField()
     clock_skew_seconds = serializers.FloatField()
     tzdata_version = serializers.CharField()
+    pools = serializers.CharField(help_text="The pools it claims, comma-separated.")
 
 
 @extend_schema_field(
@@ -115,6 +116,11 @@ class HealthSerializer(serializers.Serializer):
     late_schedules = LateScheduleSerializer(many=True, help_text="Up to 20 late ones by name.")
     paused_schedules = PausedScheduleSerializer(
         many=True, help_text="Up to 20 paused (not degraded) schedules, the soonest end first."
+    )
+    pools_without_workers = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Pools with a schedule due now that no live worker claims "
+        "(run_scheduler --pool), by name.",
     )
 
 

@@ -71,6 +71,7 @@ from .calendars import (
     set_schedule_calendars,
 )
 from .candidates import EDITABLE_FIELDS, Prepared, prepare
+from .claim_order import worker_pools
 from .completion import complete
 from .control import ALLOWED, allowed_actions, cancel, delete_schedule, disable, enable, trigger
 from .definitions import (
@@ -178,5 +179,6 @@ __all__ = [
     "trigger",
     "rerun",
     "update_schedule",
+    "worker_pools",
     "validate_schedule",
 ]

@@ -146,10 +146,12 @@ def heartbeat(
     stopping: bool = False,
     started_at: datetime | None = None,
     using: str = "default",
+    pools: Sequence[str] | None = None,
 ) -> datetime:
     """Upsert the worker's heartbeat row (database clock) and return the database time.
-    Records host-minus-database clock skew and the tzdata release of the worker's zones
-    (:func:`.timing.rules_version`) for health."""
+    Records host-minus-database clock skew, the tzdata release of the worker's zones
+    (:func:`.timing.rules_version`) and the pools it claims (``pools``, default
+    ``("default",)``; stored comma-joined in ``WorkerHeartbeat.pools``) for health."""
     import os
 
     host_now = dj_timezone.now()
@@ -163,6 +165,7 @@ def heartbeat(
         "clock_skew_seconds": round((host_now - now).total_seconds(), 3),
         "tzdata_version": timing.rules_version(),
         "stopped_at": now if stopping else None,
+        "pools": ",".join(worker_pools(pools)),
     }
     updated = WorkerHeartbeat.objects.using(using).filter(worker_id=worker_id).update(**values)
     if not updated:

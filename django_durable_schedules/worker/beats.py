@@ -6,6 +6,7 @@ clock (:class:`.clock.WorkerClock`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import Error as DatabaseError
@@ -17,13 +18,14 @@ logger = logging.getLogger("django_durable_schedules.worker")
 
 
 class Heartbeats:
-    """The heartbeats of worker ``worker_id`` on database ``using``; ``started_at`` is the
-    database time of its first one (kept across beats)."""
+    """The heartbeats of worker ``worker_id`` on database ``using``, claiming ``pools``;
+    ``started_at`` is the database time of its first one (kept across beats)."""
 
-    def __init__(self, worker_id: str, using: str, clock: WorkerClock):
+    def __init__(self, worker_id: str, using: str, clock: WorkerClock, pools: Sequence[str] = ()):
         self.worker_id = worker_id
         self.using = using
         self.clock = clock
+        self.pools = tuple(pools)
         self.started_at: datetime | None = None
 
     def beat(self, in_flight: int, runs_finished: int) -> None:
@@ -35,6 +37,7 @@ class Heartbeats:
             runs_finished=runs_finished,
             started_at=self.started_at,
             using=self.using,
+            pools=self.pools,
         )
         self.started_at = self.started_at or db_now
         self.clock.note_reading(db_now)
@@ -48,6 +51,7 @@ class Heartbeats:
                 runs_finished=runs_finished,
                 stopping=True,
                 using=self.using,
+                pools=self.pools,
             )
         except DatabaseError:
             logger.warning("worker %s could not record its stop", self.worker_id)

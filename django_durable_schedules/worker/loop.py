@@ -96,6 +96,7 @@ class Worker:
         self.poll_max = o.poll_max_seconds or app_settings.POLL_MAX_SECONDS
         self.once = o.once
         self.using = o.using
+        self.pools = state.worker_pools(o.pools)  # what it claims; ("default",) by default
         self._wake = threading.Event()
         self.claim_ahead_seconds = (
             app_settings.CLAIM_AHEAD_SECONDS
@@ -118,7 +119,7 @@ class Worker:
         self._notify = Notifier(Worker, self.worker_id, self._runs.run_times)  # the signals
         self._deliveries = Deliveries(self.worker_id, self.using)  # alert notifications
         self._outage = Outage(self.worker_id)  # the current database outage, if any
-        self._beats = Heartbeats(self.worker_id, self.using, self._clock)
+        self._beats = Heartbeats(self.worker_id, self.using, self._clock, self.pools)
         self._renewal = Cadence(self.renew_every)  # lease renewal
         self._beat = Cadence(self.renew_every)  # heartbeat
         self._deadlines = Cadence(DEADLINE_SWEEP_SECONDS)  # the deadline sweep
@@ -237,6 +238,7 @@ class Worker:
                 limit=free,
                 lease_seconds=self.lease_seconds,
                 using=self.using,
+                pools=self.pools,
             )
             for claim in claims:
                 self._runs.submit(self._threads, claim)
@@ -253,12 +255,13 @@ class Worker:
         """Log the start; fresh run threads and pass state; bound every socket wait of this
         thread's connection (db/sockets.py: no read or write waits for ever)."""
         logger.info(
-            "worker %s starting (concurrency %s, batch %s, claim ahead %ss, lease %ss)",
+            "worker %s starting (concurrency %s, batch %s, claim ahead %ss, lease %ss) pools=%s",
             self.worker_id,
             self.concurrency,
             self.batch_size,
             self.claim_ahead_seconds,
             self.lease_seconds,
+            ",".join(self.pools),
         )
         self._threads = RunThreads()
         self._renewal.last = self._beat.last = self._deadlines.last = 0.0
@@ -374,7 +377,7 @@ class Worker:
         self._beats.beat(len(self._runs.in_flight), self._runs.finished)
 
     def _sleep(self) -> None:
-        wakeup = state.next_wakeup(worker_id=self.worker_id, using=self.using)
+        wakeup = state.next_wakeup(worker_id=self.worker_id, using=self.using, pools=self.pools)
         self._clock.expiry_known, self._clock.next_expiry = True, wakeup.lease_expiry
         self._clock.due_known, self._clock.next_due = True, wakeup.due
         self._pause_ends.note(wakeup.resume)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -16,7 +17,8 @@ def default_worker_id() -> str:
 
 @dataclass
 class WorkerOptions:
-    """Options of one worker (seconds for durations); ``None`` means the setting's default."""
+    """Options of one worker (seconds for durations); ``None`` means the setting's default.
+    ``pools``: the pools it claims (``run_scheduler --pool``); empty or None: ``("default",)``."""
 
     worker_id: str | None = None
     batch_size: int | None = None
@@ -26,3 +28,4 @@ class WorkerOptions:
     claim_ahead_seconds: float | None = None
     once: bool = False
     using: str = "default"
+    pools: Sequence[str] | None = None

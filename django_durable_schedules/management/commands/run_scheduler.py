@@ -10,9 +10,11 @@ import threading
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from ...checks import live_sqlite_workers
+from ...models import pool_validator
 from ...worker import Worker, WorkerOptions
 from ...worker.outage import GaveUp
 
@@ -78,6 +80,14 @@ class Command(BaseCommand):
             type=positive_float,
             help="Longest sleep between checks, seconds (default POLL_MAX_SECONDS).",
         )
+        parser.add_argument(
+            "--pool",
+            dest="pools",
+            action="append",
+            type=pool_name,
+            metavar="NAME",
+            help="Claim only the schedules of this pool (repeatable; default: the pool 'default').",
+        )
         parser.add_argument("--database", default="default", help="Database alias to use.")
         parser.add_argument(
             "--metrics-port",
@@ -93,6 +103,12 @@ class Command(BaseCommand):
             raise CommandError(
                 "django-durable-schedules requires USE_TZ = True (see check durable_schedules.E001)."
             )
+        pools = tuple(dict.fromkeys(options.get("pools") or ()))
+        if len(",".join(pools)) > POOLS_MAX_CHARS:
+            raise CommandError(
+                f"--pool: the pools' names joined by commas must fit {POOLS_MAX_CHARS} "
+                f"characters (the heartbeat's column); {len(pools)} pools are too many"
+            )
         if options["verbosity"] >= 1:
             _log_to_stderr(logging.DEBUG if options["verbosity"] >= 2 else logging.INFO)
         worker = Worker(
@@ -105,6 +121,7 @@ class Command(BaseCommand):
                 poll_max_seconds=options["max_idle"],
                 once=options["once"],
                 using=options["database"],
+                pools=pools or None,
             )
         )
         worker.install_signal_handlers()
@@ -191,6 +208,22 @@ def worker_id(value: str) -> str:
         raise argparse.ArgumentTypeError(
             "--worker-id must be 1-200 characters without NUL or undecodable bytes"
         )
+    return value
+
+
+#: The most characters of a worker's pools joined by commas (``WorkerHeartbeat.pools``).
+POOLS_MAX_CHARS = 1000
+
+
+def pool_name(value: str) -> str:
+    """A ``--pool`` value: a pool's name (``models.pool_validator``); anything else is an
+    argparse error (a ``CommandError`` through ``call_command``) naming the value."""
+    try:
+        pool_validator(value)
+    except ValidationError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a pool name: {pool_validator.message}"
+        ) from None
     return value
 
 
