@@ -19,7 +19,7 @@ from rest_framework import serializers
 from .. import state, timing
 from ..cron_words import cron_in_words
 from ..deadlines import DeadlineState, deadline_state, read_now
-from ..models import BlackoutWindow, ExclusionCalendar, Schedule
+from ..models import BlackoutWindow, ConcurrencyGroup, ExclusionCalendar, Schedule
 from .fields import CalendarNamesField, WindowNamesField
 from .run_serializers import RunningSerializer, running_data
 
@@ -89,6 +89,7 @@ WRITABLE_ORDER = (
     "blackout_policy",
     "priority",
     "pool",
+    "concurrency_group",
     "payload",
     "metadata",
     "exclusion_calendars",
@@ -151,6 +152,15 @@ class ScheduleFields(serializers.Serializer):
     # are), from the row's own status and lease: no query, and no status rule typed here.
     exclusion_calendars = calendar_names_field(ExclusionCalendar.objects.all())
     blackout_windows = window_names_field(BlackoutWindow.objects.all())
+    concurrency_group = serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=ConcurrencyGroup.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text="The concurrency group's name (groups/ in the admin), or null: at most "
+        "its max_running runs at once and its rate of starts, shared with its other "
+        "schedules.",
+    )
     allowed_actions = serializers.SerializerMethodField(
         help_text="The actions the schedule's status and lease allow now, by name: cancel, "
         "disable, enable, trigger (POST schedules/{id}/{action}/) and delete (DELETE). Any "

@@ -59,6 +59,7 @@ from .choices import (
     pool_validator,
 )
 from .events import ScheduleEvent, WorkerHeartbeat
+from .groups import RATE_MAX_COUNT, ConcurrencyGroup, Rate, parse_rate
 from .notifications import DeliveryStatus, NotificationDelivery, NotificationDeliveryQuerySet
 from .queries import ScheduleQuerySet
 from .runs import RunAttempt, RunReceipt
@@ -95,6 +96,10 @@ __all__ = [
     "BlackoutPolicy",
     "BlackoutWindow",
     "BlackoutWindowQuerySet",
+    "ConcurrencyGroup",
+    "RATE_MAX_COUNT",
+    "Rate",
+    "parse_rate",
     "DegradedKind",
     "DeliveryStatus",
     "Alert",

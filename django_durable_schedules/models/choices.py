@@ -195,6 +195,7 @@ POLICY_FIELDS = (
     "blackout_policy",
     "priority",
     "pool",
+    "concurrency_group",
 )
 #: Every editable field, in group order (the admin form's order).
 EDITABLE_ORDER = IDENTITY_FIELDS + TIMING_FIELDS + INPUT_FIELDS + POLICY_FIELDS

@@ -238,6 +238,18 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         return self.filter(self.leased_q())
 
     @staticmethod
+    def group_room_q(now: Any) -> Q:
+        """Not held back by a concurrency group at ``now``: no group, or a group neither
+        at ``max_running`` (``full_until``) nor out of its rate (``rate_until``) as the
+        last claim found it (:mod:`..state.group_rules`)."""
+        from .groups import ConcurrencyGroup
+
+        held = ConcurrencyGroup.objects.filter(pk=OuterRef("concurrency_group_id")).filter(
+            Q(full_until__gt=now) | Q(rate_until__gt=now)
+        )
+        return Q(concurrency_group__isnull=True) | Q(~Exists(held))
+
+    @staticmethod
     def lease_live_q(now: Any) -> Q:
         """A lease that has not expired at ``now``."""
         return Q(lease_expires_at__gt=now)

@@ -150,6 +150,17 @@ class Schedule(
         "claims the pool 'default').",
     )
 
+    concurrency_group = models.ForeignKey(
+        "durable_schedules.ConcurrencyGroup",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="schedules",
+        db_index=False,  # the partial index of Meta (dds_sched_group_lease_idx) serves it
+        help_text="A limit shared with other schedules: at most its max_running runs at "
+        "once and its rate of starts; a slot held back waits, due, and is never lost.",
+    )
+
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     degraded_reason = models.CharField(max_length=500, blank=True, default="")
     #: Why it is degraded, as data (:class:`.choices.DegradedKind`); set and cleared with

@@ -49,6 +49,13 @@ def schedule_indexes() -> list[models.Index]:
             condition=Q(lease_token__isnull=True, status__in=["active", "paused"]),
             name="dds_sched_pool_claim_idx",
         ),
+        # A concurrency group's live leases, counted by each claim that grants one in
+        # the group (state/groups.py): the leased rows of grouped schedules only.
+        models.Index(
+            fields=["concurrency_group"],
+            condition=Q(concurrency_group__isnull=False, lease_token__isnull=False),
+            name="dds_sched_group_lease_idx",
+        ),
         # The list's kind filter by name (a rare kind among many; one more entry per
         # claim and completion, as every index: docs/scale.md).
         models.Index(fields=["kind", "name"], name="dds_sched_kind_idx"),

@@ -295,21 +295,21 @@ def claim_backfills(
     using: str,
     only: Any = None,
     pools: Sequence[str] = (DEFAULT_POOL,),
+    admit: Any = None,
 ) -> list[Schedule]:
     """Inside the claim transaction: lock (``SKIP LOCKED``) up to ``limit`` schedules of
     ``pools`` free to run a backfill slot (``backfill_ready``; ``only``: that schedule
     alone), other than those the live claim just ``taken``, and claim the next slot of
     each one's open backfill at ``now_of()`` (the claim's instant). Returns the schedule
     rows to write; the backfill rows are written here. Finished backfills are completed
-    (``backfill_done``). A backfill whose slot no rule can read (written behind ``save()``)
-    is cancelled with the reason (:func:`.quarantine.quarantine_backfill`), its schedule
-    left unwritten, the others claimed; none inside a blackout window (it waits)."""
-    if limit <= 0:
+    (``backfill_done``). A backfill whose slot no rule can read is cancelled with the
+    reason (:func:`.quarantine.quarantine_backfill`); none runs inside a blackout window
+    or when ``admit(rows, now)`` holds it back (concurrency groups): it waits."""
+    rows = _lock_ready(due_before, limit, taken, only, using, pools) if limit > 0 else []
+    now = now_of() if rows else None
+    rows = admit(rows, now) if rows and admit is not None else rows  # group: held ones wait
+    if not rows or now is None:
         return []
-    rows = _lock_ready(due_before, limit, taken, only, using, pools)
-    if not rows:
-        return []
-    now = now_of()
     open_ = {
         b.schedule_id: b
         for b in Backfill.objects.using(using).open().filter(schedule_id__in=[r.pk for r in rows])
@@ -358,7 +358,7 @@ def _lock_ready(
     qs = with_blackout_flag(
         Schedule.objects.using(using)
         .backfill_ready(due_before)
-        .filter(pool__in=pools)
+        .filter(Schedule.objects.group_room_q(due_before), pool__in=pools)
         .exclude(pk__in=[r.pk for r in taken])
         .order_by("pk")
     )

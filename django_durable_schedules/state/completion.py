@@ -40,6 +40,7 @@ from .backfills import close_ended, settle_backfills
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
 from .columns import FINISH_FIELDS, FINISH_UNREAD
 from .events import write_events
+from .groups import release_groups
 from .machine import apply_changes, changes_of, pause_degraded
 from .outcomes import apply_outcome, fail_attempt, fenced_result
 from .records import Receipt, build_receipt
@@ -203,6 +204,7 @@ def _complete_batch(
         write_events(events, using)  # with their notifications and signals
         if touched:
             update_rows(list(touched.values()), FINISH_FIELDS, using)
+            release_groups(touched.values(), using)  # a group's place freed (none: none)
             write_alerts(touched.values(), now, using)  # no statement unless one was noted
         settle_backfills(settled, now, using)
         close_ended(touched.values(), now, using)

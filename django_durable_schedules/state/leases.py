@@ -39,6 +39,7 @@ from .bounds import check_counters
 from .columns import FINISH_FIELDS
 from .completion import fail_contained
 from .events import write_events
+from .groups import release_groups
 from .quarantine import displaced_attempt, quarantine_lease
 from .rerun_rules import rerun_receipt
 from .reruns import occurrence_succeeded
@@ -217,6 +218,7 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
         insert_rows(RunReceipt, [r.model() for r in receipts], using)
         write_events(events, using)  # with their notifications and signals
         update_rows(rows, FINISH_FIELDS, using)
+        release_groups(rows, using)  # a group's place freed (no statement without one)
         write_alerts(rows, now, using)  # failing, paused, degraded (no statement otherwise)
         settle_backfills(backfilled, now, using)
     return len(rows)

@@ -40,6 +40,7 @@ from .backfills import claim_backfills
 from .claim_order import take_in_order, top_level, worker_pools
 from .columns import CLAIM_FIELDS, CLAIM_UNREAD
 from .events import write_events
+from .groups import Admission
 from .machine import apply_changes, changes_of
 from .quarantine import (
     quarantine_refused,
@@ -122,7 +123,7 @@ def _due(using: str, due_before: Any, pool: str, level: int) -> QuerySet[Schedul
     return (
         Schedule.objects.using(using)
         .claimable(due_before)
-        .filter(pool=pool, priority=level)
+        .filter(Schedule.objects.group_room_q(due_before), pool=pool, priority=level)
         .order_by("next_run_at")
     )
 
@@ -265,12 +266,14 @@ def _claim_batch(
         events: list[ScheduleEvent] = []
         plan = (now, lease, worker, attempts, receipts, claims, events, using)
         open_, reserve = _backfill_reserve(read, only, worker, limit, using)
-        rows = read[: limit - reserve] if open_ else list(read)
+        head = read[: limit - reserve] if open_ else list(read)
+        groups = Admission(using)  # rows held back by their concurrency group wait, due
+        rows = groups.admit(head, now) if head and now is not None else []
         _plan_rows(rows, *plan)
         if only is None and open_ is not False:  # backfill slots on schedules left free
             filled = claim_backfills(
                 due_before,
-                limit - len(rows),
+                limit - len(head),
                 read,
                 lambda: now if now is not None else db_now(using),
                 lease,
@@ -281,17 +284,16 @@ def _claim_batch(
                 using,
                 only=backfill,
                 pools=pools,
+                admit=groups.admit,
             )
-            # The share the backfills did not use goes to the live rows already read (the
-            # others stay locked unwritten until the commit, and are claimed next time).
-            spare = read[len(rows) : limit - len(filled)]
+            # The backfills' unused share: to the live rows read (the rest: claimed next time).
+            spare = read[len(head) : limit - len(filled)]
+            spare = groups.admit(spare, now) if spare and now is not None else []
             _plan_rows(spare, *plan)
             rows += spare + filled
-        if not rows:
-            return []
-        _write_claim(rows, attempts, receipts, events, using)
-        write_alerts(rows, now, using)  # a row degraded: its alert (no statement otherwise)
-        _claim_committing()
+        _write_claim(rows, attempts, receipts, events, using, groups, now)  # held: groups only
+        if rows:
+            _claim_committing()
     return claims
 
 
@@ -331,15 +333,20 @@ def _write_claim(
     receipts: list[RunReceipt],
     events: list[ScheduleEvent],
     using: str,
+    groups: Admission,
+    now: datetime | None,
 ) -> None:
     """Write one claim transaction's work: its attempts, receipts and events inserted (no
-    statement for an empty list) and its rows' claim columns updated."""
+    statement for an empty list), its rows' claim columns updated, its concurrency
+    groups' run state (:meth:`.groups.Admission.write`) and a degraded row's alert."""
     if attempts:
         insert_rows(RunAttempt, attempts, using)
     if receipts:
         insert_rows(RunReceipt, receipts, using)
     write_events(events, using)  # with their notifications and signals
     update_rows(rows, CLAIM_FIELDS, using)
+    groups.write()
+    write_alerts(rows, now, using)  # a row degraded: its alert (no statement otherwise)
 
 
 @implements("claim.unevaluable")

@@ -110,6 +110,13 @@ CLAIMS: tuple[Transition, ...] = (
       "`scheduled_for` = the request's instant, N's own idempotency key) with a live "
       "lease; a callback no longer registered: `degraded` at once, the row not paused",
       KEEPS, _seen("claim", "leased", "degraded")),
+    T("claim.group_held", RUNNABLE,
+      "due (or a retry, trigger, buffered or backfill slot), its concurrency group at "
+      "`max_running` live leases or out of its `rate` (or its values unreadable)",
+      "unchanged, not leased (claimed once the group has room)",
+      "unchanged (it stays due; no slot is lost)",
+      "none (the wait shows in the run's lateness when it starts); the group's "
+      "`full_until` / `rate_until` let later claims skip it until then"),
     T("claim.triggered_paused", PAUSED, "triggered", "paused, leased", "none",
       LEASED_ATTEMPT + OVERRIDE_TAKEN, TO_PAUSED, _seen("claim", "leased")),
     T("claim.missed", ACTIVE, "missed beyond `misfire_grace_seconds`", NEXT_OR_COMPLETED,

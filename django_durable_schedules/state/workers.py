@@ -18,7 +18,7 @@ from .. import timing
 from ..db.batch import ROW_PROBLEMS
 from ..db.clock import CLOCK_SQL, db_now
 from ..db.fast_orm import read_values
-from ..models import Schedule, WorkerHeartbeat
+from ..models import ConcurrencyGroup, Schedule, WorkerHeartbeat
 from .claim_order import worker_pools
 from .values import Wakeup
 
@@ -81,7 +81,13 @@ def _next_wakeup(worker_id: str | None, using: str, pools: Sequence[str]) -> Wak
     )
     schedules = Schedule.objects.using(using)
     mine = schedules.filter(pool__in=pools)
-    waiting = mine.waiting().order_by("next_run_at").values("next_run_at")[:1]
+    # Rows held back by their concurrency group are not waited for; the end of the hold
+    # is (a group's rate_until, or the lapse of its full_until: state/group_rules.py).
+    room = mine.filter(schedules.group_room_q(clock))
+    waiting = room.waiting().order_by("next_run_at").values("next_run_at")[:1]
+    groups = ConcurrencyGroup.objects.using(using)
+    rate_end = groups.filter(rate_until__gt=clock).order_by("rate_until").values("rate_until")
+    full_end = groups.filter(full_until__gt=clock).order_by("full_until").values("full_until")
     leased = (
         schedules.filter(schedules.lease_readable_q())
         .order_by("lease_expires_at")
@@ -106,8 +112,19 @@ def _next_wakeup(worker_id: str | None, using: str, pools: Sequence[str]) -> Wak
                     resume=Subquery(ending, output_field=DateTimeField()),
                     backfill=ready,
                     odd=odd,
+                    rate_end=Subquery(rate_end[:1], output_field=DateTimeField()),
+                    full_end=Subquery(full_end[:1], output_field=DateTimeField()),
                 )
-                .values_list("due", "expiry", "resume", "backfill", "odd", "last_seen_at")
+                .values_list(
+                    "due",
+                    "expiry",
+                    "resume",
+                    "backfill",
+                    "odd",
+                    "last_seen_at",
+                    "rate_end",
+                    "full_end",
+                )
                 .order_by("pk")[:1]
             )
 
@@ -117,13 +134,15 @@ def _next_wakeup(worker_id: str | None, using: str, pools: Sequence[str]) -> Wak
             found = list(build())
         row = found[0] if found else None
         if row is not None:
-            due, expiry, resume, backfill, unreadable, seen = row
+            due, expiry, resume, backfill, unreadable, seen, rate, full = row
             return Wakeup(
-                due=_earliest(due, seen if backfill else None),
+                due=_earliest(due, seen if backfill else None, rate, full),
                 lease_expiry=_earliest(expiry, seen if unreadable else None),
                 resume=resume,
             )
     due = waiting.values_list("next_run_at", flat=True).first()
+    due = _earliest(due, rate_end.values_list("rate_until", flat=True).first())
+    due = _earliest(due, full_end.values_list("full_until", flat=True).first())
     if mine.filter(ready).exists():
         due = _earliest(due, db_now(using))
     expiry = leased.values_list("lease_expires_at", flat=True).first()

@@ -1,0 +1,102 @@
+"""Concurrency groups inside the claim and completion transactions (issue #28, item 1):
+:class:`Admission` locks the groups of a claim's rows, counts their live leases and lets
+:func:`.group_rules.admit` decide which rows start; :func:`release_groups` lets a
+finished run's group be read again by the next claim.
+
+The discipline is the one of leases: a claim that may grant a lease in a group holds the
+group's row lock (``SELECT ... FOR UPDATE``, groups in primary key order, never skipped)
+from its count to its commit, so two claims never both see the last free place. A
+completion or a lease recovery does not take it: a lease released only makes room.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db.models import Count
+
+from ..db.locks import locked
+from ..models import ConcurrencyGroup, Schedule, ScheduleQuerySet
+from .group_rules import GroupRoom, admit
+
+
+class Admission:
+    """The concurrency groups of one claim transaction: :meth:`admit` may be called for
+    the live rows and again for the backfill slots (the rooms are shared, so a group's
+    ``max_running`` holds across both); :meth:`write` stores what the claim changed on the
+    groups. No statement for rows of no group."""
+
+    def __init__(self, using: str) -> None:
+        self.using = using
+        self.rooms: dict[Any, GroupRoom] = {}
+        self.changes: dict[Any, dict[str, Any]] = {}
+
+    def admit(self, rows: list[Schedule], now: datetime) -> list[Schedule]:
+        """The rows of ``rows`` that may start at ``now`` (the claim's instant), in their
+        order; the others are held back, left unwritten. Locks and counts the groups not
+        seen yet in this transaction: two statements when any row names a new group."""
+        new = sorted({row.concurrency_group_id for row in rows} - {None} - set(self.rooms), key=str)
+        if new:
+            self.rooms.update(self._rooms(new, now))
+        if not self.rooms:
+            return rows
+        admitted, _held, changes = admit(
+            rows, lambda row: row.concurrency_group_id, self.rooms, now
+        )
+        self.changes.update(changes)
+        return admitted
+
+    def _rooms(self, ids: list[Any], now: datetime) -> dict[Any, GroupRoom]:
+        groups = ConcurrencyGroup.objects.using(self.using).filter(pk__in=ids).order_by("pk")
+        found = list(locked(groups, self.using, skip_locked=False))
+        live = (
+            Schedule.objects.using(self.using)
+            .filter(concurrency_group_id__in=ids, lease_token__isnull=False)
+            .filter(ScheduleQuerySet.lease_live_q(now))
+            .values_list("concurrency_group_id")
+            .annotate(n=Count("pk"))
+        )
+        running = dict(live.values_list("concurrency_group_id", "n"))
+        return {group.pk: room_of(group, running.get(group.pk, 0)) for group in found}
+
+    def write(self) -> None:
+        """Store the groups' ``full_until``, ``rate_until`` and ``starts`` as the claim
+        left them: one statement per group the claim admitted into or held back from."""
+        for pk, columns in self.changes.items():
+            ConcurrencyGroup.objects.using(self.using).filter(pk=pk).update(**columns)
+
+
+def room_of(group: ConcurrencyGroup, running: int) -> GroupRoom:
+    """The :class:`.group_rules.GroupRoom` of ``group`` read under its lock, with
+    ``running`` live leases; a rate that does not parse (written behind ``save()``) makes
+    it ``unreadable`` (nothing of it starts), as do ``starts`` that are not numbers."""
+    unreadable = ""
+    rate = None
+    try:
+        rate = group.parsed_rate()
+    except ValidationError:
+        unreadable = f"the rate {group.rate[:20]!r} cannot be read"
+    starts = group.starts if isinstance(group.starts, list) else []
+    numbers = [t for t in starts if isinstance(t, int | float) and not isinstance(t, bool)]
+    return GroupRoom(
+        max_running=group.max_running,
+        rate_count=rate.count if rate else None,
+        rate_seconds=rate.seconds if rate else None,
+        running=running,
+        starts=sorted(float(t) for t in numbers),
+        unreadable=unreadable,
+    )
+
+
+def release_groups(rows: Iterable[Schedule], using: str) -> None:
+    """After runs of ``rows`` released their leases (completion, lease recovery): clear
+    ``full_until`` on their groups so the next claim counts them again. No statement when
+    no row names a group; one otherwise."""
+    ids: set[Any] = {row.concurrency_group_id for row in rows} - {None}
+    if ids:
+        ConcurrencyGroup.objects.using(using).filter(pk__in=ids, full_until__isnull=False).update(
+            full_until=None
+        )

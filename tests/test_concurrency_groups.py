@@ -1,0 +1,180 @@
+"""Concurrency groups (issue #28, item 1): a claim never grants more live leases in a group
+than its ``max_running``, nor more starts per window than its ``rate``; a row held back
+stays due and is claimed later, never lost; a group at its limit never blocks the other
+schedules; a group whose rate cannot be read starts nothing and harms nothing else.
+
+The rule (:func:`~django_durable_schedules.state.group_rules.admit`) with Hypothesis; the
+claim on real databases through ``state.claim_due`` with an injected clock (run on
+SQLite, PostgreSQL and MariaDB)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.exceptions import ValidationError
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from django_durable_schedules import state
+from django_durable_schedules.models import ConcurrencyGroup, Schedule, parse_rate
+from django_durable_schedules.state.group_rules import GroupRoom, admit, rate_window
+
+from .factories import T0
+
+S = timedelta(seconds=1)
+NOW = T0 + 3600 * S
+
+
+def due_rows(count, *, group=None, prefix="g", offset=0):
+    """Bulk-create ``count`` active hourly schedules due at ``T0 + offset + i`` seconds."""
+    Schedule.objects.bulk_create(
+        Schedule(
+            name=f"{prefix}-{i:04d}",
+            callback="tests.noop",
+            kind="interval",
+            interval_seconds=3600,
+            timezone="UTC",
+            created_at=T0 - 86400 * S,
+            next_run_at=T0 + (offset + i) * S,
+            concurrency_group=group,
+        )
+        for i in range(count)
+    )
+
+
+def names(claims):
+    return sorted(c.schedule_name for c in claims)
+
+
+# -- the rule ------------------------------------------------------------------------------
+
+
+def test_rates_parse_and_bad_ones_are_field_errors():
+    assert parse_rate("10/m").count == 10 and parse_rate("10/m").seconds == 60
+    assert parse_rate(" 2 / s ").seconds == 1
+    assert parse_rate("") is None
+    for bad in ("0/s", "10", "10/d", "x/m", "10001/s", 5):
+        with pytest.raises(ValidationError) as info:
+            parse_rate(bad)
+        assert "rate" in info.value.message_dict
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    max_running=st.one_of(st.none(), st.integers(1, 5)),
+    rate=st.one_of(st.none(), st.tuples(st.integers(1, 5), st.sampled_from([1, 60]))),
+    running=st.integers(0, 6),
+    claims=st.lists(
+        st.tuples(st.floats(0, 5, allow_nan=False), st.integers(0, 8)), min_size=1, max_size=12
+    ),
+)
+def test_admit_never_exceeds_the_cap_nor_the_rate(max_running, rate, running, claims):
+    if max_running is None and rate is None:
+        max_running = 2
+    room = GroupRoom(
+        max_running=max_running,
+        rate_count=rate[0] if rate else None,
+        rate_seconds=rate[1] if rate else None,
+        running=min(running, max_running or running),
+    )
+    started = room.running
+    starts = []
+    at = T0
+    for gap, batch in claims:
+        at = at + timedelta(seconds=gap)
+        admitted, held, changes = admit(list(range(batch)), lambda _: "g", {"g": room}, at)
+        assert len(admitted) + len(held) == batch  # every row started or held, none lost
+        starts += [at.timestamp()] * len(admitted)
+        started += len(admitted)
+        if max_running is not None:
+            assert room.running <= max_running
+        assert set(changes) == ({"g"} if batch else set())
+    if rate is not None:
+        window = rate_window(rate[1])
+        for first in starts:  # any window as long as the rate's holds at most its count
+            assert sum(1 for t in starts if first <= t < first + window) <= rate[0]
+
+
+def test_rows_of_no_group_are_always_admitted():
+    admitted, held, changes = admit([1, 2, 3], lambda _: None, {}, T0)
+    assert (admitted, held, changes) == ([1, 2, 3], [], {})
+
+
+# -- the claim ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_group_caps_the_live_leases_and_a_finished_run_makes_room():
+    group = ConcurrencyGroup.objects.create(name="partner-api", max_running=3)
+    due_rows(10, group=group)
+    first = state.claim_due(worker="w", limit=10, now=NOW)
+    assert names(first) == ["g-0000", "g-0001", "g-0002"]  # the earliest due, 3 at most
+    group.refresh_from_db()
+    assert group.full_until is not None  # later claims skip the group's rows
+    assert state.claim_due(worker="w", limit=10, now=NOW + S) == []
+    state.complete([state.Outcome(first[0], "succeeded")], now=NOW + 2 * S)
+    group.refresh_from_db()
+    assert group.full_until is None  # the finished run freed a place
+    second = state.claim_due(worker="w", limit=10, now=NOW + 3 * S)
+    assert names(second) == ["g-0003"]
+    leased = Schedule.objects.filter(concurrency_group=group, lease_token__isnull=False)
+    assert leased.count() == 3
+    # Nothing was lost: the held rows are due and unleased.
+    assert Schedule.objects.filter(concurrency_group=group, lease_token__isnull=True).count() == 7
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_group_at_its_limit_never_blocks_the_other_schedules():
+    group = ConcurrencyGroup.objects.create(name="reports", max_running=2)
+    due_rows(50, group=group, prefix="grouped")  # due first
+    due_rows(20, prefix="free", offset=100)  # due later, no group
+    first = state.claim_due(worker="w", limit=20, now=NOW)
+    assert len([c for c in first if c.schedule_name.startswith("grouped")]) == 2
+    second = state.claim_due(worker="w", limit=20, now=NOW)
+    assert not [c for c in second if c.schedule_name.startswith("grouped")]
+    free = [c for c in first + second if c.schedule_name.startswith("free")]
+    assert len(free) == 20  # every ungrouped row started within two claims
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rate_limits_starts_per_window():
+    group = ConcurrencyGroup.objects.create(name="mailer", rate="2/s")
+    due_rows(6, group=group)
+    first = state.claim_due(worker="w", limit=10, now=NOW)
+    assert len(first) == 2
+    state.complete([state.Outcome(c, "succeeded") for c in first], now=NOW + 0.1 * S)
+    assert state.claim_due(worker="w", limit=10, now=NOW + 0.5 * S) == []
+    # The window is the rate's second plus its margin (10%): free again after 1.1 s.
+    assert state.claim_due(worker="w", limit=10, now=NOW + 1.05 * S) == []
+    assert len(state.claim_due(worker="w", limit=10, now=NOW + 1.2 * S)) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rate_written_behind_save_that_cannot_be_read_holds_only_its_group():
+    group = ConcurrencyGroup.objects.create(name="broken", rate="5/s")
+    ConcurrencyGroup.objects.filter(pk=group.pk).update(rate="five a second")
+    due_rows(3, group=group, prefix="held")
+    due_rows(3, prefix="free", offset=10)
+    claims = state.claim_due(worker="w", limit=10, now=NOW)
+    assert names(claims) == ["free-0000", "free-0001", "free-0002"]
+    assert Schedule.objects.filter(name__startswith="held", lease_token__isnull=True).count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_schedules_api_names_the_group_and_refuses_an_unknown_one(admin_client):
+    ConcurrencyGroup.objects.create(name="partner-api", max_running=1)
+    body = {
+        "name": "grouped",
+        "callback": "tests.noop",
+        "kind": "interval",
+        "interval_seconds": 60,
+        "concurrency_group": "partner-api",
+    }
+    made = admin_client.post("/api/schedules/", body, content_type="application/json")
+    assert made.status_code == 201, made.json()
+    assert made.json()["concurrency_group"] == "partner-api"
+    body.update(name="other", concurrency_group="nope")
+    refused = admin_client.post("/api/schedules/", body, content_type="application/json")
+    assert refused.status_code == 400
+    assert "concurrency_group" in refused.json()
