@@ -487,3 +487,20 @@ async def async_charge_card(ctx):
 @register("tests.async_leaky_fail")
 async def async_leaky_fail(ctx):
     return await async_charge_card(ctx)
+
+
+@register("tests.span")
+def span(ctx):
+    """Sleeps payload['seconds'] (default 0.2) and appends ``name occurrence attempt start
+    end pid`` (POSIX seconds, the worker host's clock) to the file payload['path']: the
+    callbacks' own record of when each run started and ended (one short ``O_APPEND``
+    write per run, whole lines from every process)."""
+    started = time.time()
+    time.sleep(float(ctx.payload.get("seconds", 0.2)))
+    line = f"{ctx.schedule_name} {ctx.occurrence} {ctx.attempt} {started} {time.time()} {os.getpid()}\n"
+    fd = os.open(ctx.payload["path"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+    return None
