@@ -12,85 +12,42 @@ enqueues it, see :mod:`.dispatch`), or a management command
 (:func:`register_command`). Only registered names can be run: the admin and API choose among them, never an
 import path. ``schedules.py`` modules of installed apps are imported at start-up
 (:func:`autodiscover`).
+
+This module owns the registry itself (:class:`Registration`, :class:`Registry`,
+``registry``) and the registering calls. The rules of what a call declares (the name, the
+schedule, pool and priority, owner access) live in :mod:`.declarations`, what kind of
+callable it is in :mod:`.task_kinds`; their public names are re-exported here.
 """
 
 from __future__ import annotations
 
 import inspect
-import re
-import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar, overload
 
+from .declarations import DEFAULT_OWNER_MIN_INTERVAL as DEFAULT_OWNER_MIN_INTERVAL
+from .declarations import NAME_RE as NAME_RE
+from .declarations import POOL_MESSAGE as POOL_MESSAGE
+from .declarations import POOL_RE as POOL_RE
+from .declarations import PRIORITY_MAX as PRIORITY_MAX
+from .declarations import PRIORITY_MIN as PRIORITY_MIN
+from .declarations import Declaration as Declaration
+from .declarations import build_declaration, check_owner_access
 from .exceptions import NotRegistered
 from .payload_schemas import check_schema
+from .task_kinds import DJANGO_TASK_OPTIONS as DJANGO_TASK_OPTIONS
+from .task_kinds import KIND_CALLABLE as KIND_CALLABLE
+from .task_kinds import KIND_CELERY_TASK as KIND_CELERY_TASK
+from .task_kinds import KIND_COMMAND as KIND_COMMAND
+from .task_kinds import KIND_DJANGO_TASK as KIND_DJANGO_TASK
+from .task_kinds import check_task_options, task_kind
 
 #: The type of what is registered (a function, a Task): ``register`` returns it unchanged,
 #: so a decorated function keeps its signature for type checkers (``mypy --strict``).
 F = TypeVar("F")
-
-NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")  # \Z: no trailing newline
-#: A pool's name (``Schedule.pool``, ``models.pool_validator``, ``register(pool=)``).
-POOL_RE = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}\Z"
-POOL_MESSAGE = "1-64 of letters, digits, '_', '.', ':' or '-', starting with a letter or digit."
-#: ``Schedule.priority``'s range (a 16-bit integer on every database).
-PRIORITY_MIN, PRIORITY_MAX = -32768, 32767
-
-
-@dataclass(frozen=True)
-class Declaration:
-    """A schedule declared in code next to its callback.
-
-    Exactly one of ``every`` (seconds), ``cron``, ``at`` (aware datetime) or ``rrule`` (an
-    RFC 5545 rule) is set, or ``manual`` (kind ``manual``: no spec, it runs only when
-    triggered) and none of them.
-    """
-
-    every: int | None = None
-    cron: str | None = None
-    at: datetime | None = None
-    rrule: str | None = None
-    timezone: str | None = None
-    payload: Any = None
-    start_at: datetime | None = None
-    end_at: datetime | None = None
-    max_runs: int | None = None
-    manual: bool = False
-    #: The worker pool and the claim priority (None: the model's defaults, ``"default"``
-    #: and 0, on a new row; an existing row's values are then left as they are).
-    pool: str | None = None
-    priority: int | None = None
-
-    @property
-    def kind(self) -> str:
-        if self.manual:
-            return "manual"
-        if self.every is not None:
-            return "interval"
-        if self.cron is not None:
-            return "cron"
-        if self.rrule is not None:
-            return "rrule"
-        return "once"
-
-
-#: What a registration runs: a Python callable (called with the run context), a
-#: ``django.tasks`` Task or a Celery task (enqueued with the payload as keyword arguments),
-#: or a management command (``call_command`` in the worker).
-KIND_CALLABLE = "callable"
-KIND_DJANGO_TASK = "django_task"
-KIND_CELERY_TASK = "celery_task"
-KIND_COMMAND = "command"
-
-#: ``owner_min_interval`` when not given: owner-scoped users' schedules of a callback open
-#: to them run at most every 5 minutes.
-DEFAULT_OWNER_MIN_INTERVAL = 300
-
-#: ``task_options`` a ``django.tasks`` Task accepts (passed to ``Task.using()``).
-DJANGO_TASK_OPTIONS = frozenset({"priority", "queue_name", "run_after", "backend"})
 
 
 @dataclass(frozen=True)
@@ -269,7 +226,7 @@ def register(
     ``payload_schema`` that is no valid JSON Schema. Returns ``func`` (so
     the decorator form leaves the function usable).
     """
-    declaration = _declaration(
+    declaration = build_declaration(
         name,
         every,
         cron,
@@ -284,27 +241,13 @@ def register(
         pool=pool,
         priority=priority,
     )
-    _check_owner_access(owner_scoped, owner_min_interval)
+    check_owner_access(owner_scoped, owner_min_interval)
     schema = check_schema(name, payload_schema)
 
     def decorator(f: Any) -> Any:
-        kind = _task_kind(f)
+        kind = task_kind(f)
         options = dict(task_options or {})
-        if kind == KIND_CALLABLE:
-            if not callable(f):
-                raise TypeError(f"callback {name!r} is not callable")
-            if options:
-                raise ValueError(f"task_options= only apply to a task; {name!r} is a function")
-        elif kind == KIND_DJANGO_TASK:
-            unknown = ", ".join(sorted(set(options) - DJANGO_TASK_OPTIONS))
-            if unknown:
-                raise ValueError(f"task_options not taken by a django.tasks Task: {unknown}")
-            if options:
-                f.using(**options)  # the backend validates them now (e.g. an unknown queue)
-        elif kind == KIND_CELERY_TASK and {"args", "kwargs", "task_id"} & set(options):
-            raise ValueError(
-                "task_options must not set args, kwargs or task_id (the run sets them)"
-            )
+        check_task_options(name, f, kind, options)
         registry.add(
             Registration(
                 name=name,
@@ -358,7 +301,7 @@ def register_command(
     Raises ``ValueError`` for a malformed name, command name or pool, or a priority out of
     range; ``TypeError`` if ``args`` is not a sequence of strings or ``priority`` not an int.
     """
-    declaration = _declaration(
+    declaration = build_declaration(
         name,
         every,
         cron,
@@ -372,7 +315,7 @@ def register_command(
         pool=pool,
         priority=priority,
     )
-    _check_owner_access(owner_scoped, owner_min_interval)
+    check_owner_access(owner_scoped, owner_min_interval)
     if not isinstance(command, str) or not command or command.strip() != command:
         raise ValueError(f"invalid management command name {command!r}")
     if isinstance(args, str) or not all(isinstance(a, str) for a in args):
@@ -388,122 +331,6 @@ def register_command(
             owner_min_interval=owner_min_interval,
         )
     )
-
-
-def _check_owner_access(owner_scoped: Any, owner_min_interval: Any) -> None:
-    if not isinstance(owner_scoped, bool):
-        raise TypeError("owner_scoped must be True or False")
-    valid = isinstance(owner_min_interval, int) and not isinstance(owner_min_interval, bool)
-    if not valid or owner_min_interval < 0:
-        raise ValueError(
-            f"owner_min_interval must be a whole number of seconds >= 0, not {owner_min_interval!r}"
-        )
-
-
-def _declaration(
-    name: str,
-    every: int | None,
-    cron: str | None,
-    at: datetime | None,
-    timezone: str | None,
-    payload: Any,
-    start_at: datetime | None,
-    end_at: datetime | None,
-    max_runs: int | None,
-    *,
-    rrule: str | None = None,
-    manual: bool = False,
-    pool: str | None = None,
-    priority: int | None = None,
-) -> Declaration | None:
-    """Validate ``name`` and the schedule declared with it (``None`` when none is)."""
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise ValueError(
-            f"invalid callback name {name!r}: 1-128 of [A-Za-z0-9_.:-], starting with a letter or digit"
-        )
-    _check_flow(pool, priority)
-    if not isinstance(manual, bool):
-        raise TypeError(f"manual must be True or False, not {manual!r}")
-    if manual:
-        timing_args = {
-            "every": every,
-            "cron": cron,
-            "rrule": rrule,
-            "at": at,
-            "start_at": start_at,
-            "end_at": end_at,
-            "max_runs": max_runs,
-        }
-        clash = [k for k, v in timing_args.items() if v is not None]
-        if clash:
-            raise TypeError(
-                f"register({name!r}, manual=True) takes no {'=, '.join(clash)}=: a manual "
-                "schedule has no timing, it runs only when triggered"
-            )
-        return Declaration(
-            timezone=timezone, payload=payload, manual=True, pool=pool, priority=priority
-        )
-    given = [v for v in (every, cron, at, rrule) if v is not None]
-    if len(given) > 1:
-        raise ValueError("declare at most one of every=, cron=, rrule= or at=")
-    if given:
-        return Declaration(
-            every=every,
-            cron=cron,
-            at=at,
-            rrule=rrule,
-            timezone=timezone,
-            payload=payload,
-            start_at=start_at,
-            end_at=end_at,
-            max_runs=max_runs,
-            pool=pool,
-            priority=priority,
-        )
-    if any(v is not None for v in (timezone, payload, start_at, end_at, max_runs, pool, priority)):
-        raise ValueError(
-            "timezone/payload/start_at/end_at/max_runs/pool/priority need one of every=, "
-            "cron=, rrule=, at= or manual=True"
-        )
-    return None
-
-
-def _check_flow(pool: Any, priority: Any) -> None:
-    """Check ``register(pool=, priority=)`` as the model's validators would (None: not
-    given). Raises ``ValueError`` for a malformed pool or a priority out of range,
-    ``TypeError`` for a priority that is not an int (True/False are refused)."""
-    if pool is not None and not (isinstance(pool, str) and re.match(POOL_RE, pool)):
-        raise ValueError(f"invalid pool {pool!r}: {POOL_MESSAGE}")
-    if priority is None:
-        return
-    if not isinstance(priority, int) or isinstance(priority, bool):
-        raise TypeError(f"priority must be an int, not {priority!r}")
-    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-        raise ValueError(
-            f"priority must be from {PRIORITY_MIN} to {PRIORITY_MAX} (higher first), not {priority}"
-        )
-
-
-def _task_kind(obj: Any) -> str:
-    """``KIND_DJANGO_TASK``, ``KIND_CELERY_TASK`` or ``KIND_CALLABLE`` for ``obj``.
-
-    Looks only at modules already imported (an object of a library's class means the
-    library is loaded), so neither ``django.tasks`` (Django 6+) nor Celery is required,
-    and at ``type(obj)``: a Celery ``shared_task`` proxy is recognised without evaluating
-    it (which would finalize the Celery app at import time).
-    """
-    cls = type(obj)
-    for module_name in ("django.tasks.base", "django_tasks.base"):
-        module = sys.modules.get(module_name)
-        if module is not None and issubclass(cls, module.Task):
-            return KIND_DJANGO_TASK
-    celery_task = sys.modules.get("celery.app.task")
-    if celery_task is not None and issubclass(cls, celery_task.Task):
-        return KIND_CELERY_TASK
-    celery_local = sys.modules.get("celery.local")
-    if celery_local is not None and issubclass(cls, celery_local.Proxy):
-        return KIND_CELERY_TASK
-    return KIND_CALLABLE
 
 
 def autodiscover() -> None:

@@ -48,6 +48,7 @@ PURE = (
     "timing/",
     "limits.py",
     "payloads.py",
+    "declarations.py",
 )
 
 THIN = ("admin/", "api/", "management/commands/")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..registry import NAME_RE
+from ..declarations import NAME_RE
 
 CELERY_BEAT = "celery-beat"
 DJANGO_Q = "django-q2"

@@ -2,7 +2,8 @@
 definition, state, next fire times, run in flight and latest receipts, and a schedule's
 receipts with their durations and tracebacks. Plain text lines (the command writes them);
 read-only, and every value shown is bounded as it is read (a row written behind ``save()``
-prints, it never raises).
+prints, it never raises). It also holds the text the other subcommands share: instants
+(:func:`utc`, :func:`in_zone`) and a ``ValidationError``'s messages (:func:`field_messages`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from .. import timing
@@ -54,6 +56,17 @@ def in_zone(value: datetime | None, zone_name: str | None) -> str:
     if zone.key == "UTC":
         return utc(value)
     return f"{value.astimezone(zone):%Y-%m-%d %H:%M:%S %Z} · {utc(value)}"
+
+
+def field_messages(exc: ValidationError) -> str:
+    """``field: message`` pairs of a ``ValidationError`` (bare messages when it has none,
+    and for ``__all__``)."""
+    if not hasattr(exc, "error_dict"):
+        return " ".join(exc.messages)
+    return "; ".join(
+        " ".join(messages) if field == "__all__" else f"{field}: {' '.join(messages)}"
+        for field, messages in exc.message_dict.items()
+    )
 
 
 def duration(seconds: float | None) -> str:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from django.core.validators import RegexValidator
 from django.db import models
 
-from ..registry import NAME_RE, POOL_MESSAGE
-from ..registry import POOL_RE as POOL_RE  # re-exported: the models' names for them
-from ..registry import PRIORITY_MAX as PRIORITY_MAX
-from ..registry import PRIORITY_MIN as PRIORITY_MIN
+from ..declarations import NAME_RE, POOL_MESSAGE
+from ..declarations import POOL_RE as POOL_RE  # re-exported: the models' names for them
+from ..declarations import PRIORITY_MAX as PRIORITY_MAX
+from ..declarations import PRIORITY_MIN as PRIORITY_MIN
 
 
 class Kind(models.TextChoices):

@@ -13,14 +13,16 @@ its own occurrence (issue #15 item 3).
 
 Every write to a backfill happens under the row lock of its schedule, which is what keeps
 at most one open backfill per schedule on every backend.
+
+This module owns the requests (plan, request, cancel, and a cancel transition's
+:func:`cancel_open_backfills`); the worker's side, inside the transactions of claim_due,
+complete and expire_leases, is in :mod:`.backfill_claims`.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
@@ -28,38 +30,25 @@ from django.db import transaction
 
 from .. import timing
 from ..db.clock import resolve_now
-from ..db.locks import get_locked, locked
+from ..db.locks import get_locked
 from ..exceptions import StateConflict
 from ..models import (
-    DEFAULT_POOL,
     SUCCESS_STATUSES,
     Backfill,
     BackfillStatus,
     EventAction,
-    RunAttempt,
     RunReceipt,
     Schedule,
     Status,
-    load_blackouts,
-    with_blackout_flag,
 )
 from .backfill_rules import (
     backfill_slot_count,
     backfill_slots_in,
     check_runs_left,
-    claim_backfill_slot,
     rule_start_note,
-    settle_backfill,
-    stored_retry_problem,
 )
-from .blackout_rules import blacked_out_now
-from .bounds import describe_problem
 from .events import record_event
-from .quarantine import quarantine_backfill
 from .transitions import implements
-from .values import Claim
-
-logger = logging.getLogger(__name__)
 
 #: Schedule statuses a backfill may be requested from (and its slots run in).
 BACKFILL_FROM = frozenset({Status.ACTIVE, Status.PAUSED})
@@ -216,7 +205,7 @@ def request_backfill(
             now=instant,
             actor=actor,
             source=source,
-            changes=_summary(backfill),
+            changes=backfill_summary(backfill),
             using=using,
         )
         row.save(update_fields=["updated_at"])  # wakes idle workers (PostgreSQL NOTIFY)
@@ -236,20 +225,21 @@ def cancel_backfill(
         backfill = open_backfill(row.pk, using=using)
         if backfill is None:
             raise StateConflict("the schedule has no open backfill")
-        instant = _close(backfill, BackfillStatus.CANCELLED, None, using)
+        instant = close_backfill(backfill, BackfillStatus.CANCELLED, None, using)
         record_event(
             row,
             EventAction.BACKFILL_CANCEL,
             now=instant,
             actor=actor,
             source=source,
-            changes=_summary(backfill),
+            changes=backfill_summary(backfill),
             using=using,
         )
     return backfill
 
 
-def _summary(backfill: Backfill) -> dict[str, Any]:
+def backfill_summary(backfill: Backfill) -> dict[str, Any]:
+    """What an event says of ``backfill``: its id, range, slot count, slots done, status."""
     return {
         "backfill": str(backfill.pk),
         "start": backfill.start.isoformat(),
@@ -260,7 +250,9 @@ def _summary(backfill: Backfill) -> dict[str, Any]:
     }
 
 
-def _close(backfill: Backfill, status: str, now: datetime | None, using: str) -> datetime:
+def close_backfill(backfill: Backfill, status: str, now: datetime | None, using: str) -> datetime:
+    """Close ``backfill`` with ``status`` at ``now`` (None: the database clock of ``using``);
+    returns the instant it finished at."""
     instant = resolve_now(now, using)
     backfill.status, backfill.finished_at = status, instant
     backfill.save(using=using, update_fields=["status", "finished_at"])
@@ -273,197 +265,7 @@ def cancel_open_backfills(row: Schedule, using: str) -> None:
     backfill is cancelled too."""
     backfill = open_backfill(row.pk, using=using)
     if backfill is not None:
-        _close(backfill, BackfillStatus.CANCELLED, None, using)
-
-
-# ---------------------------------------------------------------------------------------
-# The worker's side: inside the transactions of claim_due, complete and expire_leases
-# ---------------------------------------------------------------------------------------
-
-
-@implements("claim.backfill", "claim.backfill_cancelled")
-def claim_backfills(
-    due_before: Any,
-    limit: int,
-    taken: Sequence[Schedule],
-    now_of: Any,
-    lease: timedelta,
-    worker: str,
-    attempts: list[RunAttempt],
-    receipts: list[RunReceipt],
-    claims: list[Claim],
-    using: str,
-    only: Any = None,
-    pools: Sequence[str] = (DEFAULT_POOL,),
-    admit: Any = None,
-) -> list[Schedule]:
-    """Inside the claim transaction: lock (``SKIP LOCKED``) up to ``limit`` schedules of
-    ``pools`` free to run a backfill slot (``backfill_ready``; ``only``: that schedule
-    alone), other than those the live claim just ``taken``, and claim the next slot of
-    each one's open backfill at ``now_of()`` (the claim's instant). Returns the schedule
-    rows to write; the backfill rows are written here. Finished backfills are completed
-    (``backfill_done``). A backfill whose slot no rule can read is cancelled with the
-    reason (:func:`.quarantine.quarantine_backfill`); none runs inside a blackout window
-    or when ``admit(rows, now)`` holds it back (concurrency groups): it waits."""
-    rows = _lock_ready(due_before, limit, taken, only, using, pools) if limit > 0 else []
-    now = now_of() if rows else None
-    rows = admit(rows, now) if rows and admit is not None else rows  # group: held ones wait
-    if not rows or now is None:
-        return []
-    open_ = {
-        b.schedule_id: b
-        for b in Backfill.objects.using(using).open().filter(schedule_id__in=[r.pk for r in rows])
-    }
-    written = []
-    for row in rows:
-        backfill = open_.get(row.pk)
-        if backfill is None:  # closed since the locking read
-            continue
-        marks = len(attempts), len(receipts), len(claims)
-        try:
-            # A savepoint: a write of this backfill that fails (a value Django cannot
-            # prepare marks the transaction for rollback) leaves the claim usable.
-            with transaction.atomic(using=using):
-                if blacked_out_now(row, now):
-                    continue  # no run starts inside its blackout window: it waits
-                problem = _retry_problem(row, backfill, using)
-                if problem is not None:
-                    reason = f"its next slot cannot be claimed: {problem}"
-                    quarantine_backfill(row, backfill.pk, reason, now, using)
-                    continue
-                refused = claim_backfill_slot(
-                    row, backfill, now, lease, worker, attempts, receipts, claims
-                )
-                _save_progress(row, backfill, now, using, refused)
-        except Exception as exc:  # noqa: BLE001 - any value of this backfill or its row
-            del attempts[marks[0] :], receipts[marks[1] :], claims[marks[2] :]
-            reason = f"its next slot cannot be claimed: {describe_problem(exc)}"
-            quarantine_backfill(row, backfill.pk, reason, now, using)
-            continue
-        written.append(row)
-    return written
-
-
-def _lock_ready(
-    due_before: Any,
-    limit: int,
-    taken: Sequence[Schedule],
-    only: Any,
-    using: str,
-    pools: Sequence[str],
-) -> list[Schedule]:
-    """Lock (``SKIP LOCKED``, in primary key order) up to ``limit`` schedules of ``pools``
-    free to run a backfill slot at ``due_before`` (``backfill_ready``), other than those
-    ``taken``; ``only``: that schedule alone. Their blackout windows are attached."""
-    qs = with_blackout_flag(
-        Schedule.objects.using(using)
-        .backfill_ready(due_before)
-        .filter(Schedule.objects.group_room_q(due_before), pool__in=pools)
-        .exclude(pk__in=[r.pk for r in taken])
-        .order_by("pk")
-    )
-    if only is not None:
-        qs = qs.filter(pk=only)
-    rows = list(locked(qs, using, skip_locked=True)[:limit])
-    load_blackouts(rows, using)  # the rows that link a blackout window: one query
-    return rows
-
-
-def _retry_problem(row: Schedule, backfill: Backfill, using: str) -> str | None:
-    """:func:`.backfill_rules.stored_retry_problem` of ``backfill``, read from the run
-    tables: one query, only when the backfill stored a slot to run again (a retry)."""
-    if backfill.occurrence is None:
-        return None
-    last = (
-        RunAttempt.objects.using(using)
-        .filter(schedule_id=row.pk, occurrence=backfill.occurrence)
-        .order_by("-attempt")
-        .first()
-    )
-    succeeded = (
-        last is not None
-        and RunReceipt.objects.using(using)
-        .filter(schedule_id=row.pk, occurrence=backfill.occurrence, status__in=SUCCESS_STATUSES)
-        .exists()
-    )
-    return stored_retry_problem(backfill, last, succeeded)
-
-
-@implements("outcome.backfill")
-def settle_backfills(
-    finished: Iterable[tuple[Schedule, int, str]], now: datetime, using: str
-) -> None:
-    """Inside a completion or lease-recovery transaction that holds the schedules' locks:
-    move each open backfill on after its slot's attempt (number, receipt status) ended at
-    ``now``; a backfill whose last slot ended is completed (event ``backfill_done``)."""
-    finished = list(finished)
-    if not finished:
-        return
-    open_ = {
-        b.schedule_id: b
-        for b in Backfill.objects.using(using)
-        .open()
-        .filter(schedule_id__in=[row.pk for row, _, _ in finished])
-    }
-    for row, attempt, status in finished:
-        backfill = open_.get(row.pk)
-        if backfill is None:
-            continue  # cancelled while its slot ran
-        settle_backfill(backfill, row, attempt, status, now)
-        _save_progress(row, backfill, now, using)
-
-
-def _save_progress(
-    row: Schedule, backfill: Backfill, now: datetime, using: str, refused: str | None = None
-) -> None:
-    """Write the backfill's progress after a claim or an outcome of its slot; one that this
-    completed records the event ``backfill_done`` (by the worker) on ``row``, one it
-    cancelled (``refused``: why) the event ``backfill_cancel`` with that reason."""
-    backfill.save(
-        using=using,
-        update_fields=["position", "occurrence", "attempt", "status", "finished_at"],
-    )
-    if refused is not None:
-        logger.warning("backfill of %s cancelled: %s", row.name, refused)
-        record_event(
-            row,
-            EventAction.BACKFILL_CANCEL,
-            now=now,
-            source="worker",
-            changes={"backfill": str(backfill.pk), "status": backfill.status, "reason": refused},
-            using=using,
-        )
-    elif backfill.status == BackfillStatus.COMPLETED:
-        record_event(
-            row,
-            EventAction.BACKFILL_DONE,
-            now=now,
-            source="worker",
-            changes=_summary(backfill),
-            using=using,
-        )
-
-
-@implements("outcome.backfill_ended")
-def close_ended(rows: Iterable[Schedule], now: datetime, using: str) -> None:
-    """Inside a completion transaction that holds the rows' locks: a schedule this
-    completion ended (completed after its last slot, ``end_at`` or ``max_runs``, or
-    failed) runs no more backfill slots, so its open backfill is cancelled (event
-    ``backfill_cancel`` by the worker, with the reason). One read, only when a row ended."""
-    ended = {row.pk: row for row in rows if row.status not in BACKFILL_FROM}
-    if not ended:
-        return
-    for backfill in Backfill.objects.using(using).open().filter(schedule_id__in=list(ended)):
-        row = ended[backfill.schedule_id]
-        _close(backfill, BackfillStatus.CANCELLED, now, using)
-        record_event(
-            row,
-            EventAction.BACKFILL_CANCEL,
-            now=now,
-            source="worker",
-            changes={**_summary(backfill), "reason": f"the schedule is {row.status}"},
-            using=using,
-        )
+        close_backfill(backfill, BackfillStatus.CANCELLED, None, using)
 
 
 __all__ = [

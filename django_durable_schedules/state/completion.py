@@ -35,8 +35,8 @@ from ..models import (
 )
 from ..projection import project_error
 from .alerts import write_alerts
+from .backfill_claims import close_ended, settle_backfills
 from .backfill_rules import backfill_receipt, complete_at_max_runs
-from .backfills import close_ended, settle_backfills
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
 from .columns import FINISH_FIELDS, FINISH_UNREAD
 from .events import write_events

@@ -33,8 +33,8 @@ from ..models import (
 )
 from .alerts import write_alerts
 from .attempt_rules import claim_of
+from .backfill_claims import settle_backfills
 from .backfill_rules import backfill_receipt
-from .backfills import settle_backfills
 from .bounds import check_counters
 from .columns import FINISH_FIELDS
 from .completion import fail_contained

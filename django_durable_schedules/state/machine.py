@@ -211,7 +211,7 @@ def pending(row: Schedule) -> str:
     grid's slot (:data:`GRID`, at ``next_run_at``). A backfill slot comes after all of
     them: the claim's batch takes one only on an unleased schedule with none of these
     pending and no grid slot due (``ScheduleQuerySet.backfill_ready``,
-    :func:`.backfills.claim_backfills`). Pure: reads the row's attributes."""
+    :func:`.backfill_claims.claim_backfills`). Pure: reads the row's attributes."""
     if row.retry_scheduled_for is not None:
         return RETRY
     if row.triggered_at is not None:  # a re-run too (``rerun_occurrence`` set)

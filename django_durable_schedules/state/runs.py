@@ -35,8 +35,8 @@ from ..models import (
     with_calendar_flag,
 )
 from .alerts import write_alerts
+from .backfill_claims import claim_backfills
 from .backfill_share import keep_carry, take_reserve
-from .backfills import claim_backfills
 from .claim_order import take_in_order, top_level, worker_pools
 from .columns import CLAIM_FIELDS, CLAIM_UNREAD
 from .events import write_events

@@ -14,61 +14,31 @@ idempotency key. ``calendars list``, ``calendars add-date CALENDAR DATE [--reaso
 that name one are re-planned at once); ``upcoming`` marks the slots they exclude.
 ``blackouts list|add|delete|link|unlink`` show and edit blackout windows and a schedule's
 list of them (:mod:`..blackout_text`).
+
+This module owns the parser and the dispatch, and the subcommands ``list``, ``upcoming``,
+``health`` and the transitions; the others are in :mod:`..schedule_text` (``show``,
+``receipts``), :mod:`..pause_text` (``disable``), :mod:`..backfill_text` (``backfill``,
+``cancel-backfill``, ``rerun``), :mod:`..calendar_text` and :mod:`..blackout_text`, and
+the argparse types in :mod:`..arguments`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
-from django.utils.dateparse import parse_datetime
 
 from ... import health, state, timing
 from ...cron_words import cron_in_words
 from ...exceptions import StateConflict
-from ...models import ExclusionCalendar, ReceiptStatus, Schedule, pool_validator
-from .. import blackout_text, pause_text, schedule_text
-
-MAX_COUNT = 1000
-
-
-def count_type(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if not 1 <= number <= MAX_COUNT:
-        raise argparse.ArgumentTypeError(f"--count must be between 1 and {MAX_COUNT}")
-    return number
-
-
-def pool_type(value: str) -> str:
-    """``--pool`` of ``list``: a pool's name (``Schedule.pool``'s rule; argparse type)."""
-    try:
-        pool_validator(value)
-    except ValidationError:
-        raise argparse.ArgumentTypeError(
-            f"invalid pool {value!r}: {pool_validator.message}"
-        ) from None
-    return value
-
-
-def limit_type(value: str) -> int:
-    """``--limit`` of ``receipts``: an integer in [1, RECEIPTS_MAX] (argparse type)."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if not 1 <= number <= schedule_text.RECEIPTS_MAX:
-        raise argparse.ArgumentTypeError(
-            f"--limit must be between 1 and {schedule_text.RECEIPTS_MAX}"
-        )
-    return number
+from ...models import ReceiptStatus, Schedule
+from .. import backfill_text, blackout_text, calendar_text, pause_text, schedule_text
+from ..arguments import MAX_COUNT, aware_datetime, count_type, limit_type, pool_type
+from ..schedule_text import in_zone, utc
 
 
 class Command(BaseCommand):
@@ -140,62 +110,20 @@ class Command(BaseCommand):
                     help="The run may start inside a blackout window.",
                 )
 
-        backfill = sub.add_parser("backfill", help=_BACKFILL_HELP, description=_BACKFILL_HELP)
-        backfill.add_argument("name", help="The schedule's name.")
-        backfill.add_argument(
-            "--from",
-            dest="start",
-            type=aware_datetime,
-            required=True,
-            help="First instant of the range, included (ISO 8601 with offset).",
-        )
-        backfill.add_argument(
-            "--to",
-            dest="end",
-            type=aware_datetime,
-            required=True,
-            help="End of the range, excluded (ISO 8601 with offset; not after now).",
-        )
-        backfill.add_argument(
-            "--include-succeeded",
-            action="store_true",
-            help="Also run slots that already have a successful receipt.",
-        )
-        backfill.add_argument(
-            "--dry-run", action="store_true", help="List the slots it would run; change nothing."
-        )
-        rerun = sub.add_parser("rerun", help=_RERUN_HELP, description=_RERUN_HELP)
-        rerun.add_argument("name", help="The schedule's name.")
-        rerun.add_argument("occurrence", type=int, help="The occurrence to run again (1 or more).")
-        rerun.add_argument(
-            "--force", action="store_true", help="Run it again even though it succeeded."
-        )
-        rerun.add_argument("--note", default="", help="Why (kept in the rerun event).")
-        stop = sub.add_parser("cancel-backfill", help="Cancel a schedule's open backfill.")
-        stop.add_argument("name", help="The schedule's name.")
-        calendars = sub.add_parser(
-            "calendars", help="Exclusion calendars: list, add or remove dates."
-        )
-        cal = calendars.add_subparsers(dest="calendar_action", required=True)
-        cal.add_parser("list", help="One line per calendar: holidays, dates, schedules.")
-        for verb in ("add-date", "remove-date"):
-            edit = cal.add_parser(verb, help=f"{verb.split('-')[0].title()} a local date.")
-            edit.add_argument("calendar", help="The calendar's name.")
-            edit.add_argument("date", type=date.fromisoformat, help="A local date, YYYY-MM-DD.")
-            if verb == "add-date":
-                edit.add_argument("--reason", default="", help="Why (shown with the date).")
+        backfill_text.add_parsers(sub)
+        calendar_text.add_parser(sub)
         blackout_text.add_parser(sub)
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
         if action in ("backfill", "cancel-backfill"):
-            self._backfill(self._get(options["name"]), options)
+            self._write(backfill_text.backfill(self._get(options["name"]), options))
         elif action == "rerun":
-            self._rerun(self._get(options["name"]), options)
+            self._write(backfill_text.rerun(self._get(options["name"]), options))
         elif action == "list":
             self._list(options["pool"])
         elif action == "calendars":
-            self._calendars(options)
+            self._write(calendar_text.run(options))
         elif action == "blackouts":
             self._write(blackout_text.run(options))
         elif action == "health":
@@ -235,7 +163,7 @@ class Command(BaseCommand):
                 raise CommandError(f"{schedule.name}: {' '.join(exc.messages)}") from None
             if action == "trigger" and schedule.triggered_at is not None:
                 self.stdout.write(
-                    f"{row.name}: already triggered at {_fmt(schedule.triggered_at)} and not "
+                    f"{row.name}: already triggered at {utc(schedule.triggered_at)} and not "
                     "run yet; one run happens at the next worker pass."
                 )
             elif action == "trigger":
@@ -245,80 +173,8 @@ class Command(BaseCommand):
                 )
             else:
                 self.stdout.write(
-                    f"{row.name}: {row.status}, next run {_when(row.next_run_at, row.timezone)}"
+                    f"{row.name}: {row.status}, next run {in_zone(row.next_run_at, row.timezone)}"
                 )
-
-    def _backfill(self, schedule: Schedule, options: dict[str, Any]) -> None:
-        try:
-            if options["action"] == "cancel-backfill":
-                done = state.cancel_backfill(schedule.pk, source="command")
-                self.stdout.write(
-                    f"{schedule.name}: backfill cancelled after {done.position} of "
-                    f"{_slots(len(done.slots))} (a slot running now finishes)."
-                )
-                return
-            kw = {"include_succeeded": options["include_succeeded"]}
-            if options["dry_run"]:
-                plan = state.plan_backfill(schedule, options["start"], options["end"], **kw)
-                slots, skipped = plan.slots, plan.skipped_succeeded
-            else:
-                made = state.request_backfill(
-                    schedule.pk, options["start"], options["end"], source="command", **kw
-                )
-                slots, skipped = made.slot_instants, made.skipped_succeeded
-        except StateConflict as exc:
-            raise CommandError(f"{schedule.name}: {exc.reason}") from None
-        except ValidationError as exc:
-            raise CommandError(f"{schedule.name}: {_messages(exc)}") from None
-        verb = "would run (dry run, nothing changed)" if options["dry_run"] else "will run"
-        note = f"; {skipped} already succeeded, left out" if skipped else ""
-        self.stdout.write(f"{schedule.name}: backfill {verb} {_slots(len(slots))}, in order{note}:")
-        for slot in slots:
-            self.stdout.write(f"  {_when(slot, schedule.timezone)}")
-
-    def _rerun(self, schedule: Schedule, options: dict[str, Any]) -> None:
-        occurrence = options["occurrence"]
-        try:
-            state.rerun(
-                schedule.pk,
-                occurrence,
-                force=options["force"],
-                note=options["note"],
-                source="command",
-            )
-        except StateConflict as exc:
-            raise CommandError(f"{schedule.name}: {exc.reason}") from None
-        except ValidationError as exc:
-            raise CommandError(f"{schedule.name}: {_messages(exc)}") from None
-        self.stdout.write(
-            f"{schedule.name}: occurrence {occurrence} re-run requested; it runs at the next "
-            f"worker pass under its key {state.idempotency_key(schedule.pk, occurrence)}, "
-            "and its grid is unchanged."
-        )
-
-    def _calendars(self, options: dict[str, Any]) -> None:
-        verb = options["calendar_action"]
-        if verb == "list":
-            self.stdout.write(f"{'NAME':24} {'HOLIDAYS':10} {'DATES':>5}  SCHEDULES")
-            for cal in ExclusionCalendar.objects.prefetch_related("dates", "schedules"):
-                where = "-".join(p for p in (cal.holidays_country, cal.holidays_subdivision) if p)
-                names = ", ".join(s.name for s in cal.schedules.all()) or "-"
-                self.stdout.write(
-                    f"{cal.name:24} {where or '-':10} {len(cal.dates.all()):>5}  {names}"
-                )
-            return
-        try:
-            if verb == "add-date":
-                state.add_dates(options["calendar"], [(options["date"], options["reason"])])
-            else:
-                if not state.remove_dates(options["calendar"], [options["date"]]):
-                    raise CommandError(f"{options['calendar']}: has no date {options['date']}")
-        except ValidationError as exc:
-            raise CommandError(_messages(exc)) from None
-        done = "added to" if verb == "add-date" else "removed from"
-        self.stdout.write(
-            f"{options['date']}: {done} {options['calendar']}; its schedules are re-planned."
-        )
 
     def _write(self, lines: Any) -> None:
         for line in lines:
@@ -334,7 +190,9 @@ class Command(BaseCommand):
         self.stdout.write(f"{'NAME':32} {'STATUS':9} {'CADENCE':44} NEXT RUN (ITS ZONE · UTC)")
         rows = Schedule.objects.order_by("name")
         for s in rows if pool is None else rows.filter(pool=pool):
-            line = f"{s.name:32} {s.status:9} {_describe(s):44} {_when(s.next_run_at, s.timezone)}"
+            line = (
+                f"{s.name:32} {s.status:9} {_describe(s):44} {in_zone(s.next_run_at, s.timezone)}"
+            )
             why = s.degraded_reason or s.pause_reason  # why a paused schedule does not run
             self.stdout.write(f"{line}  ({why})" if why else line)
 
@@ -356,7 +214,7 @@ class Command(BaseCommand):
             self.stdout.write(f"  overlap policy: {schedule.overlap_policy}")
         if schedule.buffered_for is not None:
             self.stdout.write(
-                f"  buffered: the slot {_when(schedule.buffered_for, zone.key)} runs next"
+                f"  buffered: the slot {in_zone(schedule.buffered_for, zone.key)} runs next"
             )
         calendars = schedule.exclusions().calendars
         if calendars:
@@ -374,7 +232,7 @@ class Command(BaseCommand):
             self.stdout.write("  no further fire times")
         for v in views:
             mark = "  " if v.fires else "x "  # struck out: not run
-            line = f"{mark}{v.at.astimezone(zone):%Y-%m-%d %H:%M:%S %Z} ({zone.key})   {_fmt(v.at)}"
+            line = f"{mark}{v.at.astimezone(zone):%Y-%m-%d %H:%M:%S %Z} ({zone.key})   {utc(v.at)}"
             if v.excluded_by is not None:
                 line += f"   EXCLUDED, not run: {v.excluded_by}"
             elif v.blacked_out_by is not None:
@@ -391,52 +249,6 @@ def _describe(schedule: Schedule) -> str:
         return "(invalid definition)"
 
 
-def aware_datetime(value: str) -> datetime:
-    """An ISO 8601 instant with a UTC offset (argparse type)."""
-    parsed = parse_datetime(value)
-    if parsed is None or parsed.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an ISO 8601 datetime with an offset")
-    return parsed
-
-
-def _messages(exc: ValidationError) -> str:
-    """``field: message`` pairs of a ``ValidationError`` (bare messages when it has none)."""
-    if not hasattr(exc, "error_dict"):
-        return " ".join(exc.messages)
-    return "; ".join(
-        " ".join(messages) if field == "__all__" else f"{field}: {' '.join(messages)}"
-        for field, messages in exc.message_dict.items()
-    )
-
-
-def _fmt(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else "-"
-
-
-def _when(value: datetime | None, zone_name: str) -> str:
-    """An instant in the schedule's zone with its abbreviation, and in UTC beside it:
-    ``2027-06-01 09:00:00 JST · 2027-06-01T00:00:00Z`` (UTC once for a UTC schedule)."""
-    if value is None:
-        return "-"
-    try:
-        zone = ZoneInfo(timing.validate_timezone(zone_name or "UTC"))
-    except timing.InvalidSchedule:
-        return _fmt(value)
-    if zone.key == "UTC":
-        return _fmt(value)
-    return f"{value.astimezone(zone):%Y-%m-%d %H:%M:%S %Z} · {_fmt(value)}"
-
-
-_BACKFILL_HELP = (
-    "Run every slot of a past range [--from, --to) of a schedule, in order, one at a time, "
-    "each as its own occurrence (slots that already succeeded are left out)."
-)
-
-_RERUN_HELP = (
-    "Run occurrence N of a schedule again, as a new attempt under its own idempotency key "
-    "(one attempt, the grid unchanged); --force for one that succeeded."
-)
-
 _ACTION_HELP = {
     "enable": "Make a paused or failed schedule active again (a failed one-shot is re-armed).",
     "disable": "Pause active schedules (a run in progress finishes), with an optional note "
@@ -444,11 +256,6 @@ _ACTION_HELP = {
     "cancel": "Cancel a schedule for good: it never runs again (not undoable).",
     "trigger": "Run a schedule at the next worker pass, as its own occurrence.",
 }
-
-
-def _slots(count: int) -> str:
-    """``1 slot``, ``3 slots``."""
-    return f"{count} slot" if count == 1 else f"{count} slots"
 
 
 def _trigger_options(options: dict[str, Any]) -> dict[str, Any]:

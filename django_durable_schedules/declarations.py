@@ -1,0 +1,166 @@
+"""What a ``register()`` call declares besides its callback: the callback name's rule
+(``NAME_RE``), the schedule declared in code (:class:`Declaration`, built and checked by
+:func:`build_declaration`), its worker pool and claim priority (``POOL_RE``, the priority
+bounds, :func:`check_flow`), and the owner-scoped access it opens
+(:func:`check_owner_access`). Pure: no Django, no database; the models' validators use the
+same rules (``models/choices.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")  # \Z: no trailing newline
+#: A pool's name (``Schedule.pool``, ``models.pool_validator``, ``register(pool=)``).
+POOL_RE = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}\Z"
+POOL_MESSAGE = "1-64 of letters, digits, '_', '.', ':' or '-', starting with a letter or digit."
+#: ``Schedule.priority``'s range (a 16-bit integer on every database).
+PRIORITY_MIN, PRIORITY_MAX = -32768, 32767
+
+#: ``owner_min_interval`` when not given: owner-scoped users' schedules of a callback open
+#: to them run at most every 5 minutes.
+DEFAULT_OWNER_MIN_INTERVAL = 300
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """A schedule declared in code next to its callback.
+
+    Exactly one of ``every`` (seconds), ``cron``, ``at`` (aware datetime) or ``rrule`` (an
+    RFC 5545 rule) is set, or ``manual`` (kind ``manual``: no spec, it runs only when
+    triggered) and none of them.
+    """
+
+    every: int | None = None
+    cron: str | None = None
+    at: datetime | None = None
+    rrule: str | None = None
+    timezone: str | None = None
+    payload: Any = None
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    max_runs: int | None = None
+    manual: bool = False
+    #: The worker pool and the claim priority (None: the model's defaults, ``"default"``
+    #: and 0, on a new row; an existing row's values are then left as they are).
+    pool: str | None = None
+    priority: int | None = None
+
+    @property
+    def kind(self) -> str:
+        if self.manual:
+            return "manual"
+        if self.every is not None:
+            return "interval"
+        if self.cron is not None:
+            return "cron"
+        if self.rrule is not None:
+            return "rrule"
+        return "once"
+
+
+def check_owner_access(owner_scoped: Any, owner_min_interval: Any) -> None:
+    """Check ``register(owner_scoped=, owner_min_interval=)``. Raises ``TypeError`` for an
+    ``owner_scoped`` that is not True or False, ``ValueError`` for an ``owner_min_interval``
+    that is not a whole number of seconds >= 0 (True/False are refused)."""
+    if not isinstance(owner_scoped, bool):
+        raise TypeError("owner_scoped must be True or False")
+    valid = isinstance(owner_min_interval, int) and not isinstance(owner_min_interval, bool)
+    if not valid or owner_min_interval < 0:
+        raise ValueError(
+            f"owner_min_interval must be a whole number of seconds >= 0, not {owner_min_interval!r}"
+        )
+
+
+def build_declaration(
+    name: str,
+    every: int | None,
+    cron: str | None,
+    at: datetime | None,
+    timezone: str | None,
+    payload: Any,
+    start_at: datetime | None,
+    end_at: datetime | None,
+    max_runs: int | None,
+    *,
+    rrule: str | None = None,
+    manual: bool = False,
+    pool: str | None = None,
+    priority: int | None = None,
+) -> Declaration | None:
+    """Validate ``name`` and the schedule declared with it: the :class:`Declaration`, or
+    ``None`` when none is (no every/cron/at/rrule and not ``manual``).
+
+    Raises ``ValueError`` for a malformed name, more than one of every/cron/at/rrule, a
+    malformed pool, a priority out of range, or timezone/payload/start_at/end_at/max_runs/
+    pool/priority without a schedule; ``TypeError`` for a ``manual`` that is not True or
+    False, ``manual=True`` with any timing argument, or a priority that is not an int.
+    """
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise ValueError(
+            f"invalid callback name {name!r}: 1-128 of [A-Za-z0-9_.:-], starting with a letter or digit"
+        )
+    check_flow(pool, priority)
+    if not isinstance(manual, bool):
+        raise TypeError(f"manual must be True or False, not {manual!r}")
+    if manual:
+        timing_args = {
+            "every": every,
+            "cron": cron,
+            "rrule": rrule,
+            "at": at,
+            "start_at": start_at,
+            "end_at": end_at,
+            "max_runs": max_runs,
+        }
+        clash = [k for k, v in timing_args.items() if v is not None]
+        if clash:
+            raise TypeError(
+                f"register({name!r}, manual=True) takes no {'=, '.join(clash)}=: a manual "
+                "schedule has no timing, it runs only when triggered"
+            )
+        return Declaration(
+            timezone=timezone, payload=payload, manual=True, pool=pool, priority=priority
+        )
+    given = [v for v in (every, cron, at, rrule) if v is not None]
+    if len(given) > 1:
+        raise ValueError("declare at most one of every=, cron=, rrule= or at=")
+    if given:
+        return Declaration(
+            every=every,
+            cron=cron,
+            at=at,
+            rrule=rrule,
+            timezone=timezone,
+            payload=payload,
+            start_at=start_at,
+            end_at=end_at,
+            max_runs=max_runs,
+            pool=pool,
+            priority=priority,
+        )
+    if any(v is not None for v in (timezone, payload, start_at, end_at, max_runs, pool, priority)):
+        raise ValueError(
+            "timezone/payload/start_at/end_at/max_runs/pool/priority need one of every=, "
+            "cron=, rrule=, at= or manual=True"
+        )
+    return None
+
+
+def check_flow(pool: Any, priority: Any) -> None:
+    """Check ``register(pool=, priority=)`` as the model's validators would (None: not
+    given). Raises ``ValueError`` for a malformed pool or a priority out of range,
+    ``TypeError`` for a priority that is not an int (True/False are refused)."""
+    if pool is not None and not (isinstance(pool, str) and re.match(POOL_RE, pool)):
+        raise ValueError(f"invalid pool {pool!r}: {POOL_MESSAGE}")
+    if priority is None:
+        return
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise TypeError(f"priority must be an int, not {priority!r}")
+    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        raise ValueError(
+            f"priority must be from {PRIORITY_MIN} to {PRIORITY_MAX} (higher first), not {priority}"
+        )
