@@ -169,8 +169,7 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
         qs = Schedule.objects.using(using).lease_expired(now).order_by("lease_expires_at")
         if only is not None:
             qs = qs.filter(pk=only)
-        # The expiry itself is never read (the filter chose the rows): an instant no
-        # Python datetime holds (PostgreSQL -infinity) is recovered like any other.
+        # The expiry is never read: one no datetime holds (-infinity) is recovered too.
         rows = list(locked(qs.defer("lease_expires_at"), using, skip_locked=True)[:limit])
         if not rows:
             return 0

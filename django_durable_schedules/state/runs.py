@@ -73,8 +73,10 @@ def claim_due(
 
     Due means ``status = active``, no lease, ``next_run_at <= now`` (database clock); the
     higher ``priority`` first, then the earliest due (:mod:`.claim_order`: bounded index
-    scans at any size). For each row: a schedule edited behind ``save()`` is re-planned instead; an
-    unregistered callback is receipted ``degraded`` and paused; a row the engine cannot
+    scans at any size). A row whose concurrency group has no room (``max_running`` live
+    leases, its ``rate`` used up: :mod:`.group_rules`) is left unleased and due, and later
+    claims skip it until the group has room. For each row taken: a schedule edited behind
+    ``save()`` is re-planned instead; an unregistered callback is receipted ``degraded`` and paused; a row the engine cannot
     evaluate (an unknown zone, a cron that can never fire, a value out of range, written
     behind ``save()``) is receipted ``degraded`` with the field and the reason, and paused;
     otherwise missed slots are coalesced into one run of the latest slot, an attempt

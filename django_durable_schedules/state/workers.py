@@ -73,83 +73,89 @@ def _cautious_wakeup(using: str, pools: Sequence[str]) -> Wakeup:
 
 
 def _next_wakeup(worker_id: str | None, using: str, pools: Sequence[str]) -> Wakeup:
+    """The reads of :func:`next_wakeup`: one statement on the worker's heartbeat row
+    (compiled once where the database clock is SQL) when ``worker_id`` has one, else one
+    read each."""
     conn = connections[using]
     clock: Any = (
         RawSQL(CLOCK_SQL[conn.vendor], (), output_field=DateTimeField())
         if conn.vendor in CLOCK_SQL
         else db_now(using)
     )
-    schedules = Schedule.objects.using(using)
-    mine = schedules.filter(pool__in=pools)
-    # Rows held back by their concurrency group are not waited for; the end of the hold
-    # is (a group's rate_until, or the lapse of its full_until: state/group_rules.py).
-    room = mine.filter(schedules.group_room_q(clock))
-    waiting = room.waiting().order_by("next_run_at").values("next_run_at")[:1]
-    groups = ConcurrencyGroup.objects.using(using)
-    rate_end = groups.filter(rate_until__gt=clock).order_by("rate_until").values("rate_until")
-    full_end = groups.filter(full_until__gt=clock).order_by("full_until").values("full_until")
-    leased = (
-        schedules.filter(schedules.lease_readable_q())
-        .order_by("lease_expires_at")
-        .values("lease_expires_at")[:1]
-    )
-    ending = (
-        schedules.filter(schedules.pause_ending_q())
-        .order_by("paused_until")
-        .values("paused_until")[:1]
-    )
-    ready = Exists(mine.backfill_ready(clock))
-    odd = Exists(schedules.filter(schedules.lease_unreadable_q()))
+    instants, flags = _wakeup_reads(using, pools, clock)
     if worker_id is not None:
 
         def build() -> QuerySet[Any]:
+            subqueries = {k: Subquery(q, output_field=DateTimeField()) for k, q in instants.items()}
             return (
                 WorkerHeartbeat.objects.using(using)
                 .filter(worker_id=worker_id)
-                .annotate(
-                    due=Subquery(waiting, output_field=DateTimeField()),
-                    expiry=Subquery(leased, output_field=DateTimeField()),
-                    resume=Subquery(ending, output_field=DateTimeField()),
-                    backfill=ready,
-                    odd=odd,
-                    rate_end=Subquery(rate_end[:1], output_field=DateTimeField()),
-                    full_end=Subquery(full_end[:1], output_field=DateTimeField()),
-                )
-                .values_list(
-                    "due",
-                    "expiry",
-                    "resume",
-                    "backfill",
-                    "odd",
-                    "last_seen_at",
-                    "rate_end",
-                    "full_end",
-                )
+                .annotate(**subqueries, **flags)
+                .values_list(*instants, *flags, "last_seen_at")
                 .order_by("pk")[:1]
             )
 
         if conn.vendor in CLOCK_SQL:  # no parameter but the worker's id: compiled once
-            found = read_values(("next_wakeup", worker_id, pools), using, build)
+            found = read_values(("next_wakeup", worker_id, tuple(pools)), using, build)
         else:
             found = list(build())
-        row = found[0] if found else None
-        if row is not None:
-            due, expiry, resume, backfill, unreadable, seen, rate, full = row
-            return Wakeup(
-                due=_earliest(due, seen if backfill else None, rate, full),
-                lease_expiry=_earliest(expiry, seen if unreadable else None),
-                resume=resume,
-            )
-    due = waiting.values_list("next_run_at", flat=True).first()
-    due = _earliest(due, rate_end.values_list("rate_until", flat=True).first())
-    due = _earliest(due, full_end.values_list("full_until", flat=True).first())
-    if mine.filter(ready).exists():
-        due = _earliest(due, db_now(using))
-    expiry = leased.values_list("lease_expires_at", flat=True).first()
-    if schedules.filter(odd).exists():
-        expiry = _earliest(expiry, db_now(using))
-    resume = ending.values_list("paused_until", flat=True).first()
-    return Wakeup(due=due, lease_expiry=expiry, resume=resume)
+        if found:
+            values = dict(zip([*instants, *flags, "seen"], found[0], strict=True))
+            return _wakeup_of(values, values["seen"])
+    values = {
+        k: next(iter(row.values())) if (row := q.first()) else None for k, q in instants.items()
+    }
+    values.update({k: Schedule.objects.using(using).filter(f).exists() for k, f in flags.items()})
+    return _wakeup_of(values, db_now(using) if values["backfill"] or values["odd"] else None)
+
+
+def _wakeup_reads(
+    using: str, pools: Sequence[str], clock: Any
+) -> tuple[dict[str, QuerySet[Any]], dict[str, Exists]]:
+    """The wake-up's reads at ``clock``: the ordered ``LIMIT 1`` reads of its instants by
+    name (``due``: the next slot of an unleased runnable row of ``pools`` its concurrency
+    group does not hold back; ``rate_end`` / ``full_end``: the next end of a group's hold;
+    ``expiry``, ``resume``) and its flags (``backfill``: a backfill slot free to run now;
+    ``odd``: a lease expiry that cannot be read)."""
+    schedules = Schedule.objects.using(using)
+    mine = schedules.filter(pool__in=pools)
+    room = mine.filter(schedules.group_room_q(clock))
+    groups = ConcurrencyGroup.objects.using(using)
+    instants = {
+        "due": room.waiting().order_by("next_run_at").values("next_run_at")[:1],
+        "rate_end": groups.filter(rate_until__gt=clock)
+        .order_by("rate_until")
+        .values("rate_until")[:1],
+        "full_end": groups.filter(full_until__gt=clock)
+        .order_by("full_until")
+        .values("full_until")[:1],
+        "expiry": schedules.filter(schedules.lease_readable_q())
+        .order_by("lease_expires_at")
+        .values("lease_expires_at")[:1],
+        "resume": schedules.filter(schedules.pause_ending_q())
+        .order_by("paused_until")
+        .values("paused_until")[:1],
+    }
+    flags = {
+        "backfill": Exists(mine.backfill_ready(clock)),
+        "odd": Exists(schedules.filter(schedules.lease_unreadable_q())),
+    }
+    return instants, flags
+
+
+def _wakeup_of(values: dict[str, Any], now: datetime | None) -> Wakeup:
+    """The :class:`.values.Wakeup` of the reads' ``values``; ``now``: "at once" (for a
+    backfill slot free to run, a lease expiry that cannot be read)."""
+    return Wakeup(
+        due=_earliest(
+            values["due"],
+            values["rate_end"],
+            values["full_end"],
+            now if values["backfill"] else None,
+        ),
+        lease_expiry=_earliest(values["expiry"], now if values["odd"] else None),
+        resume=values["resume"],
+    )
 
 
 def _earliest(*instants: datetime | None) -> datetime | None:
