@@ -33,6 +33,8 @@ class Admission:
         self.using = using
         self.rooms: dict[Any, GroupRoom] = {}
         self.changes: dict[Any, dict[str, Any]] = {}
+        #: The groups that held back a row of this claim (no room left in it).
+        self.held: set[Any] = set()
 
     def admit(self, rows: list[Schedule], now: datetime) -> list[Schedule]:
         """The rows of ``rows`` that may start at ``now`` (the claim's instant), in their
@@ -43,10 +45,9 @@ class Admission:
             self.rooms.update(self._rooms(new, now))
         if not self.rooms:
             return rows
-        admitted, _held, changes = admit(
-            rows, lambda row: row.concurrency_group_id, self.rooms, now
-        )
+        admitted, held, changes = admit(rows, lambda row: row.concurrency_group_id, self.rooms, now)
         self.changes.update(changes)
+        self.held.update(row.concurrency_group_id for row in held)
         return admitted
 
     def _rooms(self, ids: list[Any], now: datetime) -> dict[Any, GroupRoom]:

@@ -138,13 +138,15 @@ def _read_due(
     pools: Sequence[str],
     *,
     cached: bool,
+    skip: tuple[list[Any], list[Any]] | None = None,
 ) -> list[Schedule]:
     """The locking read of a claim: up to ``limit`` due rows of ``pools`` in claim order
     (:func:`.claim_order.take_in_order`; ``only``: that row alone, if it is due), locked
     ``SKIP LOCKED``, each flagged with whether it links a calendar or a blackout window.
     ``cached``: the statement judges "due" by the database clock (no parameter of this
     call), so it is compiled once per pool, level and batch size
-    (:func:`.db.fast_orm.read_rows`)."""
+    (:func:`.db.fast_orm.read_rows`). ``skip``: ``(ids, group ids)`` left out (rows this
+    claim read already, groups it found without room: :func:`_fill_held`), uncached."""
 
     def read_level(pool: str, level: int, n: int) -> list[Schedule]:
         def build() -> QuerySet[Schedule]:
@@ -153,9 +155,11 @@ def _read_due(
                     with_calendar_flag(_due(using, due_before, pool, level).defer(*CLAIM_UNREAD))
                 )
             )
+            if skip is not None:
+                qs = qs.exclude(pk__in=skip[0]).exclude(concurrency_group_id__in=skip[1])
             return locked(qs, using, skip_locked=True)[:n]
 
-        if cached:
+        if cached and skip is None:
             return read_rows(Schedule, ("claim_due", pool, level, n), using, build)
         return list(build())
 
@@ -270,13 +274,13 @@ def _claim_batch(
         open_, reserve = _backfill_reserve(read, only, worker, limit, using)
         head = read[: limit - reserve] if open_ else list(read)
         groups = Admission(using)  # rows held back by their concurrency group wait, due
-        rows = groups.admit(head, now) if head and now is not None else []
+        rows, more = _fill_held(groups, head, now, using, due_before, pools)
         _plan_rows(rows, *plan)
         if only is None and open_ is not False:  # backfill slots on schedules left free
             filled = claim_backfills(
                 due_before,
                 limit - len(head),
-                read,
+                read + more,
                 lambda: now if now is not None else db_now(using),
                 lease,
                 worker,
@@ -297,6 +301,44 @@ def _claim_batch(
         if rows:
             _claim_committing()
     return claims
+
+
+#: How many more reads a claim makes to fill the places of rows their concurrency group
+#: held back (each leaves out the rows read and the groups found without room).
+FILL_ROUNDS = 3
+
+
+def _fill_held(
+    groups: Admission,
+    head: list[Schedule],
+    now: datetime | None,
+    using: str,
+    due_before: Any,
+    pools: Sequence[str],
+) -> tuple[list[Schedule], list[Schedule]]:
+    """The rows of ``head`` that start now (:meth:`.groups.Admission.admit`), and when
+    their groups held some back, as many more due rows of other groups or none as fill
+    the places (at most :data:`FILL_ROUNDS` more reads): ``(rows, more)``, ``more`` every
+    row read beyond ``head`` (locked; the ones admitted are in ``rows``, their calendars
+    and windows loaded). A full group never costs the others their place in the batch."""
+    if not head or now is None:
+        return [], []
+    rows = groups.admit(head, now)
+    more: list[Schedule] = []
+    for _ in range(FILL_ROUNDS):
+        if len(rows) >= len(head) or not groups.held:
+            break
+        skip = ([r.pk for r in head + more], sorted(groups.held, key=str))
+        found = _read_due(
+            using, due_before, len(head) - len(rows), None, pools, cached=False, skip=skip
+        )
+        if not found:
+            break
+        load_exclusions(found, using)
+        load_blackouts(found, using)
+        more += found
+        rows += groups.admit(found, now)
+    return rows, more
 
 
 def _backfill_reserve(
