@@ -7,8 +7,8 @@ database does not answer; schedules are due and no worker is alive; fewer live w
 ``PROBE_MIN_WORKERS`` while schedules wait for one; a due schedule has waited longer than
 ``PROBE_MAX_LAG_SECONDS``) or about **schedules** (overdue, expired leases, degraded,
 a skewed worker clock, a pool with due schedules that no live worker claims, a
-concurrency group whose rate cannot be read). The probe fails on fleet problems; the snapshot on any problem. So
-whenever the probe fails, the snapshot is unhealthy too, for the same reason in the same
+concurrency group whose rate cannot be read). The probe fails on fleet problems; the
+snapshot on any problem. So whenever the probe fails, the snapshot is unhealthy too, for the same reason in the same
 words. This module judges facts; the two readers gather them, with the helpers below so
 that "live" and "due" mean one thing.
 """
