@@ -23,6 +23,7 @@ from .backfill_health import (
 )
 from .conf import app_settings
 from .deadlines import LATE_LISTED, LateRow, late_schedules
+from .group_health import GroupRow, groups_at_limit, unreadable_groups
 from .models import RunAttempt, Schedule, ScheduleQuerySet, Status
 from .pool_health import live_pools, pools_without_workers
 from .verdict import (
@@ -129,6 +130,10 @@ class Health:
     #: Pools with a schedule due now that no live worker claims (``run_scheduler --pool``),
     #: by name; up to the first :data:`.pool_health.POOLS_SCANNED` pools are looked at.
     pools_without_workers: list[str] = field(default_factory=list)
+    #: Concurrency groups at their limit (information: a full group is normal operation)
+    #: and the ones whose rate cannot be read (a problem: none of their runs starts).
+    groups_at_limit: list[GroupRow] = field(default_factory=list)
+    unreadable_groups: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict; datetimes as ISO 8601 in UTC ending in ``Z``
@@ -146,6 +151,8 @@ class Health:
             row["deadline_at"] = _utc_text(row["deadline_at"]) if row["deadline_at"] else None
         for row in data["paused_schedules"]:
             row["paused_until"] = _utc_text(row["paused_until"]) if row["paused_until"] else None
+        for row in data["groups_at_limit"]:
+            row["rate_until"] = _utc_text(row["rate_until"]) if row["rate_until"] else None
         return data
 
 
@@ -165,8 +172,10 @@ def snapshot(
     seconds (default: ``max(60, 2 x POLL_MAX_SECONDS)``); leases are expired and
     unrecovered; schedules are degraded; a live worker's clock is skewed by more than
     ``SKEW_WARN_SECONDS``; while a worker is live, a pool has a schedule due now and no
-    live worker claims it (``pools_without_workers``, :mod:`.pool_health`). Schedules that
-    merely fail are counted, not fatal.
+    live worker claims it (``pools_without_workers``, :mod:`.pool_health`); a concurrency
+    group's rate cannot be read (``unreadable_groups``: its runs never start). Schedules
+    that merely fail, and groups at their limit (``groups_at_limit``, :mod:`.group_health`),
+    are listed, not fatal.
 
     Warnings (listed, never unhealthy): schedules late, past the deadline
     (``deadline_seconds``) of the occurrence they owe, by the database clock, whether a
@@ -231,6 +240,7 @@ def snapshot(
         else []
     )
     oldest = agg["oldest"]
+    unreadable = unreadable_groups(using)
     judged = verdict(
         live_workers=len(workers),
         due=agg["due_past_grace"],
@@ -243,6 +253,7 @@ def snapshot(
         degraded_names=[row["name"] for row in degraded_rows[:5]],
         clock_skews=[(w["worker_id"], w["clock_skew_seconds"]) for w in workers],
         pools_without_workers=orphaned,
+        unreadable_groups=unreadable,
     )
     stalled = stalled_backfills(now, using=using)
     cancelled = cancelled_backfills(now, using=using)
@@ -287,6 +298,8 @@ def snapshot(
         late_schedules=late_rows,
         paused_schedules=paused_rows,
         pools_without_workers=orphaned,
+        groups_at_limit=groups_at_limit(now, using),
+        unreadable_groups=unreadable,
     )
 
 

@@ -6,8 +6,9 @@ the admin's health page and schedule-list banner, ``manage.py schedules health``
 database does not answer; schedules are due and no worker is alive; fewer live workers than
 ``PROBE_MIN_WORKERS`` while schedules wait for one; a due schedule has waited longer than
 ``PROBE_MAX_LAG_SECONDS``) or about **schedules** (overdue, expired leases, degraded,
-a skewed worker clock, a pool with due schedules that no live worker claims). The probe fails on fleet problems; the snapshot on any problem. So
-whenever the probe fails, the snapshot is unhealthy too, for the same reason in the same
+a skewed worker clock, a pool with due schedules that no live worker claims, a
+concurrency group whose rate cannot be read). The probe fails on fleet problems; the
+snapshot on any problem. So whenever the probe fails, the snapshot is unhealthy too, for the same reason in the same
 words. This module judges facts; the two readers gather them, with the helpers below so
 that "live" and "due" mean one thing.
 """
@@ -95,6 +96,7 @@ def verdict(
     degraded_names: Iterable[str] = (),
     clock_skews: Iterable[tuple[str, float]] = (),
     pools_without_workers: Iterable[str] = (),
+    unreadable_groups: Iterable[str] = (),
 ) -> Verdict:
     """Judge the facts. ``database``: None when it answered, else why not (then nothing else
     is judged). ``live_workers``: see :func:`live_heartbeats`; ``due``: rows matching
@@ -103,7 +105,8 @@ def verdict(
     ``overdue`` past ``overdue_after`` seconds; ``degraded_names``: the first few; worker
     ``(id, clock skew seconds)`` pairs; ``pools_without_workers``: pools with a due
     schedule that no live worker claims, judged only while a worker is live, since
-    ``no_live_worker`` says it otherwise) default to none: the probe does not gather them.
+    ``no_live_worker`` says it otherwise; ``unreadable_groups``: concurrency groups whose
+    rate cannot be read, so none of their runs starts) default to none: the probe does not gather them.
     Thresholds are read from the settings (``PROBE_MIN_WORKERS``, ``PROBE_MAX_LAG_SECONDS``,
     ``SKEW_WARN_SECONDS``). Never raises."""
     if database is not None:
@@ -141,6 +144,15 @@ def verdict(
             len(orphaned),
         )
         problems.append(Problem("pools_without_workers", text % {"p": listed}))
+    broken = list(unreadable_groups)
+    if broken:
+        listed = ", ".join(broken[:5]) + (", ..." if len(broken) > 5 else "")
+        text = ngettext(
+            "the rate of concurrency group %(g)s cannot be read: none of its runs starts",
+            "the rates of concurrency groups %(g)s cannot be read: none of their runs starts",
+            len(broken),
+        )
+        problems.append(Problem("group_unreadable", text % {"g": listed}))
     fleet_ok = not any(p.code in FLEET_CODES for p in problems)
     return Verdict(not problems, fleet_ok, tuple(problems))
 

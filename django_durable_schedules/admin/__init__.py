@@ -30,6 +30,8 @@ autodiscovery imports it). Its modules:
   descriptions (functions of the model admin and the request);
 * :mod:`.calendars`: :class:`ExclusionCalendarAdmin` (registered, with its dates inline);
 * :mod:`.blackouts`: :class:`BlackoutWindowAdmin` (registered);
+* :mod:`.groups`: :class:`ConcurrencyGroupAdmin` (registered): limits, live leases now,
+  whether at the limit;
 * :mod:`.schedules`: :class:`ScheduleAdmin` (registered for Schedule; its URLs route the
   views);
 * :mod:`.runs`: the read-only :class:`RunAttemptAdmin`, :class:`RunReceiptAdmin` and
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 from .blackouts import BlackoutWindowAdmin
 from .calendars import ExclusionCalendarAdmin
+from .groups import ConcurrencyGroupAdmin
 
 # Schedule first: the models are registered in this order.
 from .schedules import ScheduleAdmin
@@ -56,6 +59,7 @@ from .runs import RunAttemptAdmin, RunReceiptAdmin, WorkerHeartbeatAdmin
 
 __all__ = [
     "BlackoutWindowAdmin",
+    "ConcurrencyGroupAdmin",
     "ExclusionCalendarAdmin",
     "NotificationDeliveryAdmin",
     "RunAttemptAdmin",

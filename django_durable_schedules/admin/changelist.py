@@ -1,6 +1,8 @@
 """The schedule list's :class:`ScheduleChangeList`: the outcome strip's receipts of a whole
-page in one query (:func:`attach_recent_receipts`, which the health page uses too). Its
-count is the admin's :class:`.pagination.EstimatedCountPaginator`.
+page in one query (:func:`attach_recent_receipts`, which the health page uses too), and the
+concurrency groups of the page's schedules in one more when any names one
+(:func:`attach_group_waits`: "waiting for group reports (2 of 2 running)"). Its count is
+the admin's :class:`.pagination.EstimatedCountPaginator`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from django.db.models import Prefetch
 from django.http import HttpRequest
 
 from ..db.latest import ReceiptSummary, latest_receipts
+from ..group_health import group_rooms, group_wait
 from ..models import RunReceipt, Schedule
 from .display import STRIP_LENGTH
 
@@ -52,9 +55,22 @@ def attach_recent_receipts(
     return schedules
 
 
+def attach_group_waits(schedules: Iterable[Schedule]) -> list[Schedule]:
+    """Set ``dds_group_wait`` on each schedule: the words of :func:`..group_health.group_wait`
+    for a due schedule its concurrency group holds back, else ``""``. One query for the
+    groups of all of them (none when no schedule names a group). Returns the schedules."""
+    schedules = list(schedules)
+    using = next((s._state.db for s in schedules if s._state.db), None) or "default"
+    rooms = group_rooms((s.concurrency_group_id for s in schedules), using)
+    for schedule in schedules:
+        schedule.dds_group_wait = group_wait(schedule, rooms)  # type: ignore[attr-defined]
+    return schedules
+
+
 class ScheduleChangeList(ChangeList):
-    """Adds the outcome strip's receipts to the page's schedules: one query per page."""
+    """Adds the outcome strip's receipts to the page's schedules (one query per page) and
+    their concurrency groups' waits (one more when a schedule of the page names a group)."""
 
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
-        self.result_list = attach_recent_receipts(self.result_list)
+        self.result_list = attach_group_waits(attach_recent_receipts(self.result_list))

@@ -212,7 +212,9 @@ def status_badges(obj: Schedule) -> SafeString:
     """The status as a coloured badge, plus "running" (lease held), "degraded" and
     "late" (the occurrence it owes is past its deadline: :func:`deadline_now`). A row read
     with :meth:`~..models.queries.ScheduleQuerySet.with_running` also says which run, since
-    when and on which worker ("#12.1 since 10:02:03 UTC on host-1:4242"; no query)."""
+    when and on which worker ("#12.1 since 10:02:03 UTC on host-1:4242"; no query), and one
+    read with its group (:func:`.changelist.attach_group_waits`) that its concurrency group
+    holds back says so ("waiting for group reports (2 of 2 running)")."""
     deadline = deadline_now(obj)
     return render_fragment(
         "status_badges",
@@ -225,6 +227,7 @@ def status_badges(obj: Schedule) -> SafeString:
             "late": deadline.late,
             "deadline_at": fmt_utc(deadline.deadline_at),
             "pause": pause_words(obj),
+            "group_wait": obj.__dict__.get("dds_group_wait", ""),
         },
     )
 

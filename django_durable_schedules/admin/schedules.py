@@ -28,7 +28,7 @@ from ..models import INPUT_FIELDS, POLICY_FIELDS, Schedule
 from ..registry import registry
 from .actions import TRANSITIONS, DeleteRefused, as_admin, delete_selected, make_action
 from .backfills import backfill, cancel_backfill
-from .changelist import ScheduleChangeList
+from .changelist import ScheduleChangeList, attach_group_waits
 from .columns import cadence_and_next_run, name_and_status
 from .columns import history_links as linked_history
 from .columns import outcomes as linked_outcomes
@@ -171,6 +171,10 @@ class ScheduleAdmin(admin.ModelAdmin):
         # badge and the deadline): the status badges cost no query of their own.
         queryset: Any = super().get_queryset(request)
         return with_open_slot(queryset.with_running())
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None) -> Any:
+        obj = super().get_object(request, object_id, from_field)
+        return attach_group_waits([obj])[0] if obj is not None else None  # its group's wait
 
     def get_inlines(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
         # A schedule being added has no attempts or receipts: no empty tables.

@@ -80,6 +80,19 @@ class LateScheduleSerializer(serializers.Serializer):
     deadline_at = serializers.DateTimeField(allow_null=True)
 
 
+class GroupAtLimitSerializer(serializers.Serializer):
+    """A concurrency group at its limit in the health snapshot."""
+
+    name = serializers.CharField()
+    running = serializers.IntegerField(help_text="Its live leases.")
+    max_running = serializers.IntegerField(allow_null=True)
+    rate = serializers.CharField(help_text="'2/s', '10/m'; empty: no rate.")
+    waiting = serializers.IntegerField(help_text="Its schedules due now, held back.")
+    rate_until = serializers.DateTimeField(
+        allow_null=True, help_text="When its rate lets the next run start (UTC)."
+    )
+
+
 class HealthSerializer(serializers.Serializer):
     """The health snapshot (``health.snapshot().as_dict()``), for the schema."""
 
@@ -122,11 +135,22 @@ class HealthSerializer(serializers.Serializer):
         help_text="Pools with a schedule due now that no live worker claims "
         "(run_scheduler --pool), by name.",
     )
+    groups_at_limit = GroupAtLimitSerializer(
+        many=True,
+        help_text="Concurrency groups at max_running live leases or out of their rate, by "
+        "name (up to 50): information, a full group is normal operation.",
+    )
+    unreadable_groups = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Concurrency groups whose stored rate cannot be read (none of their runs "
+        "starts: the problem group_unreadable), by name.",
+    )
 
 
 __all__ = [
     "CancelledBackfillSerializer",
     "DegradedScheduleSerializer",
+    "GroupAtLimitSerializer",
     "HealthSerializer",
     "LateScheduleSerializer",
     "PausedScheduleSerializer",
