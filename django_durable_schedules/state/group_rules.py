@@ -102,11 +102,12 @@ def admit(
         if room.rate_count is not None:
             room.starts.append(at)
         admitted.append(row)
-    return admitted, held, {group: _columns(rooms[group], now) for group in touched}
+    return admitted, held, {group: group_columns(rooms[group], now) for group in touched}
 
 
-def _columns(room: GroupRoom, now: datetime) -> dict[str, Any]:
-    """What a claim writes on a group it admitted into or held back from."""
+def group_columns(room: GroupRoom, now: datetime) -> dict[str, Any]:
+    """What a claim writes on a group it admitted into or held back from (its
+    ``full_until``, ``rate_until`` and ``starts`` as ``room`` now stands)."""
     at = now.timestamp()
     full = room.unreadable or (room.max_running is not None and room.running >= room.max_running)
     recent = _recent(room, at)
@@ -120,3 +121,13 @@ def _columns(room: GroupRoom, now: datetime) -> dict[str, Any]:
         "rate_until": rate_until,
         "starts": recent,
     }
+
+
+def give_back(room: GroupRoom, now: datetime) -> None:
+    """Return the place of a row admitted at ``now`` that took no lease (its slot was
+    missed, skipped, excluded or blacked out, or the row degraded): one running less, and
+    its start at ``now`` removed from the rate's record."""
+    room.running = max(room.running - 1, 0)
+    at = now.timestamp()
+    if at in room.starts:
+        room.starts.remove(at)

@@ -20,7 +20,7 @@ from django.db.models import Count
 
 from ..db.locks import locked
 from ..models import ConcurrencyGroup, Schedule, ScheduleQuerySet
-from .group_rules import GroupRoom, admit
+from .group_rules import GroupRoom, admit, give_back, group_columns
 
 
 class Admission:
@@ -35,6 +35,8 @@ class Admission:
         self.changes: dict[Any, dict[str, Any]] = {}
         #: The groups that held back a row of this claim (no room left in it).
         self.held: set[Any] = set()
+        #: The rows of a group this claim admitted, with the instant of each admission.
+        self.admitted: list[tuple[Schedule, datetime]] = []
 
     def admit(self, rows: list[Schedule], now: datetime) -> list[Schedule]:
         """The rows of ``rows`` that may start at ``now`` (the claim's instant), in their
@@ -48,6 +50,7 @@ class Admission:
         admitted, held, changes = admit(rows, lambda row: row.concurrency_group_id, self.rooms, now)
         self.changes.update(changes)
         self.held.update(row.concurrency_group_id for row in held)
+        self.admitted += [(row, now) for row in admitted if row.concurrency_group_id in self.rooms]
         return admitted
 
     def _rooms(self, ids: list[Any], now: datetime) -> dict[Any, GroupRoom]:
@@ -65,7 +68,14 @@ class Admission:
 
     def write(self) -> None:
         """Store the groups' ``full_until``, ``rate_until`` and ``starts`` as the claim
-        left them: one statement per group the claim admitted into or held back from."""
+        left them, once its rows were planned: a row admitted that took no lease (its slot
+        missed or skipped, ...) gives its place back (:func:`.group_rules.give_back`). One
+        statement per group the claim admitted into or held back from."""
+        for row, at in self.admitted:
+            if row.lease_token is None:
+                room = self.rooms[row.concurrency_group_id]
+                give_back(room, at)
+                self.changes[row.concurrency_group_id] = group_columns(room, at)
         for pk, columns in self.changes.items():
             ConcurrencyGroup.objects.using(self.using).filter(pk=pk).update(**columns)
 
