@@ -7,11 +7,15 @@
 ``definition_hash``; both are set here by hand (``next_run_at`` due now, whole seconds, on
 the interval grid anchored at ``created_at``), otherwise the worker would take the rows
 for edits made behind ``save()`` and re-plan them instead of running them.
+
+``DDS_BENCH_GROUP_MAX_RUNNING=N`` puts every schedule in one concurrency group ``bench``
+of ``max_running`` N (``throughput.py --group-max-running``: what a group costs a claim).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -24,7 +28,13 @@ def main(count: int, callback: str = "tests.noop", payload: object = None) -> No
     django.setup()
     from django.utils import timezone
 
-    from django_durable_schedules.models import Kind, Schedule, Status
+    from django_durable_schedules.models import ConcurrencyGroup, Kind, Schedule, Status
+
+    group = None
+    if os.environ.get("DDS_BENCH_GROUP_MAX_RUNNING"):
+        group = ConcurrencyGroup.objects.create(
+            name="bench", max_running=int(os.environ["DDS_BENCH_GROUP_MAX_RUNNING"])
+        )
 
     now = timezone.now().replace(microsecond=0)
     template = Schedule(kind=Kind.INTERVAL, interval_seconds=3600, timezone="UTC")
@@ -41,6 +51,7 @@ def main(count: int, callback: str = "tests.noop", payload: object = None) -> No
             created_at=now,
             next_run_at=now,
             definition_hash=definition_hash,
+            concurrency_group=group,
         )
         for i in range(count)
     ]

@@ -293,6 +293,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--schedules", type=int, default=5000, help="schedules to run (default 5000)")
     p.add_argument(
+        "--group-max-running",
+        type=int,
+        default=None,
+        help="put every schedule in one concurrency group of this max_running (its cost: "
+        "each claim locks and counts the group; a cap above the workers' threads never "
+        "holds a run back)",
+    )
+    p.add_argument(
         "--workers", default="1,2,4", help="comma-separated worker counts (default 1,2,4)"
     )
     p.add_argument(
@@ -372,7 +380,10 @@ def main(argv: list[str] | None = None) -> int:
         log("migrating")
         run_django(["-m", "django", "migrate", "--verbosity", "0"], env)
         log(f"seeding {args.schedules} schedules")
-        run_django([str(ROOT / "bench" / "seed.py"), str(args.schedules)], env)
+        seed_env = dict(env)
+        if args.group_max_running:
+            seed_env["DDS_BENCH_GROUP_MAX_RUNNING"] = str(args.group_max_running)
+        run_django([str(ROOT / "bench" / "seed.py"), str(args.schedules)], seed_env)
 
     rounds: dict[int, list[dict[str, Any]]] = {}
     failed = False

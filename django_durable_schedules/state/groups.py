@@ -37,6 +37,9 @@ class Admission:
         self.held: set[Any] = set()
         #: The rows of a group this claim admitted, with the instant of each admission.
         self.admitted: list[tuple[Schedule, datetime]] = []
+        #: The run-state columns of each group as read: a group left as it was is not
+        #: written (a group that is never full costs its lock and count, no write).
+        self.read: dict[Any, dict[str, Any]] = {}
 
     def admit(self, rows: list[Schedule], now: datetime) -> list[Schedule]:
         """The rows of ``rows`` that may start at ``now`` (the claim's instant), in their
@@ -64,6 +67,12 @@ class Admission:
             .annotate(n=Count("pk"))
         )
         running = dict(live.values_list("concurrency_group_id", "n"))
+        self.read.update(
+            {
+                g.pk: {"full_until": g.full_until, "rate_until": g.rate_until, "starts": g.starts}
+                for g in found
+            }
+        )
         return {group.pk: room_of(group, running.get(group.pk, 0)) for group in found}
 
     def write(self) -> None:
@@ -77,6 +86,8 @@ class Admission:
                 give_back(room, at)
                 self.changes[row.concurrency_group_id] = group_columns(room, at)
         for pk, columns in self.changes.items():
+            if columns == self.read.get(pk):
+                continue
             ConcurrencyGroup.objects.using(self.using).filter(pk=pk).update(**columns)
 
 
