@@ -62,7 +62,7 @@ class ConcurrencyGroupSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = ["id", "created_at", "updated_at"]
         # The name's uniqueness is save_group's (a name taken: an update of that group).
-        extra_kwargs = {"name": {"validators": []}}
+        extra_kwargs: dict[str, Any] = {"name": {"validators": []}}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         current = self.instance

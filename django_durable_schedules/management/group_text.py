@@ -100,8 +100,9 @@ def list_lines() -> list[str]:
         .values_list("concurrency_group", "n")
     )
     for group in groups:
+        running, waiting = getattr(group, "running", 0), getattr(group, "waiting", 0)
         lines.append(
-            f"{group.name:24} {limits(group):32} {group.running:>7} {group.waiting:>7} "
+            f"{group.name:24} {limits(group):32} {running:>7} {waiting:>7} "
             f"{used.get(group.pk, 0):>5}"
         )
     if len(lines) == 1:

@@ -73,7 +73,7 @@ def delete_group(name: str, *, using: str = "default") -> None:
 def in_use(group: ConcurrencyGroup, named: list[str], count: int) -> ValidationError:
     """The error of a delete refused because ``count`` schedules name ``group`` (the first
     of them in ``named``)."""
-    listed = ", ".join(named) + (", ..." if count > len(named) else "")
+    listed = ", ".join(named) + (f" and {count - len(named)} more" if count > len(named) else "")
     return ValidationError(
         f"The concurrency group {group.name!r} is still named by {count} schedule(s)"
         + (f": {listed}" if named else "")
