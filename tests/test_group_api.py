@@ -63,6 +63,8 @@ def test_crud_by_id_and_by_name(api):
     assert api.delete("/api/groups/partner-api/").status_code == 204
     assert not ConcurrencyGroup.objects.exists()
     assert api.get("/api/groups/partner-api/").status_code == 404
+    for odd in ("99999999999999999999999", "%D9%A1", "0", "-1"):
+        assert api.get(f"/api/groups/{odd}/").status_code == 404, odd
 
 
 @pytest.mark.parametrize(

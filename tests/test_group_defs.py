@@ -180,3 +180,11 @@ def test_show_prints_the_group_line_only_for_a_schedule_with_a_group():
     schedule("free")
     assert "  concurrency group: reports (max 2 at once, 100/h)" in cli("show", "grouped")
     assert "concurrency group" not in cli("show", "free")
+
+
+def test_an_edit_keeps_the_rate_history_the_claims_wrote():
+    group = state.save_group("g", rate="2/m")
+    ConcurrencyGroup.objects.filter(pk=group.pk).update(starts=[1.5, 2.5])
+    state.save_group("g", rate="3/m", description="edited")
+    group.refresh_from_db()
+    assert (group.starts, group.rate, group.description) == ([1.5, 2.5], "3/m", "edited")

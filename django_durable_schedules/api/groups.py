@@ -119,9 +119,11 @@ class ConcurrencyGroupViewSet(APIViewMixin, viewsets.ModelViewSet):
         return state.with_usage(ConcurrencyGroup.objects.order_by("name"), db_now())
 
     def get_object(self) -> ConcurrencyGroup:
-        """The group of the URL: a number is its id, anything else its name."""
+        """The group of the URL: a number is its id, anything else its name. Raises
+        ``Http404`` when no group has it."""
         value = str(self.kwargs[self.lookup_url_kwarg or self.lookup_field])
-        field = "pk" if value.isdigit() else "name"
+        # A number a primary key can hold is an id; anything else a name (404 unless one).
+        field = "pk" if value.isascii() and value.isdigit() and len(value) <= 18 else "name"
         group: ConcurrencyGroup = get_object_or_404(self.get_queryset(), **{field: value})
         self.check_object_permissions(self.request, group)
         return group

@@ -12,11 +12,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.core.exceptions import ImproperlyConfigured, ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.deletion import ProtectedError
 from django.db.models.functions import Coalesce
 
+from ..db.locks import lock_for_write, locked
 from ..models import ConcurrencyGroup, Schedule, ScheduleQuerySet
 
 #: How many of the schedules that still name a group a refused delete lists.
@@ -37,18 +38,34 @@ def save_group(
     clears ``full_until`` and ``rate_until`` (the next claim reads the new limits; a lower
     ``max_running`` lets no new run start until the live leases fall under it, and stops
     none). Raises ``ValidationError`` with field messages (nothing written then)."""
-    with transaction.atomic(using=using):
-        group = ConcurrencyGroup.objects.using(using).filter(name=name).first()
-        if group is None:
-            group = ConcurrencyGroup(name=name)
-        group.max_running = max_running
-        group.rate = "" if rate is None else rate
-        group.description = "" if description is None else description
-        group.full_clean()
-        group.full_until = None
-        group.rate_until = None
-        group.save(using=using)
+    try:
+        with transaction.atomic(using=using):
+            group = _locked_group(name, using)
+            created = group is None
+            if group is None:
+                group = ConcurrencyGroup(name=name)
+            group.max_running = max_running
+            group.rate = "" if rate is None else rate
+            group.description = "" if description is None else description
+            group.full_clean()
+            group.full_until = None
+            group.rate_until = None
+            # An edit leaves ``starts`` as the claims wrote it (the rate's history).
+            group.save(using=using, update_fields=None if created else _EDITED)
+    except IntegrityError:  # the same name created at the same time
+        raise ValidationError({"name": [f"A group named {name!r} was just created."]}) from None
     return group
+
+
+_EDITED = ["description", "max_running", "rate", "full_until", "rate_until", "updated_at"]
+
+
+def _locked_group(name: str, using: str) -> ConcurrencyGroup | None:
+    """The group named ``name`` locked for this transaction (waits for a claim holding it),
+    None when there is none."""
+    lock_for_write(using)
+    rows = ConcurrencyGroup.objects.using(using).filter(name=name)
+    return locked(rows, using, skip_locked=False).first()
 
 
 def delete_group(name: str, *, using: str = "default") -> None:
@@ -57,7 +74,7 @@ def delete_group(name: str, *, using: str = "default") -> None:
     them (move or delete them first); one too for a name no group has (code
     ``missing``)."""
     with transaction.atomic(using=using):
-        group = ConcurrencyGroup.objects.using(using).filter(name=name).first()
+        group = _locked_group(name, using)
         if group is None:
             raise ValidationError(f"No concurrency group named {name!r}.", code="missing")
         users = Schedule.objects.using(using).filter(concurrency_group=group)
