@@ -217,3 +217,13 @@ def test_a_malformed_group_name_is_refused_at_register(group):
 def test_a_group_needs_a_declared_schedule():
     with pytest.raises(ValueError, match="concurrency_group needs one of every="):
         register("t.nodeclgroup", lambda ctx: None, concurrency_group="g")
+
+
+@pytest.mark.django_db
+def test_declared_fields_without_a_database_name_the_group_field_only(
+    cleanup_registry, django_assert_num_queries
+):
+    register("t.groupkeys", lambda ctx: None, every=60, concurrency_group="not-yet")
+    with django_assert_num_queries(0):  # the admin's read-only fields, check E008
+        fields = state.declared_fields(registry.get("t.groupkeys"))
+    assert fields["concurrency_group"] is None

@@ -230,13 +230,14 @@ def _prepared_against(
 # ---------------------------------------------------------------------------------------
 
 
-def declared_fields(reg: Any, *, using: str | None = "default") -> dict[str, Any]:
+def declared_fields(reg: Any, *, using: str | None = None) -> dict[str, Any]:
     """The schedule fields a registration declares (``register(..., every=/cron=/rrule=/at=)``);
     ``timezone``, ``payload``, ``pool``, ``priority`` and ``concurrency_group`` only when
     given (else a new row takes the model's default and an existing row keeps its value).
-    The group is resolved by name in ``using`` (``using=None``: not read, None in its
-    place, for a check without the database); a name no group has raises
-    ``ImproperlyConfigured`` naming the schedule and the group."""
+    The group is resolved by name in the database ``using`` (sync); without ``using`` it
+    is not read and None stands in its place (the fields' names, a check without the
+    database). A name no group has raises ``ImproperlyConfigured`` naming the schedule
+    and the group."""
     d = reg.declaration
     assert d is not None
     wanted: dict[str, Any] = {
