@@ -95,6 +95,23 @@ def test_a_raised_cap_lets_held_rows_start_at_the_next_claim():
     assert len(state.claim_due(worker="w", limit=10)) == 2
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_lowered_cap_stops_no_run_and_starts_none_until_under_it():
+    group = state.save_group("g", max_running=3)
+    now = state.db_now()
+    for i in range(5):
+        schedule(f"s{i}", group, start_at=now - 600 * S)
+    Schedule.objects.update(next_run_at=now - 60 * S)
+    first = state.claim_due(worker="w", limit=10)
+    assert len(first) == 3
+    state.save_group("g", max_running=1)
+    assert Schedule.objects.filter(lease_token__isnull=False).count() == 3  # none stopped
+    state.complete([state.Outcome(first[0], "succeeded")])
+    assert state.claim_due(worker="w", limit=10) == []  # 2 running, cap 1
+    state.complete([state.Outcome(c, "succeeded") for c in first[1:]])
+    assert len(state.claim_due(worker="w", limit=10)) == 1
+
+
 def test_delete_group_refuses_while_schedules_name_it_and_names_them():
     group = state.save_group("g", max_running=2)
     for i in range(7):
