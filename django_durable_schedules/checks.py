@@ -315,7 +315,7 @@ def check_declared_schedules(app_configs: Any = None, **kwargs: Any) -> list[Any
 
     errors: list[Any] = []
     for reg in registry.declared():
-        row = Schedule(name=reg.name, **declared_fields(reg))
+        row = Schedule(name=reg.name, **declared_fields(reg, using=None))  # no query
         try:
             row.clean_fields()
             row.clean()

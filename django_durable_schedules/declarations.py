@@ -1,7 +1,7 @@
 """What a ``register()`` call declares besides its callback: the callback name's rule
 (``NAME_RE``), the schedule declared in code (:class:`Declaration`, built and checked by
 :func:`build_declaration`), its worker pool and claim priority (``POOL_RE``, the priority
-bounds, :func:`check_flow`), and the owner-scoped access it opens
+bounds, :func:`check_flow`), its concurrency group's name (:func:`check_group_name`), and the owner-scoped access it opens
 (:func:`check_owner_access`). Pure: no Django, no database; the models' validators use the
 same rules (``models/choices.py``).
 """
@@ -17,6 +17,8 @@ NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")  # \Z: no trailin
 #: A pool's name (``Schedule.pool``, ``models.pool_validator``, ``register(pool=)``).
 POOL_RE = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}\Z"
 POOL_MESSAGE = "1-64 of letters, digits, '_', '.', ':' or '-', starting with a letter or digit."
+#: A concurrency group's name (``ConcurrencyGroup.name``, ``register(concurrency_group=)``).
+GROUP_NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,63}\Z"
 #: ``Schedule.priority``'s range (a 16-bit integer on every database).
 PRIORITY_MIN, PRIORITY_MAX = -32768, 32767
 
@@ -48,6 +50,8 @@ class Declaration:
     #: and 0, on a new row; an existing row's values are then left as they are).
     pool: str | None = None
     priority: int | None = None
+    #: The name of the concurrency group (None: an existing row's group is left as it is).
+    concurrency_group: str | None = None
 
     @property
     def kind(self) -> str:
@@ -90,13 +94,14 @@ def build_declaration(
     manual: bool = False,
     pool: str | None = None,
     priority: int | None = None,
+    concurrency_group: str | None = None,
 ) -> Declaration | None:
     """Validate ``name`` and the schedule declared with it: the :class:`Declaration`, or
     ``None`` when none is (no every/cron/at/rrule and not ``manual``).
 
     Raises ``ValueError`` for a malformed name, more than one of every/cron/at/rrule, a
-    malformed pool, a priority out of range, or timezone/payload/start_at/end_at/max_runs/
-    pool/priority without a schedule; ``TypeError`` for a ``manual`` that is not True or
+    malformed pool or group name, a priority out of range, or timezone/payload/start_at/
+    end_at/max_runs/pool/priority/concurrency_group without a schedule; ``TypeError`` for a ``manual`` that is not True or
     False, ``manual=True`` with any timing argument, or a priority that is not an int.
     """
     if not isinstance(name, str) or not NAME_RE.match(name):
@@ -104,6 +109,7 @@ def build_declaration(
             f"invalid callback name {name!r}: 1-128 of [A-Za-z0-9_.:-], starting with a letter or digit"
         )
     check_flow(pool, priority)
+    check_group_name(concurrency_group)
     if not isinstance(manual, bool):
         raise TypeError(f"manual must be True or False, not {manual!r}")
     if manual:
@@ -123,7 +129,12 @@ def build_declaration(
                 "schedule has no timing, it runs only when triggered"
             )
         return Declaration(
-            timezone=timezone, payload=payload, manual=True, pool=pool, priority=priority
+            timezone=timezone,
+            payload=payload,
+            manual=True,
+            pool=pool,
+            priority=priority,
+            concurrency_group=concurrency_group,
         )
     given = [v for v in (every, cron, at, rrule) if v is not None]
     if len(given) > 1:
@@ -141,13 +152,27 @@ def build_declaration(
             max_runs=max_runs,
             pool=pool,
             priority=priority,
+            concurrency_group=concurrency_group,
         )
     if any(v is not None for v in (timezone, payload, start_at, end_at, max_runs, pool, priority)):
         raise ValueError(
             "timezone/payload/start_at/end_at/max_runs/pool/priority need one of every=, "
             "cron=, rrule=, at= or manual=True"
         )
+    if concurrency_group is not None:
+        raise ValueError("concurrency_group needs one of every=, cron=, rrule=, at= or manual=True")
     return None
+
+
+def check_group_name(name: Any) -> None:
+    """Check ``register(concurrency_group=)`` (None: not given): a group's name, a short
+    slug. Raises ``ValueError`` for anything else. Whether the group exists is known only
+    at sync (``ImproperlyConfigured`` then)."""
+    if name is not None and not (isinstance(name, str) and re.match(GROUP_NAME_RE, name)):
+        raise ValueError(
+            f"invalid concurrency_group {name!r}: a group's name, a short slug such as "
+            "'partner-api'"
+        )
 
 
 def check_flow(pool: Any, priority: Any) -> None:

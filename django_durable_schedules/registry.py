@@ -128,6 +128,7 @@ def register(
     max_runs: int | None = None,
     pool: str | None = None,
     priority: int | None = None,
+    concurrency_group: str | None = None,
     task_options: Mapping[str, Any] | None = None,
     owner_scoped: bool = False,
     owner_min_interval: int = ...,
@@ -152,6 +153,7 @@ def register(
     max_runs: int | None = None,
     pool: str | None = None,
     priority: int | None = None,
+    concurrency_group: str | None = None,
     task_options: Mapping[str, Any] | None = None,
     owner_scoped: bool = False,
     owner_min_interval: int = ...,
@@ -175,6 +177,7 @@ def register(
     max_runs: int | None = None,
     pool: str | None = None,
     priority: int | None = None,
+    concurrency_group: str | None = None,
     task_options: Mapping[str, Any] | None = None,
     owner_scoped: bool = False,
     owner_min_interval: int = DEFAULT_OWNER_MIN_INTERVAL,
@@ -214,7 +217,10 @@ def register(
     int, -32768 to 32767, higher first) orders it among schedules due at once: a claim takes
     the higher priorities first, then the earliest due. Left out, a new schedule gets the
     pool ``"default"`` and priority 0, and sync leaves an existing row's values (set in the
-    admin or the API) as they are. Both need a declared schedule (every/cron/rrule/at or
+    admin or the API) as they are. ``concurrency_group`` (a group's name, ``"partner-api"``)
+    puts it in that :class:`~.models.ConcurrencyGroup` (which must exist when the schedule
+    is synced: ``ImproperlyConfigured`` naming both otherwise); left out, sync leaves the
+    row's group as it is. All three need a declared schedule (every/cron/rrule/at or
     ``manual=True``).
 
     Raises ``ValueError`` for a malformed name, more than one of every/cron/at/rrule,
@@ -240,6 +246,7 @@ def register(
         manual=manual,
         pool=pool,
         priority=priority,
+        concurrency_group=concurrency_group,
     )
     check_owner_access(owner_scoped, owner_min_interval)
     schema = check_schema(name, payload_schema)
@@ -284,6 +291,7 @@ def register_command(
     max_runs: int | None = None,
     pool: str | None = None,
     priority: int | None = None,
+    concurrency_group: str | None = None,
     owner_scoped: bool = False,
     owner_min_interval: int = DEFAULT_OWNER_MIN_INTERVAL,
 ) -> None:
@@ -295,7 +303,7 @@ def register_command(
     The registration is the allow-list: only commands registered in code can run, always
     with the arguments given here (the schedule's payload is not passed to them).
     ``every``/``cron``/``at``... declare its schedule (``pool``/``priority``: its worker
-    pool and claim priority), and ``owner_scoped`` / ``owner_min_interval`` open it to
+    pool and claim priority; ``concurrency_group``: its group's name), and ``owner_scoped`` / ``owner_min_interval`` open it to
     owner-scoped API users, as for :func:`register`.
 
     Raises ``ValueError`` for a malformed name, command name or pool, or a priority out of
@@ -314,6 +322,7 @@ def register_command(
         rrule=rrule,
         pool=pool,
         priority=priority,
+        concurrency_group=concurrency_group,
     )
     check_owner_access(owner_scoped, owner_min_interval)
     if not isinstance(command, str) or not command or command.strip() != command:

@@ -173,3 +173,57 @@ def test_sync_leaves_pool_and_priority_alone_when_the_code_names_none(cleanup_re
     state.sync_declared()
     s.refresh_from_db()
     assert (s.pool, s.priority) == ("ops", 4)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sync_resolves_a_declared_concurrency_group_by_name(cleanup_registry):
+    from django_durable_schedules import register_command
+    from django_durable_schedules.models import ScheduleEvent
+
+    group = state.save_group("partner-api", max_running=2)
+    register("t.grouped", lambda ctx: None, every=3600, concurrency_group="partner-api")
+    register_command("t.cmd.grouped", "check", every=3600, concurrency_group="partner-api")
+    state.sync_declared()
+    for name in ("t.grouped", "t.cmd.grouped"):
+        assert Schedule.objects.get(name=name).concurrency_group_id == group.pk
+    created = ScheduleEvent.objects.get(schedule_name="t.grouped", action="created")
+    assert created.changes["concurrency_group"] == [None, group.pk]
+    other = state.save_group("reports", rate="10/m")
+    register("t.grouped", lambda ctx: None, every=3600, concurrency_group="reports")
+    state.sync_declared()
+    assert Schedule.objects.get(name="t.grouped").concurrency_group_id == other.pk
+    register("t.grouped", lambda ctx: None, every=3600)  # names none: the row's is kept
+    state.sync_declared()
+    assert Schedule.objects.get(name="t.grouped").concurrency_group_id == other.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_declared_group_that_does_not_exist_is_improperly_configured(cleanup_registry):
+    from django.core.exceptions import ImproperlyConfigured
+
+    register("t.nogroup", lambda ctx: None, every=3600, concurrency_group="missing")
+    with pytest.raises(ImproperlyConfigured, match="'t.nogroup'.*'missing'"):
+        state.sync_declared()
+    assert not Schedule.objects.filter(name="t.nogroup").exists()
+
+
+@pytest.mark.parametrize("group", ["No Spaces", 3, ""])
+def test_a_malformed_group_name_is_refused_at_register(group):
+    with pytest.raises(ValueError, match="invalid concurrency_group"):
+        register("t.badgroup", lambda ctx: None, every=60, concurrency_group=group)
+    assert "t.badgroup" not in registry
+
+
+def test_a_group_needs_a_declared_schedule():
+    with pytest.raises(ValueError, match="concurrency_group needs one of every="):
+        register("t.nodeclgroup", lambda ctx: None, concurrency_group="g")
+
+
+@pytest.mark.django_db
+def test_declared_fields_without_a_database_name_the_group_field_only(
+    cleanup_registry, django_assert_num_queries
+):
+    register("t.groupkeys", lambda ctx: None, every=60, concurrency_group="not-yet")
+    with django_assert_num_queries(0):  # the admin's read-only fields, check E008
+        fields = state.declared_fields(registry.get("t.groupkeys"))
+    assert fields["concurrency_group"] is None

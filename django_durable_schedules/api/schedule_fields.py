@@ -157,7 +157,7 @@ class ScheduleFields(serializers.Serializer):
         queryset=ConcurrencyGroup.objects.all(),
         required=False,
         allow_null=True,
-        help_text="The concurrency group's name (groups/ in the admin), or null: at most "
+        help_text="The concurrency group's name (groups/), or null: at most "
         "its max_running runs at once and its rate of starts, shared with its other "
         "schedules.",
     )

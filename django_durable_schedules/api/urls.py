@@ -4,7 +4,7 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from ..probe import probe_view
-from . import blackouts, calendars, views
+from . import blackouts, calendars, groups, views
 
 app_name = "durable_schedules_api"
 
@@ -14,6 +14,7 @@ router.register("attempts", views.AttemptViewSet, basename="attempt")
 router.register("receipts", views.ReceiptViewSet, basename="receipt")
 router.register("calendars", calendars.ExclusionCalendarViewSet, basename="calendar")
 router.register("blackouts", blackouts.BlackoutWindowViewSet, basename="blackout")
+router.register("groups", groups.ConcurrencyGroupViewSet, basename="group")
 
 urlpatterns = [
     *router.urls,

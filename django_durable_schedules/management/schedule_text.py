@@ -124,6 +124,8 @@ def show_lines(schedule: Schedule) -> Iterator[str]:
         policies.append(f"timeout_seconds={schedule.timeout_seconds}")
     yield f"  policies: {', '.join(policies)}"
     yield blackout_line(schedule)
+    if schedule.concurrency_group_id is not None:
+        yield group_line(schedule)
     yield f"  status: {schedule.status}"
     for label, why in (("degraded", schedule.degraded_reason), ("paused", schedule.pause_reason)):
         if why:
@@ -150,6 +152,14 @@ def show_lines(schedule: Schedule) -> Iterator[str]:
     yield f"last {SHOW_COUNT} receipts (newest first):" if recent else "no receipts yet"
     for receipt in recent:
         yield f"  {receipt_line(receipt)}"
+
+
+def group_line(schedule: Schedule) -> str:
+    """``show``'s line for a schedule's concurrency group: its name and limits."""
+    group = schedule.concurrency_group
+    assert group is not None
+    cap = f"max {group.max_running} at once" if group.max_running else "no cap"
+    return f"  concurrency group: {group.name} ({cap}, {group.rate or 'no rate'})"
 
 
 def _upcoming(schedule: Schedule) -> Iterator[str]:

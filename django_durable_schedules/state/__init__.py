@@ -35,6 +35,8 @@ The package, by transition family: :mod:`.values` (what passes between it and th
 calendars, with the pure :mod:`.exclusion_rules`), :mod:`.blackouts` (blackout windows,
 with the pure :mod:`.blackout_rules`; a schedule's list changed by name,
 :mod:`.window_links`),
+:mod:`.group_defs` (concurrency groups saved and deleted by name; the claim's side is
+:mod:`.groups` and :mod:`.group_rules`),
 :mod:`.events` (the audit trail), :mod:`.alert_rules` and :mod:`.alerts` (deadlines and
 the engine's alert events, :func:`sweep_deadlines`), :mod:`.pause_rules` and :mod:`.pauses` (pauses with a note and
 an end), :mod:`.workers`, and :mod:`.transitions` (the table of
@@ -92,6 +94,7 @@ from .deliveries import (
 )
 from .duplicates import duplicate_schedule
 from .events import record_event
+from .group_defs import declared_group, delete_group, save_group, with_usage
 from .leases import expire_leases, renew_leases
 from .outcomes import backoff_for
 from .pause_rules import NOTE_MAX_CHARS, check_pause
@@ -131,6 +134,10 @@ __all__ = [
     "add_dates",
     "change_windows",
     "delete_window",
+    "declared_group",
+    "delete_group",
+    "save_group",
+    "with_usage",
     "resolve_windows",
     "save_window",
     "allowed_actions",

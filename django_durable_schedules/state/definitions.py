@@ -28,6 +28,7 @@ from .calendars import (
 from .candidates import Prepared, check_editable, explain_refusal, prepare
 from .control import enable
 from .events import as_changes, record_event
+from .group_defs import declared_group
 from .machine import clear_trigger
 from .transitions import implements
 
@@ -229,10 +230,14 @@ def _prepared_against(
 # ---------------------------------------------------------------------------------------
 
 
-def declared_fields(reg: Any) -> dict[str, Any]:
+def declared_fields(reg: Any, *, using: str | None = None) -> dict[str, Any]:
     """The schedule fields a registration declares (``register(..., every=/cron=/rrule=/at=)``);
-    ``timezone``, ``payload``, ``pool`` and ``priority`` only when given (else a new row
-    takes the model's default and an existing row keeps its value)."""
+    ``timezone``, ``payload``, ``pool``, ``priority`` and ``concurrency_group`` only when
+    given (else a new row takes the model's default and an existing row keeps its value).
+    The group is resolved by name in the database ``using`` (sync); without ``using`` it
+    is not read and None stands in its place (the fields' names, a check without the
+    database). A name no group has raises ``ImproperlyConfigured`` naming the schedule
+    and the group."""
     d = reg.declaration
     assert d is not None
     wanted: dict[str, Any] = {
@@ -254,6 +259,9 @@ def declared_fields(reg: Any) -> dict[str, Any]:
         wanted["pool"] = d.pool
     if d.priority is not None:
         wanted["priority"] = d.priority
+    group = getattr(d, "concurrency_group", None)
+    if group is not None:
+        wanted["concurrency_group"] = declared_group(reg.name, group, using) if using else None
     return wanted
 
 
@@ -296,7 +304,7 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
     """
     changed: list[Schedule] = []
     for reg in registry.declared():
-        wanted = declared_fields(reg)
+        wanted = declared_fields(reg, using=using)
         with transaction.atomic(using=using):
             lock_for_write(using)
             row = locked(

@@ -13,12 +13,13 @@ idempotency key. ``calendars list``, ``calendars add-date CALENDAR DATE [--reaso
 ``calendars remove-date CALENDAR DATE`` show and edit exclusion calendars (the schedules
 that name one are re-planned at once); ``upcoming`` marks the slots they exclude.
 ``blackouts list|add|delete|link|unlink`` show and edit blackout windows and a schedule's
-list of them (:mod:`..blackout_text`).
+list of them (:mod:`..blackout_text`). ``groups list|add|delete`` show and edit
+concurrency groups (:mod:`..group_text`).
 
 This module owns the parser and the dispatch, and the subcommands ``list``, ``upcoming``,
 ``health`` and the transitions; the others are in :mod:`..schedule_text` (``show``,
 ``receipts``), :mod:`..pause_text` (``disable``), :mod:`..backfill_text` (``backfill``,
-``cancel-backfill``, ``rerun``), :mod:`..calendar_text` and :mod:`..blackout_text`, and
+``cancel-backfill``, ``rerun``), :mod:`..calendar_text`, :mod:`..blackout_text` and :mod:`..group_text`, and
 the argparse types in :mod:`..arguments`.
 """
 
@@ -36,7 +37,14 @@ from ... import health, state, timing
 from ...cron_words import cron_in_words
 from ...exceptions import StateConflict
 from ...models import ReceiptStatus, Schedule
-from .. import backfill_text, blackout_text, calendar_text, pause_text, schedule_text
+from .. import (
+    backfill_text,
+    blackout_text,
+    calendar_text,
+    group_text,
+    pause_text,
+    schedule_text,
+)
 from ..arguments import MAX_COUNT, aware_datetime, count_type, limit_type, pool_type
 from ..schedule_text import in_zone, utc
 
@@ -113,6 +121,7 @@ class Command(BaseCommand):
         backfill_text.add_parsers(sub)
         calendar_text.add_parser(sub)
         blackout_text.add_parser(sub)
+        group_text.add_parser(sub)
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
@@ -126,6 +135,8 @@ class Command(BaseCommand):
             self._write(calendar_text.run(options))
         elif action == "blackouts":
             self._write(blackout_text.run(options))
+        elif action == "groups":
+            self._write(group_text.run(options))
         elif action == "health":
             snap = health.snapshot()
             self.stdout.write(json.dumps(snap.as_dict(), indent=2))
