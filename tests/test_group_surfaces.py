@@ -82,19 +82,20 @@ def test_the_group_form_checks_the_rate_and_asks_for_a_limit(admin_client):
     assert ConcurrencyGroup.objects.get(name="mailer").rate == "10/m"
 
 
-def test_saving_a_group_never_writes_its_run_state_back(admin_client):
+def test_saving_a_group_keeps_its_starts_and_ends_its_hold(admin_client):
     group, _ = full_group("reports")
     group.refresh_from_db()
     url = reverse("admin:durable_schedules_concurrencygroup_change", args=[group.pk])
     page = admin_client.get(url)
     assert "full_until" not in page.context["adminform"].form.fields  # shown read-only
-    # A claim writes the run state after the page was read; the save keeps the claim's.
+    # A claim writes the run state after the page was read; the save keeps the claim's
+    # starts, and ends the hold so the next claim reads the new cap at once.
     later = group.full_until + 30 * S
     ConcurrencyGroup.objects.filter(pk=group.pk).update(full_until=later, starts=[1.0])
     saved = admin_client.post(url, {"name": "reports", "max_running": "3", "rate": ""})
     assert saved.status_code == 302
     group.refresh_from_db()
-    assert (group.max_running, group.full_until, group.starts) == (3, later, [1.0])
+    assert (group.max_running, group.full_until, group.starts) == (3, None, [1.0])
 
 
 def test_deleting_a_group_that_schedules_name_shows_the_protected_page(admin_client):

@@ -101,7 +101,10 @@ class ConcurrencyGroupAdmin(admin.ModelAdmin):
     def save_model(
         self, request: HttpRequest, obj: ConcurrencyGroup, form: Any, change: bool
     ) -> None:
-        if change:  # the run state is the claim's: never written back from the page
-            obj.save(update_fields=[*EDITED_FIELDS, "updated_at"])
+        if change:  # the run state is the claim's: never written back from the page, but
+            # a hold ends with the edit, so the next claim reads the new limits at once
+            # (as state.save_group does).
+            obj.full_until = obj.rate_until = None
+            obj.save(update_fields=[*EDITED_FIELDS, "full_until", "rate_until", "updated_at"])
         else:
             obj.save()
