@@ -20,6 +20,7 @@ from ..models import (
     SUCCESS_STATUSES,
     DegradedKind,
     Kind,
+    MisfirePolicy,
     OverlapPolicy,
     ReceiptStatus,
     Schedule,
@@ -209,7 +210,9 @@ def plan_overlap(row: Schedule, now: datetime) -> Overlap:
     occurrence ran, when that occurrence finishes at ``now`` (aware UTC).
 
     ``row.next_run_at`` is the slot its claim planned after itself; when it is still
-    ahead, nothing overlapped. Otherwise, by ``row.overlap_policy``:
+    ahead, nothing overlapped; nor when ``misfire_policy`` is ``all`` and it was already
+    due when the occurrence was claimed (``row.last_run_at``): a backlog slot, kept, so
+    the catch-up goes on. Otherwise, by ``row.overlap_policy``:
 
     * ``skip``: every passed slot is skipped (counted); the next run is the next slot
       on the grid strictly after ``now``;
@@ -221,6 +224,9 @@ def plan_overlap(row: Schedule, now: datetime) -> Overlap:
     definition the engine cannot evaluate."""
     nxt = row.next_run_at
     if nxt is None or nxt > now:
+        return Overlap(next_run_at=nxt)
+    if row.misfire_policy == MisfirePolicy.ALL and row.last_run_at and nxt <= row.last_run_at:
+        # Policy "all": a backlog slot already due when this run was claimed is no overlap.
         return Overlap(next_run_at=nxt)
     spec = row.spec()
     if row.overlap_policy == OverlapPolicy.BUFFER_ONE:
