@@ -107,6 +107,21 @@ def test_a_backlog_run_longer_than_the_interval_keeps_the_backlog():
     assert (s.next_run_at, s.missed_count) == (T0 + 5 * H, 1)
 
 
+def test_a_failed_catch_up_run_is_retried_and_its_backlog_counted():
+    """A catch-up run that fails ends the catch-up: the slots already due at its claim
+    are counted missed, its retry runs, and the grid goes on: each slot once."""
+    make(callback="tests.fail", max_attempts=2, backoff_base_seconds=60)
+    run_at(T0 - H)  # 09:00 fails; its retry at 09:01 fails too: given up
+    run_at(T0 - H + M)
+    assert run_at(T0 + 3 * H + 30 * M) == [T0]  # 10:00 fails: 11, 12, 13 counted
+    s = Schedule.objects.get()
+    assert (s.missed_count, s.next_run_at) == (3, T0 + 3 * H + 31 * M)
+    assert run_at(T0 + 3 * H + 31 * M) == [T0]  # its retry, given up
+    assert run_at(T0 + 4 * H) == [T0 + 4 * H]  # 14:00 on time
+    s = Schedule.objects.get()
+    assert s.missed_count == 3 and s.occurrence == 3
+
+
 def test_grace_with_all_counts_the_stale_slots_together_and_runs_the_rest():
     make(misfire_grace_seconds=90 * 60)  # slots older than 1.5 h are not run
     run_at(T0 - H)

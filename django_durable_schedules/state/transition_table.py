@@ -129,7 +129,8 @@ CLAIMS: tuple[Transition, ...] = (
       "keeps it; only slots due after the claim follow `overlap_policy`)",
       LEASED_ATTEMPT + " for the oldest pending slot; the ones before the newest "
       "`CATCH_UP_MAX` and those older than `misfire_grace_seconds` are counted "
-      "(`missed_count`)", ACTIVE, _seen("claim", "leased")),
+      "(`missed_count`); if it is retried, handed back or degraded, the backlog due at its "
+      "claim is counted", ACTIVE, _seen("claim", "leased")),
     # Exclusion calendars (state.exclusion_rules): the slots of excluded dates are counted.
     T("claim.excluded_counted", ACTIVE,
       "slots of dates its exclusion calendars exclude passed since the last claim",
