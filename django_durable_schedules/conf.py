@@ -71,6 +71,9 @@ OTEL_SPANS                False      one OpenTelemetry span per run, its context
 FAILING_AFTER             3          consecutive failed attempts after which a schedule's
                                      ``failing`` alert opens (one event per episode, closed by
                                      its next success)
+CATCH_UP_MAX              100        most missed slots a ``misfire_policy="all"`` schedule runs
+                                     after downtime, oldest first; the older ones are counted
+                                     missed (a whole number from 1 to 1000000)
 ========================  =========  ===========================================================
 
 Alert notifications (docs/monitoring.md): ``NOTIFIERS`` (default ``{}``): Django-style
@@ -127,6 +130,7 @@ DEFAULTS: dict[str, Any] = {
     "NOTIFY_BACKOFF_CAP_SECONDS": 3600.0,
     "NOTIFY_POLL_SECONDS": 5.0,
     "FAILING_AFTER": 3,
+    "CATCH_UP_MAX": 100,
 }
 
 
@@ -344,6 +348,16 @@ class _Settings:
         value = get("FAILING_AFTER")
         if isinstance(value, bool) or not isinstance(value, int):
             return int(DEFAULTS["FAILING_AFTER"])
+        return min(10**6, max(1, value))
+
+    @property
+    def CATCH_UP_MAX(self) -> int:
+        """The most missed slots a ``misfire_policy="all"`` schedule runs after downtime,
+        a whole number in ``[1, 10**6]``; a value that is no whole number is the default
+        (the system check reports it, E006)."""
+        value = get("CATCH_UP_MAX")
+        if isinstance(value, bool) or not isinstance(value, int):
+            return int(DEFAULTS["CATCH_UP_MAX"])
         return min(10**6, max(1, value))
 
 

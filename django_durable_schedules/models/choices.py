@@ -51,6 +51,7 @@ SUCCESS_STATUSES = (ReceiptStatus.SUCCEEDED, ReceiptStatus.ENQUEUED)
 class MisfirePolicy(models.TextChoices):
     COALESCE = "coalesce", "coalesce missed slots into one late run"
     SKIP = "skip", "skip missed slots"
+    ALL = "all", "run every missed slot, oldest first (at most CATCH_UP_MAX)"
 
 
 class OverlapPolicy(models.TextChoices):

@@ -18,8 +18,10 @@ from ..conf import app_settings
 from ..limits import BACKOFF_BASE_MAX_SECONDS, BACKOFF_CAP_MAX_SECONDS
 from ..models import (
     SUCCESS_STATUSES,
+    AttemptOrigin,
     DegradedKind,
     Kind,
+    MisfirePolicy,
     OverlapPolicy,
     ReceiptStatus,
     Schedule,
@@ -70,6 +72,7 @@ def apply_outcome(
     if status == OutcomeStatus.RELEASED:
         # Handed back unrun (a stop; a wait too long for a thread): due again at once.
         row.attempt = claim.attempt
+        end_backlog(row, claim.origin)
         row.retry_scheduled_for = claim.scheduled_for
         row.next_run_at = timing.truncate_to_second(now)
         if row.status == Status.PAUSED:  # a triggered run: still claimable when paused
@@ -79,6 +82,7 @@ def apply_outcome(
         # The callback vanished between claim and run: the occurrence awaits its run, as
         # in the claim's own not-registered path.
         mark_degraded(row, outcome.error_message[:500], DegradedKind.CALLBACK)
+        end_backlog(row, claim.origin)
         row.next_run_at = None
         row.attempt = claim.attempt
         row.retry_scheduled_for = claim.scheduled_for
@@ -103,6 +107,26 @@ def apply_outcome(
     receipt_status = ReceiptStatus(status)  # succeeded, enqueued, skipped: the same words
     skipped = _move_on(row, claim.occurrence, now, events)
     return build_receipt(claim, receipt_status, now, row=row, ran=outcome, slots_skipped=skipped)
+
+
+@implements("outcome.retried", "outcome.released", "outcome.degraded")
+def end_backlog(row: Schedule, origin: str) -> int:
+    """``misfire_policy`` all: a catch-up run of ``row`` that does not finish (retried,
+    handed back, degraded; ``origin``: its attempt's) ends the backlog behind it: the
+    slots already due at its claim (``row.last_run_at``) from its planned next run
+    (``row.next_run_at``) on are counted missed (``missed_count``), as its retry counts
+    those that come due after the claim: every slot is run or counted once. Returns how
+    many it counted (0 for any other policy, origin or row)."""
+    nxt, claimed = row.next_run_at, row.last_run_at
+    if row.misfire_policy != MisfirePolicy.ALL or origin != AttemptOrigin.SCHEDULED:
+        return 0
+    if nxt is None or claimed is None or nxt > claimed or row.kind == Kind.ONCE:
+        return 0
+    earliest = nxt - timedelta(seconds=row.jitter_bound())
+    end = timing.truncate_to_second(claimed) + ONE_SECOND
+    counted = timing.count_slots(row.spec(), earliest, end)
+    row.missed_count += counted
+    return counted
 
 
 @implements(
@@ -137,6 +161,7 @@ def fail_attempt(
             app_settings.RETRY_AFTER_MAX_SECONDS,
         )
         row.attempt = attempt
+        end_backlog(row, failure.origin)
         row.retry_scheduled_for = failure.scheduled_for
         row.next_run_at = ceil_second(now + timedelta(seconds=retry_after))
     else:
@@ -209,7 +234,9 @@ def plan_overlap(row: Schedule, now: datetime) -> Overlap:
     occurrence ran, when that occurrence finishes at ``now`` (aware UTC).
 
     ``row.next_run_at`` is the slot its claim planned after itself; when it is still
-    ahead, nothing overlapped. Otherwise, by ``row.overlap_policy``:
+    ahead, nothing overlapped; nor when ``misfire_policy`` is ``all`` and it was already
+    due when the occurrence was claimed (``row.last_run_at``): a backlog slot, kept, so
+    the catch-up goes on. Otherwise, by ``row.overlap_policy``:
 
     * ``skip``: every passed slot is skipped (counted); the next run is the next slot
       on the grid strictly after ``now``;
@@ -221,6 +248,9 @@ def plan_overlap(row: Schedule, now: datetime) -> Overlap:
     definition the engine cannot evaluate."""
     nxt = row.next_run_at
     if nxt is None or nxt > now:
+        return Overlap(next_run_at=nxt)
+    if row.misfire_policy == MisfirePolicy.ALL and row.last_run_at and nxt <= row.last_run_at:
+        # Policy "all": a backlog slot already due when this run was claimed is no overlap.
         return Overlap(next_run_at=nxt)
     spec = row.spec()
     if row.overlap_policy == OverlapPolicy.BUFFER_ONE:

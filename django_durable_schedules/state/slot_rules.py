@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .. import timing
+from ..conf import app_settings
 from ..models import (
     AttemptOrigin,
     Kind,
@@ -170,12 +171,13 @@ def _choose_grid_slot(
     receipts: list[RunReceipt],
 ) -> SlotChoice | None:
     """The grid's slot of the due ``row`` at ``now``: the latest slot at or before ``now``
-    (slots before it counted missed; a once schedule: its ``run_at``), or None when
-    nothing runs: its date excluded since it was planned (:func:`.excluded_at_claim`),
-    re-planned under the current zone rules (:func:`.regrid_due`), skipped after
-    downtime (``misfire_policy`` skip) or too stale for ``misfire_grace_seconds``
+    (slots before it counted missed; a once schedule: its ``run_at``; ``misfire_policy``
+    all: the oldest pending slot, at most ``CATCH_UP_MAX`` back, :func:`catch_up_slot`),
+    or None when nothing runs: its date excluded since it was planned
+    (:func:`.excluded_at_claim`), re-planned under the current zone rules
+    (:func:`.regrid_due`), skipped after downtime (``misfire_policy`` skip) or too stale for ``misfire_grace_seconds``
     (receipted ``missed``, :func:`_record_missed`)."""
-    occurrence = row.occurrence + 1
+    occurrence, grace = row.occurrence + 1, row.misfire_grace_seconds
     due = row.next_run_at
     assert due is not None
     if row.kind == Kind.ONCE:
@@ -193,22 +195,65 @@ def _choose_grid_slot(
             due = regridded
             earliest = due - timedelta(seconds=row.jitter_bound())
             latest = timing.latest_slot_at_or_before(spec, now, not_before=earliest)
-        slot = latest or due
+        slot, after = latest or due, max(latest or due, now)
+        if row.misfire_policy == MisfirePolicy.ALL and latest is not None:
+            # Policy "all": the oldest pending slot runs; the next one is due at once.
+            cap = app_settings.CATCH_UP_MAX
+            slot = after = catch_up_slot(spec, earliest, latest, now, grace, cap)
         missed = timing.count_slots(spec, earliest, slot)
-        next_run_at = row.due_at(timing.next_slot_after(spec, max(slot, now)))
+        next_run_at = row.due_at(timing.next_slot_after(spec, after))
         if row.misfire_policy == MisfirePolicy.SKIP and missed:
             # Policy "skip": after downtime, no late run at all; wait for the next slot.
             row.missed_count += missed + 1
             row.next_run_at = next_run_at
             complete_if_no_slot(row)
             return None
-    grace = row.misfire_grace_seconds
     if grace is not None and (now - slot).total_seconds() > grace:
         # Too stale for the catch-up window: receipt the slot 'missed', run nothing.
         _record_missed(row, occurrence, slot, now, missed, next_run_at, worker, attempts, receipts)
         return None
     since = slot if row.kind == Kind.ONCE else earliest
     return SlotChoice(occurrence, 1, slot, next_run_at, missed, since=since)
+
+
+@implements("claim.catch_up")
+def catch_up_slot(
+    spec: timing.Spec,
+    earliest: datetime,
+    latest: datetime,
+    now: datetime,
+    grace: int | None,
+    catch_up_max: int,
+) -> datetime:
+    """``misfire_policy`` all: the slot a claim at ``now`` runs of the pending slots from
+    ``earliest`` to ``latest`` (aware UTC, whole seconds; ``latest`` is one of them): the
+    oldest one, but never one older than ``now - grace`` seconds (``grace``:
+    ``misfire_grace_seconds``, None: no bound) nor one before the newest ``catch_up_max``
+    (>= 1), so the slots before the one returned are counted missed by the caller. When no
+    pending slot is within the grace, ``latest`` (the grace rule receipts it missed).
+
+    Bounded whatever the backlog: the count stops at ``catch_up_max + 1`` and the first
+    of the newest ``catch_up_max`` is found by bisection over instants
+    (``count_slots(spec, t, latest + 1s)`` does not grow with ``t``). Raises
+    :class:`~..timing.InvalidSchedule` like :func:`.timing.next_slot_after`."""
+    start = earliest
+    if grace is not None:
+        oldest = now - timedelta(seconds=grace)  # a slot before it is too stale to run
+        start = max(start, timing.truncate_to_second(oldest + timedelta(microseconds=999_999)))
+    first = timing.next_slot_after(spec, start, inclusive=True)
+    if first is None or first > latest:
+        return latest
+    end = latest + ONE_SECOND
+    if timing.count_slots(spec, first, end, cap=catch_up_max + 1) <= catch_up_max:
+        return first
+    lo, hi = first, end  # catch_up_max slots or more from lo on; fewer from hi on
+    while hi - lo > ONE_SECOND:
+        mid = lo + timedelta(seconds=int((hi - lo).total_seconds()) // 2)
+        if timing.count_slots(spec, mid, end, cap=catch_up_max) >= catch_up_max:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 @implements("claim.missed")

@@ -124,6 +124,13 @@ CLAIMS: tuple[Transition, ...] = (
     T("claim.skip_missed", ACTIVE, "missed slots, `misfire_policy` skip", NEXT_OR_COMPLETED,
       "the next slot", "none (counted in `missed_count`)",
       ACTIVE_OR_COMPLETED, _seen("claim", "none")),
+    T("claim.catch_up", ACTIVE, "missed slots, `misfire_policy` all", "active, leased",
+      "the slot after the one it runs: still due while the backlog lasts (its completion "
+      "keeps it; only slots due after the claim follow `overlap_policy`)",
+      LEASED_ATTEMPT + " for the oldest pending slot; the ones before the newest "
+      "`CATCH_UP_MAX` and those older than `misfire_grace_seconds` are counted "
+      "(`missed_count`); if it is retried, handed back or degraded, the backlog due at its "
+      "claim is counted", ACTIVE, _seen("claim", "leased")),
     # Exclusion calendars (state.exclusion_rules): the slots of excluded dates are counted.
     T("claim.excluded_counted", ACTIVE,
       "slots of dates its exclusion calendars exclude passed since the last claim",

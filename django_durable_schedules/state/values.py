@@ -113,12 +113,15 @@ class Failure:
     result: Any = None
     started_at: datetime | None = None
     traceback: list[dict[str, Any]] | None = None
+    #: Why the attempt was claimed (``RunAttempt.origin``).
+    origin: str = "scheduled"
 
     @classmethod
     def of(cls, attempt: Claim | Any, status: str, **fields: Any) -> Failure:
         """The failure of ``attempt``: a :class:`Claim`, or a ``RunAttempt`` row (its
         ``id`` is the attempt id); ``fields`` as the class's."""
         attempt_id = attempt.attempt_id if isinstance(attempt, Claim) else attempt.id
+        fields.setdefault("origin", getattr(attempt, "origin", "scheduled"))
         return cls(
             attempt.occurrence, attempt.attempt, attempt.scheduled_for, attempt_id, status, **fields
         )
