@@ -76,10 +76,11 @@ def claim_due(
     scans at any size). A row whose concurrency group has no room (``max_running`` live
     leases, its ``rate`` used up: :mod:`.group_rules`) is left unleased and due, and later
     claims skip it until the group has room. For each row taken: a schedule edited behind
-    ``save()`` is re-planned instead; an unregistered callback is receipted ``degraded`` and paused; a row the engine cannot
-    evaluate (an unknown zone, a cron that can never fire, a value out of range, written
-    behind ``save()``) is receipted ``degraded`` with the field and the reason, and paused;
-    otherwise missed slots are coalesced into one run of the latest slot, an attempt
+    ``save()`` is re-planned instead; an unregistered callback is receipted ``degraded``
+    and paused; a row the engine cannot evaluate (an unknown zone, a cron that can never
+    fire, a value out of range, written behind ``save()``) is receipted ``degraded`` with
+    the field and the reason, and paused; otherwise missed slots are coalesced into one
+    run of the latest slot (``misfire_policy`` all: the oldest runs first), an attempt
     row is written with a fresh lease of ``lease_seconds`` (default setting
     ``LEASE_SECONDS``) and ``next_run_at`` moves to the next slot. The next slot of an
     open backfill is claimed on schedules that are free (see
