@@ -31,7 +31,7 @@ def due_rows(count, *, group=None, prefix="g", ago=60):
             interval_seconds=3600,
             timezone="UTC",
             created_at=now - 86400 * S,
-            next_run_at=now - ago * S + i * timedelta(milliseconds=1),
+            next_run_at=now - ago * S + i * S,  # whole seconds: a defined claim order
             concurrency_group=group,
         )
         for i in range(count)
@@ -145,7 +145,7 @@ def test_the_schedule_list_says_which_group_holds_a_due_schedule(
 
 def test_the_change_page_shows_the_wait_and_offers_the_group_as_a_select(admin_client):
     group, _ = full_group("reports", cap=1, due=2)
-    waiting = Schedule.objects.get(name="reports-001")
+    waiting = Schedule.objects.get(concurrency_group=group, lease_token__isnull=True)
     url = reverse("admin:durable_schedules_schedule_change", args=[waiting.pk])
     page = admin_client.get(url)
     html = page.content.decode()
