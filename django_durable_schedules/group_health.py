@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
 from django.core.exceptions import ValidationError
 from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce, Now
 
+from .limits import RATE_HOLD_MAX_SECONDS
 from .models import ConcurrencyGroup, Schedule, ScheduleQuerySet, parse_rate
 
 #: Most groups health lists (at their limit; unreadable), by name.
@@ -47,6 +48,14 @@ class GroupRow(TypedDict):
     rate: str
     waiting: int
     rate_until: datetime | None
+
+
+def rate_holds(until: datetime | None, now: datetime) -> bool:
+    """Whether a group's ``rate_until`` holds it at ``now``, as
+    :meth:`..models.ConcurrencyGroup.rate_holding_q` says in SQL."""
+    if until is None:
+        return False
+    return now < until <= now + timedelta(seconds=RATE_HOLD_MAX_SECONDS)
 
 
 def schedules_of(rows: QuerySet[Schedule]) -> Coalesce:
@@ -79,7 +88,10 @@ def groups_at_limit(
             running=live_leases(now),
             waiting=schedules_of(Schedule.objects.claimable(now)),
         )
-        .filter(Q(rate_until__gt=now) | Q(max_running__isnull=False, running__gte=F("max_running")))
+        .filter(
+            ConcurrencyGroup.rate_holding_q(now)
+            | Q(max_running__isnull=False, running__gte=F("max_running"))
+        )
         .order_by("name")
         .values_list("name", "running", "max_running", "rate", "waiting", "rate_until")[:limit]
     )
@@ -90,7 +102,7 @@ def groups_at_limit(
             max_running=cap,
             rate=rate,
             waiting=waiting,
-            rate_until=until if until is not None and until > now else None,
+            rate_until=until if rate_holds(until, now) else None,
         )
         for name, running, cap, rate, waiting, until in rows
     ]
@@ -138,7 +150,7 @@ class GroupRoom:
     @property
     def rate_held(self) -> bool:
         """Out of its rate until ``rate_until``."""
-        return self.rate_until is not None and self.rate_until > self.now
+        return rate_holds(self.rate_until, self.now)
 
     @property
     def has_room(self) -> bool:

@@ -51,3 +51,19 @@ DURATION_BOUNDS = (
     ("jitter_seconds", -1, JITTER_MAX_SECONDS),
     ("deadline_seconds", 0, DEADLINE_MAX_SECONDS),
 )
+
+# -- concurrency groups (issue #28) --
+
+#: How long a group found at ``max_running`` is skipped before a claim counts it again,
+#: unless one of its runs finishes first (which clears ``full_until`` at once), in seconds.
+RECHECK_SECONDS = 5.0
+#: A rate's window is lengthened by this share of itself (at most
+#: :data:`RATE_MARGIN_MAX_SECONDS`): the margin for a callback starting after its claim.
+RATE_MARGIN = 0.1
+RATE_MARGIN_MAX_SECONDS = 1.0
+#: The longest a claim ever holds a group back by its rate: the longest window (an hour)
+#: and its margin, in seconds. A ``rate_until`` later than now plus this (or a
+#: ``full_until`` later than now plus :data:`RECHECK_SECONDS`) was written behind
+#: ``save()``: it holds nothing, and the next claim that reads the group writes its own
+#: (:meth:`.models.ConcurrencyGroup.holding_q`).
+RATE_HOLD_MAX_SECONDS = 3600 + RATE_MARGIN_MAX_SECONDS

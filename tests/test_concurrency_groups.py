@@ -179,3 +179,89 @@ def test_the_schedules_api_names_the_group_and_refuses_an_unknown_one(admin_clie
     refused = admin_client.post("/api/schedules/", body, content_type="application/json")
     assert refused.status_code == 400
     assert "concurrency_group" in refused.json()
+
+
+# -- run state written behind save() ---------------------------------------------------------
+
+#: A run-state instant the engine never writes, per database: SQLite stores any text,
+#: PostgreSQL an infinite timestamp, MariaDB a year no claim reaches.
+UNREADABLE_INSTANT = {
+    "sqlite": "not a time",
+    "postgresql": "infinity",
+    "mysql": "8999-12-31 23:59:59",
+}
+
+
+def _write_behind_save(group, column, value):
+    from django.db import connection
+
+    table = ConcurrencyGroup._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {connection.ops.quote_name(table)} SET {column} = %s WHERE id = %s",
+            [value, group.pk],
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("column", ["full_until", "rate_until"])
+def test_a_run_state_instant_the_engine_never_writes_is_refused_or_holds_nothing(column):
+    """A ``full_until`` or ``rate_until`` written behind ``save()`` either never lands (a
+    constraint refuses it) or, for a readable instant later than any hold a claim writes,
+    holds nothing: the group's rows are claimed and the claim writes its own values."""
+    from django.db import IntegrityError, connection
+
+    group = ConcurrencyGroup.objects.create(name="odd-state", max_running=2)
+    due_rows(3, group=group, prefix="grouped")
+    due_rows(2, prefix="free", offset=10)
+    try:
+        _write_behind_save(group, column, UNREADABLE_INSTANT[connection.vendor])
+    except IntegrityError:
+        assert connection.vendor != "mysql"  # a readable instant is allowed, held to nothing
+    claims = state.claim_due(worker="w", limit=10, now=NOW)
+    assert names(claims) == ["free-0000", "free-0001", "grouped-0000", "grouped-0001"]
+    group.refresh_from_db()  # readable again: the claim wrote its own hold
+    assert group.full_until is not None and group.full_until <= NOW + 5 * S
+    assert group.rate_until is None
+    from django_durable_schedules.health import snapshot
+
+    assert not [p for p in snapshot().problems if "odd-state" in p]  # health reads it
+
+
+@pytest.mark.django_db(transaction=True)
+@given(
+    starts=st.one_of(
+        st.lists(
+            st.one_of(
+                st.floats(allow_nan=False, allow_infinity=False),
+                st.integers(min_value=-(2**62), max_value=2**62),
+                st.sampled_from([NOW.timestamp(), NOW.timestamp() - 0.5, NOW.timestamp() + 9]),
+                st.text(max_size=3),
+                st.none(),
+                st.booleans(),
+            ),
+            max_size=6,
+        ),
+        st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+        st.integers(),
+        st.text(max_size=4),
+    )
+)
+@settings(max_examples=40, deadline=None)
+def test_any_recorded_starts_written_behind_save_never_break_the_claim(starts):
+    """``starts`` is JSON any writer can fill: huge, negative or not numbers at all (the
+    databases refuse what is not JSON). The claim keeps only the starts of the rate's window that could have happened and
+    goes on; the rows of other groups and of none are claimed as usual."""
+    Schedule.objects.all().delete()
+    ConcurrencyGroup.objects.all().delete()
+    group = ConcurrencyGroup.objects.create(name="odd-starts", rate="2/s", max_running=5)
+    ConcurrencyGroup.objects.filter(pk=group.pk).update(starts=starts)
+    due_rows(2, group=group, prefix="grouped")
+    due_rows(2, prefix="free", offset=10)
+    claims = state.claim_due(worker="w", limit=10, now=NOW)
+    at = NOW.timestamp()
+    listed = starts if isinstance(starts, list) else []
+    numbers = [t for t in listed if isinstance(t, int | float) and not isinstance(t, bool)]
+    counted = [t for t in numbers if at - rate_window(1) < t <= at]
+    room = max(0, 2 - len(counted))
+    assert names(claims) == ["free-0000", "free-0001", *[f"grouped-{i:04d}" for i in range(room)]]

@@ -78,7 +78,7 @@ class ConcurrencyGroupAdmin(admin.ModelAdmin):
             )
             .annotate(
                 _at_limit=Case(
-                    When(full | Q(rate_until__gt=Now()), then=Value(True)),
+                    When(full | ConcurrencyGroup.rate_holding_q(Now()), then=Value(True)),
                     default=Value(False),
                     output_field=BooleanField(),
                 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -22,7 +23,9 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from ..limits import RATE_HOLD_MAX_SECONDS, RECHECK_SECONDS
 from .calendars import calendar_name_validator
+from .queries import LEASE_CEILING, LEASE_FLOOR
 
 #: A rate: a whole number of starts per second, minute or hour ("10/m", "2/s", "100/h").
 RATE_RE = re.compile(r"^\s*(\d{1,4})\s*/\s*(s|m|h)\s*\Z")
@@ -97,6 +100,18 @@ class ConcurrencyGroup(models.Model):
                 condition=Q(max_running__isnull=False) | ~Q(rate=""),
                 name="dds_group_has_a_limit",
             ),
+            # The run state is an instant a claim wrote, whatever writes the row: one
+            # every backend reads back (not PostgreSQL's infinity, not SQLite text).
+            models.CheckConstraint(
+                condition=Q(full_until__isnull=True)
+                | Q(full_until__gte=LEASE_FLOOR, full_until__lte=LEASE_CEILING),
+                name="dds_group_full_until_readable",
+            ),
+            models.CheckConstraint(
+                condition=Q(rate_until__isnull=True)
+                | Q(rate_until__gte=LEASE_FLOOR, rate_until__lte=LEASE_CEILING),
+                name="dds_group_rate_until_readable",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -109,8 +124,32 @@ class ConcurrencyGroup(models.Model):
             raise ValidationError("Give max_running, a rate, or both.")
         self.rate = (self.rate or "").replace(" ", "")
 
+    @staticmethod
+    def holding_q(now: Any) -> Q:
+        """The group holds its rows back at ``now`` (an instant, or an expression such as
+        ``Now()``): at ``max_running`` (``full_until`` in ``(now, now + RECHECK_SECONDS]``)
+        or out of its rate (``rate_until`` in ``(now, now + RATE_HOLD_MAX_SECONDS]``). An
+        instant later than any a claim writes holds nothing (see
+        :data:`RATE_HOLD_MAX_SECONDS`)."""
+        return ConcurrencyGroup.full_holding_q(now) | ConcurrencyGroup.rate_holding_q(now)
+
+    @staticmethod
+    def rate_holding_q(now: Any) -> Q:
+        """The rate part of :meth:`holding_q`: ``rate_until`` holds the group at ``now``."""
+        return Q(rate_until__gt=now, rate_until__lte=_later(now, RATE_HOLD_MAX_SECONDS))
+
+    @staticmethod
+    def full_holding_q(now: Any) -> Q:
+        """The ``max_running`` part of :meth:`holding_q`."""
+        return Q(full_until__gt=now, full_until__lte=_later(now, RECHECK_SECONDS))
+
     def parsed_rate(self) -> Rate | None:
         """The group's :class:`Rate`, None without one. Raises ``ValidationError`` for
         one written behind ``save()`` that does not parse (a claim then starts none of
         the group's runs, and health names the group: :mod:`..state.group_rules`)."""
         return parse_rate(self.rate)
+
+
+def _later(now: Any, seconds: float) -> Any:
+    """``now`` plus ``seconds``: an instant, or an expression for one (``Now()``)."""
+    return now + timedelta(seconds=seconds)

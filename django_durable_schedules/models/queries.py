@@ -245,7 +245,7 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         from .groups import ConcurrencyGroup
 
         held = ConcurrencyGroup.objects.filter(pk=OuterRef("concurrency_group_id")).filter(
-            Q(full_until__gt=now) | Q(rate_until__gt=now)
+            ConcurrencyGroup.holding_q(now)
         )
         return Q(concurrency_group__isnull=True) | Q(~Exists(held))
 

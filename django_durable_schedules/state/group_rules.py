@@ -24,17 +24,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+from ..limits import RATE_MARGIN, RATE_MARGIN_MAX_SECONDS, RECHECK_SECONDS
 from .transitions import implements
 
 _R = TypeVar("_R")
 
-#: How long a group found at ``max_running`` is skipped before a claim counts it again,
-#: unless one of its runs finishes first (which clears it at once), in seconds.
-RECHECK_SECONDS = 5.0
-#: A rate's window is lengthened by this share of itself (at most
-#: :data:`RATE_MARGIN_MAX_SECONDS`): the margin for a callback starting after its claim.
-RATE_MARGIN = 0.1
-RATE_MARGIN_MAX_SECONDS = 1.0
+__all__ = ["RECHECK_SECONDS", "GroupRoom", "admit", "give_back", "group_columns", "rate_window"]
 
 
 @dataclass

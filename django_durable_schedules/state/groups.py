@@ -19,7 +19,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count
 
 from ..db.locks import locked
-from ..models import ConcurrencyGroup, Schedule, ScheduleQuerySet
+from ..models import RATE_MAX_COUNT, ConcurrencyGroup, Schedule, ScheduleQuerySet
 from .group_rules import GroupRoom, admit, give_back, group_columns
 
 
@@ -73,7 +73,7 @@ class Admission:
                 for g in found
             }
         )
-        return {group.pk: room_of(group, running.get(group.pk, 0)) for group in found}
+        return {group.pk: room_of(group, running.get(group.pk, 0), now) for group in found}
 
     def write(self) -> None:
         """Store the groups' ``full_until``, ``rate_until`` and ``starts`` as the claim
@@ -91,10 +91,13 @@ class Admission:
             ConcurrencyGroup.objects.using(self.using).filter(pk=pk).update(**columns)
 
 
-def room_of(group: ConcurrencyGroup, running: int) -> GroupRoom:
-    """The :class:`.group_rules.GroupRoom` of ``group`` read under its lock, with
-    ``running`` live leases; a rate that does not parse (written behind ``save()``) makes
-    it ``unreadable`` (nothing of it starts), as do ``starts`` that are not numbers."""
+def room_of(group: ConcurrencyGroup, running: int, now: datetime) -> GroupRoom:
+    """The :class:`.group_rules.GroupRoom` of ``group`` read under its lock at ``now``,
+    with ``running`` live leases. A rate that does not parse (written behind ``save()``)
+    makes it ``unreadable``: nothing of it starts, and health names the group. Its
+    ``starts`` are JSON any writer can fill: only numbers up to ``now`` count (the last
+    ``RATE_MAX_COUNT`` of them); anything else is dropped, and the claim writes the
+    cleaned list back."""
     unreadable = ""
     rate = None
     try:
@@ -102,13 +105,18 @@ def room_of(group: ConcurrencyGroup, running: int) -> GroupRoom:
     except ValidationError:
         unreadable = f"the rate {group.rate[:20]!r} cannot be read"
     starts = group.starts if isinstance(group.starts, list) else []
-    numbers = [t for t in starts if isinstance(t, int | float) and not isinstance(t, bool)]
+    at = now.timestamp()
+    numbers = [
+        t
+        for t in starts
+        if isinstance(t, int | float) and not isinstance(t, bool) and -at <= t <= at
+    ]
     return GroupRoom(
         max_running=group.max_running,
         rate_count=rate.count if rate else None,
         rate_seconds=rate.seconds if rate else None,
         running=running,
-        starts=sorted(float(t) for t in numbers),
+        starts=sorted(float(t) for t in numbers)[-RATE_MAX_COUNT:],
         unreadable=unreadable,
     )
 

@@ -123,10 +123,10 @@ def _wakeup_reads(
     groups = ConcurrencyGroup.objects.using(using)
     instants = {
         "due": room.waiting().order_by("next_run_at").values("next_run_at")[:1],
-        "rate_end": groups.filter(rate_until__gt=clock)
+        "rate_end": groups.filter(ConcurrencyGroup.rate_holding_q(clock))
         .order_by("rate_until")
         .values("rate_until")[:1],
-        "full_end": groups.filter(full_until__gt=clock)
+        "full_end": groups.filter(ConcurrencyGroup.full_holding_q(clock))
         .order_by("full_until")
         .values("full_until")[:1],
         "expiry": schedules.filter(schedules.lease_readable_q())
