@@ -178,6 +178,10 @@ _TYPED: dict[str, tuple[str, Any]] = {
         "a whole number from 1 to 1000000",
         lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 10**6,
     ),
+    "BUFFER_MAX": (
+        "a whole number from 1 to 1000000",
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 10**6,
+    ),
     "PROBE_MAX_LAG_SECONDS": (
         "a positive number",
         lambda v: _is_number(v) and math.isfinite(v) and v > 0,

@@ -74,6 +74,9 @@ FAILING_AFTER             3          consecutive failed attempts after which a s
 CATCH_UP_MAX              100        most missed slots a ``misfire_policy="all"`` schedule runs
                                      after downtime, oldest first; the older ones are counted
                                      missed (a whole number from 1 to 1000000)
+BUFFER_MAX                100        most slots an ``overlap_policy="buffer_all"`` schedule
+                                     queues while a run runs (each then runs, oldest first);
+                                     the older ones are counted skipped (1 to 1000000)
 ========================  =========  ===========================================================
 
 Alert notifications (docs/monitoring.md): ``NOTIFIERS`` (default ``{}``): Django-style
@@ -131,6 +134,7 @@ DEFAULTS: dict[str, Any] = {
     "NOTIFY_POLL_SECONDS": 5.0,
     "FAILING_AFTER": 3,
     "CATCH_UP_MAX": 100,
+    "BUFFER_MAX": 100,
 }
 
 
@@ -358,6 +362,16 @@ class _Settings:
         value = get("CATCH_UP_MAX")
         if isinstance(value, bool) or not isinstance(value, int):
             return int(DEFAULTS["CATCH_UP_MAX"])
+        return min(10**6, max(1, value))
+
+    @property
+    def BUFFER_MAX(self) -> int:
+        """The most slots an ``overlap_policy="buffer_all"`` schedule queues while a run
+        runs, a whole number in ``[1, 10**6]``; a value that is no whole number is the
+        default (the system check reports it, E006)."""
+        value = get("BUFFER_MAX")
+        if isinstance(value, bool) or not isinstance(value, int):
+            return int(DEFAULTS["BUFFER_MAX"])
         return min(10**6, max(1, value))
 
 

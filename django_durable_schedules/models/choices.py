@@ -41,6 +41,7 @@ class ReceiptStatus(models.TextChoices):
     LEASE_LOST = "lease_lost", "lease lost"
     RELEASED = "released", "released"
     MISSED = "missed", "missed"
+    REPLACED = "replaced", "replaced by the next slot (overlap_policy replace)"
 
 
 #: Receipt statuses that finish an occurrence successfully: the callback returned
@@ -57,6 +58,8 @@ class MisfirePolicy(models.TextChoices):
 class OverlapPolicy(models.TextChoices):
     SKIP = "skip", "skip slots that come due while it runs"
     BUFFER_ONE = "buffer_one", "run one of them right after the run, skip the others"
+    BUFFER_ALL = "buffer_all", "run each of them after the run, oldest first (at most BUFFER_MAX)"
+    REPLACE = "replace", "stop the running one (receipt replaced) and run the new slot"
 
 
 class BlackoutPolicy(models.TextChoices):

@@ -89,7 +89,9 @@ class Schedule(
         default=OverlapPolicy.SKIP,
         help_text="Slots that come due while a run is still running: 'skip' counts them and "
         "waits for the next slot; 'buffer_one' runs the first of them right after the run "
-        "(as its own occurrence) and counts the others as skipped.",
+        "(as its own occurrence) and counts the others as skipped; 'buffer_all' runs each "
+        "of them in turn, oldest first (at most BUFFER_MAX queued, older ones counted); "
+        "'replace' stops the running one (needs timeout_seconds) and runs the new slot.",
     )
     jitter_seconds = models.PositiveIntegerField(
         null=True,

@@ -1,0 +1,89 @@
+"""``overlap_policy`` gains ``buffer_all`` (every slot that came due during a run runs
+after it, oldest first, at most ``BUFFER_MAX`` queued) and ``replace`` (the running
+occurrence is stopped, its receipt ``replaced``, and the new slot runs), and receipts the
+status ``replaced`` (issue #28, item 4).
+
+On SQLite, changing the receipts' CHECK constraint rebuilds the table and drops its
+triggers (the append-only guards): installed again last, as are 0004's claim index and the
+edit triggers (db/rebuilds.py).
+"""
+
+from django.db import migrations, models
+
+from django_durable_schedules.db.rebuilds import reinstall as install
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("durable_schedules", "0024_group_run_state_readable"),
+    ]
+
+    operations = [
+        # Unapplying rebuilds the tables again (SQLite): re-install the triggers last then too.
+        migrations.RunPython(migrations.RunPython.noop, install, elidable=False),
+        migrations.RemoveConstraint(
+            model_name="runreceipt",
+            name="dds_receipt_status_valid",
+        ),
+        migrations.AlterField(
+            model_name="runreceipt",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("succeeded", "succeeded"),
+                    ("enqueued", "enqueued"),
+                    ("skipped", "skipped"),
+                    ("failed", "failed"),
+                    ("degraded", "degraded"),
+                    ("lease_expired", "lease expired"),
+                    ("lease_lost", "lease lost"),
+                    ("released", "released"),
+                    ("missed", "missed"),
+                    ("replaced", "replaced by the next slot (overlap_policy replace)"),
+                ],
+                max_length=16,
+            ),
+        ),
+        migrations.AlterField(
+            model_name="schedule",
+            name="overlap_policy",
+            field=models.CharField(
+                choices=[
+                    ("skip", "skip slots that come due while it runs"),
+                    ("buffer_one", "run one of them right after the run, skip the others"),
+                    (
+                        "buffer_all",
+                        "run each of them after the run, oldest first (at most BUFFER_MAX)",
+                    ),
+                    ("replace", "stop the running one (receipt replaced) and run the new slot"),
+                ],
+                default="skip",
+                help_text="Slots that come due while a run is still running: 'skip' counts them and waits for the next slot; 'buffer_one' runs the first of them right after the run (as its own occurrence) and counts the others as skipped; 'buffer_all' runs each of them in turn, oldest first (at most BUFFER_MAX queued, older ones counted); 'replace' stops the running one (needs timeout_seconds) and runs the new slot.",
+                max_length=16,
+            ),
+        ),
+        migrations.AddConstraint(
+            model_name="runreceipt",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "status__in",
+                        [
+                            "succeeded",
+                            "enqueued",
+                            "skipped",
+                            "failed",
+                            "degraded",
+                            "lease_expired",
+                            "lease_lost",
+                            "released",
+                            "missed",
+                            "replaced",
+                        ],
+                    )
+                ),
+                name="dds_receipt_status_valid",
+            ),
+        ),
+        migrations.RunPython(install, migrations.RunPython.noop, elidable=False),
+    ]
