@@ -144,7 +144,12 @@ def test_the_api_reads_and_writes_the_overlap_policy(admin_client):
     out = StringIO()
     call_command("spectacular", "--format=openapi-json", stdout=out)
     components = json.loads(out.getvalue())["components"]["schemas"]
-    assert components["OverlapPolicyEnum"]["enum"] == ["skip", "buffer_one"]
+    assert components["OverlapPolicyEnum"]["enum"] == [
+        "skip",
+        "buffer_one",
+        "buffer_all",
+        "replace",
+    ]
     assert "origin" in components["Attempt"]["properties"]
 
 

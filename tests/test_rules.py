@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django_durable_schedules.models import Schedule
-from django_durable_schedules.state import OutcomeStatus, outcomes, rules
+from django_durable_schedules.state import OutcomeStatus, outcomes, overlap_rules, rules
 from django_durable_schedules.state.values import Outcome
 
 from .factories import T0
@@ -97,21 +97,21 @@ def test_a_new_cron_is_planned_to_its_first_slot_at_or_after_now():
     assert s.plan(top) == top + timedelta(hours=1)
 
 
-# -- the overlap rule (outcomes.plan_overlap): slots that came due while a run ran ----------
+# -- the overlap rule (overlap_rules.plan_overlap): slots that came due while a run ran ----------
 
 
 def test_overlap_skip_counts_the_passed_slots_and_waits_for_the_next():
     s = row()
     s.next_run_at = T0 + 60 * S  # planned by the claim at T0
-    overlap = outcomes.plan_overlap(s, T0 + 200 * S)  # 60, 120, 180 passed while it ran
-    assert overlap == outcomes.Overlap(next_run_at=T0 + 240 * S, buffered_for=None, skipped=3)
+    overlap = overlap_rules.plan_overlap(s, T0 + 200 * S)  # 60, 120, 180 passed while it ran
+    assert overlap == overlap_rules.Overlap(next_run_at=T0 + 240 * S, buffered_for=None, skipped=3)
 
 
 def test_overlap_buffer_one_buffers_the_first_passed_slot_and_skips_the_others():
     s = row(overlap_policy="buffer_one")
     s.next_run_at = T0 + 60 * S
-    overlap = outcomes.plan_overlap(s, T0 + timedelta(seconds=200, microseconds=500))
-    assert overlap == outcomes.Overlap(
+    overlap = overlap_rules.plan_overlap(s, T0 + timedelta(seconds=200, microseconds=500))
+    assert overlap == overlap_rules.Overlap(
         next_run_at=T0 + 200 * S, buffered_for=T0 + 60 * S, skipped=2
     )
 
@@ -120,13 +120,13 @@ def test_overlap_nothing_passed_leaves_the_next_slot_under_either_policy():
     for policy in ("skip", "buffer_one"):
         s = row(overlap_policy=policy)
         s.next_run_at = T0 + 60 * S
-        assert outcomes.plan_overlap(s, T0 + 59 * S) == outcomes.Overlap(T0 + 60 * S)
+        assert overlap_rules.plan_overlap(s, T0 + 59 * S) == overlap_rules.Overlap(T0 + 60 * S)
 
 
 def test_overlap_buffer_one_with_jitter_buffers_the_nominal_slot():
     s = row(overlap_policy="buffer_one", jitter_seconds=10)
     s.next_run_at = s.due_at(T0 + 60 * S)
-    overlap = outcomes.plan_overlap(s, T0 + 100 * S)
+    overlap = overlap_rules.plan_overlap(s, T0 + 100 * S)
     assert overlap.buffered_for == T0 + 60 * S and overlap.skipped == 0
 
 

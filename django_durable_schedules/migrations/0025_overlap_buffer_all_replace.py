@@ -1,7 +1,8 @@
 """``overlap_policy`` gains ``buffer_all`` (every slot that came due during a run runs
 after it, oldest first, at most ``BUFFER_MAX`` queued) and ``replace`` (the running
 occurrence is stopped, its receipt ``replaced``, and the new slot runs), and receipts the
-status ``replaced`` (issue #28, item 4).
+status ``replaced`` (issue #28, item 4). ``Schedule.buffered_through``: the last slot of a
+``buffer_all`` queue (state/overlap_rules.py).
 
 On SQLite, changing the receipts' CHECK constraint rebuilds the table and drops its
 triggers (the append-only guards): installed again last, as are 0004's claim index and the
@@ -83,6 +84,16 @@ class Migration(migrations.Migration):
                     )
                 ),
                 name="dds_receipt_status_valid",
+            ),
+        ),
+        migrations.AddField(
+            model_name="schedule",
+            name="buffered_through",
+            field=models.DateTimeField(
+                blank=True,
+                editable=False,
+                help_text="The last slot queued behind the buffered one (overlap_policy buffer_all).",
+                null=True,
             ),
         ),
         migrations.RunPython(install, migrations.RunPython.noop, elidable=False),

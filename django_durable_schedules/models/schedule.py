@@ -190,6 +190,16 @@ class Schedule(
     buffered_for = models.DateTimeField(  # overlap_policy buffer_one, see plan_overlap
         null=True, blank=True, editable=False, help_text="A slot buffered while a run ran."
     )
+    #: ``overlap_policy`` buffer_all: the last slot of the queue whose first is
+    #: ``buffered_for`` (the slots between them run after it, in turn); None for a slot
+    #: buffered alone (buffer_one). Set with ``buffered_for`` by the state package only
+    #: (state/overlap_rules.py), read only while ``buffered_for`` is set.
+    buffered_through = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The last slot queued behind the buffered one (overlap_policy buffer_all).",
+    )
     #: What the pending trigger (or re-run) runs with: set with ``triggered_at`` by the
     #: state package only (issue #27), cleared when it is claimed.
     trigger_payload = models.JSONField(

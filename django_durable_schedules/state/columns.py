@@ -43,6 +43,7 @@ FINISH_FIELDS = [
     "rerun_occurrence",
     "rerun_attempt",
     "buffered_for",
+    "buffered_through",
     "lease_token",
     "lease_expires_at",
     "next_run_at",

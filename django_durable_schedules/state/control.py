@@ -20,6 +20,7 @@ from .bounds import describe_problem
 from .calendars import record_excluded_to_end
 from .events import json_value, record_event
 from .machine import clear_trigger, complete_if_no_slot, set_by_operator
+from .overlap_rules import dropped_with_buffered
 from .overrides import check_override, trigger_changes
 from .pause_rules import apply_pause, check_pause
 from .transitions import implements
@@ -402,11 +403,14 @@ def _halt(
 @implements("control.disable", "control.cancel", "control.trigger")
 def _drop_buffered(row: Schedule) -> None:
     """A slot buffered by ``overlap_policy`` ``buffer_one`` and not run yet is dropped (by
-    a pause, a cancel, or a trigger that runs instead): it is counted in ``missed_count``,
-    never silently lost."""
+    a pause, a cancel, or a trigger that runs instead), with the slots queued behind it
+    (``buffer_all``): they are counted in ``missed_count``, never silently lost."""
     if row.buffered_for is not None:
+        try:
+            row.missed_count += dropped_with_buffered(row)
+        except timing.InvalidSchedule:
+            row.missed_count += 1  # its grid cannot be read: the buffered one at least
         row.buffered_for = None
-        row.missed_count += 1
 
 
 @implements("control.delete")

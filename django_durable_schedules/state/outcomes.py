@@ -9,7 +9,6 @@ and commit them.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,6 +37,7 @@ from .machine import (
     mark_degraded,
     pause_after_failures,
 )
+from .overlap_rules import plan_overlap
 from .records import Receipt, build_receipt
 from .rules import ONE_SECOND, ceil_second
 from .transitions import implements
@@ -111,14 +111,17 @@ def apply_outcome(
 
 @implements("outcome.retried", "outcome.released", "outcome.degraded")
 def end_backlog(row: Schedule, origin: str) -> int:
-    """``misfire_policy`` all: a catch-up run of ``row`` that does not finish (retried,
-    handed back, degraded; ``origin``: its attempt's) ends the backlog behind it: the
-    slots already due at its claim (``row.last_run_at``) from its planned next run
-    (``row.next_run_at``) on are counted missed (``missed_count``), as its retry counts
-    those that come due after the claim: every slot is run or counted once. Returns how
-    many it counted (0 for any other policy, origin or row)."""
+    """``misfire_policy`` all, ``overlap_policy`` buffer_all: a catch-up run of ``row``
+    (``origin`` scheduled) or a buffered one (``origin`` buffered) that does not finish
+    (retried, handed back, degraded; ``origin``: its attempt's) ends the backlog or queue
+    behind it: the slots already due at its claim (``row.last_run_at``) from its planned
+    next run (``row.next_run_at``) on are counted missed (``missed_count``), as its retry
+    counts those that come due after the claim: every slot is run or counted once. Returns
+    how many it counted (0 for any other policy, origin or row)."""
     nxt, claimed = row.next_run_at, row.last_run_at
-    if row.misfire_policy != MisfirePolicy.ALL or origin != AttemptOrigin.SCHEDULED:
+    catch_up = row.misfire_policy == MisfirePolicy.ALL and origin == AttemptOrigin.SCHEDULED
+    queue = row.overlap_policy == OverlapPolicy.BUFFER_ALL and origin == AttemptOrigin.BUFFERED
+    if not (catch_up or queue):
         return 0
     if nxt is None or claimed is None or nxt > claimed or row.kind == Kind.ONCE:
         return 0
@@ -216,58 +219,11 @@ def backoff_for(row: Schedule, attempt: int) -> float:
     return timing.backoff_seconds(max(1, attempt), base or 0.0, cap or 0.0)
 
 
-@dataclass(frozen=True)
-class Overlap:
-    """What :func:`plan_overlap` decides for the slots that came due during a run."""
-
-    #: The schedule's next due instant (aware UTC, whole seconds), None: no slot left.
-    next_run_at: datetime | None
-    #: The slot to run next as its own occurrence (``buffer_one``), else None.
-    buffered_for: datetime | None = None
-    #: Slots passed over, counted (``missed_count``, the receipt's ``slots_skipped``).
-    skipped: int = 0
-
-
-@implements("outcome.buffered")
-def plan_overlap(row: Schedule, now: datetime) -> Overlap:
-    """The overlap rule: what becomes of the slots of ``row`` that came due while its
-    occurrence ran, when that occurrence finishes at ``now`` (aware UTC).
-
-    ``row.next_run_at`` is the slot its claim planned after itself; when it is still
-    ahead, nothing overlapped; nor when ``misfire_policy`` is ``all`` and it was already
-    due when the occurrence was claimed (``row.last_run_at``): a backlog slot, kept, so
-    the catch-up goes on. Otherwise, by ``row.overlap_policy``:
-
-    * ``skip``: every passed slot is skipped (counted); the next run is the next slot
-      on the grid strictly after ``now``;
-    * ``buffer_one``: the first passed slot is buffered: due at ``now`` (whole seconds)
-      and claimed next as its own occurrence with that slot as ``scheduled_for``; the
-      later passed slots are skipped (counted).
-
-    Pure (reads the row's attributes only). Raises :class:`.timing.InvalidSchedule` for a
-    definition the engine cannot evaluate."""
-    nxt = row.next_run_at
-    if nxt is None or nxt > now:
-        return Overlap(next_run_at=nxt)
-    if row.misfire_policy == MisfirePolicy.ALL and row.last_run_at and nxt <= row.last_run_at:
-        # Policy "all": a backlog slot already due when this run was claimed is no overlap.
-        return Overlap(next_run_at=nxt)
-    spec = row.spec()
-    if row.overlap_policy == OverlapPolicy.BUFFER_ONE:
-        # next_run_at may include jitter: its nominal slot lies up to jitter_seconds before.
-        earliest = nxt - timedelta(seconds=row.jitter_bound())
-        first = timing.next_slot_after(spec, earliest, inclusive=True)
-        if first is not None and first <= now:
-            passed = timing.count_slots(spec, first, now + ONE_SECOND)
-            return Overlap(timing.truncate_to_second(now), first, max(0, passed - 1))
-    skipped = timing.count_slots(spec, nxt, now + ONE_SECOND)
-    return Overlap(row.due_at(timing.next_slot_after(spec, now)), None, skipped)
-
-
 @implements(
     "outcome.succeeded",
     "outcome.skipped",
     "outcome.buffered",
+    "outcome.buffered_all",
     "outcome.given_up",
     "outcome.halted",
 )
@@ -289,6 +245,7 @@ def _move_on(
     overlap = plan_overlap(row, now)
     row.missed_count += overlap.skipped
     row.next_run_at, row.buffered_for = overlap.next_run_at, overlap.buffered_for
+    row.buffered_through = overlap.buffered_through
     if complete_if_no_slot(row):
         count_excluded_to_end(row, now, [] if events is None else events)
     return overlap.skipped

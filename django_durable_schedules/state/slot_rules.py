@@ -31,6 +31,7 @@ from ..models import (
 from .attempt_rules import new_attempt
 from .exclusion_rules import count_excluded, excluded_at_claim
 from .machine import BUFFERED, RETRY, TRIGGER, complete_if_no_slot, pending
+from .overlap_rules import after_buffered, oldest_of_newest
 from .overrides import effective_payload, take_override
 from .records import build_receipt
 from .rerun_rules import grid_next_after_rerun, rerun_numbers
@@ -82,7 +83,7 @@ def choose_slot(
     a pending retry (the same occurrence, attempt + 1; grid slots passed while it waited
     are counted missed), a trigger (its own occurrence; a re-run:
     :func:`.rerun_rules.grid_next_after_rerun`), a buffered slot (``overlap_policy``
-    buffer_one), else the grid's slot (:func:`_choose_grid_slot`). Excluded slots since
+    buffer_one or buffer_all, :func:`.overlap_rules.after_buffered`), else the grid's slot (:func:`_choose_grid_slot`). Excluded slots since
     the last check are counted first (``events`` appended). None: nothing runs (missed,
     skipped, excluded, re-planned). ``other_rules``: its stored fingerprint was taken
     under other zone rules. Raises :class:`~..timing.InvalidSchedule` for a definition it
@@ -115,11 +116,9 @@ def choose_slot(
         )
     if first == BUFFERED:
         assert row.buffered_for is not None
-        # overlap_policy buffer_one (plan_overlap): the slot buffered while the previous run
-        # ran, as its own occurrence, due since that run finished (next_run_at).
-        next_run_at = _recurring_next(row, spec, now)
-        finished = timing.truncate_to_second(row.next_run_at or now)
-        missed = timing.count_slots(spec, finished + ONE_SECOND, now + ONE_SECOND)
+        # overlap_policy buffer_one / buffer_all (.overlap_rules): the slot buffered while
+        # the previous run ran, as its own occurrence, due since that run finished.
+        next_run_at, missed = after_buffered(row, spec, now)
         return SlotChoice(
             row.occurrence + 1, 1, row.buffered_for, next_run_at, missed, AttemptOrigin.BUFFERED
         )
@@ -232,9 +231,7 @@ def catch_up_slot(
     (>= 1), so the slots before the one returned are counted missed by the caller. When no
     pending slot is within the grace, ``latest`` (the grace rule receipts it missed).
 
-    Bounded whatever the backlog: the count stops at ``catch_up_max + 1`` and the first
-    of the newest ``catch_up_max`` is found by bisection over instants
-    (``count_slots(spec, t, latest + 1s)`` does not grow with ``t``). Raises
+    Bounded whatever the backlog (:func:`.overlap_rules.oldest_of_newest`). Raises
     :class:`~..timing.InvalidSchedule` like :func:`.timing.next_slot_after`."""
     start = earliest
     if grace is not None:
@@ -243,17 +240,7 @@ def catch_up_slot(
     first = timing.next_slot_after(spec, start, inclusive=True)
     if first is None or first > latest:
         return latest
-    end = latest + ONE_SECOND
-    if timing.count_slots(spec, first, end, cap=catch_up_max + 1) <= catch_up_max:
-        return first
-    lo, hi = first, end  # catch_up_max slots or more from lo on; fewer from hi on
-    while hi - lo > ONE_SECOND:
-        mid = lo + timedelta(seconds=int((hi - lo).total_seconds()) // 2)
-        if timing.count_slots(spec, mid, end, cap=catch_up_max) >= catch_up_max:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return oldest_of_newest(spec, first, latest, catch_up_max)
 
 
 @implements("claim.missed")

@@ -91,8 +91,11 @@ CLAIMS: tuple[Transition, ...] = (
       "occurrence's retry runs with the trigger's payload override, as the first attempt did",
       KEEPS, _seen("claim", "leased")),
     T("claim.buffered", ACTIVE,
-      "a slot buffered while the previous run ran (`overlap_policy` buffer_one)",
-      "active, leased", "the next slot after now",
+      "a slot buffered while the previous run ran (`overlap_policy` buffer_one or "
+      "buffer_all)",
+      "active, leased", "buffer_one: the next slot after now (the slots due since the "
+      "buffering counted); buffer_all: the slot after the buffered one (still due while "
+      "the queue lasts)",
       "none yet: an attempt (origin `buffered`, `scheduled_for` = that slot) with a live lease",
       frozenset({Status.ACTIVE}), _seen("claim", "leased")),
     T("claim.backfill", RUNNABLE,
@@ -217,6 +220,15 @@ OUTCOMES: tuple[Transition, ...] = (
       "`overlap_policy` buffer_one", "active",
       "now: the first passed slot is buffered (`buffered_for`), the others are counted",
       "its own status (`slots_skipped`: the passed slots but the buffered one)",
+      frozenset({Status.ACTIVE}), _seen("complete", *_SUCCESS_OR_SKIP, "failed")),
+    T("outcome.buffered_all", ACTIVE,
+      "succeeded / enqueued / skipped / given up, slots passed while it ran (or queued "
+      "before), `overlap_policy` buffer_all", "active",
+      "now: the oldest of the newest `BUFFER_MAX` passed slots is buffered "
+      "(`buffered_for`); the ones after it stay queued on the grid, each buffered in turn "
+      "by the completion before it; the older ones are counted",
+      "its own status (`slots_skipped`: the passed slots before the newest `BUFFER_MAX`); "
+      "a buffered run retried, handed back or degraded counts the queue behind it",
       frozenset({Status.ACTIVE}), _seen("complete", *_SUCCESS_OR_SKIP, "failed")),
     T("outcome.halted", HALTED,
       "succeeded / enqueued / skipped (paused or cancelled while it ran)", "unchanged",
