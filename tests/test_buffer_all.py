@@ -201,3 +201,16 @@ def test_a_policy_edited_while_a_queue_waits_loses_no_slot():
     s = Schedule.objects.get()
     # 2 h and 3 h: counted by the completion under the new policy, not lost.
     assert s.missed_count == 2 and s.next_run_at == T0 + 4 * H
+
+
+def test_schedules_show_names_the_queue():
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    make()
+    one_pass(T0, 3 * H + 30 * M)  # 1 h, 2 h, 3 h queued
+    out = StringIO()
+    call_command("schedules", "show", "ba", stdout=out)
+    assert "overlap=buffer_all" in out.getvalue()
+    assert "runs next, then the queue through" in out.getvalue()

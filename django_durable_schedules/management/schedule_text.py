@@ -20,6 +20,7 @@ from ..humanize import duration_words
 from ..models import ReceiptStatus, RunReceipt, Schedule
 from ..projection import bound_text, format_traceback
 from ..running import running_attempt
+from ..state.overlap_rules import queued_behind
 
 #: Fire times and receipts ``show`` lists.
 SHOW_COUNT = 5
@@ -133,6 +134,10 @@ def show_lines(schedule: Schedule) -> Iterator[str]:
     if schedule.status == "paused" and schedule.paused_until is not None:
         yield f"    paused until: {in_zone(schedule.paused_until, schedule.timezone)}"
     yield f"  next run: {in_zone(schedule.next_run_at, schedule.timezone)}"
+    if schedule.buffered_for is not None:
+        last = queued_behind(schedule)
+        queue = f", then the queue through {in_zone(last, schedule.timezone)}" if last else ""
+        yield f"    buffered: the slot {in_zone(schedule.buffered_for, schedule.timezone)} runs next{queue}"
     yield f"  last run: {in_zone(schedule.last_run_at, schedule.timezone)}"
     yield (
         f"  occurrence {schedule.occurrence}, attempt {schedule.attempt}; "

@@ -37,6 +37,7 @@ from ... import health, state, timing
 from ...cron_words import cron_in_words
 from ...exceptions import StateConflict
 from ...models import ReceiptStatus, Schedule
+from ...state.overlap_rules import queued_behind
 from .. import (
     backfill_text,
     blackout_text,
@@ -224,8 +225,10 @@ class Command(BaseCommand):
         if schedule.overlap_policy != "skip":
             self.stdout.write(f"  overlap policy: {schedule.overlap_policy}")
         if schedule.buffered_for is not None:
+            last = queued_behind(schedule)
+            queue = f", then the queue through {in_zone(last, zone.key)}" if last else ""
             self.stdout.write(
-                f"  buffered: the slot {in_zone(schedule.buffered_for, zone.key)} runs next"
+                f"  buffered: the slot {in_zone(schedule.buffered_for, zone.key)} runs next" + queue
             )
         calendars = schedule.exclusions().calendars
         if calendars:
