@@ -39,6 +39,7 @@ from .machine import (
     pause_after_failures,
 )
 from .records import Receipt, build_receipt
+from .replace_rules import newest_passed_slot, replaces
 from .rules import ONE_SECOND, ceil_second
 from .transitions import implements
 from .values import Failure, Outcome, OutcomeStatus
@@ -60,6 +61,7 @@ def fenced_result(outcome: Outcome) -> Any:
     "outcome.halted",
     "outcome.degraded",
     "outcome.released",
+    "outcome.replaced",
 )
 def apply_outcome(
     row: Schedule, outcome: Outcome, now: datetime, events: list[ScheduleEvent] | None = None
@@ -104,7 +106,9 @@ def apply_outcome(
         row.failure_count = row.failed_occurrences = 0
         if row.open_alerts:  # an alert episode closes (none open: nothing to do)
             recover(row, claim.occurrence)
-    receipt_status = ReceiptStatus(status)  # succeeded, enqueued, skipped: the same words
+    # succeeded, enqueued, skipped, replaced (its run stopped when the next slot came due:
+    # no failure, failure_count kept): the same words.
+    receipt_status = ReceiptStatus(status)
     skipped = _move_on(row, claim.occurrence, now, events)
     return build_receipt(claim, receipt_status, now, row=row, ran=outcome, slots_skipped=skipped)
 
@@ -228,7 +232,7 @@ class Overlap:
     skipped: int = 0
 
 
-@implements("outcome.buffered")
+@implements("outcome.buffered", "outcome.replaced")
 def plan_overlap(row: Schedule, now: datetime) -> Overlap:
     """The overlap rule: what becomes of the slots of ``row`` that came due while its
     occurrence ran, when that occurrence finishes at ``now`` (aware UTC).
@@ -242,7 +246,11 @@ def plan_overlap(row: Schedule, now: datetime) -> Overlap:
       on the grid strictly after ``now``;
     * ``buffer_one``: the first passed slot is buffered: due at ``now`` (whole seconds)
       and claimed next as its own occurrence with that slot as ``scheduled_for``; the
-      later passed slots are skipped (counted).
+      later passed slots are skipped (counted);
+    * ``replace`` (with ``timeout_seconds``, else as ``skip``): the newest passed slot
+      runs at once (due at its own instant), the earlier ones are skipped (counted)
+      (:func:`.replace_rules.newest_passed_slot`); the run that held it up was stopped
+      when the first of them came due (``replaced``) or finished just after.
 
     Pure (reads the row's attributes only). Raises :class:`.timing.InvalidSchedule` for a
     definition the engine cannot evaluate."""
@@ -252,6 +260,9 @@ def plan_overlap(row: Schedule, now: datetime) -> Overlap:
     if row.misfire_policy == MisfirePolicy.ALL and row.last_run_at and nxt <= row.last_run_at:
         # Policy "all": a backlog slot already due when this run was claimed is no overlap.
         return Overlap(next_run_at=nxt)
+    if replaces(row):
+        due, skipped = newest_passed_slot(row, now)
+        return Overlap(next_run_at=due, skipped=skipped)
     spec = row.spec()
     if row.overlap_policy == OverlapPolicy.BUFFER_ONE:
         # next_run_at may include jitter: its nominal slot lies up to jitter_seconds before.

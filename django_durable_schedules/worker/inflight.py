@@ -256,10 +256,14 @@ class RunsInFlight:
         try:
             if pool is None:
                 return runner.execute(claim, clock.estimate if clock is not None else None)
+            stop_at = None  # overlap_policy replace: stopped when the next slot comes due
+            if claim.replace_at is not None and self.monotonic_at is not None:
+                stop_at = self.monotonic_at(claim.replace_at)
             return pool.run(
                 claim,
                 lambda: self.lease_deadlines.get(token),
                 clock.reading if clock is not None else None,
+                stop_at,
             )
         finally:
             times[1] = time.monotonic()
