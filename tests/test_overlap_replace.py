@@ -5,7 +5,6 @@ slow run in its child process when the next slot comes due."""
 from __future__ import annotations
 
 from datetime import timedelta
-from types import SimpleNamespace
 
 import pytest
 from django.core.exceptions import ValidationError

@@ -19,7 +19,6 @@ from ..limits import DURATION_BOUNDS
 from ..payloads import metadata_errors, payload_errors
 from .choices import INSTANT_FIELDS, MANUAL_REFUSES, Kind, OverlapPolicy
 
-
 #: How a refusal of ``overlap_policy`` replace names a dispatched callback's kind.
 _DISPATCHED = {
     "django_task": "a django.tasks Task",
