@@ -8,8 +8,10 @@ from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ValidationError
+from hypothesis import given
+from hypothesis import strategies as st
 
-from django_durable_schedules import register_command, state
+from django_durable_schedules import register_command, state, timing
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
 from django_durable_schedules.registry import registry
 from django_durable_schedules.state.replace_rules import newest_passed_slot, replace_at, replaces
@@ -97,6 +99,30 @@ def test_the_newest_passed_slot_runs_and_the_earlier_ones_are_counted():
     row = unsaved(next_run_at=T0 + 60 * S)
     assert newest_passed_slot(row, T0 + 60 * S) == (T0 + 60 * S, 0)  # replaced at the slot
     assert newest_passed_slot(row, T0 + 200 * S) == (T0 + 180 * S, 2)  # 60, 120 counted
+
+
+@given(
+    interval=st.integers(min_value=2, max_value=7200),
+    jitter_share=st.floats(min_value=0, max_value=0.5),
+    late=st.integers(min_value=0, max_value=50_000),
+)
+def test_every_passed_slot_is_run_or_counted_whatever_the_grid_and_jitter(
+    interval, jitter_share, late
+):
+    """The stop at ``now`` (the planned next run, or later: a stalled worker): exactly one
+    passed slot runs (the newest, due at once) and every other is counted."""
+    jitter = int(interval * jitter_share) or None
+    row = unsaved(interval_seconds=interval, jitter_seconds=jitter)
+    nominal = T0 + interval * S
+    row.next_run_at = row.due_at(nominal)
+    now = row.next_run_at + late * S
+    due, skipped = newest_passed_slot(row, now)
+    spec = row.spec()
+    passed = timing.count_slots(spec, nominal, now + S)
+    newest = nominal + (passed - 1) * interval * S
+    assert skipped == passed - 1
+    assert due == row.due_at(newest) and newest <= now
+    assert timing.next_slot_after(spec, newest) > now  # nothing newer was left behind
 
 
 # -- the state machine, injected clock -----------------------------------------------------
