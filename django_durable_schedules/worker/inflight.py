@@ -248,7 +248,8 @@ class RunsInFlight:
         self, claim: state.Claim, pool: isolation.IsolationPool | None = None
     ) -> state.Outcome:
         """``runner.execute`` in a run thread, or in one of ``pool``'s child processes,
-        timing the callback (for ``run_finished``)."""
+        timing the callback (for ``run_finished``); a child's run is stopped when its
+        schedule's next slot comes due (``overlap_policy`` replace, ``claim.replace_at``)."""
         times: list[float | None] = [time.monotonic(), None]
         self.run_times[claim.lease_token] = times
         token = claim.lease_token
