@@ -288,3 +288,19 @@ def test_a_real_worker_replaces_a_slow_run_when_the_next_slot_comes_due(start_wo
     s.refresh_from_db()
     assert s.failure_count == 0
     assert not RunReceipt.objects.filter(schedule=s, status="failed").exists()
+
+
+@pytest.mark.django_db
+def test_the_admin_form_refuses_replace_without_timeout_seconds(admin_client):
+    from django.urls import reverse
+
+    from .test_admin import _form_data
+
+    add = reverse("admin:durable_schedules_schedule_add")
+    refused = admin_client.post(add, _form_data(overlap_policy="replace"))
+    assert refused.status_code == 200  # the form again, with the message
+    assert "set timeout_seconds, which runs each occurrence in one" in refused.content.decode()
+    assert not Schedule.objects.exists()
+    accepted = admin_client.post(add, _form_data(overlap_policy="replace", timeout_seconds="30"))
+    assert accepted.status_code == 302, accepted.content.decode()[:2000]
+    assert Schedule.objects.get().overlap_policy == "replace"
