@@ -175,6 +175,7 @@ TRANSITION_OBSERVED = frozenset(
         "tests.test_bad_values",
         "tests.test_bad_values_paths",
         "tests.test_overlap",
+        "tests.test_overlap_replace",
         "tests.test_catch_up",
         "tests.test_backfill",
         "tests.test_excluded_count",

@@ -22,8 +22,9 @@ MAX_LABEL_CHARS = 128
 STATUSES = frozenset(ReceiptStatus.values)
 #: Receipt statuses that are a failure for an integration (Sentry ``error``, an
 #: OpenTelemetry span's ERROR status): every status but a success, a ``skipped`` run (the
-#: callback chose not to run) and a ``released`` one (handed back at a shutdown, re-run).
-FAILURE_STATUSES = STATUSES - {*SUCCESS_STATUSES, "skipped", "released"}
+#: callback chose not to run), a ``released`` one (handed back at a shutdown, re-run) and a
+#: ``replaced`` one (stopped for the next slot, as its ``overlap_policy`` replace asks).
+FAILURE_STATUSES = STATUSES - {*SUCCESS_STATUSES, "skipped", "released", "replaced"}
 
 
 def status_label(status: object) -> str:

@@ -16,8 +16,9 @@ Each attempt sends:
   monitor in Sentry);
 * ``ok`` or ``error`` when its receipt is written (``run_finished``), with the same
   ``check_in_id`` (the attempt's id) and the run's duration: ``ok`` for ``succeeded``,
-  ``enqueued``, ``skipped`` (the callback chose not to run: ``SkipRun``) and ``released``
-  (handed back at a shutdown, re-run by the next claim, which checks in again); ``error``
+  ``enqueued``, ``skipped`` (the callback chose not to run: ``SkipRun``), ``released``
+  (handed back at a shutdown, re-run by the next claim, which checks in again) and
+  ``replaced`` (stopped for the next slot: ``overlap_policy`` replace); ``error``
   for ``failed``, ``degraded``, ``lease_lost``, ``lease_expired``, ``missed`` and
   anything else.
 

@@ -17,7 +17,14 @@ from django.utils import timezone as dj_timezone
 from .. import timing
 from ..limits import DURATION_BOUNDS
 from ..payloads import metadata_errors, payload_errors
-from .choices import INSTANT_FIELDS, MANUAL_REFUSES, Kind
+from .choices import INSTANT_FIELDS, MANUAL_REFUSES, Kind, OverlapPolicy
+
+#: How a refusal of ``overlap_policy`` replace names a dispatched callback's kind.
+_DISPATCHED = {
+    "django_task": "a django.tasks Task",
+    "celery_task": "a Celery task",
+    "command": "a management command",
+}
 
 
 def default_timezone() -> str:
@@ -42,6 +49,8 @@ class ValidationMixin:
         jitter_seconds: int | None
         backoff_base_seconds: float | None
         backoff_cap_seconds: float | None
+        overlap_policy: str
+        timeout_seconds: float | None
 
         def spec(self, *, exclusions: bool = True) -> timing.Spec: ...
 
@@ -101,6 +110,8 @@ class ValidationMixin:
                 errors.setdefault("backoff_cap_seconds", []).append(
                     "Must not be shorter than backoff_base_seconds."
                 )
+        for field, messages in self._replace_errors().items():
+            errors.setdefault(field, []).extend(messages)
         for field, messages in payload_errors(self.payload, self.metadata).items():
             errors.setdefault(field, []).extend(messages)
         if "metadata" not in errors:
@@ -130,6 +141,37 @@ class ValidationMixin:
                     f"A manual schedule runs only when triggered: it takes no {field}."
                 ]
         return errors
+
+    def _replace_errors(self) -> dict[str, list[str]]:
+        """Field messages for ``overlap_policy`` replace where a run cannot be stopped: it
+        stops the running occurrence's child process, which only ``timeout_seconds`` gives,
+        and only for a plain callable (a task or a command is dispatched from the worker
+        itself, never in a child). A row written behind ``save()`` anyway behaves as
+        ``skip`` (:func:`..state.replace_rules.replaces`)."""
+        if self.overlap_policy != OverlapPolicy.REPLACE:
+            return {}
+        if not self.timeout_seconds:
+            return {
+                "overlap_policy": [
+                    "'replace' stops the running occurrence's child process: set "
+                    "timeout_seconds, which runs each occurrence in one."
+                ]
+            }
+        from ..registry import KIND_CALLABLE, registry
+
+        if not self.callback or self.callback not in registry:
+            return {}  # the callback's own message says so
+        kind = registry.get(self.callback).kind
+        if kind == KIND_CALLABLE:
+            return {}
+        what = _DISPATCHED.get(kind, kind)
+        return {
+            "overlap_policy": [
+                f"'replace' stops the running occurrence's child process, and "
+                f"{self.callback!r} is {what}, dispatched from the worker itself, never "
+                "in a child process: choose another overlap policy."
+            ]
+        }
 
     def _bound_errors(self) -> dict[str, list[str]]:
         """Field messages for durations outside their bounds (``DURATION_BOUNDS``, in

@@ -19,6 +19,7 @@ from ..limits import TIMEOUT_MAX_SECONDS
 from ..models import AttemptOrigin, RunAttempt, Schedule
 from ..uuids import uuid4
 from .bounds import bounded_seconds
+from .replace_rules import replace_at
 from .values import Claim
 
 
@@ -82,6 +83,7 @@ def claim_of(row: Schedule, attempt: RunAttempt) -> Claim:
         missed_slots=attempt.missed_slots,
         timeout_seconds=bounded_seconds(row.timeout_seconds, None, TIMEOUT_MAX_SECONDS) or None,
         origin=attempt.origin,
+        replace_at=replace_at(row, attempt.occurrence, attempt.origin, attempt.claimed_at),
     )
 
 

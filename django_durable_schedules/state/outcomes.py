@@ -60,6 +60,7 @@ def fenced_result(outcome: Outcome) -> Any:
     "outcome.halted",
     "outcome.degraded",
     "outcome.released",
+    "outcome.replaced",
 )
 def apply_outcome(
     row: Schedule, outcome: Outcome, now: datetime, events: list[ScheduleEvent] | None = None
@@ -104,7 +105,9 @@ def apply_outcome(
         row.failure_count = row.failed_occurrences = 0
         if row.open_alerts:  # an alert episode closes (none open: nothing to do)
             recover(row, claim.occurrence)
-    receipt_status = ReceiptStatus(status)  # succeeded, enqueued, skipped: the same words
+    # succeeded, enqueued, skipped, replaced (its run stopped when the next slot came due:
+    # no failure, failure_count kept): the same words.
+    receipt_status = ReceiptStatus(status)
     skipped = _move_on(row, claim.occurrence, now, events)
     return build_receipt(claim, receipt_status, now, row=row, ran=outcome, slots_skipped=skipped)
 

@@ -15,6 +15,11 @@ occurrence's completion), and which slot a buffered claim runs next (:func:`afte
   ``buffered_through``, not the policy, so an edit of the policy between a completion
   and the claim after it loses no queued slot (the next completion applies the new one).
 
+* ``replace`` (with ``timeout_seconds``, else as ``skip``): the newest passed slot runs at
+  once (due at its own instant), the earlier ones are counted
+  (:func:`.replace_rules.newest_passed_slot`); the run that held it up was stopped when
+  the first of them came due (receipt ``replaced``) or finished just after.
+
 Every slot is run or counted once: a buffered occurrence that does not finish (retried,
 handed back, degraded) counts the queue behind it (:func:`.outcomes.end_backlog`).
 """
@@ -27,6 +32,7 @@ from datetime import datetime, timedelta
 from .. import timing
 from ..conf import app_settings
 from ..models import MisfirePolicy, OverlapPolicy, Schedule
+from .replace_rules import newest_passed_slot, replaces
 from .transitions import implements
 
 ONE_SECOND = timedelta(seconds=1)
@@ -68,7 +74,7 @@ def oldest_of_newest(spec: timing.Spec, first: datetime, latest: datetime, cap: 
     return lo
 
 
-@implements("outcome.buffered", "outcome.buffered_all")
+@implements("outcome.buffered", "outcome.buffered_all", "outcome.replaced")
 def plan_overlap(row: Schedule, now: datetime) -> Overlap:
     """The overlap rule (module docstring) for ``row``, whose occurrence finishes at
     ``now`` (aware UTC).
@@ -87,6 +93,9 @@ def plan_overlap(row: Schedule, now: datetime) -> Overlap:
     if row.misfire_policy == MisfirePolicy.ALL and row.last_run_at and nxt <= row.last_run_at:
         # Policy "all": a backlog slot already due when this run was claimed is no overlap.
         return Overlap(next_run_at=nxt)
+    if replaces(row):
+        due, skipped = newest_passed_slot(row, now)
+        return Overlap(next_run_at=due, skipped=skipped)
     spec = row.spec()
     if row.overlap_policy in BUFFERING:
         # next_run_at may include jitter: its nominal slot lies up to jitter_seconds before.

@@ -230,6 +230,14 @@ OUTCOMES: tuple[Transition, ...] = (
       "its own status (`slots_skipped`: the passed slots before the newest `BUFFER_MAX`); "
       "a buffered run retried, handed back or degraded counts the queue behind it",
       frozenset({Status.ACTIVE}), _seen("complete", *_SUCCESS_OR_SKIP, "failed")),
+    T("outcome.replaced", LEASED,
+      "replaced: the next slot came due while it ran (`overlap_policy` replace, with "
+      "`timeout_seconds`); the worker killed its child process as at a timeout",
+      "unchanged (active: completed when no slot is left)",
+      "the newest passed slot, due at once (the earlier passed slots are counted); paused "
+      "or cancelled meanwhile: unchanged",
+      "`replaced` (no failure: no retry, `failure_count` kept; `slots_skipped`)",
+      KEEPS | ACTIVE_OR_COMPLETED, _seen("complete", "replaced")),
     T("outcome.halted", HALTED,
       "succeeded / enqueued / skipped (paused or cancelled while it ran)", "unchanged",
       "unchanged (as the operator left it)", "`succeeded` / `enqueued` / `skipped`",

@@ -37,6 +37,10 @@ class Claim:
     #: Why it was claimed (``RunAttempt.origin``): "scheduled", "triggered", "buffered",
     #: "backfill" (a backfill slot: its outcome never moves the live grid).
     origin: str = "scheduled"
+    #: ``overlap_policy`` replace: when the schedule's next slot comes due (aware UTC, the
+    #: row's ``next_run_at`` its claim planned), at which the worker stops this run's child
+    #: process (:func:`.replace_rules.replace_at`); None: the run is never replaced.
+    replace_at: datetime | None = None
 
     @property
     def lateness(self) -> float:
@@ -54,6 +58,8 @@ class OutcomeStatus(enum.StrEnum):
     FAILED = "failed"
     DEGRADED = "degraded"
     RELEASED = "released"
+    #: Stopped because its schedule's next slot came due (``overlap_policy`` replace).
+    REPLACED = "replaced"
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,8 @@ class Outcome:
     """What running a claim produced, as the worker reports it to :func:`complete`.
 
     ``status`` is an :class:`OutcomeStatus` (or its string: ``succeeded``, ``enqueued``,
-    ``skipped``, ``failed``, ``degraded`` or ``released``). For ``failed``: ``terminal`` (``FailRun``: the schedule becomes
+    ``skipped``, ``failed``, ``degraded``, ``released`` or ``replaced``: its child process
+    stopped when the next slot came due, ``overlap_policy`` replace). For ``failed``: ``terminal`` (``FailRun``: the schedule becomes
     ``failed``) or a retry, after ``retry_after`` seconds or the exponential backoff.
     ``result`` must already be bounded JSON (see :mod:`.projection`).
 

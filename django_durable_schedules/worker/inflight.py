@@ -248,7 +248,8 @@ class RunsInFlight:
         self, claim: state.Claim, pool: isolation.IsolationPool | None = None
     ) -> state.Outcome:
         """``runner.execute`` in a run thread, or in one of ``pool``'s child processes,
-        timing the callback (for ``run_finished``)."""
+        timing the callback (for ``run_finished``); a child's run is stopped when its
+        schedule's next slot comes due (``overlap_policy`` replace, ``claim.replace_at``)."""
         times: list[float | None] = [time.monotonic(), None]
         self.run_times[claim.lease_token] = times
         token = claim.lease_token
@@ -256,10 +257,14 @@ class RunsInFlight:
         try:
             if pool is None:
                 return runner.execute(claim, clock.estimate if clock is not None else None)
+            stop_at = None  # overlap_policy replace: stopped when the next slot comes due
+            if claim.replace_at is not None and self.monotonic_at is not None:
+                stop_at = self.monotonic_at(claim.replace_at)
             return pool.run(
                 claim,
                 lambda: self.lease_deadlines.get(token),
                 clock.reading if clock is not None else None,
+                stop_at,
             )
         finally:
             times[1] = time.monotonic()

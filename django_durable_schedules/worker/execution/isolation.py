@@ -8,6 +8,8 @@ the :class:`~.state.Claim` to an idle child, which runs :func:`.runner.execute` 
 back the outcome's fields (bounded there, so any value can be sent); the thread waits at
 most ``timeout_seconds``, then kills the child and its process group (SIGKILL), receipts
 the run ``failed`` / ``Timeout`` and forgets the child. The next claim starts a fresh one.
+A run of an ``overlap_policy`` replace schedule still running when the schedule's next slot
+comes due is killed the same way, and reported ``replaced`` (:func:`.stops.replaced`).
 
 Children are started with the ``spawn`` method (a threaded parent is never forked) by one
 long-lived thread, lead their own process groups, run ``django.setup()`` with the parent's
@@ -42,7 +44,8 @@ from django.db import connections
 
 from ...exceptions import NotRegistered
 from ...registry import KIND_CALLABLE, registry
-from .isolation_child import REAP_SECONDS, Child, describe_exit
+from . import stops
+from .isolation_child import REAP_SECONDS, Child
 
 if TYPE_CHECKING:  # not at import: .state needs the app registry, which a module may not
     from ...state import Claim, Outcome
@@ -136,6 +139,7 @@ class IsolationPool:
         claim: Claim,
         lease_deadline: Callable[[], float | None] | None = None,
         reading: tuple[datetime, float] | None = None,
+        stop_at: float | None = None,
     ) -> Outcome:
         """Run ``claim`` in a child and return its outcome; never raises.
 
@@ -178,53 +182,27 @@ class IsolationPool:
                 started_at = clock()
                 deadline = lease_deadline() if lease_deadline else None
                 child.conn.send(("run", claim, deadline, reading))
-                readable = child.wait_message(timeout)
+                time_limit_at = time.monotonic() + timeout
+                wait = timeout
+                if stop_at is not None:  # overlap_policy replace: stopped at the next slot
+                    wait = max(0.0, min(timeout, stop_at - time.monotonic()))
+                readable = child.wait_message(wait)
                 if readable is False:  # it died without a word
                     raise EOFError
                 message = child.conn.recv() if readable else None
             except (EOFError, OSError):
                 child.kill()
-                died = describe_exit(child.process.exitcode)
-                logger.warning(
-                    "run %s #%s.%s failed: its process %s died (%s) before it returned",
-                    claim.schedule_name,
-                    claim.occurrence,
-                    claim.attempt,
-                    child.process.pid,
-                    died,
-                    extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
-                )
-                return _outcome(
-                    claim,
-                    "failed",
-                    error_type="WorkerProcessDied",
-                    error_message=f"the run's process died ({died}) before it returned",
-                    started_at=started_at,
-                )
+                return stops.died(claim, child.process.pid, child.process.exitcode, started_at)
             if message is None:
-                logger.warning(
-                    "run %s #%s.%s failed: it passed timeout_seconds=%g and its process %s "
-                    "is killed",
-                    claim.schedule_name,
-                    claim.occurrence,
-                    claim.attempt,
-                    claim.timeout_seconds,
-                    child.process.pid,
-                    extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
-                )
-                return _outcome(
-                    claim,
-                    "failed",
-                    error_type="Timeout",
-                    error_message=f"stopped after timeout_seconds={claim.timeout_seconds:g}: "
-                    "its process was killed",
-                    started_at=started_at,
-                )
+                # Killed with its process group by _release (SIGKILL: children ignore SIGTERM).
+                if stop_at is not None and stop_at < time_limit_at:
+                    return stops.replaced(claim, child.process.pid, started_at)
+                return stops.timed_out(claim, child.process.pid, started_at)
             reusable = True
             if message[0] == "outcome":
                 return _outcome(claim, **message[1])
             if message[0] == "stale":
-                return self._stale(claim, message[1])
+                return stops.stale(claim, message[1])
             if message[0] == "unregistered":
                 logger.warning(
                     "callback %r is not registered in a fresh process (registered outside "
@@ -239,25 +217,6 @@ class IsolationPool:
             )
         finally:
             self._release(child, reusable)
-
-    @staticmethod
-    def _stale(claim: Claim, late: float) -> Outcome:
-        """The outcome of a claim its child refused to start: its lease had lapsed."""
-        logger.warning(
-            "run %s #%s.%s not started: its lease lapsed %.1fs before its process could "
-            "start it (the worker was stalled)",
-            claim.schedule_name,
-            claim.occurrence,
-            claim.attempt,
-            late,
-            extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
-        )
-        return _outcome(
-            claim,
-            "released",
-            error_message=f"not started: its lease had lapsed {late:.1f}s before its "
-            "process could start it (the worker was stalled)",
-        )
 
     def close(self, force: bool = False) -> None:
         """Stop every child and refuse new runs. Idle children are asked to leave (then
