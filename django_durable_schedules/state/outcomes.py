@@ -18,7 +18,6 @@ from ..conf import app_settings
 from ..limits import BACKOFF_BASE_MAX_SECONDS, BACKOFF_CAP_MAX_SECONDS
 from ..models import (
     SUCCESS_STATUSES,
-    AttemptOrigin,
     DegradedKind,
     Kind,
     MisfirePolicy,
@@ -40,6 +39,7 @@ from .machine import (
 )
 from .records import Receipt, build_receipt
 from .rules import ONE_SECOND, ceil_second
+from .slot_rules import end_backlog
 from .transitions import implements
 from .values import Failure, Outcome, OutcomeStatus
 
@@ -107,26 +107,6 @@ def apply_outcome(
     receipt_status = ReceiptStatus(status)  # succeeded, enqueued, skipped: the same words
     skipped = _move_on(row, claim.occurrence, now, events)
     return build_receipt(claim, receipt_status, now, row=row, ran=outcome, slots_skipped=skipped)
-
-
-@implements("outcome.retried", "outcome.released", "outcome.degraded")
-def end_backlog(row: Schedule, origin: str) -> int:
-    """``misfire_policy`` all: a catch-up run of ``row`` that does not finish (retried,
-    handed back, degraded; ``origin``: its attempt's) ends the backlog behind it: the
-    slots already due at its claim (``row.last_run_at``) from its planned next run
-    (``row.next_run_at``) on are counted missed (``missed_count``), as its retry counts
-    those that come due after the claim: every slot is run or counted once. Returns how
-    many it counted (0 for any other policy, origin or row)."""
-    nxt, claimed = row.next_run_at, row.last_run_at
-    if row.misfire_policy != MisfirePolicy.ALL or origin != AttemptOrigin.SCHEDULED:
-        return 0
-    if nxt is None or claimed is None or nxt > claimed or row.kind == Kind.ONCE:
-        return 0
-    earliest = nxt - timedelta(seconds=row.jitter_bound())
-    end = timing.truncate_to_second(claimed) + ONE_SECOND
-    counted = timing.count_slots(row.spec(), earliest, end)
-    row.missed_count += counted
-    return counted
 
 
 @implements(

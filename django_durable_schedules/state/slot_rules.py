@@ -295,3 +295,24 @@ def _recurring_next(row: Schedule, spec: timing.Spec, now: datetime) -> datetime
     if row.kind in (Kind.ONCE, Kind.MANUAL) or row.status != Status.ACTIVE:
         return None
     return row.due_at(timing.next_slot_after(spec, now))
+
+
+@implements("outcome.retried", "outcome.released", "outcome.degraded", "claim.unregistered")
+def end_backlog(row: Schedule, origin: str) -> int:
+    """``misfire_policy`` all: a catch-up run of ``row`` that does not finish (retried,
+    handed back, degraded at its claim or after; ``origin``: its attempt's) ends the
+    backlog behind it: the
+    slots already due at its claim (``row.last_run_at``) from its planned next run
+    (``row.next_run_at``) on are counted missed (``missed_count``), as its retry counts
+    those that come due after the claim: every slot is run or counted once. Returns how
+    many it counted (0 for any other policy, origin or row)."""
+    nxt, claimed = row.next_run_at, row.last_run_at
+    if row.misfire_policy != MisfirePolicy.ALL or origin != AttemptOrigin.SCHEDULED:
+        return 0
+    if nxt is None or claimed is None or nxt > claimed or row.kind == Kind.ONCE:
+        return 0
+    earliest = nxt - timedelta(seconds=row.jitter_bound())
+    end = timing.truncate_to_second(claimed) + ONE_SECOND
+    counted = timing.count_slots(row.spec(), earliest, end)
+    row.missed_count += counted
+    return counted
