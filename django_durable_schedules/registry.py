@@ -219,7 +219,8 @@ def register(
     pool ``"default"`` and priority 0, and sync leaves an existing row's values (set in the
     admin or the API) as they are. ``concurrency_group`` (a group's name, ``"partner-api"``)
     puts it in that :class:`~.models.ConcurrencyGroup` (which must exist when the schedule
-    is synced: ``ImproperlyConfigured`` naming both otherwise); left out, sync leaves the
+    is synced: otherwise the sync logs an error naming both and skips that schedule, and
+    check W005 reports it); left out, sync leaves the
     row's group as it is. All three need a declared schedule (every/cron/rrule/at or
     ``manual=True``).
 

@@ -198,13 +198,25 @@ def test_sync_resolves_a_declared_concurrency_group_by_name(cleanup_registry):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_declared_group_that_does_not_exist_is_improperly_configured(cleanup_registry):
-    from django.core.exceptions import ImproperlyConfigured
-
+def test_a_declared_group_that_does_not_exist_is_logged_and_skipped_by_sync(
+    cleanup_registry, caplog
+):
+    """A group is a row: a declaration naming one that does not exist is an error of that
+    declaration (logged, its schedule neither created nor changed) and not of the sync,
+    which syncs the others (a worker starting, or ``migrate``, goes on); once the group
+    exists the next sync creates the schedule in it."""
     register("t.nogroup", lambda ctx: None, every=3600, concurrency_group="missing")
-    with pytest.raises(ImproperlyConfigured, match="'t.nogroup'.*'missing'"):
-        state.sync_declared()
+    register("t.fine", lambda ctx: None, every=3600)
+    with caplog.at_level("ERROR", logger="django_durable_schedules"):
+        changed = state.sync_declared()
+    assert [s.name for s in changed] == ["t.fine"]
     assert not Schedule.objects.filter(name="t.nogroup").exists()
+    [record] = [r for r in caplog.records if "t.nogroup" in r.getMessage()]
+    assert record.levelname == "ERROR"
+    assert "concurrency group 'missing', which does not exist" in record.getMessage()
+    group = state.save_group("missing", max_running=1)
+    assert [s.name for s in state.sync_declared()] == ["t.nogroup"]
+    assert Schedule.objects.get(name="t.nogroup").concurrency_group_id == group.pk
 
 
 @pytest.mark.parametrize("group", ["No Spaces", 3, ""])
