@@ -255,11 +255,11 @@ def declared_fields(reg: Any, *, using: str | None = None) -> dict[str, Any]:
         wanted["timezone"] = d.timezone
     if d.payload is not None:
         wanted["payload"] = d.payload
-    if d.pool is not None:
-        wanted["pool"] = d.pool
-    if d.priority is not None:
-        wanted["priority"] = d.priority
-    group = getattr(d, "concurrency_group", None)
+    if d.flow.pool is not None:
+        wanted["pool"] = d.flow.pool
+    if d.flow.priority is not None:
+        wanted["priority"] = d.flow.priority
+    group = d.flow.concurrency_group
     if group is not None:
         wanted["concurrency_group"] = declared_group(reg.name, group, using) if using else None
     return wanted

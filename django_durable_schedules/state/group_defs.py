@@ -159,9 +159,9 @@ def unknown_declared_groups(
     whose declaration names a concurrency group that no row has, in one query. Raises
     ``DatabaseError`` when the groups cannot be read (not migrated yet)."""
     named = [
-        (reg.name, reg.declaration.concurrency_group)
+        (reg.name, reg.declaration.flow.concurrency_group)
         for reg in declared
-        if reg.declaration is not None and reg.declaration.concurrency_group is not None
+        if reg.declaration is not None and reg.declaration.flow.concurrency_group is not None
     ]
     if not named:
         return []
