@@ -338,3 +338,35 @@ def check_declared_schedules(app_configs: Any = None, **kwargs: Any) -> list[Any
                 )
             )
     return errors
+
+
+@register(Tags.database)
+def check_declared_groups(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[Any]:
+    """W005: a schedule declared in code names a concurrency group that does not exist in
+    a database checked (``check --database``; the sync logs it and skips that schedule).
+    A warning: ``migrate`` and the test runner run the database checks before anyone could
+    create the group. Nothing is reported for a database not migrated yet."""
+    from django.db import DatabaseError
+
+    from .registry import registry
+    from .state.group_defs import UNKNOWN_GROUP_HINT, unknown_declared_groups, unknown_group_text
+
+    messages: list[Any] = []
+    for alias in databases or ():
+        try:
+            unknown = unknown_declared_groups(registry.declared(), alias)
+        except DatabaseError:  # not migrated yet
+            continue
+        for schedule, group in unknown:
+            text = unknown_group_text(schedule, group)
+            messages.append(
+                Warning(
+                    f"{text} (database {alias!r})",
+                    hint=UNKNOWN_GROUP_HINT,
+                    obj=schedule,
+                    id="durable_schedules.W005",
+                )
+            )
+    return messages

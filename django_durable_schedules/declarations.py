@@ -1,7 +1,8 @@
 """What a ``register()`` call declares besides its callback: the callback name's rule
 (``NAME_RE``), the schedule declared in code (:class:`Declaration`, built and checked by
-:func:`build_declaration`), its worker pool and claim priority (``POOL_RE``, the priority
-bounds, :func:`check_flow`), its concurrency group's name (:func:`check_group_name`), and the owner-scoped access it opens
+:func:`build_declaration`), its flow control (:class:`Flow`: worker pool and claim
+priority, ``POOL_RE``, the priority bounds, :func:`check_flow`; concurrency group's name,
+:func:`check_group_name`), and the owner-scoped access it opens
 (:func:`check_owner_access`). Pure: no Django, no database; the models' validators use the
 same rules (``models/choices.py``).
 """
@@ -9,7 +10,7 @@ same rules (``models/choices.py``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +26,29 @@ PRIORITY_MIN, PRIORITY_MAX = -32768, 32767
 #: ``owner_min_interval`` when not given: owner-scoped users' schedules of a callback open
 #: to them run at most every 5 minutes.
 DEFAULT_OWNER_MIN_INTERVAL = 300
+
+
+@dataclass(frozen=True)
+class Flow:
+    """The flow control a ``register()`` or ``register_command()`` call declares for its
+    schedule, each None when not given: the worker ``pool`` and the claim ``priority``
+    (a new row then takes the model's defaults, ``"default"`` and 0; an existing row keeps
+    its values) and the ``concurrency_group``'s name (an existing row keeps its group)."""
+
+    pool: str | None = None
+    priority: int | None = None
+    concurrency_group: str | None = None
+
+    def check(self) -> None:
+        """Check the values as the models' validators would (:func:`check_flow`,
+        :func:`check_group_name`). Raises ``ValueError`` for a malformed pool or group
+        name or a priority out of range, ``TypeError`` for a priority that is not an int."""
+        check_flow(self.pool, self.priority)
+        check_group_name(self.concurrency_group)
+
+    def given(self) -> list[str]:
+        """The names of the arguments given (not None), in the signature's order."""
+        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
 
 
 @dataclass(frozen=True)
@@ -46,12 +70,8 @@ class Declaration:
     end_at: datetime | None = None
     max_runs: int | None = None
     manual: bool = False
-    #: The worker pool and the claim priority (None: the model's defaults, ``"default"``
-    #: and 0, on a new row; an existing row's values are then left as they are).
-    pool: str | None = None
-    priority: int | None = None
-    #: The name of the concurrency group (None: an existing row's group is left as it is).
-    concurrency_group: str | None = None
+    #: Its worker pool, claim priority and concurrency group (:class:`Flow`).
+    flow: Flow = field(default_factory=Flow)
 
     @property
     def kind(self) -> str:
@@ -92,24 +112,24 @@ def build_declaration(
     *,
     rrule: str | None = None,
     manual: bool = False,
-    pool: str | None = None,
-    priority: int | None = None,
-    concurrency_group: str | None = None,
+    flow: Flow | None = None,
 ) -> Declaration | None:
     """Validate ``name`` and the schedule declared with it: the :class:`Declaration`, or
     ``None`` when none is (no every/cron/at/rrule and not ``manual``).
 
+    ``flow`` (None: none given) is checked (:meth:`Flow.check`) and carried as it is.
     Raises ``ValueError`` for a malformed name, more than one of every/cron/at/rrule, a
     malformed pool or group name, a priority out of range, or timezone/payload/start_at/
-    end_at/max_runs/pool/priority/concurrency_group without a schedule; ``TypeError`` for a ``manual`` that is not True or
-    False, ``manual=True`` with any timing argument, or a priority that is not an int.
+    end_at/max_runs or any of ``flow`` without a schedule (the message names those given);
+    ``TypeError`` for a ``manual`` that is not True or False, ``manual=True`` with any
+    timing argument, or a priority that is not an int.
     """
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise ValueError(
             f"invalid callback name {name!r}: 1-128 of [A-Za-z0-9_.:-], starting with a letter or digit"
         )
-    check_flow(pool, priority)
-    check_group_name(concurrency_group)
+    flow = Flow() if flow is None else flow
+    flow.check()
     if not isinstance(manual, bool):
         raise TypeError(f"manual must be True or False, not {manual!r}")
     if manual:
@@ -132,9 +152,7 @@ def build_declaration(
             timezone=timezone,
             payload=payload,
             manual=True,
-            pool=pool,
-            priority=priority,
-            concurrency_group=concurrency_group,
+            flow=flow,
         )
     given = [v for v in (every, cron, at, rrule) if v is not None]
     if len(given) > 1:
@@ -150,17 +168,21 @@ def build_declaration(
             start_at=start_at,
             end_at=end_at,
             max_runs=max_runs,
-            pool=pool,
-            priority=priority,
-            concurrency_group=concurrency_group,
+            flow=flow,
         )
-    if any(v is not None for v in (timezone, payload, start_at, end_at, max_runs, pool, priority)):
+    spec: dict[str, Any] = {
+        "timezone": timezone,
+        "payload": payload,
+        "start_at": start_at,
+        "end_at": end_at,
+        "max_runs": max_runs,
+    }
+    stray = [k for k, v in spec.items() if v is not None] + flow.given()
+    if stray:
         raise ValueError(
-            "timezone/payload/start_at/end_at/max_runs/pool/priority need one of every=, "
-            "cron=, rrule=, at= or manual=True"
+            f"{'/'.join(stray)} need{'s' if len(stray) == 1 else ''} one of every=, cron=, "
+            "rrule=, at= or manual=True"
         )
-    if concurrency_group is not None:
-        raise ValueError("concurrency_group needs one of every=, cron=, rrule=, at= or manual=True")
     return None
 
 

@@ -35,7 +35,7 @@ from .declarations import POOL_RE as POOL_RE
 from .declarations import PRIORITY_MAX as PRIORITY_MAX
 from .declarations import PRIORITY_MIN as PRIORITY_MIN
 from .declarations import Declaration as Declaration
-from .declarations import build_declaration, check_owner_access
+from .declarations import Flow, build_declaration, check_owner_access
 from .exceptions import NotRegistered
 from .payload_schemas import check_schema
 from .task_kinds import DJANGO_TASK_OPTIONS as DJANGO_TASK_OPTIONS
@@ -219,7 +219,8 @@ def register(
     pool ``"default"`` and priority 0, and sync leaves an existing row's values (set in the
     admin or the API) as they are. ``concurrency_group`` (a group's name, ``"partner-api"``)
     puts it in that :class:`~.models.ConcurrencyGroup` (which must exist when the schedule
-    is synced: ``ImproperlyConfigured`` naming both otherwise); left out, sync leaves the
+    is synced: otherwise the sync logs an error naming both and skips that schedule, and
+    check W005 reports it); left out, sync leaves the
     row's group as it is. All three need a declared schedule (every/cron/rrule/at or
     ``manual=True``).
 
@@ -244,9 +245,7 @@ def register(
         max_runs,
         rrule=rrule,
         manual=manual,
-        pool=pool,
-        priority=priority,
-        concurrency_group=concurrency_group,
+        flow=Flow(pool, priority, concurrency_group),
     )
     check_owner_access(owner_scoped, owner_min_interval)
     schema = check_schema(name, payload_schema)
@@ -320,9 +319,7 @@ def register_command(
         end_at,
         max_runs,
         rrule=rrule,
-        pool=pool,
-        priority=priority,
-        concurrency_group=concurrency_group,
+        flow=Flow(pool, priority, concurrency_group),
     )
     check_owner_access(owner_scoped, owner_min_interval)
     if not isinstance(command, str) or not command or command.strip() != command:

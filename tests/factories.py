@@ -55,3 +55,35 @@ class ReceiptFactory(factory.django.DjangoModelFactory):
         lambda o: o.occurrence if o.status in ("succeeded", "enqueued") else None
     )
     finished_at = T0 + timedelta(seconds=1)
+
+
+DAY = timedelta(days=1)
+
+
+def due_schedules(rows, *, due=T0, offset=0, spacing=0, prefix="s", **fields):
+    """Bulk-create (one INSERT: nothing planned, no events) active hourly ``tests.noop``
+    schedules in UTC, created a day before ``due``, and return them.
+
+    ``rows``: a count (named ``{prefix}-0000``, ``{prefix}-0001``, ...), or names, or
+    dicts of one row's fields (its ``name``, an ``offset`` of its own, any model field).
+    Row ``i`` is due at ``due`` plus ``offset + i * spacing`` seconds (plus its own
+    ``offset``); ``fields`` go on every row (``concurrency_group=``, ``priority=``,
+    ``pool=``...), a row's own fields win."""
+    if isinstance(rows, int):
+        rows = [f"{prefix}-{i:04d}" for i in range(rows)]
+    made = []
+    for i, row in enumerate(rows):
+        own = {"name": row} if isinstance(row, str) else dict(row)
+        seconds = offset + i * spacing + own.pop("offset", 0)
+        values = {
+            "callback": "tests.noop",
+            "kind": "interval",
+            "interval_seconds": 3600,
+            "timezone": "UTC",
+            "created_at": due - DAY,
+            "next_run_at": due + timedelta(seconds=seconds),
+            **fields,
+            **own,
+        }
+        made.append(Schedule(**values))
+    return Schedule.objects.bulk_create(made)

@@ -249,3 +249,26 @@ def test_property_every_slot_of_an_outage_runs_once_or_is_counted_once(interval,
             RunAttempt.objects.all().delete()
             ScheduleEvent.objects.all().delete()
             Schedule.objects.all().delete()
+
+
+def test_a_catch_up_run_whose_callback_is_gone_counts_its_backlog():
+    """The claim of a catch-up run whose callback is no longer registered pauses the
+    schedule (degraded) and keeps that occurrence; the slots due behind it end with the
+    catch-up and are counted missed, as for a catch-up run that fails: once the callback
+    is back, the kept occurrence runs and the grid goes on; every slot runs or is counted
+    once."""
+    make()
+    run_at(T0 - H)  # 09:00 on time; workers down 10:00-13:30, the callback renamed
+    Schedule.objects.update(callback="tests.gone")
+    assert run_at(T0 + 3 * H + 30 * M) == []  # 10:00 claimed: degraded, paused
+    s = Schedule.objects.get()
+    assert (s.status, s.retry_scheduled_for, s.missed_count) == ("paused", T0, 3)
+    Schedule.objects.update(callback="tests.noop")  # registered again
+    assert len(state.recover_degraded(now=T0 + 3 * H + 40 * M)) == 1
+    ran, ended = catch_up(T0 + 3 * H + 40 * M)
+    assert ran == [T0]  # the kept occurrence, its second attempt
+    ran += run_at(T0 + 4 * H)  # 14:00 on time
+    s = Schedule.objects.get()
+    passed = timing.count_slots(s.spec(), T0 - H, T0 + 4 * H + S, cap=10**6)
+    assert 1 + len(ran) + s.missed_count == passed  # 09:00 + runs + counted
+    assert (s.missed_count, s.next_run_at) == (3, T0 + 5 * H)

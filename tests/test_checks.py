@@ -160,6 +160,40 @@ def test_syncing_an_invalid_declaration_names_it(bad_declaration):
         state.sync_declared()
 
 
+@pytest.fixture
+def declared_in_missing_group():
+    from django_durable_schedules import register
+    from django_durable_schedules.registry import registry
+
+    register("t.grouped_nowhere", lambda ctx: None, every=60, concurrency_group="nowhere")
+    yield "t.grouped_nowhere"
+    registry.remove("t.grouped_nowhere")
+
+
+def test_a_declared_group_that_does_not_exist_is_w005_with_databases(declared_in_missing_group):
+    """Whether a group exists is known from the database only: ``check --database``
+    reports it (a warning, not an error: ``migrate`` and the test runner run the database
+    checks before anyone could create the group)."""
+    assert "durable_schedules.W005" not in ids(checks.run_checks())  # no database: no query
+    [found] = [
+        m for m in checks.run_checks(databases=["default"]) if m.id == "durable_schedules.W005"
+    ]
+    assert "'t.grouped_nowhere'" in found.msg and "'nowhere'" in found.msg
+    assert "schedules groups add" in found.hint
+    state.save_group("nowhere", max_running=2)
+    assert "durable_schedules.W005" not in ids(checks.run_checks(databases=["default"]))
+
+
+def test_a_worker_starts_with_a_declared_group_that_does_not_exist(
+    declared_in_missing_group, caplog
+):
+    """The worker's start syncs the declarations: the unknown group is logged, the worker
+    runs (here its ``--once`` pass) instead of dying on it."""
+    with caplog.at_level("ERROR", logger="django_durable_schedules"):
+        call_command("run_scheduler", "--once", verbosity=0, stdout=StringIO(), stderr=StringIO())
+    assert any("'nowhere', which does not exist" in r.getMessage() for r in caplog.records)
+
+
 def test_every_check_reports_on_its_own():
     """E005 (renewal not shorter than the lease) is reported even when another setting is
     wrong at the same time (it used to wait for every other error to be fixed)."""

@@ -17,28 +17,17 @@ from django_durable_schedules import state
 from django_durable_schedules.models import Schedule
 from django_durable_schedules.state.claim_order import take_in_order
 
-from .factories import T0
+from .factories import T0, due_schedules
 
 S = timedelta(seconds=1)
 NOW = T0 + 3600 * S  # every row below is due by then
 
 
-def rows(*specs, prefix="s"):
+def rows(*specs):
     """Bulk-create active every-hour schedules from ``(name, due_offset_s, priority, pool)``
     specs: ``next_run_at`` is ``T0 + due_offset_s`` seconds."""
-    Schedule.objects.bulk_create(
-        Schedule(
-            name=name,
-            callback="tests.noop",
-            kind="interval",
-            interval_seconds=3600,
-            timezone="UTC",
-            created_at=T0 - 86400 * S,
-            next_run_at=T0 + offset * S,
-            priority=priority,
-            pool=pool,
-        )
-        for name, offset, priority, pool in specs
+    due_schedules(
+        [{"name": n, "offset": o, "priority": p, "pool": pool} for n, o, p, pool in specs]
     )
 
 

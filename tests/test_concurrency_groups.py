@@ -20,27 +20,10 @@ from django_durable_schedules import state
 from django_durable_schedules.models import ConcurrencyGroup, Schedule, parse_rate
 from django_durable_schedules.state.group_rules import GroupRoom, admit, rate_window
 
-from .factories import T0
+from .factories import T0, due_schedules
 
 S = timedelta(seconds=1)
 NOW = T0 + 3600 * S
-
-
-def due_rows(count, *, group=None, prefix="g", offset=0):
-    """Bulk-create ``count`` active hourly schedules due at ``T0 + offset + i`` seconds."""
-    Schedule.objects.bulk_create(
-        Schedule(
-            name=f"{prefix}-{i:04d}",
-            callback="tests.noop",
-            kind="interval",
-            interval_seconds=3600,
-            timezone="UTC",
-            created_at=T0 - 86400 * S,
-            next_run_at=T0 + (offset + i) * S,
-            concurrency_group=group,
-        )
-        for i in range(count)
-    )
 
 
 def names(claims):
@@ -107,7 +90,7 @@ def test_rows_of_no_group_are_always_admitted():
 @pytest.mark.django_db(transaction=True)
 def test_a_group_caps_the_live_leases_and_a_finished_run_makes_room():
     group = ConcurrencyGroup.objects.create(name="partner-api", max_running=3)
-    due_rows(10, group=group)
+    due_schedules(10, prefix="g", spacing=1, concurrency_group=group)
     first = state.claim_due(worker="w", limit=10, now=NOW)
     assert names(first) == ["g-0000", "g-0001", "g-0002"]  # the earliest due, 3 at most
     group.refresh_from_db()
@@ -127,8 +110,8 @@ def test_a_group_caps_the_live_leases_and_a_finished_run_makes_room():
 @pytest.mark.django_db(transaction=True)
 def test_a_group_at_its_limit_never_blocks_the_other_schedules():
     group = ConcurrencyGroup.objects.create(name="reports", max_running=2)
-    due_rows(50, group=group, prefix="grouped")  # due first
-    due_rows(20, prefix="free", offset=100)  # due later, no group
+    due_schedules(50, prefix="grouped", spacing=1, concurrency_group=group)  # due first
+    due_schedules(20, prefix="free", offset=100, spacing=1)  # due later, no group
     first = state.claim_due(worker="w", limit=20, now=NOW)
     # The group's two places, and the batch filled with the rows of no group that come
     # after its 48 held ones in due order: the full group did not cost them their place.
@@ -141,7 +124,7 @@ def test_a_group_at_its_limit_never_blocks_the_other_schedules():
 @pytest.mark.django_db(transaction=True)
 def test_a_rate_limits_starts_per_window():
     group = ConcurrencyGroup.objects.create(name="mailer", rate="2/s")
-    due_rows(6, group=group)
+    due_schedules(6, prefix="g", spacing=1, concurrency_group=group)
     first = state.claim_due(worker="w", limit=10, now=NOW)
     assert len(first) == 2
     state.complete([state.Outcome(c, "succeeded") for c in first], now=NOW + 0.1 * S)
@@ -155,8 +138,8 @@ def test_a_rate_limits_starts_per_window():
 def test_a_rate_written_behind_save_that_cannot_be_read_holds_only_its_group():
     group = ConcurrencyGroup.objects.create(name="broken", rate="5/s")
     ConcurrencyGroup.objects.filter(pk=group.pk).update(rate="five a second")
-    due_rows(3, group=group, prefix="held")
-    due_rows(3, prefix="free", offset=10)
+    due_schedules(3, prefix="held", spacing=1, concurrency_group=group)
+    due_schedules(3, prefix="free", offset=10, spacing=1)
     claims = state.claim_due(worker="w", limit=10, now=NOW)
     assert names(claims) == ["free-0000", "free-0001", "free-0002"]
     assert Schedule.objects.filter(name__startswith="held", lease_token__isnull=True).count() == 3
@@ -212,8 +195,8 @@ def test_a_run_state_instant_the_engine_never_writes_is_refused_or_holds_nothing
     from django.db import IntegrityError, connection
 
     group = ConcurrencyGroup.objects.create(name="odd-state", max_running=2)
-    due_rows(3, group=group, prefix="grouped")
-    due_rows(2, prefix="free", offset=10)
+    due_schedules(3, prefix="grouped", spacing=1, concurrency_group=group)
+    due_schedules(2, prefix="free", offset=10, spacing=1)
     try:
         _write_behind_save(group, column, UNREADABLE_INSTANT[connection.vendor])
     except IntegrityError:
@@ -256,8 +239,8 @@ def test_any_recorded_starts_written_behind_save_never_break_the_claim(starts):
     ConcurrencyGroup.objects.all().delete()
     group = ConcurrencyGroup.objects.create(name="odd-starts", rate="2/s", max_running=5)
     ConcurrencyGroup.objects.filter(pk=group.pk).update(starts=starts)
-    due_rows(2, group=group, prefix="grouped")
-    due_rows(2, prefix="free", offset=10)
+    due_schedules(2, prefix="grouped", spacing=1, concurrency_group=group)
+    due_schedules(2, prefix="free", offset=10, spacing=1)
     claims = state.claim_due(worker="w", limit=10, now=NOW)
     at = NOW.timestamp()
     listed = starts if isinstance(starts, list) else []

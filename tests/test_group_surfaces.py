@@ -15,26 +15,18 @@ from django_durable_schedules import health, state
 from django_durable_schedules.models import ConcurrencyGroup, Schedule, WorkerHeartbeat
 from django_durable_schedules.state import db_now
 
+from .factories import due_schedules
+
 S = timedelta(seconds=1)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def due_rows(count, *, group=None, prefix="g", ago=60):
-    """``count`` active hourly schedules due ``ago`` seconds ago by the database clock."""
-    now = db_now("default")
-    Schedule.objects.bulk_create(
-        Schedule(
-            name=f"{prefix}-{i:03d}",
-            callback="tests.noop",
-            kind="interval",
-            interval_seconds=3600,
-            timezone="UTC",
-            created_at=now - 86400 * S,
-            next_run_at=now - ago * S + i * S,  # whole seconds: a defined claim order
-            concurrency_group=group,
-        )
-        for i in range(count)
+    """``count`` active hourly schedules due ``ago`` seconds ago by the database clock,
+    a second apart (a defined claim order)."""
+    due_schedules(
+        count, prefix=prefix, due=db_now("default"), offset=-ago, spacing=1, concurrency_group=group
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 from django_durable_schedules import state
 from django_durable_schedules.models import ConcurrencyGroup, RunAttempt, Schedule
 
-from .factories import T0  # 2027-06-01 10:00:00 UTC
+from .factories import T0, due_schedules  # T0: 2027-06-01 10:00:00 UTC
 
 S = timedelta(seconds=1)
 MS = timedelta(milliseconds=1)
@@ -24,32 +24,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def five_due(group, *, free=0):
     """Schedules a..e of ``group`` and ``free`` schedules of no group, all due at 10:00:00
     (which of a tie a claim takes first is not defined: the tests name them by start)."""
-    rows = [
-        Schedule(
-            name=name,
-            callback="tests.noop",
-            kind="interval",
-            interval_seconds=3600,
-            timezone="UTC",
-            created_at=T0 - 86400 * S,
-            next_run_at=T0,
-            concurrency_group=group,
-        )
-        for name in NAMES
-    ]
-    rows += [
-        Schedule(
-            name=f"free-{i}",
-            callback="tests.noop",
-            kind="interval",
-            interval_seconds=3600,
-            timezone="UTC",
-            created_at=T0 - 86400 * S,
-            next_run_at=T0,
-        )
-        for i in range(free)
-    ]
-    Schedule.objects.bulk_create(rows)
+    due_schedules(NAMES, concurrency_group=group)
+    due_schedules(free, prefix="free")
 
 
 def claim(at):

@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 import pytest
 
 from django_durable_schedules import register, state
+from django_durable_schedules.declarations import Flow
 from django_durable_schedules.models import Schedule
 from django_durable_schedules.registry import registry
 
@@ -89,15 +90,37 @@ def test_pool_and_priority_are_part_of_the_declaration(cleanup_registry):
 
     register("t.flow", lambda ctx: None, every=60, pool="reports", priority=-5)
     d = registry.get("t.flow").declaration
-    assert (d.pool, d.priority) == ("reports", -5)
+    assert (d.flow.pool, d.flow.priority) == ("reports", -5)
     register("t.flow.manual", lambda ctx: None, manual=True, pool="p.1", priority=32767)
-    assert registry.get("t.flow.manual").declaration.pool == "p.1"
+    assert registry.get("t.flow.manual").declaration.flow.pool == "p.1"
     register_command("t.flow.cmd", "check", cron="0 3 * * *", pool="ops", priority=3)
     d = registry.get("t.flow.cmd").declaration
-    assert (d.pool, d.priority) == ("ops", 3)
+    assert (d.flow.pool, d.flow.priority) == ("ops", 3)
     register("t.flow.plain", lambda ctx: None, every=60)  # not given: None, the defaults
-    d = registry.get("t.flow.plain").declaration
-    assert (d.pool, d.priority) == (None, None)
+    assert registry.get("t.flow.plain").declaration.flow == Flow()
+
+
+def test_register_and_register_command_declare_flow_control_through_one_helper(
+    cleanup_registry,
+):
+    """The flow-control arguments (pool, priority, concurrency group) are one value,
+    :class:`Flow`, checked and carried alike for a callback and a command."""
+    from django_durable_schedules import register_command
+
+    given = {"pool": "ops", "priority": 3, "concurrency_group": "partner-api"}
+    register("t.flow.f", lambda ctx: None, every=60, **given)
+    register_command("t.flow.c", "check", every=60, **given)
+    for name in ("t.flow.f", "t.flow.c"):
+        assert registry.get(name).declaration.flow == Flow(**given)
+    for register_one in (
+        lambda **kw: register("t.flow.none", lambda ctx: None, **kw),
+        lambda **kw: register_command("t.flow.none", "check", **kw),
+    ):
+        with pytest.raises(ValueError, match="pool/concurrency_group need one of every="):
+            register_one(pool="ops", concurrency_group="g")
+        with pytest.raises(ValueError, match="invalid concurrency_group"):
+            register_one(every=60, concurrency_group="Not A Slug")
+    assert "t.flow.none" not in registry
 
 
 @pytest.mark.parametrize("pool", ["", "-x", "a b", "x" * 65, "a/b", "ok\n", 7])
@@ -136,7 +159,7 @@ def test_a_bad_pool_or_priority_is_refused_by_register_command():
 
 @pytest.mark.parametrize("kwargs", [{"pool": "reports"}, {"priority": 1}])
 def test_pool_and_priority_need_a_declared_schedule(kwargs):
-    with pytest.raises(ValueError, match="pool/priority need one of every="):
+    with pytest.raises(ValueError, match=f"^{next(iter(kwargs))} needs one of every="):
         register("t.nodecl", lambda ctx: None, **kwargs)
 
 
@@ -198,13 +221,25 @@ def test_sync_resolves_a_declared_concurrency_group_by_name(cleanup_registry):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_declared_group_that_does_not_exist_is_improperly_configured(cleanup_registry):
-    from django.core.exceptions import ImproperlyConfigured
-
+def test_a_declared_group_that_does_not_exist_is_logged_and_skipped_by_sync(
+    cleanup_registry, caplog
+):
+    """A group is a row: a declaration naming one that does not exist is an error of that
+    declaration (logged, its schedule neither created nor changed) and not of the sync,
+    which syncs the others (a worker starting, or ``migrate``, goes on); once the group
+    exists the next sync creates the schedule in it."""
     register("t.nogroup", lambda ctx: None, every=3600, concurrency_group="missing")
-    with pytest.raises(ImproperlyConfigured, match="'t.nogroup'.*'missing'"):
-        state.sync_declared()
+    register("t.fine", lambda ctx: None, every=3600)
+    with caplog.at_level("ERROR", logger="django_durable_schedules"):
+        changed = state.sync_declared()
+    assert [s.name for s in changed] == ["t.fine"]
     assert not Schedule.objects.filter(name="t.nogroup").exists()
+    [record] = [r for r in caplog.records if "t.nogroup" in r.getMessage()]
+    assert record.levelname == "ERROR"
+    assert "concurrency group 'missing', which does not exist" in record.getMessage()
+    group = state.save_group("missing", max_running=1)
+    assert [s.name for s in state.sync_declared()] == ["t.nogroup"]
+    assert Schedule.objects.get(name="t.nogroup").concurrency_group_id == group.pk
 
 
 @pytest.mark.parametrize("group", ["No Spaces", 3, ""])

@@ -28,7 +28,7 @@ from .calendars import (
 from .candidates import Prepared, check_editable, explain_refusal, prepare
 from .control import enable
 from .events import as_changes, record_event
-from .group_defs import declared_group
+from .group_defs import UnknownGroup, declared_group
 from .machine import clear_trigger
 from .transitions import implements
 
@@ -236,8 +236,8 @@ def declared_fields(reg: Any, *, using: str | None = None) -> dict[str, Any]:
     given (else a new row takes the model's default and an existing row keeps its value).
     The group is resolved by name in the database ``using`` (sync); without ``using`` it
     is not read and None stands in its place (the fields' names, a check without the
-    database). A name no group has raises ``ImproperlyConfigured`` naming the schedule
-    and the group."""
+    database). A name no group has raises :class:`.group_defs.UnknownGroup` (an
+    ``ImproperlyConfigured``) naming the schedule and the group."""
     d = reg.declaration
     assert d is not None
     wanted: dict[str, Any] = {
@@ -255,11 +255,11 @@ def declared_fields(reg: Any, *, using: str | None = None) -> dict[str, Any]:
         wanted["timezone"] = d.timezone
     if d.payload is not None:
         wanted["payload"] = d.payload
-    if d.pool is not None:
-        wanted["pool"] = d.pool
-    if d.priority is not None:
-        wanted["priority"] = d.priority
-    group = getattr(d, "concurrency_group", None)
+    if d.flow.pool is not None:
+        wanted["pool"] = d.flow.pool
+    if d.flow.priority is not None:
+        wanted["priority"] = d.flow.priority
+    group = d.flow.concurrency_group
     if group is not None:
         wanted["concurrency_group"] = declared_group(reg.name, group, using) if using else None
     return wanted
@@ -300,11 +300,18 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
     occurrence counters, failures and history survive; a changed definition is an edit
     (re-planned from now). Also recovers schedules that were paused as degraded
     because their callback was missing, now that it is registered again.
+    A declaration that names a concurrency group no row has is logged (an error naming
+    both, check W005) and skipped: its schedule is neither created nor changed, the others
+    are synced (a worker starting, ``migrate``, goes on).
     Returns the schedules created or changed.
     """
     changed: list[Schedule] = []
     for reg in registry.declared():
-        wanted = declared_fields(reg, using=using)
+        try:
+            wanted = declared_fields(reg, using=using)
+        except UnknownGroup as exc:  # that declaration's error (check W005), not the sync's
+            logger.error("%s", exc, extra={"schedule": reg.name})
+            continue
         with transaction.atomic(using=using):
             lock_for_write(using)
             row = locked(

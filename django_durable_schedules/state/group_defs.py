@@ -9,7 +9,9 @@ so an edit applies at the next claim. An edit clears the group's ``full_until`` 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import IntegrityError, transaction
@@ -118,15 +120,51 @@ def with_usage(groups: QuerySet[ConcurrencyGroup], now: datetime) -> QuerySet[Co
     return groups.annotate(running=_count(live), waiting=_count(ScheduleQuerySet.claimable_q(now)))
 
 
+class UnknownGroup(ImproperlyConfigured):
+    """A schedule declared in code names a concurrency group no row has (raised by
+    :func:`declared_group`; the sync logs it and skips that declaration)."""
+
+
+def unknown_group_text(schedule: str, group: str) -> str:
+    """What is wrong, and how to fix it, when the schedule ``schedule`` declared in code
+    names the group ``group`` that does not exist (the sync's log, check W005)."""
+    return (
+        f"The schedule declared in code for {schedule!r} names the concurrency group "
+        f"{group!r}, which does not exist."
+    )
+
+
+#: How to fix :func:`unknown_group_text`'s problem.
+UNKNOWN_GROUP_HINT = (
+    "Create the group (admin, API, or manage.py schedules groups add) or fix the "
+    "register(...) call; the schedule is synced (created or changed) at the next worker "
+    "start or migrate after that."
+)
+
+
 def declared_group(schedule: str, group: str, using: str = "default") -> ConcurrencyGroup:
     """The group named ``group`` for the schedule ``schedule`` declared in code
-    (``register(..., concurrency_group=)``). Raises ``ImproperlyConfigured`` naming both
-    when no group has that name."""
+    (``register(..., concurrency_group=)``). Raises :class:`UnknownGroup` (an
+    ``ImproperlyConfigured``) naming both when no group has that name."""
     found = ConcurrencyGroup.objects.using(using).filter(name=group).first()
     if found is None:
-        raise ImproperlyConfigured(
-            f"The schedule declared in code for {schedule!r} names the concurrency group "
-            f"{group!r}, which does not exist. Create it (admin, API, or manage.py schedules "
-            "groups add) or fix its register(...) call."
-        )
+        raise UnknownGroup(f"{unknown_group_text(schedule, group)} {UNKNOWN_GROUP_HINT}")
     return found
+
+
+def unknown_declared_groups(
+    declared: Iterable[Any], using: str = "default"
+) -> list[tuple[str, str]]:
+    """The ``(schedule, group)`` pairs of the registrations ``declared`` (``registry.declared()``)
+    whose declaration names a concurrency group that no row has, in one query. Raises
+    ``DatabaseError`` when the groups cannot be read (not migrated yet)."""
+    named = [
+        (reg.name, reg.declaration.flow.concurrency_group)
+        for reg in declared
+        if reg.declaration is not None and reg.declaration.flow.concurrency_group is not None
+    ]
+    if not named:
+        return []
+    rows = ConcurrencyGroup.objects.using(using).filter(name__in={g for _, g in named})
+    found = set(rows.values_list("name", flat=True))
+    return [(schedule, group) for schedule, group in named if group not in found]

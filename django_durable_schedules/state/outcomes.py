@@ -17,11 +17,8 @@ from ..conf import app_settings
 from ..limits import BACKOFF_BASE_MAX_SECONDS, BACKOFF_CAP_MAX_SECONDS
 from ..models import (
     SUCCESS_STATUSES,
-    AttemptOrigin,
     DegradedKind,
     Kind,
-    MisfirePolicy,
-    OverlapPolicy,
     ReceiptStatus,
     Schedule,
     ScheduleEvent,
@@ -37,9 +34,9 @@ from .machine import (
     mark_degraded,
     pause_after_failures,
 )
-from .overlap_rules import plan_overlap
+from .overlap_rules import end_backlog, plan_overlap
 from .records import Receipt, build_receipt
-from .rules import ONE_SECOND, ceil_second
+from .rules import ceil_second
 from .transitions import implements
 from .values import Failure, Outcome, OutcomeStatus
 
@@ -110,29 +107,6 @@ def apply_outcome(
     receipt_status = ReceiptStatus(status)
     skipped = _move_on(row, claim.occurrence, now, events)
     return build_receipt(claim, receipt_status, now, row=row, ran=outcome, slots_skipped=skipped)
-
-
-@implements("outcome.retried", "outcome.released", "outcome.degraded")
-def end_backlog(row: Schedule, origin: str) -> int:
-    """``misfire_policy`` all, ``overlap_policy`` buffer_all: a catch-up run of ``row``
-    (``origin`` scheduled) or a buffered one (``origin`` buffered) that does not finish
-    (retried, handed back, degraded; ``origin``: its attempt's) ends the backlog or queue
-    behind it: the slots already due at its claim (``row.last_run_at``) from its planned
-    next run (``row.next_run_at``) on are counted missed (``missed_count``), as its retry
-    counts those that come due after the claim: every slot is run or counted once. Returns
-    how many it counted (0 for any other policy, origin or row)."""
-    nxt, claimed = row.next_run_at, row.last_run_at
-    catch_up = row.misfire_policy == MisfirePolicy.ALL and origin == AttemptOrigin.SCHEDULED
-    queue = row.overlap_policy == OverlapPolicy.BUFFER_ALL and origin == AttemptOrigin.BUFFERED
-    if not (catch_up or queue):
-        return 0
-    if nxt is None or claimed is None or nxt > claimed or row.kind == Kind.ONCE:
-        return 0
-    earliest = nxt - timedelta(seconds=row.jitter_bound())
-    end = timing.truncate_to_second(claimed) + ONE_SECOND
-    counted = timing.count_slots(row.spec(), earliest, end)
-    row.missed_count += counted
-    return counted
 
 
 @implements(

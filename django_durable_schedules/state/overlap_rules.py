@@ -21,7 +21,7 @@ occurrence's completion), and which slot a buffered claim runs next (:func:`afte
   the first of them came due (receipt ``replaced``) or finished just after.
 
 Every slot is run or counted once: a buffered occurrence that does not finish (retried,
-handed back, degraded) counts the queue behind it (:func:`.outcomes.end_backlog`).
+handed back, degraded) counts the queue behind it (:func:`end_backlog`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 
 from .. import timing
 from ..conf import app_settings
-from ..models import MisfirePolicy, OverlapPolicy, Schedule
+from ..models import AttemptOrigin, Kind, MisfirePolicy, OverlapPolicy, Schedule
 from .replace_rules import newest_passed_slot, replaces
 from .transitions import implements
 
@@ -151,3 +151,27 @@ def dropped_with_buffered(row: Schedule) -> int:
     if last is None:
         return 1
     return 1 + timing.count_slots(row.spec(), row.buffered_for + ONE_SECOND, last + ONE_SECOND)
+
+
+@implements("outcome.retried", "outcome.released", "outcome.degraded", "claim.unregistered")
+def end_backlog(row: Schedule, origin: str) -> int:
+    """``misfire_policy`` all, ``overlap_policy`` buffer_all: a catch-up run of ``row``
+    (``origin`` scheduled) or a buffered one (``origin`` buffered) that does not finish
+    (retried, handed back, degraded at its claim or after; ``origin``: its attempt's)
+    ends the backlog or queue behind it: the slots already due at its claim
+    (``row.last_run_at``) from its planned next run (``row.next_run_at``) on are counted
+    missed (``missed_count``), as its retry counts those that come due after the claim:
+    every slot is run or counted once. Returns how many it counted (0 for any other
+    policy, origin or row)."""
+    nxt, claimed = row.next_run_at, row.last_run_at
+    catch_up = row.misfire_policy == MisfirePolicy.ALL and origin == AttemptOrigin.SCHEDULED
+    queue = row.overlap_policy == OverlapPolicy.BUFFER_ALL and origin == AttemptOrigin.BUFFERED
+    if not (catch_up or queue):
+        return 0
+    if nxt is None or claimed is None or nxt > claimed or row.kind == Kind.ONCE:
+        return 0
+    earliest = nxt - timedelta(seconds=row.jitter_bound())
+    end = timing.truncate_to_second(claimed) + ONE_SECOND
+    counted = timing.count_slots(row.spec(), earliest, end)
+    row.missed_count += counted
+    return counted

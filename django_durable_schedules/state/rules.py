@@ -38,6 +38,7 @@ from .blackout_rules import apply_blackouts
 from .bounds import UNEVALUABLE_PREFIX, check_counters, describe_problem
 from .exclusion_rules import count_excluded_to_end
 from .machine import clear_trigger, mark_degraded, pause_degraded, plan_definition
+from .overlap_rules import end_backlog
 from .records import Receipt as Receipt
 from .records import build_receipt
 from .rerun_rules import rerun_unregistered
@@ -210,11 +211,11 @@ def grant_lease(
         clear_trigger(row)
         row.trigger_payload = keep
         row.missed_count += choice.missed
+    row.next_run_at = choice.next_run_at
     if row.callback not in registry:
         _pause_unregistered(row, attempt, slot, now, receipts)
         return
     row.lease_token, row.lease_expires_at = attempt.lease_token, attempt.lease_expires_at
-    row.next_run_at = choice.next_run_at
     claims.append(claim_of(row, attempt))
 
 
@@ -225,8 +226,12 @@ def _pause_unregistered(
     """The code that should run is gone: receipt ``attempt`` ``degraded``, pause the
     schedule with a reason, and keep the occurrence as a retry of ``slot``:
     :func:`.recover_degraded` makes it due once the callback is registered again
-    (:func:`.slot_rules.choose_slot`'s retry then runs it, attempt + 1)."""
+    (:func:`.slot_rules.choose_slot`'s retry then runs it, attempt + 1). A catch-up run
+    (``misfire_policy`` all) ends its backlog: the slots due behind it, from the row's
+    planned ``next_run_at`` to its claim, are counted missed (:func:`.end_backlog`), as
+    when its run is degraded after the claim."""
     mark_degraded(row, f"callback {row.callback!r} is not registered", DegradedKind.CALLBACK)
+    end_backlog(row, attempt.origin)
     row.next_run_at = None
     row.retry_scheduled_for = slot
     receipts.append(

@@ -170,7 +170,8 @@ CLAIMS: tuple[Transition, ...] = (
       ACTIVE_OR_COMPLETED, _seen("claim", "none")),
     T("claim.unregistered", RUNNABLE, "callback not registered", DEGRADED,
       "none (the occurrence is kept: it runs once the callback is registered again)",
-      "`degraded`", TO_PAUSED, _seen("claim", "degraded")),
+      "`degraded`; a catch-up run (`misfire_policy` all) has the backlog due behind it "
+      "counted (`missed_count`)", TO_PAUSED, _seen("claim", "degraded")),
     T("claim.unevaluable", RUNNABLE,
       "definition cannot be evaluated, or a counter is no count (its attempt numbered "
       "from the ledger)", DEGRADED, "none (a valid edit and enable bring it back)",
