@@ -2,7 +2,8 @@
 after it, oldest first, at most ``BUFFER_MAX`` queued) and ``replace`` (the running
 occurrence is stopped, its receipt ``replaced``, and the new slot runs), and receipts the
 status ``replaced`` (issue #28, item 4). ``Schedule.buffered_through``: the last slot of a
-``buffer_all`` queue (state/overlap_rules.py).
+``buffer_all`` queue (state/overlap_rules.py). The event action ``group``: a concurrency
+group the schedule names was changed.
 
 On SQLite, changing the receipts' CHECK constraint rebuilds the table and drops its
 triggers (the append-only guards): installed again last, as are 0004's claim index and the
@@ -94,6 +95,75 @@ class Migration(migrations.Migration):
                 editable=False,
                 help_text="The last slot queued behind the buffered one (overlap_policy buffer_all).",
                 null=True,
+            ),
+        ),
+
+        migrations.RemoveConstraint(
+            model_name="scheduleevent",
+            name="dds_event_action_valid",
+        ),
+        migrations.AlterField(
+            model_name="scheduleevent",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("created", "created"),
+                    ("edited", "edited"),
+                    ("enabled", "enabled"),
+                    ("disabled", "disabled"),
+                    ("cancelled", "cancelled"),
+                    ("triggered", "triggered"),
+                    ("deleted", "deleted"),
+                    ("backfill", "backfill requested"),
+                    ("backfill_cancel", "backfill cancelled"),
+                    ("backfill_done", "backfill completed"),
+                    ("excluded", "excluded by a calendar"),
+                    ("calendars", "exclusion calendars changed"),
+                    ("deadline_missed", "deadline missed"),
+                    ("failing", "failing (the failure streak reached its threshold)"),
+                    ("degraded", "degraded (paused by the engine)"),
+                    ("paused", "paused by the engine"),
+                    ("recovered", "recovered (succeeded after an alert)"),
+                    ("rerun", "re-run of an occurrence requested"),
+                    ("blackout", "slots blacked out by a window"),
+                    ("blackouts", "blackout windows changed"),
+                    ("group", "concurrency group changed"),
+                ],
+                max_length=16,
+            ),
+        ),
+        migrations.AddConstraint(
+            model_name="scheduleevent",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "action__in",
+                        [
+                            "created",
+                            "edited",
+                            "enabled",
+                            "disabled",
+                            "cancelled",
+                            "triggered",
+                            "deleted",
+                            "backfill",
+                            "backfill_cancel",
+                            "backfill_done",
+                            "excluded",
+                            "calendars",
+                            "deadline_missed",
+                            "failing",
+                            "degraded",
+                            "paused",
+                            "recovered",
+                            "rerun",
+                            "blackout",
+                            "blackouts",
+                            "group",
+                        ],
+                    )
+                ),
+                name="dds_event_action_valid",
             ),
         ),
         migrations.RunPython(install, migrations.RunPython.noop, elidable=False),

@@ -121,6 +121,7 @@ class EventAction(models.TextChoices):
     RERUN = "rerun", "re-run of an occurrence requested"
     BLACKOUT = "blackout", "slots blacked out by a window"
     BLACKOUTS = "blackouts", "blackout windows changed"
+    GROUP = "group", "concurrency group changed"
 
 
 class Alert(models.TextChoices):
