@@ -22,7 +22,7 @@ from django_durable_schedules import state
 from django_durable_schedules.models import Schedule, Status
 from django_durable_schedules.registry import register, registry
 from django_durable_schedules.state import control, transition_docs, transitions
-from django_durable_schedules.state.transition_table import SAME
+from django_durable_schedules.state.transition_terms import SAME
 
 from .factories import T0
 from .transition_steps import Observer, Snapshot, observe

@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 from ..models import Status
-from .transition_table import ANY, TABLE, Transition
+from .transition_table import TABLE
+from .transition_terms import ANY, Transition
 
 _FAMILIES = {
     "claim": "Claims (`claim_due`)",

@@ -11,199 +11,30 @@ docs/concepts.md shows), and, for the checks, the statuses it may leave (``moves
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ..models import ReceiptStatus, Status
-
-ANY = frozenset(Status)
-ACTIVE = frozenset({Status.ACTIVE})
-PAUSED = frozenset({Status.PAUSED})
-RUNNABLE = frozenset({Status.ACTIVE, Status.PAUSED})  # paused: only by a trigger
-#: A row a run holds a lease on: claimed active or triggered, or paused or cancelled since.
-LEASED = frozenset({Status.ACTIVE, Status.PAUSED, Status.CANCELLED})
-HALTED = frozenset({Status.PAUSED, Status.CANCELLED})
-#: A row not yet stored (its creation).
-NEW: frozenset[str] = frozenset()
-
-#: In ``moves_to``: the row keeps the status it had.
-SAME = "="
-KEEPS = frozenset({SAME})
-ACTIVE_OR_COMPLETED = frozenset({Status.ACTIVE, Status.COMPLETED})
-#: Where a failed attempt of an active row leads (retried, given up, paused after
-#: ``pause_after_failures``, a ``once`` failed, the grid's end completed).
-AS_FAILED = frozenset({Status.ACTIVE, Status.PAUSED, Status.FAILED, Status.COMPLETED})
-TO_PAUSED = frozenset({Status.PAUSED})
-
-DEGRADED = "paused, degraded"
-NEXT_OR_COMPLETED = "active (completed when no slot is left)"
-AFTER_LAST = "active (completed after the last slot, `max_runs`, or a `once`)"
-
-
-def _seen(step: str, *what: str) -> frozenset[str]:
-    return frozenset(f"{step}:{w}" for w in what)
-
-
-#: Every receipt status a completion may write for a backfill slot or an unappliable one.
-_ANY_RECEIPT = tuple(ReceiptStatus.values)
-
-
-@dataclass(frozen=True)
-class Transition:
-    """One row: ``event`` on a row in a status of ``sources``; ``id`` is
-    ``"<family>.<name>"`` (family: claim, outcome, recovery, control, alert)."""
-
-    id: str
-    sources: frozenset[str]
-    event: str
-    target: str
-    next_run_at: str
-    receipt: str
-    moves_to: frozenset[str] = KEEPS
-    seen_as: frozenset[str] = frozenset()
-    #: For a control row, the key of :data:`.control.ALLOWED` it describes.
-    action: str = ""
-
-    @property
-    def family(self) -> str:
-        return self.id.split(".", 1)[0]
-
-
-T = Transition
-LEASED_ATTEMPT = "none yet: an attempt with a live lease"
-#: What a triggered claim's attempt runs with (issue #27).
-OVERRIDE_TAKEN = (
-    "; a trigger's payload override is merged over the payload (the attempt records it when "
-    "it differs; one that is no JSON object is ignored, event `triggered` says why) and "
-    "kept as the occurrence's, for its retries"
+from ..models import Status
+from .transition_claims import CLAIMS
+from .transition_terms import (
+    ACTIVE,
+    ACTIVE_OR_COMPLETED,
+    AFTER_LAST,
+    ANY,
+    ANY_RECEIPT,
+    AS_FAILED,
+    DEGRADED,
+    HALTED,
+    KEEPS,
+    LEASED,
+    NEW,
+    NEXT_OR_COMPLETED,
+    PAUSED,
+    RUNNABLE,
+    TO_PAUSED,
+    T,
+    Transition,
+    seen,
 )
 
-# fmt: off
-CLAIMS: tuple[Transition, ...] = (
-    # -- claim_due, one locked row at a time -------------------------------------------------
-    T("claim.run", ACTIVE, "due (or triggered)", "active, leased",
-      "the next slot after now (`once`: none)", LEASED_ATTEMPT + OVERRIDE_TAKEN,
-      frozenset({Status.ACTIVE}), _seen("claim", "leased")),
-    T("claim.retry", RUNNABLE,
-      "a retry due (after a failure, a release, a lease expiry, or a degraded occurrence "
-      "recovered)", "unchanged, leased", "the next slot after now (`once` or paused: none)",
-      "none yet: an attempt (the same occurrence, its next attempt) with a live lease; the "
-      "grid slots passed while it waited are counted (`missed_count`); a triggered "
-      "occurrence's retry runs with the trigger's payload override, as the first attempt did",
-      KEEPS, _seen("claim", "leased")),
-    T("claim.buffered", ACTIVE,
-      "a slot buffered while the previous run ran (`overlap_policy` buffer_one or "
-      "buffer_all)",
-      "active, leased", "buffer_one: the next slot after now (the slots due since the "
-      "buffering counted); buffer_all: the slot after the buffered one (still due while "
-      "the queue lasts)",
-      "none yet: an attempt (origin `buffered`, `scheduled_for` = that slot) with a live lease",
-      frozenset({Status.ACTIVE}), _seen("claim", "leased")),
-    T("claim.backfill", RUNNABLE,
-      "free (no lease, no live slot due, no retry, trigger or buffered slot), with an "
-      "open backfill", "unchanged, leased", "unchanged (the live grid keeps its next slot)",
-      "none yet: an attempt (origin `backfill`, `scheduled_for` = the backfill's next "
-      "slot, its own occurrence) with a live lease",
-      KEEPS, _seen("claim", "leased")),
-    T("claim.rerun", RUNNABLE, "a re-run pending (`rerun`)",
-      "unchanged, leased (its `occurrence`/`attempt` counters, buffered slot and "
-      "`missed_count` kept: they describe the grid)",
-      "the grid's: a slot due before the request kept, else its next slot after the "
-      "request (`once`: its `run_at`; paused: none)",
-      "none yet: an attempt (origin `rerun`, occurrence N, attempt `rerun_attempt`, "
-      "`scheduled_for` = the request's instant, N's own idempotency key) with a live "
-      "lease; a callback no longer registered: `degraded` at once, the row not paused",
-      KEEPS, _seen("claim", "leased", "degraded")),
-    T("claim.group_held", RUNNABLE,
-      "due (or a retry, trigger, buffered or backfill slot), its concurrency group at "
-      "`max_running` live leases or out of its `rate` (or its values unreadable)",
-      "unchanged, not leased (claimed once the group has room)",
-      "unchanged (it stays due; no slot is lost)",
-      "none (the wait shows in the run's lateness when it starts); the group's "
-      "`full_until` / `rate_until` let later claims skip it until then"),
-    T("claim.triggered_paused", PAUSED, "triggered", "paused, leased", "none",
-      LEASED_ATTEMPT + OVERRIDE_TAKEN, TO_PAUSED, _seen("claim", "leased")),
-    T("claim.missed", ACTIVE, "missed beyond `misfire_grace_seconds`", NEXT_OR_COMPLETED,
-      "the next slot", "`missed`", ACTIVE_OR_COMPLETED, _seen("claim", "missed")),
-    T("claim.skip_missed", ACTIVE, "missed slots, `misfire_policy` skip", NEXT_OR_COMPLETED,
-      "the next slot", "none (counted in `missed_count`)",
-      ACTIVE_OR_COMPLETED, _seen("claim", "none")),
-    T("claim.catch_up", ACTIVE, "missed slots, `misfire_policy` all", "active, leased",
-      "the slot after the one it runs: still due while the backlog lasts (its completion "
-      "keeps it; only slots due after the claim follow `overlap_policy`)",
-      LEASED_ATTEMPT + " for the oldest pending slot; the ones before the newest "
-      "`CATCH_UP_MAX` and those older than `misfire_grace_seconds` are counted "
-      "(`missed_count`); if it is retried, handed back or degraded, the backlog due at its "
-      "claim is counted", ACTIVE, _seen("claim", "leased")),
-    # Exclusion calendars (state.exclusion_rules): the slots of excluded dates are counted.
-    T("claim.excluded_counted", ACTIVE,
-      "slots of dates its exclusion calendars exclude passed since the last claim",
-      "unchanged", "unchanged (its plans skipped them)",
-      "none (`excluded_count`; event `excluded` per date: calendar, date, reason)"),
-    T("claim.excluded_now", ACTIVE,
-      "due slot on a date a calendar excludes now (added after it was planned)",
-      NEXT_OR_COMPLETED, "the next slot no calendar excludes",
-      "none (`excluded_count`, to the grid's end when no slot is left; event `excluded`)",
-      ACTIVE_OR_COMPLETED, _seen("claim", "none")),
-    # Blackout windows (state.blackout_rules): no run starts inside a window of the row.
-    T("claim.blackout_skip", ACTIVE,
-      "grid slots inside a blackout window, `blackout_policy` skip", NEXT_OR_COMPLETED,
-      "the first grid slot no window covers (unchanged after the window: a slot no window "
-      "covers runs)",
-      "none (`blackout_count`; event `blackout` per window: window, start, end, slots)",
-      ACTIVE_OR_COMPLETED, _seen("claim", "none", "leased")),
-    T("claim.blackout_defer", ACTIVE,
-      "grid slots inside a blackout window, `blackout_policy` defer", "unchanged",
-      "the window's end (where the window follows others that overlap or touch it, the "
-      "last one's)",
-      "none yet (`blackout_count`, `blackout_deferred`; event `blackout`); at the end an "
-      "attempt (origin `deferred`, `missed_slots` = the slots it stands for) with a live lease",
-      frozenset({Status.ACTIVE}), _seen("claim", "none", "leased")),
-    T("claim.blackout_wait", RUNNABLE,
-      "a retry, trigger, buffered or backfill slot due while a blackout window covers now "
-      "(a trigger with `ignore_blackout` runs)", "unchanged",
-      "the window's end (the retry, trigger or slot kept pending)", "none",
-      KEEPS, _seen("claim", "none")),
-    T("claim.regrid", ACTIVE,
-      "due instant planned under other zone rules (a tzdata update, another host's), no "
-      "slot of the current grid due", NEXT_OR_COMPLETED,
-      "that slot under the current rules (its wall time), ahead", "none",
-      ACTIVE_OR_COMPLETED, _seen("claim", "none")),
-    T("claim.unregistered", RUNNABLE, "callback not registered", DEGRADED,
-      "none (the occurrence is kept: it runs once the callback is registered again)",
-      "`degraded`; a catch-up run (`misfire_policy` all) has the backlog due behind it "
-      "counted (`missed_count`)", TO_PAUSED, _seen("claim", "degraded")),
-    T("claim.unevaluable", RUNNABLE,
-      "definition cannot be evaluated, or a counter is no count (its attempt numbered "
-      "from the ledger)", DEGRADED, "none (a valid edit and enable bring it back)",
-      "`degraded`", TO_PAUSED, _seen("claim", "degraded")),
-    T("claim.refused", RUNNABLE, "the database refused the claim", DEGRADED, "none",
-      "none (the reason is in `degraded_reason`)", TO_PAUSED, _seen("claim", "none")),
-    T("claim.edited", ACTIVE, "edited behind `save()` (fingerprint differs)",
-      NEXT_OR_COMPLETED, "the first slot of the new definition after now", "none",
-      ACTIVE_OR_COMPLETED, _seen("claim", "none")),
-    T("claim.edited_paused", PAUSED, "triggered, edited behind `save()`", "paused",
-      "none (the trigger is dropped)", "none", TO_PAUSED, _seen("claim", "none")),
-    T("claim.backfill_unregistered", RUNNABLE,
-      "free, with an open backfill, callback not registered", "unchanged (no lease)",
-      "unchanged", "`degraded` (the backfill slot's attempt); the backfill moves to its "
-      "next slot (the live claim pauses the schedule)",
-      KEEPS, _seen("claim", "degraded")),
-    T("claim.backfill_cancelled", RUNNABLE,
-      "free, with an open backfill whose next slot cannot be claimed (a stored slot no "
-      "instant, a counter no count, an occurrence its attempts contradict, refused by the "
-      "database)", "unchanged (no lease)", "unchanged",
-      "none: the backfill is cancelled (event `backfill_cancel` by the worker, with the "
-      "reason)", KEEPS, _seen("claim", "none")),
-    # Manual schedules (kind `manual`): no grid, they run only when triggered.
-    T("claim.manual_never_due", RUNNABLE,
-      "a `manual` schedule due with nothing pending (no trigger, retry or buffered slot: a "
-      "next run written behind `save()`, by an edit or a resume)", "unchanged",
-      "none (a manual schedule is never due by itself: it waits for a trigger)", "none",
-      KEEPS, _seen("claim", "none")),
-)
-# fmt: on
-
-_COMPLETE_ANY = _seen("complete", *_ANY_RECEIPT)
+_COMPLETE_ANY = seen("complete", *ANY_RECEIPT)
 _SUCCESS_OR_SKIP = ("succeeded", "enqueued", "skipped")
 
 # fmt: off
@@ -212,16 +43,16 @@ OUTCOMES: tuple[Transition, ...] = (
     T("outcome.succeeded", ACTIVE, "succeeded / enqueued", AFTER_LAST,
       "the next slot on the grid (slots passed while it ran are counted)",
       "`succeeded` / `enqueued` (`failure_count` reset)",
-      ACTIVE_OR_COMPLETED, _seen("complete", "succeeded", "enqueued")),
+      ACTIVE_OR_COMPLETED, seen("complete", "succeeded", "enqueued")),
     T("outcome.skipped", ACTIVE, "skipped", AFTER_LAST,
       "the next slot on the grid (slots passed while it ran are counted)",
-      "`skipped` (`failure_count` kept)", ACTIVE_OR_COMPLETED, _seen("complete", "skipped")),
+      "`skipped` (`failure_count` kept)", ACTIVE_OR_COMPLETED, seen("complete", "skipped")),
     T("outcome.buffered", ACTIVE,
       "succeeded / enqueued / skipped / given up, slots passed while it ran, "
       "`overlap_policy` buffer_one", "active",
       "now: the first passed slot is buffered (`buffered_for`), the others are counted",
       "its own status (`slots_skipped`: the passed slots but the buffered one)",
-      frozenset({Status.ACTIVE}), _seen("complete", *_SUCCESS_OR_SKIP, "failed")),
+      frozenset({Status.ACTIVE}), seen("complete", *_SUCCESS_OR_SKIP, "failed")),
     T("outcome.buffered_all", ACTIVE,
       "succeeded / enqueued / skipped / given up, slots passed while it ran (or queued "
       "before), `overlap_policy` buffer_all", "active",
@@ -230,7 +61,7 @@ OUTCOMES: tuple[Transition, ...] = (
       "by the completion before it; the older ones are counted",
       "its own status (`slots_skipped`: the passed slots before the newest `BUFFER_MAX`); "
       "a buffered run retried, handed back or degraded counts the queue behind it",
-      frozenset({Status.ACTIVE}), _seen("complete", *_SUCCESS_OR_SKIP, "failed")),
+      frozenset({Status.ACTIVE}), seen("complete", *_SUCCESS_OR_SKIP, "failed")),
     T("outcome.replaced", LEASED,
       "replaced: the next slot came due while it ran (`overlap_policy` replace, with "
       "`timeout_seconds`); the worker killed its child process as at a timeout",
@@ -238,23 +69,23 @@ OUTCOMES: tuple[Transition, ...] = (
       "the newest passed slot, due at once (the earlier passed slots are counted); paused "
       "or cancelled meanwhile: unchanged",
       "`replaced` (no failure: no retry, `failure_count` kept; `slots_skipped`)",
-      KEEPS | ACTIVE_OR_COMPLETED, _seen("complete", "replaced")),
+      KEEPS | ACTIVE_OR_COMPLETED, seen("complete", "replaced")),
     T("outcome.halted", HALTED,
       "succeeded / enqueued / skipped (paused or cancelled while it ran)", "unchanged",
       "unchanged (as the operator left it)", "`succeeded` / `enqueued` / `skipped`",
-      KEEPS, _seen("complete", *_SUCCESS_OR_SKIP)),
+      KEEPS, seen("complete", *_SUCCESS_OR_SKIP)),
     T("outcome.retried", ACTIVE, "failed, retried (attempt < `max_attempts`)", "active",
       "now + `after_seconds`, else the backoff (the same occurrence)", "`failed`",
-      frozenset({Status.ACTIVE}), _seen("complete", "failed")),
+      frozenset({Status.ACTIVE}), seen("complete", "failed")),
     T("outcome.given_up", ACTIVE, "failed, given up (`max_attempts` reached)",
       "recurring: active (paused after `pause_after_failures` failed occurrences); "
       "`once`: failed", "recurring: the next slot; `once`: none", "`failed`",
-      AS_FAILED, _seen("complete", "failed")),
+      AS_FAILED, seen("complete", "failed")),
     T("outcome.failed_halted", HALTED,
       "failed or lease expired (paused or cancelled while it ran)", "unchanged",
       "unchanged (no retry: the occurrence is given up, `failed_occurrences` counted)",
       "`failed` / `lease_expired`",
-      KEEPS, _seen("complete", "failed", "lease_expired") | _seen("expire", "lease_expired")),
+      KEEPS, seen("complete", "failed", "lease_expired") | seen("expire", "lease_expired")),
     T("outcome.backfill", LEASED, "any outcome of a backfill slot",
       "unchanged; `completed` when the slot's occurrence was the last of `max_runs` "
       "(backfill occurrences count towards it)",
@@ -262,32 +93,32 @@ OUTCOMES: tuple[Transition, ...] = (
       "its own status; the backfill moves to its next slot, except after `released` "
       "(and `lease_expired` while attempts are left): the same slot's next attempt; "
       "after its last slot the backfill is completed (event `backfill_done`)",
-      KEEPS | {Status.COMPLETED}, _COMPLETE_ANY | _seen("expire", "lease_expired")),
+      KEEPS | {Status.COMPLETED}, _COMPLETE_ANY | seen("expire", "lease_expired")),
     T("outcome.rerun", LEASED, "any outcome of a re-run (`FailRun`, a lease expiry "
       "included)", "unchanged", "unchanged (one attempt: no retry, no backoff, "
       "`failure_count` and `failed_occurrences` kept, no pause after failures)",
       "its own status; a success of an occurrence that had succeeded before (a forced "
       "re-run): `forced`, no `succeeded_occurrence`",
-      KEEPS, _COMPLETE_ANY | _seen("expire", "lease_expired")),
+      KEEPS, _COMPLETE_ANY | seen("expire", "lease_expired")),
     T("outcome.terminal", LEASED, "failed, terminal (`FailRun`)", "failed", "none",
-      "`failed`", frozenset({Status.FAILED}), _seen("complete", "failed")),
+      "`failed`", frozenset({Status.FAILED}), seen("complete", "failed")),
     T("outcome.degraded", LEASED, "degraded (the callback vanished before it ran)", DEGRADED,
-      "none (the occurrence is kept)", "`degraded`", TO_PAUSED, _seen("complete", "degraded")),
+      "none (the occurrence is kept)", "`degraded`", TO_PAUSED, seen("complete", "degraded")),
     T("outcome.released", LEASED,
       "released (handed back unrun: at a stop, or after waiting too long for a thread)",
       "unchanged", "now: the same occurrence, its next attempt", "`released`",
-      KEEPS, _seen("complete", "released")),
+      KEEPS, seen("complete", "released")),
     T("outcome.lease_expired", ACTIVE, "lease expired (the worker died, or reported too late)",
       "as failed, retried at once; given up after `max_attempts`",
       "now: the same occurrence, its next attempt", "`lease_expired`",
-      AS_FAILED, _seen("complete", "lease_expired") | _seen("expire", "lease_expired")),
+      AS_FAILED, seen("complete", "lease_expired") | seen("expire", "lease_expired")),
     T("outcome.lease_lost", ANY, "lease lost (the token no longer owns the row)", "unchanged",
       "unchanged", "`lease_lost`, unless the recovery receipted the attempt",
-      KEEPS, _seen("complete", "lease_lost")),
+      KEEPS, seen("complete", "lease_lost")),
     T("outcome.unappliable", LEASED,
       "cannot be applied, or the recovery cannot move it on (definition made invalid "
       "while it ran)", DEGRADED, "none", "the outcome's own status, noting the pause",
-      TO_PAUSED, _COMPLETE_ANY | _seen("expire", "lease_expired")),
+      TO_PAUSED, _COMPLETE_ANY | seen("expire", "lease_expired")),
     T("outcome.backfill_ended", LEASED,
       "any outcome that leaves the schedule completed or failed, with an open backfill",
       "as the outcome's own row says (completed or failed)", "none",
@@ -298,7 +129,7 @@ OUTCOMES: tuple[Transition, ...] = (
       "or a claim; `max_runs` and calendars are refused for it)",
       "unchanged: never `completed` for want of a slot (it has none and needs none)",
       "none until the next trigger", "its own (the outcome's)",
-      KEEPS, _seen("complete", *_SUCCESS_OR_SKIP, "failed")),
+      KEEPS, seen("complete", *_SUCCESS_OR_SKIP, "failed")),
 )
 # fmt: on
 
@@ -314,36 +145,36 @@ RECOVERY: tuple[Transition, ...] = (
       "as lease expired (a backfill slot's: as its outcome)",
       "now: the displaced occurrence, its next attempt",
       "`lease_expired` for the displaced attempt, unless it was receipted `lease_lost`",
-      AS_FAILED | KEEPS, _seen("expire", "lease_expired", "none")),
+      AS_FAILED | KEEPS, seen("expire", "lease_expired", "none")),
     T("recovery.foreign_lease_idle", LEASED,
       "lease expired whose token no attempt holds, on a row whose latest attempt is "
       "settled", "unchanged", "unchanged", "none (the lease is cleared)",
-      KEEPS, _seen("expire", "none")),
+      KEEPS, seen("expire", "none")),
     T("recovery.lease_unrecoverable", LEASED,
       "lease expired that cannot be recovered (a value the engine cannot read, or the "
       "database refused the recovery)", DEGRADED, "none",
       "`degraded` for the attempt that held the lease, unless receipted; its open "
       "backfill is cancelled (a cancelled, completed or failed row keeps its status)",
-      TO_PAUSED | KEEPS, _seen("expire", "degraded", "none")),
+      TO_PAUSED | KEEPS, seen("expire", "degraded", "none")),
     T("recovery.degraded", PAUSED,
       "callback registered again (`recover_degraded`, `sync_declared`), its occurrence "
       "kept", "active",
       "now: the kept occurrence, its next attempt; it runs once (the retry claim), then "
       "the grid goes on (slots passed meanwhile counted as missed)",
       "none (event `enabled`, source `worker`)",
-      frozenset({Status.ACTIVE}), _seen("recover", "none")),
+      frozenset({Status.ACTIVE}), seen("recover", "none")),
     T("recovery.degraded_unkept", PAUSED,
       "callback registered (`recover_degraded`), degraded because its callback was "
       "missing (`degraded_kind` `callback`) before the occurrence was kept; a schedule "
       "degraded for another cause (`definition`, `lease`, `claim`) waits for an operator",
       "as enable", "as enable", "none (event `enabled`, source `worker`)",
-      ACTIVE_OR_COMPLETED, _seen("recover", "none")),
+      ACTIVE_OR_COMPLETED, seen("recover", "none")),
     T("recovery.regrid", ACTIVE,
       "worker start (`regrid_other_rules`): next run planned under other zone rules (a "
       "tzdata update), still ahead, nothing pending, definition unchanged", "unchanged",
       "the slot of the current grid nearest to it (its wall time under the current "
       "rules); one the update moved earlier runs on time", "none",
-      KEEPS, _seen("regrid", "none")),
+      KEEPS, seen("regrid", "none")),
 )
 # fmt: on
 
@@ -353,28 +184,28 @@ CONTROL: tuple[Transition, ...] = (
     T("control.enable", frozenset({Status.PAUSED, Status.FAILED}), "enable", NEXT_OR_COMPLETED,
       "the first slot after now (`once`: `run_at` while ahead, else now); a pending "
       "trigger is kept and runs first", "none (event `enabled`)",
-      ACTIVE_OR_COMPLETED, _seen("enable", "none"), action="enable"),
+      ACTIVE_OR_COMPLETED, seen("enable", "none"), action="enable"),
     T("control.disable", ACTIVE,
       "disable, with an optional `note` (`pause_reason`) and `until` (`paused_until`: "
       "aware, later than now); on a row already paused by an operator (not degraded) a "
       "note or until updates them (event `disabled` with the changes)", "paused",
       "none (a pending retry is dropped; a pending trigger is kept and runs; a buffered "
       "slot is dropped and counted)", "none (event `disabled`)",
-      TO_PAUSED, _seen("disable", "none"), action="disable"),
+      TO_PAUSED, seen("disable", "none"), action="disable"),
     T("control.resume_until", PAUSED,
       "its pause's end (`paused_until`) passed by the database clock, not degraded "
       "(`resume_paused`: a worker's duty)", NEXT_OR_COMPLETED,
       "as enable: the first slot after now (no catch-up for the time paused); a pending "
       "trigger is kept and runs first", "none (event `enabled` by the worker; a "
       "definition it cannot evaluate: paused, degraded)",
-      ACTIVE_OR_COMPLETED | KEEPS, _seen("resume", "none")),
+      ACTIVE_OR_COMPLETED | KEEPS, seen("resume", "none")),
     T("control.trigger", RUNNABLE,
       "trigger, with an optional payload override, note and `ignore_blackout` (refused "
       "while it holds a lease; while a trigger is pending: a no-op with the same override, "
       "refused with another)",
       "unchanged", "now, as its own occurrence (the override kept in `trigger_payload`)",
       "none (event `triggered`: who, the note and the override)",
-      KEEPS, _seen("trigger", "none"), action="trigger"),
+      KEEPS, seen("trigger", "none"), action="trigger"),
     T("control.rerun", RUNNABLE,
       "re-run occurrence N (`rerun`; refused while it holds a lease, while a trigger, "
       "re-run or retry is pending, while N has an open attempt or is an open backfill's "
@@ -383,7 +214,7 @@ CONTROL: tuple[Transition, ...] = (
       "none (event `rerun`: occurrence, attempt, force, note, idempotency key)"),
     T("control.cancel", frozenset({Status.ACTIVE, Status.PAUSED, Status.FAILED}), "cancel",
       "cancelled", "none", "none (event `cancelled`)",
-      frozenset({Status.CANCELLED}), _seen("cancel", "none"), action="cancel"),
+      frozenset({Status.CANCELLED}), seen("cancel", "none"), action="cancel"),
     T("control.backfill", RUNNABLE,
       "backfill `[start, end)` (`request_backfill`; refused while another is open)",
       "unchanged", "unchanged", "none (event `backfill`); cancel: event `backfill_cancel` "

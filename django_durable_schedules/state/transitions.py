@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from .transition_table import (
+from .transition_table import TABLE
+from .transition_terms import (
     ACTIVE,
     ANY,
     LEASED,
@@ -32,7 +33,6 @@ from .transition_table import (
     PAUSED,
     RUNNABLE,
     SAME,
-    TABLE,
     Transition,
 )
 
