@@ -139,7 +139,9 @@ def label_choices(metadatas: Iterable[Any]) -> list[tuple[str, str]]:
                 text = json.dumps(value) if not isinstance(value, str) else value
                 counts[(key, text)] += 1
     choices: list[tuple[str, str]] = []
-    for (key, value), _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or "")):
+    for (key, value), _ in sorted(
+        counts.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or "")
+    ):
         text = key if value is None else f"{key}:{value}"
         if ":" in key or len(text) > LABEL_CHOICE_MAX_CHARS:
             continue

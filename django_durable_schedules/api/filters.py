@@ -16,6 +16,7 @@ from django.utils import timezone as dj_timezone
 from django.utils.dateparse import parse_datetime
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
+from drf_spectacular.utils import extend_schema_field
 
 from ..models import (
     AttemptOrigin,
@@ -106,6 +107,16 @@ class LabelsFormField(forms.Field):
         return parse_labels(texts)
 
 
+LABEL_HELP = (
+    "metadata label: key (present, any value) or key:value (split at the first ':'; the "
+    "value compares as text: a JSON number, true, false or null also matches the text that "
+    f"spells it); repeatable, all must match, at most {LABEL_MAX_COUNT}."
+)
+
+
+@extend_schema_field(
+    {"type": "array", "items": {"type": "string", "minLength": 1}, "description": LABEL_HELP}
+)
 class LabelsFilter(filters.Filter):
     """All the labels must match: :meth:`..models.ScheduleQuerySet.with_labels`."""
 
@@ -131,13 +142,7 @@ class ScheduleFilter(filters.FilterSet):
     failing = StrictBooleanFilter(
         method="filter_failing", label="Only schedules with (true) / without (false) failures."
     )
-    label = LabelsFilter(
-        label=(
-            "metadata label: key (present, any value) or key:value (split at the first ':'; "
-            "the value compares as text, a JSON number or true/false also matches its value); "
-            f"repeatable, all must match, at most {LABEL_MAX_COUNT}."
-        )
-    )
+    label = LabelsFilter(label=LABEL_HELP)
 
     class Meta:
         model = Schedule
