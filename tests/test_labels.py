@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
+from django_durable_schedules.admin import filters
 from django_durable_schedules.limits import METADATA_MAX_VALUE_CHARS
 from django_durable_schedules.models import Schedule
 from django_durable_schedules.models.labels import (
@@ -151,6 +152,16 @@ def test_values_compare_as_text(rows):
     assert names(objects.with_labels([("shard", "05")])) == []
 
 
+def test_only_an_object_has_keys(rows):
+    """Metadata written behind ``save()`` as an array or a string holds no label."""
+    ScheduleFactory(name="array", metadata={})
+    ScheduleFactory(name="text", metadata={})
+    Schedule.objects.filter(name="array").update(metadata=["tier", "team"])
+    Schedule.objects.filter(name="text").update(metadata="tier")
+    assert names(Schedule.objects.with_labels([("tier", None)])) == ["billing", "etl", "report"]
+    assert names(Schedule.objects.with_labels([("0", None)])) == []
+
+
 def test_odd_keys(rows):
     objects = Schedule.objects
     assert names(objects.with_labels([("5", "five")])) == ["odd-keys"]  # not an array index
@@ -236,6 +247,18 @@ def test_admin_label_filter_offers_present_labels(rows, admin_client):
     html = response.content.decode()
     assert "?label=team%3Adata" in html or "?label=team:data" in html
     assert "team = data" in html
+
+
+def test_admin_typed_label_filters_when_none_is_offered(db, admin_client, monkeypatch):
+    """The choices come from the first schedules by name; a label typed in the URL filters
+    even when none of them has metadata (so nothing is offered)."""
+    for n in range(3):
+        ScheduleFactory(name=f"a-{n}")
+    ScheduleFactory(name="z-last", metadata={"team": "data"})
+    monkeypatch.setattr(filters, "LABEL_SAMPLE_ROWS", 2)
+    response, shown = changelist_names(admin_client, label="team:data")
+    assert shown == ["z-last"]
+    assert "team = data" not in response.content.decode()
 
 
 def test_admin_bad_label_is_the_admin_error_page_not_a_500(rows, admin_client):

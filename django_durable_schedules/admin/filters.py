@@ -109,8 +109,12 @@ class LabelFilter(admin.SimpleListFilter):
     parameter_name = "label"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        rows = model_admin.get_queryset(request).model.objects.order_by("name")
+        rows = model_admin.model.objects.order_by("name")
         return label_choices(rows.values_list("metadata", flat=True)[:LABEL_SAMPLE_ROWS])
+
+    def has_output(self) -> bool:
+        # Always applied: a label typed in the URL filters even when none is offered.
+        return True
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
         texts = self.used_parameters.get(self.parameter_name)

@@ -141,7 +141,9 @@ class Present(Lookup):
         column, params = compiler.compile(key_transform.lhs)
         path = key_transform._get_json_path(connection, None)
         if connection.vendor == "postgresql":
-            return f"({column} ? %s)", (*params, key_transform.key_name)
+            # ``?`` also finds a string element of an array: only an object has keys.
+            sql = f"(jsonb_typeof({column}) = 'object' AND {column} ? %s)"
+            return sql, (*params, *params, key_transform.key_name)
         if connection.vendor == "sqlite":
             return f"(JSON_TYPE({column}, %s) IS NOT NULL)", (*params, path)
         return f"(JSON_CONTAINS_PATH({column}, 'one', %s) = 1)", (*params, path)
