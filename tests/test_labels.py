@@ -21,6 +21,7 @@ from django_durable_schedules.models import Schedule
 from django_durable_schedules.models.labels import (
     LABEL_MAX_COUNT,
     LABEL_MAX_KEY_CHARS,
+    ObjectKey,
     parse_label,
     parse_labels,
     typed_values,
@@ -137,6 +138,13 @@ def test_with_labels_one_two_and_key_only(rows):
     assert names(objects.with_labels([("team", "nobody")])) == []
     assert names(objects.with_labels([])) == sorted(ROWS)
     assert names(objects.with_labels([("team", "DATA")])) == []  # case-sensitive
+
+
+def test_with_labels_chains_and_present_false(rows):
+    chained = Schedule.objects.with_labels([("team", "data")]).with_labels([("tier", "gold")])
+    assert names(chained) == ["etl"]
+    absent = Schedule.objects.alias(_t=ObjectKey("tier", "metadata")).filter(_t__present=False)
+    assert names(absent) == ["bare", "numbers", "odd-keys", "strings"]
 
 
 def test_values_compare_as_text(rows):

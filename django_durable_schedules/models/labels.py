@@ -8,13 +8,15 @@ labels must all match. Values compare as text: ``team:data`` matches the JSON st
 ``"data"``; a label value that is a JSON number (``5``, ``-2``, ``1.5``) also matches that
 number (so ``k:5`` matches both ``"5"`` and ``5``), ``true`` / ``false`` also match the
 booleans and ``null`` also matches JSON ``null`` (each JSON scalar compares as the text
-that spells it). ``05`` or ``1e999`` match only those strings. Keys compare exactly (case-sensitive), including keys made of digits, which
-Django's ``metadata__5`` would read as an array index on every backend.
+that spells it). ``05`` or ``1e999`` match only those strings. Keys compare exactly
+(case-sensitive), including keys made of digits, which Django's ``metadata__5`` would read
+as an array index on every backend.
 
-:func:`parse_label` is pure; :func:`labels_q` builds the ``Q`` (Django's JSON lookups:
-``has_key`` and a key transform's ``exact``, which compile on SQLite, PostgreSQL and
-MariaDB/MySQL). No index serves it yet: on PostgreSQL a later migration would add
-``GinIndex(fields=["metadata"], opclasses=["jsonb_path_ops"])`` (with ``metadata @>``
+:func:`parse_label` is pure; :func:`labels_filter` builds the filter
+(:meth:`.queries.ScheduleQuerySet.with_labels` applies it) from :class:`ObjectKey`, its
+:class:`Present` lookup and Django's ``exact`` on a key transform, which compile on SQLite,
+PostgreSQL and MariaDB/MySQL. No index serves it yet: on PostgreSQL a later migration would
+add ``GinIndex(fields=["metadata"], opclasses=["jsonb_path_ops"])`` (with ``metadata @>``
 containment) for large tables.
 """
 
@@ -131,12 +133,16 @@ class ObjectKey(KeyTransform):
 class Present(Lookup):
     """``<alias>__present=True``: the object has the key (any value, JSON ``null``
     included), on the JSON column itself: ``?`` on PostgreSQL, ``JSON_TYPE`` on SQLite,
-    ``JSON_CONTAINS_PATH`` on MariaDB/MySQL."""
+    ``JSON_CONTAINS_PATH`` on MariaDB/MySQL. ``False``: it does not."""
 
     lookup_name = "present"
     prepare_rhs = False
 
     def as_sql(self, compiler: Any, connection: Any) -> Any:
+        sql, params = self._present(compiler, connection)
+        return (sql, params) if self.rhs else (f"NOT {sql}", params)
+
+    def _present(self, compiler: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
         key_transform = cast(ObjectKey, self.lhs)
         column, params = compiler.compile(key_transform.lhs)
         path = key_transform._get_json_path(connection, None)
@@ -149,14 +155,18 @@ class Present(Lookup):
         return f"(JSON_CONTAINS_PATH({column}, 'one', %s) = 1)", (*params, path)
 
 
-def labels_filter(labels: Iterable[Label], field: str = "metadata") -> tuple[dict[str, Any], Q]:
+def labels_filter(
+    labels: Iterable[Label], field: str = "metadata", first: int = 0
+) -> tuple[dict[str, Any], Q]:
     """All of ``labels`` (parsed) must match: ``(aliases, q)`` for
-    ``queryset.alias(**aliases).filter(q)`` (``({}, Q())`` for none). The aliases are the
-    key transforms the value comparisons read (an alias, not in the SELECT): a lookup on
-    an alias is compiled with the JSON field resolved, as ``metadata__key=value`` is."""
+    ``queryset.alias(**aliases).filter(q)`` (``({}, Q())`` for none). The aliases
+    (``_label_<first>``, ``_label_<first + 1>`` ...: pass the number of the queryset's
+    annotations so that a second call names new ones) are the key transforms the lookups
+    read (not in the SELECT): a lookup on an alias is compiled with the JSON field resolved,
+    as ``metadata__key=value`` is."""
     aliases: dict[str, Any] = {}
     q = Q()
-    for number, (key, value) in enumerate(labels):
+    for number, (key, value) in enumerate(labels, start=first):
         alias = f"_label_{number}"
         aliases[alias] = ObjectKey(key, field)
         q &= Q(**{f"{alias}__present": True})

@@ -285,7 +285,7 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         text that spells it): see :mod:`.labels`. No index serves it (see there)."""
         from .labels import labels_filter
 
-        aliases, q = labels_filter(labels)
+        aliases, q = labels_filter(labels, first=len(self.query.annotations))
         return cast(ScheduleQuerySet, self.alias(**aliases).filter(q))
 
     def with_running(self) -> ScheduleQuerySet:
