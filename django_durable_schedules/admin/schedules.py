@@ -35,7 +35,7 @@ from .columns import outcomes as linked_outcomes
 from .columns import outcomes_summary as linked_outcomes_summary
 from .display import ADMIN_CSS, STRIP_LENGTH, legend, names_listed
 from .duplicate import duplicate, duplicate_view
-from .filters import DegradedFilter, FailingFilter, RunningFilter
+from .filters import DegradedFilter, FailingFilter, LabelFilter, RunningFilter
 from .forms import DEFINITION_LAYOUT, STATE_FIELDS, SUMMARY_FIELDS, ScheduleForm
 from .inlines import AttemptInline, EventInline, ReceiptInline
 from .pagination import EstimatedCountPaginator
@@ -59,7 +59,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     form = ScheduleForm
     list_display = (name_and_status, cadence_and_next_run, "outcomes_summary")
     list_display_links = (name_and_status,)
-    list_filter = ("status", "kind", DegradedFilter, FailingFilter, RunningFilter)
+    list_filter = ("status", "kind", DegradedFilter, FailingFilter, RunningFilter, LabelFilter)
     search_fields = ("name", "callback")  # see get_search_results
     search_help_text = (
         "Search by the start of a schedule's name (case-sensitive) or a callback's full name."

@@ -7,7 +7,7 @@ naive one is a 400. ``*_after`` is inclusive (``>=``), ``*_before`` exclusive (`
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -16,6 +16,7 @@ from django.utils import timezone as dj_timezone
 from django.utils.dateparse import parse_datetime
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
+from drf_spectacular.utils import extend_schema_field
 
 from ..models import (
     AttemptOrigin,
@@ -27,6 +28,7 @@ from ..models import (
     ScheduleQuerySet,
     Status,
 )
+from ..models.labels import LABEL_MAX_COUNT, parse_labels
 from .fields import AWARE_MESSAGE
 
 
@@ -92,8 +94,40 @@ class StrictBooleanFilter(filters.BooleanFilter):
         super().__init__(*args, **kwargs)
 
 
+class LabelsFormField(forms.Field):
+    """``?label=key`` / ``?label=key:value``, repeatable: the parsed ``(key, value)`` pairs
+    (:func:`..models.labels.parse_label`); a malformed one is a 400 naming it."""
+
+    widget = forms.SelectMultiple  # reads every ``label`` of the query string
+
+    def to_python(self, value: Any) -> list[tuple[str, str | None]]:
+        if value in self.empty_values:
+            return []
+        texts = value if isinstance(value, list | tuple) else [value]
+        return parse_labels(texts)
+
+
+LABEL_HELP = (
+    "metadata label: key (present, any value) or key:value (split at the first ':'; the "
+    "value compares as text: a JSON number, true, false or null also matches the text that "
+    f"spells it); repeatable, all must match, at most {LABEL_MAX_COUNT}."
+)
+
+
+@extend_schema_field(
+    {"type": "array", "items": {"type": "string", "minLength": 1}, "description": LABEL_HELP}
+)
+class LabelsFilter(filters.Filter):
+    """All the labels must match: :meth:`..models.ScheduleQuerySet.with_labels`."""
+
+    field_class = LabelsFormField
+
+    def filter(self, qs: QuerySet, value: Any) -> QuerySet:
+        return cast(ScheduleQuerySet, qs).with_labels(value) if value else qs
+
+
 class ScheduleFilter(filters.FilterSet):
-    """``schedules/?status=&kind=&callback=&pool=&degraded=&failing=``."""
+    """``schedules/?status=&kind=&callback=&pool=&degraded=&failing=&label=``."""
 
     # distinct=False: django-filter's default DISTINCT (for filters across to-many joins)
     # makes PostgreSQL sort every matching row before the page's LIMIT (0.4 s for 61,000
@@ -108,10 +142,11 @@ class ScheduleFilter(filters.FilterSet):
     failing = StrictBooleanFilter(
         method="filter_failing", label="Only schedules with (true) / without (false) failures."
     )
+    label = LabelsFilter(label=LABEL_HELP)
 
     class Meta:
         model = Schedule
-        fields = ["status", "kind", "callback", "pool", "degraded", "failing"]
+        fields = ["status", "kind", "callback", "pool", "degraded", "failing", "label"]
 
     def filter_degraded(self, queryset: QuerySet, name: str, value: bool) -> QuerySet:
         q = ScheduleQuerySet.degraded_q()

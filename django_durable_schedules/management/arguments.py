@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.utils.dateparse import parse_datetime
 
 from ..models import pool_validator
+from ..models.labels import Label, parse_label
 from . import schedule_text
 
 #: The most fire times ``upcoming --count`` lists.
@@ -38,6 +39,15 @@ def pool_type(value: str) -> str:
             f"invalid pool {value!r}: {pool_validator.message}"
         ) from None
     return value
+
+
+def label_type(value: str) -> Label:
+    """``--label`` of ``list``: ``key`` or ``key:value`` (:func:`..models.labels.parse_label`;
+    argparse type), the parsed ``(key, value)``."""
+    try:
+        return parse_label(value)
+    except ValidationError as error:
+        raise argparse.ArgumentTypeError(f"invalid label {value!r}: {error.messages[0]}") from None
 
 
 def limit_type(value: str) -> int:

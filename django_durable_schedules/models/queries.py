@@ -277,6 +277,17 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         """See :meth:`lease_expired_q`."""
         return self.filter(self.lease_expired_q(now))
 
+    def with_labels(self, labels: Iterable[tuple[str, str | None]]) -> ScheduleQuerySet:
+        """The schedules whose ``metadata`` holds every one of ``labels``
+        (``Schedule.objects.with_labels([("team", "data"), ("tier", None)])``: ``(key,
+        value)`` pairs from :func:`.labels.parse_label`, value None: the key is present,
+        with any value). Values compare as text (a JSON number or boolean also matches the
+        text that spells it): see :mod:`.labels`. No index serves it (see there)."""
+        from .labels import labels_filter
+
+        aliases, q = labels_filter(labels, first=len(self.query.annotations))
+        return cast(ScheduleQuerySet, self.alias(**aliases).filter(q))
+
     def with_running(self) -> ScheduleQuerySet:
         """Each schedule annotated with its open attempt (the ``RunAttempt`` whose
         ``lease_token`` is the schedule's: the run in flight), as ``running_<field>`` for

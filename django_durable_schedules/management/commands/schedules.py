@@ -1,6 +1,6 @@
 """``manage.py schedules``: inspect and control schedules from the shell.
 
-Subcommands: ``list [--pool NAME]``, ``upcoming NAME [--count N]``, ``health``, ``show NAME`` (definition,
+Subcommands: ``list [--pool NAME] [--label KEY[:VALUE] ...]``, ``upcoming NAME [--count N]``, ``health``, ``show NAME`` (definition,
 state, next fire times, the run in flight, latest receipts), ``receipts NAME [--status S]
 [--limit N]`` (newest first, with durations and failed runs' tracebacks), and ``enable`` /
 ``disable`` / ``cancel`` / ``trigger`` ``NAME`` (the same state transitions as the admin
@@ -46,7 +46,14 @@ from .. import (
     pause_text,
     schedule_text,
 )
-from ..arguments import MAX_COUNT, aware_datetime, count_type, limit_type, pool_type
+from ..arguments import (
+    MAX_COUNT,
+    aware_datetime,
+    count_type,
+    label_type,
+    limit_type,
+    pool_type,
+)
 from ..schedule_text import in_zone, utc
 
 
@@ -57,6 +64,14 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="action", required=True)
         lister = sub.add_parser("list", help="One line per schedule.")
         lister.add_argument("--pool", type=pool_type, help="Only the schedules of this pool.")
+        lister.add_argument(
+            "--label",
+            type=label_type,
+            action="append",
+            default=[],
+            metavar="KEY[:VALUE]",
+            help="Only the schedules whose metadata holds this label (repeatable: all).",
+        )
         upcoming = sub.add_parser(
             "upcoming", help="Next fire times, in the schedule's zone and UTC."
         )
@@ -131,7 +146,7 @@ class Command(BaseCommand):
         elif action == "rerun":
             self._write(backfill_text.rerun(self._get(options["name"]), options))
         elif action == "list":
-            self._list(options["pool"])
+            self._list(options["pool"], options["label"])
         elif action == "calendars":
             self._write(calendar_text.run(options))
         elif action == "blackouts":
@@ -198,9 +213,9 @@ class Command(BaseCommand):
         except Schedule.DoesNotExist:
             raise CommandError(f"no schedule named {name!r}") from None
 
-    def _list(self, pool: str | None) -> None:
+    def _list(self, pool: str | None, labels: list[tuple[str, str | None]]) -> None:
         self.stdout.write(f"{'NAME':32} {'STATUS':9} {'CADENCE':44} NEXT RUN (ITS ZONE · UTC)")
-        rows = Schedule.objects.order_by("name")
+        rows = Schedule.objects.with_labels(labels).order_by("name")
         for s in rows if pool is None else rows.filter(pool=pool):
             line = (
                 f"{s.name:32} {s.status:9} {_describe(s):44} {in_zone(s.next_run_at, s.timezone)}"
