@@ -37,7 +37,7 @@ def percentile(values: Iterable[float], q: float) -> float | None:
     ordered = sorted(float(v) for v in values)
     if not ordered:
         return None
-    if not all(math.isfinite(v) for v in (ordered[0], ordered[-1])):
+    if not all(math.isfinite(v) for v in ordered):
         raise ValueError("values must be finite")
     position = q * (len(ordered) - 1)
     low = math.floor(position)
