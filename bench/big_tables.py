@@ -251,6 +251,9 @@ def pages(busy_id: str, quiet_id: str) -> dict[str, str]:
         "api_receipts_failed": "/api/receipts/?status=failed",
         "api_receipts_missed_schedule": f"/api/receipts/?schedule={busy_id}&status=missed",
         "api_health": "/api/health/",
+        # A schedule's statistics (issue #29): a fixed number of queries, the percentiles
+        # over the latest STATS_SAMPLE receipts of each window.
+        "api_stats_busy": f"/api/schedules/{busy_id}/stats/",
         # The machines' probe (load balancers, Kubernetes): held to the floor, unlike the
         # snapshot (two indexed queries, whatever the size of the tables).
         "api_probe": "/api/health/probe/",

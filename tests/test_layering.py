@@ -49,6 +49,7 @@ PURE = (
     "limits.py",
     "payloads.py",
     "declarations.py",
+    "stats_math.py",
 )
 
 THIN = ("admin/", "api/", "management/commands/")

@@ -83,8 +83,10 @@ def test_show_prints_definition_state_fire_times_and_latest_receipts():
     assert "running: no" in lines
     fire = lines[lines.index("next 5 fire times:") + 1 : lines.index("next 5 fire times:") + 6]
     assert all(" 03:00:00 CE" in line for line in fire)  # CET or CEST, and UTC beside it
-    receipts = lines[lines.index("last 5 receipts (newest first):") + 1 :]
+    first = lines.index("last 5 receipts (newest first):") + 1
+    receipts = lines[first : first + 5]
     assert [line.split()[0] for line in receipts] == ["#7.1", "#6.1", "#5.1", "#4.1", "#3.1"]
+    assert lines[first + 5].startswith("statistics (")  # then the statistics (test_stats.py)
     assert "took 2.500 s" in receipts[0]
     assert "failed" in receipts[1] and "took 0.250 s" in receipts[1]
     assert "KeyError: amount" in receipts[1]

@@ -26,6 +26,8 @@ from ..exceptions import StateConflict
 from ..health import probe
 from ..models import INPUT_FIELDS, POLICY_FIELDS, Schedule
 from ..registry import registry
+from ..stats import schedule_stats
+from ..stats_math import stats_rows
 from .actions import TRANSITIONS, DeleteRefused, as_admin, delete_selected, make_action
 from .backfills import backfill, cancel_backfill
 from .changelist import ScheduleChangeList, attach_group_waits
@@ -252,6 +254,10 @@ class ScheduleAdmin(admin.ModelAdmin):
                 "migrate, so it is shown, not edited here. Its policies can be edited.",
             )
         context["dds_legend"] = legend()
+        if obj is not None:  # runs, success rate, durations, lateness: 24 h and 7 d
+            stats = schedule_stats(obj.pk)
+            context["dds_stats_rows"] = stats_rows(list(stats.windows.values()))
+            context["dds_stats_sample"] = stats.sample_limit
         if obj is not None and self.has_change_permission(request, obj):
             allowed = state.allowed_actions(obj)
             context["dds_transitions"] = [

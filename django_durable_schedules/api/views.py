@@ -52,6 +52,7 @@ from .serializers import (
     UpcomingQuerySerializer,
     UpcomingSerializer,
 )
+from .stats import ScheduleStatsMixin
 from .trigger_serializers import TriggerSerializer
 from .visibility import redact_detail, redact_reason, visible_names
 
@@ -139,8 +140,9 @@ _CONFLICT = OpenApiResponse(DetailSerializer, description="State conflict (detai
 _NOT_FOUND = OpenApiResponse(DetailSerializer, description="Not found (detail says what).")
 
 
-class ScheduleViewSet(APIViewMixin, viewsets.ModelViewSet):
-    """Schedules: CRUD, the operator transitions, and the next fire times."""
+class ScheduleViewSet(APIViewMixin, ScheduleStatsMixin, viewsets.ModelViewSet):
+    """Schedules: CRUD, the operator transitions, the next fire times and the statistics
+    (:class:`.stats.ScheduleStatsMixin`)."""
 
     serializer_class = ScheduleSerializer
     pagination_class = SchedulePagination

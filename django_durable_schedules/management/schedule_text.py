@@ -21,6 +21,8 @@ from ..models import ReceiptStatus, RunReceipt, Schedule
 from ..projection import bound_text, format_traceback
 from ..running import running_attempt
 from ..state.overlap_rules import queued_behind
+from ..stats import schedule_stats
+from ..stats_math import stats_rows
 
 #: Fire times and receipts ``show`` lists.
 SHOW_COUNT = 5
@@ -110,8 +112,8 @@ def blackout_line(schedule: Schedule) -> str:
 
 def show_lines(schedule: Schedule) -> Iterator[str]:
     """``schedules show NAME``: definition, state (its blackout windows and policy among
-    it), the next :data:`SHOW_COUNT` fire times, the run in flight and the latest
-    :data:`SHOW_COUNT` receipts."""
+    it), the next :data:`SHOW_COUNT` fire times, the run in flight, the latest
+    :data:`SHOW_COUNT` receipts and the statistics (:func:`stats_lines`)."""
     yield f"{schedule.name}: {_describe(schedule)}"
     yield f"  callback: {schedule.callback}"
     yield f"  kind: {schedule.kind}, time zone: {schedule.timezone or 'UTC'}"
@@ -157,6 +159,21 @@ def show_lines(schedule: Schedule) -> Iterator[str]:
     yield f"last {SHOW_COUNT} receipts (newest first):" if recent else "no receipts yet"
     for receipt in recent:
         yield f"  {receipt_line(receipt)}"
+    yield from stats_lines(schedule)
+
+
+def stats_lines(schedule: Schedule) -> Iterator[str]:
+    """``show``'s statistics (:func:`..stats.schedule_stats`, three queries): one line per
+    figure, its value over the last 24 h and the last 7 d, and the bound of the
+    percentiles."""
+    stats = schedule_stats(schedule.pk)
+    yield (
+        f"statistics (seconds; percentiles over the latest {stats.sample_limit} "
+        "receipts of each window):"
+    )
+    yield f"  {'':14}{'last 24 h':>16}{'last 7 d':>16}"
+    for label, values in stats_rows(list(stats.windows.values())):
+        yield f"  {label:14}" + "".join(f"{v:>16}" for v in values)
 
 
 def group_line(schedule: Schedule) -> str:

@@ -1,7 +1,8 @@
 """``manage.py schedules``: inspect and control schedules from the shell.
 
-Subcommands: ``list [--pool NAME] [--label KEY[:VALUE] ...]``, ``upcoming NAME [--count N]``, ``health``, ``show NAME`` (definition,
-state, next fire times, the run in flight, latest receipts), ``receipts NAME [--status S]
+Subcommands: ``list [--pool NAME] [--label KEY[:VALUE] ...]``, ``upcoming NAME [--count N]``,
+``health``, ``show NAME`` (definition, state, next fire times, the run in flight, latest
+receipts, statistics over 24 h and 7 d), ``receipts NAME [--status S]
 [--limit N]`` (newest first, with durations and failed runs' tracebacks), and ``enable`` /
 ``disable`` / ``cancel`` / ``trigger`` ``NAME`` (the same state transitions as the admin
 and the API, recorded with source ``command``); ``disable NAME [NAME ...] [--note TEXT]
@@ -86,7 +87,7 @@ class Command(BaseCommand):
         show = sub.add_parser(
             "show",
             help="One schedule: definition, state, next fire times, the run in flight, "
-            "its latest receipts.",
+            "its latest receipts, its statistics over 24 h and 7 d.",
         )
         show.add_argument("name", help="The schedule's name.")
         receipts = sub.add_parser(
