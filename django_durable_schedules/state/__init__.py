@@ -75,7 +75,7 @@ from .calendars import (
 from .candidates import EDITABLE_FIELDS, Prepared, prepare
 from .claim_order import worker_pools
 from .completion import complete
-from .control import ALLOWED, allowed_actions, cancel, delete_schedule, disable, enable, trigger
+from .control import ALLOWED, allowed_actions, cancel, delete_schedule, disable, trigger
 from .definitions import (
     create_schedule,
     declared_fields,
@@ -93,6 +93,7 @@ from .deliveries import (
     release_deliveries,
 )
 from .duplicates import duplicate_schedule
+from .enabling import enable
 from .events import record_event
 from .group_defs import declared_group, delete_group, save_group, with_usage
 from .leases import expire_leases, renew_leases

@@ -26,7 +26,7 @@ from .calendars import (
     share_exclusions,
 )
 from .candidates import Prepared, check_editable, explain_refusal, prepare
-from .control import enable
+from .enabling import enable
 from .events import as_changes, record_event
 from .group_defs import UnknownGroup, declared_group
 from .machine import clear_trigger

@@ -52,7 +52,7 @@ def duplicate_schedule(
     (kind, interval, cron, rule, zone, instants, ``max_runs``), policies, payload,
     metadata, owner, exclusion calendars and blackout windows (and ``blackout_policy``),
     but none of its run state. It is created **paused**, with no next run, its
-    ``pause_reason`` naming the source, until :func:`.control.enable`. One ``created``
+    ``pause_reason`` naming the source, until :func:`.enabling.enable`. One ``created``
     event (``actor``, ``source``) whose changes include ``duplicated_from``: ``[None,
     {"id": <source id>, "name": <source name>}]``. One transaction. ``owner``: the user
     an owner-scoped request acts for (the API): the copy is theirs and the owner policy

@@ -64,7 +64,7 @@ def complete_if_no_slot(
     * ``require_active``: only an ``active`` row completes (the claim's missed slot and
       re-plan under other zone rules; a paused or cancelled row keeps its status);
     * ``pending``: something that still awaits its run (a kept retry for ``save()``, a
-      trigger for :func:`.control.enable`): not None means the row does not complete.
+      trigger for :func:`.enabling.enable`): not None means the row does not complete.
 
     Callers that cleared ``next_run_at`` themselves (the last of ``max_runs``) have
     checked their own status guard first.
@@ -134,7 +134,7 @@ def mark_degraded(row: Schedule, reason: str, kind: str) -> None:
 def pause_degraded(row: Schedule, reason: str, kind: str = DegradedKind.DEFINITION) -> None:
     """Pause ``row`` as degraded (health counts it) with ``reason`` and ``kind``
     (:class:`~..models.DegradedKind`; default: the engine cannot evaluate it, so a valid
-    edit and :func:`.control.enable` bring it back), with nothing pending: no next run,
+    edit and :func:`.enabling.enable` bring it back), with nothing pending: no next run,
     retry, trigger, buffered slot or lease."""
     mark_degraded(row, reason[:500], kind)
     row.next_run_at = row.retry_scheduled_for = row.buffered_for = None

@@ -1,6 +1,6 @@
 """Pauses with an end (issue #27): :func:`amend_pause` (a note or an end given to a
 schedule already paused: :func:`.control.disable`) and :func:`resume_paused` (a worker's
-duty: resume the schedules whose pause ended, by :func:`.control.enable`'s rule). The
+duty: resume the schedules whose pause ended, by :func:`.enabling.enable`'s rule). The
 checks and the predicates are :mod:`.pause_rules`.
 """
 
@@ -21,7 +21,7 @@ from ..exceptions import StateConflict
 from ..models import DegradedKind, EventAction, Schedule, ScheduleEvent, Status
 from .alerts import write_alerts
 from .calendars import record_excluded_to_end
-from .control import ENABLE_FIELDS, reactivate
+from .enabling import ENABLE_FIELDS, reactivate
 from .events import json_value, record_event, write_events
 from .machine import apply_changes, changes_of, mark_degraded
 from .pause_rules import apply_pause, pause_ended
@@ -70,7 +70,7 @@ def resume_paused(
     transaction: lock them (``SKIP LOCKED`` where the database has it: a row another
     worker holds is left for the next pass), judge each again on the locked row by the
     database clock read there (:func:`.pause_rules.pause_ended`), apply
-    :func:`.control.enable`'s rule to it (:func:`.control.reactivate`: active, the next
+    :func:`.enabling.enable`'s rule to it (:func:`.enabling.reactivate`: active, the next
     run the first slot after now, no catch-up for the time spent paused, the pause's end
     and note cleared, a pending trigger kept) and write one event ``enabled`` (source
     ``worker``; changes: the status and the end) per row, all in one batch
