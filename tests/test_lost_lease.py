@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 
 
 def lines(path: Path) -> list[list[str]]:
-    """The ``tests.span`` lines written to ``path``: [event, attempt, pid] each."""
+    """The ``tests.lease_span`` lines written to ``path``: [event, attempt, pid] each."""
     try:
         return [line.split() for line in path.read_text().splitlines() if line.strip()]
     except OSError:
@@ -40,13 +40,13 @@ def lines(path: Path) -> list[list[str]]:
 
 
 def span_claim(path: Path, seconds: float) -> state.Claim:
-    """A claim of ``tests.span`` (not in the database: the pool never looks there)."""
+    """A claim of ``tests.lease_span`` (not in the database: the pool never looks there)."""
     now = dj_timezone.now()
     return state.Claim(
         attempt_id=uuid.uuid4(),
         schedule_id=uuid.uuid4(),
         schedule_name="lost-pool",
-        callback="tests.span",
+        callback="tests.lease_span",
         occurrence=1,
         attempt=1,
         scheduled_for=now.replace(microsecond=0),
@@ -109,7 +109,7 @@ def test_a_frozen_workers_child_is_killed_when_it_finds_its_lease_lost(start_wor
     wait_started("lost-a")
     row = once(
         "lost-span",
-        "tests.span",
+        "tests.lease_span",
         timeout_seconds=60,
         max_attempts=3,
         payload={"path": str(path), "seconds": 20},

@@ -506,8 +506,8 @@ def span(ctx):
     return None
 
 
-@register("tests.span")
-def span(ctx):
+@register("tests.lease_span")
+def lease_span(ctx):
     """Appends "start <attempt> <pid>" to payload['path'], sleeps payload['seconds'] on the
     first attempt (0.2 s on later ones), then appends "end <attempt> <pid>" (the lost-lease
     tests: a run killed midway never writes its end line)."""
