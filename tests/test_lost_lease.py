@@ -156,3 +156,41 @@ def test_a_frozen_workers_child_is_killed_when_it_finds_its_lease_lost(start_wor
         assert Schedule.objects.get(pk=row.pk).lease_token is None
     finally:
         kill_quietly(child if alive(child) else None)
+
+
+class RecordingPool:
+    """Stands in for the isolation pool: records stop() calls; runs ``running``."""
+
+    def __init__(self, running: set[uuid.UUID]):
+        self.running = running
+        self.stops: list[tuple[uuid.UUID, str]] = []
+
+    def stop(self, token: uuid.UUID, reason: str) -> bool:
+        self.stops.append((token, reason))
+        return token in self.running
+
+
+def test_renew_stops_a_lost_child_run_once_and_only_logs_a_thread_run(tmp_path, caplog):
+    """renew() finds two leases lost (no row holds their tokens): the run in a child is
+    stopped once with how long the worker was stalled; the one in a thread is logged once;
+    a later renewal does neither again."""
+    from django_durable_schedules.worker.inflight import RunsInFlight
+    from django_durable_schedules.worker.threads import RunFuture
+
+    runs = RunsInFlight("w-renew", 2, 30.0, "default", threading.Event())
+    child, thread = span_claim(tmp_path / "a", 1), span_claim(tmp_path / "b", 1)
+    for claim in (child, thread):
+        runs.in_flight[claim.lease_token] = (claim, RunFuture())
+    runs.lease_deadlines[child.lease_token] = time.monotonic() + 30.0 - 7.0  # renewed 7 s ago
+    pool = RecordingPool({child.lease_token})
+    runs.placement.pool = pool  # type: ignore[assignment]
+    with caplog.at_level("WARNING", logger="django_durable_schedules.worker"):
+        runs.renew()
+        runs.renew()
+    assert [token for token, _ in pool.stops] == [child.lease_token, thread.lease_token]
+    reason = pool.stops[0][1]
+    assert reason.startswith("the lease was lost (the worker was stalled 7."), reason
+    messages = [r.getMessage() for r in caplog.records if "lost the lease" in r.getMessage()]
+    assert len(messages) == 2, messages
+    assert "its process is killed" in messages[0]
+    assert "its process is killed" not in messages[1]
