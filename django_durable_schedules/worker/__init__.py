@@ -10,6 +10,9 @@ logger name ``django_durable_schedules.worker``. The modules:
 * :mod:`.notify` - ``Notifier``: the signals the worker sends (``run_claimed``, ...);
 * :mod:`.inflight` - ``RunsInFlight``: the runs claimed and not yet receipted (starting,
   timing, timeouts, lease renewal, release at a stop, writing their outcomes);
+* :mod:`.run_estimate` - claiming ahead's arithmetic (run-time estimate, runs ahead);
+* :mod:`.lost_leases` - ``stop_lost``: a run whose lease was lost is killed in its child
+  process, or logged (a thread cannot be stopped);
 * :mod:`.threads` - ``RunThreads``: the threads that run callbacks;
 * :mod:`.clock` - ``WorkerClock``: the database-clock estimate and the next due slot and
   lease expiry;

@@ -21,7 +21,6 @@ the runs themselves, and :mod:`.execution` runs each one.
 from __future__ import annotations
 
 import logging
-import math
 import queue
 import threading
 import time
@@ -36,6 +35,8 @@ from django.db import Error as DatabaseError
 from .. import state
 from .execution import isolation, runner
 from .execution.placement import Placement
+from .lost_leases import stop_lost
+from .run_estimate import folded, runs_ahead
 from .threads import RunFuture, RunThreads
 
 if TYPE_CHECKING:
@@ -47,9 +48,6 @@ logger = logging.getLogger("django_durable_schedules.worker")
 
 #: A claim waiting in line longer than this for a free slot is handed back unrun (seconds).
 HAND_BACK_SECONDS = 1.0
-#: Weight of the newest run in the run-time estimate when runs get faster (a slower run
-#: replaces the estimate at once: claiming ahead backs off on the first slow callback).
-RUN_TIME_WEIGHT = 0.2
 
 _Item = tuple[state.Claim, "RunFuture[state.Outcome]", "isolation.IsolationPool | None", float]
 
@@ -100,6 +98,7 @@ class RunsInFlight:
         # The worker's database clock: a receipt's started_at (None: the host's clock).
         self.clock = clock
         self.abandoned: set[uuid.UUID] = set()  # timed-out runs whose outcome is discarded
+        self.lost: set[uuid.UUID] = set()  # leases found lost (stop_lost: once each)
         # Where each claim runs: its thread, or a child process (hard timeouts).
         self.placement = Placement(worker_id, concurrency)
         # Runs whose outcome the run thread has queued; with abandoned, under this lock, it
@@ -189,12 +188,7 @@ class RunsInFlight:
         times = self.run_times.get(token)
         if times is None or times[0] is None or times[1] is None:
             return
-        seconds = max(0.0, times[1] - times[0])
-        last = self.run_seconds
-        if last is None or seconds >= last:
-            self.run_seconds = seconds
-        else:
-            self.run_seconds = last + RUN_TIME_WEIGHT * (seconds - last)
+        self.run_seconds = folded(self.run_seconds, max(0.0, times[1] - times[0]))
 
     def claim_room(self, batch_size: int) -> int:
         """How many more runs the worker may claim now (main thread): its free slots, plus
@@ -206,15 +200,9 @@ class RunsInFlight:
         ahead = 0
         estimate = self.run_seconds
         if self.claim_ahead_seconds > 0 and estimate is not None:
-            now = time.monotonic()
-            long_runs = sum(
-                1
-                for start, end in list(self.run_times.values())
-                if end is None and start is not None and now - start > self.claim_ahead_seconds
-            )
-            slots = max(0, self.concurrency - long_runs)
-            per_slot = self.claim_ahead_seconds / max(estimate, 1e-4)
-            ahead = min(batch_size, math.floor(slots * per_slot))
+            since = [s for s, end in list(self.run_times.values()) if end is None and s is not None]
+            window, now = self.claim_ahead_seconds, time.monotonic()
+            ahead = runs_ahead(self.concurrency, window, estimate, since, now, batch_size)
         return max(0, min(batch_size, free + ahead))
 
     def hand_back_waiting(self) -> None:
@@ -327,35 +315,29 @@ class RunsInFlight:
         """Renew the leases of the runs in flight (main thread). A renewed lease lapses
         ``lease_seconds`` after the renewal (which began at ``started`` or later: the
         deadline kept for it errs early); a lost one has lapsed: its deadline becomes now,
-        so a claim not started yet is not started (its child refuses it)."""
+        so a claim not started yet is not started (its child refuses it), and a run in a
+        child process is stopped (:func:`.lost_leases.stop_lost`)."""
         tokens = list(self.in_flight)
         if not tokens:
             return
         started = time.monotonic()
         owned = state.renew_leases(tokens, lease_seconds=self.lease_seconds, using=self.using)
+        lost = []
         for token in tokens:
             known = self.lease_deadlines.get(token)
             if known is not None:
                 renewed = started + self.lease_seconds
                 self.lease_deadlines[token] = max(known, renewed) if token in owned else started
-        for token in set(tokens) - owned:
-            claim = self.in_flight[token][0]
-            logger.warning(
-                "worker %s lost the lease of %s occurrence %s",
-                self.worker_id,
-                claim.schedule_name,
-                claim.occurrence,
-                extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
-            )
+            if token not in owned:
+                stalled = started - (known - self.lease_seconds) if known is not None else None
+                lost.append((self.in_flight[token][0], stalled))
+        stop_lost(self.worker_id, lost, self.placement.pool, self.lost)
 
     def release_unstarted(self) -> None:
-        released = []
+        """Queue ``released`` for each claim in line not started yet (a stop)."""
         for claim, future in list(self.in_flight.values()):
             if future.cancel_pending():  # not those handed back already
-                released.append(state.Outcome(claim, "released"))
-        if released:
-            for outcome in released:
-                self.done.put(outcome)
+                self.done.put(state.Outcome(claim, "released"))
 
     def complete(self, notify: Notifier) -> None:
         """Write every outcome waiting in ``done`` in one :func:`.state.complete` batch (the
@@ -390,6 +372,7 @@ class RunsInFlight:
             self.in_flight.pop(outcome.claim.lease_token, None)
             self.deadlines.pop(outcome.claim.lease_token, None)
             self.lease_deadlines.pop(outcome.claim.lease_token, None)
+            self.lost.discard(outcome.claim.lease_token)
             self.reported.discard(outcome.claim.lease_token)
         self.finished += len(outcomes)
         # A run handed to a database task queue did its work (the enqueue) in the

@@ -504,3 +504,18 @@ def span(ctx):
     finally:
         os.close(fd)
     return None
+
+
+@register("tests.lease_span")
+def lease_span(ctx):
+    """Appends "start <attempt> <pid>" to payload['path'], sleeps payload['seconds'] on the
+    first attempt (0.2 s on later ones), then appends "end <attempt> <pid>" (the lost-lease
+    tests: a run killed midway never writes its end line)."""
+    payload = ctx.payload or {}
+    path = payload["path"]
+    with open(path, "a") as f:
+        f.write(f"start {ctx.attempt} {os.getpid()}\n")
+    time.sleep(float(payload.get("seconds", 2)) if ctx.attempt == 1 else 0.2)
+    with open(path, "a") as f:
+        f.write(f"end {ctx.attempt} {os.getpid()}\n")
+    return "spanned"

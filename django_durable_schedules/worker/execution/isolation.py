@@ -35,6 +35,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -131,6 +132,9 @@ class IsolationPool:
         self._count = 0  # children alive: idle, running a claim or starting
         self._started = 0
         self._busy: set[Child] = set()
+        # lease token -> the child running that claim; token -> why stop() killed it
+        self._running: dict[uuid.UUID, Child] = {}
+        self._stopped: dict[uuid.UUID, str] = {}
         self._closed = False
         self._cond = threading.Condition()
 
@@ -177,6 +181,9 @@ class IsolationPool:
         except NotRegistered:  # unregistered meanwhile: the child says what it knows
             pass
         reusable = False
+        token = claim.lease_token
+        with self._cond:
+            self._running[token] = child
         try:
             try:
                 started_at = clock()
@@ -192,13 +199,16 @@ class IsolationPool:
                 message = child.conn.recv() if readable else None
             except (EOFError, OSError):
                 child.kill()
+                why = self._stopped.get(token)
+                if why is not None:  # stop(): the lease was lost
+                    return stops.lease_lost(claim, child.process.pid, started_at, why)
                 return stops.died(claim, child.process.pid, child.process.exitcode, started_at)
             if message is None:
                 # Killed with its process group by _release (SIGKILL: children ignore SIGTERM).
                 if stop_at is not None and stop_at < time_limit_at:
                     return stops.replaced(claim, child.process.pid, started_at)
                 return stops.timed_out(claim, child.process.pid, started_at)
-            reusable = True
+            reusable = token not in self._stopped  # killed just after it reported
             if message[0] == "outcome":
                 return _outcome(claim, **message[1])
             if message[0] == "stale":
@@ -216,7 +226,24 @@ class IsolationPool:
                 claim, "failed", error_type="IsolationError", error_message=str(message)[:1000]
             )
         finally:
+            with self._cond:
+                self._running.pop(token, None)
+                self._stopped.pop(token, None)
             self._release(child, reusable)
+
+    def stop(self, token: uuid.UUID, reason: str) -> bool:
+        """Kill (SIGKILL, with its process group) the child running the claim of lease
+        ``token`` now, from any thread; its :meth:`run` returns at once ``failed`` /
+        ``LeaseLost`` with ``reason`` (:func:`.stops.lease_lost`) - or the outcome the
+        child had already sent. ``False`` (nothing done): no child runs that claim (not
+        handed to one yet, or finished)."""
+        with self._cond:
+            child = self._running.get(token)
+            if child is None:
+                return False
+            self._stopped.setdefault(token, reason)
+        child.kill_group()
+        return True
 
     def close(self, force: bool = False) -> None:
         """Stop every child and refuse new runs. Idle children are asked to leave (then

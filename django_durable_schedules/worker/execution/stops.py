@@ -1,6 +1,7 @@
 """The outcomes of a run in a child process that did not report one itself
 (:meth:`.isolation.IsolationPool.run`): its child died, was killed at the time limit, was
-stopped because its schedule's next slot came due (``overlap_policy`` replace), or refused
+stopped because its schedule's next slot came due (``overlap_policy`` replace), was
+stopped because the worker found its lease lost (another worker recovered it), or refused
 a claim whose lease had lapsed. Each logs one WARNING line. No database writes here.
 """
 
@@ -117,4 +118,28 @@ def stale(claim: Claim, late: float) -> Outcome:
         "released",
         error_message=f"not started: its lease had lapsed {late:.1f}s before its "
         "process could start it (the worker was stalled)",
+    )
+
+
+def lease_lost(claim: Claim, pid: int | None, started_at: datetime, reason: str) -> Outcome:
+    """``failed`` / ``LeaseLost``: the worker found the lease of ``claim`` lost (it was
+    stalled past it and another worker recovered it), so its child ``pid`` (with its
+    process group) was killed (:meth:`.isolation.IsolationPool.stop`); ``reason`` says
+    why, e.g. "the lease was lost (the worker was stalled 12.3 s)". The completion fences
+    this outcome: the row is another attempt's now."""
+    logger.warning(
+        "run %s #%s.%s stopped: %s; its process %s is killed",
+        claim.schedule_name,
+        claim.occurrence,
+        claim.attempt,
+        reason,
+        pid,
+        extra=_extra(claim),
+    )
+    return _outcome(
+        claim,
+        "failed",
+        error_type="LeaseLost",
+        error_message=f"stopped: {reason}"[:1000],
+        started_at=started_at,
     )
