@@ -3,10 +3,15 @@ hold a live lease now, how many schedules name it, and whether it is at its limi
 whole page one query: each row's counts are scalar subqueries, with the database clock).
 
 The form checks the rate (:func:`..models.parse_rate`) and asks for ``max_running``, a
-rate, or both. The run state (``full_until``, ``rate_until``, ``starts``) is shown, never
-written: a save writes only the fields the form edits, so a claim's concurrent write of
-the run state is never undone. Deleting a group that schedules name is refused by the
-database's ``PROTECT``: Django's "cannot delete" page lists those schedules.
+rate, or both. Saves and deletes go through :mod:`..state` (:func:`~..state.save_group`,
+:func:`~..state.delete_group`: under the group's row lock, with a ``group`` event, by the
+user, on each schedule that names an edited group). The name is fixed once created (as
+in the API): the change page shows it read-only. The run state (``full_until``,
+``rate_until``, ``starts``) is shown, never written: a save writes only the fields the
+form edits, so a claim's concurrent write of the run state is never undone. Deleting a
+group that schedules name is refused by the database's ``PROTECT``: Django's "cannot
+delete" page lists those schedules; a schedule that names it after that page was read
+makes the delete an error message on the same page.
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.db import router
 from django.db.models import BooleanField, Case, F, Q, QuerySet, Value, When
 from django.db.models.functions import Now
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
+from .. import state
 from ..group_health import live_leases, schedules_of
 from ..models import ConcurrencyGroup, Schedule, parse_rate
 
@@ -98,13 +105,75 @@ class ConcurrencyGroupAdmin(admin.ModelAdmin):
     def at_limit(self, obj: Any) -> bool:
         return bool(obj._at_limit)
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        """The run state; on an existing group its name too (fixed once created)."""
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return ("name", *fields) if obj is not None else fields
+
     def save_model(
         self, request: HttpRequest, obj: ConcurrencyGroup, form: Any, change: bool
     ) -> None:
-        if change:  # the run state is the claim's: never written back from the page, but
-            # a hold ends with the edit, so the next claim reads the new limits at once
-            # (as state.save_group does).
-            obj.full_until = obj.rate_until = None
-            obj.save(update_fields=[*EDITED_FIELDS, "full_until", "rate_until", "updated_at"])
-        else:
-            obj.save()
+        """:func:`..state.save_group` of the form's values by this user (an edit ends the
+        group's hold, so the next claim reads the new limits at once; the claim's run
+        state is never written back)."""
+        group = state.save_group(
+            obj.name,
+            max_running=obj.max_running,
+            rate=obj.rate,
+            description=obj.description,
+            actor=request.user,
+            source="admin",
+            using=router.db_for_write(ConcurrencyGroup),
+        )
+        for field in ConcurrencyGroup._meta.concrete_fields:  # the admin's log and redirect
+            setattr(obj, field.attname, getattr(group, field.attname))
+
+    def delete_model(self, request: HttpRequest, obj: ConcurrencyGroup) -> None:
+        """:func:`..state.delete_group` (refused while schedules name it)."""
+        state.delete_group(
+            obj.name, actor=request.user, source="admin", using=router.db_for_write(type(obj))
+        )
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        """Each group through :func:`..state.delete_group`; one that a schedule named since
+        the confirmation page was read is kept, and named in an error message."""
+        refused = []
+        for obj in list(queryset):
+            try:
+                self.delete_model(request, obj)
+            except ValidationError:
+                refused.append(obj.name)
+        if refused:
+            self.message_user(
+                request, f"Not deleted (schedules name them): {', '.join(refused)}.", messages.ERROR
+            )
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        # As the schedule admin: Django's page reads (validation) before it writes, in one
+        # transaction; on SQLite that cannot wait for a concurrent writer (a claim), so a
+        # POST takes the write lock first (state.write_transaction). GET pages only read.
+        if request.method != "POST":
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        with state.write_transaction(using=router.db_for_write(self.model)):
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """Django's (a POST under the write lock, as :meth:`changeform_view`); a delete
+        refused by :func:`..state.delete_group` (a schedule named the group after the page
+        was read) rolls back and is an error message on the page again."""
+        try:
+            if request.method != "POST":
+                return super().delete_view(request, object_id, extra_context)
+            with state.write_transaction(using=router.db_for_write(self.model)):
+                return super().delete_view(request, object_id, extra_context)
+        except ValidationError as exc:
+            self.message_user(request, " ".join(exc.messages), messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())

@@ -1,10 +1,11 @@
 """``groups/``: concurrency groups (list, create, retrieve, update, delete), by id or name.
 Writes go through :mod:`..state` (:func:`~..state.save_group`,
-:func:`~..state.delete_group`); a claim counts a group's live leases under its lock, so a
-change applies at the next claim. Each group carries what it holds now: ``running`` (live
-leases) and ``waiting`` (due, unleased rows), both in the list's one statement
-(:func:`~..state.with_usage`). A delete while schedules name the group is a 409 naming
-them. Full-access (staff) users see and edit every group; owner-scoped users only read
+:func:`~..state.delete_group`, by the request's user, source ``api``: an edit writes a
+``group`` event on each schedule that names the group); a claim counts a group's live
+leases under its lock, so a change applies at the next claim. Each group carries what it
+holds now: ``running`` (live leases) and ``waiting`` (due, unleased rows), both in the
+list's one statement (:func:`~..state.with_usage`). A delete while schedules name the
+group is a 409 naming them. Full-access (staff) users see and edit every group; owner-scoped users only read
 them (their schedules may name any group)."""
 
 from __future__ import annotations
@@ -83,12 +84,15 @@ class ConcurrencyGroupSerializer(serializers.ModelSerializer):
         return attrs
 
     def _save(self, attrs: dict[str, Any]) -> ConcurrencyGroup:
+        request = self.context.get("request")
         with model_errors_as_400():
             group = state.save_group(
                 attrs["name"],
                 max_running=attrs.get("max_running"),
                 rate=attrs.get("rate", ""),
                 description=attrs.get("description", ""),
+                actor=getattr(request, "user", None),
+                source="api",
             )
         return _with_usage(group.pk)
 
@@ -133,7 +137,7 @@ class ConcurrencyGroupViewSet(APIViewMixin, viewsets.ModelViewSet):
         """Delete the group; refused (409, naming some of them) while schedules name it."""
         group = self.get_object()
         try:
-            state.delete_group(group.name)
+            state.delete_group(group.name, actor=request.user, source="api")
         except DjangoValidationError as exc:
             return Response({"detail": " ".join(exc.messages)}, status=status.HTTP_409_CONFLICT)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -2,9 +2,10 @@
 from the shell, as the admin and the API edit them. ``add`` creates a group or updates
 the one of that name through :func:`..state.save_group` (the next claim reads its new
 limits); ``delete`` goes through :func:`..state.delete_group`, refused while schedules
-name the group. :func:`add_parser` declares the arguments; :func:`run` does the work and
-returns the lines to print; a bad input is a ``CommandError`` naming the field, and
-writes nothing.
+name the group. Both write as source ``command`` (:data:`SOURCE`): a change writes a
+``group`` event on each schedule that names the group. :func:`add_parser` declares the
+arguments; :func:`run` does the work and returns the lines to print; a bad input is a
+``CommandError`` naming the field, and writes nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from .. import state
 from ..db.clock import db_now
 from ..exceptions import validation_text
 from ..models import ConcurrencyGroup, Schedule
+
+#: The audit trail's ``source`` of the command's writes (as the other subcommands).
+SOURCE = "command"
 
 _ADD_HELP = (
     "Add a concurrency group, or change the one of that name: at most --max-running runs "
@@ -122,6 +126,7 @@ def add(options: dict[str, Any]) -> list[str]:
             max_running=options["max_running"],
             rate=options["rate"],
             description=options["description"],
+            source=SOURCE,
         )
     except ValidationError as exc:
         raise CommandError(f"{name}: {validation_text(exc)}") from None
@@ -132,7 +137,7 @@ def delete(name: str) -> list[str]:
     """``groups delete``: :func:`..state.delete_group`. Raises ``CommandError`` for a
     name no group has, or while schedules name it (naming some of them)."""
     try:
-        state.delete_group(name)
+        state.delete_group(name, source=SOURCE)
     except ValidationError as exc:
         raise CommandError(" ".join(exc.messages)) from None
     return [f"{name}: deleted"]

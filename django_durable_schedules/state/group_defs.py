@@ -5,6 +5,13 @@ rows). What a group means at a claim is :mod:`.group_rules` (the arithmetic) and
 :mod:`.groups` (the locked reads); a claim counts the live leases under the group's lock,
 so an edit applies at the next claim. An edit clears the group's ``full_until`` and
 ``rate_until`` so that the next claim reads the new limits at once.
+
+The audit trail: an edit that changes a group's description, ``max_running`` or ``rate``
+writes one ``group`` event on each schedule that names it (:func:`group_events`: who,
+from where, ``{"group": name, field: [before, after]}``), in one insert however many
+schedules name it. An edit that changes nothing writes nothing (not even the row); a group
+created is named by no schedule yet, and a delete is refused while one names it, so
+neither writes an event.
 """
 
 from __future__ import annotations
@@ -19,11 +26,18 @@ from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquer
 from django.db.models.deletion import ProtectedError
 from django.db.models.functions import Coalesce
 
+from ..db.clock import resolve_now
 from ..db.locks import lock_for_write, locked
-from ..models import ConcurrencyGroup, Schedule, ScheduleQuerySet
+from ..models import ConcurrencyGroup, EventAction, Schedule, ScheduleEvent, ScheduleQuerySet
+from ..uuids import uuid4
+from .events import as_changes, write_events
 
 #: How many of the schedules that still name a group a refused delete lists.
 NAMED_IN_ERROR = 5
+
+
+#: The fields of a group an edit writes, in the order a ``group`` event lists them.
+LIMIT_FIELDS = ("description", "max_running", "rate")
 
 
 def save_group(
@@ -32,6 +46,8 @@ def save_group(
     max_running: int | None = None,
     rate: str = "",
     description: str = "",
+    actor: Any = None,
+    source: str = "code",
     using: str = "default",
 ) -> ConcurrencyGroup:
     """Create the group ``name`` or update the one of that name: ``max_running`` runs at
@@ -39,27 +55,69 @@ def save_group(
     without spaces), at least one of the two. Validated with ``full_clean``; an edit
     clears ``full_until`` and ``rate_until`` (the next claim reads the new limits; a lower
     ``max_running`` lets no new run start until the live leases fall under it, and stops
-    none). Raises ``ValidationError`` with field messages (nothing written then)."""
+    none) and writes a ``group`` event on each schedule that names the group
+    (:func:`group_events`; ``actor``: the user or None, ``source``: ``admin``, ``api``,
+    ``command``, ``code``), in the same transaction. An edit that changes none of
+    :data:`LIMIT_FIELDS` writes nothing. Raises ``ValidationError`` with field messages
+    (nothing written then)."""
     try:
         with transaction.atomic(using=using):
             group = _locked_group(name, using)
             created = group is None
             if group is None:
                 group = ConcurrencyGroup(name=name)
+            before = {f: getattr(group, f) for f in LIMIT_FIELDS}
             group.max_running = max_running
             group.rate = "" if rate is None else rate
             group.description = "" if description is None else description
             group.full_clean()
+            changes = as_changes(before, {f: getattr(group, f) for f in LIMIT_FIELDS})
+            if not created and not changes:
+                return group
             group.full_until = None
             group.rate_until = None
             # An edit leaves ``starts`` as the claims wrote it (the rate's history).
             group.save(using=using, update_fields=None if created else _EDITED)
+            if not created:
+                named = Schedule.objects.using(using).filter(concurrency_group=group)
+                rows = list(named.order_by("name").only("id", "name"))
+                now = resolve_now(None, using)
+                write_events(group_events(group, changes, rows, now, actor, source), using)
     except IntegrityError:  # the same name created at the same time
         raise ValidationError({"name": [f"A group named {name!r} was just created."]}) from None
     return group
 
 
 _EDITED = ["description", "max_running", "rate", "full_until", "rate_until", "updated_at"]
+
+
+def group_events(
+    group: ConcurrencyGroup,
+    changes: dict[str, list[Any]],
+    rows: Iterable[Schedule],
+    now: datetime,
+    actor: Any = None,
+    source: str = "code",
+) -> list[ScheduleEvent]:
+    """One unsaved ``group`` event per schedule of ``rows`` (those that name ``group``):
+    at ``now``, by ``actor`` (a user, kept as ``actor`` when it has a key, and as text),
+    from ``source``, with ``changes`` = ``{"group": name, field: [before, after], ...}``
+    (``changes``: the edited fields, :func:`.events.as_changes`). Empty without rows."""
+    payload = {"group": group.name, **changes}
+    return [
+        ScheduleEvent(
+            id=uuid4(),
+            schedule_id=row.pk,
+            schedule_name=row.name,
+            action=EventAction.GROUP,
+            at=now,
+            actor=actor if getattr(actor, "pk", None) else None,
+            actor_repr=str(actor)[:200] if actor is not None else "",
+            source=source[:32],
+            changes=payload,
+        )
+        for row in rows
+    ]
 
 
 def _locked_group(name: str, using: str) -> ConcurrencyGroup | None:
@@ -70,11 +128,15 @@ def _locked_group(name: str, using: str) -> ConcurrencyGroup | None:
     return locked(rows, using, skip_locked=False).first()
 
 
-def delete_group(name: str, *, using: str = "default") -> None:
+def delete_group(
+    name: str, *, actor: Any = None, source: str = "code", using: str = "default"
+) -> None:
     """Delete the group named ``name``. Refused while schedules name it: a
     ``ValidationError`` (code ``protected``) naming the first :data:`NAMED_IN_ERROR` of
     them (move or delete them first); one too for a name no group has (code
-    ``missing``)."""
+    ``missing``). ``actor`` and ``source`` are taken as :func:`save_group` takes them, but
+    a group deleted is named by no schedule, so no schedule's trail records the delete
+    (no event is written)."""
     with transaction.atomic(using=using):
         group = _locked_group(name, using)
         if group is None:
