@@ -25,7 +25,7 @@ from django.db.models import Q
 
 from ..limits import RATE_HOLD_MAX_SECONDS, RECHECK_SECONDS
 from .calendars import calendar_name_validator
-from .queries import LEASE_CEILING, LEASE_FLOOR
+from .instants import LEASE_CEILING, LEASE_FLOOR
 
 #: A rate: a whole number of starts per second, minute or hour ("10/m", "2/s", "100/h").
 RATE_RE = re.compile(r"^\s*(\d{1,4})\s*/\s*(s|m|h)\s*\Z")

@@ -5,41 +5,21 @@ backfill ready, failing, degraded, leased, lease expired, late), one definition 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from django.db import models, router
-from django.db.models import Case, Exists, F, OuterRef, Q, Subquery, Value, When
-from django.db.models.functions import Coalesce, Least
-from django.db.models.lookups import LessThan
+from django.db.models import Exists, OuterRef, Q, Subquery
 
 from .. import timing
-from ..db.durations import Seconds
-from ..limits import DEADLINE_MAX_SECONDS
-from .choices import AttemptOrigin, Kind, Status
+from .choices import Status
+from .deadline_queries import DeadlineQueries
+from .instants import LEASE_CEILING, LEASE_FLOOR
 
 if TYPE_CHECKING:
     from .schedule import Schedule
 
-#: A lease expiry outside ``[LEASE_FLOOR, LEASE_CEILING]`` was never granted by the engine
-#: (a lease is the database clock's now plus ``LEASE_SECONDS``): it was written behind
-#: ``save()``, and may be a value no ``datetime`` holds (PostgreSQL ``-infinity`` and
-#: ``infinity``, a year beyond 9999; on SQLite, text or a number that sorts outside them).
-LEASE_FLOOR = datetime(1000, 1, 1, tzinfo=UTC)
-LEASE_CEILING = datetime(9000, 1, 1, tzinfo=UTC)
-#: A slot the deadline predicates consider is before this instant, and the deadline they
-#: add is at most ``DEADLINE_MAX_SECONDS``: the sum never leaves the range a database's
-#: datetime (or SQLite's Python function behind it) holds, whatever a row written behind
-#: ``save()`` stores.
-SLOT_CEILING = LEASE_CEILING
 
-
-def deadline_after(slot: Any, seconds: Any) -> Any:
-    """``slot + seconds`` as SQL, the seconds (a column) bounded to ``DEADLINE_MAX_SECONDS``."""
-    return slot + Seconds(Least(seconds, Value(DEADLINE_MAX_SECONDS)))
-
-
-class ScheduleQuerySet(models.QuerySet["Schedule"]):
+class ScheduleQuerySet(DeadlineQueries, models.QuerySet["Schedule"]):
     """The named predicates on schedules, one definition each, used by the state machine,
     health, the admin and the API (``Schedule.objects.claimable(now)``). Each has a ``*_q``
     twin returning the ``Q`` object, for aggregates (``Count("id", filter=...)``).
@@ -288,123 +268,6 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
         aliases, q = labels_filter(labels, first=len(self.query.annotations))
         return cast(ScheduleQuerySet, self.alias(**aliases).filter(q))
 
-    def with_running(self) -> ScheduleQuerySet:
-        """Each schedule annotated with its open attempt (the ``RunAttempt`` whose
-        ``lease_token`` is the schedule's: the run in flight), as ``running_<field>`` for
-        each of :data:`RUNNING_FIELDS` (all None when no lease is held). Scalar subqueries
-        on the attempts' unique ``lease_token`` index, in the same statement: a page of
-        schedules stays one query (:func:`..running.running_attempt` reads them)."""
-        from .runs import RunAttempt
-
-        open_attempt = RunAttempt.objects.filter(lease_token=OuterRef("lease_token"))
-        return cast(
-            ScheduleQuerySet,
-            self.annotate(
-                **{
-                    f"running_{name}": Subquery(open_attempt.values(name)[:1])
-                    for name in RUNNING_FIELDS
-                }
-            ),
-        )
-
-    # -- deadlines (issue #26) ------------------------------------------------------------
-
-    @staticmethod
-    def owed_slot() -> Coalesce:
-        """The nominal slot of the occurrence an unleased active row owes, as SQL (the twin
-        of ``state.alert_rules.owed_occurrence``): its pending retry's slot, else its
-        trigger's instant, else its buffered slot, else ``next_run_at`` (not a ``manual``
-        row's: it owes only a triggered occurrence)."""
-        grid = Case(
-            When(kind=Kind.MANUAL, then=Value(None, output_field=models.DateTimeField())),
-            default=F("next_run_at"),
-        )
-        return Coalesce("retry_scheduled_for", "triggered_at", "buffered_for", grid)
-
-    @staticmethod
-    def owed_number() -> Any:
-        """The occurrence an unleased active row owes, as SQL: ``occurrence`` while a retry
-        of it is pending, else ``occurrence + 1``."""
-        return F("occurrence") + Case(
-            When(retry_scheduled_for__isnull=False, then=Value(0)), default=Value(1)
-        )
-
-    @classmethod
-    def late_waiting_q(cls, now: Any, active: Q | None = None) -> Q:
-        """Active, unleased rows with a deadline whose owed occurrence (:meth:`owed_slot`,
-        :meth:`owed_number`) is past ``slot + deadline_seconds`` at ``now`` and not yet
-        reported (``deadline_missed_occurrence`` below it)."""
-        return (
-            cls.deadline_waiting_q(active)
-            & Q(LessThan(deadline_after(cls.owed_slot(), F("deadline_seconds")), now))
-            & (
-                Q(deadline_missed_occurrence__isnull=True)
-                | Q(deadline_missed_occurrence__lt=cls.owed_number())
-            )
-        )
-
-    @staticmethod
-    def deadline_waiting_q(active: Q | None = None) -> Q:
-        """Active (``active``: how the caller says it; default ``status = active``),
-        unleased rows with a deadline whose owed slot is a value the deadline arithmetic
-        holds (before :data:`SLOT_CEILING`)."""
-        return (
-            (Q(status=Status.ACTIVE) if active is None else active)
-            & Q(lease_expires_at__isnull=True, deadline_seconds__isnull=False)
-            & Q(LessThan(ScheduleQuerySet.owed_slot(), Value(SLOT_CEILING)))
-        )
-
-    @staticmethod
-    def open_attempt_late(now: Any) -> Any:
-        """The open attempt (the one the outer row's lease token names, not a backfill
-        slot's) past ``scheduled_for + deadline_seconds`` at ``now``, for ``Exists``."""
-        from .runs import RunAttempt
-
-        deadline = deadline_after(F("scheduled_for"), OuterRef("deadline_seconds"))
-        return (
-            RunAttempt.objects.filter(
-                lease_token=OuterRef("lease_token"), scheduled_for__lt=SLOT_CEILING
-            )
-            .exclude(origin__in=(AttemptOrigin.BACKFILL, AttemptOrigin.RERUN))
-            .filter(LessThan(deadline, now))
-        )
-
-    @classmethod
-    def late_running_q(cls, now: Any, active: Q | None = None) -> Q:
-        """Active rows with a deadline whose run holds the lease: the open attempt (a live
-        slot's, not a backfill's) is past ``scheduled_for + deadline_seconds`` at ``now``
-        and its occurrence (the row's ``occurrence``) not yet reported. The attempt is
-        found by its unique lease token."""
-        return (
-            (Q(status=Status.ACTIVE) if active is None else active)
-            & Q(lease_expires_at__isnull=False, deadline_seconds__isnull=False)
-            & (
-                Q(deadline_missed_occurrence__isnull=True)
-                | Q(deadline_missed_occurrence__lt=F("occurrence"))
-            )
-            & Q(Exists(cls.open_attempt_late(now)))
-        )
-
-    @classmethod
-    def late_q(cls, now: Any) -> Q:
-        """Late at ``now`` and not yet reported: :meth:`late_waiting_q` or
-        :meth:`late_running_q` (for a count or a list; the sweep reads
-        :meth:`late_scans`)."""
-        return cls.late_waiting_q(now) | cls.late_running_q(now)
-
-    @classmethod
-    def overdue_deadline_q(cls, now: Any) -> Q:
-        """Past the deadline of the occurrence it owes at ``now``, reported or not: what
-        health and the API call "late" (computed on read, so it shows with no worker
-        running). Unleased rows by :meth:`owed_slot`; leased ones by their open attempt."""
-        waiting = cls.deadline_waiting_q() & Q(
-            LessThan(deadline_after(cls.owed_slot(), F("deadline_seconds")), now)
-        )
-        running = Q(
-            status=Status.ACTIVE, lease_expires_at__isnull=False, deadline_seconds__isnull=False
-        ) & Q(Exists(cls.open_attempt_late(now)))
-        return waiting | running
-
     def overdue_deadline(self, now: Any) -> ScheduleQuerySet:
         """See :meth:`overdue_deadline_q`."""
         return self.filter(self.overdue_deadline_q(now))
@@ -429,11 +292,24 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
             self.filter(self.late_running_q(now, active=by_exclusion)).order_by("lease_expires_at"),
         )
 
-    @staticmethod
-    def active_by_exclusion_q() -> Q:
-        """``status = active`` written as "none of the other statuses" (the same rows: a
-        CHECK constraint holds the column to :class:`.Status`), a filter no index serves."""
-        return ~Q(status__in=[s for s in Status.values if s != Status.ACTIVE])
+    def with_running(self) -> ScheduleQuerySet:
+        """Each schedule annotated with its open attempt (the ``RunAttempt`` whose
+        ``lease_token`` is the schedule's: the run in flight), as ``running_<field>`` for
+        each of :data:`RUNNING_FIELDS` (all None when no lease is held). Scalar subqueries
+        on the attempts' unique ``lease_token`` index, in the same statement: a page of
+        schedules stays one query (:func:`..running.running_attempt` reads them)."""
+        from .runs import RunAttempt
+
+        open_attempt = RunAttempt.objects.filter(lease_token=OuterRef("lease_token"))
+        return cast(
+            ScheduleQuerySet,
+            self.annotate(
+                **{
+                    f"running_{name}": Subquery(open_attempt.values(name)[:1])
+                    for name in RUNNING_FIELDS
+                }
+            ),
+        )
 
 
 #: The open attempt's fields :meth:`ScheduleQuerySet.with_running` annotates.
