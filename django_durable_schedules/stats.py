@@ -3,27 +3,27 @@ as the change page, the API (``schedules/{id}/stats/``) and ``schedules show`` r
 runs, success rate, duration p50/p95/max and lateness p50/p95, in seconds.
 
 :func:`schedule_stats` reads them with a fixed number of queries whatever the number of
-receipts: the database clock (none when the caller gives ``now``), one aggregate per status
-for both windows (exact counts and the exact longest run), and the latest
+receipts: the database clock (none when the caller gives ``now``), one aggregate for both
+windows (the counts per status and the longest run, over the latest :data:`COUNT_MAX`
+receipts of the 7-day window: exact below it), and the latest
 :data:`STATS_SAMPLE` receipts of the 7-day window, from which the percentiles of both
 windows are computed in Python (:mod:`.stats_math`; no percentile function is portable to
 SQLite and MariaDB). Both read the receipts' ``(schedule, finished_at)`` index; the sample
 is bounded, so a schedule with more than :data:`STATS_SAMPLE` receipts in a window gets its
 percentiles "over the latest :data:`STATS_SAMPLE` receipts of the window". The aggregate
-reads every receipt of the schedule's 7-day window (exact counts): linear in them, about
-60 ms on PostgreSQL for 100,000 (docs/api.md). Read-only.
+reads at most :data:`COUNT_MAX` receipts (a subquery with its ``LIMIT``). Read-only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Q
 
 from .db.clock import resolve_now
-from .models import RunReceipt
+from .models import ReceiptStatus, RunReceipt
 from .stats_math import NO_LATENESS_ORIGINS, WindowStats, window_stats
 
 #: The windows, (name, seconds), shortest first: every longer one holds the shorter ones.
@@ -31,6 +31,9 @@ STATS_WINDOWS = (("last_24h", 86400), ("last_7d", 7 * 86400))
 #: Most receipts whose durations and lateness the percentiles read (the latest of the
 #: longest window; the shorter windows read the latest of them that fall inside).
 STATS_SAMPLE = 1000
+#: Most receipts the counts and the longest run read: the latest of the longest window
+#: (a schedule that runs every minute has 10,080 in 7 days: counted exactly).
+COUNT_MAX = 20_000
 
 _DURATION = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
 
@@ -61,14 +64,16 @@ def schedule_stats(
     now: datetime | None = None,
     using: str = "default",
     sample: int = STATS_SAMPLE,
+    count_max: int = COUNT_MAX,
 ) -> ScheduleStats:
     """The statistics of the schedule ``schedule_id`` over each window of
     :data:`STATS_WINDOWS` ending at ``now`` (aware; default the database clock), the
-    percentiles over the latest ``sample`` receipts of each window (``sample >= 1``). An
-    unknown id has no receipts: every count is 0 (the caller checks that the schedule
-    exists). Two queries, three without ``now``, whatever the number of receipts."""
-    if sample < 1:
-        raise ValueError("sample must be at least 1")
+    percentiles over the latest ``sample`` receipts of each window (``sample >= 1``), the
+    counts and the longest run over the latest ``count_max`` (``>= 1``). An unknown id
+    has no receipts: every count is 0 (the caller checks that the schedule exists). Two
+    queries, three without ``now``, whatever the number of receipts."""
+    if sample < 1 or count_max < 1:
+        raise ValueError("sample and count_max must be at least 1")
     as_of = resolve_now(now, using)
     starts = {name: as_of - timedelta(seconds=s) for name, s in STATS_WINDOWS}
     oldest = min(starts.values())
@@ -76,15 +81,15 @@ def schedule_stats(
         schedule_id=schedule_id, finished_at__gte=oldest, finished_at__lte=as_of
     )
     started = Q(started_at__isnull=False)
-    per_window: dict[str, Any] = {}
+    figures: dict[str, Any] = {}
     for name, start in starts.items():
         inside = Q(finished_at__gte=start)
-        per_window[f"n_{name}"] = Count("pk", filter=inside)
-        per_window[f"max_{name}"] = Max(_DURATION, filter=inside & started)
-    # {"status", "n_<window>", "max_<window>"} per status (the keys are built above).
-    rows = cast(
-        list[dict[str, Any]], list(receipts.order_by().values("status").annotate(**per_window))
-    )
+        for status in ReceiptStatus.values:
+            figures[f"n_{name}_{status}"] = Count("pk", filter=inside & Q(status=status))
+        figures[f"max_{name}"] = Max(_DURATION, filter=inside & started)
+    # One statement over the latest COUNT_MAX receipts of the longest window (a subquery
+    # with its LIMIT, read through the (schedule, finished_at) index): bounded.
+    counted = receipts.order_by("-finished_at")[:count_max].aggregate(**figures)
     latest = receipts.order_by("-finished_at").values_list(
         "finished_at",
         "started_at",
@@ -103,11 +108,12 @@ def schedule_stats(
     windows = {
         name: window_stats(
             window_seconds=seconds,
-            outcomes={row["status"]: row[f"n_{name}"] for row in rows},
-            duration_max=max(
-                (s for row in rows if (s := _seconds(row[f"max_{name}"])) is not None),
-                default=None,
-            ),
+            outcomes={
+                status: n
+                for status in ReceiptStatus.values
+                if (n := counted[f"n_{name}_{status}"] or 0)
+            },
+            duration_max=_seconds(counted[f"max_{name}"]),
             durations=[v for at, v in durations if at >= starts[name]],
             lateness=[v for at, v in lateness if at >= starts[name]],
         )
