@@ -26,7 +26,6 @@ from ..db.locks import lock_for_write, locked
 from ..models import (
     AttemptOrigin,
     ReceiptStatus,
-    RunAttempt,
     RunReceipt,
     Schedule,
     ScheduleEvent,
@@ -42,6 +41,7 @@ from .columns import FINISH_FIELDS, FINISH_UNREAD
 from .events import write_events
 from .groups import release_groups
 from .machine import apply_changes, changes_of, pause_degraded
+from .orphans import orphan_receipts
 from .outcomes import apply_outcome, fail_attempt, fenced_result
 from .records import Receipt, build_receipt
 from .rerun_rules import rerun_receipt
@@ -198,7 +198,7 @@ def _complete_batch(
             else:
                 receipts.append(_finish(row, outcome, now, using, report, events))
         if orphans:
-            receipts += _orphan_receipts(orphans, now, using, report)
+            receipts += orphan_receipts(orphans, now, using, report)
         models = [r.model() for r in receipts]
         insert_rows(RunReceipt, models, using)
         write_events(events, using)  # with their notifications and signals
@@ -339,51 +339,6 @@ def _finish_aside(
     if status is None:
         complete_at_max_runs(row)
     return backfill_receipt(row, outcome, now, status=status)
-
-
-@implements("outcome.lease_lost")
-def _orphan_receipts(
-    orphans: list[Outcome], now: datetime, using: str, report: CompletionReport
-) -> list[Receipt]:
-    """Receipts of outcomes whose lease token no longer owns its row: ``lease_lost``, unless
-    the recovery already receipted the attempt. An attempt that retention pruned meanwhile
-    (a worker stalled past its lease, then ``prune_runs``) has nothing left to receipt: its
-    outcome is dropped with a log line (``report.dropped``)."""
-    known = dict(
-        RunAttempt.objects.using(using)
-        .filter(id__in=[o.claim.attempt_id for o in orphans])
-        .values_list("id", "receipt__id")
-    )
-    receipts = []
-    for outcome in orphans:
-        claim = outcome.claim
-        if claim.attempt_id not in known:
-            report.dropped.append(outcome)
-            logger.warning(
-                "dropped the late outcome (%s) of %s occurrence %s attempt %s: its attempt "
-                "was pruned by retention",
-                outcome.status,
-                claim.schedule_name,
-                claim.occurrence,
-                claim.attempt,
-                extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
-            )
-            continue
-        report.fenced.append(outcome)
-        if known[claim.attempt_id] is not None:
-            continue
-        receipts.append(
-            build_receipt(
-                claim,
-                ReceiptStatus.LEASE_LOST,
-                now,
-                schedule_id=claim.schedule_id,
-                result=fenced_result(outcome),
-                error_type="LeaseLost",
-                error_message=f"the lease was lost before the run reported {outcome.status}",
-            )
-        )
-    return receipts
 
 
 def _enqueue_hook(stage: str, outcome: Outcome) -> None:
