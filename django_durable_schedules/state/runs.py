@@ -18,7 +18,7 @@ from django.db.models.expressions import RawSQL
 
 from .. import timing
 from ..conf import app_settings
-from ..db.batch import ROW_PROBLEMS, insert_rows, update_rows
+from ..db.batch import ROW_PROBLEMS
 from ..db.clock import DUE_NOW_SQL, db_now, resolve_now
 from ..db.fast_orm import read_rows
 from ..db.locks import lock_for_write, locked
@@ -34,20 +34,16 @@ from ..models import (
     with_blackout_flag,
     with_calendar_flag,
 )
-from .alerts import write_alerts
 from .backfill_claims import claim_backfills
 from .backfill_share import keep_carry, take_reserve
 from .claim_order import take_in_order, top_level, worker_pools
-from .columns import CLAIM_FIELDS, CLAIM_UNREAD
-from .events import write_events
+from .claim_writes import plan_rows, write_claim
+from .columns import CLAIM_UNREAD
 from .groups import Admission
-from .machine import apply_changes, changes_of
 from .quarantine import (
     quarantine_refused,
     quarantine_refused_backfill,
-    repair_counters,
 )
-from .rules import plan_claim, quarantine_claim
 from .transitions import implements
 from .values import Claim
 
@@ -276,7 +272,7 @@ def _claim_batch(
         head = read[: limit - reserve] if open_ else list(read)
         groups = Admission(using)  # rows held back by their concurrency group wait, due
         rows, more = _fill_held(groups, head, now, using, due_before, pools)
-        _plan_rows(rows, *plan)
+        plan_rows(rows, *plan)
         if only is None and open_ is not False:  # backfill slots on schedules left free
             filled = claim_backfills(
                 due_before,
@@ -296,9 +292,9 @@ def _claim_batch(
             # The backfills' unused share: to the live rows read (the rest: claimed next time).
             spare = read[len(head) : limit - len(filled)]
             spare = groups.admit(spare, now) if spare and now is not None else []
-            _plan_rows(spare, *plan)
+            plan_rows(spare, *plan)
             rows += spare + filled
-        _write_claim(rows, attempts, receipts, events, using, groups, now)  # held: groups only
+        write_claim(rows, attempts, receipts, events, using, groups, now)  # held: groups only
         if rows:
             _claim_committing()
     return claims
@@ -370,61 +366,3 @@ def _due_clock(now: datetime | None, using: str) -> tuple[bool, Any, datetime | 
         return True, RawSQL(DUE_NOW_SQL[vendor], (), output_field=DateTimeField()), None
     now = resolve_now(now, using)
     return False, now, now
-
-
-def _write_claim(
-    rows: list[Schedule],
-    attempts: list[RunAttempt],
-    receipts: list[RunReceipt],
-    events: list[ScheduleEvent],
-    using: str,
-    groups: Admission,
-    now: datetime | None,
-) -> None:
-    """Write one claim transaction's work: its attempts, receipts and events inserted (no
-    statement for an empty list), its rows' claim columns updated, its concurrency
-    groups' run state (:meth:`.groups.Admission.write`) and a degraded row's alert."""
-    if attempts:
-        insert_rows(RunAttempt, attempts, using)
-    if receipts:
-        insert_rows(RunReceipt, receipts, using)
-    write_events(events, using)  # with their notifications and signals
-    update_rows(rows, CLAIM_FIELDS, using)
-    groups.write()
-    write_alerts(rows, now, using)  # a row degraded: its alert (no statement otherwise)
-
-
-@implements("claim.unevaluable")
-def _plan_rows(
-    rows: list[Schedule],
-    now: datetime | None,
-    lease: timedelta,
-    worker: str,
-    attempts: list[RunAttempt],
-    receipts: list[RunReceipt],
-    claims: list[Claim],
-    events: list[ScheduleEvent],
-    using: str,
-) -> None:
-    """Plan the claim of each live row read (:func:`.rules.plan_claim`, on a copy of the
-    row: :func:`.machine.changes_of`), appending to the lists and applying the row's
-    changes once it returned; a row whose values no rule can read is quarantined alone,
-    as it was read."""
-    for row in rows:
-        assert now is not None
-        # One row's bad value (behind save(): an unknown zone, a cron that never fires,
-        # an overflowing interval, a holiday country unknown) must not abort the batch:
-        # quarantine that row only.
-        made: tuple[list[RunAttempt], list[RunReceipt], list[Claim], list[ScheduleEvent]]
-        made = ([], [], [], [])
-        try:
-            _, changes = changes_of(row, plan_claim, now, lease, worker, *made)
-        except Exception as exc:  # noqa: BLE001 - any evaluation error is that row's
-            repair_counters(row, using)  # a counter that is no number: from the ledger
-            quarantine_claim(row, exc, now, worker, attempts, receipts)
-            continue
-        apply_changes(row, changes)
-        attempts.extend(made[0])
-        receipts.extend(made[1])
-        claims.extend(made[2])
-        events.extend(made[3])
