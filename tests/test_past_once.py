@@ -48,8 +48,7 @@ def post_once(api, run_at: datetime, **extra):
 def test_the_rule_refuses_past_the_grace_and_says_the_gap():
     assert past_run_at_errors(NOW - timedelta(days=3), NOW, kind="once") == {
         "run_at": [
-            "run_at is 3 days in the past; set run_now to run it at once, "
-            "or choose a future time."
+            "run_at is 3 days in the past; set run_now to run it at once, or choose a future time."
         ]
     }
     grace = NOW - timedelta(seconds=PAST_RUN_AT_GRACE_SECONDS)
@@ -73,8 +72,7 @@ def test_the_api_refuses_a_past_run_at_with_a_field_message(api):
     assert response.status_code == 400, response.json()
     assert response.json() == {
         "run_at": [
-            "run_at is 3 days in the past; set run_now to run it at once, "
-            "or choose a future time."
+            "run_at is 3 days in the past; set run_now to run it at once, or choose a future time."
         ]
     }
     assert not Schedule.objects.exists()
@@ -150,9 +148,7 @@ def test_the_admin_refuses_a_past_run_at_and_shows_the_checkbox(admin_client):
 
 
 def test_the_admin_accepts_within_the_grace_and_renames_a_completed_one_shot(admin_client):
-    response = admin_client.post(
-        reverse(ADD), once_form(datetime.now(UTC) - timedelta(seconds=20))
-    )
+    response = admin_client.post(reverse(ADD), once_form(datetime.now(UTC) - timedelta(seconds=20)))
     assert response.status_code == 302
     row = Schedule.objects.get()
     Schedule.objects.filter(pk=row.pk).update(

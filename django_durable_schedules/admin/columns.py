@@ -205,12 +205,12 @@ def upcoming_table(obj: Schedule) -> SafeString:
     numbers = {id(v): n for n, v in enumerate(fired, 1)}
     # A one-shot planned but past its run_at (created with run_now, or not claimed yet): it
     # runs at once, which the times from now (none) would contradict.
-    due = obj.kind == Kind.ONCE and obj.status == Status.ACTIVE and obj.next_run_at is not None
+    due = obj.next_run_at if obj.kind == Kind.ONCE and obj.status == Status.ACTIVE else None
     return render_fragment(
         "upcoming",
         {
             "error": None,
-            "due_since": _due_since(obj.next_run_at, zone) if due and not fired else None,
+            "due_since": _due_since(due, zone) if due is not None and not fired else None,
             "manual": obj.kind == Kind.MANUAL,
             "words": timing.MANUAL_WORDS,
             "inactive": obj.status != Status.ACTIVE,
