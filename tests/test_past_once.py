@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.urls import reverse
+from hypothesis import given
+from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from django_durable_schedules import state
@@ -166,3 +168,13 @@ def test_the_change_page_of_a_due_one_shot_says_it_runs_at_once(admin_client, ap
     html = admin_client.get(reverse(CHANGE, args=[pk])).content.decode()
     assert "Runs at once (was due 2026-01-05 09:30:00 UTC)" in html
     assert "No further fire times" not in html
+
+
+@given(gap=st.integers(min_value=-(10**9), max_value=10**10))
+def test_the_rule_refuses_exactly_past_the_grace_whatever_the_gap(gap):
+    run_at = NOW - timedelta(seconds=gap)
+    errors = past_run_at_errors(run_at, NOW, kind="once")
+    assert bool(errors) == (gap > PAST_RUN_AT_GRACE_SECONDS)
+    if errors:
+        assert errors["run_at"][0].startswith(f"run_at is {gap_words(gap)} in the past; ")
+    assert past_run_at_errors(run_at, NOW, kind="once", run_now=True) == {}
