@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.test import RequestFactory
 
 from django_durable_schedules import state
-from django_durable_schedules.admin.forms import DEFINITION_LAYOUT, ScheduleForm
+from django_durable_schedules.admin.forms import DEFINITION_LAYOUT, FORM_ONLY, ScheduleForm
 from django_durable_schedules.api.serializers import WRITABLE_ORDER, ScheduleSerializer
 from django_durable_schedules.models import Schedule, choices
 
@@ -19,7 +19,7 @@ GROUPS = (
     choices.POLICY_FIELDS,
 )
 #: Fields only the API takes (write-only, not stored as themselves).
-API_ONLY = {"run_in_seconds"}
+API_ONLY = {"run_in_seconds", "run_now"}
 
 
 def _flat(layout):
@@ -63,7 +63,8 @@ def test_the_state_packages_editable_fields_are_the_groups():
 
 
 def test_the_admin_form_edits_exactly_the_editable_fields_in_group_order():
-    assert tuple(ScheduleForm.base_fields) == choices.EDITABLE_ORDER
+    # ... then the form's own fields, which are no column (run_now).
+    assert tuple(ScheduleForm.base_fields) == (*choices.EDITABLE_ORDER, *FORM_ONLY)
 
 
 def test_the_admin_fieldsets_show_each_group_and_nothing_editable_read_only():
@@ -73,7 +74,7 @@ def test_the_admin_fieldsets_show_each_group_and_nothing_editable_read_only():
     assert [name for name, _ in add] == ["Definition", "Input and owner", "Policies"]
     definition, inputs, policies = (tuple(_flat(opts["fields"])) for _, opts in add)
     assert len(definition) == len(set(definition))
-    assert set(definition) == set(choices.IDENTITY_FIELDS + choices.TIMING_FIELDS)
+    assert set(definition) == {*choices.IDENTITY_FIELDS, *choices.TIMING_FIELDS, *FORM_ONLY}
     assert tuple(_flat(DEFINITION_LAYOUT)) == definition
     assert inputs == choices.INPUT_FIELDS
     assert policies == choices.POLICY_FIELDS

@@ -10,6 +10,8 @@ method of the admin. Their HTML is in the fragment templates
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.contrib import admin
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone as dj_timezone
@@ -201,10 +203,14 @@ def upcoming_table(obj: Schedule) -> SafeString:
     utc_only = is_utc(zone)
     fired = [v for v in views if v.fires]
     numbers = {id(v): n for n, v in enumerate(fired, 1)}
+    # A one-shot planned but past its run_at (created with run_now, or not claimed yet): it
+    # runs at once, which the times from now (none) would contradict.
+    due = obj.next_run_at if obj.kind == Kind.ONCE and obj.status == Status.ACTIVE else None
     return render_fragment(
         "upcoming",
         {
             "error": None,
+            "due_since": _due_since(due, zone) if due is not None and not fired else None,
             "manual": obj.kind == Kind.MANUAL,
             "words": timing.MANUAL_WORDS,
             "inactive": obj.status != Status.ACTIVE,
@@ -222,6 +228,11 @@ def upcoming_table(obj: Schedule) -> SafeString:
             ],
         },
     )
+
+
+def _due_since(at: datetime, zone: str) -> str:
+    """``at`` in the zone and in UTC (in UTC alone for UTC), as the upcoming table shows it."""
+    return fmt_utc(at) if is_utc(zone) else f"{fmt_zone(at, zone)} · {fmt_utc(at)}"
 
 
 def history_links(obj: Schedule, site_name: str) -> SafeString:

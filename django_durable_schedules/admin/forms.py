@@ -18,7 +18,9 @@ from django.forms.models import construct_instance
 
 from .. import state, timing
 from ..cron_words import cron_in_words
+from ..db.clock import db_now
 from ..models import EDITABLE_ORDER, MANUAL_REFUSES, Kind, Schedule
+from ..models.validation import past_run_at_errors
 from ..payloads import JSON_MAX_DEPTH, PAYLOAD_MAX_BYTES, json_problem
 from ..registry import registry
 from .columns import (
@@ -39,8 +41,9 @@ JSON_TEXT_MAX_CHARS = 4 * PAYLOAD_MAX_BYTES
 # (IDENTITY_FIELDS + TIMING_FIELDS, laid out by DEFINITION_LAYOUT), "Input and owner"
 # (INPUT_FIELDS), "Policies" (POLICY_FIELDS); the form edits all of them (EDITABLE_ORDER).
 
-#: The "Definition" fieldset's fields (:data:`IDENTITY_FIELDS` and :data:`TIMING_FIELDS`)
-#: as laid out on the form (tuples share a line).
+#: The "Definition" fieldset's fields (:data:`IDENTITY_FIELDS` and :data:`TIMING_FIELDS`,
+#: and the form's own ``run_now``, :data:`FORM_ONLY`) as laid out on the form (tuples share
+#: a line).
 DEFINITION_LAYOUT = (
     "name",
     "callback",
@@ -48,11 +51,16 @@ DEFINITION_LAYOUT = (
     ("interval_seconds", "cron"),
     "rrule",
     "run_at",
+    "run_now",
     ("start_at", "end_at"),
     "max_runs",
     "exclusion_calendars",
     "blackout_windows",
 )
+#: The form's fields that are no column: ``run_now`` (a hidden input until a one-shot's
+#: ``run_at`` is refused for being in the past, then the checkbox that accepts it).
+FORM_ONLY = ("run_now",)
+
 #: The form fields each kind hides (``kind_fields.js`` reads them from the kind select's
 #: ``data-kind-hides``): a manual schedule takes no timing field but its kind.
 KIND_HIDES = {Kind.MANUAL: (*MANUAL_REFUSES, "timezone", "exclusion_calendars")}
@@ -187,6 +195,13 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
     (:class:`.zoned.ZonedInstantsMixin`)."""
 
     callback = forms.ChoiceField(choices=())
+    run_now = forms.BooleanField(
+        required=False,
+        label="Run at once (run_at is in the past)",
+        help_text="Tick to accept a run_at more than a minute in the past: the one-shot is "
+        "due at once, its run reported late by the gap.",
+        widget=forms.HiddenInput,
+    )
     #: The admin's describe-cron and describe-rrule URLs (set by
     #: :meth:`.schedules.ScheduleAdmin.get_form`).
     cron_words_url: str | None = None
@@ -287,12 +302,38 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
             self.prepared = state.prepare(self.definition(exclude), self._original, exclude=exclude)
         except ValidationError as exc:
             self._update_errors(exc)
+        self._past_run_at()
         exclude = self._get_validation_exclusions()  # type: ignore[attr-defined]  # and more
         try:
             state.candidates.probe_unique(self.instance, exclude)
         except ValidationError as exc:
             self.prepared = None
             self._update_errors(exc)
+
+    def _past_run_at(self) -> None:
+        """A one-shot's ``run_at`` in the past is a field error unless ``run_now`` is ticked
+        (:func:`..models.validation.past_run_at_errors`, by the database clock, read only
+        when the form writes a one-shot's ``run_at``); the checkbox is shown with it."""
+        row, original = self.instance, self._original
+        if row.kind != Kind.ONCE or row.run_at is None or self.has_error("run_at"):
+            return
+        before = (original.kind, original.run_at) if original is not None else None
+        if before == (Kind.ONCE, row.run_at):
+            return
+        errors = past_run_at_errors(
+            row.run_at,
+            db_now(),
+            kind=row.kind,
+            run_now=bool(self.cleaned_data.get("run_now")),
+            before=before,
+            remedy='tick "Run at once" below',
+        )
+        if errors:
+            self.prepared = None
+            self.fields["run_now"].widget = forms.CheckboxInput()
+            self.add_error("run_at", errors["run_at"])
+        elif self.cleaned_data.get("run_now"):
+            self.fields["run_now"].widget = forms.CheckboxInput()
 
     def definition(self, exclude: Iterable[str] = ()) -> dict[str, Any]:
         """The editable fields the form sets (for an edit, those it changed), as

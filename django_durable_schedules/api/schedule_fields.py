@@ -61,7 +61,7 @@ def window_names_field(windows: Any) -> WindowNamesField:
 #: The schedule's writable fields in the order the API gives them (its answers, its schema,
 #: docs/api.md): the editable fields of :mod:`..models.choices` (``EDITABLE_FIELDS``: this
 #: order holds each of them once and no other, tests/test_field_groups.py) and the
-#: write-only ``run_in_seconds`` after ``run_at``. The admin shows the same groups in
+#: write-only ``run_in_seconds`` and ``run_now`` after ``run_at``. The admin shows the same groups in
 #: another order, so the API's order is kept here, not derived from theirs.
 WRITABLE_ORDER = (
     "name",
@@ -73,6 +73,7 @@ WRITABLE_ORDER = (
     "timezone",
     "run_at",
     "run_in_seconds",
+    "run_now",
     "start_at",
     "end_at",
     "max_runs",
@@ -109,6 +110,13 @@ class ScheduleFields(serializers.Serializer):
         min_value=0,
         max_value=timing.MAX_INTERVAL_SECONDS,
         help_text="For a once schedule: run this many seconds from now (instead of run_at).",
+    )
+    run_now = serializers.BooleanField(
+        write_only=True,
+        required=False,
+        default=False,
+        help_text="For a once schedule: accept a run_at more than 60 seconds in the past and "
+        "run it at once (without it, such a run_at is refused).",
     )
     cron = serializers.CharField(
         max_length=200,

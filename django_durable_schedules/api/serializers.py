@@ -28,6 +28,7 @@ from rest_framework.fields import SkipField
 from .. import state, timing
 from ..limits import DEADLINE_MAX_SECONDS
 from ..models import BlackoutWindow, ExclusionCalendar, Schedule
+from ..models.validation import past_run_at_errors
 from ..payloads import payload_errors
 from ..registry import registry
 from ..state import db_now
@@ -240,10 +241,29 @@ class ScheduleSerializer(ScheduleFields, UniqueAtWrite, BaseModelSerializer):
                     {"run_in_seconds": ["Give run_at or run_in_seconds, not both."]}
                 )
             attrs["run_at"] = timing.truncate_to_second(db_now()) + timedelta(seconds=delay)
+        self._past_run_at(attrs, attrs.pop("run_now", False))
         self._keep_hidden_calendars(attrs)
         self._keep_hidden_windows(attrs)
         self._prepared = (dict(attrs), self._prepare(attrs))
         return attrs
+
+    def _past_run_at(self, attrs: dict[str, Any], run_now: bool) -> None:
+        """A ``once`` schedule's ``run_at`` in the past is a 400 unless ``run_now``
+        (:func:`..models.validation.past_run_at_errors`, by the database clock, read only
+        when a one-shot's ``run_at`` is written)."""
+        row = self.instance
+        kind = attrs.get(
+            "kind", row.kind if row else Schedule._meta.get_field("kind").get_default()
+        )
+        if run_now and kind != "once":
+            raise serializers.ValidationError({"run_now": ["Only a once schedule takes run_now."]})
+        run_at = attrs.get("run_at", row.run_at if row else None)
+        if kind != "once" or run_at is None or ("run_at" not in attrs and "kind" not in attrs):
+            return
+        before = (row.kind, row.run_at) if row else None
+        errors = past_run_at_errors(run_at, db_now(), kind=kind, run_now=run_now, before=before)
+        if errors:
+            raise serializers.ValidationError(errors)
 
     def _owner(self) -> Any:
         """The user an owner-scoped request acts for (None: full access)."""

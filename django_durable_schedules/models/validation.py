@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone as dj_timezone
 
 from .. import timing
+from ..humanize import gap_words
 from ..limits import DURATION_BOUNDS
 from ..payloads import metadata_errors, payload_errors
 from .choices import INSTANT_FIELDS, MANUAL_REFUSES, Kind, OverlapPolicy
@@ -25,6 +26,45 @@ _DISPATCHED = {
     "celery_task": "a Celery task",
     "command": "a management command",
 }
+
+
+#: How far in the past (by the database clock) a one-shot's new ``run_at`` is still taken
+#: as "now" (the time it takes to type it and send the form): :func:`past_run_at_errors`.
+PAST_RUN_AT_GRACE_SECONDS = 60
+
+
+def past_run_at_errors(
+    run_at: Any,
+    now: datetime,
+    *,
+    kind: str,
+    run_now: bool = False,
+    before: tuple[str, Any] | None = None,
+    remedy: str = "set run_now",
+) -> dict[str, list[str]]:
+    """The field message for a ``once`` schedule's ``run_at`` in the past (the API and the
+    admin's form call it with the database clock's ``now``, an aware UTC datetime).
+
+    Refused (``{"run_at": [message]}``) when ``kind`` is ``once``, ``run_at`` (aware) is more
+    than :data:`PAST_RUN_AT_GRACE_SECONDS` before ``now``, and ``run_now`` is false; the
+    message says the gap in words and ``remedy`` (how the caller's face says "run it at
+    once"). ``before``: the edited row's ``(kind, run_at)``; an edit that leaves a one-shot's
+    ``run_at`` as it was is never refused (renaming a one-shot that already ran). Else ``{}``:
+    with ``run_now`` the schedule is due at once (its receipt keeps ``scheduled_for =
+    run_at``, and its lateness). Pure: reads no clock, writes nothing."""
+    if kind != Kind.ONCE or run_now or not isinstance(run_at, datetime):
+        return {}
+    if dj_timezone.is_naive(run_at) or before == (Kind.ONCE, run_at):
+        return {}
+    gap = (now - run_at).total_seconds()
+    if gap <= PAST_RUN_AT_GRACE_SECONDS:
+        return {}
+    return {
+        "run_at": [
+            f"run_at is {gap_words(gap)} in the past; {remedy} to run it at once, "
+            "or choose a future time."
+        ]
+    }
 
 
 def default_timezone() -> str:
