@@ -19,6 +19,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count
 
 from ..db.locks import locked
+from ..limits import RATE_HOLD_MAX_SECONDS
 from ..models import RATE_MAX_COUNT, ConcurrencyGroup, Schedule, ScheduleQuerySet
 from .group_rules import GroupRoom, admit, give_back, group_columns
 
@@ -95,8 +96,10 @@ def room_of(group: ConcurrencyGroup, running: int, now: datetime) -> GroupRoom:
     """The :class:`.group_rules.GroupRoom` of ``group`` read under its lock at ``now``,
     with ``running`` live leases. A rate that does not parse (written behind ``save()``)
     makes it ``unreadable``: nothing of it starts, and health names the group. Its
-    ``starts`` are JSON any writer can fill: only numbers up to ``now`` count (the last
-    ``RATE_MAX_COUNT`` of them); anything else is dropped, and the claim writes the
+    ``starts`` are JSON any writer can fill: only numbers count, up to ``now`` plus
+    ``RATE_HOLD_MAX_SECONDS`` (a concurrent claim's starts lie after this claim's ``now``,
+    read before its lock; a later one was never written by a claim), the last
+    ``RATE_MAX_COUNT`` of them; anything else is dropped, and the claim writes the
     cleaned list back."""
     unreadable = ""
     rate = None
@@ -106,10 +109,14 @@ def room_of(group: ConcurrencyGroup, running: int, now: datetime) -> GroupRoom:
         unreadable = f"the rate {group.rate[:20]!r} cannot be read"
     starts = group.starts if isinstance(group.starts, list) else []
     at = now.timestamp()
+    # A claim reads ``now`` before it waits for the group's lock: a concurrent claim's
+    # starts may lie after it (as far as that wait lasted). Only a start later than any
+    # hold a claim writes was written behind ``save()``.
+    ahead = RATE_HOLD_MAX_SECONDS
     numbers = [
         t
         for t in starts
-        if isinstance(t, int | float) and not isinstance(t, bool) and -at <= t <= at
+        if isinstance(t, int | float) and not isinstance(t, bool) and -at <= t <= at + ahead
     ]
     return GroupRoom(
         max_running=group.max_running,
