@@ -97,6 +97,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+import chaos_groups
 import chaos_surfaces
 
 BENCH = Path(__file__).resolve().parent
@@ -206,11 +207,17 @@ def setup_django(url: str, log_path: Path, lease: int) -> dict[str, str]:
 
 
 def create_schedules(
-    count: int, rng: random.Random, poison_schedules: int = 0, *, surfaces: bool = True
+    count: int,
+    rng: random.Random,
+    poison_schedules: int = 0,
+    *,
+    surfaces: bool = True,
+    groups: int = 0,
 ) -> None:
     """``count`` plain ``chaos.work`` schedules; with ``poison_schedules``, also the poison
     victims (:data:`POISON_ROWS`) and that many ``chaos.poison`` schedules; with
-    ``surfaces``, the calendars and backfills of :mod:`chaos_surfaces`."""
+    ``surfaces``, the calendars and backfills of :mod:`chaos_surfaces`; with ``groups``,
+    that many schedules in each of the two concurrency groups of :mod:`chaos_groups`."""
     from django_durable_schedules import state
 
     common = {
@@ -235,6 +242,8 @@ def create_schedules(
             )
     if surfaces:
         chaos_surfaces.create_surfaces(common, rng, poison=bool(poison_schedules))
+    if groups:
+        chaos_groups.create_grouped(common, groups)
     if not poison_schedules:
         return
     for i, (kind, *_rest) in enumerate(POISON_ROWS):
@@ -362,6 +371,9 @@ class Fleet:
         self.frozen: dict[str, float] = {}  # worker id -> monotonic time to resume
         self.started = self.killed = self.stalled = 0
         self.crashes: list[dict[str, Any]] = []
+        # (wall time, "kill" | "stop" | "cont", worker pid): what the groups' audit ends runs by
+        self.events: list[tuple[float, str, int]] = []
+        self.children_survived_sigkill: list[int] = []  # isolation children alive 3 s after
 
     def start(self) -> str:
         self.started += 1
@@ -403,8 +415,11 @@ class Fleet:
     def kill_random(self) -> None:
         wid = self.rng.choice(sorted(self.procs))
         proc = self.procs.pop(wid)
+        children = chaos_groups.children_of(proc.pid)
+        self.events.append((time.time(), "kill", proc.pid))
         proc.kill()
         proc.wait()
+        self.children_survived_sigkill += chaos_groups.still_alive(children, within=3.0)
         self.frozen.pop(wid, None)
         self.killed += 1
         say(f"SIGKILL {wid}; started {self.start()}")
@@ -414,6 +429,7 @@ class Fleet:
         if not awake:
             return
         wid = self.rng.choice(awake)
+        self.events.append((time.time(), "stop", self.procs[wid].pid))
         self.procs[wid].send_signal(signal.SIGSTOP)
         self.frozen[wid] = time.monotonic() + self.lease + 2
         self.stalled += 1
@@ -424,6 +440,7 @@ class Fleet:
         for wid, until in list(self.frozen.items()):
             if everyone or until <= now:
                 self.procs[wid].send_signal(signal.SIGCONT)
+                self.events.append((time.time(), "cont", self.procs[wid].pid))
                 del self.frozen[wid]
 
     def stop(self, grace: float = 60.0) -> list[dict[str, Any]]:
@@ -905,6 +922,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=True,
         help="calendars and backfills in the load (and their poisons with --poison; default on)",
     )
+    p.add_argument(
+        "--groups",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="schedules in a max_running group and in a rate group, and the audit of both "
+        "limits from the callbacks' own records (default on)",
+    )
+    p.add_argument(
+        "--group-schedules",
+        type=int,
+        default=6,
+        help="schedules in each of the two concurrency groups (with --groups)",
+    )
     p.add_argument("--schedules", type=int, default=24)
     p.add_argument("--lease-seconds", type=int, default=4)
     p.add_argument("--seed", type=int, default=1)
@@ -929,7 +959,11 @@ def main(argv: list[str] | None = None) -> int:
 
     call_command("migrate", verbosity=0, interactive=False)
     create_schedules(
-        args.schedules, rng, args.poison_schedules if args.poison else 0, surfaces=args.surfaces
+        args.schedules,
+        rng,
+        args.poison_schedules if args.poison else 0,
+        surfaces=args.surfaces,
+        groups=args.group_schedules if args.groups else 0,
     )
     connections.close_all()  # the soak itself stays off the database (and the restart)
 
@@ -955,6 +989,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         report["examples"].update(extra["examples"])
         report["surfaces"] = extra["totals"]
+    if args.groups:
+        extra = chaos_groups.audit_groups(
+            log_path, fleet.events, fleet.children_survived_sigkill, args.lease_seconds
+        )
+        report["violations"].update(extra["violations"])
+        report["examples"].update(extra["examples"])
+        report["groups"] = extra["groups"]
     report["violations"]["unclean_worker_exits"] = len(unclean)
     report["violations"]["worker_crashes"] = len(fleet.crashes)
     if unclean:
