@@ -6,7 +6,8 @@ side-effect log written by the callbacks themselves.
         [--stall-every 30] [--schedules 24] [--lease-seconds 4]
         [--database-url postgres://postgres@127.0.0.1:5432/dds_chaos]
         [--restart-postgres | --no-restart-postgres] [--poison | --no-poison]
-        [--poison-schedules 6] [--seed 1] [--keep] [--json-out F]
+        [--poison-schedules 6] [--groups | --no-groups] [--group-schedules 6]
+        [--seed 1] [--keep] [--json-out F]
 
 What it does:
 
@@ -37,6 +38,11 @@ What it does:
    surrogates and 20,000 characters, ``RetryRun(after_seconds=nan / -1 / inf / 1.8e12)``,
    and return results with NUL and surrogate keys, NaN, a 400-digit int, a cycle and an
    object whose ``repr`` raises.
+   With ``--groups`` (the default) ``--group-schedules`` schedules every 1 s in each of
+   two concurrency groups (bench/chaos_groups.py): ``chaos-capped`` (``max_running=2``)
+   and ``chaos-rated`` (``rate="3/s"``), of ``chaos.grouped`` with ``timeout_seconds``
+   (isolation children: a frozen worker's child is killed on resume, a SIGKILLed worker's
+   child dies with it).
 3. Stops the workers with SIGTERM (they must drain and exit 0), waits for the leases of
    killed workers to expire and recovers them (``state.expire_leases``, as a worker
    would), then audits.
@@ -75,6 +81,14 @@ The audit (each item a count; any non-zero count is a violation and exit status 
   ``next_run_at`` more than 31 days ahead), ``invalid_receipt_text`` (NUL in a receipt's
   text, or a result that is not strict JSON) and ``dropped_outcomes`` (outcomes the
   engine logged as dropped because no receipt of them could be stored).
+* with ``--groups`` (the rules in bench/chaos_groups.py): ``group_over_max_running``
+  (more runs of ``chaos-capped`` holding a live lease at one instant than
+  ``max_running``, from the callbacks' own start/done lines, a run without ``done`` ended
+  at its worker's SIGKILL or resume, a frozen worker's run cut at freeze + lease -
+  renewal period), ``group_over_rate`` (more callback starts of ``chaos-rated`` in any
+  window of the rate's length than its count) and ``group_claims_over_rate`` (more
+  claims, ``RunAttempt.claimed_at``, in any window of ``rate_window`` than the count: the
+  engine's own rule). The grouped schedules are in every other check (nothing lost).
 
 Prints the JSON report on stdout, then one summary line. Worker logs and the side-effect
 log go to ``bench/out/chaos-<pid>/``.
@@ -90,6 +104,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter, defaultdict
 from datetime import timedelta
@@ -374,6 +389,7 @@ class Fleet:
         # (wall time, "kill" | "stop" | "cont", worker pid): what the groups' audit ends runs by
         self.events: list[tuple[float, str, int]] = []
         self.children_survived_sigkill: list[int] = []  # isolation children alive 3 s after
+        self.lock = threading.Lock()  # frozen/events: the loop and the resume timers
 
     def start(self) -> str:
         self.started += 1
@@ -408,19 +424,21 @@ class Fleet:
                 tail = (self.outdir / f"{wid}.log").read_text(errors="replace")[-1500:]
                 self.crashes.append({"worker": wid, "code": proc.returncode, "log_tail": tail})
                 say(f"worker {wid} exited on its own ({proc.returncode}); replacing it")
-                del self.procs[wid]
-                self.frozen.pop(wid, None)
+                with self.lock:
+                    del self.procs[wid]
+                    self.frozen.pop(wid, None)
                 self.start()
 
     def kill_random(self) -> None:
         wid = self.rng.choice(sorted(self.procs))
-        proc = self.procs.pop(wid)
-        children = chaos_groups.children_of(proc.pid)
-        self.events.append((time.time(), "kill", proc.pid))
-        proc.kill()
+        with self.lock:
+            proc = self.procs.pop(wid)
+            self.frozen.pop(wid, None)
+            children = chaos_groups.children_of(proc.pid)
+            self.events.append((time.time(), "kill", proc.pid))
+            proc.kill()
         proc.wait()
         self.children_survived_sigkill += chaos_groups.still_alive(children, within=3.0)
-        self.frozen.pop(wid, None)
         self.killed += 1
         say(f"SIGKILL {wid}; started {self.start()}")
 
@@ -429,19 +447,27 @@ class Fleet:
         if not awake:
             return
         wid = self.rng.choice(awake)
-        self.events.append((time.time(), "stop", self.procs[wid].pid))
-        self.procs[wid].send_signal(signal.SIGSTOP)
-        self.frozen[wid] = time.monotonic() + self.lease + 2
+        with self.lock:
+            self.events.append((time.time(), "stop", self.procs[wid].pid))
+            self.procs[wid].send_signal(signal.SIGSTOP)
+            self.frozen[wid] = time.monotonic() + self.lease + 2
+        timer = threading.Timer(self.lease + 2, self.resume)
+        timer.daemon = True
+        timer.start()
         self.stalled += 1
         say(f"SIGSTOP {wid} for {self.lease + 2}s")
 
     def resume(self, everyone: bool = False) -> None:
-        now = time.monotonic()
-        for wid, until in list(self.frozen.items()):
-            if everyone or until <= now:
-                self.procs[wid].send_signal(signal.SIGCONT)
-                self.events.append((time.time(), "cont", self.procs[wid].pid))
-                del self.frozen[wid]
+        """SIGCONT the frozen workers whose time is up (all with ``everyone``). Also called
+        from a timer thread at each stall's end: the soak's own loop may be blocked on the
+        database (SQLite: by the frozen worker's write lock) and must not delay it."""
+        with self.lock:
+            now = time.monotonic()
+            for wid, until in list(self.frozen.items()):
+                if everyone or until <= now:
+                    self.procs[wid].send_signal(signal.SIGCONT)
+                    self.events.append((time.time(), "cont", self.procs[wid].pid))
+                    del self.frozen[wid]
 
     def stop(self, grace: float = 60.0) -> list[dict[str, Any]]:
         """SIGTERM every worker (drain); returns those that did not exit 0 in time."""

@@ -162,6 +162,7 @@ def audit_groups(
     for a in claims:
         claimed[a["schedule__concurrency_group__name"]].append(a["claimed_at"].timestamp())
     delays: dict[str, list[float]] = defaultdict(list)
+    delay_of: dict[float, float] = {}  # a start -> how long after its claim
     live: dict[str, list[tuple[float, float]]] = defaultdict(list)
     upper: dict[str, list[tuple[float, float]]] = defaultdict(list)
     wall: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -172,6 +173,7 @@ def audit_groups(
         group = attempt["schedule__concurrency_group__name"] if attempt else "?"
         if attempt:
             delays[group].append(run["start"] - attempt["claimed_at"].timestamp())
+            delay_of[run["start"]] = delays[group][-1]
         start, end = run["start"], run["end"]
         after = [(t, kind) for t, kind in by_worker.get(run["ppid"], []) if t >= start]
         if end is not None:
@@ -246,7 +248,13 @@ def audit_groups(
             if seen > count:
                 counts["group_over_rate"] += 1
                 examples["group_over_rate"].append(
-                    f"{g.name}: {seen} starts in [{at:.3f}, {at + seconds:.3f})"
+                    f"{g.name}: {seen} starts in [{at:.3f}, {at + seconds:.3f}), each so "
+                    "long after its claim: "
+                    + ", ".join(
+                        f"{delay_of.get(t, float('nan')):.3f} s"
+                        for t in sorted(starts[g.name])
+                        if at <= t < at + seconds
+                    )
                 )
         numbers[g.name] = row
     if os.environ.get("CHAOS_GROUPS_DUMP"):  # the intervals, to study a violation
