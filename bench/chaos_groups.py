@@ -112,7 +112,7 @@ def _runs(log_path: Path) -> dict[tuple[str, int], dict[str, Any]]:
     return runs
 
 
-def _max_overlap(intervals: list[tuple[float, float]]) -> tuple[int, float]:
+def max_overlap(intervals: list[tuple[float, float]]) -> tuple[int, float]:
     """The most intervals ``[start, end)`` open at one instant, and the first such instant."""
     edges = sorted([(s, 1) for s, _e in intervals] + [(e, -1) for _s, e in intervals])
     best, at, now = 0, 0.0, 0
@@ -123,7 +123,7 @@ def _max_overlap(intervals: list[tuple[float, float]]) -> tuple[int, float]:
     return best, at
 
 
-def _max_in_window(starts: list[float], seconds: float) -> tuple[int, float]:
+def max_in_window(starts: list[float], seconds: float) -> tuple[int, float]:
     """The most ``starts`` in one window ``[t, t + seconds)``, and its first start."""
     starts = sorted(starts)
     best, at, lo = 0, 0.0, 0
@@ -215,12 +215,12 @@ def audit_groups(
             },
         }
         if g.max_running:
-            seen, at = _max_overlap(live[g.name])
+            seen, at = max_overlap(live[g.name])
             row.update(
                 max_running=g.max_running,
                 max_concurrent_live=seen,
-                max_concurrent_upper=_max_overlap(upper[g.name])[0],
-                max_concurrent_wall=_max_overlap(wall[g.name])[0],
+                max_concurrent_upper=max_overlap(upper[g.name])[0],
+                max_concurrent_wall=max_overlap(wall[g.name])[0],
             )
             if seen > g.max_running:
                 counts["group_over_max_running"] += 1
@@ -229,15 +229,15 @@ def audit_groups(
             rate = parse_rate(g.rate)
             assert rate is not None
             count, seconds = rate.count, rate.seconds
-            seen, at = _max_in_window(starts[g.name], seconds)
+            seen, at = max_in_window(starts[g.name], seconds)
             window = rate_window(seconds)
-            claims_seen = _max_in_window(claimed[g.name], window)
+            claims_seen = max_in_window(claimed[g.name], window)
             row.update(
                 rate=g.rate,
                 engine_window_seconds=rate_window(seconds),
                 max_starts_per_window=seen,
-                max_starts_per_engine_window=_max_in_window(starts[g.name], window)[0],
-                max_claims_per_window=_max_in_window(claimed[g.name], seconds)[0],
+                max_starts_per_engine_window=max_in_window(starts[g.name], window)[0],
+                max_claims_per_window=max_in_window(claimed[g.name], seconds)[0],
                 max_claims_per_engine_window=claims_seen[0],
             )
             if claims_seen[0] > count:
