@@ -20,8 +20,8 @@ What it does:
 2. Starts ``--workers`` real ``run_scheduler`` processes (``--lease-seconds``, max idle
    1 s) and for ``--duration`` seconds: every ``--kill-every`` s SIGKILLs a random worker
    and starts a replacement; every ``--stall-every`` s (0: never) freezes one with SIGSTOP
-   for lease + 2 s, so its leases expire and are recovered elsewhere while its runs go on
-   (their late outcomes must be fenced); on PostgreSQL, half-way through, restarts the
+   for lease + 2 s (resumed by a timer thread), so its leases expire and are recovered
+   elsewhere while its runs go on (their late outcomes must be fenced); on PostgreSQL, half-way through, restarts the
    server once (``pg_ctlcluster ... restart``; skipped with a note when that is not
    possible here, e.g. a remote server). The callbacks fail (10 %), raise ``SkipRun``
    (8 %) or sleep past their lease (5 %: the worker must keep renewing it), decided by a
