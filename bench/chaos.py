@@ -85,10 +85,11 @@ The audit (each item a count; any non-zero count is a violation and exit status 
   (more runs of ``chaos-capped`` holding a live lease at one instant than
   ``max_running``, from the callbacks' own start/done lines, a run without ``done`` ended
   at its worker's SIGKILL or resume, a frozen worker's run cut at freeze + lease -
-  renewal period), ``group_over_rate`` (more callback starts of ``chaos-rated`` in any
-  window of the rate's length than its count) and ``group_claims_over_rate`` (more
-  claims, ``RunAttempt.claimed_at``, in any window of ``rate_window`` than the count: the
-  engine's own rule). The grouped schedules are in every other check (nothing lost).
+  renewal period) and ``group_claims_over_rate`` (more claims, ``RunAttempt.claimed_at``,
+  in any window of ``rate_window`` than the count: the engine's own rule); reported, not
+  a violation: ``group_over_rate`` (more callback starts of ``chaos-rated`` in any window
+  of the rate's length than its count: ``group_findings``). The grouped schedules are in
+  every other check (nothing lost).
 
 Prints the JSON report on stdout, then one summary line. Worker logs and the side-effect
 log go to ``bench/out/chaos-<pid>/``.
@@ -1022,6 +1023,7 @@ def main(argv: list[str] | None = None) -> int:
         report["violations"].update(extra["violations"])
         report["examples"].update(extra["examples"])
         report["groups"] = extra["groups"]
+        report["group_findings"] = extra["findings"]
     report["violations"]["unclean_worker_exits"] = len(unclean)
     report["violations"]["worker_crashes"] = len(fleet.crashes)
     if unclean:
