@@ -6,7 +6,8 @@ side-effect log written by the callbacks themselves.
         [--stall-every 30] [--schedules 24] [--lease-seconds 4]
         [--database-url postgres://postgres@127.0.0.1:5432/dds_chaos]
         [--restart-postgres | --no-restart-postgres] [--poison | --no-poison]
-        [--poison-schedules 6] [--seed 1] [--keep] [--json-out F]
+        [--poison-schedules 6] [--groups | --no-groups] [--group-schedules 6]
+        [--seed 1] [--keep] [--json-out F]
 
 What it does:
 
@@ -19,8 +20,8 @@ What it does:
 2. Starts ``--workers`` real ``run_scheduler`` processes (``--lease-seconds``, max idle
    1 s) and for ``--duration`` seconds: every ``--kill-every`` s SIGKILLs a random worker
    and starts a replacement; every ``--stall-every`` s (0: never) freezes one with SIGSTOP
-   for lease + 2 s, so its leases expire and are recovered elsewhere while its runs go on
-   (their late outcomes must be fenced); on PostgreSQL, half-way through, restarts the
+   for lease + 2 s (resumed by a timer thread), so its leases expire and are recovered
+   elsewhere while its runs go on (their late outcomes must be fenced); on PostgreSQL, half-way through, restarts the
    server once (``pg_ctlcluster ... restart``; skipped with a note when that is not
    possible here, e.g. a remote server). The callbacks fail (10 %), raise ``SkipRun``
    (8 %) or sleep past their lease (5 %: the worker must keep renewing it), decided by a
@@ -37,6 +38,11 @@ What it does:
    surrogates and 20,000 characters, ``RetryRun(after_seconds=nan / -1 / inf / 1.8e12)``,
    and return results with NUL and surrogate keys, NaN, a 400-digit int, a cycle and an
    object whose ``repr`` raises.
+   With ``--groups`` (the default) ``--group-schedules`` schedules every 1 s in each of
+   two concurrency groups (bench/chaos_groups.py): ``chaos-capped`` (``max_running=2``)
+   and ``chaos-rated`` (``rate="3/s"``), of ``chaos.grouped`` with ``timeout_seconds``
+   (isolation children: a frozen worker's child is killed on resume, a SIGKILLed worker's
+   child dies with it).
 3. Stops the workers with SIGTERM (they must drain and exit 0), waits for the leases of
    killed workers to expire and recovers them (``state.expire_leases``, as a worker
    would), then audits.
@@ -75,6 +81,15 @@ The audit (each item a count; any non-zero count is a violation and exit status 
   ``next_run_at`` more than 31 days ahead), ``invalid_receipt_text`` (NUL in a receipt's
   text, or a result that is not strict JSON) and ``dropped_outcomes`` (outcomes the
   engine logged as dropped because no receipt of them could be stored).
+* with ``--groups`` (the rules in bench/chaos_groups.py): ``group_over_max_running``
+  (more runs of ``chaos-capped`` holding a live lease at one instant than
+  ``max_running``, from the callbacks' own start/done lines, a run without ``done`` ended
+  at its worker's SIGKILL or resume, a frozen worker's run cut at freeze + lease -
+  renewal period) and ``group_claims_over_rate`` (more claims, ``RunAttempt.claimed_at``,
+  in any window of ``rate_window`` than the count: the engine's own rule); reported, not
+  a violation: ``group_over_rate`` (more callback starts of ``chaos-rated`` in any window
+  of the rate's length than its count: ``group_findings``). The grouped schedules are in
+  every other check (nothing lost).
 
 Prints the JSON report on stdout, then one summary line. Worker logs and the side-effect
 log go to ``bench/out/chaos-<pid>/``.
@@ -90,6 +105,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter, defaultdict
 from datetime import timedelta
@@ -97,6 +113,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+import chaos_groups
 import chaos_surfaces
 
 BENCH = Path(__file__).resolve().parent
@@ -206,11 +223,17 @@ def setup_django(url: str, log_path: Path, lease: int) -> dict[str, str]:
 
 
 def create_schedules(
-    count: int, rng: random.Random, poison_schedules: int = 0, *, surfaces: bool = True
+    count: int,
+    rng: random.Random,
+    poison_schedules: int = 0,
+    *,
+    surfaces: bool = True,
+    groups: int = 0,
 ) -> None:
     """``count`` plain ``chaos.work`` schedules; with ``poison_schedules``, also the poison
     victims (:data:`POISON_ROWS`) and that many ``chaos.poison`` schedules; with
-    ``surfaces``, the calendars and backfills of :mod:`chaos_surfaces`."""
+    ``surfaces``, the calendars and backfills of :mod:`chaos_surfaces`; with ``groups``,
+    that many schedules in each of the two concurrency groups of :mod:`chaos_groups`."""
     from django_durable_schedules import state
 
     common = {
@@ -235,6 +258,8 @@ def create_schedules(
             )
     if surfaces:
         chaos_surfaces.create_surfaces(common, rng, poison=bool(poison_schedules))
+    if groups:
+        chaos_groups.create_grouped(common, groups)
     if not poison_schedules:
         return
     for i, (kind, *_rest) in enumerate(POISON_ROWS):
@@ -362,6 +387,10 @@ class Fleet:
         self.frozen: dict[str, float] = {}  # worker id -> monotonic time to resume
         self.started = self.killed = self.stalled = 0
         self.crashes: list[dict[str, Any]] = []
+        # (wall time, "kill" | "stop" | "cont", worker pid): what the groups' audit ends runs by
+        self.events: list[tuple[float, str, int]] = []
+        self.children_survived_sigkill: list[int] = []  # isolation children alive 3 s after
+        self.lock = threading.Lock()  # frozen/events: the loop and the resume timers
 
     def start(self) -> str:
         self.started += 1
@@ -396,16 +425,21 @@ class Fleet:
                 tail = (self.outdir / f"{wid}.log").read_text(errors="replace")[-1500:]
                 self.crashes.append({"worker": wid, "code": proc.returncode, "log_tail": tail})
                 say(f"worker {wid} exited on its own ({proc.returncode}); replacing it")
-                del self.procs[wid]
-                self.frozen.pop(wid, None)
+                with self.lock:
+                    del self.procs[wid]
+                    self.frozen.pop(wid, None)
                 self.start()
 
     def kill_random(self) -> None:
         wid = self.rng.choice(sorted(self.procs))
-        proc = self.procs.pop(wid)
-        proc.kill()
+        with self.lock:
+            proc = self.procs.pop(wid)
+            self.frozen.pop(wid, None)
+            children = chaos_groups.children_of(proc.pid)
+            self.events.append((time.time(), "kill", proc.pid))
+            proc.kill()
         proc.wait()
-        self.frozen.pop(wid, None)
+        self.children_survived_sigkill += chaos_groups.still_alive(children, within=3.0)
         self.killed += 1
         say(f"SIGKILL {wid}; started {self.start()}")
 
@@ -414,17 +448,27 @@ class Fleet:
         if not awake:
             return
         wid = self.rng.choice(awake)
-        self.procs[wid].send_signal(signal.SIGSTOP)
-        self.frozen[wid] = time.monotonic() + self.lease + 2
+        with self.lock:
+            self.events.append((time.time(), "stop", self.procs[wid].pid))
+            self.procs[wid].send_signal(signal.SIGSTOP)
+            self.frozen[wid] = time.monotonic() + self.lease + 2
+        timer = threading.Timer(self.lease + 2, self.resume)
+        timer.daemon = True
+        timer.start()
         self.stalled += 1
         say(f"SIGSTOP {wid} for {self.lease + 2}s")
 
     def resume(self, everyone: bool = False) -> None:
-        now = time.monotonic()
-        for wid, until in list(self.frozen.items()):
-            if everyone or until <= now:
-                self.procs[wid].send_signal(signal.SIGCONT)
-                del self.frozen[wid]
+        """SIGCONT the frozen workers whose time is up (all with ``everyone``). Also called
+        from a timer thread at each stall's end: the soak's own loop may be blocked on the
+        database (SQLite: by the frozen worker's write lock) and must not delay it."""
+        with self.lock:
+            now = time.monotonic()
+            for wid, until in list(self.frozen.items()):
+                if everyone or until <= now:
+                    self.procs[wid].send_signal(signal.SIGCONT)
+                    self.events.append((time.time(), "cont", self.procs[wid].pid))
+                    del self.frozen[wid]
 
     def stop(self, grace: float = 60.0) -> list[dict[str, Any]]:
         """SIGTERM every worker (drain); returns those that did not exit 0 in time."""
@@ -905,6 +949,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=True,
         help="calendars and backfills in the load (and their poisons with --poison; default on)",
     )
+    p.add_argument(
+        "--groups",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="schedules in a max_running group and in a rate group, and the audit of both "
+        "limits from the callbacks' own records (default on)",
+    )
+    p.add_argument(
+        "--group-schedules",
+        type=int,
+        default=6,
+        help="schedules in each of the two concurrency groups (with --groups)",
+    )
     p.add_argument("--schedules", type=int, default=24)
     p.add_argument("--lease-seconds", type=int, default=4)
     p.add_argument("--seed", type=int, default=1)
@@ -929,7 +986,11 @@ def main(argv: list[str] | None = None) -> int:
 
     call_command("migrate", verbosity=0, interactive=False)
     create_schedules(
-        args.schedules, rng, args.poison_schedules if args.poison else 0, surfaces=args.surfaces
+        args.schedules,
+        rng,
+        args.poison_schedules if args.poison else 0,
+        surfaces=args.surfaces,
+        groups=args.group_schedules if args.groups else 0,
     )
     connections.close_all()  # the soak itself stays off the database (and the restart)
 
@@ -955,6 +1016,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         report["examples"].update(extra["examples"])
         report["surfaces"] = extra["totals"]
+    if args.groups:
+        extra = chaos_groups.audit_groups(
+            log_path, fleet.events, fleet.children_survived_sigkill, args.lease_seconds
+        )
+        report["violations"].update(extra["violations"])
+        report["examples"].update(extra["examples"])
+        report["groups"] = extra["groups"]
+        report["group_findings"] = extra["findings"]
     report["violations"]["unclean_worker_exits"] = len(unclean)
     report["violations"]["worker_crashes"] = len(fleet.crashes)
     if unclean:

@@ -17,6 +17,8 @@ is reproducible and a retry may behave differently from the first attempt:
 * otherwise: sleep up to 0.3 s, then succeed.
 
 A worker SIGKILLed mid-run leaves a ``start`` line without its ``done`` line.
+``chaos.grouped`` (the schedules of a concurrency group) does the same and appends its
+parent's pid to the ``start`` line.
 """
 
 from __future__ import annotations
@@ -46,10 +48,10 @@ def _log(*fields: object) -> None:
 
 
 @register("chaos.work")
-def work(ctx):
+def work(ctx, *more: object):
     """Record the execution, then fail, skip, overrun the lease or succeed (see above)."""
     key, attempt, pid = ctx.idempotency_key, ctx.attempt, os.getpid()
-    _log("start", key, attempt, pid, f"{time.time():.3f}")
+    _log("start", key, attempt, pid, f"{time.time():.3f}", *more)
     r = draw(key, attempt)
     if r < FAIL:
         _log("done", key, attempt, "fail", pid, f"{time.time():.3f}")
@@ -63,6 +65,14 @@ def work(ctx):
         time.sleep(0.3 * (r - SLOW) / (1 - SLOW))
     _log("done", key, attempt, "ok", pid, f"{time.time():.3f}")
     return {"attempt": attempt}
+
+
+@register("chaos.grouped")
+def grouped(ctx):
+    """``chaos.work`` for the schedules of a concurrency group (bench/chaos_groups.py): its
+    ``start`` line also names the parent process (``os.getppid()``: the worker whose child
+    runs it), so the audit can end a run its worker's SIGKILL or resume killed."""
+    return work(ctx, os.getppid())
 
 
 # --- poison outcomes (bench/chaos.py --poison) -----------------------------------------
