@@ -136,7 +136,7 @@ def max_in_window(starts: list[float], seconds: float) -> tuple[int, float]:
     starts = sorted(starts)
     best, at, lo = 0, 0.0, 0
     for hi, t in enumerate(starts):
-        while starts[lo] <= t - seconds:
+        while starts[lo] + seconds <= t:  # t outside [starts[lo], starts[lo] + seconds)
             lo += 1
         if hi - lo + 1 > best:
             best, at = hi - lo + 1, starts[lo]
@@ -205,7 +205,7 @@ def audit_groups(
         wall[group].append((start, end))
         starts[group].append(start)
 
-    counts: dict[str, int] = {n: 0 for n in VIOLATIONS}
+    counts: dict[str, int] = {n: 0 for n in (*VIOLATIONS, *FINDINGS)}
     examples: dict[str, list[Any]] = defaultdict(list)
     numbers: dict[str, Any] = {
         "runs_ended_by": dict(ended_by),
