@@ -23,6 +23,7 @@ from rest_framework.settings import api_settings
 
 from .. import timing
 from ..payloads import JSON_MAX_DEPTH, PAYLOAD_MAX_BYTES, json_problem, json_size
+from .strict import RejectUnknownFields
 
 #: ``upcoming/``: default and largest ``count``.
 UPCOMING_DEFAULT_COUNT = 5
@@ -102,8 +103,9 @@ class CallbackField(serializers.ChoiceField):
         self.fail("invalid_choice", input=shortened(data))
 
 
-class BaseModelSerializer(serializers.ModelSerializer):
-    """Model serializer whose datetimes are :class:`AwareDateTimeField`."""
+class BaseModelSerializer(RejectUnknownFields, serializers.ModelSerializer):
+    """Model serializer whose datetimes are :class:`AwareDateTimeField`; a key of its
+    input that is none of its fields is a 400 (:class:`.strict.RejectUnknownFields`)."""
 
     serializer_field_mapping = {
         **serializers.ModelSerializer.serializer_field_mapping,
