@@ -1,6 +1,8 @@
-"""Example request bodies of the API's create operations, as the OpenAPI schema shows them
-(Swagger's "Example Value"): each is a real body that succeeds when sent as is to a fresh
-database (tests/test_api_edges.py posts every one), not filler generated from the types.
+"""Example request bodies of the API's create operations (and of the ``trigger``,
+``disable`` and ``duplicate`` actions), as the OpenAPI schema shows them (Swagger's
+"Example Value"): each is a real body that succeeds when sent as is to a fresh database
+(an action's: on a new active schedule; tests/test_api_edges.py posts every one), not
+filler generated from the types.
 
 A schedule's ``callback`` must be a registered name, which only the project knows: the
 examples name the first callback registered when the schema is generated
@@ -118,18 +120,38 @@ def _blackouts() -> list[OpenApiExample]:
     ]
 
 
-#: Request serializer class name -> its create examples.
+def _actions() -> dict[str, list[OpenApiExample]]:
+    """The examples of the action bodies that succeed on any active schedule."""
+    return {
+        "TriggerSerializer": [
+            OpenApiExample(
+                "Run now with a note",
+                value={"note": "re-sent after the partner's outage", "payload": {"dry": False}},
+            )
+        ],
+        "DisableSerializer": [
+            OpenApiExample("Pause with a note", value={"note": "paused during the migration"})
+        ],
+        "DuplicateSerializer": [OpenApiExample("A paused copy", value={"name": "copy-of-sync"})],
+    }
+
+
+#: Request serializer class name -> the examples of its operation's body.
 _BY_SERIALIZER: dict[str, Callable[[], list[OpenApiExample]]] = {
     "ScheduleSerializer": _schedules,
     "ConcurrencyGroupSerializer": _groups,
     "ExclusionCalendarSerializer": _calendars,
     "BlackoutWindowSerializer": _blackouts,
+    "TriggerSerializer": lambda: _actions()["TriggerSerializer"],
+    "DisableSerializer": lambda: _actions()["DisableSerializer"],
+    "DuplicateSerializer": lambda: _actions()["DuplicateSerializer"],
 }
 
 
 def create_examples(serializer: Any) -> list[OpenApiExample]:
-    """The request examples of the create operation whose request serializer is
-    ``serializer`` (an instance or class); ``[]`` for any other serializer."""
+    """The request examples of the ``POST`` operation (a create, or the ``trigger``,
+    ``disable`` or ``duplicate`` action) whose request serializer is ``serializer`` (an
+    instance or class); ``[]`` for any other serializer."""
     cls = serializer if isinstance(serializer, type) else type(serializer)
     make = _BY_SERIALIZER.get(cls.__name__)
     if make is None:

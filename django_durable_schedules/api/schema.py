@@ -38,10 +38,10 @@ class APIAutoSchema(AutoSchema):
     and the request examples of the create operations (:mod:`.examples`)."""
 
     def get_examples(self) -> list[Any]:
-        """What ``extend_schema(examples=)`` declares; for a create operation without any,
-        the real bodies of :func:`.examples.create_examples`."""
+        """What ``extend_schema(examples=)`` declares; for a ``POST`` without any, the real
+        bodies of :func:`.examples.create_examples` (none for most actions)."""
         declared = list(super().get_examples())
-        if declared or not self._is_create_operation():
+        if declared or self.method != "POST":
             return declared
         serializer = self.get_request_serializer()
         return create_examples(serializer) if serializer is not None else []
