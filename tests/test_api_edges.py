@@ -150,6 +150,15 @@ def test_unknown_field_errors_name_exactly_the_unknown_keys(keys, known):
             assert message.removesuffix("?").rsplit(" ", 1)[1] in known - {"id"}
 
 
+@pytest.mark.parametrize("field", ["concurrency_group", "exclusion_calendars", "blackout_windows"])
+def test_a_name_with_a_nul_character_is_a_400_not_a_500(api, field):
+    """Found by Schemathesis on PostgreSQL (text refuses NUL: the lookup was a 500)."""
+    name = "a\x00b"
+    body = {**SCHEDULE, field: name if field == "concurrency_group" else [name]}
+    answer = api.post(url("schedule-list"), body, format="json")
+    assert answer.status_code == 400 and field in answer.json()
+
+
 # The API root.
 
 
