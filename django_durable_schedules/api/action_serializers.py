@@ -7,9 +7,10 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from .fields import AwareDateTimeField
+from .strict import StrictSerializer
 
 
-class EnableSerializer(serializers.Serializer):
+class EnableSerializer(StrictSerializer):
     """Body of ``enable/`` (optional): ``run_at`` moves a ``once`` schedule to a new
     instant as it is re-armed (without it, a past one-shot is due at once)."""
 
@@ -19,7 +20,7 @@ class EnableSerializer(serializers.Serializer):
     )
 
 
-class DuplicateSerializer(serializers.Serializer):
+class DuplicateSerializer(StrictSerializer):
     """Body of ``duplicate/``: the new schedule's ``name`` (the rules of
     ``Schedule.name``; a name taken is a 400 on ``name``)."""
 

@@ -10,9 +10,10 @@ from rest_framework import serializers
 from ..models import Backfill, BackfillStatus
 from ..state import BackfillPlan
 from .fields import AwareDateTimeField, BaseModelSerializer
+from .strict import StrictSerializer
 
 
-class BackfillRangeSerializer(serializers.Serializer):
+class BackfillRangeSerializer(StrictSerializer):
     """Body of ``POST schedules/{id}/backfill/``: the past range ``[start, end)``."""
 
     start = AwareDateTimeField(help_text="First instant of the range, included (aware ISO 8601).")

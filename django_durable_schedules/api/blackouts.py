@@ -17,12 +17,13 @@ from .. import state
 from ..models import BlackoutWindow, Schedule
 from .fields import AwareDateTimeField, model_errors_as_400
 from .permissions import owner_scoped, scope
+from .strict import RejectUnknownFields
 from .views import APIViewMixin
 
 _WINDOW_FIELDS = ("name", "description", "timezone", "start_at", "end_at", "rrule")
 
 
-class BlackoutWindowSerializer(serializers.ModelSerializer):
+class BlackoutWindowSerializer(RejectUnknownFields, serializers.ModelSerializer):
     """A blackout window: one range (``start_at``, ``end_at``) or recurring (``rrule`` in
     ``timezone``, anchored at ``start_at`` when given, each ``duration_seconds`` long, none
     starting after ``end_at`` when given). Checked as ``BlackoutWindow.clean()`` does:

@@ -19,11 +19,12 @@ from .. import state
 from ..models import ExclusionCalendar, ExclusionDate, Schedule
 from .fields import model_errors_as_400
 from .permissions import scope
+from .strict import RejectUnknownFields
 from .views import APIViewMixin
 from .visibility import visible_calendars
 
 
-class ExclusionDateSerializer(serializers.ModelSerializer):
+class ExclusionDateSerializer(RejectUnknownFields, serializers.ModelSerializer):
     """One local date of a calendar and its reason."""
 
     class Meta:
@@ -31,7 +32,7 @@ class ExclusionDateSerializer(serializers.ModelSerializer):
         fields = ["date", "reason"]
 
 
-class ExclusionCalendarSerializer(serializers.ModelSerializer):
+class ExclusionCalendarSerializer(RejectUnknownFields, serializers.ModelSerializer):
     """An exclusion calendar: a country's public holidays (``holidays_country``, optional
     ``holidays_subdivision``, as the ``holidays`` package knows them) and/or its own
     ``dates``. Writing ``dates`` replaces them all; leaving it out keeps them."""

@@ -23,6 +23,7 @@ from rest_framework.settings import api_settings
 
 from .. import timing
 from ..payloads import JSON_MAX_DEPTH, PAYLOAD_MAX_BYTES, json_problem, json_size
+from .strict import RejectUnknownFields
 
 #: ``upcoming/``: default and largest ``count``.
 UPCOMING_DEFAULT_COUNT = 5
@@ -102,8 +103,20 @@ class CallbackField(serializers.ChoiceField):
         self.fail("invalid_choice", input=shortened(data))
 
 
-class BaseModelSerializer(serializers.ModelSerializer):
-    """Model serializer whose datetimes are :class:`AwareDateTimeField`."""
+class NameRelatedField(serializers.SlugRelatedField):
+    """A row named by its ``name`` (a calendar, window or group); a name holding a NUL
+    character is "does not exist" without a query (PostgreSQL refuses NUL in text: a
+    lookup would be a 500, not a 400)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=shortened(data))
+        return super().to_internal_value(data)
+
+
+class BaseModelSerializer(RejectUnknownFields, serializers.ModelSerializer):
+    """Model serializer whose datetimes are :class:`AwareDateTimeField`; a key of its
+    input that is none of its fields is a 400 (:class:`.strict.RejectUnknownFields`)."""
 
     serializer_field_mapping = {
         **serializers.ModelSerializer.serializer_field_mapping,
@@ -122,6 +135,7 @@ __all__ = [
     "AwareDateTimeField",
     "BaseModelSerializer",
     "CallbackField",
+    "NameRelatedField",
     "field_errors",
     "json_problem",
     "json_size",

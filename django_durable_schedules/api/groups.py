@@ -25,6 +25,7 @@ from ..models import ConcurrencyGroup
 from .fields import model_errors_as_400
 from .schema import extend_schema
 from .serializers import DetailSerializer
+from .strict import RejectUnknownFields
 from .views import APIViewMixin
 
 _LIMITS = ("max_running", "rate", "description")
@@ -33,7 +34,7 @@ _IN_USE = OpenApiResponse(
 )
 
 
-class ConcurrencyGroupSerializer(serializers.ModelSerializer):
+class ConcurrencyGroupSerializer(RejectUnknownFields, serializers.ModelSerializer):
     """A concurrency group: at most ``max_running`` runs of its schedules at once (null: no
     cap) and at most ``rate`` starts per window (``"10/m"``; blank: none), at least one of
     the two. Checked as ``ConcurrencyGroup.clean()`` does: a 400 with field messages. The

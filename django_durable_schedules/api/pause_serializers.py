@@ -8,9 +8,10 @@ from rest_framework import serializers
 
 from ..state import NOTE_MAX_CHARS
 from .fields import AwareDateTimeField
+from .strict import StrictSerializer
 
 
-class DisableSerializer(serializers.Serializer):
+class DisableSerializer(StrictSerializer):
     """Body of ``disable/`` (optional): ``note`` (why, kept in ``pause_reason``) and
     ``until`` (when a worker resumes it by itself, as ``enable`` does: no catch-up). On a
     schedule already paused by an operator, either updates the pause (extends it)."""

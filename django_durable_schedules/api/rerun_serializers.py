@@ -6,9 +6,10 @@ from rest_framework import serializers
 
 from ..state.bounds import COUNT_MAX
 from ..state.reruns import NOTE_MAX_CHARS
+from .strict import StrictSerializer
 
 
-class RerunSerializer(serializers.Serializer):
+class RerunSerializer(StrictSerializer):
     """``{"occurrence": N, "force": false, "note": ""}``: a new attempt of occurrence
     ``N`` under its own idempotency key (``state.rerun``)."""
 

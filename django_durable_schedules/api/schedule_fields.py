@@ -20,7 +20,7 @@ from .. import state, timing
 from ..cron_words import cron_in_words
 from ..deadlines import DeadlineState, deadline_state, read_now
 from ..models import BlackoutWindow, ConcurrencyGroup, ExclusionCalendar, Schedule
-from .fields import CalendarNamesField, WindowNamesField
+from .fields import CalendarNamesField, NameRelatedField, WindowNamesField
 from .run_serializers import RunningSerializer, running_data
 
 _F = TypeVar("_F", CalendarNamesField, WindowNamesField)
@@ -30,7 +30,7 @@ def _names_field(field: type[_F], queryset: Any, help_text: str) -> _F:
     """A many-to-many field of a schedule written and read as the names of ``queryset``'s
     rows (``field``: :class:`.fields.CalendarNamesField` or ``WindowNamesField``)."""
     return field(
-        child_relation=serializers.SlugRelatedField(slug_field="name", queryset=queryset),
+        child_relation=NameRelatedField(slug_field="name", queryset=queryset),
         required=False,
         help_text=help_text,
     )
@@ -160,7 +160,7 @@ class ScheduleFields(serializers.Serializer):
     # are), from the row's own status and lease: no query, and no status rule typed here.
     exclusion_calendars = calendar_names_field(ExclusionCalendar.objects.all())
     blackout_windows = window_names_field(BlackoutWindow.objects.all())
-    concurrency_group = serializers.SlugRelatedField(
+    concurrency_group = NameRelatedField(
         slug_field="name",
         queryset=ConcurrencyGroup.objects.all(),
         required=False,

@@ -13,6 +13,8 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse
 from drf_spectacular.utils import extend_schema as spectacular_extend_schema
 
+from .examples import create_examples
+
 #: ``{"field": ["message", ...], ...}`` (field errors) or ``{"detail": "..."}``.
 VALIDATION_ERROR = {
     "type": "object",
@@ -32,7 +34,17 @@ DETAIL = {
 class APIAutoSchema(AutoSchema):
     """drf-spectacular's ``AutoSchema`` that also documents the errors an operation can
     answer: 400 (invalid body or query), 401/403 (authentication, permission), 404 (unknown
-    or not-yours id; an invalid page cursor), beside what ``extend_schema`` declares (409)."""
+    or not-yours id; an invalid page cursor), beside what ``extend_schema`` declares (409);
+    and the request examples of the create operations (:mod:`.examples`)."""
+
+    def get_examples(self) -> list[Any]:
+        """What ``extend_schema(examples=)`` declares; for a ``POST`` without any, the real
+        bodies of :func:`.examples.create_examples` (none for most actions)."""
+        declared = list(super().get_examples())
+        if declared or self.method != "POST":
+            return declared
+        serializer = self.get_request_serializer()
+        return create_examples(serializer) if serializer is not None else []
 
     def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)

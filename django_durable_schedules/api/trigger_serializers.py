@@ -10,9 +10,10 @@ from typing import Any
 from rest_framework import serializers
 
 from ..state.overrides import NOTE_MAX_CHARS
+from .strict import StrictSerializer
 
 
-class TriggerSerializer(serializers.Serializer):
+class TriggerSerializer(StrictSerializer):
     """Body of ``trigger/`` (optional): ``{"payload": {...}, "note": "...",
     "ignore_blackout": false}``."""
 

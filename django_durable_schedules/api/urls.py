@@ -4,7 +4,7 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from ..probe import probe_view
-from . import blackouts, calendars, groups, views
+from . import blackouts, calendars, groups, root, views
 
 app_name = "durable_schedules_api"
 
@@ -17,6 +17,7 @@ router.register("blackouts", blackouts.BlackoutWindowViewSet, basename="blackout
 router.register("groups", groups.ConcurrencyGroupViewSet, basename="group")
 
 urlpatterns = [
+    path("", root.APIRootView.as_view(), name="api-root"),
     *router.urls,
     path("health/", views.HealthView.as_view(), name="health"),
     # For machines: the fleet's verdict, no schedule names (public unless PROBE_PUBLIC=False).
