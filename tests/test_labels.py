@@ -7,9 +7,11 @@ from __future__ import annotations
 from io import StringIO
 from urllib.parse import urlencode
 
+import django
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.urls import reverse
 from hypothesis import given
 from hypothesis import strategies as st
@@ -28,6 +30,10 @@ from django_durable_schedules.models.labels import (
 )
 
 from .factories import ScheduleFactory
+
+#: Django 6.1 lets a key transform say its JSON path; before it, SQLite and MariaDB read a
+#: key of digits as an array index (docs/api.md).
+DIGIT_KEYS_ARE_OBJECT_KEYS = django.VERSION >= (6, 1) or connection.vendor == "postgresql"
 
 ROWS = {
     "etl": {"team": "data", "tier": "gold"},
@@ -172,8 +178,9 @@ def test_only_an_object_has_keys(rows):
 
 def test_odd_keys(rows):
     objects = Schedule.objects
-    assert names(objects.with_labels([("5", "five")])) == ["odd-keys"]  # not an array index
-    assert names(objects.with_labels([("5", None)])) == ["odd-keys"]
+    if DIGIT_KEYS_ARE_OBJECT_KEYS:
+        assert names(objects.with_labels([("5", "five")])) == ["odd-keys"]  # no array index
+        assert names(objects.with_labels([("5", None)])) == ["odd-keys"]
     assert names(objects.with_labels([("a.b", "dot")])) == ["odd-keys"]
     assert names(objects.with_labels([("sp ace", "x")])) == ["odd-keys"]
     assert names(objects.with_labels([("café", "crème")])) == ["odd-keys"]
@@ -214,7 +221,8 @@ def test_api_two_labels_all_must_match(rows, api):
 def test_api_key_only_and_types(rows, api):
     assert api_names(api, "tier") == ["billing", "etl", "report"]
     assert api_names(api, "shard:5") == ["numbers", "strings"]
-    assert api_names(api, "5:five") == ["odd-keys"]
+    if DIGIT_KEYS_ARE_OBJECT_KEYS:
+        assert api_names(api, "5:five") == ["odd-keys"]
 
 
 @pytest.mark.parametrize(

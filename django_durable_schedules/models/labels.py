@@ -28,11 +28,24 @@ from collections.abc import Iterable
 from typing import Any, cast
 
 from django.core.exceptions import ValidationError
-from django.db.models import JSONNull, Lookup, Q
+from django.db.models import Lookup, Q
 from django.db.models.fields.json import KeyTransform
 
 from ..limits import METADATA_MAX_VALUE_CHARS
 from ..payloads import json_problem
+
+_JSONNull: Any
+try:  # Django 6.1+: JSON null in a key lookup is spelled JSONNull()
+    from django.db.models import JSONNull as _JSONNull
+except ImportError:  # Django < 6.1: an exact None on a key transform matches JSON null
+    _JSONNull = None
+
+
+def json_null() -> Any:
+    """The right-hand side that matches JSON ``null`` in an exact key lookup, on every
+    supported Django (``JSONNull()`` from 6.1, ``None`` before)."""
+    return _JSONNull() if _JSONNull is not None else None
+
 
 #: The longest label key: ``metadata`` keys are at most this long (:func:`..payloads.metadata_errors`).
 LABEL_MAX_KEY_CHARS = 100
@@ -93,10 +106,10 @@ def parse_labels(texts: Iterable[Any]) -> list[Label]:
 def typed_values(value: str) -> list[Any]:
     """The JSON values the label value ``value`` matches: the string itself, and the number
     or boolean it spells (``"5"`` → ``["5", 5]``, ``"true"`` → ``["true", True]``) or JSON
-    null (``"null"`` → ``["null", JSONNull()]``)."""
+    null (``"null"`` → ``["null", json_null()]``)."""
     values: list[Any] = [value]
     if value == "null":
-        values.append(JSONNull())
+        values.append(json_null())
         return values
     if value in ("true", "false"):
         values.append(value == "true")
@@ -116,7 +129,9 @@ def typed_values(value: str) -> list[Any]:
 
 class ObjectKey(KeyTransform):
     """``metadata -> key`` that always reads ``key`` as an object key, never as an array
-    index (Django's ``KeyTransform`` turns ``"5"`` into ``$[5]`` / ``-> 5``). The path
+    index (Django's ``KeyTransform`` turns ``"5"`` into ``$[5]`` / ``-> 5``). On Django
+    6.1 and later; before 6.1 SQLite and MariaDB compile the path without this hook, so
+    a key of digits is read as an array index there (documented in docs/api.md). The path
     quotes the key as JSON does (``$."caf\\u00e9"``), as the field stores it: SQLite's path
     compares the stored text and reads no escape, which is why :func:`parse_label` refuses
     a key with ``"``, ``\\`` or a control character."""
