@@ -29,6 +29,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from .. import state
 from ..group_health import live_leases, schedules_of
 from ..models import ConcurrencyGroup, Schedule, parse_rate
+from .write_lock import WriteLockedForm
 
 #: The fields the form edits (the only ones a save writes on an existing group).
 EDITED_FIELDS = ("name", "description", "max_running", "rate")
@@ -62,7 +63,7 @@ class ConcurrencyGroupForm(forms.ModelForm):
 
 
 @admin.register(ConcurrencyGroup)
-class ConcurrencyGroupAdmin(admin.ModelAdmin):
+class ConcurrencyGroupAdmin(WriteLockedForm):
     """Concurrency groups: their limits and how full they are now."""
 
     form = ConcurrencyGroupForm
@@ -148,25 +149,10 @@ class ConcurrencyGroupAdmin(admin.ModelAdmin):
                 request, f"Not deleted (schedules name them): {', '.join(refused)}.", messages.ERROR
             )
 
-    def changeform_view(
-        self,
-        request: HttpRequest,
-        object_id: str | None = None,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        # As the schedule admin: Django's page reads (validation) before it writes, in one
-        # transaction; on SQLite that cannot wait for a concurrent writer (a claim), so a
-        # POST takes the write lock first (state.write_transaction). GET pages only read.
-        if request.method != "POST":
-            return super().changeform_view(request, object_id, form_url, extra_context)
-        with state.write_transaction(using=router.db_for_write(self.model)):
-            return super().changeform_view(request, object_id, form_url, extra_context)
-
     def delete_view(
         self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        """Django's (a POST under the write lock, as :meth:`changeform_view`); a delete
+        """Django's (a POST under the write lock, as :class:`.write_lock.WriteLockedForm` takes it); a delete
         refused by :func:`..state.delete_group` (a schedule named the group after the page
         was read) rolls back and is an error message on the page again."""
         try:

@@ -50,10 +50,11 @@ from .views import (
     health_view,
     transition_view,
 )
+from .write_lock import WriteLockedForm
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(WriteLockedForm):
     """Schedules: the list (its columns: :mod:`.columns`), the change page with its
     transition buttons, the health page (the views: :mod:`.views`), and the writes, each
     through :mod:`..state`."""
@@ -198,21 +199,6 @@ class ScheduleAdmin(admin.ModelAdmin):
         if registration.declaration is None:
             return ()
         return ("name", *state.declared_fields(registration))
-
-    def changeform_view(
-        self,
-        request: HttpRequest,
-        object_id: str | None = None,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        # Django runs the page in one transaction that reads (validation) before it writes;
-        # on SQLite that cannot wait for a concurrent writer (a worker), so the write lock
-        # is taken first (state.write_transaction). GET pages only read.
-        if request.method != "POST":
-            return super().changeform_view(request, object_id, form_url, extra_context)
-        with state.write_transaction(using=router.db_for_write(self.model)):
-            return super().changeform_view(request, object_id, form_url, extra_context)
 
     def get_form(
         self, request: HttpRequest, obj: Schedule | None = None, change: bool = False, **kwargs: Any
