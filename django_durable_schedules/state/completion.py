@@ -39,7 +39,7 @@ from .backfill_rules import backfill_receipt, complete_at_max_runs
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
 from .columns import FINISH_FIELDS, FINISH_UNREAD
 from .events import write_events
-from .groups import release_groups
+from .groups import release_groups, unstart_groups
 from .machine import apply_changes, changes_of, pause_degraded
 from .orphans import orphan_receipts
 from .outcomes import apply_outcome, fail_attempt, fenced_result
@@ -205,6 +205,16 @@ def _complete_batch(
         if touched:
             update_rows(list(touched.values()), FINISH_FIELDS, using)
             release_groups(touched.values(), using)  # a group's place freed (none: none)
+            unstart_groups(  # a rate's place of a run handed back unrun (none: none)
+                (
+                    (rows[o.claim.schedule_id].concurrency_group_id, o.claim.claimed_at)
+                    for o in outcomes
+                    if o.status == OutcomeStatus.RELEASED
+                    and o.claim.start_by is not None
+                    and o.claim.schedule_id in touched
+                ),
+                using,
+            )
             write_alerts(touched.values(), now, using)  # no statement unless one was noted
         settle_backfills(settled, now, using)
         close_ended(touched.values(), now, using)

@@ -29,7 +29,15 @@ from .transitions import implements
 
 _R = TypeVar("_R")
 
-__all__ = ["RECHECK_SECONDS", "GroupRoom", "admit", "give_back", "group_columns", "rate_window"]
+__all__ = [
+    "RECHECK_SECONDS",
+    "GroupRoom",
+    "admit",
+    "give_back",
+    "group_columns",
+    "rate_margin",
+    "rate_window",
+]
 
 
 @dataclass
@@ -47,10 +55,19 @@ class GroupRoom:
     unreadable: str = ""
 
 
+def rate_margin(seconds: int) -> float:
+    """The margin of a rate of ``seconds``, in seconds: :data:`RATE_MARGIN` of it, at most
+    :data:`RATE_MARGIN_MAX_SECONDS`. Claims keep the rate over ``seconds`` plus the margin
+    (:func:`rate_window`) and each run starts within the margin of its claim
+    (``Claim.start_by``), so the callbacks' own starts keep it over ``seconds``: a window
+    of starts ``[a, a + seconds)`` holds only claims of ``(a - margin, a + seconds)``."""
+    return min(seconds * RATE_MARGIN, RATE_MARGIN_MAX_SECONDS)
+
+
 def rate_window(seconds: int) -> float:
     """The window a rate of ``seconds`` is enforced over: ``seconds`` plus its margin
-    (:data:`RATE_MARGIN`, at most :data:`RATE_MARGIN_MAX_SECONDS`)."""
-    return seconds + min(seconds * RATE_MARGIN, RATE_MARGIN_MAX_SECONDS)
+    (:func:`rate_margin`)."""
+    return seconds + rate_margin(seconds)
 
 
 def _recent(room: GroupRoom, at: float) -> list[float]:

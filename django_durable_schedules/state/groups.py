@@ -11,8 +11,9 @@ completion or a lease recovery does not take it: a lease released only makes roo
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime
+import dataclasses
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -21,7 +22,8 @@ from django.db.models import Count
 from ..db.locks import locked
 from ..limits import RATE_HOLD_MAX_SECONDS
 from ..models import RATE_MAX_COUNT, ConcurrencyGroup, Schedule, ScheduleQuerySet
-from .group_rules import GroupRoom, admit, give_back, group_columns
+from .group_rules import GroupRoom, admit, give_back, group_columns, rate_margin
+from .values import Claim
 
 
 class Admission:
@@ -56,6 +58,25 @@ class Admission:
         self.held.update(row.concurrency_group_id for row in held)
         self.admitted += [(row, now) for row in admitted if row.concurrency_group_id in self.rooms]
         return admitted
+
+    def start_deadlines(self, claims: list[Claim], rows: Sequence[Schedule]) -> list[Claim]:
+        """``claims`` (of ``rows``, this claim's) with ``start_by`` set on each one whose
+        schedule is in a group with a rate: its claim instant plus the rate's margin
+        (:func:`.group_rules.rate_margin`). The others as they were; no statement."""
+        rated = {
+            pk: timedelta(seconds=rate_margin(room.rate_seconds))
+            for pk, room in self.rooms.items()
+            if room.rate_seconds is not None and room.rate_count is not None
+        }
+        if not rated:
+            return claims
+        group_of = {row.pk: row.concurrency_group_id for row in rows}
+        return [
+            dataclasses.replace(claim, start_by=claim.claimed_at + rated[group])
+            if (group := group_of.get(claim.schedule_id)) in rated
+            else claim
+            for claim in claims
+        ]
 
     def _rooms(self, ids: list[Any], now: datetime) -> dict[Any, GroupRoom]:
         groups = ConcurrencyGroup.objects.using(self.using).filter(pk__in=ids).order_by("pk")
@@ -137,3 +158,28 @@ def release_groups(rows: Iterable[Schedule], using: str) -> None:
         ConcurrencyGroup.objects.using(using).filter(pk__in=ids, full_until__isnull=False).update(
             full_until=None
         )
+
+
+def unstart_groups(unrun: Iterable[tuple[Any, datetime]], using: str) -> None:
+    """Inside a completion: give back the rate's place of runs handed back unrun
+    (``released``) that a rate admitted: ``unrun`` holds ``(group id, claim instant)``
+    pairs; each instant is removed from its group's ``starts`` under the group's row lock
+    (groups in primary key order, as a claim locks them), so the rate's budget counts only
+    runs that may have started. No statement for no pair; two per group otherwise."""
+    by_group: dict[Any, list[float]] = {}
+    for group, at in unrun:
+        if group is not None:
+            by_group.setdefault(group, []).append(at.timestamp())
+    if not by_group:
+        return
+    groups = ConcurrencyGroup.objects.using(using).filter(pk__in=list(by_group)).order_by("pk")
+    for group in locked(groups, using, skip_locked=False):
+        starts = group.starts if isinstance(group.starts, list) else []
+        kept = list(starts)
+        for at in by_group[group.pk]:
+            if at in kept:
+                kept.remove(at)
+        if kept != starts:
+            ConcurrencyGroup.objects.using(using).filter(pk=group.pk).update(
+                starts=kept, rate_until=None
+            )

@@ -295,6 +295,7 @@ def _claim_batch(
             plan_rows(spare, *plan)
             rows += spare + filled
         write_claim(rows, attempts, receipts, events, using, groups, now)  # held: groups only
+        claims[:] = groups.start_deadlines(claims, rows)  # a rate: each start's deadline
         if rows:
             _claim_committing()
     return claims

@@ -105,7 +105,8 @@ OUTCOMES: tuple[Transition, ...] = (
     T("outcome.degraded", LEASED, "degraded (the callback vanished before it ran)", DEGRADED,
       "none (the occurrence is kept)", "`degraded`", TO_PAUSED, seen("complete", "degraded")),
     T("outcome.released", LEASED,
-      "released (handed back unrun: at a stop, or after waiting too long for a thread)",
+      "released (handed back unrun: at a stop, after waiting too long for a thread, or past "
+      "its group rate's start deadline)",
       "unchanged", "now: the same occurrence, its next attempt", "`released`",
       KEEPS, seen("complete", "released")),
     T("outcome.lease_expired", ACTIVE, "lease expired (the worker died, or reported too late)",

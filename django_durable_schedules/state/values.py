@@ -41,6 +41,12 @@ class Claim:
     #: row's ``next_run_at`` its claim planned), at which the worker stops this run's child
     #: process (:func:`.replace_rules.replace_at`); None: the run is never replaced.
     replace_at: datetime | None = None
+    #: A concurrency group with a ``rate``: the last instant (aware UTC, the database
+    #: clock) the callback may start at, the claim's instant plus the rate's margin
+    #: (:func:`.group_rules.rate_margin`). The worker hands a claim it could not start by
+    #: then back unrun (``released``): a run starting late would bunch with later claims
+    #: and break the rate. None: no start deadline.
+    start_by: datetime | None = None
 
     @property
     def lateness(self) -> float:

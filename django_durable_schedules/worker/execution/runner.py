@@ -159,6 +159,29 @@ def _transaction_left_open(outcome: Outcome, aliases: list[str]) -> Outcome:
     return replace(outcome, error_message=(kept + suffix)[:max_chars])
 
 
+def start_missed(claim: Claim, at: datetime) -> Outcome:
+    """The ``released`` outcome of ``claim`` handed back unrun at ``at`` (aware UTC, the
+    worker's estimate of the database clock) because it is past ``claim.start_by``: the
+    start deadline of a concurrency group's rate (a worker frozen or busy since the
+    claim). The slot stays due and the next claim takes it, within the rate."""
+    assert claim.start_by is not None
+    late = (at - claim.start_by).total_seconds()
+    logger.info(
+        "run %s #%s.%s handed back unrun: %.3fs past its start deadline (its group's rate)",
+        claim.schedule_name,
+        claim.occurrence,
+        claim.attempt,
+        late,
+        extra={"schedule": claim.schedule_name, "occurrence": claim.occurrence},
+    )
+    return Outcome(
+        claim,
+        "released",
+        error_type="StartDeadline",
+        error_message=f"not started within its group's rate margin ({late:.3f} s late)",
+    )
+
+
 def log_start(claim: Claim) -> None:
     """Log one INFO line as ``claim``'s run starts: its schedule, occurrence, attempt and
     lateness (seconds from the slot to the claim). Costs one level check when INFO is off."""
@@ -227,8 +250,10 @@ def run_claim(claim: Claim, clock: Callable[[], datetime] | None = None) -> Outc
         registration = registry.get(claim.callback)
     except NotRegistered as exc:
         return Outcome(claim, "degraded", error_type="NotRegistered", error_message=str(exc))
-    log_start(claim)
     started_at = clock() if clock is not None else dj_timezone.now()
+    if claim.start_by is not None and started_at > claim.start_by:
+        return start_missed(claim, started_at)
+    log_start(claim)
     try:
         if registration.kind != KIND_CALLABLE:  # a task to enqueue or a command to run
             outcome = dispatch.run(registration, claim)
