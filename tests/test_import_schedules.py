@@ -152,3 +152,27 @@ def test_import_from_django_q2():
     assert list(QSchedule.objects.exclude(repeats=0).values_list("name", flat=True)) == []
     out = run("--from", "django-q2", "--callback-map", "proj.jobs.nightly=tests.echo")
     assert "3 exists" in out and Schedule.objects.count() == 3
+
+
+@needs_beat
+def test_the_migrating_recipe_installs_everything_django_celery_beat_needs_but_django():
+    """Issue #31 item 6: docs/migrating.md's recipe installs django-celery-beat with
+    ``--no-deps`` and then its dependencies; it left out ``celery``, so the pasted recipe
+    gave an app that cannot be imported. Every requirement of the installed release (but
+    Django's pin, and markers for old Pythons) must be on the recipe's second line."""
+    import shlex
+    from importlib.metadata import requires
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "migrating.md").read_text()
+    commands = [x.strip() for x in doc.splitlines() if x.strip().startswith("$ pip install")]
+    line = next(x for x in commands if "--no-deps" not in x)
+    named = {Requirement(t).name.lower() for t in shlex.split(line.split("pip install", 1)[1])}
+    wanted = {
+        Requirement(r).name.lower()
+        for r in requires("django-celery-beat") or []
+        if Requirement(r).marker is None or Requirement(r).marker.evaluate()
+    } - {"django"}
+    assert wanted and wanted <= named, f"missing from the recipe: {sorted(wanted - named)}"

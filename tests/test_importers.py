@@ -312,3 +312,32 @@ def test_a_dry_run_reports_exactly_what_the_run_does_when_two_rows_share_a_name(
     assert [a for a, _ in real] == ["created", "invalid"]
     assert [a for a, _ in dry] == ["would create", "invalid"] and dry[1] == real[1]
     assert Schedule.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_callback_whose_schedule_is_declared_in_code_is_reported_and_not_imported():
+    """Issue #31 item 6: an import created a second schedule for a callback that already
+    has one declared in code (``register(..., every=...)``), so it ran on both."""
+    from django_durable_schedules import register
+    from django_durable_schedules.registry import registry
+
+    register("tests.declared-report", every=3600)(lambda ctx: None)
+    try:
+        reg = {"tests.declared-report", "tests.noop"}
+        cmap = {"app.tasks.send_report": "tests.declared-report", "app.tasks.other": "tests.noop"}
+        hourly = SimpleNamespace(every=1, period="hours")
+        plans = [
+            importers.plan_celery_beat(beat(interval=hourly), cmap, reg),
+            importers.plan_celery_beat(
+                beat(pk=8, name="other", task="app.tasks.other", interval=hourly), cmap, reg
+            ),
+        ]
+        for dry_run in (True, False):  # the dry run says what the run does
+            first, second = importers.apply(plans, dry_run=dry_run)
+            assert first.action == "skipped" and first.schedule is None
+            assert "'tests.declared-report' has its schedule declared in code" in first.detail
+            assert "celery-beat still runs it" in first.detail
+            assert second.action == ("would create" if dry_run else "created")
+        assert list(Schedule.objects.values_list("callback", flat=True)) == ["tests.noop"]
+    finally:
+        registry.remove("tests.declared-report")

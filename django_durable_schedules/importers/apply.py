@@ -14,12 +14,17 @@ from .plans import Plan, Result
 def apply(plans: Iterable[Plan], *, dry_run: bool = False, using: str = "default") -> list[Result]:
     """Create the planned schedules (``state.create_schedule(source="import")``; a disabled
     source is created paused, in the same transaction). A plan whose name is taken is left
-    alone (``exists``), so re-running imports nothing twice. Nothing is written with
-    ``dry_run``; plans are still validated."""
+    alone (``exists``), so re-running imports nothing twice. A plan whose callback has its
+    schedule declared in code (``register(..., every=/cron=/rrule=/at=)``, synced at
+    ``migrate``) is ``skipped`` with the reason (:func:`declared_in_code`): importing it
+    would run that callback on two schedules. Nothing is written with ``dry_run``; plans
+    are still validated."""
     from .. import state
     from ..models import Schedule
+    from ..registry import registry
 
     plans = list(plans)
+    declared = {reg.name for reg in registry.declared()}
     existing = {
         row.name: row
         for row in Schedule.objects.using(using).filter(name__in=[p.name for p in plans])
@@ -40,6 +45,10 @@ def apply(plans: Iterable[Plan], *, dry_run: bool = False, using: str = "default
             continue
         if row is not None:
             results.append(Result(plan, "exists", "a different schedule has this name", row))
+            continue
+        callback = plan.fields.get("callback")
+        if callback in declared:  # its schedule is declared in code: it runs already
+            results.append(Result(plan, "skipped", declared_in_code(callback, plan.source)))
             continue
         if plan.name in taken:  # the same verdict in a dry run as in the real run
             detail = f"name: another schedule of this import is named {plan.name!r}"
@@ -62,6 +71,15 @@ def apply(plans: Iterable[Plan], *, dry_run: bool = False, using: str = "default
         taken.add(plan.name)
         results.append(Result(plan, "created", "" if plan.enabled else "paused", row))
     return results
+
+
+def declared_in_code(callback: str, source: str) -> str:
+    """Why a source row whose callback's schedule is declared in code is not imported."""
+    return (
+        f"callback {callback!r} has its schedule declared in code (register(..., every=/cron=/"
+        f"rrule=/at=)): importing this row would run it on two schedules; {source} still runs "
+        "it until you disable it there (--disable-source leaves it alone)"
+    )
 
 
 @dataclass
