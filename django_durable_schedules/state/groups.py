@@ -176,9 +176,9 @@ def unstart_groups(unrun: Iterable[tuple[Any, datetime]], using: str) -> None:
     for group in locked(groups, using, skip_locked=False):
         starts = group.starts if isinstance(group.starts, list) else []
         kept = list(starts)
-        for at in by_group[group.pk]:
-            if at in kept:
-                kept.remove(at)
+        for instant in by_group[group.pk]:
+            if instant in kept:
+                kept.remove(instant)
         if kept != starts:
             ConcurrencyGroup.objects.using(using).filter(pk=group.pk).update(
                 starts=kept, rate_until=None
