@@ -18,7 +18,15 @@ from django.utils.text import Truncator
 
 from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
 from ..projection import format_traceback
-from .display import EMPTY, attempt_outcome, fmt_duration, outcome_label, render_fragment, when
+from .display import (
+    EMPTY,
+    attempt_outcome,
+    fmt_duration,
+    outcome_label,
+    render_fragment,
+    when,
+    with_note,
+)
 
 
 def with_schedule_zone(queryset: QuerySet) -> QuerySet:
@@ -64,6 +72,15 @@ class AttemptColumns:
     def outcome(self, obj: RunAttempt) -> SafeString | str:
         return attempt_outcome(obj)
 
+    @admin.display(description="outcome")
+    def outcome_noted(self, obj: RunAttempt) -> SafeString:
+        """The list's outcome, with the attempt's origin (when not ``scheduled``) and the
+        slots it passed over (when any) below it: their own columns on the detail page."""
+        notes = [] if obj.origin == "scheduled" else [obj.get_origin_display()]
+        if obj.missed_slots:
+            notes.append(f"{obj.missed_slots} slot{'' if obj.missed_slots == 1 else 's'} missed")
+        return with_note(attempt_outcome(obj), " · ".join(notes))
+
     @admin.display(description="payload (a trigger's, when not the schedule's)")
     def payload_shown(self, obj: RunAttempt) -> str:
         if obj.payload is None:
@@ -105,6 +122,13 @@ class ReceiptColumns:
         text = ": ".join(p for p in (obj.error_type, obj.error_message) if p)
         return Truncator(text).chars(120) if text else EMPTY
 
+    @admin.display(description="outcome", ordering="status")
+    def outcome_noted(self, obj: RunReceipt) -> SafeString:
+        """The list's outcome with its error below it (one line; the whole of it in the
+        title and on the receipt's page)."""
+        text = ": ".join(p for p in (obj.error_type, obj.error_message) if p)
+        return with_note(outcome_label(obj.status), Truncator(text).chars(300))
+
     @admin.display(description="next run (its zone · UTC)", ordering="next_run_at")
     def next_run(self, obj: RunReceipt) -> SafeString:
         return _in_zone(obj, obj.next_run_at)
@@ -137,6 +161,11 @@ class EventColumns:
     @admin.display(description="who", ordering="actor_repr")
     def who(self, obj: ScheduleEvent) -> str:
         return obj.actor_repr or EMPTY
+
+    @admin.display(description="who · from", ordering="actor_repr")
+    def who_from(self, obj: ScheduleEvent) -> SafeString:
+        """The list's actor with the event's source below it."""
+        return with_note(obj.actor_repr or EMPTY, obj.source)
 
     @admin.display(description="what changed")
     def what_changed(self, obj: ScheduleEvent) -> str:

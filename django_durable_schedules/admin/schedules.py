@@ -65,7 +65,8 @@ class ScheduleAdmin(WriteLockedForm):
     list_filter = ("status", "kind", DegradedFilter, FailingFilter, RunningFilter, LabelFilter)
     search_fields = ("name", "callback")  # see get_search_results
     search_help_text = (
-        "Search by the start of a schedule's name (case-sensitive) or a callback's full name."
+        "Search by a part of a schedule's name or callback, in any case; ^name: names "
+        "starting with name, as typed."
     )
     raw_id_fields = ("owner",)
     filter_horizontal = ("exclusion_calendars", "blackout_windows")

@@ -1,0 +1,141 @@
+"""Every list of the admin fits a laptop (issue #29, item 5): at 1280 px with the
+navigation sidebar open, no column of any of the app's changelists is cut off (the table
+never scrolls sideways), and schedule names never break mid-word. Real Chromium; a seeded
+history (``_seed`` of tests/test_admin_browser.py, whose fixtures these are) plus a row of
+each kind of object, so every list has rows to lay out."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import pytest
+
+from . import test_admin_browser as browser
+from .test_admin_browser import browser_page, served_static  # noqa: F401 - fixtures
+
+pytestmark = [pytest.mark.browser, pytest.mark.process, pytest.mark.django_db(transaction=True)]
+
+#: What a list's layout is measured with: how far its table scrolls sideways (0: it fits),
+#: and the widest cell's right edge against the content box's.
+FIT = """() => {
+    const table = document.querySelector('#result_list');
+    if (!table) return {rows: 0, overflow: 0, cut: []};
+    const box = table.parentElement;
+    const right = box.getBoundingClientRect().right;
+    const heads = [...table.querySelectorAll('thead th')];
+    const cut = heads.filter(th => th.getBoundingClientRect().right > right + 1)
+        .map(th => th.innerText.trim());
+    return {
+        rows: table.querySelectorAll('tbody tr').length,
+        overflow: box.scrollWidth - box.clientWidth,
+        cut: cut,
+    };
+}"""
+
+#: Schedule names that wrap inside a word: a line break (the next character lower than the
+#: one before it) anywhere but after a separator of a name (``.``, ``-``, ``_``, ``:``).
+BROKEN_NAMES = """() => {
+    const broken = [];
+    const names = document.querySelectorAll(
+        '#result_list .dds-name, #result_list td.field-schedule_link a');
+    for (const el of names) {
+        const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+        const chars = [];
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            for (let i = 0; i < node.length; i++) {
+                const range = document.createRange();
+                range.setStart(node, i);
+                range.setEnd(node, i + 1);
+                const rect = range.getBoundingClientRect();
+                if (rect.width) chars.push([node.data[i], rect.top]);
+            }
+        }
+        for (let i = 1; i < chars.length; i++) {
+            if (chars[i][1] > chars[i - 1][1] + 2 && !'.-_:'.includes(chars[i - 1][0])) {
+                broken.push(el.textContent);
+            }
+        }
+    }
+    return broken;
+}"""
+
+
+def _more_rows() -> None:
+    """A backfill, a group, a calendar, a blackout window and a notification, so their
+    lists have a row each (the seed makes schedules, attempts, receipts and events)."""
+    from django_durable_schedules import state
+    from django_durable_schedules.models import (
+        BlackoutWindow,
+        ConcurrencyGroup,
+        ExclusionCalendar,
+        NotificationDelivery,
+        Schedule,
+        ScheduleEvent,
+    )
+
+    now = state.db_now()
+    Schedule.objects.create(  # a long name: it wraps between its words, never inside one
+        name="reports.quarterly-revenue-by-region-and-currency",
+        callback="tests.noop",
+        kind="interval",
+        interval_seconds=3600,
+        timezone="UTC",
+    )
+    ConcurrencyGroup.objects.create(name="reports-warehouse", max_running=2, rate="10/m")
+    ExclusionCalendar.objects.create(name="french-public-holidays", holidays_country="FR")
+    BlackoutWindow.objects.create(
+        name="quarterly-maintenance-window",
+        timezone="UTC",
+        start_at=now + timedelta(days=3),
+        end_at=now + timedelta(days=3, hours=4),
+    )
+    row = Schedule.objects.filter(kind="interval").order_by("name").first()
+    state.request_backfill(row.pk, now - timedelta(seconds=200), now - timedelta(seconds=100))
+    event = ScheduleEvent.objects.order_by("at").first()
+    NotificationDelivery.objects.create(
+        event=event,
+        notifier="ops-webhook",
+        schedule_name=event.schedule_name,
+        action=event.action,
+        status="abandoned",
+        tries=3,
+        next_try_at=now,
+        last_error="HTTPError: 503 Service Unavailable from https://hooks.example.com/ops/alerts",
+        created_at=now,
+    )
+
+
+def test_every_list_of_the_admin_fits_1280_px_with_the_sidebar_open(
+    served_static,  # noqa: F811
+    browser_page,  # noqa: F811
+):
+    from django.contrib import admin
+
+    browser._seed()
+    _more_rows()
+    page = browser_page
+    base = served_static.url
+    page.set_viewport_size({"width": 1280, "height": 900})
+    lists = sorted(
+        f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
+        for model in admin.site._registry
+        if model._meta.app_label == "durable_schedules"
+    )
+    assert len(lists) >= 7
+    browser._login(page, base, lists[0])
+    assert page.locator("#nav-sidebar").is_visible()
+    measured = {}
+    for url in lists:
+        page.goto(f"{base}{url}")
+        assert page.locator("#content").is_visible(), url
+        measured[url] = page.evaluate(FIT)
+        if os.environ.get("DDS_FIT_SHOTS"):
+            page.screenshot(path=f"/tmp/fit-{url.strip('/').split('/')[-1]}.png", full_page=True)
+    cut = {url: m for url, m in measured.items() if m["overflow"] > 0 or m["cut"]}
+    assert not cut, f"cut off at 1280 px: {cut}"
+    empty = [url for url, m in measured.items() if not m["rows"]]
+    assert not empty, empty  # each list showed rows
+    for url in ("schedule", "runattempt", "runreceipt", "scheduleevent"):
+        page.goto(f"{base}/admin/durable_schedules/{url}/")
+        assert page.evaluate(BROKEN_NAMES) == [], url
