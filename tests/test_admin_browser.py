@@ -295,8 +295,7 @@ def _fill_cron_form(page, name: str, cron: str, zone: str) -> None:
     """Fill the add form with a cron schedule of the test callback ``tests.echo``."""
     page.fill("#id_name", name)
     page.select_option("#id_callback", "tests.echo")
-    page.select_option("#id_kind", "cron")
-    page.fill("#id_interval_seconds", "")
+    page.select_option("#id_kind", "cron")  # hides the interval (emptied when saved)
     page.fill("#id_cron", cron)
     page.fill("#id_timezone", zone)
 
@@ -405,6 +404,7 @@ def test_operator_traps_in_a_real_browser(served_static, browser_page):
 
     # The cron field says its expression in words as you type, and what is wrong with it.
     page.goto(f"{base}/admin/durable_schedules/schedule/add/")
+    page.select_option("#id_kind", "cron")  # the form shows the cron field for a cron
     page.fill("#id_cron", "0 9 * * 1-5")
     words = page.locator("#id_cron_words")
     sync_api.expect(words).to_have_text("At 09:00, Monday through Friday")
@@ -432,8 +432,7 @@ def test_operator_traps_in_a_real_browser(served_static, browser_page):
     page.goto(f"{base}/admin/durable_schedules/schedule/add/")
     page.fill("#id_name", "tokyo.once")
     page.select_option("#id_callback", "tests.noop")
-    page.select_option("#id_kind", "once")
-    page.fill("#id_interval_seconds", "")
+    page.select_option("#id_kind", "once")  # hides the interval (emptied when saved)
     page.fill("#id_timezone", "Asia/Tokyo")
     page.fill("#id_run_at", "2027-06-01T09:00:00")
     page.click("input[name=_continue]")
@@ -603,8 +602,11 @@ def test_a_manual_schedule_added_then_duplicated_in_a_real_browser(served_static
     _login(page, base, "/admin/durable_schedules/schedule/")
     page.goto(f"{base}/admin/durable_schedules/schedule/add/")
     timing_fields = ("#id_interval_seconds", "#id_cron", "#id_rrule", "#id_run_at", "#id_max_runs")
-    for field in timing_fields:
+    page.select_option("#id_kind", "interval")  # only its own timing fields are shown
+    for field in ("#id_interval_seconds", "#id_max_runs", "#id_start_at"):
         sync_api.expect(page.locator(field)).to_be_visible()
+    for field in ("#id_cron", "#id_rrule", "#id_run_at"):
+        sync_api.expect(page.locator(field)).to_be_hidden()
     page.fill("#id_name", "ops.rebuild-index")
     page.select_option("#id_callback", "tests.noop")
     page.select_option("#id_kind", "manual")

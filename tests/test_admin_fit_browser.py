@@ -139,3 +139,52 @@ def test_every_list_of_the_admin_fits_1280_px_with_the_sidebar_open(
     for url in ("schedule", "runattempt", "runreceipt", "scheduleevent"):
         page.goto(f"{base}/admin/durable_schedules/{url}/")
         assert page.evaluate(BROKEN_NAMES) == [], url
+
+
+def test_the_add_form_shows_only_the_chosen_kinds_fields(
+    served_static,  # noqa: F811
+    browser_page,  # noqa: F811
+):
+    """The add form showed every kind's timing fields at once (2,400 px tall at 1280 px);
+    now each kind shows its own, the others appear when the kind changes (no reload), and
+    a value typed into a field the new kind hides is not sent."""
+    from playwright.sync_api import expect
+
+    from django_durable_schedules.models import Schedule
+
+    page = browser_page
+    base = served_static.url
+    page.set_viewport_size({"width": 1280, "height": 900})
+    browser._login(page, base, "/admin/durable_schedules/schedule/add/")
+    shown = {
+        "interval": ("#id_interval_seconds", "#id_start_at", "#id_max_runs"),
+        "cron": ("#id_cron", "#id_timezone", "#id_start_at", "#id_max_runs"),
+        "rrule": ("#id_rrule", "#id_timezone", "#id_max_runs"),
+        "once": ("#id_run_at", "#id_timezone"),
+    }
+    own = {"interval": "#id_interval_seconds", "cron": "#id_cron", "rrule": "#id_rrule"}
+    own["once"] = "#id_run_at"
+    heights = {}
+    for kind, fields in shown.items():
+        page.select_option("#id_kind", kind)
+        for field in fields:
+            expect(page.locator(field)).to_be_visible()
+        for other, field in own.items():
+            if other != kind:
+                expect(page.locator(field)).to_be_hidden()
+        heights[kind] = page.evaluate("document.documentElement.scrollHeight")
+        if os.environ.get("DDS_FIT_SHOTS"):
+            page.screenshot(path=f"/tmp/fit-add-{kind}.png", full_page=True)
+    # A person starts with an interval, types one, then picks cron: the interval is not sent.
+    page.fill("#id_name", "reports.nightly")
+    page.select_option("#id_callback", "tests.noop")
+    page.select_option("#id_kind", "interval")
+    page.fill("#id_interval_seconds", "3600")
+    page.select_option("#id_kind", "cron")
+    page.fill("#id_cron", "30 2 * * *")
+    page.click("input[name=_continue]")
+    page.wait_for_url(lambda url: url.endswith("/change/"))
+    made = Schedule.objects.get(name="reports.nightly")
+    assert (made.kind, made.cron, made.interval_seconds) == ("cron", "30 2 * * *", None)
+    # Each kind's form is shorter than the one that showed every field (2,400 px).
+    assert max(heights.values()) < 2400, heights

@@ -8,7 +8,12 @@ from django.contrib import admin
 from django.test import RequestFactory
 
 from django_durable_schedules import state
-from django_durable_schedules.admin.forms import DEFINITION_LAYOUT, FORM_ONLY, ScheduleForm
+from django_durable_schedules.admin.forms import (
+    DEFINITION_LAYOUT,
+    FORM_ONLY,
+    LINKS_LAYOUT,
+    ScheduleForm,
+)
 from django_durable_schedules.api.serializers import WRITABLE_ORDER, ScheduleSerializer
 from django_durable_schedules.models import Schedule, choices
 
@@ -71,11 +76,13 @@ def test_the_admin_fieldsets_show_each_group_and_nothing_editable_read_only():
     model_admin = admin.site._registry[Schedule]
     request = RequestFactory().get("/")
     add = model_admin.get_fieldsets(request, None)
-    assert [name for name, _ in add] == ["Definition", "Input and owner", "Policies"]
-    definition, inputs, policies = (tuple(_flat(opts["fields"])) for _, opts in add)
-    assert len(definition) == len(set(definition))
-    assert set(definition) == {*choices.IDENTITY_FIELDS, *choices.TIMING_FIELDS, *FORM_ONLY}
-    assert tuple(_flat(DEFINITION_LAYOUT)) == definition
+    names = [name for name, _ in add]
+    assert names == ["Definition", "Calendars and windows", "Input and owner", "Policies"]
+    definition, links, inputs, policies = (tuple(_flat(opts["fields"])) for _, opts in add)
+    assert len(definition + links) == len(set(definition + links))
+    timing = {*choices.IDENTITY_FIELDS, *choices.TIMING_FIELDS, *FORM_ONLY}
+    assert set(definition + links) == timing
+    assert tuple(_flat(DEFINITION_LAYOUT)) == definition and links == LINKS_LAYOUT
     assert inputs == choices.INPUT_FIELDS
     assert policies == choices.POLICY_FIELDS
     read_only = set(model_admin.get_readonly_fields(request, None))

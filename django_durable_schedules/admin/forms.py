@@ -54,16 +54,24 @@ DEFINITION_LAYOUT = (
     "run_now",
     ("start_at", "end_at"),
     "max_runs",
-    "exclusion_calendars",
-    "blackout_windows",
 )
+#: The "Calendars and windows" fieldset: the definition's relations (two tall selectors,
+#: folded on the add form, where a new schedule links none yet).
+LINKS_LAYOUT = ("exclusion_calendars", "blackout_windows")
 #: The form's fields that are no column: ``run_now`` (a hidden input until a one-shot's
 #: ``run_at`` is refused for being in the past, then the checkbox that accepts it).
 FORM_ONLY = ("run_now",)
 
 #: The form fields each kind hides (``kind_fields.js`` reads them from the kind select's
-#: ``data-kind-hides``): a manual schedule takes no timing field but its kind.
-KIND_HIDES = {Kind.MANUAL: (*MANUAL_REFUSES, "timezone", "exclusion_calendars")}
+#: ``data-kind-hides``): the timing fields the kind refuses (:data:`.timing.KIND_FORBIDS`),
+#: so the form shows only the chosen kind's; a one-shot also takes no exclusion calendar,
+#: and a manual schedule no timing field but its kind. (Only what the kind refuses: the
+#: script empties a hidden field when the form is saved.)
+KIND_HIDES = {
+    **{Kind(kind): forbids for kind, forbids in timing.KIND_FORBIDS.items()},
+    Kind.ONCE: (*timing.KIND_FORBIDS["once"], "exclusion_calendars"),
+    Kind.MANUAL: (*MANUAL_REFUSES, "timezone", "exclusion_calendars"),
+}
 
 #: The read-only fields computed from the schedule: functions of :mod:`.columns`, and the names
 #: of :class:`.schedules.ScheduleAdmin`'s methods (those that link into its site).

@@ -38,7 +38,7 @@ from .columns import outcomes_summary as linked_outcomes_summary
 from .display import ADMIN_CSS, STRIP_LENGTH, legend, names_listed
 from .duplicate import duplicate, duplicate_view
 from .filters import DegradedFilter, FailingFilter, LabelFilter, RunningFilter
-from .forms import DEFINITION_LAYOUT, STATE_FIELDS, SUMMARY_FIELDS, ScheduleForm
+from .forms import DEFINITION_LAYOUT, LINKS_LAYOUT, STATE_FIELDS, SUMMARY_FIELDS, ScheduleForm
 from .inlines import AttemptInline, EventInline, ReceiptInline
 from .pagination import EstimatedCountPaginator
 from .pauses import pause_selected, pause_view
@@ -159,8 +159,10 @@ class ScheduleAdmin(WriteLockedForm):
     # -- page structure ------------------------------------------------------------------
 
     def get_fieldsets(self, request: HttpRequest, obj: Schedule | None = None) -> list[Any]:
+        links = {"fields": LINKS_LAYOUT, "classes": ["collapse"] if obj is None else []}
         fieldsets: list[Any] = [
             ("Definition", {"fields": DEFINITION_LAYOUT}),
+            ("Calendars and windows", links),
             ("Input and owner", {"fields": INPUT_FIELDS}),
             ("Policies", {"fields": POLICY_FIELDS, "classes": ["collapse"]}),
         ]

@@ -95,12 +95,13 @@ from .slots import (
     upcoming,
     upcoming_slots,
 )
-from .spec import KINDS, Spec
+from .spec import KIND_FORBIDS, KINDS, Spec
 from .zone_rules import reload_zone_rules, rules_version, zone_rules_id
 from .zones import canonical_timezone, validate_timezone, zone_names
 from .zones import known_zones as known_zones
 
 __all__ = [
+    "KIND_FORBIDS",
     "InvalidSchedule",
     "PlanningBudgetExceeded",
     "UTC",

@@ -18,6 +18,15 @@ from .rrule_grid import RulePlan
 from .zones import validate_timezone
 
 KINDS = ("interval", "cron", "once", "rrule", "manual")
+#: The timing fields each kind refuses (a value in one is that field's error): the one list
+#: the admin's form hides fields by when the kind changes (``admin.forms.KIND_HIDES``).
+KIND_FORBIDS: dict[str, tuple[str, ...]] = {
+    "interval": ("cron", "run_at", "rrule"),
+    "cron": ("interval_seconds", "run_at", "rrule"),
+    "once": ("interval_seconds", "cron", "rrule"),
+    "rrule": ("interval_seconds", "cron", "run_at"),
+    "manual": ("interval_seconds", "cron", "run_at", "rrule", "start_at", "end_at"),
+}
 
 
 #: Specs without exclusion calendars that :meth:`Spec.validate` found valid (bounded: emptied
@@ -88,15 +97,7 @@ class Spec:
             and truncate_to_second(self.end_at) < truncate_to_second(self.start_at)
         ):
             raise InvalidSchedule("end_at", "end_at must not be before start_at")
-        self._forbid(
-            {
-                "interval": ("cron", "run_at", "rrule"),
-                "cron": ("interval_seconds", "run_at", "rrule"),
-                "once": ("interval_seconds", "cron", "rrule"),
-                "rrule": ("interval_seconds", "cron", "run_at"),
-                "manual": ("interval_seconds", "cron", "run_at", "rrule", "start_at", "end_at"),
-            }[self.kind]
-        )
+        self._forbid(KIND_FORBIDS[self.kind])
         getattr(self, f"_validate_{self.kind}")()
         if self.exclusions:
             if self.kind == "once":
