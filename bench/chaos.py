@@ -489,7 +489,8 @@ class Fleet:
 
 
 def restart_postgres(url: str) -> dict[str, Any]:
-    """Restart the local PostgreSQL cluster serving ``url`` (fast shutdown); returns what
+    """Restart the local PostgreSQL cluster serving ``url`` (fast shutdown), the one
+    ``pg_lsclusters`` lists on the URL's port (default 5432), never another; returns what
     happened, with a note instead of raising when it is not possible here."""
     parts = urlsplit(url)
     if parts.hostname not in ("127.0.0.1", "localhost", "::1", None):
@@ -512,7 +513,9 @@ def restart_postgres(url: str) -> dict[str, Any]:
                         "restart",
                     ]
                 )
-    if shutil.which("service"):
+    # ``service postgresql restart`` restarts every cluster of the machine: only where no
+    # cluster can be chosen by its port (no pg_lsclusters), never beside a chosen one.
+    if not shutil.which("pg_lsclusters") and shutil.which("service"):
         commands.append(["service", "postgresql", "restart"])
     start = time.monotonic()
     for cmd in commands:
