@@ -471,12 +471,21 @@ class Fleet:
                     del self.frozen[wid]
 
     def stop(self, grace: float = 60.0) -> list[dict[str, Any]]:
-        """SIGTERM every worker (drain); returns those that did not exit 0 in time."""
+        """SIGTERM every worker (drain); returns those that did not exit 0 in time. A
+        worker is signalled once it logged its start (its SIGTERM handler is installed
+        before: a replacement still importing Django on a loaded host would die of the
+        signal's default action, which says nothing of its drain), or after ``grace``."""
         self.resume(everyone=True)
+        deadline = time.monotonic() + grace
+        for wid, proc in self.procs.items():
+            log = self.outdir / f"{wid}.log"
+            while proc.poll() is None and time.monotonic() < deadline:
+                if b" starting (" in log.read_bytes():
+                    break
+                time.sleep(0.1)
         for proc in self.procs.values():
             proc.send_signal(signal.SIGTERM)
         unclean = []
-        deadline = time.monotonic() + grace
         for wid, proc in self.procs.items():
             try:
                 code = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -489,7 +498,8 @@ class Fleet:
 
 
 def restart_postgres(url: str) -> dict[str, Any]:
-    """Restart the local PostgreSQL cluster serving ``url`` (fast shutdown); returns what
+    """Restart the local PostgreSQL cluster serving ``url`` (fast shutdown), the one
+    ``pg_lsclusters`` lists on the URL's port (default 5432), never another; returns what
     happened, with a note instead of raising when it is not possible here."""
     parts = urlsplit(url)
     if parts.hostname not in ("127.0.0.1", "localhost", "::1", None):
@@ -512,7 +522,9 @@ def restart_postgres(url: str) -> dict[str, Any]:
                         "restart",
                     ]
                 )
-    if shutil.which("service"):
+    # ``service postgresql restart`` restarts every cluster of the machine: only where no
+    # cluster can be chosen by its port (no pg_lsclusters), never beside a chosen one.
+    if not shutil.which("pg_lsclusters") and shutil.which("service"):
         commands.append(["service", "postgresql", "restart"])
     start = time.monotonic()
     for cmd in commands:

@@ -23,8 +23,9 @@ before the freeze) and at most until ``freeze + lease``; the check cuts it at th
 Violations: ``group_over_max_running`` (more than ``max_running`` live runs of
 ``chaos-capped`` at one instant) and ``group_claims_over_rate`` (more claims of
 ``chaos-rated`` than the rate's count in a window of the engine's ``rate_window``: the
-rule the engine enforces). Reported as a finding, not a violation: ``group_over_rate``
-(more callback starts than the count in a window of the rate's length: a claimed run that
+rule the engine enforces; a claim handed back unrun, receipted ``released``, gave its place
+back and is not counted: :func:`rate_claims`). Reported as a finding, not a violation:
+``group_over_rate`` (more callback starts than the count in a window of the rate's length: a claimed run that
 starts late, after a freeze or a slow child, bunches with later ones; see
 :data:`FINDINGS`).
 Nothing lost: the soak's own audit covers every grouped schedule like every other.
@@ -143,6 +144,20 @@ def max_in_window(starts: list[float], seconds: float) -> tuple[int, float]:
     return best, at
 
 
+def rate_claims(attempts: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Group name -> the claim instants (POSIX seconds) its rate counts, from attempt rows
+    (``schedule__concurrency_group__name``, ``claimed_at``, ``receipt__status``): every
+    claim but the ones handed back unrun (receipt ``released``: past the rate's start
+    deadline, a worker draining, a child refusing a lost lease), whose place the
+    completion gives back to the rate (``state.groups.unstart_groups``), so that a later
+    claim may take it."""
+    claimed: dict[str, list[float]] = defaultdict(list)
+    for a in attempts:
+        if a.get("receipt__status") != "released":
+            claimed[a["schedule__concurrency_group__name"]].append(a["claimed_at"].timestamp())
+    return claimed
+
+
 def audit_groups(
     log_path: Path, events: list[tuple[float, str, int]], survivors: list[int], lease: float
 ) -> dict[str, Any]:
@@ -162,13 +177,15 @@ def audit_groups(
         by_worker[pid].append((t, kind))
     claims = list(
         RunAttempt.objects.filter(schedule__concurrency_group__isnull=False).values(
-            "idempotency_key", "attempt", "schedule__concurrency_group__name", "claimed_at"
+            "idempotency_key",
+            "attempt",
+            "schedule__concurrency_group__name",
+            "claimed_at",
+            "receipt__status",
         )
     )
     group_of = {(a["idempotency_key"], a["attempt"]): a for a in claims}
-    claimed: dict[str, list[float]] = defaultdict(list)
-    for a in claims:
-        claimed[a["schedule__concurrency_group__name"]].append(a["claimed_at"].timestamp())
+    claimed = rate_claims(claims)
     delays: dict[str, list[float]] = defaultdict(list)
     delay_of: dict[float, float] = {}  # a start -> how long after its claim
     live: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -217,6 +234,12 @@ def audit_groups(
         row: dict[str, Any] = {
             "executions": len(starts[g.name]),
             "claims": len(claimed[g.name]),
+            "claims_released": sum(
+                1
+                for a in claims
+                if a["schedule__concurrency_group__name"] == g.name
+                and a["receipt__status"] == "released"
+            ),
             "claim_to_start_seconds": {
                 "median": round(late[len(late) // 2], 3) if late else None,
                 "max": round(late[-1], 3) if late else None,

@@ -39,3 +39,34 @@ def test_max_in_window_is_the_most_starts_in_one_window(starts, seconds):
     assert seen == brute
     if starts:
         assert sum(1 for u in starts if at <= u < at + seconds) == seen
+
+
+def test_a_claim_handed_back_unrun_is_not_counted_against_the_rate():
+    """A run handed back unrun (``released``: past its start deadline, a worker draining)
+    gives its place in the rate back (``state.groups.unstart_groups``) and a later claim
+    takes it: the audit counts the claims the engine counts, not the released ones (the
+    PostgreSQL soak saw 6 claims of a 3/s group in 1.1 s, 4 of them released)."""
+    from datetime import UTC, datetime, timedelta
+
+    t0 = datetime(2026, 12, 4, 22, 32, tzinfo=UTC)
+
+    def attempt(ms, status):
+        return {
+            "schedule__concurrency_group__name": "chaos-rated",
+            "claimed_at": t0 + timedelta(milliseconds=ms),
+            "receipt__status": status,
+        }
+
+    rows = [
+        attempt(0, "released"),
+        attempt(100, "succeeded"),
+        attempt(300, "released"),
+        attempt(500, "failed"),
+        attempt(700, "released"),
+        attempt(750, None),  # still open at the audit: it may run, it counts
+    ]
+    claimed = chaos_groups.rate_claims(rows)
+    assert claimed["chaos-rated"] == [
+        (t0 + timedelta(milliseconds=ms)).timestamp() for ms in (100, 500, 750)
+    ]
+    assert chaos_groups.max_in_window(claimed["chaos-rated"], 1.1)[0] == 3

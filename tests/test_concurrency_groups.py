@@ -80,6 +80,34 @@ def test_admit_never_exceeds_the_cap_nor_the_rate(max_running, rate, running, cl
             assert sum(1 for t in starts if first <= t < first + window) <= rate[0]
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    count=st.integers(1, 4),
+    claims=st.lists(
+        st.tuples(st.floats(0, 4, allow_nan=False), st.integers(0, 3)), min_size=1, max_size=12
+    ),
+)
+def test_claims_admitted_out_of_the_order_of_their_instants_never_exceed_the_rate(count, claims):
+    """A claim reads its ``now`` before it waits for the group's lock: claims are admitted
+    in lock order, their instants in any order. Each one reads the group's row as the
+    previous one wrote it (:func:`.groups.room_of`, :func:`.group_rules.group_columns`);
+    over the instants the attempts record, any window holds at most the rate's count."""
+    from django_durable_schedules.state.groups import room_of
+
+    group = ConcurrencyGroup(name="rated", rate=f"{count}/s", starts=[])
+    starts = []
+    for offset, batch in claims:
+        at = T0 + timedelta(seconds=offset)
+        room = room_of(group, 0, at)
+        admitted, held, changes = admit(list(range(batch)), lambda _: "g", {"g": room}, at)
+        if changes:
+            group.starts = changes["g"]["starts"]
+        starts += [at.timestamp()] * len(admitted)
+    window = rate_window(1)
+    for first in starts:
+        assert sum(1 for t in starts if first <= t < first + window) <= count
+
+
 def test_rows_of_no_group_are_always_admitted():
     admitted, held, changes = admit([1, 2, 3], lambda _: None, {}, T0)
     assert (admitted, held, changes) == ([1, 2, 3], [], {})

@@ -125,3 +125,21 @@ def test_a_wait_longer_than_the_misfire_grace_is_a_missed_slot_once_the_group_ha
         if all(s.missed_count == 1 for s in others.all()):
             break
     assert [(s.missed_count, s.lease_token) for s in others.all()] == [(1, None)] * 4
+
+
+def test_a_claim_whose_now_precedes_a_later_claims_start_still_keeps_the_rate():
+    """A claim reads its ``now`` before it waits for the group's lock, so claims commit in
+    an order their instants need not follow. Found by the chaos soak on PostgreSQL (4
+    claims of a 3/s group in one window): a claim at 10:00:01.15 recorded its start and let
+    the three starts of 10:00:00 go (outside its own window); a claim whose ``now`` was
+    10:00:00.05, read before that one but admitted after it, no longer saw them and
+    started two more inside the window of 10:00:00."""
+    group = ConcurrencyGroup.objects.create(name="mailer", rate="3/s")
+    due_schedules(8, prefix="m", concurrency_group=group)
+    assert len(state.claim_due(worker="w", limit=3, lease_seconds=60, now=T0)) == 3
+    assert len(state.claim_due(worker="w", limit=1, lease_seconds=60, now=T0 + 1150 * MS)) == 1
+    state.claim_due(worker="w", limit=10, lease_seconds=60, now=T0 + 50 * MS)  # the late one
+    claimed = sorted(RunAttempt.objects.values_list("claimed_at", flat=True))
+    window = 1100 * MS  # the rate's second and its margin
+    worst = max(sum(1 for t in claimed if first <= t < first + window) for first in claimed)
+    assert worst == 3

@@ -13,6 +13,13 @@ later claim can skip its rows without reading them: ``full_until`` while it is a
 :data:`RECHECK_SECONDS` in case a lease vanished another way), ``rate_until`` when the
 rate's window lets the next start in.
 
+The group keeps its latest ``rate``-count starts, not only the ones of the last window: a
+claim reads its ``now`` before it waits for the group's lock, so claims are admitted in
+an order their instants need not follow, and a claim whose ``now`` is older than starts
+already recorded counts every start after its own ``now`` minus the window (the window
+before and after it: conservative, never over the rate). The latest count starts are all
+such a claim can need: any older one is at least a window before the count-th latest.
+
 A group whose values cannot be read (a rate written behind ``save()`` that does not
 parse) starts nothing: its rows wait, due, and health names the group.
 """
@@ -122,16 +129,22 @@ def group_columns(room: GroupRoom, now: datetime) -> dict[str, Any]:
     ``full_until``, ``rate_until`` and ``starts`` as ``room`` now stands)."""
     at = now.timestamp()
     full = room.unreadable or (room.max_running is not None and room.running >= room.max_running)
-    recent = _recent(room, at)
+    kept: list[float] = []
     rate_until = None
-    if room.rate_count is not None and room.rate_seconds is not None and recent:
-        recent = recent[-room.rate_count :]
+    if room.rate_count is not None and room.rate_seconds is not None:
+        # The latest starts, however old, never the ones inside this claim's window only:
+        # claims are admitted in the order of the group's lock, their instants in any
+        # order (each reads ``now`` before it waits for the lock). A claim whose ``now``
+        # is older than a start recorded before it must still count the starts of its own
+        # window, which a claim at a later instant would have dropped as outside its own.
+        kept = sorted(room.starts)[-room.rate_count :]
+        recent = [t for t in kept if t > at - rate_window(room.rate_seconds)]
         if len(recent) >= room.rate_count:
             rate_until = datetime.fromtimestamp(recent[0] + rate_window(room.rate_seconds), tz=UTC)
     return {
         "full_until": now + timedelta(seconds=RECHECK_SECONDS) if full else None,
         "rate_until": rate_until,
-        "starts": recent,
+        "starts": kept,
     }
 
 
