@@ -208,22 +208,54 @@ def _touches_database(item) -> bool:
     )
 
 
-def pytest_collection_modifyitems(config, items):
-    """On PostgreSQL and MariaDB, run only the tests that reach the database.
+#: The marker of a test that reaches the database but whose outcome does not depend on
+#: the database's vendor (its point is time-zone arithmetic, a page's HTML, a browser's
+#: clicks, a rule searched by Hypothesis...): run on SQLite only, as the pure tests.
+#: Never for a test whose point is the database: claims, leases, locking, SKIP LOCKED,
+#: constraints, triggers, raw SQL writes, real workers against the database, migrations.
+VENDOR_INDEPENDENT = "vendor_independent"
 
-    ``scripts/test`` runs the suite once per database; a test that never opens a
-    connection (the pure timing, rule and layering tests: no ``django_db`` mark, no database
-    fixture) would run the same code three times. It runs on SQLite (``DATABASE_URL`` unset
-    or ``sqlite:``) and is deselected elsewhere, said in pytest's "deselected" count.
-    ``DDS_TEST_PURE_EVERYWHERE=1`` runs them on every database."""
+
+def _sqlite_only(item) -> bool:
+    return not _touches_database(item) or item.get_closest_marker(VENDOR_INDEPENDENT) is not None
+
+
+def _on_a_server_database() -> bool:
+    """True when this run's database is PostgreSQL or MariaDB (``DATABASE_URL`` set, not
+    ``sqlite:``), as ``scripts/test`` sets it for each database."""
     url = os.environ.get("DATABASE_URL", "")
-    if not url or url.startswith("sqlite") or os.environ.get("DDS_TEST_PURE_EVERYWHERE") == "1":
+    return bool(url) and not url.startswith("sqlite")
+
+
+def property_examples(n: int) -> int:
+    """Hypothesis examples for a property about pure logic (slot arithmetic) that reaches
+    the database only because it goes through the state functions: ``n`` on SQLite, at
+    most ``DDS_HYPOTHESIS_SERVER_EXAMPLES`` (default 5) on PostgreSQL and MariaDB, where
+    the same search would find the same thing again (their claim and lock paths have their
+    own tests). ``DDS_TEST_PURE_EVERYWHERE=1`` keeps ``n`` everywhere."""
+    if not _on_a_server_database() or os.environ.get("DDS_TEST_PURE_EVERYWHERE") == "1":
+        return n
+    return max(1, min(n, int(os.environ.get("DDS_HYPOTHESIS_SERVER_EXAMPLES", "5"))))
+
+
+def pytest_collection_modifyitems(config, items):
+    """On PostgreSQL and MariaDB, deselect the tests whose outcome cannot depend on the
+    database's vendor; they run on SQLite.
+
+    ``scripts/test`` runs the suite once per database. Two kinds of test would run the same
+    thing three times: a test that never opens a connection (the pure timing, rule and
+    layering tests: no ``django_db`` mark, no database fixture), and a test marked
+    ``@pytest.mark.vendor_independent`` (it uses the database only as the place its rows
+    live; see :data:`VENDOR_INDEPENDENT` for what must never be marked). Both run on SQLite
+    (``DATABASE_URL`` unset or ``sqlite:``) and are deselected elsewhere, said in pytest's
+    "deselected" count. ``DDS_TEST_PURE_EVERYWHERE=1`` runs both kinds on every database."""
+    if not _on_a_server_database() or os.environ.get("DDS_TEST_PURE_EVERYWHERE") == "1":
         return
-    kept, pure = [], []
+    kept, sqlite_only = [], []
     for item in items:
-        (kept if _touches_database(item) else pure).append(item)
-    if pure:
-        config.hook.pytest_deselected(items=pure)
+        (sqlite_only if _sqlite_only(item) else kept).append(item)
+    if sqlite_only:
+        config.hook.pytest_deselected(items=sqlite_only)
         items[:] = kept
 
 

@@ -56,6 +56,7 @@ def test_new_york_wildcard_fires_in_both_readings_of_the_repeated_hour():
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.vendor_independent  # time arithmetic, injected clock
 def test_no_drift_over_1000_runs_with_callbacks_taking_0_to_50_seconds():
     Schedule.objects.create(
         name="grid",
@@ -77,6 +78,7 @@ def test_no_drift_over_1000_runs_with_callbacks_taking_0_to_50_seconds():
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.vendor_independent  # time arithmetic, injected clock
 def test_after_a_three_hour_stop_an_every_minute_schedule_runs_once_then_on_the_grid():
     Schedule.objects.create(
         name="minutely",

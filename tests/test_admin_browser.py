@@ -35,13 +35,10 @@ SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "img"
 sync_api = pytest.importorskip("playwright.sync_api")
 if not CHROMIUM.exists():  # pragma: no cover - depends on the machine
     pytest.skip(f"{CHROMIUM} is not installed", allow_module_level=True)
-if os.environ.get("DATABASE_URL", "sqlite").split(":", 1)[0] != "sqlite":
-    # The pages are the same HTML on every database, and every state function behind them
-    # runs on all three in their own tests: the browser drives the admin once, on SQLite,
-    # to keep the suite's time (scripts/test runs every database).
-    pytest.skip("the admin's browser tests run on SQLite", allow_module_level=True)
-
-pytestmark = [pytest.mark.browser, pytest.mark.process]
+# vendor_independent: the pages are the same HTML on every database, and every state
+# function behind them runs on all three in their own tests: the browser drives the admin
+# once, on SQLite, to keep the suite's time (tests/conftest.py deselects it elsewhere).
+pytestmark = [pytest.mark.browser, pytest.mark.process, pytest.mark.vendor_independent]
 
 
 # ---------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from django_durable_schedules.db.retention import retention_gate
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
 from django_durable_schedules.worker.execution.runner import execute
 
+from .conftest import property_examples
 from .factories import T0
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -148,7 +149,7 @@ def test_the_api_accepts_buffer_all(admin_client):
 
 
 @settings(
-    max_examples=25,
+    max_examples=property_examples(25),  # 5 on PostgreSQL and MariaDB: tests/conftest.py
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -215,6 +215,7 @@ def test_unknown_holiday_codes_are_field_errors():
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.vendor_independent  # holiday rules, injected clock
 def test_worker_does_not_fire_on_july_14_and_counts_it():
     fr()
     s = make()
@@ -236,6 +237,7 @@ def test_worker_does_not_fire_on_july_14_and_counts_it():
     assert RunAttempt.objects.count() == RunReceipt.objects.count() == 3
 
 
+@pytest.mark.vendor_independent  # holiday rules, injected clock
 def test_worker_may_1_2027():
     fr()
     make(now=datetime(2027, 4, 29, 12, tzinfo=UTC))

@@ -63,6 +63,7 @@ def test_b24_a_fast_host_clock_cannot_fire_early(monkeypatch):
     assert not snap.healthy and any("clock" in p for p in snap.problems)
 
 
+@pytest.mark.vendor_independent  # the zone/grid arithmetic, an injected clock
 def test_b19_restarts_do_not_reset_a_long_interval():
     """Due-ness lives in the row: runs land on the 7-day grid whatever the restarts.
     (DESIGN: slot 0 is the creation time, so 06-01 runs too; the report's "2 runs" counts
@@ -72,6 +73,7 @@ def test_b19_restarts_do_not_reset_a_long_interval():
     assert [c.scheduled_for for c in runs] == [z(2027, 6, 1), z(2027, 6, 8), z(2027, 6, 15)]
 
 
+@pytest.mark.vendor_independent  # the zone/grid arithmetic, an injected clock
 def test_b10b_bogota_cron_runs_twice_without_a_tight_loop():
     make(
         "bogota",

@@ -5,7 +5,7 @@
 - "Pause selected schedules…" from the list for an incident: one note for every schedule
   selected, then each row shows it paused with that note.
 
-Fixtures: tests/test_admin_browser.py (skipped without Chromium and Playwright, SQLite only).
+Fixtures: tests/test_admin_browser.py (skipped without Chromium and Playwright; SQLite only: vendor_independent).
 """
 
 from __future__ import annotations
@@ -19,7 +19,12 @@ from .test_admin_browser import _login, browser_page, served_static  # noqa: F40
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
-pytestmark = [pytest.mark.browser, pytest.mark.process, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.process,
+    pytest.mark.vendor_independent,  # SQLite only, as tests/test_admin_browser.py
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def test_a_blackout_window_added_and_linked_strikes_its_slots_through_in_a_real_browser(
