@@ -16,6 +16,7 @@ from django.utils.dateparse import parse_datetime
 
 from ..db.locks import get_locked
 from ..models import INSTANT_FIELDS, ConcurrencyGroup, Schedule, ScheduleEvent
+from .candidates import prepare
 from .definitions import update_schedule
 from .events import json_value
 from .transitions import implements
@@ -92,6 +93,7 @@ def restore_definition(
     *,
     actor: Any = None,
     source: str = "code",
+    owner: Any = None,
     using: str = "default",
 ) -> Schedule:
     """Make the version of ``schedule``'s definition (a row or its id) that the event
@@ -104,7 +106,10 @@ def restore_definition(
     now as an edit does; no run is fired (no trigger, no claim). Records one ``edited``
     event (``actor``, ``source``) whose changes are the fields restored plus
     ``restored_from: [None, {"event": id, "at": ISO 8601}]``. A version equal to the
-    current definition changes nothing and records nothing. One transaction.
+    current definition changes nothing and records nothing. One transaction. ``owner``:
+    the user an owner-scoped request acts for (the API): the owner policy applies to the
+    version restored as to any edit of theirs (:func:`.candidates.prepare`); None: full
+    access.
 
     Returns the row. Raises ``Schedule.DoesNotExist``, and ``ValidationError``: ``event``
     for an id that is not an event's, or not one of the schedule's last
@@ -128,14 +133,14 @@ def restore_definition(
         if not changed:
             return row
         fields = {d.field: _python(d.field, d.version, using) for d in changed}
+        prepared = prepare(fields, row, owner=owner, using=using)  # validated as any edit
         restored = {"event": version.event_id, "at": json_value(version.at)}
         return update_schedule(
-            row.pk,
+            prepared,
             actor=actor,
             source=source,
             using=using,
             extra_changes={RESTORED_FROM: [None, restored]},
-            **fields,
         )
 
 
