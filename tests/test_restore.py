@@ -276,3 +276,24 @@ def test_restoring_version_k_makes_its_definition_current(edits, pick):
     if after[0].event_id != found[0].event_id:  # something changed: one event, naming it
         assert after[0].restored_from == version.event_id
         assert len(after) == min(len(found) + 1, rules.VERSIONS_LIMIT)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_window_deleted_since_is_in_the_older_versions_and_refused_by_name():
+    from django_durable_schedules.models import BlackoutWindow
+
+    window = BlackoutWindow.objects.create(
+        name="nightly", rrule="FREQ=DAILY;BYHOUR=2;BYMINUTE=0", duration_seconds=600
+    )
+    row = schedule(blackout_windows=[window])
+    state.update_schedule(row.pk, cron="0 5 * * *")
+    window.duration_seconds = 900
+    state.save_window(window)  # a blackouts event of the window's own: no version
+    state.delete_window(window)  # drops it from the schedule's list
+    found = state.definition_versions(Schedule.objects.get(pk=row.pk))
+    assert [v.action for v in found] == ["edited", "created"]
+    assert [v.definition["blackout_windows"] for v in found] == [["nightly"], ["nightly"]]
+    assert not found[0].current  # the deletion changed the list since
+    with pytest.raises(ValidationError) as err:
+        state.restore_definition(row.pk, found[1].event_id)
+    assert "blackout_windows" in err.value.message_dict

@@ -49,7 +49,7 @@ def versions_context(
 
 def _schedule_and_version(
     model_admin: admin.ModelAdmin[Schedule], request: HttpRequest, object_id: str, event: str
-) -> tuple[Schedule, Version, list[Version]]:
+) -> tuple[Schedule, Version]:
     """The schedule ``object_id`` (view permission) and its version ``event``; 404 for
     either unknown, 403 without view permission."""
     schedule = model_admin.get_object(request, unquote(object_id))
@@ -61,7 +61,7 @@ def _schedule_and_version(
     version = find(found, event)
     if version is None:
         raise Http404("no such version of this schedule")
-    return schedule, version, found
+    return schedule, version
 
 
 def _context(
@@ -69,10 +69,9 @@ def _context(
     request: HttpRequest,
     schedule: Schedule,
     version: Version,
-    found: list[Version],
     title: str,
 ) -> dict[str, Any]:
-    diff = differences(version.definition, found[0].definition)
+    diff = differences(version.definition, state.current_definition(schedule))
     return {
         **model_admin.admin_site.each_context(request),
         "opts": model_admin.opts,
@@ -98,9 +97,9 @@ def version_view(
     definition (each field that differs: its current value and the version's), with
     "Restore this version" for a user who may change it. 404: unknown schedule or
     version."""
-    schedule, version, found = _schedule_and_version(model_admin, request, object_id, event)
+    schedule, version = _schedule_and_version(model_admin, request, object_id, event)
     title = f"{schedule.name}: the version of {version.at:%Y-%m-%d %H:%M:%S} UTC"
-    context = _context(model_admin, request, schedule, version, found, title)
+    context = _context(model_admin, request, schedule, version, title)
     return TemplateResponse(request, "durable_schedules/admin/version_compare.html", context)
 
 
@@ -111,10 +110,10 @@ def restore_view(
     ``post=yes``: :func:`..state.restore_definition` under the write lock (source
     ``admin``), a success message and the change page (a refusal: an error message naming
     the fields, and the compare page). 403 without change permission."""
-    schedule, version, found = _schedule_and_version(model_admin, request, object_id, event)
+    schedule, version = _schedule_and_version(model_admin, request, object_id, event)
     if not model_admin.has_change_permission(request, schedule):
         raise PermissionDenied
-    context = _context(model_admin, request, schedule, version, found, "")
+    context = _context(model_admin, request, schedule, version, "")
     if request.method == "POST" and request.POST.get("post") == "yes":
         try:
             with state.write_transaction(using=router.db_for_write(Schedule)):

@@ -49,7 +49,7 @@ def versions_lines(schedule: Schedule) -> Iterator[str]:
     if not found:
         yield f"{schedule.name}: no version recorded (no created or edited event)."
         return
-    current = found[0].definition
+    current = state.current_definition(schedule)
     for version in found:
         who = version.actor or version.source
         mark = "  (current)" if version.current else ""

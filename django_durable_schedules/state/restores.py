@@ -12,10 +12,11 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
 from ..db.locks import get_locked
-from ..models import INSTANT_FIELDS, ConcurrencyGroup, Schedule, ScheduleEvent
+from ..models import INSTANT_FIELDS, ConcurrencyGroup, EventAction, Schedule, ScheduleEvent
 from .candidates import prepare
 from .definitions import update_schedule
 from .events import json_value
@@ -24,7 +25,7 @@ from .version_rules import (
     EVENTS_READ,
     RELATION_FIELDS,
     RESTORED_FROM,
-    UNDONE_ACTIONS,
+    VERSION_ACTIONS,
     VERSIONED_FIELDS,
     VERSIONS_LIMIT,
     Version,
@@ -53,11 +54,17 @@ def current_definition(row: Schedule) -> dict[str, Any]:
 def definition_versions(row: Schedule, *, using: str | None = None) -> list[Version]:
     """The versions of ``row``'s definition, newest first (the first is the current
     definition), at most :data:`.version_rules.VERSIONS_LIMIT`, reconstructed from its
-    newest :data:`.version_rules.EVENTS_READ` definition events. Three queries."""
+    newest :data:`.version_rules.EVENTS_READ` events that changed the definition (created,
+    edited, calendars, a blackout window deleted). Three queries."""
     using = using or row._state.db or "default"
+    # A window's own edits are blackouts events too (on each schedule naming it): only its
+    # deletion changed the schedule's list.
+    changed = Q(action__in=VERSION_ACTIONS) | Q(
+        action=EventAction.BLACKOUTS, changes__has_key="deleted"
+    )
     events = list(
         ScheduleEvent.objects.using(using)
-        .filter(schedule_id=row.pk, action__in=UNDONE_ACTIONS)
+        .filter(changed, schedule_id=row.pk)
         .order_by("-at", "-id")
         .only("id", "action", "at", "actor_repr", "source", "changes")[:EVENTS_READ]
     )
@@ -128,8 +135,7 @@ def restore_definition(
                     ]
                 }
             )
-        current = found[0].definition if found else current_definition(row)
-        changed = differences(version.definition, current)
+        changed = differences(version.definition, current_definition(row))
         if not changed:
             return row
         fields = {d.field: _python(d.field, d.version, using) for d in changed}
