@@ -297,3 +297,17 @@ def test_a_window_deleted_since_is_in_the_older_versions_and_refused_by_name():
     with pytest.raises(ValidationError) as err:
         state.restore_definition(row.pk, found[1].event_id)
     assert "blackout_windows" in err.value.message_dict
+
+
+@pytest.mark.django_db
+def test_listing_the_versions_is_three_queries_whatever_their_number():
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    row = schedule()
+    for minute in range(1, 30):
+        state.update_schedule(row.pk, cron=f"{minute} 3 * * *")
+    row = Schedule.objects.get(pk=row.pk)
+    with CaptureQueriesContext(connection) as queries:
+        found = state.definition_versions(row)
+    assert len(found) == 30 and len(queries) == 3
