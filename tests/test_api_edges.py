@@ -205,7 +205,8 @@ def test_every_create_endpoint_has_request_examples():
 
 def test_the_actions_with_a_body_have_request_examples():
     posted = {path for method, path, _, _ in request_examples() if "{" in path}
-    assert posted == {f"/api/schedules/{{id}}/{a}/" for a in ("trigger", "disable", "duplicate")}
+    actions = ("trigger", "disable", "duplicate", "restore")
+    assert posted == {f"/api/schedules/{{id}}/{a}/" for a in actions}
 
 
 def test_every_request_example_of_the_schema_succeeds(admin_client):
@@ -215,7 +216,12 @@ def test_every_request_example_of_the_schema_succeeds(admin_client):
     for method, path, name, body in examples:
         assert method == "post", (method, path)
         if "{id}" in path:
-            path = path.replace("{id}", str(ScheduleFactory(name="example-target").pk))
+            target = ScheduleFactory(name="example-target")
+            path = path.replace("{id}", str(target.pk))
+        if path.endswith("/restore/"):  # the example's id stands for a version's event
+            edit = state.update_schedule(target.pk, interval_seconds=120)
+            body = {"event": str(state.definition_versions(edit)[0].event_id)}
+            state.update_schedule(target.pk, interval_seconds=300)
         answer = admin_client.post(path, body, content_type="application/json")
         assert 200 <= answer.status_code < 300, (path, name, answer.json())
         for model in (Schedule, ConcurrencyGroup, ExclusionCalendar, BlackoutWindow):

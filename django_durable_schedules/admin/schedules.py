@@ -43,6 +43,7 @@ from .inlines import AttemptInline, EventInline, ReceiptInline
 from .pagination import EstimatedCountPaginator
 from .pauses import pause_selected, pause_view
 from .run_now import run_now_view
+from .versions import restore_view, version_view, versions_context
 from .views import (
     admin_url,
     describe_cron_view,
@@ -127,6 +128,16 @@ class ScheduleAdmin(WriteLockedForm):
                 "<path:object_id>/pause/",
                 self.admin_site.admin_view(self._bound(pause_view)),
                 name="{}_{}_pause".format(*info),
+            ),
+            path(
+                "<path:object_id>/versions/<str:event>/",
+                self.admin_site.admin_view(self._bound(version_view)),
+                name="{}_{}_version".format(*info),
+            ),
+            path(
+                "<path:object_id>/versions/<str:event>/restore/",
+                self.admin_site.admin_view(self._bound(restore_view)),
+                name="{}_{}_restore".format(*info),
             ),
             path(
                 "<path:object_id>/transition/<str:transition>/",
@@ -247,6 +258,7 @@ class ScheduleAdmin(WriteLockedForm):
             stats = schedule_stats(obj.pk)
             context["dds_stats_rows"] = stats_rows(list(stats.windows.values()))
             context["dds_stats_sample"] = stats.sample_limit
+            context["dds_versions"] = versions_context(self, obj)  # history of the definition
         if obj is not None and self.has_change_permission(request, obj):
             allowed = state.allowed_actions(obj)
             context["dds_transitions"] = [

@@ -54,6 +54,7 @@ from .serializers import (
 )
 from .stats import ScheduleStatsMixin
 from .trigger_serializers import TriggerSerializer
+from .versions import ScheduleVersionsMixin
 from .visibility import redact_detail, redact_reason, visible_names
 
 
@@ -140,9 +141,12 @@ _CONFLICT = OpenApiResponse(DetailSerializer, description="State conflict (detai
 _NOT_FOUND = OpenApiResponse(DetailSerializer, description="Not found (detail says what).")
 
 
-class ScheduleViewSet(APIViewMixin, ScheduleStatsMixin, viewsets.ModelViewSet):
-    """Schedules: CRUD, the operator transitions, the next fire times and the statistics
-    (:class:`.stats.ScheduleStatsMixin`)."""
+class ScheduleViewSet(
+    APIViewMixin, ScheduleStatsMixin, ScheduleVersionsMixin, viewsets.ModelViewSet
+):
+    """Schedules: CRUD, the operator transitions, the next fire times, the statistics
+    (:class:`.stats.ScheduleStatsMixin`), the definition's versions and their restore
+    (:class:`.versions.ScheduleVersionsMixin`)."""
 
     serializer_class = ScheduleSerializer
     pagination_class = SchedulePagination

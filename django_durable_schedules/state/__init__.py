@@ -17,6 +17,8 @@ Transitions (all take an optional injected ``now``, an aware UTC datetime; by de
 * :func:`enable`, :func:`disable`, :func:`trigger`, :func:`cancel`,
   :func:`delete_schedule` (allowed from the statuses of :data:`.control.ALLOWED`),
   :func:`rerun` (a new attempt of an earlier occurrence, :mod:`.reruns`),
+  :func:`restore_definition` (an earlier version of the definition made current again, as
+  an edit: :mod:`.restores`, with the pure :mod:`.version_rules`),
   :func:`create_schedule`, :func:`update_schedule` (a definition built and validated
   once by :func:`prepare`), :func:`sync_declared`,
   :func:`heartbeat`.
@@ -102,6 +104,7 @@ from .pause_rules import NOTE_MAX_CHARS, check_pause
 from .pauses import resume_paused
 from .regrid import regrid_other_rules
 from .reruns import rerun
+from .restores import current_definition, definition_versions, restore_definition
 from .rules import ONE_SECOND, idempotency_key
 from .runs import claim_due
 from .values import Claim, CompletionReport, Outcome, OutcomeStatus, Wakeup
@@ -186,6 +189,9 @@ __all__ = [
     "write_transaction",
     "trigger",
     "rerun",
+    "restore_definition",
+    "definition_versions",
+    "current_definition",
     "update_schedule",
     "worker_pools",
     "validate_schedule",

@@ -128,12 +128,14 @@ def update_schedule(
     actor: Any = None,
     source: str = "code",
     using: str = "default",
+    extra_changes: dict[str, Any] | None = None,
     **changes: Any,
 ) -> Schedule:
     """Apply ``changes`` (:data:`EDITABLE_FIELDS`) to the locked row, validated, and write
     only those columns. A definition change re-plans ``next_run_at`` from now. Records an
-    ``edited`` event with ``{field: [old, new]}`` when something changed. One database
-    clock read when something changed, none otherwise.
+    ``edited`` event with ``{field: [old, new]}`` when something changed (and
+    ``extra_changes``' entries: a restore's ``restored_from``). One database clock read
+    when something changed, none otherwise.
 
     ``schedule_id`` may be an edit built and validated by :func:`.candidates.prepare` (the
     API and the admin; no ``changes`` then): it is applied without validating again,
@@ -176,7 +178,7 @@ def update_schedule(
                 now=now,
                 actor=actor,
                 source=source,
-                changes=as_changes(before, after),
+                changes={**as_changes(before, after), **(extra_changes or {})},
                 using=using,
             )
     return row

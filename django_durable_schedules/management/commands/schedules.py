@@ -10,7 +10,9 @@ and the API, recorded with source ``command``); ``disable NAME [NAME ...] [--not
 one-shot at a new instant; ``backfill NAME --from ISO --to ISO [--include-succeeded]
 [--dry-run]`` runs (or lists) every slot of a past range, and ``cancel-backfill NAME``
 stops it; ``rerun NAME N [--force] [--note TEXT]`` runs occurrence N again under its own
-idempotency key. ``calendars list``, ``calendars add-date CALENDAR DATE [--reason TEXT]`` and
+idempotency key. ``versions NAME`` lists the versions of a definition and ``restore NAME
+--event ID`` makes one current again, as an edit (:mod:`..version_text`). ``calendars
+list``, ``calendars add-date CALENDAR DATE [--reason TEXT]`` and
 ``calendars remove-date CALENDAR DATE`` show and edit exclusion calendars (the schedules
 that name one are re-planned at once); ``upcoming`` marks the slots they exclude.
 ``blackouts list|add|delete|link|unlink`` show and edit blackout windows and a schedule's
@@ -20,7 +22,8 @@ concurrency groups (:mod:`..group_text`).
 This module owns the parser and the dispatch, and the subcommands ``list``, ``upcoming``,
 ``health`` and the transitions; the others are in :mod:`..schedule_text` (``show``,
 ``receipts``), :mod:`..pause_text` (``disable``), :mod:`..backfill_text` (``backfill``,
-``cancel-backfill``, ``rerun``), :mod:`..calendar_text`, :mod:`..blackout_text` and :mod:`..group_text`, and
+``cancel-backfill``, ``rerun``), :mod:`..calendar_text`, :mod:`..blackout_text`, :mod:`..group_text` and
+:mod:`..version_text` (``versions``, ``restore``), and
 the argparse types in :mod:`..arguments`.
 """
 
@@ -46,6 +49,7 @@ from .. import (
     group_text,
     pause_text,
     schedule_text,
+    version_text,
 )
 from ..arguments import (
     MAX_COUNT,
@@ -139,11 +143,16 @@ class Command(BaseCommand):
         calendar_text.add_parser(sub)
         blackout_text.add_parser(sub)
         group_text.add_parser(sub)
+        version_text.add_parsers(sub)
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
         if action in ("backfill", "cancel-backfill"):
             self._write(backfill_text.backfill(self._get(options["name"]), options))
+        elif action == "versions":
+            self._write(version_text.versions_lines(self._get(options["name"])))
+        elif action == "restore":
+            self._write(version_text.restore(self._get(options["name"]), options))
         elif action == "rerun":
             self._write(backfill_text.rerun(self._get(options["name"]), options))
         elif action == "list":
