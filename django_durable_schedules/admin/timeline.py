@@ -45,6 +45,7 @@ from .columns import receipt_link
 from .timeline_geometry import (
     MARKED_ORIGINS,
     Axis,
+    Bar,
     RunInput,
     SlotMark,
     axis_labels,
@@ -140,7 +141,7 @@ def _row(
         "schedule": schedule,
         "url": admin_url(urls["admin"], "change", quote(schedule.pk)),
         "only_url": f"{urls['timeline']}?{urlencode({'schedule': str(schedule.pk)})}",
-        "bars": [{"bar": b, "url": link.format(quote(b.pk)) if link else None} for b in drawn],
+        "bars": [_bar(b, link) for b in drawn],
         "total": total,
         "failures": failures,
         "hidden": hidden,
@@ -150,6 +151,29 @@ def _row(
         "slots_more": slots_more,
         "note": note,
         "label": label,
+    }
+
+
+#: The pattern drawn over a bar of these marks (the others are outlines, in CSS).
+PATTERNS = {"backfill": "hatch", "buffered": "dots", "deferred": "dots"}
+
+
+def _bar(bar: Bar, link: str | None) -> dict[str, Any]:
+    """What the template reads of a bar: its geometry and words, its receipt's URL ("#"
+    when receipts are not in this admin site), its classes and its pattern."""
+    mark = f" dds-tl-m-{bar.mark}" if bar.mark else ""
+    return {
+        "pk": bar.pk,
+        "x": bar.x,
+        "width": bar.width,
+        "title": bar.title,
+        "status": bar.status,
+        "started": bar.started,
+        "duration": bar.duration,
+        "origin": bar.origin,
+        "url": link.format(quote(bar.pk)) if link else "#",
+        "css": f"dds-tl-bar dds-tl-s-{bar.status}{mark}",
+        "pattern": PATTERNS.get(bar.mark, ""),
     }
 
 
