@@ -399,3 +399,13 @@ def test_the_reads_bound_the_bars_and_count_every_run():
     last = max(b for (pk, b) in counts if pk == s.pk)
     assert last == 23
     assert timeline_runs([], start, end, 10) == [] and bucket_counts([], start, end, 60) == {}
+
+
+@pytest.mark.django_db
+def test_several_labels_stay_apart_in_the_form(admin_client):
+    make("both", metadata={"team": "data", "tier": "1"})
+    make("one", metadata={"team": "data"})
+    html = admin_client.get(f"{reverse(TIMELINE)}?label=team:data&label=tier:1").text
+    assert re.findall(r'data-schedule="([^"]+)"', html) == ["both"]
+    assert '<input type="text" name="label" value="team:data"' in html
+    assert '<input type="text" name="label" value="tier:1"' in html
