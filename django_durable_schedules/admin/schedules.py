@@ -43,6 +43,7 @@ from .inlines import AttemptInline, EventInline, ReceiptInline
 from .pagination import EstimatedCountPaginator
 from .pauses import pause_selected, pause_view
 from .run_now import run_now_view
+from .timeline import timeline_view
 from .versions import restore_view, version_view, versions_context
 from .views import (
     admin_url,
@@ -103,6 +104,11 @@ class ScheduleAdmin(WriteLockedForm):
                 "health/",
                 self.admin_site.admin_view(self._bound(health_view)),
                 name="{}_{}_health".format(*info),
+            ),
+            path(
+                "timeline/",
+                self.admin_site.admin_view(self._bound(timeline_view)),
+                name="{}_{}_timeline".format(*info),
             ),
             path(
                 "describe-cron/",
@@ -229,6 +235,7 @@ class ScheduleAdmin(WriteLockedForm):
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         context = {
             "dds_health_url": admin_url(self, "health"),
+            "dds_timeline_url": admin_url(self, "timeline"),
             # The fleet's verdict (the probe's: indexed queries only), as a banner when it fails.
             "dds_probe": probe(using=router.db_for_read(Schedule)),
             "dds_legend": legend(),
@@ -246,6 +253,8 @@ class ScheduleAdmin(WriteLockedForm):
         obj: Schedule | None = None,
     ) -> HttpResponse:
         context["dds_health_url"] = admin_url(self, "health")
+        if obj is not None:  # this schedule's runs and next slots on the timeline
+            context["dds_timeline_url"] = f"{admin_url(self, 'timeline')}?schedule={obj.pk}"
         if obj is not None and self._declared_fields(obj):
             messages.info(
                 request,

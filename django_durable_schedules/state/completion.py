@@ -204,22 +204,32 @@ def _complete_batch(
         write_events(events, using)  # with their notifications and signals
         if touched:
             update_rows(list(touched.values()), FINISH_FIELDS, using)
-            release_groups(touched.values(), using)  # a group's place freed (none: none)
-            unstart_groups(  # a rate's place of a run handed back unrun (none: none)
-                (
-                    (rows[o.claim.schedule_id].concurrency_group_id, o.claim.claimed_at)
-                    for o in outcomes
-                    if o.status == OutcomeStatus.RELEASED
-                    and o.claim.start_by is not None
-                    and o.claim.schedule_id in touched
-                ),
-                using,
-            )
+            _free_groups(touched, outcomes, using)
             write_alerts(touched.values(), now, using)  # no statement unless one was noted
         settle_backfills(settled, now, using)
         close_ended(touched.values(), now, using)
         report.receipts = models
     return report
+
+
+def _free_groups(
+    touched: dict[uuid.UUID, Schedule], outcomes: Sequence[Outcome], using: str
+) -> None:
+    """The concurrency groups of the rows a completion ``touched``: each finished run's
+    place freed (:func:`.groups.release_groups`), and the rate's place of each run handed
+    back unrun (``released`` with a start deadline: :func:`.groups.unstart_groups`). No
+    statement for rows of no group."""
+    release_groups(touched.values(), using)
+    unstart_groups(
+        (
+            (touched[o.claim.schedule_id].concurrency_group_id, o.claim.claimed_at)
+            for o in outcomes
+            if o.status == OutcomeStatus.RELEASED
+            and o.claim.start_by is not None
+            and o.claim.schedule_id in touched
+        ),
+        using,
+    )
 
 
 def _read_rows(ids: set[uuid.UUID], using: str, read_clock: bool) -> list[Schedule]:

@@ -1,0 +1,270 @@
+"""The admin timeline (``<admin>/durable_schedules/schedule/timeline/``, URL name
+``admin:durable_schedules_schedule_timeline``; issue #29, item 1): one row per schedule
+(at most :data:`ROWS_PER_PAGE`, in the list's order, by name) over a range, its finished
+runs as bars (length: duration; colour: outcome; a mark for retries, backfills, triggers
+and re-runs), each a link to its receipt, its next slots as ticks (excluded and blacked-out
+ones struck through), and a density band of the runs of all the rows shown.
+
+Reads, whatever the number of rows and runs: the schedules of the page (one query, with
+whether each links a calendar or a window), their calendars and windows (none when none
+links any, else one or two each), the runs drawn (:func:`..db.timeline.timeline_runs`: at
+most :data:`BARS_PER_ROW` per row), the runs per bucket (:func:`..db.timeline.bucket_counts`)
+and the concurrency groups offered by the filter (one). The drawing is
+:mod:`.timeline_geometry`; the query string :mod:`.timeline_params`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils import timezone as dj_timezone
+from django.utils.http import urlencode
+
+from .. import timing
+from ..db.timeline import TimelineRun, bucket_counts, timeline_runs
+from ..models import (
+    ConcurrencyGroup,
+    Kind,
+    ReceiptStatus,
+    Schedule,
+    Status,
+    load_blackouts,
+    load_exclusions,
+    with_blackout_flag,
+    with_calendar_flag,
+)
+from ..registry import registry
+from .columns import receipt_link
+from .timeline_geometry import (
+    MARKED_ORIGINS,
+    Axis,
+    Bar,
+    RunInput,
+    SlotMark,
+    axis_labels,
+    bars,
+    bucket_seconds,
+    density,
+    fmt_instant,
+    slot_marks,
+)
+from .timeline_params import RANGES, TimelineParams, read_params
+from .views import admin_url
+
+#: Schedules on one page of the timeline.
+ROWS_PER_PAGE = 50
+#: Most runs drawn as bars on one row (the newest of the range); the others are counted
+#: ("N more") and shown in the row's density strip.
+BARS_PER_ROW = 60
+#: Future slots looked up per row (fire times; as many excluded and blacked-out ones).
+SLOTS_PER_ROW = 24
+#: Buckets of the density band and of a row's strip.
+BUCKETS = 96
+#: The plot's width and a row's height, in pixels.
+PLOT_WIDTH = 720
+ROW_HEIGHT = 22
+BAND_HEIGHT = 40
+#: Concurrency groups offered by the filter.
+GROUP_CHOICES = 100
+
+
+def _schedules(params: TimelineParams) -> list[Schedule]:
+    rows: Any = Schedule.objects.all()
+    if params.schedule:
+        rows = rows.filter(pk=params.schedule)
+    if params.status:
+        rows = rows.filter(status=params.status)
+    if params.callback:
+        rows = rows.filter(callback=params.callback)
+    if params.owner:
+        rows = rows.filter(**{f"owner__{get_user_model().USERNAME_FIELD}": params.owner})
+    if params.group:
+        rows = rows.filter(concurrency_group__name=params.group)
+    if params.labels:
+        rows = rows.with_labels(params.labels)
+    rows = with_blackout_flag(with_calendar_flag(rows)).order_by("name", "pk")
+    offset = params.page * ROWS_PER_PAGE
+    return list(rows[offset : offset + ROWS_PER_PAGE + 1])
+
+
+def _slots(schedule: Schedule, axis: Axis) -> tuple[list[SlotMark], bool, str]:
+    """The row's future ticks, whether more slots fire on the axis than were looked up,
+    and a note ("" or why there are none)."""
+    if schedule.kind == Kind.MANUAL:
+        return [], False, "runs only when triggered"
+    if schedule.status != Status.ACTIVE:
+        return [], False, f"{schedule.status}: no slot runs"
+    after = max(axis.now, axis.start)
+    if after >= axis.end:
+        return [], False, ""
+    try:
+        views = schedule.upcoming_slots(SLOTS_PER_ROW, after=after)
+    except (timing.InvalidSchedule, ValueError, TypeError) as exc:
+        return [], False, f"slots cannot be computed: {exc}"
+    fired = [v for v in views if v.fires]
+    more = len(fired) >= SLOTS_PER_ROW and fired[-1].at <= axis.end
+    return slot_marks(axis, [(v.at, v.why_not) for v in views]), more, ""
+
+
+def _row(
+    schedule: Schedule,
+    axis: Axis,
+    runs: list[TimelineRun],
+    counts: list[tuple[int, int]],
+    seconds: int,
+    urls: dict[str, Any],
+) -> dict[str, Any]:
+    fields = ("pk", "status", "started_at", "claimed_at", "finished_at", "attempt", "origin")
+    inputs = [RunInput(**{f: getattr(r, f) for f in fields}, forced=r.forced) for r in runs]
+    drawn = bars(axis, inputs)
+    link = urls["receipt"]
+    total = sum(n for n, _ in counts)
+    failures = sum(f for _, f in counts)
+    hidden = max(0, total - len(drawn))
+    ticks, slots_more, note = _slots(schedule, axis)
+    label = f"{schedule.name}: {total} run{'s' if total != 1 else ''} in the range"
+    if failures:
+        label += f", {failures} failed"
+    if hidden:
+        label += f"; the newest {len(drawn)} drawn, {hidden} more counted in the strip"
+    fires = sum(1 for t in ticks if not t.struck)
+    if fires:
+        label += f"; {fires}{'+' if slots_more else ''} slots ahead"
+    return {
+        "schedule": schedule,
+        "url": admin_url(urls["admin"], "change", quote(schedule.pk)),
+        "only_url": f"{urls['timeline']}?{urlencode({'schedule': str(schedule.pk)})}",
+        "bars": [_bar(b, link) for b in drawn],
+        "total": total,
+        "failures": failures,
+        "hidden": hidden,
+        # The row's strip: only when some of its runs are not drawn.
+        "strip": density(axis, counts, seconds, ROW_HEIGHT) if hidden else [],
+        "ticks": ticks,
+        "slots_more": slots_more,
+        "note": note,
+        "label": label,
+    }
+
+
+#: The pattern drawn over a bar of these marks (the others are outlines, in CSS).
+PATTERNS = {"backfill": "hatch", "buffered": "dots", "deferred": "dots"}
+
+
+def _bar(bar: Bar, link: str | None) -> dict[str, Any]:
+    """What the template reads of a bar: its geometry and words, its receipt's URL ("#"
+    when receipts are not in this admin site), its classes and its pattern."""
+    mark = f" dds-tl-m-{bar.mark}" if bar.mark else ""
+    return {
+        "pk": bar.pk,
+        "x": bar.x,
+        "width": bar.width,
+        "title": bar.title,
+        "status": bar.status,
+        "started": bar.started,
+        "duration": bar.duration,
+        "origin": bar.origin,
+        "url": link.format(quote(bar.pk)) if link else "#",
+        "css": f"dds-tl-bar dds-tl-s-{bar.status}{mark}",
+        "pattern": PATTERNS.get(bar.mark, ""),
+    }
+
+
+def timeline_view(model_admin: admin.ModelAdmin[Schedule], request: HttpRequest) -> HttpResponse:
+    """The timeline page (staff with view permission on schedules); a bad parameter is a
+    message and is ignored."""
+    if not model_admin.has_view_permission(request):
+        raise PermissionDenied
+    now = dj_timezone.now()
+    params, problems = read_params(request.GET, now, Status.values)
+    for problem in problems:
+        messages.error(request, problem)
+    axis = Axis(params.start, params.end, now, PLOT_WIDTH)
+    seconds = bucket_seconds(axis, BUCKETS)
+    found = _schedules(params)
+    schedules, has_next = found[:ROWS_PER_PAGE], len(found) > ROWS_PER_PAGE
+    load_exclusions(schedules)
+    load_blackouts(schedules)
+    ids = [s.pk for s in schedules]
+    runs_by: dict[Any, list[TimelineRun]] = defaultdict(list)
+    for run in timeline_runs(ids, axis.start, axis.end, BARS_PER_ROW):
+        runs_by[run.schedule_id].append(run)
+    counts = bucket_counts(ids, axis.start, axis.end, seconds)
+    per_row: dict[Any, list[tuple[int, int]]] = {pk: [(0, 0)] * BUCKETS for pk in ids}
+    for (pk, bucket), value in counts.items():
+        cells = per_row[pk]
+        bucket = min(bucket, BUCKETS - 1)
+        cells[bucket] = (cells[bucket][0] + value[0], cells[bucket][1] + value[1])
+    timeline_url = admin_url(model_admin, "timeline") or ""
+    urls = {
+        "admin": model_admin,
+        "receipt": receipt_link(model_admin.admin_site.name),
+        "timeline": timeline_url,
+    }
+    rows = [_row(s, axis, runs_by[s.pk], per_row[s.pk], seconds, urls) for s in schedules]
+    band = [
+        (sum(per_row[pk][i][0] for pk in ids), sum(per_row[pk][i][1] for pk in ids))
+        for i in range(BUCKETS)
+    ]
+    filters = params.filters()
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": "Timeline",
+        "opts": model_admin.opts,
+        "media": model_admin.media,
+        "params": params,
+        "rows": rows,
+        "axis": axis,
+        "now_x": axis.x(now) if axis.contains(now) else None,
+        "labels": axis_labels(axis),
+        "band": density(axis, band, seconds, BAND_HEIGHT),
+        "band_total": sum(n for n, _ in band),
+        "bucket_minutes": round(seconds / 60, 1),
+        "start_text": fmt_instant(axis.start),
+        "end_text": fmt_instant(axis.end),
+        "start_value": axis.start.strftime("%Y-%m-%dT%H:%M"),
+        "end_value": axis.end.strftime("%Y-%m-%dT%H:%M"),
+        "ranges": [
+            {
+                "name": name,
+                "url": "?" + urlencode({**filters, "range": name}, doseq=True),
+                "current": name == params.range,
+            }
+            for name in RANGES
+        ],
+        "prev_url": _page_url(params, params.page - 1) if params.page > 0 else None,
+        "next_url": _page_url(params, params.page + 1) if has_next else None,
+        "first_row": params.page * ROWS_PER_PAGE + 1,
+        "last_row": params.page * ROWS_PER_PAGE + len(rows),
+        "statuses": Status.values,
+        "receipt_statuses": ReceiptStatus.values,
+        "marks": MARKED_ORIGINS,
+        "callbacks": registry.names(),
+        "groups": list(
+            ConcurrencyGroup.objects.order_by("name").values_list("name", flat=True)[:GROUP_CHOICES]
+        ),
+        "plot_width": PLOT_WIDTH,
+        "row_height": ROW_HEIGHT,
+        "band_height": BAND_HEIGHT,
+        "bars_per_row": BARS_PER_ROW,
+        "changelist_url": admin_url(model_admin, "changelist") or "",
+    }
+    request.current_app = model_admin.admin_site.name
+    return TemplateResponse(request, "durable_schedules/admin/timeline.html", context)
+
+
+def _page_url(params: TimelineParams, page: int) -> str:
+    values = {**params.filters(), "p": page}
+    if params.range:
+        values["range"] = params.range
+    else:
+        values["start"] = params.start.isoformat()
+        values["end"] = params.end.isoformat()
+    return "?" + urlencode(values, doseq=True)

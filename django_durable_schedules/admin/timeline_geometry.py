@@ -1,0 +1,312 @@
+"""The admin timeline's geometry, pure (no database, no Django): where each run's bar, each
+future slot's tick, each density column and each axis label goes on a row of a given width
+in pixels, and the words of their tooltips. :mod:`.timeline` reads the rows and renders
+what these functions return in ``durable_schedules/admin/timeline.html``.
+
+Instants are aware datetimes; x positions and widths are pixels from the left edge of the
+plot (floats rounded to 0.1 px), never outside ``[0, axis.width]``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+#: The narrowest bar drawn, in pixels (a run of a few milliseconds stays visible and
+#: clickable).
+MIN_BAR_PX = 3.0
+#: Origins drawn with a mark of their own (a pattern or an outline; "retry" is an attempt
+#: after the first, whatever its origin).
+MARKED_ORIGINS = ("retry", "backfill", "triggered", "rerun", "buffered", "deferred")
+#: Spacing of the axis labels, the first that gives at most :data:`MAX_LABELS` of them.
+LABEL_STEPS = tuple(
+    timedelta(seconds=s)
+    for s in (
+        60,
+        300,
+        900,
+        1800,
+        3600,
+        3 * 3600,
+        6 * 3600,
+        12 * 3600,
+        86400,
+        2 * 86400,
+        7 * 86400,
+        14 * 86400,
+        30 * 86400,
+    )
+)
+MAX_LABELS = 12
+
+
+@dataclass(frozen=True)
+class Axis:
+    """The time axis of a plot ``width`` pixels wide, from ``start`` to ``end`` (aware,
+    ``start < end``), with ``now`` (past on its left, future on its right)."""
+
+    start: datetime
+    end: datetime
+    now: datetime
+    width: float
+
+    def __post_init__(self) -> None:
+        if self.start.tzinfo is None or self.end.tzinfo is None or self.now.tzinfo is None:
+            raise ValueError("the axis takes aware datetimes")
+        if not self.start < self.end:
+            raise ValueError("the axis needs start < end")
+        if not self.width > 0:
+            raise ValueError("the axis needs a positive width")
+
+    @property
+    def seconds(self) -> float:
+        """The span in seconds."""
+        return (self.end - self.start).total_seconds()
+
+    def x(self, at: datetime) -> float:
+        """``at``'s position in pixels, clamped to the plot."""
+        offset = (at - self.start).total_seconds() / self.seconds * self.width
+        return round(min(max(offset, 0.0), self.width), 1)
+
+    def contains(self, at: datetime) -> bool:
+        """Whether ``at`` is on the axis (both ends included)."""
+        return self.start <= at <= self.end
+
+
+@dataclass(frozen=True)
+class RunInput:
+    """A finished run as :func:`bars` takes it (the fields of
+    :class:`..db.timeline.TimelineRun` it reads)."""
+
+    pk: Any
+    status: str
+    started_at: datetime | None
+    claimed_at: datetime | None
+    finished_at: datetime
+    attempt: int = 1
+    origin: str = "scheduled"
+    forced: bool = False
+
+
+@dataclass(frozen=True)
+class Bar:
+    """A run's bar: ``x``, ``width`` (px, at least :data:`MIN_BAR_PX` unless the plot is
+    narrower), ``status`` (the receipt's), ``mark`` (one of :data:`MARKED_ORIGINS`, or
+    ""), ``title`` (the tooltip: status, start, duration, origin) and ``pk`` (the
+    receipt's)."""
+
+    pk: Any
+    x: float
+    width: float
+    status: str
+    mark: str
+    title: str
+    started: str
+    duration: str
+    origin: str
+
+
+def fmt_instant(at: datetime) -> str:
+    """``at`` in UTC to the second: ``"2027-06-01 10:00:05 UTC"``."""
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """A duration in words: ``"0.25 s"``, ``"42 s"``, ``"3 min 04 s"``, ``"2 h 05 min"``;
+    ``"not run"`` for None (the callback never started)."""
+    if seconds is None:
+        return "not run"
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    whole = int(seconds)
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
+def origin_mark(origin: str, attempt: int) -> str:
+    """The mark a run's bar gets: ``"retry"`` for an attempt after the first, else its
+    origin when it is one of :data:`MARKED_ORIGINS`, else "" (a scheduled first try)."""
+    if attempt > 1:
+        return "retry"
+    return origin if origin in MARKED_ORIGINS else ""
+
+
+def origin_words(origin: str, attempt: int, forced: bool = False) -> str:
+    """The origin as a tooltip says it: ``"scheduled"``, ``"retry (attempt 2), triggered"``,
+    ``"rerun (forced)"``."""
+    words = origin or "scheduled"
+    if attempt > 1:
+        words = f"retry (attempt {attempt}), {words}"
+    return f"{words} (forced)" if forced else words
+
+
+def bar_of(axis: Axis, run: RunInput, min_width: float = MIN_BAR_PX) -> Bar:
+    """The bar of one run: from ``started_at`` (else ``claimed_at``, else ``finished_at``)
+    to ``finished_at``, clipped to the axis, at least ``min_width`` wide (kept inside the
+    plot: a run that ends at the right edge grows leftwards)."""
+    began = run.started_at or run.claimed_at or run.finished_at
+    if began > run.finished_at:  # two clocks' estimates: never a negative bar
+        began = run.finished_at
+    left, right = axis.x(began), axis.x(run.finished_at)
+    width = max(right - left, min(min_width, axis.width))
+    left = min(left, axis.width - width)
+    duration = (
+        (run.finished_at - run.started_at).total_seconds() if run.started_at is not None else None
+    )
+    started, took = fmt_instant(began), fmt_duration(duration)
+    origin = origin_words(run.origin, run.attempt, run.forced)
+    return Bar(
+        pk=run.pk,
+        x=round(left, 1),
+        width=round(width, 1),
+        status=run.status,
+        mark=origin_mark(run.origin, run.attempt),
+        title=f"{run.status} · started {started} · {took} · {origin}",
+        started=started,
+        duration=took,
+        origin=origin,
+    )
+
+
+def bars(axis: Axis, runs: Iterable[RunInput], min_width: float = MIN_BAR_PX) -> list[Bar]:
+    """The bars of ``runs`` (:func:`bar_of`), oldest first (a later bar is drawn over an
+    earlier one)."""
+    ordered = sorted(runs, key=lambda r: (r.finished_at, str(r.pk)))
+    return [bar_of(axis, r, min_width) for r in ordered]
+
+
+@dataclass(frozen=True)
+class SlotMark:
+    """A future slot's tick: ``x``, whether it fires (``struck``: False) or is left out
+    (excluded by a calendar or inside a blackout window: ``struck`` True, ``why`` says
+    which), and its ``title``."""
+
+    x: float
+    struck: bool
+    why: str
+    title: str
+
+    @property
+    def left(self) -> float:
+        """The left end of the strike through a struck tick (px)."""
+        return round(self.x - 4, 1)
+
+    @property
+    def right(self) -> float:
+        """The right end of the strike through a struck tick (px)."""
+        return round(self.x + 4, 1)
+
+
+def slot_marks(axis: Axis, slots: Iterable[tuple[datetime, str]]) -> list[SlotMark]:
+    """The ticks of ``slots`` (``(at, why_not)``: ``why_not`` "" for a slot that fires) that
+    lie on the axis, in time order."""
+    marks = []
+    for at, why in sorted(slots, key=lambda s: s[0]):
+        if not axis.contains(at):
+            continue
+        title = f"next slot {fmt_instant(at)}" if not why else f"{fmt_instant(at)}: not run, {why}"
+        marks.append(SlotMark(x=axis.x(at), struck=bool(why), why=why, title=title))
+    return marks
+
+
+def bucket_seconds(axis: Axis, buckets: int) -> int:
+    """The width in whole seconds of each of ``buckets`` equal buckets that cover the axis
+    (the last may reach past its end). Raises ``ValueError`` for ``buckets < 1``."""
+    if buckets < 1:
+        raise ValueError("buckets must be at least 1")
+    return max(1, math.ceil(axis.seconds / buckets))
+
+
+@dataclass(frozen=True)
+class Column:
+    """A density column: ``x``, ``width``, ``y`` and ``height`` (px, in a band
+    ``band_height`` tall, bars grow upwards), its ``runs`` and ``failures`` (with
+    ``failure_height``, the darker part at the bottom), and its ``title``."""
+
+    x: float
+    width: float
+    y: float
+    height: float
+    failure_height: float
+    runs: int
+    failures: int
+    title: str
+
+    @property
+    def failure_y(self) -> float:
+        """The top of the failures' part (px): it sits at the bottom of the column."""
+        return round(self.y + self.height - self.failure_height, 1)
+
+
+def density(
+    axis: Axis,
+    counts: Sequence[tuple[int, int]],
+    seconds: int,
+    band_height: float,
+) -> list[Column]:
+    """The columns of a density band: ``counts[i]`` is ``(runs, failures)`` of the bucket
+    ``[start + i * seconds, start + (i + 1) * seconds)``; heights are relative to the
+    busiest bucket; empty buckets are left out. Raises ``ValueError`` for ``seconds < 1``."""
+    if seconds < 1:
+        raise ValueError("seconds must be at least 1")
+    peak = max((runs for runs, _ in counts), default=0)
+    columns = []
+    for i, (runs, failures) in enumerate(counts):
+        if runs <= 0:
+            continue
+        begin = axis.start + timedelta(seconds=i * seconds)
+        finish = min(begin + timedelta(seconds=seconds), axis.end)
+        left, right = axis.x(begin), axis.x(finish)
+        height = round(max(1.0, band_height * runs / peak), 1)
+        failure_height = round(height * min(failures, runs) / runs, 1)
+        what = f"{runs} run{'s' if runs != 1 else ''}"
+        if failures:
+            what += f", {failures} failed"
+        columns.append(
+            Column(
+                x=left,
+                width=round(max(right - left, 1.0), 1),
+                y=round(band_height - height, 1),
+                height=height,
+                failure_height=failure_height,
+                runs=runs,
+                failures=failures,
+                title=f"{fmt_instant(begin)} to {fmt_instant(finish)}: {what}",
+            )
+        )
+    return columns
+
+
+@dataclass(frozen=True)
+class Label:
+    """An axis label: ``x`` and ``text`` (``"06:00"``, or ``"Jun 02"`` at midnight UTC and
+    for day steps)."""
+
+    x: float
+    text: str
+
+
+def axis_labels(axis: Axis, max_labels: int = MAX_LABELS) -> list[Label]:
+    """Labels at round UTC instants, spaced by the first of :data:`LABEL_STEPS` that gives
+    at most ``max_labels`` of them."""
+    step = next(
+        (s for s in LABEL_STEPS if axis.seconds / s.total_seconds() <= max_labels),
+        LABEL_STEPS[-1],
+    )
+    size = int(step.total_seconds())
+    first = math.ceil(axis.start.timestamp() / size) * size
+    labels = []
+    at_seconds = first
+    while at_seconds <= axis.end.timestamp():
+        at = datetime.fromtimestamp(at_seconds, tz=UTC)
+        daily = size >= 86400 or (at.hour == 0 and at.minute == 0)
+        labels.append(Label(axis.x(at), at.strftime("%b %d") if daily else at.strftime("%H:%M")))
+        at_seconds += size
+    return labels

@@ -1,0 +1,170 @@
+"""The admin timeline's two reads of the receipts, each one query whatever the number of
+schedules or runs (issue #29, item 1):
+
+* :func:`timeline_runs`: the newest ``per_row`` receipts of each schedule that finished in a
+  range, with their attempt's claim, number and origin. PostgreSQL: one ``LATERAL`` join,
+  a ``LIMIT per_row`` range scan of the receipts' ``(schedule, finished_at)`` index
+  (``dds_receipt_sched_idx``) per schedule. Elsewhere: one window query (``ROW_NUMBER()``
+  per schedule) over the same index range, which numbers every receipt of the range.
+* :func:`bucket_counts`: the runs and failures per schedule and per time bucket of the range
+  (``GROUP BY`` schedule and bucket, the bucket computed by the database:
+  :class:`SecondsSince`), over the same index range; at most ``schedules * buckets`` rows
+  come back.
+
+Both are read-only and use the database the router gives for receipts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from django.db import connections, router
+from django.db.models import Count, DateTimeField, F, FloatField, Func, Q, Value, Window
+from django.db.models.functions import Floor, RowNumber
+
+from ..models import ReceiptStatus, RunReceipt
+
+#: Receipt statuses a timeline counts as failures (its density band's darker part).
+FAILURE_STATUSES = (
+    ReceiptStatus.FAILED,
+    ReceiptStatus.DEGRADED,
+    ReceiptStatus.LEASE_EXPIRED,
+    ReceiptStatus.LEASE_LOST,
+    ReceiptStatus.MISSED,
+)
+
+#: The columns read: the receipt's, then its attempt's.
+_RECEIPT_FIELDS = ("id", "schedule_id", "status", "started_at", "finished_at", "forced")
+_ATTEMPT_FIELDS = ("claimed_at", "attempt", "origin")
+
+
+class TimelineRun(NamedTuple):
+    """One finished run as the timeline draws it: its receipt (``pk``, ``status``,
+    ``started_at``: None when the callback never ran, ``finished_at``, ``forced``) and its
+    attempt (``claimed_at``, ``attempt``: 1 for a first try, ``origin``)."""
+
+    pk: Any
+    schedule_id: Any
+    status: str
+    started_at: datetime | None
+    finished_at: datetime
+    forced: bool
+    claimed_at: datetime | None
+    attempt: int
+    origin: str
+
+
+def timeline_runs(
+    schedule_ids: Sequence[Any], start: datetime, end: datetime, per_row: int
+) -> list[TimelineRun]:
+    """The newest ``per_row`` receipts (by ``finished_at``) of each schedule of
+    ``schedule_ids`` with ``start <= finished_at <= end`` (aware datetimes), joined to their
+    attempts, in one query, in no particular order. Reads at most
+    ``len(schedule_ids) * per_row`` index entries on PostgreSQL."""
+    if not schedule_ids or per_row <= 0:
+        return []
+    using = router.db_for_read(RunReceipt)
+    connection = connections[using]
+    if connection.vendor == "postgresql":
+        qn = connection.ops.quote_name
+        receipts = qn(RunReceipt._meta.db_table)
+        attempts = qn(RunReceipt._meta.get_field("attempt").related_model._meta.db_table)
+        columns = ", ".join(
+            [f"r.{qn(c)}" for c in _RECEIPT_FIELDS] + [f"a.{qn(c)}" for c in _ATTEMPT_FIELDS]
+        )
+        sql = (
+            f"SELECT {columns} FROM unnest(%s::uuid[]) AS s(id) CROSS JOIN LATERAL "
+            f"(SELECT * FROM {receipts} WHERE schedule_id = s.id "
+            "AND finished_at >= %s AND finished_at <= %s "
+            "ORDER BY finished_at DESC LIMIT %s) AS r "
+            f"JOIN {attempts} AS a ON a.id = r.attempt_id"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [list(schedule_ids), start, end, per_row])
+            return [TimelineRun(*row) for row in cursor.fetchall()]
+    rank = Window(
+        RowNumber(),
+        partition_by=F("schedule_id"),
+        order_by=(F("finished_at").desc(), F("occurrence").desc()),
+    )
+    rows = (
+        RunReceipt.objects.using(using)
+        .filter(schedule_id__in=list(schedule_ids), finished_at__gte=start, finished_at__lte=end)
+        .annotate(dds_rank=rank)
+        .filter(dds_rank__lte=per_row)
+        .values_list(*_RECEIPT_FIELDS, *(f"attempt__{c}" for c in _ATTEMPT_FIELDS))
+    )
+    return [TimelineRun(*row) for row in rows]
+
+
+class SecondsSince(Func):
+    """Seconds from ``since`` (an aware datetime) to the datetime column ``expression``,
+    computed by the database (a number, fractional where the backend keeps fractions):
+    PostgreSQL ``EXTRACT(EPOCH FROM (col - since))``, SQLite
+    ``(julianday(col) - julianday(since)) * 86400``, MariaDB/MySQL
+    ``TIMESTAMPDIFF(SECOND, since, col)``. No session time zone is involved: both sides are
+    stored instants."""
+
+    arity = 2
+    output_field = FloatField()
+    arg_joiner = ") - julianday("
+    template = "((julianday(%(expressions)s)) * 86400.0)"
+
+    def __init__(self, expression: Any, since: datetime, **extra: Any) -> None:
+        super().__init__(expression, Value(since, output_field=DateTimeField()), **extra)
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(
+            compiler,
+            connection,
+            template="EXTRACT(EPOCH FROM (%(expressions)s))",
+            arg_joiner=" - ",
+            **extra,
+        )
+
+    def as_mysql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        clone = self.copy()
+        clone.set_source_expressions(list(reversed(self.get_source_expressions())))
+        return clone.as_sql(
+            compiler,
+            connection,
+            template="TIMESTAMPDIFF(SECOND, %(expressions)s)",
+            arg_joiner=", ",
+            **extra,
+        )
+
+
+def bucket_counts(
+    schedule_ids: Sequence[Any], start: datetime, end: datetime, bucket_seconds: int
+) -> dict[tuple[Any, int], tuple[int, int]]:
+    """``{(schedule_id, bucket): (runs, failures)}`` for the receipts of ``schedule_ids``
+    with ``start <= finished_at <= end``: bucket ``i`` holds those that finished in
+    ``[start + i * bucket_seconds, start + (i + 1) * bucket_seconds)`` (the last one also
+    takes ``end``); failures are the :data:`FAILURE_STATUSES`. One query; empty buckets
+    are absent. Raises ``ValueError`` for ``bucket_seconds < 1``."""
+    if bucket_seconds < 1:
+        raise ValueError("bucket_seconds must be at least 1")
+    if not schedule_ids:
+        return {}
+    using = router.db_for_read(RunReceipt)
+    rows = (
+        RunReceipt.objects.using(using)
+        .filter(schedule_id__in=list(schedule_ids), finished_at__gte=start, finished_at__lte=end)
+        .annotate(dds_bucket=Floor(SecondsSince(F("finished_at"), start) / Value(bucket_seconds)))
+        .values("schedule_id", "dds_bucket")
+        .order_by()
+        .annotate(
+            runs=Count("id"),
+            failures=Count("id", filter=Q(status__in=FAILURE_STATUSES)),
+        )
+        .values_list("schedule_id", "dds_bucket", "runs", "failures")
+    )
+    last = max(0, int((end - start).total_seconds() // bucket_seconds))
+    counts: dict[tuple[Any, int], tuple[int, int]] = {}
+    for schedule_id, bucket, runs, failures in rows:
+        key = (schedule_id, min(max(0, int(bucket)), last))  # rounding at the edges
+        before = counts.get(key, (0, 0))
+        counts[key] = (before[0] + runs, before[1] + failures)
+    return counts
