@@ -188,3 +188,41 @@ def test_the_add_form_shows_only_the_chosen_kinds_fields(
     assert (made.kind, made.cron, made.interval_seconds) == ("cron", "30 2 * * *", None)
     # Each kind's form is shorter than the one that showed every field (2,400 px).
     assert max(heights.values()) < 2400, heights
+
+
+def test_a_change_pages_latest_history_is_one_line_a_row_and_each_row_opens_its_page(
+    served_static,  # noqa: F811
+    browser_page,  # noqa: F811
+):
+    """Each inline receipt row repeated its caption (the receipt's name and a "Change"
+    link) above its cells, two lines a row; now the first cell links the row's page."""
+    from django_durable_schedules.models import RunReceipt, Schedule
+
+    browser._seed()
+    page = browser_page
+    base = served_static.url
+    page.set_viewport_size({"width": 1280, "height": 900})
+    flaky = Schedule.objects.get(name="partner.import")
+    browser._login(page, base, f"/admin/durable_schedules/schedule/{flaky.pk}/change/")
+    for group in ("receipts", "attempts"):  # (the seed writes no event for it)
+        rows = page.locator(f"#{group}-group tbody tr.has_original")
+        assert rows.count() > 0, group
+        captions = page.locator(f"#{group}-group td.original p")
+        assert all(not captions.nth(i).is_visible() for i in range(captions.count())), group
+    first = page.locator("#receipts-group tbody tr.has_original").first
+    if os.environ.get("DDS_FIT_SHOTS"):
+        page.locator("#receipts-group").screenshot(path="/tmp/fit-inline.png")
+    # One line: no taller than its tallest cell's text (two lines where a time is zoned).
+    heights = first.evaluate(
+        """row => ({
+            row: row.getBoundingClientRect().height,
+            line: parseFloat(getComputedStyle(row.querySelector('td')).lineHeight) || 18,
+        })"""
+    )
+    assert heights["row"] < 3.2 * heights["line"], heights
+    label = first.locator("td.field-run a").inner_text()
+    first.locator("td.field-run a").click()
+    page.wait_for_url(lambda url: "/runreceipt/" in url and url.endswith("/change/"))
+    receipt = RunReceipt.objects.get(pk=page.url.rstrip("/").split("/")[-2])
+    assert label == f"#{receipt.occurrence}.{receipt.attempt.attempt}"
+    assert receipt.schedule_id == flaky.pk
