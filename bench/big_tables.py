@@ -237,6 +237,8 @@ def pages(busy_id: str, quiet_id: str) -> dict[str, str]:
         "admin_schedules_running": f"{admin}/schedule/?running=yes",
         "admin_schedules_once": f"{admin}/schedule/?kind__exact=once",
         "admin_schedules_search": f"{admin}/schedule/?q=big-0123456",
+        "admin_schedules_fragment": f"{admin}/schedule/?q=0123456",
+        "admin_timeline_7d": f"{admin}/schedule/timeline/?range=7d",
         "api_schedules": "/api/schedules/",
         "api_schedules_paused": "/api/schedules/?status=paused",
         "api_schedules_callback": "/api/schedules/?callback=tests.other",
