@@ -77,6 +77,7 @@ class Site:
             if k not in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL")
         }
         self.env.update(PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+        self.returncode = 0  # the last command's
 
     def run(self, *args: str, ok: bool = True, cwd: Path | None = None) -> str:
         """``python manage.py ARGS`` (stdout and stderr, as a terminal shows them)."""
@@ -89,6 +90,7 @@ class Site:
             text=True,
             timeout=60,
         )
+        self.returncode = done.returncode
         if ok:
             assert done.returncode == 0, done.stdout
         return done.stdout
@@ -168,6 +170,19 @@ def check_output(output: str) -> str:
     return re.sub(r"(Known keys: (?:\w+, ){3})[^\n]*", r"\1...", output)
 
 
+def health_output(output: str) -> str:
+    """``schedules health``'s JSON as the tutorial quotes it: the verdict, its problems, and
+    the failing and live-worker counts, the other keys left out as ``...``."""
+    import json
+
+    health = json.loads(output)
+    shown = [
+        f'  "{key}": {json.dumps(health[key])},'
+        for key in ("healthy", "problems", "failing", "live_workers")
+    ]
+    return "\n".join(["{", *shown[:2], "  ...", *shown[2:], "  ...", "}"]) + "\n"
+
+
 def follow_tutorial(tmp_path: Path) -> dict[str, str]:
     """Follow docs/tutorial.md in a new project under ``tmp_path``: the console block of
     each marked output, by name."""
@@ -228,8 +243,7 @@ def follow_tutorial(tmp_path: Path) -> dict[str, str]:
         site.console("prune_runs", "--older-than", "30", "--dry-run")
     )
 
-    # 3, continued: a long callback, drained; then, triggered again, cut off by a second
-    # signal and run again as the next attempt by another worker once its lease expires.
+    # 3, continued: a long callback, drained on the first signal.
     with (site.dir / "jobs" / "schedules.py").open("a") as f:
         f.write("\n\n" + code_block(text, "# jobs/schedules.py, to try the drain"))
     worker = site.worker()
@@ -239,6 +253,46 @@ def follow_tutorial(tmp_path: Path) -> dict[str, str]:
     finally:
         worker.kill()
     blocks["drain-long-job"] = worker.log_from("draining", "long.job #", "stopped")
+
+    # 6. A schedule made in the admin (here as a row) whose callback always raises, at most
+    # 3 attempts: retried after 5 s and 10 s, then given up; health meanwhile.
+    site.run(
+        "shell",
+        "-c",
+        "from django_durable_schedules.models import Schedule; "
+        "Schedule.objects.create(name='partner.import', callback='partner.import', "
+        "kind='interval', interval_seconds=3600, max_attempts=3)",
+    )
+    worker = site.worker()
+    try:
+        worker.wait_for(r"partner\.import #1\.3 failed")
+        blocks["health"] = "$ python manage.py schedules health\n" + health_output(
+            site.run("schedules", "health")
+        )
+        # A schedule whose callback is not registered: degraded by the worker, unhealthy.
+        site.run(
+            "shell",
+            "-c",
+            "from django_durable_schedules.models import Schedule; "
+            "Schedule.objects.create(name='legacy.export', callback='legacy.export', "
+            "kind='interval', interval_seconds=3600)",
+        )
+        worker.wait_for(r"legacy\.export degraded")
+        unhealthy = site.run("schedules", "health", ok=False)
+        assert site.returncode == 1, unhealthy
+        blocks["degraded"] = (
+            worker.log("legacy.export degraded")
+            + "$ python manage.py schedules health; echo $?\n...\n"
+            + unhealthy.splitlines()[-1]
+            + f"\n{site.returncode}\n"
+        )
+        worker.stop(signal.SIGTERM)
+    finally:
+        worker.kill()
+    blocks["partner-fails"] = worker.log("partner.import #")
+
+    # 3, continued: long.job triggered, cut off by a second signal, and run again as the
+    # next attempt by another worker once its lease expires.
     blocks["trigger-long-job"] = site.console("schedules", "trigger", "long.job")
     first = site.worker("--lease-seconds", "2")
     try:
