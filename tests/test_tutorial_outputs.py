@@ -14,6 +14,7 @@ line, a new migration or a reworded message fails here until the tutorial says i
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -45,6 +46,10 @@ VARYING = [
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<ID>"),
     (re.compile(r"\((\d+) runs?\)"), "(<N> runs)"),  # a worker's run count when it stops
     (re.compile(r"occurrence \d+ attempt"), "occurrence <N> attempt"),
+    # The API's numbers that vary: seconds, and which occurrence a receipt is of.
+    (re.compile(r'("(?:\w*seconds|lateness|occurrence)": ?)[-\d.e+]+'), r"\1<N>"),
+    (re.compile(r"(<ID>:)\d+"), r"\1<N>"),
+    (re.compile(r"<TIME>[+-]\d\d:\d\d"), "<TIME>"),  # a local time's offset
     (re.compile(r"#\d+\.(\d+)"), r"#<N>.\1"),  # occurrence numbers after a restart vary
 ]
 
@@ -170,11 +175,34 @@ def check_output(output: str) -> str:
     return re.sub(r"(Known keys: (?:\w+, ){3})[^\n]*", r"\1...", output)
 
 
+#: Run by ``manage.py shell -c`` in the tutorial's site: what curl would print for the
+#: tutorial's API calls (the response bodies), and reminders.ops' first receipt and its
+#: attempt, as JSON.
+API_CALLS = """
+import json
+from rest_framework.test import APIClient
+from django_durable_schedules.models import Schedule
+client = APIClient(HTTP_HOST="localhost")
+client.login(username="admin", password="tutorial")
+ops = Schedule.objects.get(name="reminders.ops")
+upcoming = client.get(f"/api/schedules/{ops.pk}/upcoming/?count=2")
+receipts = client.get(f"/api/receipts/?schedule={ops.pk}").json()["results"]
+receipt = receipts[-1]
+attempt = client.get(f"/api/attempts/{receipt['attempt']}/").json()
+probe = APIClient(HTTP_HOST="localhost").get("/api/health/probe/")
+assert probe.status_code == 200, probe.content
+print(json.dumps({
+    "upcoming": upcoming.content.decode(),
+    "probe": probe.content.decode(),
+    "receipt": receipt,
+    "attempt": attempt,
+}))
+"""
+
+
 def health_output(output: str) -> str:
     """``schedules health``'s JSON as the tutorial quotes it: the verdict, its problems, and
     the failing and live-worker counts, the other keys left out as ``...``."""
-    import json
-
     health = json.loads(output)
     shown = [
         f'  "{key}": {json.dumps(health[key])},'
@@ -263,12 +291,17 @@ def follow_tutorial(tmp_path: Path) -> dict[str, str]:
         "Schedule.objects.create(name='partner.import', callback='partner.import', "
         "kind='interval', interval_seconds=3600, max_attempts=3)",
     )
+    site.run("schedules", "trigger", "reminders.ops")  # 4: Trigger now (the same action)
+    site.env["DJANGO_SUPERUSER_PASSWORD"] = "tutorial"  # 4: the superuser
+    site.run("createsuperuser", "--noinput", "--username", "admin", "--email", "a@example.com")
     worker = site.worker()
     try:
         worker.wait_for(r"partner\.import #1\.3 failed")
         blocks["health"] = "$ python manage.py schedules health\n" + health_output(
             site.run("schedules", "health")
         )
+        # 5, 6, 7: the API, as curl sees it (the worker is live: the probe answers 200).
+        api = json.loads(site.run("shell", "--no-imports", "-c", API_CALLS).splitlines()[-1])
         # A schedule whose callback is not registered: degraded by the worker, unhealthy.
         site.run(
             "shell",
@@ -290,6 +323,16 @@ def follow_tutorial(tmp_path: Path) -> dict[str, str]:
     finally:
         worker.kill()
     blocks["partner-fails"] = worker.log("partner.import #")
+    blocks["reminders-run"] = "".join(worker.log("reminders.ops #").splitlines(True)[:2])
+
+    blocks["api-upcoming"] = (
+        "$ curl -u admin:PASSWORD 'localhost:8765/api/schedules/<id>/upcoming/?count=2'\n"
+        + api["upcoming"]
+        + "\n"
+    )
+    blocks["api-probe"] = "$ curl -s localhost:8765/api/health/probe/\n" + api["probe"] + "\n"
+    blocks["api-receipt"] = json.dumps(api["receipt"], indent=4, ensure_ascii=False) + "\n"
+    blocks["api-attempt"] = json.dumps(api["attempt"], indent=4, ensure_ascii=False) + "\n"
 
     # 3, continued: long.job triggered, cut off by a second signal, and run again as the
     # next attempt by another worker once its lease expires.
