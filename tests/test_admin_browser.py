@@ -473,7 +473,15 @@ def test_operator_traps_in_a_real_browser(served_static, browser_page):
     page.wait_for_url(re.compile(r"/transition/cancel/$"))
     page.click("input[type=submit][value^='Yes, cancel']")
     page.wait_for_url(re.compile(re.escape(change) + "$"))
-    assert "Cancelled 1 schedule: digest.build" in page.locator("ul.messagelist").inner_text()
+    # The message docs/tutorial.md step 8 quotes (there for partner.import).
+    assert (
+        "Cancelled 1 schedule: digest.build (active → cancelled)."
+        in page.locator("ul.messagelist").inner_text()
+    )
+    # The audit trail's newest row, as the tutorial quotes it: action, who, from where, what.
+    newest = page.locator("#content-main tr.has_original", has_text="cancelled").first
+    cells = [c.strip() for c in newest.locator("td").all_inner_texts()]
+    assert cells[2:6] == ["cancelled", "admin", "admin", "status: active → cancelled"], cells
     digest.refresh_from_db()
     assert digest.status == "cancelled"
 
