@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import wait_until
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -297,6 +299,108 @@ def _fill_cron_form(page, name: str, cron: str, zone: str) -> None:
     page.fill("#id_timezone", zone)
 
 
+def test_tutorial_failing_schedule_in_a_real_browser(served_static, browser_page, start_worker):
+    """docs/tutorial.md step 6, as it says: a schedule added in the admin whose callback
+    always raises, at most 3 attempts, run by a real worker: the same occurrence retried
+    after 5 s and 10 s, then given up to the next hourly slot; its receipts on the change
+    page, one failed receipt's page, and the health page's failing row."""
+    from django_durable_schedules.models import RunReceipt, Schedule
+
+    page = browser_page
+    base = served_static.url
+    _login(page, base, "/admin/durable_schedules/schedule/add/")
+    if page.locator("#nav-sidebar").is_visible():
+        page.click("#toggle-nav-sidebar")
+    page.fill("#id_name", "partner.import")
+    page.select_option("#id_callback", "tests.partner_import")
+    page.select_option("#id_kind", "interval")
+    page.fill("#id_interval_seconds", "3600")
+    page.locator("summary", has_text="Policies").click()
+    page.fill("#id_max_attempts", "3")
+    page.click("input[name=_continue]")
+    page.wait_for_url(re.compile(r"/change/$"))
+    flaky = Schedule.objects.get(name="partner.import")
+    assert flaky.max_attempts == 3
+
+    worker = start_worker()
+    wait_until(
+        lambda: RunReceipt.objects.filter(schedule_id=flaky.pk).count() == 3,
+        timeout=60,
+        message="three failed attempts",
+    )
+    worker.stop()
+    receipts = list(RunReceipt.objects.filter(schedule_id=flaky.pk).order_by("finished_at"))
+    assert [(r.occurrence, r.status, r.failure_count_after) for r in receipts] == [
+        (1, "failed", 1),
+        (1, "failed", 2),
+        (1, "failed", 3),
+    ]
+    assert receipts[-1].error_message == "partner API answered 503 (attempt 3)"
+    # Retried after 5 s and 10 s (BACKOFF_BASE_SECONDS x 2^(attempt-1)), then the next slot.
+    waits = [(r.next_run_at - r.finished_at).total_seconds() for r in receipts]
+    assert 5 <= waits[0] < 10 <= waits[1] < 30 and waits[2] > 3000, waits
+
+    page.goto(f"{base}/admin/durable_schedules/schedule/{flaky.pk}/change/")
+    inline = page.locator("#receipts-group")
+    assert "partner API answered 503 (attempt 3)" in inline.inner_text()
+    _shot_element(inline, "tutorial-change-receipts.png")
+    page.goto(f"{base}/admin/durable_schedules/runreceipt/{receipts[-1].pk}/change/")
+    assert "partner API answered 503 (attempt 3)" in page.locator("#content").inner_text()
+    _shot(page, "tutorial-receipt.png", full_page=False)
+
+    page.goto(f"{base}/admin/durable_schedules/schedule/health/")
+    text = page.locator("#content-main").inner_text()
+    assert "Failing schedules (1)" in text, text
+    assert "RuntimeError: partner API answered 503 (attempt 3)" in text, text
+
+
+def _tutorial_add_form(page, base: str) -> None:
+    """docs/tutorial.md step 4, as it says: the add form filled in (its cron said in words),
+    saved, the change page's *Now*, and *Trigger now* pressed twice, with the messages the
+    tutorial quotes. The navigation sidebar is folded away (it lists the test project's
+    other apps)."""
+    from django_durable_schedules import register
+    from django_durable_schedules.registry import registry
+
+    register("reminders.send", lambda ctx: {"sent_to": ctx.payload.get("to")})
+    try:
+        page.goto(f"{base}/admin/durable_schedules/schedule/add/")
+        if page.locator("#nav-sidebar").is_visible():
+            page.click("#toggle-nav-sidebar")
+        page.fill("#id_name", "reminders.ops")
+        page.select_option("#id_callback", "reminders.send")
+        page.select_option("#id_kind", "cron")
+        page.fill("#id_timezone", "europe/paris")
+        page.fill("#id_cron", "*/2 * * * *")
+        page.fill("#id_payload", '{"to": "ops@example.com"}')
+        sync_api.expect(page.locator("#id_cron_words")).to_have_text("Every 2 minutes")
+        page.evaluate("window.scrollTo(0, 0)")  # the form's top, where the cron is
+        _shot(page, "tutorial-add-form.png", full_page=False)
+        page.click("input[name=_continue]")
+        page.wait_for_url(re.compile(r"/change/$"))
+        messages = page.locator("ul.messagelist")
+        assert "The schedule “reminders.ops” was added successfully." in messages.inner_text()
+        assert page.input_value("#id_timezone") == "Europe/Paris"
+        now = page.locator("fieldset", has=page.locator("h2", has_text="Now"))
+        text = now.inner_text()
+        assert "active" in text and re.search(r"\d\d:\d[02468]:00 CES?T", text), text
+        _shot_element(now, "tutorial-now.png")
+        page.click("button.dds-tool:has-text('Trigger now')")
+        page.wait_for_load_state()
+        assert (
+            "Triggered 1 schedule: reminders.ops (runs on the next worker pass, outside its grid)."
+            in page.locator("ul.messagelist").inner_text()
+        )
+        page.click("button.dds-tool:has-text('Trigger now')")
+        page.wait_for_load_state()
+        assert (
+            "Already triggered and not run yet, so one run happens at the next worker pass"
+            in page.locator("ul.messagelist").inner_text()
+        )
+    finally:
+        registry.remove("reminders.send")
+
+
 def _login(page, base: str, next_url: str) -> None:
     page.goto(f"{base}/admin/login/?next={next_url}")
     page.fill("#id_username", "admin")
@@ -309,7 +413,7 @@ def test_operator_traps_in_a_real_browser(served_static, browser_page):
     """What a person clicks: Cancel asks on its own page (and a button never drops unsaved
     edits silently), each history row opens its own page, and a time entered for a Tokyo
     schedule is Tokyo time."""
-    from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
+    from django_durable_schedules.models import RunAttempt, Schedule
 
     _seed()
     page = browser_page
@@ -365,7 +469,15 @@ def test_operator_traps_in_a_real_browser(served_static, browser_page):
     page.wait_for_url(re.compile(r"/transition/cancel/$"))
     page.click("input[type=submit][value^='Yes, cancel']")
     page.wait_for_url(re.compile(re.escape(change) + "$"))
-    assert "Cancelled 1 schedule: digest.build" in page.locator("ul.messagelist").inner_text()
+    # The message docs/tutorial.md step 8 quotes (there for partner.import).
+    assert (
+        "Cancelled 1 schedule: digest.build (active → cancelled)."
+        in page.locator("ul.messagelist").inner_text()
+    )
+    # The audit trail's newest row, as the tutorial quotes it: action, who, from where, what.
+    newest = page.locator("#content-main tr.has_original", has_text="cancelled").first
+    cells = [c.strip() for c in newest.locator("td").all_inner_texts()]
+    assert cells[2:6] == ["cancelled", "admin", "admin", "status: active → cancelled"], cells
     digest.refresh_from_db()
     assert digest.status == "cancelled"
 
@@ -408,22 +520,7 @@ def test_operator_traps_in_a_real_browser(served_static, browser_page):
     page.fill("#id_cron", "61 * * * *")
     sync_api.expect(words).to_contain_text("minute")
     sync_api.expect(words).to_have_class(re.compile("dds-cron-error"))
-    # The tutorial's add form: a cron schedule filled in, its cron said in words.
-    _fill_cron_form(page, "reports.weekday-digest", "0 9 * * 1-5", "Europe/Paris")
-    sync_api.expect(words).to_have_text("At 09:00, Monday through Friday")
-    _shot(page, "tutorial-add-form.png", full_page=False)
-    page.fill("#id_cron", "")
-
-    # The tutorial's failing schedule: its latest receipts, and one failed receipt's page.
-    flaky = Schedule.objects.get(name="partner.import")
-    page.goto(f"{base}/admin/durable_schedules/schedule/{flaky.pk}/change/")
-    receipts = page.locator("#receipts-group")
-    assert "failed" in receipts.inner_text()
-    _shot_element(receipts, "tutorial-change-receipts.png")
-    failed = RunReceipt.objects.filter(schedule_id=flaky.pk, status="failed").first()
-    page.goto(f"{base}/admin/durable_schedules/runreceipt/{failed.pk}/change/")
-    assert "partner API answered 503" in page.locator("#content").inner_text()
-    _shot(page, "tutorial-receipt.png", full_page=False)
+    _tutorial_add_form(page, base)
 
     # A one-shot in Asia/Tokyo entered as 09:00 is 09:00 in Tokyo (00:00 UTC).
     page.goto(f"{base}/admin/durable_schedules/schedule/add/")

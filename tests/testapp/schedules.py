@@ -77,6 +77,12 @@ def fail(ctx):
     raise RuntimeError("boom")
 
 
+@register("tests.partner_import")
+def partner_import(ctx):
+    """docs/tutorial.md's failing callback (step 6), for its screenshots."""
+    raise RuntimeError(f"partner API answered 503 (attempt {ctx.attempt})")
+
+
 @register("tests.first_attempt_fails")
 def first_attempt_fails(ctx):
     """Records a side effect; its first attempt of an occurrence fails, later ones succeed
