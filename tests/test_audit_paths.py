@@ -223,12 +223,12 @@ def test_a_client_without_this_app_is_recorded_on_sqlite():
     )
     columns = [f.column for f in Schedule._meta.concrete_fields]
     selected = ", ".join("?" if c in ("id", "name") else f'"{c}"' for c in columns)
+    quoted = ", ".join(f'"{c}"' for c in columns)
     pk = uuid.uuid4()
     shell = sqlite3.connect(connection.settings_dict["NAME"])
     try:
         shell.execute(
-            f'INSERT INTO "{TABLE}" ({", ".join(f'"{c}"' for c in columns)}) '
-            f'SELECT {selected} FROM "{TABLE}" WHERE id = ?',
+            f'INSERT INTO "{TABLE}" ({quoted}) SELECT {selected} FROM "{TABLE}" WHERE id = ?',
             [pk.hex, "shell", s.pk.hex],
         )
         shell.execute(f'DELETE FROM "{TABLE}" WHERE id = ?', [s.pk.hex])

@@ -39,9 +39,7 @@ EVENT_BATCH = 1000
 SOURCE = "code"
 
 
-def _write(
-    rows: Sequence[tuple[Any, str]], action: str, now: datetime | None, using: str
-) -> None:
+def _write(rows: Sequence[tuple[Any, str]], action: str, now: datetime | None, using: str) -> None:
     """One ``action`` event per ``(id, name)`` of ``rows`` (source ``code``), at ``now``
     (the database clock when None), :data:`EVENT_BATCH` per statement."""
     if not rows:
