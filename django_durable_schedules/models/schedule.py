@@ -393,7 +393,10 @@ class Schedule(
             if update_fields is not None:
                 planned_fields = {"definition_hash", "next_run_at", "buffered_for", "status"}
                 kwargs["update_fields"] = set(update_fields) | planned_fields
-        if not (self._state.adding or kwargs.get("force_insert")):
+        inserting_row = (self._state.adding or kwargs.get("force_insert")) and not (
+            kwargs.get("force_update") or update_fields is not None
+        )
+        if not inserting_row:
             super().save(*args, **kwargs)
             return
         from ..state.code_events import inserting
