@@ -237,3 +237,32 @@ def test_a_client_without_this_app_is_recorded_on_sqlite():
         shell.close()
     assert trail(pk) == [("created", "database", None)]
     assert trail(s.pk) == [("created", "code", None), ("deleted", "database", None)]
+
+
+def test_a_sqlite_rebuild_of_the_event_table_needs_the_audit_triggers_dropped_first():
+    """db/rebuilds.py: SQLite refuses to rename the rebuilt event table while the audit
+    triggers name it; ``drop_audit`` first and ``reinstall`` last make it work, and the
+    triggers record again after it."""
+    if connection.vendor != "sqlite":
+        pytest.skip("only SQLite rebuilds a table to alter it")
+    from django.db import OperationalError, models
+
+    from django_durable_schedules.db import rebuilds
+
+    old = ScheduleEvent._meta.get_field("actor_repr")
+    wider = models.CharField(max_length=300, blank=True, default="")
+    wider.set_attributes_from_name("actor_repr")
+    wider.model = ScheduleEvent
+    with pytest.raises(OperationalError, match="error in trigger"):
+        with connection.schema_editor() as editor:
+            editor.alter_field(ScheduleEvent, old, wider)
+    for new_field, old_field in ((wider, old), (old, wider)):
+        with connection.schema_editor() as editor:
+            rebuilds.drop_audit(None, editor)
+            editor.alter_field(ScheduleEvent, old_field, new_field)
+            rebuilds.reinstall(None, editor)
+    s = Schedule.objects.create(
+        name="a", callback="tests.noop", kind="interval", interval_seconds=60
+    )
+    pk = raw_insert_copy(s, "raw")
+    assert trail(pk) == [("created", "database", None)]
