@@ -17,14 +17,17 @@ from django.db import connections
 REPO = Path(__file__).resolve().parents[1]
 
 # Test teardown flushes tables with DELETE on SQLite and MySQL, which the append-only triggers refuse;
-# let flush (tests only) through the same gate retention uses.
+# let flush (tests only) through the same gate retention uses, with the audit triggers
+# muted (their events would outlive the flush of the event table).
 _original_flush = flush.Command.handle
 
 
 def _flush_through_gate(self, **options):
+    from django_durable_schedules.db.audit import muted
     from django_durable_schedules.db.retention import retention_gate
 
-    with retention_gate(options.get("database") or "default"):
+    using = options.get("database") or "default"
+    with retention_gate(using), muted(using):
         return _original_flush(self, **options)
 
 
@@ -45,6 +48,7 @@ def _flush_by_delete_on_postgresql() -> None:
     except ImportError:  # pragma: no cover - psycopg is not installed
         return
 
+    from django_durable_schedules.db.audit import PG_SETTING as AUDIT_SETTING
     from django_durable_schedules.db.retention import PG_GATE_SETTING
 
     truncate = DatabaseOperations.sql_flush
@@ -56,6 +60,7 @@ def _flush_by_delete_on_postgresql() -> None:
             )
         return [
             f"SET LOCAL {PG_GATE_SETTING} = 'open';",
+            f"SET LOCAL {AUDIT_SETTING} = 'muted';",
             "SET CONSTRAINTS ALL DEFERRED;",
             *(f"DELETE FROM {self.quote_name(table)};" for table in tables),
         ]

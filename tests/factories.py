@@ -61,8 +61,9 @@ DAY = timedelta(days=1)
 
 
 def due_schedules(rows, *, due=T0, offset=0, spacing=0, prefix="s", **fields):
-    """Bulk-create (one INSERT: nothing planned, no events) active hourly ``tests.noop``
-    schedules in UTC, created a day before ``due``, and return them.
+    """Bulk-create (one INSERT, and one of their ``created`` events: nothing planned)
+    active hourly ``tests.noop`` schedules in UTC, created a day before ``due``, and return
+    them.
 
     ``rows``: a count (named ``{prefix}-0000``, ``{prefix}-0001``, ...), or names, or
     dicts of one row's fields (its ``name``, an ``offset`` of its own, any model field).

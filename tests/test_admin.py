@@ -831,11 +831,11 @@ def test_the_audit_trail_is_on_the_change_page_and_in_its_own_filterable_list(ad
     html = admin_client.get(change_url(s)).content.decode()
     assert "Audit trail: latest control actions" in html
     assert "interval_seconds: 60 → 120" in html and "status: active → paused" in html
-    assert "2 events</a>" in html  # edited, disabled: linked to the full list
+    assert "3 events</a>" in html  # created (from code), edited, disabled: linked to the list
 
     events = reverse("admin:durable_schedules_scheduleevent_changelist")
     html = admin_client.get(events, {"schedule__exact": s.pk}).content.decode()
-    assert html.count('class="field-action"') == 2
+    assert html.count('class="field-action"') == 3
     html = admin_client.get(events, {"action__exact": "disabled"}).content.decode()
     assert html.count('class="field-action"') == 1 and "command" in html
     event = ScheduleEvent.objects.get(action="disabled")
@@ -898,7 +898,7 @@ def test_history_instants_are_in_the_schedule_zone_with_utc_beside(admin_client,
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d JST</span><span class=\"dds-utc\">", html)
     row = {"runattempt": receipt.attempt_id, "runreceipt": receipt.pk}.get(model)
     if row is None:
-        row = ScheduleEvent.objects.get(schedule_id=s.pk).pk
+        row = ScheduleEvent.objects.get(schedule_id=s.pk, action="disabled").pk
     page = reverse(f"admin:durable_schedules_{model}_change", args=[row])
     detail = admin_client.get(page).content.decode()
     assert "JST" in detail and " UTC" in detail

@@ -28,13 +28,22 @@ def test_control_actions_are_recorded_with_actor_and_source():
         e[0]
         for e in sorted(
             events,
-            key=lambda e: ["disabled", "triggered", "enabled", "cancelled", "deleted"].index(e[0]),
+            key=lambda e: [
+                "created",
+                "disabled",
+                "triggered",
+                "enabled",
+                "cancelled",
+                "deleted",
+            ].index(e[0]),
         )
-    ] == ["disabled", "triggered", "enabled", "cancelled", "deleted"]
+    ] == ["created", "disabled", "triggered", "enabled", "cancelled", "deleted"]
     assert ("disabled", "admin", "ops") in events and ("cancelled", "code", "") in events
     disabled = ScheduleEvent.objects.get(action="disabled")
     assert disabled.changes == {"status": ["active", "paused"]} and disabled.actor_id == user.pk
-    assert ScheduleEvent.objects.filter(schedule_name="e").count() == 5  # outlives the schedule
+    # Outlives the schedule; the create by Schedule.objects.create() is one too (from code).
+    assert ScheduleEvent.objects.filter(schedule_name="e").count() == 6
+    assert ("created", "code", "") in events
 
 
 def test_a_refused_action_records_nothing():
@@ -44,7 +53,8 @@ def test_a_refused_action_records_nothing():
     state.cancel(s.pk)
     with pytest.raises(state.StateConflict):
         state.enable(s.pk)
-    assert list(ScheduleEvent.objects.values_list("action", flat=True)) == ["cancelled"]
+    actions = ScheduleEvent.objects.values_list("action", flat=True)
+    assert sorted(actions) == ["cancelled", "created"]  # the create, from code
 
 
 def test_declared_schedules_record_created_and_edited():

@@ -19,7 +19,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from django_durable_schedules import state
-from django_durable_schedules.db import guards
+from django_durable_schedules.db import audit, guards
 from django_durable_schedules.db.roles import runtime_grants_sql, runtime_privileges
 from django_durable_schedules.models import Backfill, ExclusionCalendar, RunReceipt, Schedule
 
@@ -171,6 +171,8 @@ def test_every_model_of_the_app_has_its_runtime_grant():
         created = {
             t for t in connection.introspection.table_names(cursor) if t.startswith(APP_PREFIX)
         }
+    # SQLite's audit mute table (db/audit.py) exists there only, where there are no roles.
+    created.discard(audit.MUTE_TABLE)
     assert created <= set(privileges), created - set(privileges)
     for table, granted in privileges.items():
         if table in guards.TABLES:

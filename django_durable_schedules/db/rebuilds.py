@@ -4,6 +4,11 @@ append-only guards of :mod:`.guards`, the edit triggers of :mod:`.edits`) and th
 index of migration 0004 (kept out of the migration state, so Django does not re-create it).
 Migrations that may rebuild the schedule or run tables call :func:`reinstall` last (and
 first when unapplied). Idempotent on every backend.
+
+The audit triggers of :mod:`.audit` (migration 0027) are on the schedule table and write
+to the event table. SQLite refuses to rename a table while a trigger names a table that
+is missing, which a rebuild of the *event* table does: a migration that may rebuild it
+calls :func:`drop_audit` first (and :func:`reinstall` last, which installs them again).
 """
 
 from __future__ import annotations
@@ -20,9 +25,21 @@ CLAIM_INDEX_SQL = (
 def reinstall(apps: Any, schema_editor: Any) -> None:
     """A ``RunPython`` operation: install the guards and edit triggers again, and on SQLite
     the claim index (``apps`` is unused: the triggers are raw SQL)."""
-    from . import edits, guards
+    from . import audit, edits, guards
 
     guards.install(schema_editor.connection)
     edits.install(schema_editor.connection)
+    if audit.installed_here(schema_editor.connection):  # from 0027 on
+        audit.install(schema_editor.connection)
     if schema_editor.connection.vendor == "sqlite":
         schema_editor.execute(CLAIM_INDEX_SQL)
+
+
+def drop_audit(apps: Any, schema_editor: Any) -> None:
+    """A ``RunPython`` operation before a rebuild of the event table on SQLite: drop the
+    audit triggers (:mod:`.audit`; the mute table stays, so :func:`reinstall` installs
+    them again). A no-op on the other backends, which rebuild no table."""
+    from . import audit
+
+    if schema_editor.connection.vendor == "sqlite":
+        audit.uninstall(schema_editor.connection, keep_mute_table=True)

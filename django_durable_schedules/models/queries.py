@@ -96,12 +96,18 @@ class ScheduleQuerySet(DeadlineQueries, models.QuerySet["Schedule"]):
         ``created_at`` set to the database clock's time, a missing ``definition_hash``
         computed, and an active row without ``next_run_at`` planned to its first slot.
         Values given explicitly are kept (a bench may seed ``next_run_at``). Durations are
-        not validated here (as with ``update()``, the engine bounds them when used)."""
+        not validated here (as with ``update()``, the engine bounds them when used).
+
+        Each row is recorded as a ``created`` event (source ``code``) in the insert's
+        transaction (:mod:`..state.code_events`). With ``ignore_conflicts`` or
+        ``update_conflicts`` only the database knows which rows went in: its audit trigger
+        records those (source ``database``, :mod:`..db.audit`)."""
         objs = list(objs)
+        using = getattr(self, "_db", None) or router.db_for_write(self.model)
+        db_time = None
         if any(obj.created_at is None or not obj.definition_hash for obj in objs):
             from ..db import clock
 
-            using = getattr(self, "_db", None) or router.db_for_write(self.model)
             db_time = clock.db_now(using)
             now = timing.truncate_to_second(db_time)
             for obj in objs:
@@ -112,8 +118,26 @@ class ScheduleQuerySet(DeadlineQueries, models.QuerySet["Schedule"]):
                     obj.definition_hash = obj.compute_definition_hash()
                     if obj.status == Status.ACTIVE and obj.next_run_at is None:
                         obj.next_run_at = obj.plan(now, first=True)
-        created = super().bulk_create(objs, *args, **kwargs)  # type: ignore[arg-type]
+        conflicts = kwargs.get("ignore_conflicts") or kwargs.get("update_conflicts")
+        if conflicts or any(args[1:3]):  # which rows went in is known to the database only
+            created = super().bulk_create(objs, *args, **kwargs)  # type: ignore[arg-type]
+            return cast("list[Schedule]", created)
+        from ..state.code_events import inserting
+
+        with inserting(objs, using, now=db_time):
+            created = super().bulk_create(objs, *args, **kwargs)  # type: ignore[arg-type]
         return cast("list[Schedule]", created)
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        """``QuerySet.delete()`` that records one ``deleted`` event per row (source
+        ``code``) in the same transaction (:func:`..state.code_events.delete_queryset`:
+        the rows are read once, locked; Django's deletes follow). Unlike Django's, it
+        always reads the rows, even where Django could delete without reading them."""
+        from ..state.code_events import delete_queryset
+
+        result = delete_queryset(self)
+        self._result_cache = None
+        return result
 
     @staticmethod
     def runnable_q() -> Q:

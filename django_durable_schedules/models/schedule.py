@@ -326,7 +326,12 @@ class Schedule(
         return self.name
 
     def save(
-        self, *args: Any, now: datetime | None = None, planned: bool = False, **kwargs: Any
+        self,
+        *args: Any,
+        now: datetime | None = None,
+        planned: bool = False,
+        audit: bool = True,
+        **kwargs: Any,
     ) -> None:
         """Normalise instants to whole UTC seconds, fingerprint the definition and plan
         ``next_run_at``, by the database clock.
@@ -351,6 +356,11 @@ class Schedule(
         planned ``next_run_at`` itself, for the definition as it is now; ``save()`` then
         plans nothing and only stores the definition's fingerprint when the definition
         changed (so the next claim does not take the row for one edited behind ``save()``).
+
+        A new row (an ``INSERT``) is recorded as a ``created`` event, source ``code``, in
+        its transaction (:mod:`..state.code_events`: the database's audit trigger muted,
+        three statements more). ``audit=False``: the caller (a state function) records the
+        event itself, with who and from where.
         """
         self._normalize()
         bound_errors = self._bound_errors()
@@ -365,10 +375,11 @@ class Schedule(
             self.definition_hash, edited = new_hash, False
             if update_fields is not None:
                 kwargs["update_fields"] = update_fields = {*update_fields, "definition_hash"}
+        using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
+        db_time = now
         if edited or self.created_at is None:
             from ..db import clock
 
-            using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
             db_time = now if now is not None else clock.db_now(using)
             if self.created_at is None:
                 self.created_at = db_time
@@ -382,4 +393,29 @@ class Schedule(
             if update_fields is not None:
                 planned_fields = {"definition_hash", "next_run_at", "buffered_for", "status"}
                 kwargs["update_fields"] = set(update_fields) | planned_fields
-        super().save(*args, **kwargs)
+        inserting_row = (self._state.adding or kwargs.get("force_insert")) and not (
+            kwargs.get("force_update") or update_fields is not None
+        )
+        if not inserting_row:
+            super().save(*args, **kwargs)
+            return
+        from ..state.code_events import inserting
+
+        with inserting([self], using, now=db_time, audit_rows=audit):
+            super().save(*args, **kwargs)
+
+    def delete(
+        self, using: str | None = None, keep_parents: bool = False, *, audit: bool = True
+    ) -> tuple[int, dict[str, int]]:
+        """Delete the row as ``Model.delete()`` does, recorded as a ``deleted`` event
+        (source ``code``) in its transaction (:mod:`..state.code_events`); none when the
+        row was already gone. ``audit=False``: the caller (a state function) recorded the
+        event itself. Its attempts, receipts and events stay (no foreign key constraint)."""
+        from ..state.code_events import delete_rows
+
+        if self.pk is None:
+            raise ValueError(
+                f"{self._meta.object_name} object can't be deleted because its id is None."
+            )
+        using = using or router.db_for_write(type(self), instance=self)
+        return delete_rows([self], using, origin=self, keep_parents=keep_parents, audit_rows=audit)

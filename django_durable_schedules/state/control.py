@@ -283,4 +283,4 @@ def delete_schedule(
         ):
             raise StateConflict("the schedule has an open attempt without a receipt")
         record_event(row, EventAction.DELETED, now=now, actor=actor, source=source, using=using)
-        row.delete(using=using)
+        row.delete(using=using, audit=False)  # its own event, with who

@@ -102,7 +102,7 @@ def create_schedule(
     with transaction.atomic(using=using):
         lock_for_write(using)  # SQLite: hold the write lock from the start (insert, event)
         now = resolve_now(None, using)
-        _save_or_explain(row, using, force_insert=True, now=now)
+        _save_or_explain(row, using, force_insert=True, now=now, audit=False)
         if prepared.calendars:
             row.exclusion_calendars.set(prepared.calendars)
             changes["exclusion_calendars"] = [c.name for c in prepared.calendars]
@@ -322,7 +322,7 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
             if row is None:
                 row = Schedule(name=reg.name, **wanted)
                 _clean_declared(row)
-                row.save(using=using)
+                row.save(using=using, audit=False)  # its own event, with the declaration
                 record_event(
                     row,
                     EventAction.CREATED,

@@ -230,7 +230,8 @@ CONTROL: tuple[Transition, ...] = (
       "active: the first slot at or after now by the database clock (an interval: now, "
       "its grid anchored at `created_at`, the same reading; a `once`: `run_at`, even if "
       "past); paused: none",
-      "none (event `created`, except by `save()` and `bulk_create()`)",
+      "none (event `created`: who and where by the state functions; source `code` by "
+      "`save()` and `bulk_create()`)",
       frozenset({Status.ACTIVE, Status.PAUSED, Status.COMPLETED})),
     T("control.edit", ANY, "edit (`update_schedule`, `sync_declared`, `save()`)",
       "unchanged (active: completed when the new definition has no slot after now)",
