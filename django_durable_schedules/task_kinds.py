@@ -6,6 +6,7 @@ already imported: neither ``django.tasks`` nor Celery is required. No database a
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -48,7 +49,8 @@ def check_task_options(name: str, obj: Any, kind: str, options: Mapping[str, Any
     """Check the ``task_options`` given with callback ``name`` (``obj``, of ``kind``, one of
     ``KIND_CALLABLE``, ``KIND_DJANGO_TASK``, ``KIND_CELERY_TASK``).
 
-    Raises ``TypeError`` if a ``KIND_CALLABLE`` ``obj`` is not callable; ``ValueError`` for
+    Raises ``TypeError`` if a ``KIND_CALLABLE`` ``obj`` is not callable or is a generator
+    function (sync or async: calling it runs none of its body); ``ValueError`` for
     any option given with a function, an option a ``django.tasks`` Task does not take (not in
     :data:`DJANGO_TASK_OPTIONS`), or a Celery task's ``args``/``kwargs``/``task_id`` (the
     run sets them). A django.tasks Task's options are passed to ``obj.using()`` now, so its
@@ -57,6 +59,11 @@ def check_task_options(name: str, obj: Any, kind: str, options: Mapping[str, Any
     if kind == KIND_CALLABLE:
         if not callable(obj):
             raise TypeError(f"callback {name!r} is not callable")
+        if inspect.isgeneratorfunction(obj) or inspect.isasyncgenfunction(obj):
+            raise TypeError(
+                f"callback {name!r} is a generator function: calling it runs none of its "
+                "body (a run would do nothing and count as succeeded); return, do not yield"
+            )
         if options:
             raise ValueError(f"task_options= only apply to a task; {name!r} is a function")
     elif kind == KIND_DJANGO_TASK:

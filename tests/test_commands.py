@@ -36,7 +36,7 @@ def test_list_health_and_transitions():
     assert "paused" in run("disable", "tick")
     assert "active" in run("enable", "tick")
     assert "tick: triggered; it runs at the next worker pass" in run("trigger", "tick")
-    run("cancel", "tick")
+    run("cancel", "tick", "--no-input")
     with pytest.raises(CommandError, match="cannot be enabled"):
         run("enable", "tick")
     with pytest.raises(CommandError, match="no schedule named"):

@@ -206,7 +206,7 @@ def test_latest_slot_and_count_for_catch_up():
         ("FREQ=DAILY;BYHOUR=24", "BYHOUR: '24' is out of range 0 to 23"),
         ("FREQ=YEARLY;BYMONTH=13", "BYMONTH: '13' is out of range 1 to 12"),
         ("FREQ=MONTHLY;BYMONTHDAY=0", "BYMONTHDAY: '0' is out of range -31 to 31, not 0"),
-        ("FREQ=DAILY;BYHOUR=nine", "BYHOUR: 'NINE' is not a whole number"),
+        ("FREQ=DAILY;BYHOUR=nine", "BYHOUR: 'nine' is not a whole number"),
         ("FREQ=DAILY;;BYHOUR=9", "is not a NAME=VALUE rule part"),
         ("FREQ=DAILY;COUNT=10", "COUNT is not accepted: set the schedule's max_runs"),
         ("DTSTART:20270101T090000\nRRULE:FREQ=DAILY", "DTSTART and TZID are not accepted"),

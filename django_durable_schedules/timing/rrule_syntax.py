@@ -181,7 +181,11 @@ def _split(text: str) -> dict[str, str]:
     parts: dict[str, str] = {}
     for piece in body.split(";"):
         name, equals, value = piece.strip().partition("=")
-        name, value = name.strip().upper(), value.strip().upper()
+        # Words (FREQ=daily, BYDAY=mo, a UNTIL's z) in any case; a number part's value
+        # as typed, so that its message quotes what was typed (INTERVAL=abc, not ABC).
+        name, value = name.strip().upper(), value.strip()
+        if name not in _INT_PARTS and name != "INTERVAL":
+            value = value.upper()
         if not equals or not name or not value:
             raise _fail(f"{piece.strip()!r} is not a NAME=VALUE rule part")
         if name in parts:

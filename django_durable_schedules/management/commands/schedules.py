@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -127,6 +128,14 @@ class Command(BaseCommand):
                     type=aware_datetime,
                     help="Once schedules: the new instant to run at (ISO 8601 with offset).",
                 )
+            if action == "cancel":  # not undoable: it asks, as Django's flush does
+                command.add_argument(
+                    "--noinput",
+                    "--no-input",
+                    action="store_false",
+                    dest="interactive",
+                    help="Do not ask to confirm (scripts); without a terminal it is refused.",
+                )
             if action == "trigger":
                 command.add_argument(
                     "--payload",
@@ -189,6 +198,8 @@ class Command(BaseCommand):
             )
         else:
             schedule = self._get(options["name"])
+            if action == "cancel":
+                self._confirm_cancel(schedule, options)
             extra = {"run_at": options["run_at"]} if options.get("run_at") else {}
             if action == "trigger":
                 extra = _trigger_options(options)
@@ -213,6 +224,23 @@ class Command(BaseCommand):
                     f"{row.name}: {row.status}, next run {in_zone(row.next_run_at, row.timezone)}"
                 )
 
+    def _confirm_cancel(self, schedule: Schedule, options: dict[str, Any]) -> None:
+        """Ask before a cancel (it cannot be undone) unless ``--no-input``; refuse without
+        a terminal to ask on. Raises ``CommandError`` when not confirmed."""
+        if not options.get("interactive", True):
+            return
+        if not sys.stdin.isatty():
+            raise CommandError(
+                f"{schedule.name}: cancelling cannot be undone; no terminal to confirm on: "
+                "pass --no-input to cancel without asking"
+            )
+        answer = input(
+            f"Cancel {schedule.name} for good? It never runs again and this cannot be undone.\n"
+            "Type 'yes' to continue, or 'no' to keep it: "
+        )
+        if answer.strip().lower() != "yes":
+            raise CommandError(f"{schedule.name}: not cancelled")
+
     def _write(self, lines: Any) -> None:
         for line in lines:
             self.stdout.write(line)
@@ -226,11 +254,14 @@ class Command(BaseCommand):
     def _list(self, pool: str | None, labels: list[tuple[str, str | None]]) -> None:
         self.stdout.write(f"{'NAME':32} {'STATUS':9} {'CADENCE':44} NEXT RUN (ITS ZONE · UTC)")
         rows = Schedule.objects.with_labels(labels).order_by("name")
+        now = state.db_now()
         for s in rows if pool is None else rows.filter(pool=pool):
             line = (
                 f"{s.name:32} {s.status:9} {_describe(s):44} {in_zone(s.next_run_at, s.timezone)}"
             )
             why = s.degraded_reason or s.pause_reason  # why a paused schedule does not run
+            if s.lease_expires_at is not None and s.lease_expires_at > now:
+                why = "running" + (f"; {why}" if why else "")  # a run in flight (its lease)
             self.stdout.write(f"{line}  ({why})" if why else line)
 
     def _upcoming(self, schedule: Schedule, count: int) -> None:

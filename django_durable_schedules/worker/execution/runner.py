@@ -159,6 +159,12 @@ def _transaction_left_open(outcome: Outcome, aliases: list[str]) -> Outcome:
     return replace(outcome, error_message=(kept + suffix)[:max_chars])
 
 
+class GeneratorReturned(TypeError):
+    """A callback returned a generator (a generator function registered through a wrapper
+    that hides it from ``register()``): calling it ran none of its body, so the run is a
+    failure, never a success."""
+
+
 def start_missed(claim: Claim, at: datetime) -> Outcome:
     """The ``released`` outcome of ``claim`` handed back unrun at ``at`` (aware UTC, the
     worker's estimate of the database clock) because it is past ``claim.start_by``: the
@@ -259,6 +265,11 @@ def run_claim(claim: Claim, clock: Callable[[], datetime] | None = None) -> Outc
             outcome = dispatch.run(registration, claim)
         else:
             value = registration.func(context_for(claim))
+            if inspect.isgenerator(value) or inspect.isasyncgen(value):
+                raise GeneratorReturned(
+                    "the callback returned a generator: none of its body ran (return a "
+                    "value, do not yield)"
+                )
             if inspect.isawaitable(value):
                 value = asyncio.run(_await(value, claim.timeout_seconds))
             outcome = Outcome(
