@@ -226,3 +226,23 @@ def test_a_change_pages_latest_history_is_one_line_a_row_and_each_row_opens_its_
     receipt = RunReceipt.objects.get(pk=page.url.rstrip("/").split("/")[-2])
     assert label == f"#{receipt.occurrence}.{receipt.attempt.attempt}"
     assert receipt.schedule_id == flaky.pk
+
+
+def test_a_rules_words_follow_the_start_typed_on_the_form(
+    served_static,  # noqa: F811
+    browser_page,  # noqa: F811
+):
+    """Issue #31 item 7: a rule's words ignored a start_at typed on the same form."""
+    from playwright.sync_api import expect
+
+    page = browser_page
+    base = served_static.url
+    browser._login(page, base, "/admin/durable_schedules/schedule/add/")
+    page.select_option("#id_kind", "rrule")
+    page.fill("#id_timezone", "Europe/Paris")
+    page.fill("#id_start_at", "2027-06-01T09:30:00")
+    page.fill("#id_rrule", "FREQ=WEEKLY;BYDAY=TU")
+    words = page.locator("#id_rrule_words")
+    expect(words).to_have_text("every week on Tuesday at 09:30")
+    page.fill("#id_start_at", "2027-06-01T18:05:00")
+    expect(words).to_have_text("every week on Tuesday at 18:05")

@@ -138,3 +138,20 @@ def test_a_rules_message_quotes_the_value_as_typed(rule, quoted):
         timing.parse_rrule(rule)
     assert quoted in info.value.message, info.value.message
     assert quoted.upper() not in info.value.message or quoted == quoted.upper()
+
+
+@pytest.mark.django_db
+def test_a_rules_words_take_the_start_typed_on_the_same_form(admin_client):
+    """A rule takes its times of day from its start: the live words used "now" whatever
+    ``start_at`` the form held; they now ask with it (wall time in the form's zone)."""
+    from django.urls import reverse
+
+    describe = reverse("admin:durable_schedules_schedule_describe_rrule")
+    weekly = {"rrule": "FREQ=WEEKLY;BYDAY=TU", "timezone": "Europe/Paris"}
+    answer = admin_client.get(describe, {**weekly, "start_at": "2027-06-01T09:30"}).json()
+    assert answer == {"words": "every week on Tuesday at 09:30", "error": ""}
+    later = admin_client.get(describe, {**weekly, "start_at": "2027-06-01T18:05:00"}).json()
+    assert later["words"] == "every week on Tuesday at 18:05"
+    for unreadable in ("", "tomorrow", "2027-13-45T99:00"):  # now, never an error
+        answer = admin_client.get(describe, {**weekly, "start_at": unreadable}).json()
+        assert answer["error"] == "" and answer["words"].startswith("every week on Tuesday at ")

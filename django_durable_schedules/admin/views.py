@@ -8,7 +8,9 @@ form's live descriptions (``describe-cron/``, ``describe-rrule/``).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
@@ -115,22 +117,40 @@ def describe_cron_view(
 def describe_rrule_view(
     model_admin: admin.ModelAdmin[Schedule], request: HttpRequest
 ) -> HttpResponse:
-    """GET ``describe-rrule/?rrule=RULE&timezone=ZONE``: ``{"words": ..., "error": ...}``,
-    the rule in words (:func:`..timing.rrule_description`) for a schedule created now
-    without ``start_at``, or why it is refused (the model's own validation, RFC 5545
-    §3.3.10). For the form's live description; view permission (else 403)."""
+    """GET ``describe-rrule/?rrule=RULE&timezone=ZONE[&start_at=WALL]``: ``{"words": ...,
+    "error": ...}``, the rule in words (:func:`..timing.rrule_description`) for a schedule
+    created now, starting at ``start_at`` (the form's wall time in the zone, ISO 8601; the
+    times a rule takes from its start come from it; blank or unreadable: now), or why it is
+    refused (the model's own validation, RFC 5545 §3.3.10). For the form's live
+    description, which asks again when the zone or the start changes; view permission
+    (else 403)."""
     if not model_admin.has_view_permission(request):
         raise PermissionDenied
     rule = request.GET.get("rrule", "")[:500]
     zone = timing.canonical_timezone(request.GET.get("timezone", "") or "UTC")
     if not rule.strip():
         return JsonResponse({"words": "", "error": ""})
-    spec = timing.Spec(kind="rrule", rrule=rule, timezone=zone, anchor=dj_timezone.now())
+    start = _wall_time(request.GET.get("start_at", "")[:40], zone)
+    spec = timing.Spec(
+        kind="rrule", rrule=rule, timezone=zone, start_at=start, anchor=dj_timezone.now()
+    )
     try:
         spec.validate()
     except timing.InvalidSchedule as exc:
         return JsonResponse({"words": "", "error": exc.message})
     return JsonResponse({"words": timing.rrule_description(spec), "error": ""})
+
+
+def _wall_time(text: str, zone: str) -> datetime | None:
+    """``text`` (ISO 8601, a wall time in ``zone``, or with its own offset) as an aware
+    instant; None when blank or unreadable (the description then starts now)."""
+    try:
+        value = datetime.fromisoformat(text.strip())
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=ZoneInfo(zone))
+        return value.astimezone(UTC)
+    except (ValueError, TypeError, OverflowError, KeyError, ZoneInfoNotFoundError):
+        return None
 
 
 # -- health ------------------------------------------------------------------------------
