@@ -246,3 +246,22 @@ def test_a_rules_words_follow_the_start_typed_on_the_form(
     expect(words).to_have_text("every week on Tuesday at 09:30")
     page.fill("#id_start_at", "2027-06-01T18:05:00")
     expect(words).to_have_text("every week on Tuesday at 18:05")
+
+
+def test_an_instant_is_said_in_utc_as_it_is_typed(
+    served_static,  # noqa: F811
+    browser_page,  # noqa: F811
+):
+    """Issue #31 item 7: the zone help under run_at updated only after a save."""
+    from playwright.sync_api import expect
+
+    page = browser_page
+    base = served_static.url
+    browser._login(page, base, "/admin/durable_schedules/schedule/add/")
+    page.select_option("#id_kind", "once")
+    page.fill("#id_timezone", "Asia/Tokyo")
+    page.fill("#id_run_at", "2027-06-01T09:00:00")
+    typed = page.locator(".field-run_at .dds-instant-typed")
+    expect(typed).to_have_text("As typed: 2027-06-01 09:00:00 JST = 2027-06-01 00:00:00 UTC")
+    page.fill("#id_timezone", "Europe/Paris")  # the zone changes: said again
+    expect(typed).to_have_text("As typed: 2027-06-01 09:00:00 CEST = 2027-06-01 07:00:00 UTC")

@@ -155,3 +155,24 @@ def test_a_rules_words_take_the_start_typed_on_the_same_form(admin_client):
     for unreadable in ("", "tomorrow", "2027-13-45T99:00"):  # now, never an error
         answer = admin_client.get(describe, {**weekly, "start_at": unreadable}).json()
         assert answer["error"] == "" and answer["words"].startswith("every week on Tuesday at ")
+
+
+@pytest.mark.django_db
+def test_an_instant_typed_on_the_form_is_said_in_utc_before_a_save(admin_client):
+    """Issue #31 item 7: the zone help under run_at updated only after a save; the form
+    now asks describe-instant as it is typed (the help keeps what is stored)."""
+    from django.urls import reverse
+
+    describe = reverse("admin:durable_schedules_schedule_describe_instant")
+    tokyo = admin_client.get(describe, {"at": "2027-06-01T09:00", "timezone": "Asia/Tokyo"})
+    assert tokyo.json() == {
+        "text": "As typed: 2027-06-01 09:00:00 JST = 2027-06-01 00:00:00 UTC",
+        "error": "",
+    }
+    paris = admin_client.get(describe, {"at": "2027-06-01T09:00:00", "timezone": "europe/paris"})
+    assert paris.json()["text"] == "As typed: 2027-06-01 09:00:00 CEST = 2027-06-01 07:00:00 UTC"
+    gap = admin_client.get(describe, {"at": "2027-03-28T02:30", "timezone": "Europe/Paris"})
+    assert "does not exist in Europe/Paris" in gap.json()["error"]
+    assert admin_client.get(describe, {"at": "2027-06"}).json() == {"text": "", "error": ""}
+    bad = admin_client.get(describe, {"at": "2027-06-01T09:00", "timezone": "Mars/Base"})
+    assert "unknown time zone" in bad.json()["error"]

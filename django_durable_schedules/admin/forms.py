@@ -214,6 +214,9 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
     #: :meth:`.schedules.ScheduleAdmin.get_form`).
     cron_words_url: str | None = None
     rrule_words_url: str | None = None
+    #: The admin's describe-instant URL: the instant fields say what they will store as
+    #: they are typed (``instant_words.js``).
+    instant_words_url: str | None = None
 
     class Meta:
         model = Schedule
@@ -246,6 +249,10 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
         cron = self.fields.get("cron")
         if cron is not None and self.cron_words_url:
             cron.widget.attrs["data-words-url"] = self.cron_words_url
+        for name in INSTANT_INPUTS:
+            instant_field = self.fields.get(name)
+            if instant_field is not None and self.instant_words_url:
+                instant_field.widget.attrs["data-instant-url"] = self.instant_words_url
         rule = self.fields.get("rrule")
         if rule is not None and isinstance(rule.widget, RruleInput):
             rule.widget.instance = self.instance

@@ -48,6 +48,7 @@ from .versions import restore_view, version_view, versions_context
 from .views import (
     admin_url,
     describe_cron_view,
+    describe_instant_view,
     describe_rrule_view,
     health_view,
     transition_view,
@@ -93,6 +94,7 @@ class ScheduleAdmin(WriteLockedForm):
             "durable_schedules/unsaved.js",  # asks before a button drops unsaved edits
             "durable_schedules/cron_words.js",  # the cron and rrule fields in words, as you type
             "durable_schedules/kind_fields.js",  # the timing fields a kind takes, only
+            "durable_schedules/instant_words.js",  # run_at/start_at/end_at as typed, in UTC
         )
 
     # -- URLs and the columns that link into this admin's site --------------------------
@@ -114,6 +116,11 @@ class ScheduleAdmin(WriteLockedForm):
                 "describe-cron/",
                 self.admin_site.admin_view(self._bound(describe_cron_view)),
                 name="{}_{}_describe_cron".format(*info),
+            ),
+            path(
+                "describe-instant/",
+                self.admin_site.admin_view(self._bound(describe_instant_view)),
+                name="{}_{}_describe_instant".format(*info),
             ),
             path(
                 "describe-rrule/",
@@ -227,6 +234,7 @@ class ScheduleAdmin(WriteLockedForm):
         if issubclass(form, ScheduleForm):
             form.cron_words_url = admin_url(self, "describe_cron")
             form.rrule_words_url = admin_url(self, "describe_rrule")
+            form.instant_words_url = admin_url(self, "describe_instant")
         return form
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:

@@ -38,6 +38,7 @@ from .actions import TRANSITIONS, apply_transition, confirmation_page
 from .changelist import attach_recent_receipts
 from .columns import receipt_link, recent_receipts
 from .display import cadence, fmt_utc, outcome_strip, safe_reverse, status_badges
+from .zoned import instant
 
 #: Failing or degraded schedules listed on the health page (the rest: a filtered list).
 HEALTH_LIST_LIMIT = 50
@@ -139,6 +140,38 @@ def describe_rrule_view(
     except timing.InvalidSchedule as exc:
         return JsonResponse({"words": "", "error": exc.message})
     return JsonResponse({"words": timing.rrule_description(spec), "error": ""})
+
+
+def describe_instant_view(
+    model_admin: admin.ModelAdmin[Schedule], request: HttpRequest
+) -> HttpResponse:
+    """GET ``describe-instant/?at=WALL&timezone=ZONE``: ``{"text": ..., "error": ...}``, the
+    wall time typed into a form's ``run_at``/``start_at``/``end_at`` as the instant it
+    will be stored as (``2027-06-01 09:00:00 JST = 2027-06-01 00:00:00 UTC``), or why it
+    cannot be (a time the zone's clocks skip, an unknown zone): what the form says under
+    the field as it is typed, before a save. View permission (else 403)."""
+    if not model_admin.has_view_permission(request):
+        raise PermissionDenied
+    text = request.GET.get("at", "")[:40].strip()
+    name = timing.canonical_timezone(request.GET.get("timezone", "") or "UTC")
+    if not text:
+        return JsonResponse({"text": "", "error": ""})
+    try:
+        zone = ZoneInfo(name)
+    except (ValueError, ZoneInfoNotFoundError):
+        return JsonResponse({"text": "", "error": f"unknown time zone {name[:60]!r}"})
+    try:
+        wall = datetime.fromisoformat(text).replace(tzinfo=None)
+    except ValueError:
+        return JsonResponse({"text": "", "error": ""})  # not a full time yet: say nothing
+    at = instant(wall, zone)
+    if at is None:
+        return JsonResponse(
+            {"text": "", "error": f"{wall:%Y-%m-%d %H:%M:%S} does not exist in {zone.key} "
+             "(its clocks skip it)"}
+        )  # fmt: skip
+    local = at.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z")
+    return JsonResponse({"text": f"As typed: {local} = {at:%Y-%m-%d %H:%M:%S} UTC", "error": ""})
 
 
 def _wall_time(text: str, zone: str) -> datetime | None:
