@@ -281,7 +281,9 @@ def test_excluded_and_blacked_out_slots_are_struck_through(admin_client):
     )
     s.blackout_windows.add(window)
     calendar = ExclusionCalendar.objects.create(name="holidays")
-    ExclusionDate.objects.create(calendar=calendar, date=(now + timedelta(days=1)).date())
+    # Two days on: never the day of the window, whatever the time of day (from 23:30 UTC
+    # "tomorrow" held the window's slots, struck as excluded, not blacked out).
+    ExclusionDate.objects.create(calendar=calendar, date=(now + timedelta(days=2)).date())
     s.exclusion_calendars.add(calendar)
     html = admin_client.get(reverse(TIMELINE)).content.decode()
     assert "not run, blackout window deploys" in html
