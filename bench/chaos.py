@@ -33,7 +33,9 @@ What it does:
    ``definition_hash``) and are made due at once: an unknown zone, a zone tzdata removed,
    cron ``61 * * * *`` and ``0 0 31 2 *``, ``interval_seconds = 2**62``, and the durations
    ``backoff_base_seconds = 1e12``, ``backoff_cap_seconds = NaN``, ``timeout_seconds = -1``
-   (a database may refuse a value where it enters: recorded as refused). Poison outcomes:
+   (a database may refuse a value where it enters: recorded as refused). A write the
+   database keeps refusing for a while (SQLite busy under load) is retried each second and
+   the soak runs on until half its duration has passed after the last one. Poison outcomes:
    ``--poison-schedules`` schedules of ``chaos.poison`` raise messages with NUL, lone
    surrogates and 20,000 characters, ``RetryRun(after_seconds=nan / -1 / inf / 1.8e12)``,
    and return results with NUL and surrogate keys, NaN, a 400-digit int, a cycle and an
@@ -572,7 +574,10 @@ def soak(
     # then have half of it to show they kept running).
     poison_at = [t0 + args.duration * (0.15 + 0.35 * i / max(1, n - 1)) for i in range(n)]
     tries = 0
-    while (now := time.monotonic()) < t0 + args.duration:
+    # A poison write the database refused for a while (SQLite busy under load) lands late:
+    # the soak then runs on until healthy schedules have had half the duration after it.
+    end = t0 + args.duration
+    while (now := time.monotonic()) < end:
         fleet.reap()
         fleet.resume()
         if poison_at and now >= poison_at[0]:
@@ -584,6 +589,7 @@ def soak(
                 poisoned.append(entry)
                 poison_at.pop(0)
                 tries = 0
+                end = max(end, now + args.duration * 0.5)
             else:
                 poison_at[0] = now + 1.0
         if now >= next_kill:
