@@ -98,3 +98,26 @@ def test_idle_worker_issues_a_few_queries_per_tick():
     per_tick = len(ctx.captured_queries) / 10
     # the clock, and the next wake-up (2 reads); no claim transaction while nothing is due
     assert per_tick <= 3, [q["sql"][:80] for q in ctx.captured_queries[:12]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_forced_stop_waits_for_its_last_heartbeat_at_most_the_bound(monkeypatch):
+    """A database that does not answer never holds a forced exit: the last heartbeat is
+    written on a thread of its own and waited for at most ``FORCED_STOP_REPORT_SECONDS``."""
+    import threading
+    import time
+
+    from django_durable_schedules.worker import beats
+
+    release = threading.Event()
+    monkeypatch.setattr(beats.Heartbeats, "final", lambda self, *a: release.wait(10))
+    heartbeats = beats.Heartbeats("stuck", "default", clock=None)  # type: ignore[arg-type]
+    started = time.monotonic()
+    assert heartbeats.final_bounded(1, 0, seconds=0.3) is False
+    assert time.monotonic() - started < 2
+    release.set()
+
+    monkeypatch.undo()
+    assert beats.Heartbeats("answers", "default", clock=None).final_bounded(2, 5) is True  # type: ignore[arg-type]
+    beat = WorkerHeartbeat.objects.get(worker_id="answers")
+    assert beat.stopped_at is not None and beat.in_flight == 2 and beat.runs_finished == 5

@@ -356,6 +356,26 @@ def test_bad_options_are_usage_errors(args, message):
     assert not WorkerHeartbeat.objects.exists()
 
 
+def test_a_forced_stop_after_an_idle_pause_still_records_the_stop(start_worker):
+    """Without ``--max-idle`` (the defaults, ``CONN_MAX_AGE = 0``), a worker's idle pauses
+    close its connection (``close_old_connections``): a forced stop must still say it
+    stopped, or health and check W002 count it alive until its heartbeat goes stale (a
+    newcomer's trial: the next worker on the same database warned about the dead one)."""
+    worker = start(start_worker, "--worker-id", "forced-idle", "--lease-seconds", "6")
+    wait_started("forced-idle")
+    s = once_schedule("forced-idle", "tests.sleep", payload={"seconds": 30})
+    wait_until(lambda: RunAttempt.objects.filter(schedule=s).exists(), 15, message="the claim")
+    time.sleep(2.5)  # idle pauses of more than 0.5 s: the main thread's connection closes
+    worker.signal(signal.SIGTERM)
+    wait_until(lambda: "draining" in "".join(worker.lines), 10, message="the drain to start")
+    forced_at = time.monotonic()
+    worker.signal(signal.SIGTERM)
+    assert wait_exit(worker, 10) == 1, log(worker)
+    assert time.monotonic() - forced_at < 5  # did not wait for the callback
+    beat = WorkerHeartbeat.objects.get(worker_id="forced-idle")
+    assert beat.stopped_at is not None and beat.in_flight == 1, log(worker)
+
+
 def test_second_signal_exits_at_once_with_1(start_worker):
     worker = start(
         start_worker, "--worker-id", "forced", "--lease-seconds", "3", "--max-idle", "0.5"

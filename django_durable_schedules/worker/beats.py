@@ -6,15 +6,22 @@ clock (:class:`.clock.WorkerClock`).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import Error as DatabaseError
+from django.db import connections
 
 from .. import state
 from .clock import WorkerClock
 
 logger = logging.getLogger("django_durable_schedules.worker")
+
+#: How long a forced stop waits for its last heartbeat (``stopped_at``) to be written, in
+#: seconds: the write runs on a connection of its own (the worker's may have been closed by
+#: an idle pause) and a database that does not answer within this never holds the exit.
+FORCED_STOP_REPORT_SECONDS = 1.0
 
 
 class Heartbeats:
@@ -55,3 +62,27 @@ class Heartbeats:
             )
         except DatabaseError:
             logger.warning("worker %s could not record its stop", self.worker_id)
+
+    def final_bounded(
+        self, in_flight: int, runs_finished: int, seconds: float = FORCED_STOP_REPORT_SECONDS
+    ) -> bool:
+        """:meth:`final` for a forced stop: on a thread of its own (its own connection,
+        opened if need be and closed after), waited for at most ``seconds``. Returns whether
+        the stop was written in time; when not, the thread is left (a daemon: the exit does
+        not wait for it) and the heartbeat goes stale as it would have."""
+
+        def write() -> None:
+            try:
+                self.final(in_flight, runs_finished)
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=write, name="dds-final-beat", daemon=True)
+        thread.start()
+        thread.join(seconds)
+        if thread.is_alive():
+            logger.warning(
+                "worker %s could not record its stop within %.1fs", self.worker_id, seconds
+            )
+            return False
+        return True

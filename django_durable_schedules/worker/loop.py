@@ -289,11 +289,13 @@ class Worker:
         self._threads.shutdown(cancel_futures=True)
         self._runs.placement.close(force=self._stop.forced)
         # A forced stop still says it stopped (health and check W002 would otherwise
-        # count this worker alive until its heartbeat goes stale), but only over a
-        # connection already open: a forced exit never waits for a database to answer.
-        if not self._stop.forced or connections[self.using].connection is not None:
-            in_flight = len(self._runs.in_flight) if self._stop.forced else 0
-            self._beats.final(in_flight, self._runs.finished)
+        # count this worker alive until its heartbeat goes stale), on a connection of its
+        # own (an idle pause may have closed this thread's), waiting at most
+        # FORCED_STOP_REPORT_SECONDS: a forced exit never waits longer for a database.
+        if self._stop.forced:
+            self._beats.final_bounded(len(self._runs.in_flight), self._runs.finished)
+        else:
+            self._beats.final(0, self._runs.finished)
 
     def _take_stop_requests(self) -> None:
         """Log the signals noted; at the first stop request hand back the claims whose
