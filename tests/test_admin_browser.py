@@ -439,6 +439,30 @@ def test_operator_traps_in_a_real_browser(served_static, browser_page):
     )
     assert fit["overflow"] <= 0 and fit["stripRight"] <= fit["boxRight"], fit
     _shot(page, "admin-changelist-1280.png", full_page=False)
+    # At 1920 px the list takes the extra width (its table as wide as its box, nothing to
+    # scroll), light and dark.
+    page.set_viewport_size({"width": 1920, "height": 1080})
+    page.reload()
+    wide = page.evaluate(
+        """() => {
+            const table = document.querySelector('#result_list');
+            const box = table.parentElement;
+            return {
+                overflow: box.scrollWidth - box.clientWidth,
+                table: table.getBoundingClientRect().width,
+                box: box.getBoundingClientRect().width,
+                page: document.documentElement.scrollWidth,
+            };
+        }"""
+    )
+    assert wide["overflow"] <= 0 and wide["page"] <= 1920, wide
+    # (The box: the window less the navigation sidebar and the filters, about 650 px.)
+    assert wide["table"] >= wide["box"] - 2 and wide["box"] >= 0.6 * 1920, wide
+    _shot(page, "admin-changelist-1920.png", full_page=False)
+    page.emulate_media(color_scheme="dark")
+    page.reload()
+    _shot(page, "admin-changelist-1920-dark.png", full_page=False)
+    page.emulate_media(color_scheme="light")
     page.set_viewport_size({"width": 1440, "height": 900})
     page.goto(f"{base}{change}")
 

@@ -98,6 +98,34 @@ def test_bars_are_oldest_first():
     assert [b.pk for b in geo.bars(a, [late, early])] == [early.pk, late.pk]
 
 
+def test_a_run_in_flight_is_a_bar_from_its_claim_to_now():
+    a = axis(hours=24, width=240, now_at=12)  # 10 px an hour, now at 120 px
+    claim = T + timedelta(hours=11, minutes=30)
+    bar = geo.running_bar(a, geo.RunningInput("a1", claim, worker="host-1:42"))
+    assert (bar.x, bar.width, bar.status, bar.mark) == (115.0, 5.0, "running", "")
+    assert bar.title == (
+        "running since 2027-06-01 11:30:00 UTC · 30 min 00 s so far · scheduled · on host-1:42"
+    )
+    assert (bar.started, bar.duration) == ("2027-06-01 11:30:00 UTC", "30 min 00 s so far")
+    # Claimed before the axis: clipped at its left edge; a second ago: still visible.
+    early = geo.running_bar(a, geo.RunningInput("a2", T - timedelta(hours=3)))
+    assert (early.x, early.width) == (0.0, 120.0)
+    just = geo.running_bar(a, geo.RunningInput("a3", T + timedelta(hours=12, seconds=-1)))
+    assert just.width == geo.MIN_BAR_PX and just.x + just.width <= 240
+    # A retry says so; a lease no worker renewed says since when.
+    retry = geo.running_bar(
+        a,
+        geo.RunningInput("a4", claim, attempt=2, lease_expires_at=claim + timedelta(minutes=5)),
+    )
+    assert retry.mark == "retry" and "retry (attempt 2), scheduled" in retry.title
+    assert retry.title.endswith("lease expired 2027-06-01 11:35:00 UTC, not renewed")
+    # A range that ended before the claim, or starts after now, has no bar of it.
+    past = geo.Axis(T - timedelta(days=2), T - timedelta(days=1), T + timedelta(hours=12), 240)
+    assert geo.running_bar(past, geo.RunningInput("a5", claim)) is None
+    ahead = geo.Axis(T + timedelta(days=1), T + timedelta(days=2), T + timedelta(hours=12), 240)
+    assert geo.running_bar(ahead, geo.RunningInput("a6", claim)) is None
+
+
 def test_durations_in_words():
     assert geo.fmt_duration(0.25) == "0.25 s"
     assert geo.fmt_duration(42) == "42 s"
@@ -272,6 +300,64 @@ def test_the_page_draws_bars_that_link_to_their_receipts(admin_client):
     assert 'role="img"' in html and 'aria-label="nightly.report: 5 runs in the range' in html
 
 
+def claim(schedules: list[Schedule]) -> list[RunAttempt]:
+    """Claim each of ``schedules`` as a worker does (a trigger, then ``claim_due``): an
+    attempt holding the schedule's lease, no receipt yet."""
+    from django_durable_schedules import state
+
+    for schedule in schedules:
+        state.trigger(schedule.pk)
+    claims = state.claim_due(worker="host-1:4242")
+    assert {c.schedule_id for c in claims} == {s.pk for s in schedules}
+    return list(RunAttempt.objects.filter(schedule__in=schedules))
+
+
+@pytest.mark.django_db
+def test_a_run_in_flight_is_a_running_bar_to_now_linking_to_its_attempt(admin_client, monkeypatch):
+    from django_durable_schedules.admin import timeline as view
+
+    busy = make("busy", start_at=timezone.now() + timedelta(hours=1))
+    idle = make("idle", start_at=timezone.now() + timedelta(hours=1))
+    (attempt,) = claim([busy])
+    # The host's clock two hours behind: the page's "now" is the database's.
+    host = timezone.now() - timedelta(hours=2)
+    monkeypatch.setattr(view, "dj_timezone", type("Host", (), {"now": staticmethod(lambda: host)}))
+    response = admin_client.get(reverse(TIMELINE))
+    html = response.text
+    url = reverse("admin:durable_schedules_runattempt_change", args=[attempt.pk])
+    link = f'<a href="{url}" class="dds-tl-link dds-tl-running-link" data-attempt="{attempt.pk}">'
+    assert html.count(link) == 1 and html.count("dds-tl-running-link") == 1  # not idle's
+    since = geo.fmt_instant(attempt.claimed_at)
+    assert re.search(
+        rf"<title>running since {since} · [\d.]+ s so far · triggered · on host-1:4242", html
+    )
+    assert '<rect class="dds-tl-bar dds-tl-running" x="' in html
+    # Its words: under the name, in the row's label, in the table (linked) and the legend.
+    note = rf'class="dds-note dds-tl-running-note">running since ([\d-]+ )?{attempt.claimed_at:%H:%M:%S} UTC<'
+    assert re.search(note, html)
+    assert f"busy: 0 runs in the range; running since {since}" in html
+    assert f'<tr><td>busy</td><td><a href="{url}">running</a></td><td>{since}</td>' in html
+    assert "running (no receipt yet" in html
+    axis = response.context["axis"]
+    assert abs(axis.now - timezone.now()) < timedelta(minutes=1)
+    assert axis.start == axis.now - timedelta(hours=24)
+    # The bar ends at now: its right edge is the "now" line's.
+    bar = next(r["running"] for r in response.context["rows"] if r["running"])
+    assert abs(float(bar["x"]) + float(bar["width"]) - float(response.context["now_x"])) < 0.5
+    assert idle.name in html and html.count("dds-tl-running-note") == 1
+
+
+@pytest.mark.django_db
+def test_a_range_that_ended_before_the_claim_draws_no_running_bar(admin_client):
+    busy = make("busy", start_at=timezone.now() + timedelta(hours=1))
+    claim([busy])
+    html = admin_client.get(f"{reverse(TIMELINE)}?start=2027-01-01&end=2027-01-02").text
+    if timezone.now() < datetime(2027, 1, 2, tzinfo=UTC):  # the range is ahead: still none
+        assert "dds-tl-running-link" not in html
+    past = admin_client.get(f"{reverse(TIMELINE)}?start=2020-01-01&end=2020-01-02").text
+    assert "dds-tl-running-link" not in past and 'data-schedule="busy"' in past
+
+
 @pytest.mark.django_db
 def test_excluded_and_blacked_out_slots_are_struck_through(admin_client):
     now = timezone.now()
@@ -368,11 +454,17 @@ def test_a_fixed_number_of_queries_whatever_the_rows_and_runs(
             )
         else:
             history(s, [("failed", "scheduled", 1), ("succeeded", "rerun", 1)])
+    # Runs in flight on some rows: read by the schedules' query, no query of their own.
+    # (Their occurrence counters past the seeded history's numbers.)
+    busy = list(Schedule.objects.order_by("name")[3:8])
+    Schedule.objects.filter(pk__in=[b.pk for b in busy]).update(occurrence=100)
+    claim(busy)
     with django_assert_max_num_queries(10):
         response = admin_client.get(f"{reverse(TIMELINE)}?range=7d")
     html = response.text
     assert html.count('class="dds-tl-row"') == ROWS_PER_PAGE
     assert html.count('class="dds-tl-link"') == 3 * BARS_PER_ROW + (ROWS_PER_PAGE - 3) * 2
+    assert html.count('class="dds-tl-link dds-tl-running-link"') == 5
     assert '<span class="dds-tl-more">20 more</span>' in html
     assert 'rel="next"' in html
     second = admin_client.get(

@@ -1,14 +1,18 @@
 """The admin timeline in a real browser (issue #29, item 1): real runs from a real
-``run_scheduler --once`` next to a seeded history; a person opens the timeline at 1280 px
-from the schedule list, hovers a bar (its tooltip and highlight), clicks it and lands on its
-receipt, opens another bar from the keyboard, switches the range and filters by callback.
-With ``DDS_SCREENSHOTS=1`` it saves ``docs/img/admin-timeline-1280.png`` and
-``admin-timeline-1280-dark.png``. Fixtures: tests/test_admin_browser.py.
+``run_scheduler --once`` next to a seeded history and a run in flight; a person opens the
+timeline at 1280 px from the schedule list, hovers a bar (its tooltip and highlight), clicks
+it and lands on its receipt, opens another bar from the keyboard, switches the range and
+filters by callback; at 1920 px the plot takes the extra width and its bars still open their
+receipt, and the running bar its attempt. With ``DDS_SCREENSHOTS=1`` it saves
+``docs/img/admin-timeline-1280.png``, ``admin-timeline-1280-dark.png``,
+``admin-timeline-1920.png`` and ``admin-timeline-1920-dark.png``. Fixtures:
+tests/test_admin_browser.py.
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -19,6 +23,45 @@ from .test_timeline import history, make
 pytestmark = [pytest.mark.browser, pytest.mark.process, pytest.mark.django_db(transaction=True)]
 
 TIMELINE = "/admin/durable_schedules/schedule/timeline/"
+
+#: The plot's geometry as a person sees it: the widest plot's width, how far the page
+#: scrolls sideways, and the space left right of the table inside the content box.
+LAYOUT = """() => {
+    const plots = [...document.querySelectorAll('tr.dds-tl-row td.dds-tl-plot > svg')];
+    const content = document.querySelector('#content-main').getBoundingClientRect();
+    const table = document.querySelector('table.dds-tl').getBoundingClientRect();
+    return {
+        plot: Math.max(...plots.map(p => p.getBoundingClientRect().width)),
+        scroll: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+        inner: document.querySelector('.dds-tl-scroll').scrollWidth
+            - document.querySelector('.dds-tl-scroll').clientWidth,
+        emptyRight: content.right - table.right,
+        content: content.width,
+    };
+}"""
+
+
+def _in_flight(name: str, minutes: int):
+    """A run of ``name`` in flight for ``minutes``: an attempt holding the schedule's lease,
+    no receipt yet (as a worker's claim leaves it)."""
+    from django.db.models import Max
+
+    from django_durable_schedules import state
+    from django_durable_schedules.models import RunAttempt, Schedule
+
+    schedule = Schedule.objects.get(name=name)
+    now, token = state.db_now(), uuid.uuid4()
+    last = RunAttempt.objects.filter(schedule=schedule).aggregate(n=Max("occurrence"))["n"] or 0
+    attempt = RunAttempt.objects.create(
+        schedule=schedule, schedule_name=name, occurrence=last + 1, attempt=1,
+        scheduled_for=now - timedelta(minutes=minutes), claimed_at=now - timedelta(minutes=minutes),
+        lease_token=token, lease_expires_at=now + timedelta(minutes=5), worker="host-2:5151",
+        idempotency_key=f"{schedule.pk}:in-flight",
+    )  # fmt: skip
+    Schedule.objects.filter(pk=schedule.pk).update(
+        lease_token=token, lease_expires_at=now + timedelta(minutes=5)
+    )
+    return attempt
 
 
 def _seed() -> None:
@@ -53,6 +96,7 @@ def test_the_timeline_in_a_real_browser(served_static, start_worker, browser_pag
     real_bad = RunReceipt.objects.get(schedule=bad)
     assert (real_ok.status, real_bad.status) == ("succeeded", "failed")
     _seed()
+    running = _in_flight("digest.build", minutes=40)
 
     page = browser_page
     page.set_viewport_size({"width": 1280, "height": 900})
@@ -70,6 +114,20 @@ def test_the_timeline_in_a_real_browser(served_static, start_worker, browser_pag
     assert page.locator("svg.dds-tl-band rect.dds-tl-col-runs").count() > 5
     # Every plot fits the window at 1280 px: nothing to scroll sideways.
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    at_1280 = page.evaluate(LAYOUT)
+    assert at_1280["scroll"] <= 0 and at_1280["inner"] <= 0, at_1280
+    assert at_1280["plot"] >= 720, at_1280  # never narrower than the geometry's width
+
+    # The run in flight: a running bar to "now", its words in its tooltip and under the name.
+    flying = page.locator(f'a.dds-tl-running-link[data-attempt="{running.pk}"]')
+    assert re.fullmatch(
+        r"running since \S+ \S+ UTC · 40 min \d\d s so far · scheduled · on host-2:5151",
+        flying.locator("title").text_content(),
+    )
+    assert "running since" in page.locator("tr[data-schedule='digest.build'] th").inner_text()
+    box = flying.locator("rect").bounding_box()
+    now_line = page.locator("tr[data-schedule='digest.build'] line.dds-tl-now").bounding_box()
+    assert abs(box["x"] + box["width"] - now_line["x"]) < 3 and box["width"] > 10, (box, now_line)
 
     # Hover the real success: its tooltip names status, start, duration and origin, and
     # the bar is outlined.
@@ -129,3 +187,29 @@ def test_the_timeline_in_a_real_browser(served_static, start_worker, browser_pag
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert color != background
     _shot(page, "admin-timeline-1280-dark.png", full_page=False)
+
+    # 1920 px, dark then light: the plot takes the extra width (no empty half, nothing to
+    # scroll), and its bars still open their receipt, the running one its attempt.
+    page.set_viewport_size({"width": 1920, "height": 1080})
+    page.goto(f"{base}{TIMELINE}")
+    _shot(page, "admin-timeline-1920-dark.png", full_page=False)
+    page.emulate_media(color_scheme="light")
+    page.goto(f"{base}{TIMELINE}")
+    at_1920 = page.evaluate(LAYOUT)
+    assert at_1920["scroll"] <= 0 and at_1920["inner"] <= 0, at_1920
+    assert at_1920["plot"] >= at_1280["plot"] + 500, (at_1280, at_1920)
+    assert at_1920["emptyRight"] <= 2, at_1920  # the table reaches the content's right edge
+    assert at_1920["plot"] >= 0.7 * at_1920["content"], at_1920
+    # The bars grew with the plot; text did not (no stretched viewBox).
+    bar = page.locator(f'a[data-receipt="{real_ok.pk}"] rect.dds-tl-bar')
+    label = page.locator("text.dds-tl-label").first.bounding_box()
+    assert label["height"] < 16, label
+    bar.hover()
+    assert bar.evaluate("r => getComputedStyle(r).strokeWidth") == "2px"
+    _shot(page, "admin-timeline-1920.png", full_page=False)
+    bar.click()
+    page.wait_for_url(re.compile(rf"/runreceipt/{real_ok.pk}/change/$"))
+    page.go_back()
+    page.locator(f'a.dds-tl-running-link[data-attempt="{running.pk}"] rect').click()
+    page.wait_for_url(re.compile(rf"/runattempt/{running.pk}/change/$"))
+    assert "host-2:5151" in page.locator("#content").inner_text()

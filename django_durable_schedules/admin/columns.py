@@ -46,9 +46,19 @@ _NIL_ID = "00000000-0000-0000-0000-000000000000"
 def receipt_link(site_name: str) -> str | None:
     """A receipt change URL of the admin site named ``site_name`` with ``{}`` for the id
     (one reverse, not one per mark), or None when receipts are not registered there."""
+    return _change_link(site_name, "runreceipt")
+
+
+def attempt_link(site_name: str) -> str | None:
+    """An attempt's change URL on the admin site named ``site_name`` with ``{}`` for the
+    id, or None when attempts are not registered there (as :func:`receipt_link`)."""
+    return _change_link(site_name, "runattempt")
+
+
+def _change_link(site_name: str, model_name: str) -> str | None:
     try:
         url = reverse(
-            "admin:durable_schedules_runreceipt_change", args=[_NIL_ID], current_app=site_name
+            f"admin:durable_schedules_{model_name}_change", args=[_NIL_ID], current_app=site_name
         )
     except NoReverseMatch:
         return None

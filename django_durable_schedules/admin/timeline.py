@@ -2,20 +2,34 @@
 ``admin:durable_schedules_schedule_timeline``; issue #29, item 1): one row per schedule
 (at most :data:`ROWS_PER_PAGE`, in the list's order, by name) over a range, its finished
 runs as bars (length: duration; colour: outcome; a mark for retries, backfills, triggers
-and re-runs), each a link to its receipt, its next slots as ticks (excluded and blacked-out
-ones struck through), and a density band of the runs of all the rows shown.
+and re-runs), each a link to its receipt, the attempt in flight (no receipt yet) as a
+"running" bar from its claim to now linking to the attempt, its next slots as ticks
+(excluded and blacked-out ones struck through), and a density band of the runs of all the
+rows shown.
+
+"Now" is the database clock, read by the schedules' query itself (the clock that stamps
+claims and receipts): the running bars end there, the "now" line is drawn there and a
+named range ends a sixth of its span after it.
 
 Reads, whatever the number of rows and runs: the schedules of the page (one query, with
-whether each links a calendar or a window), their calendars and windows (none when none
-links any, else one or two each), the runs drawn (:func:`..db.timeline.timeline_runs`: at
-most :data:`BARS_PER_ROW` per row), the runs per bucket (:func:`..db.timeline.bucket_counts`)
-and the concurrency groups offered by the filter (one). The drawing is
-:mod:`.timeline_geometry`; the query string :mod:`.timeline_params`.
+whether each links a calendar or a window, its attempt in flight and the database clock),
+their calendars and windows (none when none links any, else one or two each), the runs
+drawn (:func:`..db.timeline.timeline_runs`: at most :data:`BARS_PER_ROW` per row), the runs
+per bucket (:func:`..db.timeline.bucket_counts`) and the concurrency groups offered by the
+filter (one). The drawing is :mod:`.timeline_geometry`; the query string
+:mod:`.timeline_params`.
+
+The geometry is computed for a plot of :data:`PLOT_WIDTH` px, the narrowest it is drawn,
+and written as percentages of the plot's width (:func:`pct`): the SVGs are as wide as the
+window allows (``timeline.css``), so at 1920 px the plot takes the extra width, its text
+and strokes unstretched.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
+from datetime import UTC, datetime
 from html import escape  # not Django's: lazy-wrapped, several times slower a value
 from typing import Any
 
@@ -23,6 +37,9 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
+from django.db import connections
+from django.db.models import DateTimeField, OuterRef, Subquery
+from django.db.models.expressions import RawSQL
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone as dj_timezone
@@ -30,11 +47,13 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString, mark_safe
 
 from .. import timing
+from ..db.clock import CLOCK_SQL, db_now
 from ..db.timeline import TimelineRun, bucket_counts, timeline_runs
 from ..models import (
     ConcurrencyGroup,
     Kind,
     ReceiptStatus,
+    RunAttempt,
     Schedule,
     Status,
     load_blackouts,
@@ -43,22 +62,26 @@ from ..models import (
     with_calendar_flag,
 )
 from ..registry import registry
-from .columns import receipt_link
-from .display import fragment_pattern
+from ..running import annotated_running
+from .columns import attempt_link, receipt_link
+from .display import fmt_time_utc, fragment_pattern
 from .timeline_geometry import (
     MARKED_ORIGINS,
     Axis,
     Bar,
+    Column,
     RunInput,
+    RunningInput,
     SlotMark,
     axis_labels,
     bars,
     bucket_seconds,
     density,
     fmt_instant,
+    running_bar,
     slot_marks,
 )
-from .timeline_params import RANGES, TimelineParams, read_params
+from .timeline_params import RANGES, TimelineParams, named_range, read_params
 from .views import admin_url
 
 #: Schedules on one page of the timeline.
@@ -70,7 +93,8 @@ BARS_PER_ROW = 60
 SLOTS_PER_ROW = 24
 #: Buckets of the density band and of a row's strip.
 BUCKETS = 96
-#: The plot's width and a row's height, in pixels.
+#: The plot's narrowest width (its ``min-width`` in ``timeline.css``: keep them equal) and a
+#: row's height, in pixels. The plot is drawn as wide as the window allows.
 PLOT_WIDTH = 720
 ROW_HEIGHT = 22
 BAND_HEIGHT = 40
@@ -78,8 +102,19 @@ BAND_HEIGHT = 40
 GROUP_CHOICES = 100
 
 
+#: The annotations of the page's schedules: the attempt in flight's id and origin (with
+#: those of :meth:`..models.queries.ScheduleQuerySet.with_running`) and the database clock.
+RUNNING_ID, RUNNING_ORIGIN, DB_NOW = "dds_running_id", "dds_running_origin", "dds_db_now"
+
+
+def pct(px: float) -> str:
+    """``px`` on a plot of :data:`PLOT_WIDTH` px as a percentage of the plot's width, for
+    an SVG attribute (``"12.5"``; the template adds ``%``)."""
+    return f"{px * 100 / PLOT_WIDTH:.3f}".rstrip("0").rstrip(".")
+
+
 def _schedules(params: TimelineParams) -> list[Schedule]:
-    rows: Any = Schedule.objects.all()
+    rows: Any = Schedule.objects.with_running()
     if params.schedule:
         rows = rows.filter(pk=params.schedule)
     if params.status:
@@ -92,9 +127,54 @@ def _schedules(params: TimelineParams) -> list[Schedule]:
         rows = rows.filter(concurrency_group__name=params.group)
     if params.labels:
         rows = rows.with_labels(params.labels)
+    open_attempt = RunAttempt.objects.filter(lease_token=OuterRef("lease_token"))
+    rows = rows.annotate(
+        **{
+            RUNNING_ID: Subquery(open_attempt.values("id")[:1]),
+            RUNNING_ORIGIN: Subquery(open_attempt.values("origin")[:1]),
+        }
+    )
+    vendor = connections[rows.db].vendor
+    if vendor in CLOCK_SQL:  # the database clock, read by the same statement
+        rows = rows.annotate(
+            **{DB_NOW: RawSQL(CLOCK_SQL[vendor], (), output_field=DateTimeField())}
+        )
     rows = with_blackout_flag(with_calendar_flag(rows)).order_by("name", "pk")
     offset = params.page * ROWS_PER_PAGE
     return list(rows[offset : offset + ROWS_PER_PAGE + 1])
+
+
+def _database_now(schedules: list[Schedule], host_now: datetime) -> datetime:
+    """The database clock the schedules' read annotated (aware UTC); read on its own where
+    the backend has no clock SQL; the host's ``host_now`` when no schedule was read (then
+    nothing is drawn that it would place)."""
+    if not schedules:
+        return host_now
+    value = schedules[0].__dict__.get(DB_NOW)
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return db_now(schedules[0]._state.db or "default")
+
+
+def _running(schedule: Schedule, axis: Axis, link: str | None) -> dict[str, Any] | None:
+    """The row's attempt in flight as the template draws it (a bar to now, linking to the
+    attempt's page: "#" when attempts are not in this admin site), or None."""
+    run, pk = annotated_running(schedule), schedule.__dict__.get(RUNNING_ID)
+    if run is None or pk is None:
+        return None
+    origin = schedule.__dict__.get(RUNNING_ORIGIN) or "scheduled"
+    found = RunningInput(
+        pk, run.claimed_at, run.attempt, origin, run.worker, schedule.lease_expires_at
+    )
+    bar = running_bar(axis, found)
+    if bar is None:
+        return None
+    return {
+        **_bar(bar, link),
+        "css": "dds-tl-bar dds-tl-running",
+        "pattern": "",
+        "note": f"running since {fmt_time_utc(run.claimed_at)}",
+    }
 
 
 def _slots(schedule: Schedule, axis: Axis) -> tuple[list[SlotMark], bool, str]:
@@ -128,6 +208,7 @@ def _row(
     inputs = [RunInput(**{f: getattr(r, f) for f in fields}, forced=r.forced) for r in runs]
     drawn = bars(axis, inputs)
     link = urls["receipt"]
+    running = _running(schedule, axis, urls["attempt"])
     total = sum(n for n, _ in counts)
     failures = sum(f for _, f in counts)
     hidden = max(0, total - len(drawn))
@@ -137,6 +218,8 @@ def _row(
         label += f", {failures} failed"
     if hidden:
         label += f"; the newest {len(drawn)} drawn, {hidden} more counted in the strip"
+    if running:
+        label += f"; running since {running['started']}"
     fires = sum(1 for t in ticks if not t.struck)
     if fires:
         label += f"; {fires}{'+' if slots_more else ''} slots ahead"
@@ -145,13 +228,14 @@ def _row(
         "url": admin_url(urls["admin"], "change", quote(schedule.pk)),
         "only_url": f"{urls['timeline']}?{urlencode({'schedule': str(schedule.pk)})}",
         "bars": (shown := [_bar(b, link) for b in drawn]),
-        **bars_html(schedule.name, shown),
+        **bars_html(schedule.name, shown, running),
+        "running": running,
         "total": total,
         "failures": failures,
         "hidden": hidden,
         # The row's strip: only when some of its runs are not drawn.
-        "strip": density(axis, counts, seconds, ROW_HEIGHT) if hidden else [],
-        "ticks": ticks,
+        "strip": _columns(density(axis, counts, seconds, ROW_HEIGHT)) if hidden else [],
+        "ticks": [{"x": pct(t.x), "struck": t.struck, "title": t.title} for t in ticks],
         "slots_more": slots_more,
         "note": note,
         "label": label,
@@ -162,14 +246,33 @@ def _row(
 PATTERNS = {"backfill": "hatch", "buffered": "dots", "deferred": "dots"}
 
 
+def _columns(columns: list[Column]) -> list[dict[str, Any]]:
+    """Density columns as the template reads them: across in percent (:func:`pct`), up in
+    px."""
+    return [
+        {
+            "x": pct(c.x),
+            "width": pct(c.width),
+            "y": c.y,
+            "height": c.height,
+            "failure_y": c.failure_y,
+            "failure_height": c.failure_height,
+            "failures": c.failures,
+            "title": c.title,
+        }
+        for c in columns
+    ]
+
+
 def _bar(bar: Bar, link: str | None) -> dict[str, Any]:
-    """What the template reads of a bar: its geometry and words, its receipt's URL ("#"
-    when receipts are not in this admin site), its classes and its pattern."""
+    """What the template reads of a bar: its geometry (across in percent: :func:`pct`) and
+    words, its page's URL (``link``: "#" when not in this admin site), its classes and its
+    pattern."""
     mark = f" dds-tl-m-{bar.mark}" if bar.mark else ""
     return {
         "pk": bar.pk,
-        "x": bar.x,
-        "width": bar.width,
+        "x": pct(bar.x),
+        "width": pct(bar.width),
         "title": bar.title,
         "status": bar.status,
         "started": bar.started,
@@ -187,11 +290,14 @@ BAR_FIELDS = ("url", "pk", "title", "css", "x", "width")
 RUN_FIELDS = ("url", "status", "started", "duration", "origin")
 
 
-def bars_html(name: str, shown: list[dict[str, Any]]) -> dict[str, SafeString]:
+def bars_html(
+    name: str, shown: list[dict[str, Any]], running: dict[str, Any] | None = None
+) -> dict[str, SafeString]:
     """A row's bars as SVG (``bars_svg``) and as rows of the page's text table
-    (``table_html``): their fragments filled in once a bar (:func:`.display.fragment_pattern`),
-    every value escaped; what template loops over thousands of bars would render, in a
-    fraction of their time."""
+    (``table_html``, the ``running`` attempt last): their fragments filled in once a bar
+    (:func:`.display.fragment_pattern`), every value escaped; what template loops over
+    thousands of bars would render, in a fraction of their time. The running bar's SVG is
+    the template's own (one a row at most)."""
     plain = fragment_pattern("timeline_bar", BAR_FIELDS)
     patterned = fragment_pattern("timeline_bar", (*BAR_FIELDS, "pattern"))
     table_row = fragment_pattern("timeline_run_row", ("name", *RUN_FIELDS))
@@ -206,6 +312,9 @@ def bars_html(name: str, shown: list[dict[str, Any]]) -> dict[str, SafeString]:
             else plain.format(**values)
         )
         table.append(table_row.format(name=escaped_name, **values))
+    if running:
+        values = {f: escape(str(running[f])) for f in RUN_FIELDS}
+        table.append(table_row.format(name=escaped_name, **values))
     return {"bars_svg": mark_safe("".join(svg)), "table_html": mark_safe("\n".join(table))}
 
 
@@ -214,14 +323,17 @@ def timeline_view(model_admin: admin.ModelAdmin[Schedule], request: HttpRequest)
     message and is ignored."""
     if not model_admin.has_view_permission(request):
         raise PermissionDenied
-    now = dj_timezone.now()
-    params, problems = read_params(request.GET, now, Status.values)
+    params, problems = read_params(request.GET, dj_timezone.now(), Status.values)
     for problem in problems:
         messages.error(request, problem)
+    found = _schedules(params)  # the filters and the page only: not the range
+    schedules, has_next = found[:ROWS_PER_PAGE], len(found) > ROWS_PER_PAGE
+    now = _database_now(schedules, dj_timezone.now())
+    if params.range:  # a named range ends by the database clock too
+        start, end = named_range(params.range, now)
+        params = replace(params, start=start, end=end)
     axis = Axis(params.start, params.end, now, PLOT_WIDTH)
     seconds = bucket_seconds(axis, BUCKETS)
-    found = _schedules(params)
-    schedules, has_next = found[:ROWS_PER_PAGE], len(found) > ROWS_PER_PAGE
     load_exclusions(schedules)
     load_blackouts(schedules)
     ids = [s.pk for s in schedules]
@@ -238,6 +350,7 @@ def timeline_view(model_admin: admin.ModelAdmin[Schedule], request: HttpRequest)
     urls = {
         "admin": model_admin,
         "receipt": receipt_link(model_admin.admin_site.name),
+        "attempt": attempt_link(model_admin.admin_site.name),
         "timeline": timeline_url,
     }
     rows = [_row(s, axis, runs_by[s.pk], per_row[s.pk], seconds, urls) for s in schedules]
@@ -254,9 +367,9 @@ def timeline_view(model_admin: admin.ModelAdmin[Schedule], request: HttpRequest)
         "params": params,
         "rows": rows,
         "axis": axis,
-        "now_x": axis.x(now) if axis.contains(now) else None,
-        "labels": axis_labels(axis),
-        "band": density(axis, band, seconds, BAND_HEIGHT),
+        "now_x": pct(axis.x(now)) if axis.contains(now) else None,
+        "labels": [{"x": pct(lab.x), "text": lab.text} for lab in axis_labels(axis)],
+        "band": _columns(density(axis, band, seconds, BAND_HEIGHT)),
         "band_total": sum(n for n, _ in band),
         "bucket_minutes": round(seconds / 60, 1),
         "start_text": fmt_instant(axis.start),

@@ -183,6 +183,57 @@ def bars(axis: Axis, runs: Iterable[RunInput], min_width: float = MIN_BAR_PX) ->
 
 
 @dataclass(frozen=True)
+class RunningInput:
+    """An attempt still in flight (claimed, no receipt yet) as :func:`running_bar` takes
+    it: the attempt's ``pk``, ``claimed_at`` (since when it runs), number, origin, the
+    ``worker`` holding its lease and when that lease expires (None: not known)."""
+
+    pk: Any
+    claimed_at: datetime
+    attempt: int = 1
+    origin: str = "scheduled"
+    worker: str = ""
+    lease_expires_at: datetime | None = None
+
+
+#: The status of a running attempt's bar (no receipt's status is spelled so).
+RUNNING = "running"
+
+
+def running_bar(axis: Axis, run: RunningInput, min_width: float = MIN_BAR_PX) -> Bar | None:
+    """The bar of an attempt in flight: from its claim to ``axis.now`` (the database
+    clock), clipped to the axis and at least ``min_width`` wide like :func:`bar_of`; its
+    ``status`` is :data:`RUNNING` and its words say since when it runs and for how long so
+    far (and when its lease expired, if it did: no worker renews it). None when the run
+    lies outside the axis (a range that ends before its claim or begins after now)."""
+    now = max(axis.now, run.claimed_at)  # two clocks' estimates: never a negative bar
+    if run.claimed_at > axis.end or now < axis.start:
+        return None
+    left, right = axis.x(run.claimed_at), axis.x(now)
+    width = max(right - left, min(min_width, axis.width))
+    left = min(left, axis.width - width)
+    since = fmt_instant(run.claimed_at)
+    took = f"{fmt_duration((now - run.claimed_at).total_seconds())} so far"
+    origin = origin_words(run.origin, run.attempt)
+    title = f"{RUNNING} since {since} · {took} · {origin}"
+    if run.worker:
+        title += f" · on {run.worker}"
+    if run.lease_expires_at is not None and run.lease_expires_at < axis.now:
+        title += f" · lease expired {fmt_instant(run.lease_expires_at)}, not renewed"
+    return Bar(
+        pk=run.pk,
+        x=round(left, 1),
+        width=round(width, 1),
+        status=RUNNING,
+        mark=origin_mark(run.origin, run.attempt),
+        title=title,
+        started=since,
+        duration=took,
+        origin=origin,
+    )
+
+
+@dataclass(frozen=True)
 class SlotMark:
     """A future slot's tick: ``x``, whether it fires (``struck``: False) or is left out
     (excluded by a calendar or inside a blackout window: ``struck`` True, ``why`` says
