@@ -265,3 +265,7 @@ def test_an_instant_is_said_in_utc_as_it_is_typed(
     expect(typed).to_have_text("As typed: 2027-06-01 09:00:00 JST = 2027-06-01 00:00:00 UTC")
     page.fill("#id_timezone", "Europe/Paris")  # the zone changes: said again
     expect(typed).to_have_text("As typed: 2027-06-01 09:00:00 CEST = 2027-06-01 07:00:00 UTC")
+    # The help under the field never contradicts it: it named the zone the page was drawn
+    # with ("now UTC") whatever was typed since (a newcomer's trial).
+    help_text = page.locator(".field-run_at .help").inner_text()
+    assert "now UTC" not in help_text and "Timezone field" in help_text, help_text

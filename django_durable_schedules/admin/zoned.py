@@ -119,9 +119,11 @@ class ZonedInstantsMixin(forms.BaseForm):
                     },
                 )
             else:
+                # The zone is not named: it is whatever the Timezone field holds as the
+                # form is sent (the line typed under the field says it live).
                 field.help_text = (
-                    f"Wall time in the schedule's time zone (now {zone.key}; the Timezone "
-                    "field above), to the second."
+                    "Wall time in the schedule's time zone (the Timezone field above), to "
+                    "the second."
                 )
 
     def _update_errors(self, errors: Any) -> None:
