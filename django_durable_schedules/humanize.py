@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 
-def duration_words(seconds: float | None, empty: str = "-") -> str:
+def duration_words(seconds: float | None, empty: str = "-", *, short: bool = False) -> str:
     """``seconds`` as ``0.042 s``, ``12.3 s``, ``4 min 05 s`` or ``2 h 03 min`` (a negative
-    value reads as 0; ``empty`` for None: a run that never started)."""
+    value reads as 0; ``empty`` for None: a run that never started). ``short`` (where many
+    are shown side by side: the timeline) drops a decimal below a minute: ``0.04 s``,
+    ``12 s``."""
     if seconds is None:
         return empty
     seconds = max(0.0, seconds)
     if seconds < 10:
-        return f"{seconds:.3f} s"
+        return f"{seconds:.2f} s" if short else f"{seconds:.3f} s"
     if seconds < 60:
-        return f"{seconds:.1f} s"
+        return f"{seconds:.0f} s" if short else f"{seconds:.1f} s"
     whole = int(seconds)
     if whole < 3600:
         return f"{whole // 60} min {whole % 60:02d} s"

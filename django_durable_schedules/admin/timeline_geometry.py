@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..humanize import duration_words
+
 #: The narrowest bar drawn, in pixels (a run of a few milliseconds stays visible and
 #: clickable).
 MIN_BAR_PX = 3.0
@@ -115,19 +117,10 @@ def fmt_instant(at: datetime) -> str:
 
 
 def fmt_duration(seconds: float | None) -> str:
-    """A duration in words: ``"0.25 s"``, ``"42 s"``, ``"3 min 04 s"``, ``"2 h 05 min"``;
-    ``"not run"`` for None (the callback never started)."""
-    if seconds is None:
-        return "not run"
-    seconds = max(0.0, seconds)
-    if seconds < 10:
-        return f"{seconds:.2f} s"
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    whole = int(seconds)
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60:02d} s"
-    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+    """A duration as the timeline says it (:func:`..humanize.duration_words`, short):
+    ``"0.25 s"``, ``"42 s"``, ``"3 min 04 s"``, ``"2 h 05 min"``; ``"not run"`` for None
+    (the callback never started)."""
+    return duration_words(seconds, "not run", short=True)
 
 
 def origin_mark(origin: str, attempt: int) -> str:
