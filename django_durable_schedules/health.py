@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
-from django.db.models import Count, F, Min, Sum
+from django.db.models import Count, F, Min, Q, Sum
 
 from .attempt_health import RECENT_CLAIMS_CHECKED, open_attempts
 from .backfill_health import (
@@ -214,11 +214,11 @@ def snapshot(
         overdue_after if overdue_after is not None else max(60.0, 2 * app_settings.POLL_MAX_SECONDS)
     )
     schedules = Schedule.objects.using(using)
-    by_status = {s: 0 for s in Status.values}
-    for row in schedules.values("status").annotate(n=Count("id")):
-        by_status[row["status"]] = row["n"]
     q = ScheduleQuerySet
+    # The counts by status with the others: one pass over the schedules (a whole-table
+    # read: its cost at a million schedules is in docs/benchmarks.md).
     agg = schedules.aggregate(
+        **{f"status_{s}": Count("id", filter=Q(status=s)) for s in Status.values},
         due=Count("id", filter=q.claimable_q(now)),
         overdue=Count("id", filter=q.claimable_q(now - timedelta(seconds=overdue_after))),
         degraded=Count("id", filter=q.degraded_q()),
@@ -230,6 +230,7 @@ def snapshot(
         waiting=Count("id", filter=q.waiting_q()),
         oldest=Min("next_run_at", filter=q.claimable_q(now)),
     )
+    by_status = {s: agg[f"status_{s}"] for s in Status.values}
     degraded_rows: list[DegradedRow] = []
     if agg["degraded"]:
         degraded_rows = [
