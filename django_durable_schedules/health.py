@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
+from django.db import connections, transaction
 from django.db.models import Count, F, Min, Q, Sum
 
 from .attempt_health import RECENT_CLAIMS_CHECKED, open_attempts
@@ -207,6 +208,18 @@ def snapshot(
     the newest :data:`RECENT_CLAIMS_CHECKED` claims only, unless ``exact`` (an anti-join
     of the whole attempts table with the receipts: seconds at ten million attempts).
     """
+    connection = connections[using]
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return _snapshot(now, overdue_after, exact, using)
+    # Without PostgreSQL's JIT: the whole-table aggregates' plans cost enough to compile
+    # their expressions, which took longer than the queries themselves (docs/benchmarks.md).
+    with transaction.atomic(using=using):
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL jit = off")
+        return _snapshot(now, overdue_after, exact, using)
+
+
+def _snapshot(now: datetime | None, overdue_after: float | None, exact: bool, using: str) -> Health:
     from .state import db_now
 
     now = now or db_now(using)
