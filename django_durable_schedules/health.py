@@ -12,8 +12,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
-from django.db.models import Count, F, Min, Sum
+from django.db import connections, transaction
+from django.db.models import Count, F, Min, Q, Sum
 
+from .attempt_health import RECENT_CLAIMS_CHECKED, open_attempts
 from .backfill_health import (
     BACKFILLS_LISTED,
     CancelledBackfillRow,
@@ -24,7 +26,7 @@ from .backfill_health import (
 from .conf import app_settings
 from .deadlines import LATE_LISTED, LateRow, late_schedules
 from .group_health import GroupRow, groups_at_limit, unreadable_groups
-from .models import RunAttempt, Schedule, ScheduleQuerySet, Status
+from .models import Schedule, ScheduleQuerySet, Status
 from .pool_health import live_pools, pools_without_workers
 from .verdict import (
     DUE_GRACE_SECONDS,
@@ -47,6 +49,7 @@ __all__ = [
     "LATE_LISTED",
     "LateRow",
     "Probe",
+    "RECENT_CLAIMS_CHECKED",
     "Problem",
     "StalledBackfillRow",
     "Verdict",
@@ -134,6 +137,14 @@ class Health:
     #: and the ones whose rate cannot be read (a problem: none of their runs starts).
     groups_at_limit: list[GroupRow] = field(default_factory=list)
     unreadable_groups: list[str] = field(default_factory=list)
+    #: ``open_attempts`` split: the runs in flight (holding their schedule's lease) and the
+    #: attempts without a receipt that hold no lease (left by an edit behind the engine; a
+    #: warning), the latter among the newest ``open_attempts_checked`` claims, or over the
+    #: whole table when ``open_attempts_exact`` (:mod:`.attempt_health`).
+    open_attempts_in_flight: int = 0
+    stray_attempts: int = 0
+    open_attempts_exact: bool = True
+    open_attempts_checked: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict; datetimes as ISO 8601 in UTC ending in ``Z``
@@ -161,7 +172,11 @@ def _utc_text(value: datetime) -> str:
 
 
 def snapshot(
-    *, now: datetime | None = None, overdue_after: float | None = None, using: str = "default"
+    *,
+    now: datetime | None = None,
+    overdue_after: float | None = None,
+    exact: bool = False,
+    using: str = "default",
 ) -> Health:
     """Build the :class:`Health` snapshot; ``healthy`` and ``problems`` are :func:`verdict`'s.
 
@@ -185,8 +200,26 @@ def snapshot(
     ``BACKFILL_STALL_SECONDS`` (:func:`stalled_backfills`); a backfill a worker cancelled
     in the last 24 hours, with its reason (:func:`cancelled_backfills`); live workers that
     read different tzdata releases (:func:`tzdata_problem`: a rolling upgrade passes
-    through it; left so, two hosts may place a zoned slot an hour apart).
+    through it; left so, two hosts may place a zoned slot an hour apart); attempts without
+    a receipt that hold no lease (``stray_attempts``: left by an edit behind the engine).
+
+    ``open_attempts`` is the runs in flight plus those strays, with reads bounded by indexes
+    at any size of the history (:mod:`.attempt_health`): the strays are looked for among
+    the newest :data:`RECENT_CLAIMS_CHECKED` claims only, unless ``exact`` (an anti-join
+    of the whole attempts table with the receipts: seconds at ten million attempts).
     """
+    connection = connections[using]
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return _snapshot(now, overdue_after, exact, using)
+    # Without PostgreSQL's JIT: the whole-table aggregates' plans cost enough to compile
+    # their expressions, which took longer than the queries themselves (docs/benchmarks.md).
+    with transaction.atomic(using=using):
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL jit = off")
+        return _snapshot(now, overdue_after, exact, using)
+
+
+def _snapshot(now: datetime | None, overdue_after: float | None, exact: bool, using: str) -> Health:
     from .state import db_now
 
     now = now or db_now(using)
@@ -194,11 +227,11 @@ def snapshot(
         overdue_after if overdue_after is not None else max(60.0, 2 * app_settings.POLL_MAX_SECONDS)
     )
     schedules = Schedule.objects.using(using)
-    by_status = {s: 0 for s in Status.values}
-    for row in schedules.values("status").annotate(n=Count("id")):
-        by_status[row["status"]] = row["n"]
     q = ScheduleQuerySet
+    # The counts by status with the others: one pass over the schedules (a whole-table
+    # read: its cost at a million schedules is in docs/benchmarks.md).
     agg = schedules.aggregate(
+        **{f"status_{s}": Count("id", filter=Q(status=s)) for s in Status.values},
         due=Count("id", filter=q.claimable_q(now)),
         overdue=Count("id", filter=q.claimable_q(now - timedelta(seconds=overdue_after))),
         degraded=Count("id", filter=q.degraded_q()),
@@ -210,6 +243,7 @@ def snapshot(
         waiting=Count("id", filter=q.waiting_q()),
         oldest=Min("next_run_at", filter=q.claimable_q(now)),
     )
+    by_status = {s: agg[f"status_{s}"] for s in Status.values}
     degraded_rows: list[DegradedRow] = []
     if agg["degraded"]:
         degraded_rows = [
@@ -219,7 +253,7 @@ def snapshot(
             .values_list("id", "name", "degraded_reason")[:DEGRADED_LISTED]
         ]
     paused_rows = _paused_rows(schedules) if by_status[Status.PAUSED] > agg["degraded"] else []
-    open_attempts = RunAttempt.objects.using(using).filter(receipt__isnull=True).count()
+    opened = open_attempts(exact=exact, using=using)
     workers: list[WorkerRow] = list(
         live_heartbeats(now, using).values(
             "worker_id",
@@ -267,6 +301,8 @@ def snapshot(
         f"{row['reason']}"
         for row in cancelled
     ]
+    if opened.stray:
+        warnings.append(stray_warning(opened.stray, opened.checked))
     mixed = tzdata_problem(workers)
     if mixed:
         warnings.append(mixed)
@@ -286,7 +322,7 @@ def snapshot(
         failing=agg["failing"],
         live_leases=agg["live"],
         expired_leases=agg["expired"],
-        open_attempts=open_attempts,
+        open_attempts=opened.total,
         missed_slots=agg["missed"] or 0,
         live_workers=len(workers),
         workers=workers,
@@ -300,6 +336,21 @@ def snapshot(
         pools_without_workers=orphaned,
         groups_at_limit=groups_at_limit(now, using),
         unreadable_groups=unreadable,
+        open_attempts_in_flight=opened.in_flight,
+        stray_attempts=opened.stray,
+        open_attempts_exact=opened.exact,
+        open_attempts_checked=opened.checked,
+    )
+
+
+def stray_warning(stray: int, checked: int | None) -> str:
+    """The warning of ``stray`` attempts without a receipt that hold no lease, found among
+    the newest ``checked`` claims (None: every attempt)."""
+    what = "attempt has no receipt and holds" if stray == 1 else "attempts have no receipt and hold"
+    where = "" if checked is None else f" (among the newest {checked:,} claims)"
+    return (
+        f"{stray} {what} no lease{where}: left by an edit behind the "
+        "engine, no worker will ever finish them"
     )
 
 

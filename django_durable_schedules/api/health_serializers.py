@@ -106,7 +106,10 @@ class HealthSerializer(serializers.Serializer):
     failing = serializers.IntegerField()
     live_leases = serializers.IntegerField()
     expired_leases = serializers.IntegerField()
-    open_attempts = serializers.IntegerField()
+    open_attempts = serializers.IntegerField(
+        help_text="Attempts without a receipt: the runs in flight plus stray_attempts "
+        "(bounded reads; see open_attempts_exact)."
+    )
     missed_slots = serializers.IntegerField()
     live_workers = serializers.IntegerField()
     workers = WorkerSerializer(many=True)
@@ -144,6 +147,23 @@ class HealthSerializer(serializers.Serializer):
         child=serializers.CharField(),
         help_text="Concurrency groups whose stored rate cannot be read (none of their runs "
         "starts: the problem group_unreadable), by name.",
+    )
+    open_attempts_in_flight = serializers.IntegerField(
+        help_text="Attempts without a receipt that hold their schedule's lease (runs in flight)."
+    )
+    stray_attempts = serializers.IntegerField(
+        help_text="Attempts without a receipt that hold no lease: left by an edit behind the "
+        "engine, never finished by a worker (a warning). Looked for among the newest "
+        "open_attempts_checked claims, or every attempt when open_attempts_exact."
+    )
+    open_attempts_exact = serializers.BooleanField(
+        help_text="Whether every attempt was checked (?exact=1, or a history no longer than "
+        "the claims checked); false: the newest open_attempts_checked only."
+    )
+    open_attempts_checked = serializers.IntegerField(
+        allow_null=True,
+        help_text="How many of the newest claims were checked for stray attempts (null: "
+        "every attempt).",
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django_filters.rest_framework import DjangoFilterBackend
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, NotFound, ValidationError
@@ -398,12 +398,22 @@ class HealthView(APIViewMixin, APIView):
     owner_scoped_access = False
 
     @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "exact",
+                bool,
+                description="1: look for attempts without a receipt or a lease over the "
+                "whole attempts table (an anti-join with the receipts: seconds at ten "
+                "million attempts), not only among the newest claims.",
+            )
+        ],
         responses={
             200: HealthSerializer,
             503: OpenApiResponse(HealthSerializer, description="Unhealthy: see problems."),
-        }
+        },
     )
     def get(self, request: Request) -> Response:
-        snapshot = health.snapshot()
+        exact = request.query_params.get("exact", "").lower() in ("1", "true", "yes")
+        snapshot = health.snapshot(exact=exact)
         code = status.HTTP_200_OK if snapshot.healthy else status.HTTP_503_SERVICE_UNAVAILABLE
         return Response(snapshot.as_dict(), status=code)
