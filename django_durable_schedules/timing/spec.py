@@ -219,7 +219,9 @@ class Spec:
         seen: dict[str, int] = {" ".join(main.split()).upper(): 0}
         for position, item in enumerate(self.extra, start=1):
             if type(item) is not str or not item.strip():
-                shown = "an empty text" if type(item) is str else f"a {type(item).__name__}"
+                name = type(item).__name__
+                shown = f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
+                shown = "an empty text" if type(item) is str else shown
                 raise InvalidSchedule(
                     EXTRA_FIELD,
                     f"item {position}: {shown} is not a cron expression or a rule",
