@@ -186,3 +186,37 @@ def test_words_name_the_union_for_the_model():
     assert timing.describe(row.spec(exclusions=False)) == (
         f"cron '{WORKDAYS}' and rrule '{FIRSTS}' (UTC)"
     )
+
+
+@pytest.fixture
+def cleanup_registry():
+    from django_durable_schedules.registry import registry
+
+    before = set(registry.names())
+    yield
+    for name in set(registry.names()) - before:
+        registry.remove(name)
+
+
+def test_register_declares_extra_specs(cleanup_registry):
+    from django_durable_schedules import register, state
+
+    register("t.union", lambda ctx: None, cron=WORKDAYS, extra_specs=[FIRSTS], timezone="UTC")
+    state.sync_declared()
+    row = Schedule.objects.get(name="t.union")
+    assert (row.kind, row.extra_specs) == ("cron", [FIRSTS])
+    register("t.union", lambda ctx: None, cron=WORKDAYS, timezone="UTC")  # dropped: synced
+    state.sync_declared()
+    row.refresh_from_db()
+    assert row.extra_specs == []
+
+
+def test_register_refuses_extra_specs_it_cannot_use():
+    from django_durable_schedules import register
+
+    with pytest.raises(TypeError):
+        register("t.bad", lambda ctx: None, cron=WORKDAYS, extra_specs="0 9 * * *")
+    with pytest.raises(ValueError, match="needs cron= or rrule="):
+        register("t.bad", lambda ctx: None, every=60, extra_specs=["0 9 * * *"])
+    with pytest.raises(TypeError, match="extra_specs"):
+        register("t.bad", lambda ctx: None, manual=True, extra_specs=["0 9 * * *"])
