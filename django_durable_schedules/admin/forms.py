@@ -185,7 +185,7 @@ class SpecLinesField(forms.CharField):
         return json.dumps(value, default=repr)
 
     def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
-        text = super().to_python(value)
+        text = super().to_python(value) or ""
         return [line.strip() for line in text.splitlines() if line.strip()]
 
     def has_changed(self, initial: Any, data: Any) -> bool:
