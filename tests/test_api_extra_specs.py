@@ -3,7 +3,7 @@ the union planned and listed, a bad item a 400 naming the field, an edit re-plan
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -118,6 +118,9 @@ def test_an_update_behind_save_is_seen_as_an_edit():
     fresh = Schedule.objects.get(pk=row.pk)
     assert fresh.definition_hash == row.definition_hash  # the trigger leaves the hash
     assert fresh.compute_definition_hash() != fresh.definition_hash  # the claim re-plans
+    # The edit trigger saw the column change: due now (the database clock), to be re-planned.
+    assert fresh.next_run_at != row.next_run_at
+    assert fresh.next_run_at <= datetime.now(UTC) + timedelta(seconds=2)
 
 
 def test_model_clean_names_the_field():

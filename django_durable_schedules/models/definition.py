@@ -43,10 +43,11 @@ def same_definition(stored: str, current: str) -> bool:
 
 def extra_of(value: Any) -> tuple[Any, ...]:
     """``Schedule.extra_specs`` as :attr:`.timing.Spec.extra`: a list as a tuple (its items
-    as they are: the spec refuses one that is no text), None or an empty value as ``()``.
+    as they are: the spec refuses one that is no text), None or an empty value (``[]``,
+    ``{}``, ``""``: none, as the fingerprint reads them) as ``()``.
     Any other value (a dict, a text, a number written behind ``save()``) is passed on as it
     is, for :meth:`.timing.Spec.validate` to refuse (typed as a tuple only for the spec)."""
-    if value is None or (isinstance(value, list | tuple) and not value):
+    if value is None or (isinstance(value, list | tuple | dict | str) and not value):
         return ()
     if isinstance(value, list | tuple):
         return tuple(value)
