@@ -64,6 +64,8 @@ class Declaration:
     cron: str | None = None
     at: datetime | None = None
     rrule: str | None = None
+    #: Further cron expressions or rules (``Schedule.extra_specs``), with ``cron`` or ``rrule``.
+    extra_specs: tuple[str, ...] = ()
     timezone: str | None = None
     payload: Any = None
     start_at: datetime | None = None
@@ -111,6 +113,7 @@ def build_declaration(
     max_runs: int | None,
     *,
     rrule: str | None = None,
+    extra_specs: Any = None,
     manual: bool = False,
     flow: Flow | None = None,
 ) -> Declaration | None:
@@ -122,7 +125,9 @@ def build_declaration(
     malformed pool or group name, a priority out of range, or timezone/payload/start_at/
     end_at/max_runs or any of ``flow`` without a schedule (the message names those given);
     ``TypeError`` for a ``manual`` that is not True or False, ``manual=True`` with any
-    timing argument, or a priority that is not an int.
+    timing argument, a priority that is not an int, or ``extra_specs`` that is not a list
+    of texts. ``extra_specs`` with another schedule than ``cron``/``rrule`` is a
+    ``ValueError`` (what each item means is checked when the schedule is synced).
     """
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise ValueError(
@@ -130,6 +135,7 @@ def build_declaration(
         )
     flow = Flow() if flow is None else flow
     flow.check()
+    extra = _extra_specs(extra_specs)
     if not isinstance(manual, bool):
         raise TypeError(f"manual must be True or False, not {manual!r}")
     if manual:
@@ -141,6 +147,7 @@ def build_declaration(
             "start_at": start_at,
             "end_at": end_at,
             "max_runs": max_runs,
+            "extra_specs": extra_specs,
         }
         clash = [k for k, v in timing_args.items() if v is not None]
         if clash:
@@ -157,12 +164,15 @@ def build_declaration(
     given = [v for v in (every, cron, at, rrule) if v is not None]
     if len(given) > 1:
         raise ValueError("declare at most one of every=, cron=, rrule= or at=")
+    if extra and cron is None and rrule is None:
+        raise ValueError("extra_specs= needs cron= or rrule= (the union's main spec)")
     if given:
         return Declaration(
             every=every,
             cron=cron,
             at=at,
             rrule=rrule,
+            extra_specs=extra,
             timezone=timezone,
             payload=payload,
             start_at=start_at,
@@ -184,6 +194,18 @@ def build_declaration(
             "rrule=, at= or manual=True"
         )
     return None
+
+
+def _extra_specs(value: Any) -> tuple[str, ...]:
+    """``register(extra_specs=)`` as a tuple (None: none). Raises ``TypeError`` for a value
+    that is not a list or tuple of texts (a text alone is refused: wrap it in a list)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise TypeError(
+            f"extra_specs must be a list of cron expressions or rules, not {value!r:.60}"
+        )
+    return tuple(value)
 
 
 def check_group_name(name: Any) -> None:

@@ -120,6 +120,7 @@ def register(
     cron: str | None = None,
     at: datetime | None = None,
     rrule: str | None = None,
+    extra_specs: Sequence[str] | None = None,
     manual: bool = False,
     timezone: str | None = None,
     payload: Any = None,
@@ -145,6 +146,7 @@ def register(
     cron: str | None = None,
     at: datetime | None = None,
     rrule: str | None = None,
+    extra_specs: Sequence[str] | None = None,
     manual: bool = False,
     timezone: str | None = None,
     payload: Any = None,
@@ -169,6 +171,7 @@ def register(
     cron: str | None = None,
     at: datetime | None = None,
     rrule: str | None = None,
+    extra_specs: Sequence[str] | None = None,
     manual: bool = False,
     timezone: str | None = None,
     payload: Any = None,
@@ -194,6 +197,8 @@ def register(
     of kind ``manual`` instead: no spec, never due by itself, it runs only when triggered
     (admin "Trigger now", API ``trigger/``, ``state.trigger``); it takes ``payload`` (and
     ``timezone``) but none of every/cron/rrule/at/start_at/end_at/max_runs.
+    ``extra_specs`` (with ``cron`` or ``rrule``): further cron expressions or rules the
+    schedule fires on too (``Schedule.extra_specs``: the union, in the same zone and window).
 
     ``func`` may instead be a ``django.tasks`` Task (Django 6+) or a Celery task: a run then
     enqueues it with the schedule's payload (a JSON object) as keyword arguments and is
@@ -244,6 +249,7 @@ def register(
         end_at,
         max_runs,
         rrule=rrule,
+        extra_specs=extra_specs,
         manual=manual,
         flow=Flow(pool, priority, concurrency_group),
     )
@@ -284,6 +290,7 @@ def register_command(
     cron: str | None = None,
     at: datetime | None = None,
     rrule: str | None = None,
+    extra_specs: Sequence[str] | None = None,
     timezone: str | None = None,
     start_at: datetime | None = None,
     end_at: datetime | None = None,
@@ -319,6 +326,7 @@ def register_command(
         end_at,
         max_runs,
         rrule=rrule,
+        extra_specs=extra_specs,
         flow=Flow(pool, priority, concurrency_group),
     )
     check_owner_access(owner_scoped, owner_min_interval)

@@ -69,6 +69,15 @@ POISON = {
     "minute 61": ({"kind": "cron", "cron": "61 * * * *", "interval_seconds": None}, "cron"),
     "never fires": ({"kind": "cron", "cron": "0 0 31 2 *", "interval_seconds": None}, "cron"),
     "interval 2**62": ({"interval_seconds": 2**62}, "interval_seconds"),
+    "extra_specs not a list": (
+        {"kind": "cron", "cron": "0 * * * *", "interval_seconds": None, "extra_specs": {"a": 1}},
+        "extra_specs",
+    ),
+    "extra_specs item not text": (
+        {"kind": "cron", "cron": "0 * * * *", "interval_seconds": None, "extra_specs": [5]},
+        "extra_specs",
+    ),
+    "extra_specs on an interval": ({"extra_specs": ["0 9 * * *"]}, "extra_specs"),
 }
 
 
@@ -113,12 +122,12 @@ def test_a_poison_row_is_degraded_and_the_rest_of_its_batch_runs(case):
 
 
 def test_every_row_of_a_batch_may_be_poison():
-    bad = [make(f"bad-{i}") for i in range(4)]
+    bad = [make(f"bad-{i}") for i in range(len(POISON))]
     for s, (values, _field) in zip(bad, POISON.values(), strict=True):
         _poison(s, values)
     assert state.claim_due(worker="w", now=T0 + S) == []
     assert set(Schedule.objects.values_list("status", flat=True)) == {"paused"}
-    assert RunReceipt.objects.filter(status="degraded").count() == 4
+    assert RunReceipt.objects.filter(status="degraded").count() == len(POISON)
 
 
 def test_fixing_the_row_and_enabling_it_brings_it_back():

@@ -50,6 +50,7 @@ DEFINITION_LAYOUT = (
     ("kind", "timezone"),
     ("interval_seconds", "cron"),
     "rrule",
+    "extra_specs",
     "run_at",
     "run_now",
     ("start_at", "end_at"),
@@ -63,14 +64,18 @@ LINKS_LAYOUT = ("exclusion_calendars", "blackout_windows")
 FORM_ONLY = ("run_now",)
 
 #: The form fields each kind hides (``kind_fields.js`` reads them from the kind select's
-#: ``data-kind-hides``): the timing fields the kind refuses (:data:`.timing.KIND_FORBIDS`),
+#: ``data-kind-hides``): the timing fields the kind refuses (:data:`.timing.KIND_FORBIDS`,
+#: and ``extra_specs`` but for :data:`.timing.EXTRA_KINDS`),
 #: so the form shows only the chosen kind's; a one-shot also takes no exclusion calendar,
 #: and a manual schedule no timing field but its kind. (Only what the kind refuses: the
 #: script empties a hidden field when the form is saved.)
 KIND_HIDES = {
-    **{Kind(kind): forbids for kind, forbids in timing.KIND_FORBIDS.items()},
-    Kind.ONCE: (*timing.KIND_FORBIDS["once"], "exclusion_calendars"),
-    Kind.MANUAL: (*MANUAL_REFUSES, "timezone", "exclusion_calendars"),
+    **{
+        Kind(kind): (*forbids, *(() if kind in timing.EXTRA_KINDS else ("extra_specs",)))
+        for kind, forbids in timing.KIND_FORBIDS.items()
+    },
+    Kind.ONCE: (*timing.KIND_FORBIDS["once"], "extra_specs", "exclusion_calendars"),
+    Kind.MANUAL: (*MANUAL_REFUSES, "extra_specs", "timezone", "exclusion_calendars"),
 }
 
 #: The read-only fields computed from the schedule: functions of :mod:`.columns`, and the names
@@ -154,6 +159,42 @@ class ZoneInput(forms.TextInput):
         return context
 
 
+class SpecLinesField(forms.CharField):
+    """``Schedule.extra_specs`` as text, one cron expression or rule a line: blank lines are
+    dropped, each line stripped. The spec validates the items (:meth:`.timing.Spec.validate`,
+    field ``extra_specs``); a value that is no list of texts (written behind ``save()``) is
+    shown as its JSON."""
+
+    widget = forms.Textarea
+
+    def __init__(self, *, encoder: Any = None, decoder: Any = None, **kwargs: Any) -> None:
+        # A JSON model field's formfield() passes its encoder and decoder: not used here.
+        kwargs["help_text"] = (
+            "Further specs of a cron or rrule schedule, one a line: a cron expression, or a "
+            "rule starting with FREQ=. Read in the same zone, window and exclusion calendars; "
+            "the schedule fires on the union, once at an instant they share. At most 10."
+        )
+        super().__init__(**kwargs)
+        self.widget.attrs.update({"rows": "3", "class": "vLargeTextField"})
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            return "\n".join(value)
+        if isinstance(value, str) or value is None:
+            return value
+        return json.dumps(value, default=repr)
+
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
+        text = super().to_python(value) or ""
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        try:
+            return bool(self.to_python(data) != (initial or []))
+        except forms.ValidationError:
+            return True
+
+
 class CronInput(forms.TextInput):
     """A text input with the expression in words below it, updated as you type
     (``cron_words.js`` asks the admin's ``describe-cron/`` view)."""
@@ -231,6 +272,7 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
         field_classes = {
             "payload": BoundedJSONField,
             "metadata": BoundedJSONField,
+            "extra_specs": SpecLinesField,
             **dict.fromkeys(INSTANT_INPUTS, ZonedDateTimeField),
         }
 

@@ -70,6 +70,7 @@ WRITABLE_ORDER = (
     "interval_seconds",
     "cron",
     "rrule",
+    "extra_specs",
     "timezone",
     "run_at",
     "run_in_seconds",
@@ -134,6 +135,16 @@ class ScheduleFields(serializers.Serializer):
         "'FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1', "
         "'FREQ=WEEKLY;INTERVAL=2;BYDAY=TU;BYHOUR=9;BYMINUTE=0'. DTSTART is start_at, else "
         "midnight of the creation day; no COUNT (use max_runs), DTSTART or TZID in the rule.",
+    )
+    extra_specs = serializers.ListField(
+        child=serializers.CharField(max_length=500, allow_blank=True),
+        required=False,
+        allow_empty=True,
+        help_text="Further specs of a cron or rrule schedule, each a cron expression or an "
+        "RFC 5545 rule (starting with FREQ= or RRULE:), read in the same timezone, start_at, "
+        "end_at and exclusion calendars: the schedule fires on the union of the grids, once "
+        "at an instant several share. At most 10, no repeats: "
+        "['0 9 * * 1-5', 'FREQ=MONTHLY;BYMONTHDAY=1;BYHOUR=9;BYMINUTE=0'].",
     )
     timezone = serializers.CharField(
         max_length=64,

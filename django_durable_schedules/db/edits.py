@@ -6,7 +6,7 @@ bypasses them (``Schedule.objects.filter(...).update(...)``, a data migration, `
 cannot, so a trigger on the schedule table does the part that needs the database:
 
 * **a definition changed** (``kind``, ``interval_seconds``, ``cron``, ``timezone``,
-  ``run_at``, ``start_at``, ``end_at``, ``rrule``) while its fingerprint ``definition_hash`` did not
+  ``run_at``, ``start_at``, ``end_at``, ``rrule``, ``extra_specs``) while its fingerprint ``definition_hash`` did not
   (``save()`` always rewrites it), on an active, unleased row: ``next_run_at`` becomes now
   (database clock, whole seconds). The next claim then sees the fingerprint mismatch and
   re-plans to the first slot of the new definition strictly after now; it never fires a
@@ -24,7 +24,8 @@ row. SQLite drops a table's triggers when a migration rebuilds it: such a migrat
 call :func:`install` again (:func:`.rebuilds.reinstall` does, with the guards).
 
 The triggers name the definition columns the table has when they are installed (the
-``rrule`` column arrives with migration 0008; earlier migrations install them without it).
+``rrule`` column arrives with migration 0008, ``extra_specs`` with 0028; earlier migrations
+install them without it).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ DEFINITION_COLUMNS = (
     "start_at",
     "end_at",
     "rrule",
+    "extra_specs",
 )
 _PG_FUNCTION_NAME = "durable_schedules_schedule_edits"
 _SQLITE_TRIGGERS = ("dds_schedule_edited", "dds_schedule_paused", "dds_schedule_resumed")
@@ -150,7 +152,7 @@ def uninstall_sql(vendor: str) -> list[str]:
 
 def present_columns(connection: Any) -> tuple[str, ...]:
     """The definition columns the schedule table has now (a migration before 0008 runs
-    without ``rrule``)."""
+    without ``rrule``, one before 0028 without ``extra_specs``)."""
     with connection.cursor() as cursor:
         names = {c.name for c in connection.introspection.get_table_description(cursor, TABLE)}
     return tuple(c for c in DEFINITION_COLUMNS if c in names)

@@ -148,7 +148,7 @@ pool_validator = RegexValidator(POOL_RE, POOL_MESSAGE)
 
 #: Fields that define *when* a schedule fires; a change to any of them is an edit. In the
 #: order of the definition's fingerprint (``Schedule.definition_hash``, stored on every
-#: row; ``rrule``, added later, last): never reorder it (tests/test_field_groups.py).
+#: row; ``rrule`` and ``extra_specs``, added later, last): never reorder it (tests/test_field_groups.py).
 DEFINITION_FIELDS = (
     "kind",
     "interval_seconds",
@@ -158,6 +158,7 @@ DEFINITION_FIELDS = (
     "start_at",
     "end_at",
     "rrule",
+    "extra_specs",
 )
 
 # The fields a caller may set, in named groups: the one list of them. The admin's form and
@@ -174,6 +175,7 @@ TIMING_FIELDS = (
     "interval_seconds",
     "cron",
     "rrule",
+    "extra_specs",
     "timezone",
     "run_at",
     "start_at",
@@ -215,6 +217,14 @@ MANUAL_REFUSES = ("interval_seconds", "cron", "rrule", "run_at", "start_at", "en
 
 #: Schedule instants: stored as whole UTC seconds.
 INSTANT_FIELDS = ("run_at", "start_at", "end_at", "next_run_at")
+
+#: The help text of ``Schedule.extra_specs`` (the admin and the schema show it).
+EXTRA_SPECS_HELP = (
+    "Further specs for a cron or rrule schedule, each a cron expression or a rule "
+    "(starting with FREQ= or RRULE:), read in the same zone, window and exclusion calendars: "
+    "the schedule fires on the union, once at an instant several of them share. "
+    "['0 9 * * 1-5', 'FREQ=MONTHLY;BYMONTHDAY=1;BYHOUR=9;BYMINUTE=0']; at most 10."
+)
 
 #: The help text of ``Schedule.rrule`` (the admin and the schema show it).
 RRULE_HELP = (

@@ -7,6 +7,7 @@ here touches the database except through :meth:`ExclusionsMixin.exclusions`.
 from __future__ import annotations
 
 import hashlib
+import json
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,24 @@ def same_definition(stored: str, current: str) -> bool:
     )
 
 
+def extra_of(value: Any) -> tuple[Any, ...]:
+    """``Schedule.extra_specs`` as :attr:`.timing.Spec.extra`: a list as a tuple (its items
+    as they are: the spec refuses one that is no text), None or an empty value (``[]``,
+    ``{}``, ``""``: none, as the fingerprint reads them) as ``()``.
+    Any other value (a dict, a text, a number written behind ``save()``) is passed on as it
+    is, for :meth:`.timing.Spec.validate` to refuse (typed as a tuple only for the spec)."""
+    if value is None or (isinstance(value, list | tuple | dict | str) and not value):
+        return ()
+    if isinstance(value, list | tuple):
+        return tuple(value)
+    return value  # type: ignore[no-any-return]
+
+
+def _hashable(value: Any) -> Any:
+    """A list (``extra_specs``) as a tuple, so the fingerprint's memo can key it."""
+    return tuple(value) if type(value) is list else value
+
+
 class DefinitionMixin:
     """The definition's timing methods of ``Schedule`` (its fields are the model's)."""
 
@@ -49,6 +68,7 @@ class DefinitionMixin:
         interval_seconds: int | None
         cron: str
         rrule: str
+        extra_specs: Any
         timezone: str
         run_at: datetime | None
         start_at: datetime | None
@@ -68,7 +88,11 @@ class DefinitionMixin:
 
     def spec(self, *, exclusions: bool = True) -> timing.Spec:
         """The pure timing definition of this schedule (see :mod:`.timing`), with its
-        exclusion calendars unless ``exclusions`` is False (descriptions need none)."""
+        exclusion calendars unless ``exclusions`` is False (descriptions need none).
+        ``extra_specs`` becomes ``extra`` (:func:`extra_of`): a value written behind
+        ``save()`` that is not a list of texts gives a spec that :meth:`.timing.Spec.validate`
+        refuses on field ``extra_specs``, as the worker's claim then pauses it."""
+        extra = extra_of(self.extra_specs)
         return timing.Spec(
             kind=self.kind,
             interval_seconds=self.interval_seconds,
@@ -76,16 +100,18 @@ class DefinitionMixin:
             timezone=self.timezone or "UTC",
             run_at=self.run_at,
             rrule=self.rrule or None,
-            anchor=self.anchor if self.kind in (Kind.INTERVAL, Kind.RRULE) else None,
+            anchor=self.anchor if self.kind in (Kind.INTERVAL, Kind.RRULE) or extra else None,
             start_at=self.start_at,
             end_at=self.end_at,
             exclusions=(self.exclusions() or None) if exclusions else None,
+            extra=extra,
         )
 
     def compute_definition_hash(self) -> str:
         """Fingerprint of the definition fields; lets the worker notice edits made behind
         ``save()`` (``QuerySet.update()``, raw SQL) and re-plan instead of firing. A blank
-        ``rrule`` is left out, so rows stored before the field existed keep their hash.
+        ``rrule`` and an empty ``extra_specs`` are left out, so rows stored before the fields
+        existed keep their hash.
 
         40 characters: the SHA-1 of the definition (40 hex digits); for a cron or rrule
         schedule in a zone other than UTC, its first 32 digits, ``@`` and the identity of
@@ -100,7 +126,7 @@ class DefinitionMixin:
         return digest
 
     def _definition_digest(self) -> str:
-        values = tuple([getattr(self, f) for f in DEFINITION_FIELDS])
+        values = tuple([_hashable(getattr(self, f)) for f in DEFINITION_FIELDS])
         # Keyed by the values and their types (1 and True, 60 and 60.0 have other texts);
         # not remembered for an instant outside UTC (the two instants of a repeated wall
         # time compare equal in their zone but have other UTC texts).
@@ -114,8 +140,10 @@ class DefinitionMixin:
                 pass
         parts = []
         for f, value in zip(DEFINITION_FIELDS, values, strict=True):
-            if f == "rrule" and not value:
+            if f in ("rrule", "extra_specs") and not value:
                 continue
+            if f == "extra_specs":
+                value = json.dumps(value, default=repr, separators=(",", ":"))
             if isinstance(value, datetime):
                 value = timing.truncate_to_second(value).isoformat()
             parts.append(f"{f}={value!s}")

@@ -21,6 +21,7 @@ from .blackouts import BlackoutsMixin
 from .calendars import ExclusionsMixin
 from .choices import (
     DEFAULT_POOL,
+    EXTRA_SPECS_HELP,
     PRIORITY_MAX,
     PRIORITY_MIN,
     RRULE_HELP,
@@ -65,6 +66,7 @@ class Schedule(
         "(every 15 minutes), '0 0 1 * *' (monthly); or @daily, @hourly, @weekly, @monthly.",
     )
     rrule = models.CharField(max_length=500, blank=True, default="", help_text=RRULE_HELP)
+    extra_specs = models.JSONField(default=list, blank=True, help_text=EXTRA_SPECS_HELP)
     timezone = models.CharField(
         max_length=64,
         default=default_timezone,

@@ -83,6 +83,7 @@ class ValidationMixin:
         kind: str
         cron: str
         rrule: str
+        extra_specs: Any
         timezone: str
         payload: Any
         metadata: Any
@@ -100,6 +101,11 @@ class ValidationMixin:
         self.timezone = timing.canonical_timezone(self.timezone)  # europe/paris: Europe/Paris
         if self.cron:
             self.cron = " ".join(self.cron.split())
+        if isinstance(self.extra_specs, list | tuple):
+            self.extra_specs = [
+                " ".join(item.split()) if isinstance(item, str) else item
+                for item in self.extra_specs
+            ]
         if isinstance(self.rrule, str) and self.rrule != self.rrule.strip():
             self.rrule = self.rrule.strip()
         for f in INSTANT_FIELDS:
@@ -136,7 +142,7 @@ class ValidationMixin:
         try:
             if not manual:  # the spec would repeat the first of them
                 self.spec().validate()
-            if self.kind == Kind.RRULE:
+            if self.kind == Kind.RRULE or self.extra_specs:
                 # The next slots from now, as save() and the worker plan them: a rule whose
                 # walk from here goes over the planning budget is refused now, not degraded
                 # at its first claim (RRULE_PLAN_MAX_STEPS).

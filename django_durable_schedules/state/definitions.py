@@ -248,6 +248,7 @@ def declared_fields(reg: Any, *, using: str | None = None) -> dict[str, Any]:
         "interval_seconds": d.every,
         "cron": d.cron or "",
         "rrule": d.rrule or "",
+        "extra_specs": list(d.extra_specs),
         "run_at": d.at,
         "start_at": d.start_at,
         "end_at": d.end_at,

@@ -51,7 +51,7 @@ The package, one module per concern (each imports only the ones listed before it
 * ``excluded_slots``: the bounded walks past excluded dates;
 * ``blackouts``: blackout windows as data (:class:`Blackouts`: ranges and rules, the
   window at an instant, the end of a blackout);
-* ``spec``: :class:`Spec` and ``KINDS``;
+* ``spec``: :class:`Spec`, ``KINDS`` and the further specs' ``EXTRA_*`` and :func:`extra_kind`;
 * ``slots``: :func:`next_slot_after`, :func:`planned_slot`, :func:`upcoming`, :func:`latest_slot_at_or_before`,
   :func:`count_slots`, the interval grid;
 * ``delays``: :func:`backoff_seconds`, :func:`jitter_offset`;
@@ -95,7 +95,7 @@ from .slots import (
     upcoming,
     upcoming_slots,
 )
-from .spec import KIND_FORBIDS, KINDS, Spec
+from .spec import EXTRA_FIELD, EXTRA_KINDS, EXTRA_MAX, KIND_FORBIDS, KINDS, Spec, extra_kind
 from .zone_rules import reload_zone_rules, rules_version, zone_rules_id
 from .zones import canonical_timezone, validate_timezone, zone_names
 from .zones import known_zones as known_zones
@@ -108,6 +108,9 @@ __all__ = [
     "MIN_INTERVAL_SECONDS",
     "MAX_INTERVAL_SECONDS",
     "MAX_YEAR",
+    "EXTRA_FIELD",
+    "EXTRA_KINDS",
+    "EXTRA_MAX",
     "KINDS",
     "CRON_MACROS",
     "require_aware",
@@ -149,6 +152,7 @@ __all__ = [
     "backoff_seconds",
     "jitter_offset",
     "describe",
+    "extra_kind",
     "MANUAL_WORDS",
     "rrule_description",
     "with_article",

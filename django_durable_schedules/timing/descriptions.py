@@ -5,7 +5,7 @@ from __future__ import annotations
 from .errors import InvalidSchedule
 from .instants import truncate_to_second
 from .rrule_words import rrule_in_words
-from .spec import Spec
+from .spec import Spec, extra_kind
 
 #: A manual schedule in words, wherever a definition is described (admin, API, CLI).
 MANUAL_WORDS = "manual: runs only when triggered"
@@ -24,7 +24,17 @@ def describe(spec: Spec) -> str:
     """Short human words for a spec: ``"every 5 minutes"``, ``"every 1 hour"``,
     ``"cron '0 3 * * *' (Europe/Paris)"``, ``"rrule 'FREQ=DAILY;BYHOUR=9' (Europe/Paris)"``,
     ``"once at 2027-06-01 09:00:00 UTC"``, ``"manual: runs only when triggered"``.
-    Does not validate; an interval is named in its largest whole unit."""
+    Does not validate; an interval is named in its largest whole unit. Further specs
+    (``extra``) are named after the main one, joined by "and", the zone once:
+    ``"cron '0 9 * * 1-5' and rrule 'FREQ=MONTHLY;BYMONTHDAY=1' (Europe/Paris)"``."""
+    if spec.extra and spec.kind in ("cron", "rrule") and type(spec.extra) is tuple:
+        main = spec.cron if spec.kind == "cron" else spec.rrule
+        parts = [f"{spec.kind} '{main}'"]
+        parts += [
+            f"{extra_kind(item)} '{item.strip()}'" if isinstance(item, str) else repr(item)
+            for item in spec.extra
+        ]
+        return f"{' and '.join(parts)} ({spec.timezone})"
     seconds = spec.interval_seconds
     if spec.kind == "interval" and isinstance(seconds, int) and seconds > 0:
         return f"every {_describe_seconds(seconds)}"

@@ -6,6 +6,11 @@ integer seconds. Cron schedules are searched by :mod:`.cron`, calendar rules by
 :mod:`.rrule`. No slot is earlier than
 ``start_at`` or later than ``end_at``.
 
+A spec with ``extra`` specs has the union of its members' grids (:meth:`.spec.Spec.members`):
+the next slot is the earliest of theirs, the latest the latest, an instant on several grids
+is one slot (counted once); exclusions and ``[start_at, end_at]`` apply to the union. A
+spec without ``extra`` takes none of these paths.
+
 A spec with ``exclusions`` (exclusion calendars) has the same grid, but a slot whose local
 date (in ``timezone``) is excluded does not fire: the searches step over excluded dates a
 whole local day at a time, and ``count_slots`` counts only the slots that fire. The walks
@@ -134,6 +139,9 @@ def _next_raw(spec: Spec, lo: datetime) -> datetime | None:
     """First slot >= lo of the grid (excluded dates included), inside [start_at, end_at]."""
     if lo > LAST_INSTANT:
         return None
+    if spec.extra:
+        found = [slot for m in spec.members() if (slot := _next_raw(m, lo)) is not None]
+        return min(found, default=None)
     lo, hi = _window(spec, lo, None)
     slot = _first_slot_from(spec, lo)
     if slot is None or (hi is not None and slot > hi):
@@ -150,8 +158,11 @@ def upcoming(spec: Spec, after: datetime, count: int) -> list[datetime]:
     spec.validate()
     slots: list[datetime] = []
     cursor = min(truncate_to_second(after, "after"), LAST_INSTANT)
+    if spec.extra and not spec.exclusions:  # each member's slots, merged
+        merged = {at for m in spec.members() for at in upcoming(m, cursor, count)}
+        return sorted(merged)[:count]
     if (
-        spec.kind == "rrule" and not spec.exclusions
+        spec.kind == "rrule" and not spec.exclusions and not spec.extra
     ):  # one walk of the rule rather than one search per slot
         lo, hi = _window(spec, cursor + SECOND, None)
         return rrule_upcoming(spec.rrule_plan(), lo, hi, count)
@@ -187,6 +198,9 @@ def latest_slot_at_or_before(spec: Spec, now: datetime, *, not_before: datetime)
 def _latest_raw(spec: Spec, lo: datetime, hi: datetime) -> datetime | None:
     """The latest slot of the grid in [lo, hi] (excluded dates included), or None (always
     for a manual spec: it has no grid)."""
+    if spec.extra:
+        found = [slot for m in spec.members() if (slot := _latest_raw(m, lo, hi)) is not None]
+        return max(found, default=None)
     if spec.kind == "manual":
         return None
     if spec.kind == "once":
@@ -266,6 +280,8 @@ def count_slots(spec: Spec, start: datetime, end: datetime, *, cap: int = 100_00
 def _count_raw(spec: Spec, lo: datetime, hi: datetime, cap: int) -> int:
     """Slots of the grid in [lo, hi] (excluded dates included), at most ``cap`` (0 for a
     manual spec: it has no grid)."""
+    if spec.extra:
+        return _union_count(spec.members(), lo, hi, cap)
     if spec.kind == "manual":
         return 0
     if spec.kind == "once":
@@ -278,6 +294,32 @@ def _count_raw(spec: Spec, lo: datetime, hi: datetime, cap: int) -> int:
     if spec.kind == "rrule":
         return rrule_count(spec.rrule_plan(), lo, hi + SECOND, cap)
     return cron_count(compile_cron(spec.cron, spec.timezone), lo, hi + SECOND, cap)
+
+
+def _union_count(members: tuple[Spec, ...], lo: datetime, hi: datetime, cap: int) -> int:
+    """Instants of the union of ``members``' grids in [lo, hi], at most ``cap``: the
+    members' own counts, then (when two or more have slots) the slots of each member but the
+    densest that no member before it has, one search per slot and earlier member. Bounded by
+    the members' counts (each at most ``cap``)."""
+    counted = sorted(((_count_raw(m, lo, hi, cap), i) for i, m in enumerate(members)), reverse=True)
+    dense = [(n, members[i]) for n, i in counted if n]
+    if len(dense) <= 1 or dense[0][0] >= cap:
+        return min(cap, dense[0][0]) if dense else 0
+    total = dense[0][0]
+    for index in range(1, len(dense)):
+        earlier = [m for _, m in dense[:index]]
+        member = dense[index][1]
+        cursor: datetime | None = lo
+        while cursor is not None and cursor <= hi:
+            slot = _next_raw(member, cursor)
+            if slot is None or slot > hi:
+                break
+            if all(_next_raw(m, slot) != slot for m in earlier):
+                total += 1
+                if total >= cap:
+                    return cap
+            cursor = slot + SECOND if slot < LAST_INSTANT else None
+    return total
 
 
 # --------------------------------------------------------------------------------------

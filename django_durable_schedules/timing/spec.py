@@ -3,7 +3,7 @@ data, and its validation."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from .articles import with_article
@@ -28,6 +28,19 @@ KIND_FORBIDS: dict[str, tuple[str, ...]] = {
     "manual": ("interval_seconds", "cron", "run_at", "rrule", "start_at", "end_at"),
 }
 
+#: The field a schedule's further specs are refused on (``Schedule.extra_specs``), the kinds
+#: that take them and how many one spec takes at most.
+EXTRA_FIELD = "extra_specs"
+EXTRA_KINDS = ("cron", "rrule")
+EXTRA_MAX = 10
+
+
+def extra_kind(item: str) -> str:
+    """The kind of one item of ``Spec.extra``: ``"rrule"`` for a rule (it starts with
+    ``FREQ=`` or ``RRULE:``, any case), else ``"cron"``."""
+    head = item.lstrip().upper()
+    return "rrule" if head.startswith(("FREQ=", "RRULE:")) else "cron"
+
 
 #: Specs without exclusion calendars that :meth:`Spec.validate` found valid (bounded: emptied
 #: when full). Validity is a function of a spec's fields alone.
@@ -51,6 +64,11 @@ class Spec:
     (inclusive). All datetimes must be aware; they are used truncated to whole seconds.
     ``exclusions`` (:class:`.exclusions.Exclusions`): local dates, in ``timezone``, on
     which no slot fires (recurring kinds only).
+
+    ``extra`` (cron and rrule kinds only): further specs, each a cron expression or a rule
+    (:func:`extra_kind`), read in the same ``timezone`` with the same ``start_at``,
+    ``end_at``, ``anchor`` and ``exclusions``. The grid is the union of the main spec's and
+    theirs: an instant on several of them is one slot (:meth:`members`).
     """
 
     kind: str
@@ -63,6 +81,7 @@ class Spec:
     start_at: datetime | None = None
     end_at: datetime | None = None
     exclusions: Exclusions | None = None
+    extra: tuple[str, ...] = ()
 
     def validate(self) -> None:
         """Raise :class:`InvalidSchedule` ``(field, message)`` for the first problem:
@@ -99,6 +118,8 @@ class Spec:
             raise InvalidSchedule("end_at", "end_at must not be before start_at")
         self._forbid(KIND_FORBIDS[self.kind])
         getattr(self, f"_validate_{self.kind}")()
+        if self.extra != ():
+            self._validate_extra()
         if self.exclusions:
             if self.kind == "once":
                 raise InvalidSchedule(
@@ -135,6 +156,7 @@ class Spec:
             self.anchor,
             self.start_at,
             self.end_at,
+            self.extra,
         )
         for instant in (self.run_at, self.anchor, self.start_at, self.end_at):
             if instant is not None and (type(instant) is not datetime or instant.tzinfo is not UTC):
@@ -175,6 +197,70 @@ class Spec:
             raise InvalidSchedule("run_at", "run_at is before start_at")
         if self.end_at and run_at > truncate_to_second(self.end_at):
             raise InvalidSchedule("run_at", "run_at is after end_at")
+
+    def _validate_extra(self) -> None:
+        """Refuse, on field ``extra_specs``, further specs on a kind that takes none, a value
+        that is not a tuple of strings (a row written behind ``save()``), more than
+        :data:`EXTRA_MAX`, a repeated item (or one that repeats the main spec), and an item
+        its own kind refuses (the message names its position: ``item 2: ...``)."""
+        if self.kind not in EXTRA_KINDS:
+            raise InvalidSchedule(
+                EXTRA_FIELD, f"{with_article(self.kind)} schedule does not take {EXTRA_FIELD}"
+            )
+        if type(self.extra) is not tuple:
+            raise InvalidSchedule(
+                EXTRA_FIELD, "extra_specs must be a list of cron expressions or rules"
+            )
+        if len(self.extra) > EXTRA_MAX:
+            raise InvalidSchedule(
+                EXTRA_FIELD, f"at most {EXTRA_MAX} further specs; got {len(self.extra)}"
+            )
+        main = (self.cron if self.kind == "cron" else self.rrule) or ""
+        seen: dict[str, int] = {" ".join(main.split()).upper(): 0}
+        for position, item in enumerate(self.extra, start=1):
+            if type(item) is not str or not item.strip():
+                name = type(item).__name__
+                shown = f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
+                shown = "an empty text" if type(item) is str else shown
+                raise InvalidSchedule(
+                    EXTRA_FIELD,
+                    f"item {position}: {shown} is not a cron expression or a rule",
+                )
+            key = " ".join(item.split()).upper()
+            if key in seen:
+                first = seen[key]
+                what = "the main spec" if first == 0 else f"item {first}"
+                raise InvalidSchedule(EXTRA_FIELD, f"item {position}: repeats {what}")
+            seen[key] = position
+            try:
+                self._member(item).validate()
+            except InvalidSchedule as exc:
+                raise InvalidSchedule(EXTRA_FIELD, f"item {position}: {exc.message}") from exc
+
+    def _member(self, item: str) -> Spec:
+        """The spec of one item of ``extra``: its kind, the main spec's zone, window and
+        anchor, no exclusions (they apply to the union)."""
+        kind = extra_kind(item)
+        return Spec(
+            kind=kind,
+            cron=item.strip() if kind == "cron" else None,
+            rrule=item.strip() if kind == "rrule" else None,
+            timezone=self.timezone,
+            anchor=self.anchor,
+            start_at=self.start_at,
+            end_at=self.end_at,
+        )
+
+    def members(self) -> tuple[Spec, ...]:
+        """The specs whose union is this one's grid: itself without ``extra`` and without
+        exclusions, then one per item of ``extra`` (:meth:`_member`); cached. Call it on a
+        validated spec."""
+        cached = self.__dict__.get("_members")
+        if cached is None:
+            main = replace(self, extra=(), exclusions=None)
+            cached = (main, *(self._member(item) for item in self.extra))
+            object.__setattr__(self, "_members", cached)
+        return cached
 
     def _validate_manual(self) -> None:
         """A manual spec has nothing to validate: :meth:`_forbid` refused every field."""
