@@ -28,7 +28,7 @@ and strokes unstretched.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from html import escape  # not Django's: lazy-wrapped, several times slower a value
 from typing import Any
@@ -203,6 +203,7 @@ def _row(
     counts: list[tuple[int, int]],
     seconds: int,
     urls: dict[str, Any],
+    frags: Fragments,
 ) -> dict[str, Any]:
     fields = ("pk", "status", "started_at", "claimed_at", "finished_at", "attempt", "origin")
     inputs = [RunInput(**{f: getattr(r, f) for f in fields}, forced=r.forced) for r in runs]
@@ -228,14 +229,16 @@ def _row(
         "url": admin_url(urls["admin"], "change", quote(schedule.pk)),
         "only_url": f"{urls['timeline']}?{urlencode({'schedule': str(schedule.pk)})}",
         "bars": (shown := [_bar(b, link) for b in drawn]),
-        **bars_html(schedule.name, shown, running),
+        **bars_html(schedule.name, shown, running, frags),
         "running": running,
         "total": total,
         "failures": failures,
         "hidden": hidden,
         # The row's strip: only when some of its runs are not drawn.
-        "strip": _columns(density(axis, counts, seconds, ROW_HEIGHT)) if hidden else [],
-        "ticks": [{"x": pct(t.x), "struck": t.struck, "title": t.title} for t in ticks],
+        "strip_svg": (
+            heat_html(density(axis, counts, seconds, ROW_HEIGHT), frags) if hidden else ""
+        ),
+        "ticks_svg": ticks_html(ticks, frags),
         "slots_more": slots_more,
         "note": note,
         "label": label,
@@ -290,21 +293,92 @@ BAR_FIELDS = ("url", "pk", "title", "css", "x", "width")
 RUN_FIELDS = ("url", "status", "started", "duration", "origin")
 
 
+#: A strip column's fields in its fragment (``fragments/timeline_heat.html``), and a
+#: tick's (``fragments/timeline_tick.html``).
+HEAT_FIELDS = ("x", "y", "width", "height", "title")
+TICK_FIELDS = ("x", "title")
+
+
+@dataclass(frozen=True)
+class Fragments:
+    """The patterns of the fragments a page repeats (:func:`.display.fragment_pattern`),
+    looked up once a page: a bar, a bar with a pattern over it, a row of the text table, a
+    strip column, a tick and a struck tick."""
+
+    bar: str
+    patterned_bar: str
+    table_row: str
+    heat: str
+    tick: str
+    struck_tick: str
+
+    @classmethod
+    def load(cls) -> Fragments:
+        return cls(
+            bar=fragment_pattern("timeline_bar", BAR_FIELDS),
+            patterned_bar=fragment_pattern("timeline_bar", (*BAR_FIELDS, "pattern")),
+            table_row=fragment_pattern("timeline_run_row", ("name", *RUN_FIELDS)),
+            heat=fragment_pattern("timeline_heat", HEAT_FIELDS),
+            tick=fragment_pattern("timeline_tick", TICK_FIELDS),
+            struck_tick=fragment_pattern("timeline_tick", TICK_FIELDS, flags=("struck",)),
+        )
+
+
+def heat_html(columns: list[Column], frags: Fragments) -> SafeString:
+    """A row's strip (:func:`.timeline_geometry.density` columns) as SVG: its fragment
+    filled in once a column, every value escaped."""
+    pattern = frags.heat
+    return mark_safe(
+        "".join(
+            pattern.format(
+                x=pct(c.x), y=c.y, width=pct(c.width), height=c.height, title=escape(c.title)
+            )
+            for c in columns
+        )
+    )
+
+
+def ticks_html(ticks: list[SlotMark], frags: Fragments) -> SafeString:
+    """A row's future slots (:func:`.timeline_geometry.slot_marks`) as SVG: their fragment
+    filled in once a tick, every value escaped."""
+    return mark_safe(
+        "".join(
+            (frags.struck_tick if t.struck else frags.tick).format(
+                x=pct(t.x), title=escape(t.title)
+            )
+            for t in ticks
+        )
+    )
+
+
+BAR_AND_RUN_FIELDS = tuple(dict.fromkeys((*BAR_FIELDS, *RUN_FIELDS)))
+
+
+def _escaped(value: Any) -> Any:
+    """``value`` ready for a fragment: a number as it is (``str.format`` writes it, nothing
+    to escape), anything else escaped as text."""
+    if type(value) in (int, float):
+        return value
+    return escape(str(value))
+
+
 def bars_html(
-    name: str, shown: list[dict[str, Any]], running: dict[str, Any] | None = None
+    name: str,
+    shown: list[dict[str, Any]],
+    running: dict[str, Any] | None = None,
+    frags: Fragments | None = None,
 ) -> dict[str, SafeString]:
     """A row's bars as SVG (``bars_svg``) and as rows of the page's text table
     (``table_html``, the ``running`` attempt last): their fragments filled in once a bar
     (:func:`.display.fragment_pattern`), every value escaped; what template loops over
     thousands of bars would render, in a fraction of their time. The running bar's SVG is
     the template's own (one a row at most)."""
-    plain = fragment_pattern("timeline_bar", BAR_FIELDS)
-    patterned = fragment_pattern("timeline_bar", (*BAR_FIELDS, "pattern"))
-    table_row = fragment_pattern("timeline_run_row", ("name", *RUN_FIELDS))
+    frags = frags or Fragments.load()
+    plain, patterned, table_row = frags.bar, frags.patterned_bar, frags.table_row
     escaped_name = escape(name)
     svg, table = [], []
     for bar in shown:
-        values = {f: escape(str(bar[f])) for f in {*BAR_FIELDS, *RUN_FIELDS}}
+        values = {f: _escaped(bar[f]) for f in BAR_AND_RUN_FIELDS}
         pattern = bar["pattern"]
         svg.append(
             patterned.format(pattern=escape(pattern), **values)
@@ -353,7 +427,8 @@ def timeline_view(model_admin: admin.ModelAdmin[Schedule], request: HttpRequest)
         "attempt": attempt_link(model_admin.admin_site.name),
         "timeline": timeline_url,
     }
-    rows = [_row(s, axis, runs_by[s.pk], per_row[s.pk], seconds, urls) for s in schedules]
+    frags = Fragments.load()
+    rows = [_row(s, axis, runs_by[s.pk], per_row[s.pk], seconds, urls, frags) for s in schedules]
     band = [
         (sum(per_row[pk][i][0] for pk in ids), sum(per_row[pk][i][1] for pk in ids))
         for i in range(BUCKETS)

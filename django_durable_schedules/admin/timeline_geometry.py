@@ -9,6 +9,7 @@ plot (floats rounded to 0.1 px), never outside ``[0, axis.width]``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..humanize import duration_words
+from .display import fmt_utc
 
 #: The narrowest bar drawn, in pixels (a run of a few milliseconds stays visible and
 #: clickable).
@@ -113,7 +115,7 @@ class Bar:
 
 def fmt_instant(at: datetime) -> str:
     """``at`` in UTC to the second: ``"2027-06-01 10:00:05 UTC"``."""
-    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return fmt_utc(at)  # strftime's result, at half its cost (thousands a page)
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -289,6 +291,26 @@ class Column:
         return round(self.y + self.height - self.failure_height, 1)
 
 
+@functools.lru_cache(maxsize=16)
+def _buckets(axis: Axis, seconds: int, count: int) -> tuple[tuple[float, float, str], ...]:
+    """``(x, width, "begin to finish")`` of the first ``count`` buckets of ``seconds`` on
+    ``axis``: the same for every row of a page (each row's strip and the band), worked out
+    once."""
+    frames = []
+    for i in range(count):
+        begin = axis.start + timedelta(seconds=i * seconds)
+        finish = min(begin + timedelta(seconds=seconds), axis.end)
+        left, right = axis.x(begin), axis.x(finish)
+        frames.append(
+            (
+                left,
+                round(max(right - left, 1.0), 1),
+                f"{fmt_instant(begin)} to {fmt_instant(finish)}",
+            )
+        )
+    return tuple(frames)
+
+
 def density(
     axis: Axis,
     counts: Sequence[tuple[int, int]],
@@ -301,13 +323,11 @@ def density(
     if seconds < 1:
         raise ValueError("seconds must be at least 1")
     peak = max((runs for runs, _ in counts), default=0)
+    frames = _buckets(axis, seconds, len(counts))
     columns = []
-    for i, (runs, failures) in enumerate(counts):
+    for (runs, failures), (left, width, span) in zip(counts, frames, strict=True):
         if runs <= 0:
             continue
-        begin = axis.start + timedelta(seconds=i * seconds)
-        finish = min(begin + timedelta(seconds=seconds), axis.end)
-        left, right = axis.x(begin), axis.x(finish)
         height = round(max(1.0, band_height * runs / peak), 1)
         failure_height = round(height * min(failures, runs) / runs, 1)
         what = f"{runs} run{'s' if runs != 1 else ''}"
@@ -316,13 +336,13 @@ def density(
         columns.append(
             Column(
                 x=left,
-                width=round(max(right - left, 1.0), 1),
+                width=width,
                 y=round(band_height - height, 1),
                 height=height,
                 failure_height=failure_height,
                 runs=runs,
                 failures=failures,
-                title=f"{fmt_instant(begin)} to {fmt_instant(finish)}: {what}",
+                title=f"{span}: {what}",
             )
         )
     return columns
