@@ -98,6 +98,20 @@ def test_bars_are_oldest_first():
     assert [b.pk for b in geo.bars(a, [late, early])] == [early.pk, late.pk]
 
 
+def test_a_bar_hidden_under_newer_ones_is_left_to_the_strip():
+    a = axis(hours=24, width=240)  # 10 px an hour: a minute is a sixth of a pixel
+    # Sixty one-second runs a minute apart: each newer bar (3 px at least) covers all but
+    # a sixth of a pixel of the one before it, so only one bar in six shows a pixel.
+    herd = [run(m, m + 1 / 60) for m in range(600, 660)]
+    drawn = geo.bars(a, herd)
+    assert [b.pk for b in drawn] == [r.pk for r in herd[5::6]]
+    lefts = [b.x for b in drawn]
+    assert all(later - earlier >= geo.VISIBLE_PX for earlier, later in zip(lefts, lefts[1:]))
+    # Runs far apart, and one half covered by a newer one: all drawn.
+    apart = [run(60, 120), run(110, 300), run(600, 601)]
+    assert len(geo.bars(a, apart)) == 3
+
+
 def test_a_run_in_flight_is_a_bar_from_its_claim_to_now():
     a = axis(hours=24, width=240, now_at=12)  # 10 px an hour, now at 120 px
     claim = T + timedelta(hours=11, minutes=30)
@@ -463,9 +477,12 @@ def test_a_fixed_number_of_queries_whatever_the_rows_and_runs(
         response = admin_client.get(f"{reverse(TIMELINE)}?range=7d")
     html = response.text
     assert html.count('class="dds-tl-row"') == ROWS_PER_PAGE
-    assert html.count('class="dds-tl-link"') == 3 * BARS_PER_ROW + (ROWS_PER_PAGE - 3) * 2
+    # A busy row's runs, 5 minutes apart on a 7-day axis (14 minutes a pixel), hide one
+    # another: only the bars of which a pixel shows are drawn, the rest counted as more.
+    busy_bars, rest = divmod(html.count('class="dds-tl-link"') - (ROWS_PER_PAGE - 3) * 2, 3)
+    assert rest == 0 and 0 < busy_bars < BARS_PER_ROW
     assert html.count('class="dds-tl-link dds-tl-running-link"') == 5
-    assert '<span class="dds-tl-more">20 more</span>' in html
+    assert f'<span class="dds-tl-more">{BARS_PER_ROW + 20 - busy_bars} more</span>' in html
     assert 'rel="next"' in html
     second = admin_client.get(
         response.context["next_url"] and f"{reverse(TIMELINE)}{response.context['next_url']}"

@@ -142,16 +142,21 @@ def origin_words(origin: str, attempt: int, forced: bool = False) -> str:
     return f"{words} (forced)" if forced else words
 
 
-def bar_of(axis: Axis, run: RunInput, min_width: float = MIN_BAR_PX) -> Bar:
-    """The bar of one run: from ``started_at`` (else ``claimed_at``, else ``finished_at``)
-    to ``finished_at``, clipped to the axis, at least ``min_width`` wide (kept inside the
-    plot: a run that ends at the right edge grows leftwards)."""
+def _span(axis: Axis, run: RunInput, min_width: float) -> tuple[float, float, datetime]:
+    """``(left, width, began)`` of ``run``'s bar (see :func:`bar_of`)."""
     began = run.started_at or run.claimed_at or run.finished_at
     if began > run.finished_at:  # two clocks' estimates: never a negative bar
         began = run.finished_at
     left, right = axis.x(began), axis.x(run.finished_at)
     width = max(right - left, min(min_width, axis.width))
-    left = min(left, axis.width - width)
+    return min(left, axis.width - width), width, began
+
+
+def bar_of(axis: Axis, run: RunInput, min_width: float = MIN_BAR_PX) -> Bar:
+    """The bar of one run: from ``started_at`` (else ``claimed_at``, else ``finished_at``)
+    to ``finished_at``, clipped to the axis, at least ``min_width`` wide (kept inside the
+    plot: a run that ends at the right edge grows leftwards)."""
+    left, width, began = _span(axis, run, min_width)
     duration = (
         (run.finished_at - run.started_at).total_seconds() if run.started_at is not None else None
     )
@@ -170,11 +175,25 @@ def bar_of(axis: Axis, run: RunInput, min_width: float = MIN_BAR_PX) -> Bar:
     )
 
 
+#: How much of a bar must show beside the newer bars drawn over it (px) for it to be
+#: drawn: a bar hidden under newer ones could be neither seen nor pointed at.
+VISIBLE_PX = 1.0
+
+
 def bars(axis: Axis, runs: Iterable[RunInput], min_width: float = MIN_BAR_PX) -> list[Bar]:
     """The bars of ``runs`` (:func:`bar_of`), oldest first (a later bar is drawn over an
-    earlier one)."""
+    earlier one), leaving out each bar of which less than :data:`VISIBLE_PX` would show
+    beside the newer ones (many runs on few pixels: a busy schedule over 7 days); the
+    row's strip counts them."""
     ordered = sorted(runs, key=lambda r: (r.finished_at, str(r.pk)))
-    return [bar_of(axis, r, min_width) for r in ordered]
+    kept: list[RunInput] = []
+    covered_from = math.inf  # the leftmost edge of the newer bars kept so far
+    for run in reversed(ordered):
+        left, width, _ = _span(axis, run, min_width)
+        if min(left + width, covered_from) - left >= VISIBLE_PX:
+            kept.append(run)
+            covered_from = min(covered_from, left)
+    return [bar_of(axis, r, min_width) for r in reversed(kept)]
 
 
 @dataclass(frozen=True)
