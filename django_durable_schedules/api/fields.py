@@ -91,6 +91,26 @@ class AwareDateTimeField(serializers.DateTimeField):
         return result
 
 
+class FlatListField(serializers.ListField):
+    """A list field whose items' errors are one flat list of messages, each naming its item
+    from 1 (``"item 2: Null characters are not allowed."``, as the model's own messages
+    for the same field say it), not DRF's ``{index: [...]}``: every field's errors have the
+    one shape the schema's error body declares (a list of strings)."""
+
+    def run_child_validation(self, data: list[Any]) -> list[Any]:
+        try:
+            return super().run_child_validation(data)
+        except serializers.ValidationError as exc:
+            if not isinstance(exc.detail, dict):
+                raise
+            messages = [
+                f"item {int(index) + 1}: {message}"
+                for index, errors in exc.detail.items()
+                for message in (errors if isinstance(errors, list) else [errors])
+            ]
+            raise serializers.ValidationError(messages) from None
+
+
 class CallbackField(serializers.ChoiceField):
     """A registered callback name (never an import path); an unknown name is a 400 that
     names only the input."""

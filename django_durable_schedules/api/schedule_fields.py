@@ -20,7 +20,7 @@ from .. import state, timing
 from ..cron_words import cron_in_words
 from ..deadlines import DeadlineState, deadline_state, read_now
 from ..models import BlackoutWindow, ConcurrencyGroup, ExclusionCalendar, Schedule
-from .fields import CalendarNamesField, NameRelatedField, WindowNamesField
+from .fields import CalendarNamesField, FlatListField, NameRelatedField, WindowNamesField
 from .run_serializers import RunningSerializer, running_data
 
 _F = TypeVar("_F", CalendarNamesField, WindowNamesField)
@@ -136,7 +136,7 @@ class ScheduleFields(serializers.Serializer):
         "'FREQ=WEEKLY;INTERVAL=2;BYDAY=TU;BYHOUR=9;BYMINUTE=0'. DTSTART is start_at, else "
         "midnight of the creation day; no COUNT (use max_runs), DTSTART or TZID in the rule.",
     )
-    extra_specs = serializers.ListField(
+    extra_specs = FlatListField(
         child=serializers.CharField(max_length=500, allow_blank=True),
         required=False,
         allow_empty=True,
