@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
-from django.db import connections, transaction
 from django.db.models import Count, F, Min, Q, Sum
 
 from .attempt_health import RECENT_CLAIMS_CHECKED, open_attempts
@@ -28,6 +27,7 @@ from .deadlines import LATE_LISTED, LateRow, late_schedules
 from .group_health import GroupRow, groups_at_limit, unreadable_groups
 from .models import Schedule, ScheduleQuerySet, Status
 from .pool_health import live_pools, pools_without_workers
+from .state.snapshot_reads import read_without_jit
 from .verdict import (
     DUE_GRACE_SECONDS,
     FLEET_CODES,
@@ -208,15 +208,9 @@ def snapshot(
     the newest :data:`RECENT_CLAIMS_CHECKED` claims only, unless ``exact`` (an anti-join
     of the whole attempts table with the receipts: seconds at ten million attempts).
     """
-    connection = connections[using]
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
-        return _snapshot(now, overdue_after, exact, using)
     # Without PostgreSQL's JIT: the whole-table aggregates' plans cost enough to compile
     # their expressions, which took longer than the queries themselves (docs/benchmarks.md).
-    with transaction.atomic(using=using):
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL jit = off")
-        return _snapshot(now, overdue_after, exact, using)
+    return read_without_jit(lambda: _snapshot(now, overdue_after, exact, using), using)
 
 
 def _snapshot(now: datetime | None, overdue_after: float | None, exact: bool, using: str) -> Health:
