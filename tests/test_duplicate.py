@@ -72,8 +72,10 @@ def test_a_duplicate_has_the_same_definition_and_is_paused_until_enabled(admin_u
     assert [w.name for w in copy.blackout_windows.all()] == ["nightly"]
     assert copy.status == "paused" and copy.next_run_at is None and copy.occurrence == 0
     assert "reports.daily" in copy.pause_reason
-    # Paused: a claim much later runs nothing; enabled: its next slot.
-    claims = state.claim_due(worker="w", now=state.db_now() + timedelta(days=3))
+    # Paused: a claim much later runs nothing; enabled: its next slot. (An hour after the
+    # source's next slot: "now + 3 days" fell inside the nightly window between 02:00
+    # and 02:10 UTC, and nothing was claimed.)
+    claims = state.claim_due(worker="w", now=original.next_run_at + timedelta(hours=1))
     assert [c.schedule_id for c in claims] == [original.pk]  # the source's, not the copy's
     assert not RunAttempt.objects.filter(schedule_id=copy.pk).exists()
     enabled = state.enable(copy.pk)
