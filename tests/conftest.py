@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -253,7 +254,19 @@ def pytest_collection_modifyitems(config, items):
     ``@pytest.mark.vendor_independent`` (it uses the database only as the place its rows
     live; see :data:`VENDOR_INDEPENDENT` for what must never be marked). Both run on SQLite
     (``DATABASE_URL`` unset or ``sqlite:``) and are deselected elsewhere, said in pytest's
-    "deselected" count. ``DDS_TEST_PURE_EVERYWHERE=1`` runs both kinds on every database."""
+    "deselected" count. ``DDS_TEST_PURE_EVERYWHERE=1`` runs both kinds on every database.
+
+    ``DDS_TEST_SHARD=K/N`` keeps the K-th of N shards, whole test files chosen by a stable
+    hash of their path: ``scripts/test`` runs SQLite's run as two shards side by side (one
+    pytest process keeps one core busy, and SQLite's run is the longest)."""
+    shard = shard_of(os.environ.get("DDS_TEST_SHARD", ""))
+    if shard is not None:
+        kept, dropped = [], []
+        for item in items:
+            (kept if file_shard(item, shard[1]) == shard[0] else dropped).append(item)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
     if not _on_a_server_database() or os.environ.get("DDS_TEST_PURE_EVERYWHERE") == "1":
         return
     kept, sqlite_only = [], []
@@ -262,6 +275,30 @@ def pytest_collection_modifyitems(config, items):
     if sqlite_only:
         config.hook.pytest_deselected(items=sqlite_only)
         items[:] = kept
+
+
+def shard_of(value: str) -> tuple[int, int] | None:
+    """``DDS_TEST_SHARD=K/N`` as ``(K - 1, N)``; None when unset."""
+    if not value:
+        return None
+    try:
+        k, n = (int(part) for part in value.split("/"))
+    except ValueError:
+        k = n = 0
+    if not 1 <= k <= n:
+        raise pytest.UsageError(f"DDS_TEST_SHARD must be K/N with 1 <= K <= N (got {value!r})")
+    return k - 1, n
+
+
+def file_shard(item, shards: int) -> int:
+    """The shard of an item's test file: a stable hash of its path relative to the
+    repository, so a file's module fixtures are set up in one shard only."""
+    path = Path(item.path).resolve()
+    try:
+        name = path.relative_to(REPO).as_posix()
+    except ValueError:
+        name = path.as_posix()
+    return zlib.crc32(name.encode()) % shards
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
