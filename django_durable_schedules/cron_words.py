@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 from django.utils import translation
 
+from . import timing
 from .timing.cron_syntax import CRON_MACROS
 
 try:  # an optional nicety: without the library, no words (the expression is still shown)
@@ -68,3 +70,37 @@ def cron_in_words(expression: str | None, language: str | None = None) -> str:
     return _describe(
         " ".join(expression.split()), locale_for(language or translation.get_language())
     )
+
+
+def schedule_in_words(schedule: Any, language: str | None = None) -> str:
+    """The words of a cron or rrule schedule's whole grid: its main spec's (cron in
+    ``language``, :func:`cron_in_words`; a rule in English,
+    :func:`.timing.rrule_description`), then each further spec's (``extra_specs``) in
+    order, joined by ``"; "``: ``"At 09:00, Monday through Friday; At 08:00, on day 1 of
+    the month"``. A further spec without words is given as written. ``""`` for another
+    kind, a main spec without words, or a definition that cannot be read (written behind
+    ``save()``). Never raises."""
+    if getattr(schedule, "kind", None) not in ("cron", "rrule"):
+        return ""
+    try:
+        spec = schedule.spec(exclusions=False)
+        if spec.extra:
+            spec.validate()  # members() reads a validated list only
+        members = spec.members() if spec.extra else (spec,)
+    except (timing.InvalidSchedule, ValueError, TypeError, OverflowError, KeyError):
+        return ""
+    main, *extra = members
+    first = _member_words(main, language)
+    if not first:  # the main spec has no words: none (the definition is shown as is)
+        return ""
+    return "; ".join([first, *(_member_words(m, language) or _written(m) for m in extra)])
+
+
+def _member_words(member: Any, language: str | None) -> str:
+    if member.kind == "cron":
+        return cron_in_words(member.cron, language)
+    return timing.rrule_description(member)
+
+
+def _written(member: Any) -> str:
+    return str(member.cron if member.kind == "cron" else member.rrule)

@@ -4,9 +4,11 @@ the union planned and listed, a bad item a 400 naming the field, an edit re-plan
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.core.management import call_command
 from django.urls import reverse
 from rest_framework.test import APIClient
 
@@ -200,6 +202,37 @@ def test_words_name_the_union_for_the_model():
     assert timing.describe(row.spec(exclusions=False)) == (
         f"cron '{WORKDAYS}' and rrule '{FIRSTS}' (UTC)"
     )
+
+
+UNION_WORDS = "At 09:00, Monday through Friday; on day 1 of every month at 09:00"
+
+
+def test_the_words_of_every_surface_name_the_union(api, admin_client):
+    """The API's cron_description, the admin's list and the ``schedules show`` command say
+    every spec in words, the main one first."""
+    data = create(api, extra_specs=[FIRSTS, "30 17 * * 5"]).json()
+    union = f"{UNION_WORDS}; At 17:30, only on Friday"
+    assert data["cron_description"] == union
+    assert data["rrule_description"] is None
+    page = admin_client.get(reverse("admin:durable_schedules_schedule_changelist"))
+    assert union in page.content.decode()
+    out = StringIO()
+    call_command("schedules", "upcoming", "job", "--count", "1", stdout=out)
+    assert union in out.getvalue()
+    rule = create(api, name="rule", kind="rrule", cron="", rrule=FIRSTS, extra_specs=[WORKDAYS])
+    assert rule.status_code == 201, rule.json()
+    assert rule.json()["rrule_description"] == (
+        "on day 1 of every month at 09:00; At 09:00, Monday through Friday"
+    )
+    assert rule.json()["cron_description"] is None
+
+
+def test_words_without_the_union_are_the_main_specs_and_a_bad_list_has_none(api):
+    data = create(api).json()
+    assert data["cron_description"] == "At 09:00, Monday through Friday"
+    Schedule.objects.filter(pk=data["id"]).update(extra_specs="not a list")  # behind save()
+    again = api.get(url("schedule-detail", data["id"]))
+    assert again.status_code == 200 and again.json()["cron_description"] is None
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince, timeuntil
 
 from .. import timing
-from ..cron_words import cron_in_words
+from ..cron_words import schedule_in_words
 from ..db.clock import db_now
 from ..db.latest import ReceiptSummary
 from ..deadlines import DeadlineState, deadline_state, read_now
@@ -302,14 +302,13 @@ def when(value: datetime | None, zone_name: str | None, *, now: datetime) -> Saf
 def cadence(obj: Schedule) -> SafeString | str:
     """``every 5 minutes``; for cron the expression and its zone, with the expression in
     words below it (``At 09:00, Monday through Friday``, :func:`..cron_words.cron_in_words`);
-    for rrule the rule and its zone, with the rule in words (:func:`..timing.rrule_description`)."""
+    for rrule the rule and its zone, with the rule in words (:func:`..timing.rrule_description`);
+    further specs (``extra_specs``) after the main one (:func:`..cron_words.schedule_in_words`)."""
     try:
         text = timing.describe(obj.spec(exclusions=False))
     except (timing.InvalidSchedule, ValueError, TypeError):
         return f"{obj.kind} schedule"
-    words = cron_in_words(obj.cron) if obj.kind == "cron" else ""
-    if obj.kind == "rrule":
-        words = timing.rrule_description(obj.spec(exclusions=False))
+    words = schedule_in_words(obj)
     if not words:
         return text
     return render_fragment("cadence", {"text": text, "words": words})

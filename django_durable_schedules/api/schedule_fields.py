@@ -17,7 +17,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .. import state, timing
-from ..cron_words import cron_in_words
+from ..cron_words import schedule_in_words
 from ..deadlines import DeadlineState, deadline_state, read_now
 from ..models import BlackoutWindow, ConcurrencyGroup, ExclusionCalendar, Schedule
 from .fields import CalendarNamesField, FlatListField, NameRelatedField, WindowNamesField
@@ -155,7 +155,8 @@ class ScheduleFields(serializers.Serializer):
     )
     cron_description = serializers.SerializerMethodField(
         help_text="The cron expression in words, in the request's language where "
-        'cron-descriptor has it ("At 09:00, Monday through Friday"); null for other kinds.'
+        'cron-descriptor has it ("At 09:00, Monday through Friday"), then each of '
+        '"extra_specs" in words, joined by "; "; null for other kinds.'
     )
     description = serializers.SerializerMethodField(
         help_text='The definition in words, for any kind: "every 5 minutes", "cron \'0 3 * * *\' '
@@ -164,8 +165,8 @@ class ScheduleFields(serializers.Serializer):
     )
     rrule_description = serializers.SerializerMethodField(
         help_text='The rule in English words with the times it takes from its start ("every '
-        '2 weeks on Tuesday at 09:00"), or the rule normalized when it has no words; null for '
-        "other kinds."
+        '2 weeks on Tuesday at 09:00"), or the rule normalized when it has no words, then each '
+        'of "extra_specs" in words, joined by "; "; null for other kinds.'
     )
     # Read from the state machine's table (state.allowed_actions, as the admin's buttons
     # are), from the row's own status and lease: no query, and no status rule typed here.
@@ -209,7 +210,7 @@ class ScheduleFields(serializers.Serializer):
     def get_cron_description(self, schedule: Schedule) -> str | None:
         if schedule.kind != "cron":
             return None
-        return cron_in_words(schedule.cron) or None
+        return schedule_in_words(schedule) or None
 
     @extend_schema_field(serializers.CharField())
     def get_description(self, schedule: Schedule) -> str:
@@ -220,7 +221,9 @@ class ScheduleFields(serializers.Serializer):
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_rrule_description(self, schedule: Schedule) -> str | None:
-        return timing.rrule_description(schedule.spec(exclusions=False)) or None
+        if schedule.kind != "rrule":
+            return None
+        return schedule_in_words(schedule) or None
 
     def _deadline(self, schedule: Schedule) -> DeadlineState:
         """The row's deadline state at the database clock's time, read once per answer and

@@ -39,7 +39,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from ... import health, state, timing
-from ...cron_words import cron_in_words
+from ...cron_words import schedule_in_words
 from ...exceptions import StateConflict
 from ...models import ReceiptStatus, Schedule
 from ...state.overlap_rules import queued_behind
@@ -275,9 +275,7 @@ class Command(BaseCommand):
 
     def _upcoming(self, schedule: Schedule, count: int) -> None:
         try:
-            words = cron_in_words(schedule.cron) if schedule.kind == "cron" else ""
-            if schedule.kind == "rrule":
-                words = timing.rrule_description(schedule.spec(exclusions=False))
+            words = schedule_in_words(schedule)
             self.stdout.write(
                 f"{schedule.name}: {_describe(schedule)}" + (f": {words}" if words else "")
             )
