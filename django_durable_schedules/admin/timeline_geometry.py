@@ -182,7 +182,7 @@ def bars(axis: Axis, runs: Iterable[RunInput], min_width: float = MIN_BAR_PX) ->
     earlier one), leaving out each bar of which less than :data:`VISIBLE_PX` would show
     beside the newer ones (many runs on few pixels: a busy schedule over 7 days); the
     row's strip counts them."""
-    ordered = sorted(runs, key=lambda r: (r.finished_at, str(r.pk)))
+    ordered = sorted(runs, key=lambda r: (r.finished_at, r.pk))
     kept: list[tuple[RunInput, tuple[float, float, datetime]]] = []
     covered_from = math.inf  # the leftmost edge of the newer bars kept so far
     for run in reversed(ordered):
