@@ -82,7 +82,7 @@ from .timeline_geometry import (
 from .timeline_html import (
     PLOT_WIDTH,
     Fragments,
-    band_columns,
+    band_html,
     bar_context,
     bars_html,
     grid_html,
@@ -212,8 +212,12 @@ def _row(
 ) -> dict[str, Any]:
     """A row as the template reads it: its bars, strip and ticks as SVG, its words, and
     (``table``: the page shows the text table) its runs as the table's rows."""
-    fields = ("pk", "status", "started_at", "claimed_at", "finished_at", "attempt", "origin")
-    inputs = [RunInput(**{f: getattr(r, f) for f in fields}, forced=r.forced) for r in runs]
+    inputs = [
+        RunInput(
+            r.pk, r.status, r.started_at, r.claimed_at, r.finished_at, r.attempt, r.origin, r.forced
+        )
+        for r in runs
+    ]
     drawn = bars(axis, inputs)
     link = urls["receipt"]
     running = _running(schedule, axis, urls["attempt"])
@@ -314,7 +318,7 @@ def timeline_view(model_admin: admin.ModelAdmin[Schedule], request: HttpRequest)
         "now_x": pct(axis.x(now)) if axis.contains(now) else None,
         "labels": (labels := [{"x": pct(lab.x), "text": lab.text} for lab in axis_labels(axis)]),
         "row_grid": grid_html(labels, ROW_HEIGHT),
-        "band": band_columns(density(axis, band, seconds, BAND_HEIGHT)),
+        "band_svg": band_html(density(axis, band, seconds, BAND_HEIGHT)),
         "band_total": sum(n for n, _ in band),
         "bucket_minutes": round(seconds / 60, 1),
         "start_text": fmt_instant(axis.start),

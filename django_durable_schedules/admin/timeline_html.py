@@ -14,6 +14,7 @@ percentages; stretching a fill is harmless).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape  # not Django's: lazy-wrapped, several times slower a value
@@ -99,26 +100,39 @@ def bar_context(bar: Bar, link: str | None) -> dict[str, Any]:
     }
 
 
-def band_columns(columns: list[Column]) -> list[dict[str, Any]]:
-    """Density columns as the template reads them (the band over the rows: a hundred at
-    most): across in percent (:func:`pct`), up in px."""
-    return [
-        {
-            "x": pct(c.x),
-            "width": pct(c.width),
-            "y": c.y,
-            "height": c.height,
-            "failure_y": c.failure_y,
-            "failure_height": c.failure_height,
-            "failures": c.failures,
-            "title": c.title,
-        }
-        for c in columns
-    ]
+def band_html(columns: list[Column]) -> SafeString:
+    """The density band over the rows (:func:`.timeline_geometry.density`: a hundred columns
+    at most) as SVG: each column a group with its words in a ``<title>``, its runs and its
+    failures (darker, at the bottom); across in percent (:func:`pct`), up in px."""
+    parts = []
+    for c in columns:
+        x, width = pct(c.x), pct(c.width)
+        parts.append(
+            f'<g class="dds-tl-col"><title>{escape(c.title)}</title>'
+            f'<rect class="dds-tl-col-runs" x="{x}%" y="{c.y}" width="{width}%" '
+            f'height="{c.height}"/>'
+        )
+        if c.failures:
+            parts.append(
+                f'<rect class="dds-tl-col-failures" x="{x}%" y="{c.failure_y}" '
+                f'width="{width}%" height="{c.failure_height}"/>'
+            )
+        parts.append("</g>")
+    return mark_safe("".join(parts))
 
 
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'s' if count != 1 else ''}"
+
+
+@functools.lru_cache(maxsize=16)
+def _path_edges(axis: Axis, seconds: int, count: int, height: float) -> tuple[tuple[str, str], ...]:
+    """The text of each bucket's column in a strip's path but its top: ``"M{x} "`` and
+    ``"h{width}V{height}h-{width}z"``, the same for every row of a page."""
+    return tuple(
+        (f"M{left} ", f"h{width}V{height}h-{width}z")
+        for left, width, _ in bucket_frames(axis, seconds, count)
+    )
 
 
 def strip_html(
@@ -134,23 +148,25 @@ def strip_html(
     if peak <= 0:
         return mark_safe("")
     frames = bucket_frames(axis, seconds, len(counts))
+    edges = _path_edges(axis, seconds, len(counts), height)
     runs_d, failures_d = [], []
     total = failed = buckets = failed_buckets = 0
     busiest = ""
-    for (runs, failures), (left, width, span) in zip(counts, frames, strict=True):
+    for i, (runs, failures) in enumerate(counts):
         if runs <= 0:
             continue
         total += runs
         buckets += 1
         column = round(max(1.0, height * runs / peak), 1)
-        runs_d.append(f"M{left} {round(height - column, 1)}h{width}V{height}h-{width}z")
+        left, right = edges[i]
+        runs_d.append(f"{left}{round(height - column, 1)}{right}")
         if runs == peak and not busiest:
-            busiest = span
+            busiest = frames[i][2]
         if failures:
             failed += failures
             failed_buckets += 1
             part = round(column * min(failures, runs) / runs, 1)
-            failures_d.append(f"M{left} {round(height - part, 1)}h{width}V{height}h-{width}z")
+            failures_d.append(f"{left}{round(height - part, 1)}{right}")
     words = (
         f"runs per {minutes} min: {_plural(total, 'run')} in {_plural(buckets, 'bucket')},"
         f" at most {peak} ({escape(busiest)})"
