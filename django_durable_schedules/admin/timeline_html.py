@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape  # not Django's: lazy-wrapped, several times slower a value
 from typing import Any
+from uuid import UUID
 
 from django.contrib.admin.utils import quote
 from django.utils.safestring import SafeString, mark_safe
@@ -231,15 +232,19 @@ def bars_html(drawn: list[Bar], link: str | None, frags: Fragments) -> SafeStrin
     classes: dict[tuple[str, str], str] = {}
     svg = []
     for bar in drawn:
-        raw = str(bar.pk)
+        if type(bar.pk) is UUID:  # hex and dashes: nothing to quote or escape
+            pk = quoted = str(bar.pk)
+        else:
+            raw = str(bar.pk)
+            pk, quoted = escape(raw), escape(quote(raw))
         kind = (bar.status, bar.mark)
         css = classes.get(kind)
         if css is None:
             mark = f" dds-tl-m-{bar.mark}" if bar.mark else ""
             css = classes[kind] = escape(f"dds-tl-bar dds-tl-s-{bar.status}{mark}")
         values = {
-            "url": url.format(escape(quote(raw))) if url else "#",
-            "pk": escape(raw),
+            "url": url.format(quoted) if url else "#",
+            "pk": pk,
             "title": escape(bar.title),
             "css": css,
             "x": pct(bar.x),
