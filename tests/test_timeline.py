@@ -308,10 +308,55 @@ def test_the_page_draws_bars_that_link_to_their_receipts(admin_client):
     assert 'fill="url(#dds-tl-hatch)" x=' in html  # the backfill's hatch
     assert re.search(r"<title>failed · started [^<]+ · 30\.0*\d* s|<title>failed · started", html)
     assert '5 runs, <span class="dds-tl-failed-count">1 failed</span>' in html
-    # Its next slots (hourly): ticks ahead of now, and the text fallback lists the runs.
+    # Its next slots (hourly): ticks ahead of now; the text table of the runs is a link away.
     assert html.count('<g class="dds-tl-tick">') >= 3
-    assert '<details class="dds-tl-table">' in html
+    assert '<a href="?table=1#dds-tl-runs" class="dds-tl-table-link">' in html
+    assert "<td>nightly.report</td>" not in html
     assert 'role="img"' in html and 'aria-label="nightly.report: 5 runs in the range' in html
+
+
+@pytest.mark.django_db
+def test_the_runs_as_a_text_table_on_request(admin_client):
+    s = make("nightly.report")
+    receipts = history(s, [("succeeded", "scheduled", 1), ("failed", "scheduled", 1)])
+    html = admin_client.get(f"{reverse(TIMELINE)}?range=7d&table=1").text
+    assert '<section class="dds-tl-table" id="dds-tl-runs"' in html
+    for receipt in receipts:
+        url = reverse("admin:durable_schedules_runreceipt_change", args=[receipt.pk])
+        assert f'<tr><td>nightly.report</td><td><a href="{url}">{receipt.status}</a></td>' in html
+    # The link back keeps the other parameters and drops the table.
+    assert '<a href="?range=7d" class="dds-tl-table-link">hide the table</a>' in html
+    # The range links and the pages keep the filters, not the table: a request each.
+    assert "table=1" not in html.split('class="dds-tl-ranges"')[1].split("</div>")[0]
+
+
+@pytest.mark.django_db
+def test_a_busy_rows_strip_is_one_path_per_outcome_and_its_counts_are_in_the_table(
+    admin_client, monkeypatch
+):
+    from django_durable_schedules.admin import timeline as view
+
+    monkeypatch.setattr(view, "BARS_PER_ROW", 3)
+    s = make("busy.row")
+    statuses = [("succeeded", "scheduled", 1)] * 6 + [("failed", "scheduled", 1)] * 2
+    history(s, statuses)
+    html = admin_client.get(reverse(TIMELINE)).text
+    row = html.split('data-schedule="busy.row"')[1].split("</tr>")[0]
+    assert row.count("<path ") == 2 and '<rect class="dds-tl-heat"' not in row
+    strip = re.search(r'<path class="dds-tl-heat" d="([^"]+)"><title>([^<]+)</title>', row)
+    assert strip and strip.group(1).startswith("M") and "8 runs in" in strip.group(2)
+    failed = re.search(r'<path class="dds-tl-heat-failed" d="[^"]+"><title>([^<]+)</title>', row)
+    assert failed and failed.group(1).startswith("failed: 2 runs in")
+    assert 'viewBox="0 0 720 22" preserveAspectRatio="none"' in row
+    table = admin_client.get(f"{reverse(TIMELINE)}?table=1").text
+    buckets = re.search(
+        r'<tr class="dds-tl-buckets"><td>busy.row</td><td colspan="4">([^<]+)<', table
+    )
+    assert buckets and "runs per " in buckets.group(1)
+    cells = [c.rsplit(": ", 1)[1] for c in buckets.group(1).split(" min: ", 1)[1].split("; ")]
+    counted = [re.fullmatch(r"(\d+)(?: \((\d+) failed\))?", c).groups() for c in cells]
+    assert sum(int(n) for n, _ in counted) == 8
+    assert sum(int(f or 0) for _, f in counted) == 2
 
 
 def claim(schedules: list[Schedule]) -> list[RunAttempt]:
@@ -350,7 +395,8 @@ def test_a_run_in_flight_is_a_running_bar_to_now_linking_to_its_attempt(admin_cl
     note = rf'class="dds-note dds-tl-running-note">running since ([\d-]+ )?{attempt.claimed_at:%H:%M:%S} UTC<'
     assert re.search(note, html)
     assert f"busy: 0 runs in the range; running since {since}" in html
-    assert f'<tr><td>busy</td><td><a href="{url}">running</a></td><td>{since}</td>' in html
+    table = admin_client.get(f"{reverse(TIMELINE)}?table=1").text
+    assert f'<tr><td>busy</td><td><a href="{url}">running</a></td><td>{since}</td>' in table
     assert "running (no receipt yet" in html
     axis = response.context["axis"]
     assert abs(axis.now - timezone.now()) < timedelta(minutes=1)

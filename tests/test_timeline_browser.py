@@ -1,8 +1,8 @@
 """The admin timeline in a real browser (issue #29, item 1): real runs from a real
 ``run_scheduler --once`` next to a seeded history and a run in flight; a person opens the
 timeline at 1280 px from the schedule list, hovers a bar (its tooltip and highlight), clicks
-it and lands on its receipt, opens another bar from the keyboard, switches the range and
-filters by callback; at 1920 px the plot takes the extra width and its bars still open their
+it and lands on its receipt, opens another bar from the keyboard, switches the range,
+filters by callback and asks for the runs as a text table; at 1920 px the plot takes the extra width and its bars still open their
 receipt, and the running bar its attempt. With ``DDS_SCREENSHOTS=1`` it saves
 ``docs/img/admin-timeline-1280.png``, ``admin-timeline-1280-dark.png``,
 ``admin-timeline-1920.png`` and ``admin-timeline-1920-dark.png``. Fixtures:
@@ -173,6 +173,23 @@ def test_the_timeline_in_a_real_browser(served_static, start_worker, browser_pag
     page.wait_for_load_state()
     names = [n.strip() for n in page.locator("tr.dds-tl-row th > a:first-child").all_inner_texts()]
     assert names == ["billing.sync", "partner.import"]
+
+    # The runs as a text table, on request: a link under the drawing (no script), reached
+    # from the keyboard; each run's outcome opens its receipt.
+    page.goto(f"{base}{TIMELINE}")
+    assert page.locator("#dds-tl-runs table").count() == 0
+    page.locator("a.dds-tl-table-link").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r"\?table=1#dds-tl-runs$"))
+    runs_table = page.locator("#dds-tl-runs table")
+    assert runs_table.locator("tbody tr").count() >= 30
+    assert "running" in runs_table.locator("tr", has_text="digest.build").last.inner_text()
+    runs_table.locator(f'a[href$="/runreceipt/{real_bad.pk}/change/"]').click()
+    page.wait_for_url(re.compile(rf"/runreceipt/{real_bad.pk}/change/$"))
+    page.go_back()
+    page.get_by_role("link", name="hide the table").click()
+    page.wait_for_load_state()
+    assert page.locator("#dds-tl-runs table").count() == 0
 
     # A bad range is a message, not an error page.
     page.goto(f"{base}{TIMELINE}?start=yesterday&end=today")

@@ -19,18 +19,19 @@ per bucket (:func:`..db.timeline.bucket_counts`) and the concurrency groups offe
 filter (one). The drawing is :mod:`.timeline_geometry`; the query string
 :mod:`.timeline_params`.
 
-The geometry is computed for a plot of :data:`PLOT_WIDTH` px, the narrowest it is drawn,
-and written as percentages of the plot's width (:func:`pct`): the SVGs are as wide as the
-window allows (``timeline.css``), so at 1920 px the plot takes the extra width, its text
-and strokes unstretched.
+The markup repeated thousands of times a page (bars, strips, ticks, the rows of the text
+table) is :mod:`.timeline_html`: the geometry is computed for a plot of
+:data:`.timeline_html.PLOT_WIDTH` px, the narrowest it is drawn, and written as percentages
+of the plot's width: the SVGs are as wide as the window allows (``timeline.css``), so at
+1920 px the plot takes the extra width, its text and strokes unstretched. The text table of
+the runs drawn is written only when asked for (``?table=1``, a link on the page).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from html import escape  # not Django's: lazy-wrapped, several times slower a value
 from typing import Any
 
 from django.contrib import admin, messages
@@ -44,7 +45,6 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone as dj_timezone
 from django.utils.http import urlencode
-from django.utils.safestring import SafeString, mark_safe
 
 from .. import timing
 from ..db.clock import CLOCK_SQL, db_now
@@ -64,12 +64,10 @@ from ..models import (
 from ..registry import registry
 from ..running import annotated_running
 from .columns import attempt_link, receipt_link
-from .display import fmt_time_utc, fragment_pattern
+from .display import fmt_time_utc
 from .timeline_geometry import (
     MARKED_ORIGINS,
     Axis,
-    Bar,
-    Column,
     RunInput,
     RunningInput,
     SlotMark,
@@ -80,6 +78,19 @@ from .timeline_geometry import (
     fmt_instant,
     running_bar,
     slot_marks,
+)
+from .timeline_html import (
+    PLOT_WIDTH,
+    Fragments,
+    band_html,
+    bar_context,
+    bars_html,
+    grid_html,
+    pct,
+    runs_table_html,
+    strip_html,
+    strip_table_html,
+    ticks_html,
 )
 from .timeline_params import RANGES, TimelineParams, named_range, read_params
 from .views import admin_url
@@ -93,9 +104,8 @@ BARS_PER_ROW = 60
 SLOTS_PER_ROW = 24
 #: Buckets of the density band and of a row's strip.
 BUCKETS = 96
-#: The plot's narrowest width (its ``min-width`` in ``timeline.css``: keep them equal) and a
-#: row's height, in pixels. The plot is drawn as wide as the window allows.
-PLOT_WIDTH = 720
+#: A row's height and the band's, in pixels (the plot's narrowest width is
+#: :data:`.timeline_html.PLOT_WIDTH`).
 ROW_HEIGHT = 22
 BAND_HEIGHT = 40
 #: Concurrency groups offered by the filter.
@@ -105,12 +115,6 @@ GROUP_CHOICES = 100
 #: The annotations of the page's schedules: the attempt in flight's id and origin (with
 #: those of :meth:`..models.queries.ScheduleQuerySet.with_running`) and the database clock.
 RUNNING_ID, RUNNING_ORIGIN, DB_NOW = "dds_running_id", "dds_running_origin", "dds_db_now"
-
-
-def pct(px: float) -> str:
-    """``px`` on a plot of :data:`PLOT_WIDTH` px as a percentage of the plot's width, for
-    an SVG attribute (``"12.5"``; the template adds ``%``)."""
-    return f"{px * 100 / PLOT_WIDTH:.3f}".rstrip("0").rstrip(".")
 
 
 def _schedules(params: TimelineParams) -> list[Schedule]:
@@ -170,7 +174,7 @@ def _running(schedule: Schedule, axis: Axis, link: str | None) -> dict[str, Any]
     if bar is None:
         return None
     return {
-        **_bar(bar, link),
+        **bar_context(bar, link),
         "css": "dds-tl-bar dds-tl-running",
         "pattern": "",
         "note": f"running since {fmt_time_utc(run.claimed_at)}",
@@ -204,9 +208,16 @@ def _row(
     seconds: int,
     urls: dict[str, Any],
     frags: Fragments,
+    table: bool = False,
 ) -> dict[str, Any]:
-    fields = ("pk", "status", "started_at", "claimed_at", "finished_at", "attempt", "origin")
-    inputs = [RunInput(**{f: getattr(r, f) for f in fields}, forced=r.forced) for r in runs]
+    """A row as the template reads it: its bars, strip and ticks as SVG, its words, and
+    (``table``: the page shows the text table) its runs as the table's rows."""
+    inputs = [
+        RunInput(
+            r.pk, r.status, r.started_at, r.claimed_at, r.finished_at, r.attempt, r.origin, r.forced
+        )
+        for r in runs
+    ]
     drawn = bars(axis, inputs)
     link = urls["receipt"]
     running = _running(schedule, axis, urls["attempt"])
@@ -214,6 +225,7 @@ def _row(
     failures = sum(f for _, f in counts)
     hidden = max(0, total - len(drawn))
     ticks, slots_more, note = _slots(schedule, axis)
+    minutes = round(seconds / 60, 1)
     label = f"{schedule.name}: {total} run{'s' if total != 1 else ''} in the range"
     if failures:
         label += f", {failures} failed"
@@ -228,168 +240,26 @@ def _row(
         "schedule": schedule,
         "url": admin_url(urls["admin"], "change", quote(schedule.pk)),
         "only_url": f"{urls['timeline']}?{urlencode({'schedule': str(schedule.pk)})}",
-        "bars": (shown := [_bar(b, link) for b in drawn]),
-        **bars_html(schedule.name, shown, running, frags),
+        "bars_svg": bars_html(drawn, link, frags),
+        "table_html": (
+            runs_table_html(schedule.name, drawn, link, running, frags) if table else ""
+        ),
+        "buckets_html": (
+            strip_table_html(schedule.name, axis, counts, seconds, minutes)
+            if table and hidden
+            else ""
+        ),
         "running": running,
         "total": total,
         "failures": failures,
         "hidden": hidden,
         # The row's strip: only when some of its runs are not drawn.
-        "strip_svg": (
-            heat_html(density(axis, counts, seconds, ROW_HEIGHT), frags) if hidden else ""
-        ),
+        "strip_svg": (strip_html(axis, counts, seconds, ROW_HEIGHT, minutes) if hidden else ""),
         "ticks_svg": ticks_html(ticks, frags),
         "slots_more": slots_more,
         "note": note,
         "label": label,
     }
-
-
-#: The pattern drawn over a bar of these marks (the others are outlines, in CSS).
-PATTERNS = {"backfill": "hatch", "buffered": "dots", "deferred": "dots"}
-
-
-def _columns(columns: list[Column]) -> list[dict[str, Any]]:
-    """Density columns as the template reads them: across in percent (:func:`pct`), up in
-    px."""
-    return [
-        {
-            "x": pct(c.x),
-            "width": pct(c.width),
-            "y": c.y,
-            "height": c.height,
-            "failure_y": c.failure_y,
-            "failure_height": c.failure_height,
-            "failures": c.failures,
-            "title": c.title,
-        }
-        for c in columns
-    ]
-
-
-def _bar(bar: Bar, link: str | None) -> dict[str, Any]:
-    """What the template reads of a bar: its geometry (across in percent: :func:`pct`) and
-    words, its page's URL (``link``: "#" when not in this admin site), its classes and its
-    pattern."""
-    mark = f" dds-tl-m-{bar.mark}" if bar.mark else ""
-    return {
-        "pk": bar.pk,
-        "x": pct(bar.x),
-        "width": pct(bar.width),
-        "title": bar.title,
-        "status": bar.status,
-        "started": bar.started,
-        "duration": bar.duration,
-        "origin": bar.origin,
-        "url": link.format(quote(bar.pk)) if link else "#",
-        "css": f"dds-tl-bar dds-tl-s-{bar.status}{mark}",
-        "pattern": PATTERNS.get(bar.mark, ""),
-    }
-
-
-#: A bar's fields in its fragment (``fragments/timeline_bar.html``; and ``pattern`` where
-#: its mark has one) and a run's in the text table's row (``timeline_run_row.html``).
-BAR_FIELDS = ("url", "pk", "title", "css", "x", "width")
-RUN_FIELDS = ("url", "status", "started", "duration", "origin")
-
-
-#: A strip column's fields in its fragment (``fragments/timeline_heat.html``), and a
-#: tick's (``fragments/timeline_tick.html``).
-HEAT_FIELDS = ("x", "y", "width", "height", "title")
-TICK_FIELDS = ("x", "title")
-
-
-@dataclass(frozen=True)
-class Fragments:
-    """The patterns of the fragments a page repeats (:func:`.display.fragment_pattern`),
-    looked up once a page: a bar, a bar with a pattern over it, a row of the text table, a
-    strip column, a tick and a struck tick."""
-
-    bar: str
-    patterned_bar: str
-    table_row: str
-    heat: str
-    tick: str
-    struck_tick: str
-
-    @classmethod
-    def load(cls) -> Fragments:
-        return cls(
-            bar=fragment_pattern("timeline_bar", BAR_FIELDS),
-            patterned_bar=fragment_pattern("timeline_bar", (*BAR_FIELDS, "pattern")),
-            table_row=fragment_pattern("timeline_run_row", ("name", *RUN_FIELDS)),
-            heat=fragment_pattern("timeline_heat", HEAT_FIELDS),
-            tick=fragment_pattern("timeline_tick", TICK_FIELDS),
-            struck_tick=fragment_pattern("timeline_tick", TICK_FIELDS, flags=("struck",)),
-        )
-
-
-def heat_html(columns: list[Column], frags: Fragments) -> SafeString:
-    """A row's strip (:func:`.timeline_geometry.density` columns) as SVG: its fragment
-    filled in once a column, every value escaped."""
-    pattern = frags.heat
-    return mark_safe(
-        "".join(
-            pattern.format(
-                x=pct(c.x), y=c.y, width=pct(c.width), height=c.height, title=escape(c.title)
-            )
-            for c in columns
-        )
-    )
-
-
-def ticks_html(ticks: list[SlotMark], frags: Fragments) -> SafeString:
-    """A row's future slots (:func:`.timeline_geometry.slot_marks`) as SVG: their fragment
-    filled in once a tick, every value escaped."""
-    return mark_safe(
-        "".join(
-            (frags.struck_tick if t.struck else frags.tick).format(
-                x=pct(t.x), title=escape(t.title)
-            )
-            for t in ticks
-        )
-    )
-
-
-BAR_AND_RUN_FIELDS = tuple(dict.fromkeys((*BAR_FIELDS, *RUN_FIELDS)))
-
-
-def _escaped(value: Any) -> Any:
-    """``value`` ready for a fragment: a number as it is (``str.format`` writes it, nothing
-    to escape), anything else escaped as text."""
-    if type(value) in (int, float):
-        return value
-    return escape(str(value))
-
-
-def bars_html(
-    name: str,
-    shown: list[dict[str, Any]],
-    running: dict[str, Any] | None = None,
-    frags: Fragments | None = None,
-) -> dict[str, SafeString]:
-    """A row's bars as SVG (``bars_svg``) and as rows of the page's text table
-    (``table_html``, the ``running`` attempt last): their fragments filled in once a bar
-    (:func:`.display.fragment_pattern`), every value escaped; what template loops over
-    thousands of bars would render, in a fraction of their time. The running bar's SVG is
-    the template's own (one a row at most)."""
-    frags = frags or Fragments.load()
-    plain, patterned, table_row = frags.bar, frags.patterned_bar, frags.table_row
-    escaped_name = escape(name)
-    svg, table = [], []
-    for bar in shown:
-        values = {f: _escaped(bar[f]) for f in BAR_AND_RUN_FIELDS}
-        pattern = bar["pattern"]
-        svg.append(
-            patterned.format(pattern=escape(pattern), **values)
-            if pattern
-            else plain.format(**values)
-        )
-        table.append(table_row.format(name=escaped_name, **values))
-    if running:
-        values = {f: escape(str(running[f])) for f in RUN_FIELDS}
-        table.append(table_row.format(name=escaped_name, **values))
-    return {"bars_svg": mark_safe("".join(svg)), "table_html": mark_safe("\n".join(table))}
 
 
 def timeline_view(model_admin: admin.ModelAdmin[Schedule], request: HttpRequest) -> HttpResponse:
@@ -428,7 +298,10 @@ def timeline_view(model_admin: admin.ModelAdmin[Schedule], request: HttpRequest)
         "timeline": timeline_url,
     }
     frags = Fragments.load()
-    rows = [_row(s, axis, runs_by[s.pk], per_row[s.pk], seconds, urls, frags) for s in schedules]
+    rows = [
+        _row(s, axis, runs_by[s.pk], per_row[s.pk], seconds, urls, frags, params.table)
+        for s in schedules
+    ]
     band = [
         (sum(per_row[pk][i][0] for pk in ids), sum(per_row[pk][i][1] for pk in ids))
         for i in range(BUCKETS)
@@ -443,8 +316,9 @@ def timeline_view(model_admin: admin.ModelAdmin[Schedule], request: HttpRequest)
         "rows": rows,
         "axis": axis,
         "now_x": pct(axis.x(now)) if axis.contains(now) else None,
-        "labels": [{"x": pct(lab.x), "text": lab.text} for lab in axis_labels(axis)],
-        "band": _columns(density(axis, band, seconds, BAND_HEIGHT)),
+        "labels": (labels := [{"x": pct(lab.x), "text": lab.text} for lab in axis_labels(axis)]),
+        "row_grid": grid_html(labels, ROW_HEIGHT),
+        "band_svg": band_html(density(axis, band, seconds, BAND_HEIGHT)),
         "band_total": sum(n for n, _ in band),
         "bucket_minutes": round(seconds / 60, 1),
         "start_text": fmt_instant(axis.start),
@@ -475,9 +349,19 @@ def timeline_view(model_admin: admin.ModelAdmin[Schedule], request: HttpRequest)
         "band_height": BAND_HEIGHT,
         "bars_per_row": BARS_PER_ROW,
         "changelist_url": admin_url(model_admin, "changelist") or "",
+        "table_url": _table_url(request, show=not params.table),
     }
     request.current_app = model_admin.admin_site.name
     return TemplateResponse(request, "durable_schedules/admin/timeline.html", context)
+
+
+def _table_url(request: HttpRequest, show: bool) -> str:
+    """This page with the text table of the runs (``show``) or without it."""
+    query = request.GET.copy()
+    query.pop("table", None)
+    if show:
+        query["table"] = "1"
+    return f"?{query.urlencode()}#dds-tl-runs" if show else f"?{query.urlencode()}"
 
 
 def _page_url(params: TimelineParams, page: int) -> str:
@@ -487,4 +371,6 @@ def _page_url(params: TimelineParams, page: int) -> str:
     else:
         values["start"] = params.start.isoformat()
         values["end"] = params.end.isoformat()
+    if params.table:
+        values["table"] = 1
     return "?" + urlencode(values, doseq=True)

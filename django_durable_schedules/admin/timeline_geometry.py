@@ -26,23 +26,10 @@ MIN_BAR_PX = 3.0
 #: after the first, whatever its origin).
 MARKED_ORIGINS = ("retry", "backfill", "triggered", "rerun", "buffered", "deferred")
 #: Spacing of the axis labels, the first that gives at most :data:`MAX_LABELS` of them.
+_H, _D = 3600, 86400
 LABEL_STEPS = tuple(
     timedelta(seconds=s)
-    for s in (
-        60,
-        300,
-        900,
-        1800,
-        3600,
-        3 * 3600,
-        6 * 3600,
-        12 * 3600,
-        86400,
-        2 * 86400,
-        7 * 86400,
-        14 * 86400,
-        30 * 86400,
-    )
+    for s in (60, 300, 900, 1800, _H, 3 * _H, 6 * _H, 12 * _H, _D, 2 * _D, 7 * _D, 14 * _D, 30 * _D)
 )
 MAX_LABELS = 12
 
@@ -65,14 +52,18 @@ class Axis:
         if not self.width > 0:
             raise ValueError("the axis needs a positive width")
 
-    @property
+    @functools.cached_property
     def seconds(self) -> float:
         """The span in seconds."""
         return (self.end - self.start).total_seconds()
 
+    @functools.cached_property
+    def _scale(self) -> float:
+        return self.width / self.seconds
+
     def x(self, at: datetime) -> float:
-        """``at``'s position in pixels, clamped to the plot."""
-        offset = (at - self.start).total_seconds() / self.seconds * self.width
+        """``at``'s position in pixels, clamped to the plot (thousands a page)."""
+        offset = (at - self.start).total_seconds() * self._scale
         return round(min(max(offset, 0.0), self.width), 1)
 
     def contains(self, at: datetime) -> bool:
@@ -152,11 +143,17 @@ def _span(axis: Axis, run: RunInput, min_width: float) -> tuple[float, float, da
     return min(left, axis.width - width), width, began
 
 
-def bar_of(axis: Axis, run: RunInput, min_width: float = MIN_BAR_PX) -> Bar:
+def bar_of(
+    axis: Axis,
+    run: RunInput,
+    min_width: float = MIN_BAR_PX,
+    span: tuple[float, float, datetime] | None = None,
+) -> Bar:
     """The bar of one run: from ``started_at`` (else ``claimed_at``, else ``finished_at``)
     to ``finished_at``, clipped to the axis, at least ``min_width`` wide (kept inside the
-    plot: a run that ends at the right edge grows leftwards)."""
-    left, width, began = _span(axis, run, min_width)
+    plot: a run that ends at the right edge grows leftwards). ``span``: its ``(left,
+    width, began)`` where the caller has worked it out already."""
+    left, width, began = span or _span(axis, run, min_width)
     duration = (
         (run.finished_at - run.started_at).total_seconds() if run.started_at is not None else None
     )
@@ -185,15 +182,16 @@ def bars(axis: Axis, runs: Iterable[RunInput], min_width: float = MIN_BAR_PX) ->
     earlier one), leaving out each bar of which less than :data:`VISIBLE_PX` would show
     beside the newer ones (many runs on few pixels: a busy schedule over 7 days); the
     row's strip counts them."""
-    ordered = sorted(runs, key=lambda r: (r.finished_at, str(r.pk)))
-    kept: list[RunInput] = []
+    ordered = sorted(runs, key=lambda r: (r.finished_at, r.pk))
+    kept: list[tuple[RunInput, tuple[float, float, datetime]]] = []
     covered_from = math.inf  # the leftmost edge of the newer bars kept so far
     for run in reversed(ordered):
-        left, width, _ = _span(axis, run, min_width)
+        span = _span(axis, run, min_width)
+        left, width, _ = span
         if min(left + width, covered_from) - left >= VISIBLE_PX:
-            kept.append(run)
+            kept.append((run, span))
             covered_from = min(covered_from, left)
-    return [bar_of(axis, r, min_width) for r in reversed(kept)]
+    return [bar_of(axis, r, min_width, span) for r, span in reversed(kept)]
 
 
 @dataclass(frozen=True)
@@ -311,7 +309,7 @@ class Column:
 
 
 @functools.lru_cache(maxsize=16)
-def _buckets(axis: Axis, seconds: int, count: int) -> tuple[tuple[float, float, str], ...]:
+def bucket_frames(axis: Axis, seconds: int, count: int) -> tuple[tuple[float, float, str], ...]:
     """``(x, width, "begin to finish")`` of the first ``count`` buckets of ``seconds`` on
     ``axis``: the same for every row of a page (each row's strip and the band), worked out
     once."""
@@ -342,7 +340,7 @@ def density(
     if seconds < 1:
         raise ValueError("seconds must be at least 1")
     peak = max((runs for runs, _ in counts), default=0)
-    frames = _buckets(axis, seconds, len(counts))
+    frames = bucket_frames(axis, seconds, len(counts))
     columns = []
     for (runs, failures), (left, width, span) in zip(counts, frames, strict=True):
         if runs <= 0:

@@ -7,7 +7,7 @@ Parameters: ``range`` (``24h``, ``7d`` or ``30d``; default ``24h``) or ``start``
 ``end`` (ISO 8601; no zone: UTC; at least a minute, at most :data:`MAX_SPAN` apart),
 ``schedule`` (one schedule's id), ``status``, ``callback``, ``owner`` (a username), ``group``
 (a concurrency group's name), ``label`` (``key`` or ``key:value``, repeatable, all must
-match) and ``p`` (the page, from 0).
+match), ``p`` (the page, from 0) and ``table`` (``1``: the runs drawn as a text table too).
 """
 
 from __future__ import annotations
@@ -51,6 +51,8 @@ class TimelineParams:
     labels: list[Label] = field(default_factory=list)
     label_texts: list[str] = field(default_factory=list)
     page: int = 0
+    #: The runs drawn listed as a text table under the drawing (``?table=1``).
+    table: bool = False
 
     def filters(self) -> dict[str, Any]:
         """The filters as query-string parameters (no range, no page): what the range
@@ -163,5 +165,6 @@ def read_params(query: Any, now: datetime, statuses: Any = ()) -> tuple[Timeline
         labels=labels,
         label_texts=texts,
         page=page,
+        table=query.get("table", "") == "1",
     )
     return params, errors

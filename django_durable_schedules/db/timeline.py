@@ -9,7 +9,8 @@ schedules or runs (issue #29, item 1):
 * :func:`bucket_counts`: the runs and failures per schedule and per time bucket of the range
   (``GROUP BY`` schedule and bucket, the bucket computed by the database:
   :class:`SecondsSince`), over the same index range; at most ``schedules * buckets`` rows
-  come back.
+  come back. PostgreSQL: a ``LATERAL`` subquery per schedule, one range scan of that index
+  each (its plan for ``IN`` read every receipt of the range and filtered them).
 
 Both are read-only and use the database the router gives for receipts.
 """
@@ -21,8 +22,18 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.db import connections, router
-from django.db.models import Count, DateTimeField, F, FloatField, Func, Q, Value, Window
-from django.db.models.functions import Floor, RowNumber
+from django.db.models import (
+    BigIntegerField,
+    Count,
+    DateTimeField,
+    F,
+    FloatField,
+    Func,
+    Q,
+    Value,
+    Window,
+)
+from django.db.models.functions import Cast, Floor, RowNumber
 
 from ..models import ReceiptStatus, RunReceipt
 
@@ -149,17 +160,10 @@ def bucket_counts(
     if not schedule_ids:
         return {}
     using = router.db_for_read(RunReceipt)
-    rows = (
-        RunReceipt.objects.using(using)
-        .filter(schedule_id__in=list(schedule_ids), finished_at__gte=start, finished_at__lte=end)
-        .annotate(dds_bucket=Floor(SecondsSince(F("finished_at"), start) / Value(bucket_seconds)))
-        .values("schedule_id", "dds_bucket")
-        .order_by()
-        .annotate(
-            runs=Count("id"),
-            failures=Count("id", filter=Q(status__in=FAILURE_STATUSES)),
-        )
-        .values_list("schedule_id", "dds_bucket", "runs", "failures")
+    rows: Any = (
+        _bucket_rows_postgresql(using, schedule_ids, start, end, bucket_seconds)
+        if connections[using].vendor == "postgresql"
+        else _bucket_rows(using, schedule_ids, start, end, bucket_seconds)
     )
     last = max(0, int((end - start).total_seconds() // bucket_seconds))
     counts: dict[tuple[Any, int], tuple[int, int]] = {}
@@ -168,3 +172,58 @@ def bucket_counts(
         before = counts.get(key, (0, 0))
         counts[key] = (before[0] + runs, before[1] + failures)
     return counts
+
+
+def _bucket_rows_postgresql(
+    using: str, schedule_ids: Sequence[Any], start: datetime, end: datetime, seconds: int
+) -> list[tuple[Any, int, int, int]]:
+    """:func:`bucket_counts`'s rows on PostgreSQL: each schedule's receipts of the range
+    read by its own ``(schedule_id, finished_at)`` index scan (a lateral subquery kept
+    apart by ``OFFSET 0``), so the read is the rows of the page's schedules, not every
+    receipt of the range filtered by schedule (the plan PostgreSQL picks for ``IN``: 45 ms
+    against 15 ms for 50 busy schedules among 1,000 over 7 days, 10 M receipts)."""
+    connection = connections[using]
+    receipts = connection.ops.quote_name(RunReceipt._meta.db_table)
+    sql = (
+        "SELECT s.id, r.bucket, COUNT(*), COUNT(*) FILTER (WHERE r.status = ANY(%s)) "
+        "FROM unnest(%s::uuid[]) AS s(id) CROSS JOIN LATERAL "
+        "(SELECT FLOOR(EXTRACT(EPOCH FROM (finished_at - %s)) / %s)::bigint AS bucket, status "
+        f"FROM {receipts} WHERE schedule_id = s.id AND finished_at >= %s AND finished_at <= %s "
+        "OFFSET 0) AS r GROUP BY 1, 2"
+    )
+    params: list[Any] = [
+        [str(f) for f in FAILURE_STATUSES],
+        list(schedule_ids),
+        start,
+        seconds,
+        start,
+        end,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall())
+
+
+def _bucket_rows(
+    using: str, schedule_ids: Sequence[Any], start: datetime, end: datetime, seconds: int
+) -> Any:
+    """:func:`bucket_counts`'s rows on the other backends (the ORM)."""
+    return (
+        RunReceipt.objects.using(using)
+        .filter(schedule_id__in=list(schedule_ids), finished_at__gte=start, finished_at__lte=end)
+        # An integer from the database: PostgreSQL's FLOOR of EXTRACT is a numeric, a Decimal
+        # each row in Python, then a float (a few thousand rows a page: half the read's time).
+        .annotate(
+            dds_bucket=Cast(
+                Floor(SecondsSince(F("finished_at"), start) / Value(seconds)),
+                BigIntegerField(),
+            )
+        )
+        .values("schedule_id", "dds_bucket")
+        .order_by()
+        .annotate(
+            runs=Count("id"),
+            failures=Count("id", filter=Q(status__in=FAILURE_STATUSES)),
+        )
+        .values_list("schedule_id", "dds_bucket", "runs", "failures")
+    )

@@ -1,0 +1,295 @@
+"""The admin timeline's repeated markup (issue #29): what :mod:`.timeline` draws thousands
+of times a page, written with Python string joins rather than template loops. A bar is its
+fragment (``fragments/timeline_bar.html``) filled in; a row's strip (the runs not drawn as
+bars) is one ``<path>`` per outcome (all runs, and the failures over them), not a shape per
+bucket; the text table of the runs (``fragments/timeline_run_row.html``) is written only
+when the page is asked for it (``?table=1``). Every value is escaped (``html.escape``).
+
+Geometry comes from :mod:`.timeline_geometry` in pixels of a plot :data:`PLOT_WIDTH` wide:
+the SVGs are as wide as the window allows and carry no ``viewBox`` (text and strokes are
+never stretched), so a shape's across is written as a percentage (:func:`pct`); a strip's
+paths sit in a nested ``<svg>`` whose ``viewBox`` is the plot's (a ``d`` attribute takes no
+percentages; stretching a fill is harmless).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape  # not Django's: lazy-wrapped, several times slower a value
+from typing import Any
+from uuid import UUID
+
+from django.contrib.admin.utils import quote
+from django.utils.safestring import SafeString, mark_safe
+
+from .display import fragment_pattern
+from .timeline_geometry import Axis, Bar, Column, SlotMark, bucket_frames
+
+#: The plot's narrowest width (its ``min-width`` in ``timeline.css``: keep them equal), in
+#: pixels: the geometry's width. The plot is drawn as wide as the window allows.
+PLOT_WIDTH = 720
+
+#: The pattern drawn over a bar of these marks (the others are outlines, in CSS).
+PATTERNS = {"backfill": "hatch", "buffered": "dots", "deferred": "dots"}
+
+#: A bar's fields in its fragment (``fragments/timeline_bar.html``; and ``pattern`` where
+#: its mark has one) and a run's in the text table's row (``timeline_run_row.html``).
+BAR_FIELDS = ("url", "pk", "title", "css", "x", "width")
+RUN_FIELDS = ("url", "status", "started", "duration", "origin")
+#: A tick's fields in its fragment (``fragments/timeline_tick.html``).
+TICK_FIELDS = ("x", "title")
+
+
+#: :func:`pct`'s texts by pixel: the geometry rounds to 0.1 px, so a page's few thousand
+#: positions and widths are a few hundred values (busy rows run at the same times).
+_PERCENTS: dict[float, str] = {}
+
+
+def pct(px: float) -> str:
+    """``px`` on a plot of :data:`PLOT_WIDTH` px as a percentage of the plot's width, for
+    an SVG attribute (``"12.5"``; the template adds ``%``)."""
+    text = _PERCENTS.get(px)
+    if text is None:
+        if len(_PERCENTS) > 50_000:  # never, on 0.1 px steps of a 720 px plot
+            _PERCENTS.clear()
+        text = _PERCENTS[px] = f"{px * 100 / PLOT_WIDTH:.3f}".rstrip("0").rstrip(".")
+    return text
+
+
+@dataclass(frozen=True)
+class Fragments:
+    """The patterns of the fragments a page repeats (:func:`.display.fragment_pattern`),
+    looked up once a page: a bar, a bar with a pattern over it, a row of the text table, a
+    tick and a struck tick."""
+
+    bar: str
+    patterned_bar: str
+    table_row: str
+    tick: str
+    struck_tick: str
+
+    @classmethod
+    def load(cls) -> Fragments:
+        return cls(
+            bar=fragment_pattern("timeline_bar", BAR_FIELDS),
+            patterned_bar=fragment_pattern("timeline_bar", (*BAR_FIELDS, "pattern")),
+            table_row=fragment_pattern("timeline_run_row", ("name", *RUN_FIELDS)),
+            tick=fragment_pattern("timeline_tick", TICK_FIELDS),
+            struck_tick=fragment_pattern("timeline_tick", TICK_FIELDS, flags=("struck",)),
+        )
+
+
+def bar_context(bar: Bar, link: str | None) -> dict[str, Any]:
+    """What the template reads of a bar: its geometry (across in percent: :func:`pct`) and
+    words, its page's URL (``link``: "#" when not in this admin site), its classes and its
+    pattern."""
+    mark = f" dds-tl-m-{bar.mark}" if bar.mark else ""
+    return {
+        "pk": bar.pk,
+        "x": pct(bar.x),
+        "width": pct(bar.width),
+        "title": bar.title,
+        "status": bar.status,
+        "started": bar.started,
+        "duration": bar.duration,
+        "origin": bar.origin,
+        "url": link.format(quote(bar.pk)) if link else "#",
+        "css": f"dds-tl-bar dds-tl-s-{bar.status}{mark}",
+        "pattern": PATTERNS.get(bar.mark, ""),
+    }
+
+
+def band_html(columns: list[Column]) -> SafeString:
+    """The density band over the rows (:func:`.timeline_geometry.density`: a hundred columns
+    at most) as SVG: each column a group with its words in a ``<title>``, its runs and its
+    failures (darker, at the bottom); across in percent (:func:`pct`), up in px."""
+    parts = []
+    for c in columns:
+        x, width = pct(c.x), pct(c.width)
+        parts.append(
+            f'<g class="dds-tl-col"><title>{escape(c.title)}</title>'
+            f'<rect class="dds-tl-col-runs" x="{x}%" y="{c.y}" width="{width}%" '
+            f'height="{c.height}"/>'
+        )
+        if c.failures:
+            parts.append(
+                f'<rect class="dds-tl-col-failures" x="{x}%" y="{c.failure_y}" '
+                f'width="{width}%" height="{c.failure_height}"/>'
+            )
+        parts.append("</g>")
+    return mark_safe("".join(parts))
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
+@functools.lru_cache(maxsize=16)
+def _path_edges(axis: Axis, seconds: int, count: int, height: float) -> tuple[tuple[str, str], ...]:
+    """The text of each bucket's column in a strip's path but its top: ``"M{x} "`` and
+    ``"h{width}V{height}h-{width}z"``, the same for every row of a page."""
+    return tuple(
+        (f"M{left} ", f"h{width}V{height}h-{width}z")
+        for left, width, _ in bucket_frames(axis, seconds, count)
+    )
+
+
+def strip_html(
+    axis: Axis, counts: Sequence[tuple[int, int]], seconds: int, height: float, minutes: float
+) -> SafeString:
+    """A row's strip: its runs per bucket (``counts[i]``: ``(runs, failures)`` of bucket
+    ``i`` of ``seconds``) as columns growing up from the bottom of a lane ``height`` px
+    tall, heights relative to the row's busiest bucket: one ``<path>`` of all the columns
+    and one of their failures (darker, at the bottom), each with a ``<title>`` summing it
+    up (the count per bucket is in the text table, :func:`strip_table_html`). Empty when
+    the row has no runs."""
+    peak = max((runs for runs, _ in counts), default=0)
+    if peak <= 0:
+        return mark_safe("")
+    frames = bucket_frames(axis, seconds, len(counts))
+    edges = _path_edges(axis, seconds, len(counts), height)
+    runs_d, failures_d = [], []
+    total = failed = buckets = failed_buckets = 0
+    busiest = ""
+    for i, (runs, failures) in enumerate(counts):
+        if runs <= 0:
+            continue
+        total += runs
+        buckets += 1
+        column = round(max(1.0, height * runs / peak), 1)
+        left, right = edges[i]
+        runs_d.append(f"{left}{round(height - column, 1)}{right}")
+        if runs == peak and not busiest:
+            busiest = frames[i][2]
+        if failures:
+            failed += failures
+            failed_buckets += 1
+            part = round(column * min(failures, runs) / runs, 1)
+            failures_d.append(f"{left}{round(height - part, 1)}{right}")
+    words = (
+        f"runs per {minutes} min: {_plural(total, 'run')} in {_plural(buckets, 'bucket')},"
+        f" at most {peak} ({escape(busiest)})"
+    )
+    parts = [
+        f'<svg class="dds-tl-strip" width="100%" height="{height}" '
+        f'viewBox="0 0 {PLOT_WIDTH} {height}" preserveAspectRatio="none">'
+        f'<path class="dds-tl-heat" d="{"".join(runs_d)}"><title>{words}</title></path>'
+    ]
+    if failures_d:
+        failed_words = f"failed: {_plural(failed, 'run')} in {_plural(failed_buckets, 'bucket')}"
+        parts.append(
+            f'<path class="dds-tl-heat-failed" d="{"".join(failures_d)}">'
+            f"<title>{failed_words}</title></path>"
+        )
+    parts.append("</svg>")
+    return mark_safe("".join(parts))
+
+
+def strip_table_html(
+    name: str, axis: Axis, counts: Sequence[tuple[int, int]], seconds: int, minutes: float
+) -> SafeString:
+    """A row's strip as text, for the table of runs: a table row listing the runs (and
+    failures) of each bucket that has any."""
+    frames = bucket_frames(axis, seconds, len(counts))
+    cells = [
+        f"{escape(span)}: {runs}{f' ({failures} failed)' if failures else ''}"
+        for (runs, failures), (_, _, span) in zip(counts, frames, strict=True)
+        if runs > 0
+    ]
+    if not cells:
+        return mark_safe("")
+    return mark_safe(
+        f'<tr class="dds-tl-buckets"><td>{escape(name)}</td><td colspan="4">'
+        f"runs per {minutes} min: {'; '.join(cells)}</td></tr>"
+    )
+
+
+def ticks_html(ticks: list[SlotMark], frags: Fragments) -> SafeString:
+    """A row's future slots (:func:`.timeline_geometry.slot_marks`) as SVG: their fragment
+    filled in once a tick, every value escaped."""
+    return mark_safe(
+        "".join(
+            (frags.struck_tick if t.struck else frags.tick).format(
+                x=pct(t.x), title=escape(t.title)
+            )
+            for t in ticks
+        )
+    )
+
+
+def bars_html(drawn: list[Bar], link: str | None, frags: Fragments) -> SafeString:
+    """A row's bars as SVG, each linking to its receipt (``link``, a pattern of the
+    receipt's URL; "#" when receipts are not in this admin site): their fragment filled in
+    once a bar (:func:`.display.fragment_pattern`); what a template loop over thousands of
+    bars would render, in a fraction of its time. Escaped: the words, the classes (the
+    receipt's status), the URL pattern once and each id (quoted by the admin's ``quote``
+    for the URL); the place is numbers written by :func:`pct`. The running bar's SVG is the
+    template's own (one a row at most)."""
+    plain, patterned = frags.bar, frags.patterned_bar
+    url = escape(link) if link else ""
+    classes: dict[tuple[str, str], str] = {}
+    svg = []
+    for bar in drawn:
+        if type(bar.pk) is UUID:  # hex and dashes: nothing to quote or escape
+            pk = quoted = str(bar.pk)
+        else:
+            raw = str(bar.pk)
+            pk, quoted = escape(raw), escape(quote(raw))
+        kind = (bar.status, bar.mark)
+        css = classes.get(kind)
+        if css is None:
+            mark = f" dds-tl-m-{bar.mark}" if bar.mark else ""
+            css = classes[kind] = escape(f"dds-tl-bar dds-tl-s-{bar.status}{mark}")
+        values = {
+            "url": url.format(quoted) if url else "#",
+            "pk": pk,
+            "title": escape(bar.title),
+            "css": css,
+            "x": pct(bar.x),
+            "width": pct(bar.width),
+        }
+        pattern = PATTERNS.get(bar.mark, "")
+        svg.append(
+            patterned.format(pattern=pattern, **values) if pattern else plain.format(**values)
+        )
+    return mark_safe("".join(svg))
+
+
+def runs_table_html(
+    name: str,
+    drawn: list[Bar],
+    link: str | None,
+    running: dict[str, Any] | None,
+    frags: Fragments,
+) -> SafeString:
+    """A row's runs drawn (and its ``running`` attempt, a :func:`bar_context`, last) as
+    rows of the page's text table (:data:`RUN_FIELDS`), every value escaped."""
+    escaped_name, row = escape(name), frags.table_row
+    table = [
+        row.format(
+            name=escaped_name,
+            url=escape(link.format(quote(str(bar.pk)))) if link else "#",
+            status=escape(bar.status),
+            started=escape(bar.started),
+            duration=escape(bar.duration),
+            origin=escape(bar.origin),
+        )
+        for bar in drawn
+    ]
+    if running:
+        values = {f: escape(str(running[f])) for f in RUN_FIELDS}
+        table.append(row.format(name=escaped_name, **values))
+    return mark_safe("\n".join(table))
+
+
+def grid_html(labels: list[dict[str, Any]], height: float) -> SafeString:
+    """The vertical lines of the axis labels (``x``: :func:`pct`) across a row ``height``
+    px tall: the same for every row, written once a page."""
+    return mark_safe(
+        "".join(
+            f'<line class="dds-tl-grid" x1="{lab["x"]}%" x2="{lab["x"]}%" y1="0" y2="{height}"/>'
+            for lab in labels
+        )
+    )
