@@ -842,3 +842,70 @@ def test_a_worker_runs_the_moved_slot_and_an_event_says_why():
     assert event.changes["moved_to"] == Z(2026, 3, 23, 0).isoformat()
     assert event.changes["slots"] == 0 and event.changes["moved"] == 1
     assert row.excluded_count == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_api_upcoming_lists_the_moved_fire_times_with_why(admin_client):
+    state.save_calendar(ExclusionCalendar(name="jp", holidays_country="JP"))
+    made = admin_client.post(
+        "/api/schedules/",
+        {
+            "name": "20th",
+            "callback": "tests.noop",
+            "kind": "cron",
+            "cron": "0 9 20 * *",
+            "timezone": "Asia/Tokyo",
+            "exclusion_policy": NEXT,
+            "exclusion_calendars": ["jp"],
+        },
+        content_type="application/json",
+    )
+    assert made.status_code == 201, made.content
+    pk = made.json()["id"]
+    body = admin_client.get(
+        f"/api/schedules/{pk}/upcoming/?count=3&after=2026-03-01T00:00:00Z"
+    ).json()
+    assert [t["utc"] for t in body["upcoming"]] == [
+        "2026-03-23T00:00:00Z",
+        "2026-04-20T00:00:00Z",
+        "2026-05-20T00:00:00Z",
+    ]
+    [moved] = body["moved"]
+    assert moved["utc"] == "2026-03-23T00:00:00Z"
+    assert moved["nominal_utc"] == "2026-03-20T00:00:00Z"
+    assert "next business day" in moved["reason"] and "2026-03-20" in moved["reason"]
+    assert "excluded" not in body
+    row = Schedule.objects.get(pk=pk)
+    assert "moved to the next business day" in timing.describe(row.spec())
+
+
+def test_register_declares_the_fields():
+    from django_durable_schedules.declarations import build_declaration
+
+    d = build_declaration(
+        "eom",
+        None,
+        None,
+        None,
+        "Europe/Paris",
+        None,
+        None,
+        None,
+        None,
+        rrule="FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1",
+        exclusion_policy=PREV,
+        rrule_business_days=True,
+    )
+    assert d is not None and d.exclusion_policy == PREV and d.rrule_business_days is True
+    with pytest.raises(ValueError):
+        build_declaration(
+            "x", 60, None, None, None, None, None, None, None, exclusion_policy="sometimes"
+        )
+    with pytest.raises(TypeError):
+        build_declaration(
+            "x", None, "0 9 * * *", None, None, None, None, None, None, rrule_business_days="yes"
+        )
+    with pytest.raises(ValueError):
+        build_declaration(
+            "x", None, None, None, None, None, None, None, None, exclusion_policy=PREV
+        )

@@ -46,11 +46,11 @@ The package, one module per concern (each imports only the ones listed before it
 * ``rrule``: calendar-rule evaluation: DTSTART, next, latest and counted slots, "can never
   fire", :func:`validate_rrule`;
 * ``rrule_words``: :func:`rrule_in_words`;
+* ``business_days``: weekend days, exclusion policies, the business-day test and the
+  nearest business day;
 * ``exclusions``: exclusion calendars as data (:class:`Exclusions`, holiday sources and
   their cached dates, local days);
 * ``excluded_slots``: the bounded walks past excluded dates;
-* ``business_days``: weekend days, exclusion policies, the business-day test and the
-  nearest business day;
 * ``moved_slots``: excluded slots moved to the previous or next business day (the grid a
   schedule with such a policy fires on, a local day at a time);
 * ``business_rrule``: monthly rules whose BYMONTHDAY and BYSETPOS count business days;

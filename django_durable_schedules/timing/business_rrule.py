@@ -15,15 +15,12 @@ month by month, at most 400 years.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
 
-from dateutil import rrule as du
-
 from .errors import InvalidSchedule
 from .instants import FIRST_INSTANT, LAST_INSTANT, MAX_YEAR
-from .rrule_grid import HORIZON_YEARS, RulePlan, local_instant, local_reading
+from .rrule_grid import HORIZON_YEARS, RulePlan, local_instant, local_reading, month_days
 from .rrule_syntax import RuleParts, with_defaults
 
 FIELD = "rrule_business_days"
@@ -43,25 +40,6 @@ def check_business_rule(parts: RuleParts) -> None:
         raise InvalidSchedule(FIELD, "rrule_business_days takes no BYWEEKNO or BYYEARDAY")
 
 
-@functools.lru_cache(maxsize=2048)
-def _month_days(full: RuleParts, year: int, month: int) -> tuple[date, ...]:
-    """The days of ``year``-``month`` passing BYMONTH and BYDAY of ``full`` (every day
-    without BYDAY), by dateutil."""
-    if full.bymonth and month not in full.bymonth:
-        return ()
-    first = datetime(year, month, 1)
-    last = (first + timedelta(days=32)).replace(day=1) - timedelta(days=1)
-    if not full.byday:
-        return tuple(first.date() + timedelta(days=i) for i in range(last.day))
-    rule = du.rrule(
-        du.MONTHLY,
-        dtstart=first,
-        until=last,
-        byweekday=tuple(du.weekday(d, n or None) for n, d in full.byday),
-    )
-    return tuple(day.date() for day in rule)
-
-
 def _times(full: RuleParts) -> list[time]:
     return sorted(time(h, m, s) for h in full.byhour for m in full.byminute for s in full.bysecond)
 
@@ -72,7 +50,7 @@ def month_times(
     """The local times (naive) of the rule in one month, business days only, BYMONTHDAY
     and BYSETPOS counted over them (not yet bounded by DTSTART or UNTIL)."""
     full = with_defaults(plan.parts, plan.dtstart)
-    days = [d for d in _month_days(full, year, month) if is_business(d)]
+    days = [d for d in month_days(full, year, month) if is_business(d)]
     if full.bymonthday:
         picked: set[date] = set()
         for n in full.bymonthday:

@@ -33,7 +33,7 @@ from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from .business_days import DAY_NAMES, MAX_DAYS, nearest_business_day
-from .cron import _first_instant_after_gap
+from .cron import first_instant_after_gap
 from .errors import InvalidSchedule
 from .excluded_slots import ExcludedDay
 from .exclusions import Exclusion, Exclusions, day_start, local_date, next_day_start
@@ -77,7 +77,7 @@ def moved_instant(spec: Spec, nominal: datetime, day: date) -> datetime:
         return real[0]
     if spec.kind == "rrule":
         return wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
-    return _first_instant_after_gap(tz, wall, candidates[0], candidates[-1])
+    return first_instant_after_gap(tz, wall, candidates[0], candidates[-1])
 
 
 @dataclass(frozen=True)
