@@ -909,3 +909,72 @@ def test_register_declares_the_fields():
         build_declaration(
             "x", None, None, None, None, None, None, None, None, exclusion_policy=PREV
         )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_counts_the_weekend_slots_coalesced_into_a_business_day_run():
+    """Daily at 09:00 Tokyo, next_business_day, no calendar (Saturday and Sunday): the
+    weekend's slots move to Monday 09:00, which runs once; the two are counted."""
+    row = Schedule(
+        name="daily",
+        callback="tests.noop",
+        kind="cron",
+        cron="0 9 * * *",
+        timezone="Asia/Tokyo",
+        exclusion_policy=NEXT,
+        created_at=Z(2026, 3, 5, 12),
+    )
+    row.full_clean()
+    row.save()
+    row.next_run_at = row.plan(Z(2026, 3, 5, 12))
+    row.save(update_fields=["next_run_at"])
+    assert row.next_run_at == Z(2026, 3, 6, 0)  # Friday
+    seen = []
+    for now in (Z(2026, 3, 6, 0), Z(2026, 3, 9, 0), Z(2026, 3, 10, 0)):
+        claims = state.claim_due(worker="w1", now=now)
+        seen += [c.scheduled_for for c in claims]
+        state.complete([execute(c) for c in claims], now=now)
+    assert seen == [Z(2026, 3, 6, 0), Z(2026, 3, 9, 0), Z(2026, 3, 10, 0)]
+    row.refresh_from_db()
+    assert row.occurrence == 3 and row.missed_count == 0
+    assert row.excluded_count == 2  # Saturday's and Sunday's slots, coalesced into Monday's
+    events = ScheduleEvent.objects.filter(schedule_id=row.pk, action="excluded").order_by("at")
+    dates = sorted((e.changes["date"], e.changes["slots"], e.changes["calendar"]) for e in events)
+    assert dates == [("2026-03-07", 1, "weekend"), ("2026-03-08", 1, "weekend")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_runs_a_month_end_early_with_previous_business_day():
+    """The last day of the month at 18:00 Paris, previous_business_day: May 31 2026 is a
+    Sunday, so it runs on Friday May 29 at 18:00 CEST (16:00Z); the event follows when
+    the nominal slot passes."""
+    state.save_calendar(ExclusionCalendar(name="fr", holidays_country="FR"))
+    row = Schedule(
+        name="eom",
+        callback="tests.noop",
+        kind="rrule",
+        rrule=MONTH_END_18,
+        timezone="Europe/Paris",
+        start_at=Z(2026, 1, 1, 0),
+        exclusion_policy=PREV,
+    )
+    row.full_clean()
+    row.save()
+    row.exclusion_calendars.set(state.calendars.resolve_calendars(["fr"]))
+    row = Schedule.objects.get(pk=row.pk)
+    row.next_run_at = row.plan(Z(2026, 5, 1, 0))
+    row.save(update_fields=["next_run_at"])
+    assert row.next_run_at == Z(2026, 5, 29, 16)
+    claims = state.claim_due(worker="w1", now=Z(2026, 5, 29, 16))
+    assert [c.scheduled_for for c in claims] == [Z(2026, 5, 29, 16)]
+    state.complete([execute(c) for c in claims], now=Z(2026, 5, 29, 16))
+    row.refresh_from_db()
+    assert row.next_run_at == Z(2026, 6, 30, 16)
+    claims = state.claim_due(worker="w1", now=Z(2026, 6, 30, 16))
+    state.complete([execute(c) for c in claims], now=Z(2026, 6, 30, 16))
+    row.refresh_from_db()
+    assert row.occurrence == 2 and row.excluded_count == 0 and row.missed_count == 0
+    [event] = ScheduleEvent.objects.filter(schedule_id=row.pk, action="excluded")
+    assert event.changes["date"] == "2026-05-31" and event.changes["moved_to"] == (
+        Z(2026, 5, 29, 16).isoformat()
+    )
