@@ -102,6 +102,7 @@ class MovedGrid:
         self.forward = spec.exclusion_policy == "next_business_day"
         self.is_business = spec.business_day_test()
         self._days: dict[date, tuple[Move, ...]] = {}
+        self._represented: dict[date, list[tuple[date, Exclusion]]] = {}
 
     def reason(self, day: date) -> Exclusion | None:
         """Why ``day`` is no business day (its exclusion, or :class:`WeekendDay`), or None."""
@@ -134,6 +135,9 @@ class MovedGrid:
     def represented(self, day: date) -> list[tuple[date, Exclusion]]:
         """The non-business days whose slots move to the business ``day``, in date order:
         those just before it (``next_business_day``) or just after it (``previous_...``)."""
+        cached = self._represented.get(day)
+        if cached is not None:
+            return cached
         found: list[tuple[date, Exclusion]] = []
         step = -_ONE_DAY if self.forward else _ONE_DAY
         other = day
@@ -150,7 +154,9 @@ class MovedGrid:
             raise InvalidSchedule(
                 "exclusion_calendars", f"more than {MAX_DAYS} days without a business day"
             )
-        return sorted(found, key=lambda item: item[0])
+        result = sorted(found, key=lambda item: item[0])
+        self._represented[day] = result
+        return result
 
     def on(self, day: date) -> tuple[Move, ...]:
         """The slots fired on local ``day`` (cached per instance), in time order: none on
@@ -212,14 +218,32 @@ class MovedGrid:
         for _ in range(MAX_DAYS):
             if day is None:
                 return None
-            moves = self.on(day)
-            index = bisect.bisect_left([m.at for m in moves], lo)
-            if index < len(moves):
-                return moves[index]
+            found = self._first_on(day, lo)
+            if found is not None:
+                return found
             day = self._next_day(day)
         raise InvalidSchedule(
             "exclusion_calendars", f"no slot to run in the {MAX_DAYS} days after {lo.isoformat()}"
         )
+
+    def _first_on(self, day: date, lo: datetime) -> Move | None:
+        """The first slot fired on local ``day`` at or after ``lo``: one grid search when
+        no slot moves to ``day`` (most days), else from :meth:`on` (the day's slots worked
+        out once per instance)."""
+        if self.reason(day) is not None:
+            return None
+        if self.represented(day):
+            moves = self.on(day)
+            index = bisect.bisect_left([m.at for m in moves], lo)
+            return moves[index] if index < len(moves) else None
+        zone = self.spec.timezone
+        start, end = day_start(day, zone), next_day_start(day, zone)
+        if start is None:
+            return None
+        own = self.raw(max(lo, start))
+        if own is not None and (end is None or own < end):
+            return Move(own, own)
+        return None
 
     def latest(self, lo: datetime, hi: datetime) -> Move | None:
         """The latest slot fired in ``[lo, hi]``, by bisection over :meth:`first_from`."""
