@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from django_durable_schedules import state, timing
-from django_durable_schedules.models import ExclusionCalendar, Schedule, ScheduleEvent
+from django_durable_schedules.models import ExclusionCalendar, RunAttempt, Schedule, ScheduleEvent
 from django_durable_schedules.timing import Spec, exclusions_of
 from django_durable_schedules.worker.execution.runner import execute
 
@@ -834,6 +834,9 @@ def test_a_worker_runs_the_moved_slot_and_an_event_says_why():
     claims = state.claim_due(worker="w1", now=now)
     assert [c.scheduled_for for c in claims] == [Z(2026, 3, 23, 0)]
     state.complete([execute(c) for c in claims], now=now)
+    [attempt] = RunAttempt.objects.filter(schedule_id=row.pk)
+    assert attempt.nominal_for == Z(2026, 3, 20, 0)  # the nominal slot, kept
+    assert attempt.receipt.status == "succeeded"
     row.refresh_from_db()
     assert row.occurrence == 1 and row.next_run_at == Z(2026, 4, 20, 0)
     [event] = ScheduleEvent.objects.filter(schedule_id=row.pk, action="excluded")
@@ -935,6 +938,10 @@ def test_a_worker_counts_the_weekend_slots_coalesced_into_a_business_day_run():
         seen += [c.scheduled_for for c in claims]
         state.complete([execute(c) for c in claims], now=now)
     assert seen == [Z(2026, 3, 6, 0), Z(2026, 3, 9, 0), Z(2026, 3, 10, 0)]
+    # Monday's run is Monday's own slot: it did not move (the weekend's were coalesced).
+    assert set(
+        RunAttempt.objects.filter(schedule_id=row.pk).values_list("nominal_for", flat=True)
+    ) == {None}
     row.refresh_from_db()
     assert row.occurrence == 3 and row.missed_count == 0
     assert row.excluded_count == 2  # Saturday's and Sunday's slots, coalesced into Monday's
@@ -968,6 +975,8 @@ def test_a_worker_runs_a_month_end_early_with_previous_business_day():
     claims = state.claim_due(worker="w1", now=Z(2026, 5, 29, 16))
     assert [c.scheduled_for for c in claims] == [Z(2026, 5, 29, 16)]
     state.complete([execute(c) for c in claims], now=Z(2026, 5, 29, 16))
+    [attempt] = RunAttempt.objects.filter(schedule_id=row.pk)
+    assert (attempt.scheduled_for, attempt.nominal_for) == (Z(2026, 5, 29, 16), Z(2026, 5, 31, 16))
     row.refresh_from_db()
     assert row.next_run_at == Z(2026, 6, 30, 16)
     claims = state.claim_due(worker="w1", now=Z(2026, 6, 30, 16))

@@ -1,5 +1,6 @@
 """Business days (issue #30, item 3): ``ExclusionCalendar.weekend_days``,
-``Schedule.exclusion_policy`` and ``Schedule.rrule_business_days``.
+``Schedule.exclusion_policy``, ``Schedule.rrule_business_days`` and
+``RunAttempt.nominal_for`` (the nominal slot of a run that moved).
 
 The edit triggers (db/edits.py) watch the definition columns, now the two schedule fields
 too: they are installed again at the end, with the append-only guards, the audit triggers
@@ -76,6 +77,17 @@ class Migration(migrations.Migration):
                 "(FREQ=MONTHLY): 'FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1' is then the "
                 "last business day of the month, its calendars' holidays removed before the "
                 "pick.",
+            ),
+        ),
+        migrations.AddField(
+            model_name="runattempt",
+            name="nominal_for",
+            field=models.DateTimeField(
+                blank=True,
+                help_text="The nominal slot of a run that its schedule's exclusion_policy moved "
+                "to a business day (scheduled_for is the instant it became due); blank: it did "
+                "not move.",
+                null=True,
             ),
         ),
         # Last: on SQLite a table rebuild would drop triggers installed before it.

@@ -209,6 +209,19 @@ def latest_slot_at_or_before(spec: Spec, now: datetime, *, not_before: datetime)
     return _latest_raw(spec, lo, hi)
 
 
+def moved_from(spec: Spec, at: datetime) -> datetime | None:
+    """The nominal slot of the fire time ``at`` (aware) when it is a slot that moved to a
+    business day (``exclusion_policy``), else None (it did not move, or is no fire time)."""
+    if not spec.moves_slots:
+        return None
+    spec.validate()
+    at = truncate_to_second(at, "at")
+    move = moved_grid(spec).first_from(at)
+    if move is None or move.at != at or move.exclusion is None:
+        return None
+    return move.nominal
+
+
 def moved_grid(spec: Spec) -> MovedGrid:
     """The :class:`.moved_slots.MovedGrid` of a validated spec that moves excluded slots
     (cached on the spec: its days are worked out once)."""
