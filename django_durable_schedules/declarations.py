@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
+from .timing.business_days import POLICIES
+
 NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")  # \Z: no trailing newline
 #: A pool's name (``Schedule.pool``, ``models.pool_validator``, ``register(pool=)``).
 POOL_RE = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}\Z"
@@ -66,6 +68,10 @@ class Declaration:
     rrule: str | None = None
     #: Further cron expressions or rules (``Schedule.extra_specs``), with ``cron`` or ``rrule``.
     extra_specs: tuple[str, ...] = ()
+    #: ``Schedule.exclusion_policy`` and ``Schedule.rrule_business_days`` (None: not given,
+    #: a new row takes the default and an existing row keeps its value).
+    exclusion_policy: str | None = None
+    rrule_business_days: bool | None = None
     timezone: str | None = None
     payload: Any = None
     start_at: datetime | None = None
@@ -116,6 +122,8 @@ def build_declaration(
     extra_specs: Any = None,
     manual: bool = False,
     flow: Flow | None = None,
+    exclusion_policy: Any = None,
+    rrule_business_days: Any = None,
 ) -> Declaration | None:
     """Validate ``name`` and the schedule declared with it: the :class:`Declaration`, or
     ``None`` when none is (no every/cron/at/rrule and not ``manual``).
@@ -128,6 +136,9 @@ def build_declaration(
     timing argument, a priority that is not an int, or ``extra_specs`` that is not a list
     of texts. ``extra_specs`` with another schedule than ``cron``/``rrule`` is a
     ``ValueError`` (what each item means is checked when the schedule is synced).
+    ``exclusion_policy`` (None: not given) must be one of ``skip``,
+    ``previous_business_day``, ``next_business_day`` (``ValueError``) and
+    ``rrule_business_days`` True or False (``TypeError``); both need a declared schedule.
     """
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise ValueError(
@@ -136,6 +147,12 @@ def build_declaration(
     flow = Flow() if flow is None else flow
     flow.check()
     extra = _extra_specs(extra_specs)
+    if exclusion_policy is not None and exclusion_policy not in POLICIES:
+        raise ValueError(
+            f"exclusion_policy must be one of {', '.join(POLICIES)}, not {exclusion_policy!r}"
+        )
+    if rrule_business_days is not None and not isinstance(rrule_business_days, bool):
+        raise TypeError(f"rrule_business_days must be True or False, not {rrule_business_days!r}")
     if not isinstance(manual, bool):
         raise TypeError(f"manual must be True or False, not {manual!r}")
     if manual:
@@ -148,6 +165,8 @@ def build_declaration(
             "end_at": end_at,
             "max_runs": max_runs,
             "extra_specs": extra_specs,
+            "exclusion_policy": exclusion_policy,
+            "rrule_business_days": rrule_business_days,
         }
         clash = [k for k, v in timing_args.items() if v is not None]
         if clash:
@@ -173,6 +192,8 @@ def build_declaration(
             at=at,
             rrule=rrule,
             extra_specs=extra,
+            exclusion_policy=exclusion_policy,
+            rrule_business_days=rrule_business_days,
             timezone=timezone,
             payload=payload,
             start_at=start_at,
@@ -186,6 +207,8 @@ def build_declaration(
         "start_at": start_at,
         "end_at": end_at,
         "max_runs": max_runs,
+        "exclusion_policy": exclusion_policy,
+        "rrule_business_days": rrule_business_days,
     }
     stray = [k for k, v in spec.items() if v is not None] + flow.given()
     if stray:

@@ -121,6 +121,8 @@ def register(
     at: datetime | None = None,
     rrule: str | None = None,
     extra_specs: Sequence[str] | None = None,
+    exclusion_policy: str | None = None,
+    rrule_business_days: bool | None = None,
     manual: bool = False,
     timezone: str | None = None,
     payload: Any = None,
@@ -147,6 +149,8 @@ def register(
     at: datetime | None = None,
     rrule: str | None = None,
     extra_specs: Sequence[str] | None = None,
+    exclusion_policy: str | None = None,
+    rrule_business_days: bool | None = None,
     manual: bool = False,
     timezone: str | None = None,
     payload: Any = None,
@@ -172,6 +176,8 @@ def register(
     at: datetime | None = None,
     rrule: str | None = None,
     extra_specs: Sequence[str] | None = None,
+    exclusion_policy: str | None = None,
+    rrule_business_days: bool | None = None,
     manual: bool = False,
     timezone: str | None = None,
     payload: Any = None,
@@ -199,6 +205,9 @@ def register(
     ``timezone``) but none of every/cron/rrule/at/start_at/end_at/max_runs.
     ``extra_specs`` (with ``cron`` or ``rrule``): further cron expressions or rules the
     schedule fires on too (``Schedule.extra_specs``: the union, in the same zone and window).
+    ``exclusion_policy`` (``"skip"``, ``"previous_business_day"``, ``"next_business_day"``)
+    and ``rrule_business_days`` (True: the rule's BYMONTHDAY/BYSETPOS count business days)
+    set those fields (left out: a new row's default, an existing row's value kept).
 
     ``func`` may instead be a ``django.tasks`` Task (Django 6+) or a Celery task: a run then
     enqueues it with the schedule's payload (a JSON object) as keyword arguments and is
@@ -252,6 +261,8 @@ def register(
         extra_specs=extra_specs,
         manual=manual,
         flow=Flow(pool, priority, concurrency_group),
+        exclusion_policy=exclusion_policy,
+        rrule_business_days=rrule_business_days,
     )
     check_owner_access(owner_scoped, owner_min_interval)
     schema = check_schema(name, payload_schema)
@@ -291,6 +302,8 @@ def register_command(
     at: datetime | None = None,
     rrule: str | None = None,
     extra_specs: Sequence[str] | None = None,
+    exclusion_policy: str | None = None,
+    rrule_business_days: bool | None = None,
     timezone: str | None = None,
     start_at: datetime | None = None,
     end_at: datetime | None = None,
@@ -328,6 +341,8 @@ def register_command(
         rrule=rrule,
         extra_specs=extra_specs,
         flow=Flow(pool, priority, concurrency_group),
+        exclusion_policy=exclusion_policy,
+        rrule_business_days=rrule_business_days,
     )
     check_owner_access(owner_scoped, owner_min_interval)
     if not isinstance(command, str) or not command or command.strip() != command:

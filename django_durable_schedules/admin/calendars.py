@@ -24,7 +24,14 @@ class ExclusionDateInline(admin.TabularInline):
 class ExclusionCalendarAdmin(admin.ModelAdmin):
     list_display = ("name", "holidays", "own_dates", "used_by", "shared", "description")
     search_fields = ("name", "description")
-    fields = ("name", "description", "holidays_country", "holidays_subdivision", "shared")
+    fields = (
+        "name",
+        "description",
+        "holidays_country",
+        "holidays_subdivision",
+        "weekend_days",
+        "shared",
+    )
     inlines = (ExclusionDateInline,)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ExclusionCalendar]:

@@ -233,6 +233,7 @@ def upcoming_table(obj: Schedule) -> SafeString:
                     fmt_utc(v.at) if utc_only else fmt_zone(v.at, zone),
                     fmt_utc(v.at),
                     v.why_not,
+                    v.why_moved,
                 )
                 for v in views
             ],

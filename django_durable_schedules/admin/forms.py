@@ -50,6 +50,7 @@ DEFINITION_LAYOUT = (
     ("kind", "timezone"),
     ("interval_seconds", "cron"),
     "rrule",
+    "rrule_business_days",
     "extra_specs",
     "run_at",
     "run_now",
@@ -58,7 +59,7 @@ DEFINITION_LAYOUT = (
 )
 #: The "Calendars and windows" fieldset: the definition's relations (two tall selectors,
 #: folded on the add form, where a new schedule links none yet).
-LINKS_LAYOUT = ("exclusion_calendars", "blackout_windows")
+LINKS_LAYOUT = ("exclusion_calendars", "exclusion_policy", "blackout_windows")
 #: The form's fields that are no column: ``run_now`` (a hidden input until a one-shot's
 #: ``run_at`` is refused for being in the past, then the checkbox that accepts it).
 FORM_ONLY = ("run_now",)
@@ -235,7 +236,7 @@ class RruleInput(CronInput):
 
 #: Optional in a post: left out (or blank), the schedule keeps its value (a new one gets
 #: the field's default), so a form or a script that predates the field still saves.
-KEPT_WHEN_LEFT_OUT = ("blackout_policy", "priority", "pool")
+KEPT_WHEN_LEFT_OUT = ("blackout_policy", "exclusion_policy", "priority", "pool")
 
 
 class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
@@ -326,6 +327,10 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
     def clean_blackout_policy(self) -> str:
         """The policy chosen, else the schedule's (a new one's default, ``skip``)."""
         return self._kept("blackout_policy") or "skip"
+
+    def clean_exclusion_policy(self) -> str:
+        """The policy chosen, else the schedule's (a new one's default, ``skip``)."""
+        return self._kept("exclusion_policy") or "skip"
 
     def clean_priority(self) -> int:
         """The priority given, else the schedule's (a new one's default, 0)."""

@@ -84,6 +84,7 @@ class RunAttemptAdmin(RerunMixin, ScheduleZoneMixin, AttemptColumns, ReadOnlyAdm
         "idempotency_key",
         "origin",
         "missed_slots",
+        "nominal_for",
         "outcome",
         "payload_shown",
         "rerun_button",

@@ -35,7 +35,8 @@ class ExclusionDateSerializer(RejectUnknownFields, serializers.ModelSerializer):
 class ExclusionCalendarSerializer(RejectUnknownFields, serializers.ModelSerializer):
     """An exclusion calendar: a country's public holidays (``holidays_country``, optional
     ``holidays_subdivision``, as the ``holidays`` package knows them) and/or its own
-    ``dates``. Writing ``dates`` replaces them all; leaving it out keeps them."""
+    ``dates``; ``weekend_days`` (ISO numbers 1-7 or names; default ``[6, 7]``) say which
+    days are no business days (they exclude nothing). Writing ``dates`` replaces them all; leaving it out keeps them."""
 
     dates = ExclusionDateSerializer(many=True, required=False)
     schedules: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
@@ -53,6 +54,7 @@ class ExclusionCalendarSerializer(RejectUnknownFields, serializers.ModelSerializ
             "description",
             "holidays_country",
             "holidays_subdivision",
+            "weekend_days",
             "shared",
             "dates",
             "schedules",
@@ -79,6 +81,8 @@ class ExclusionCalendarSerializer(RejectUnknownFields, serializers.ModelSerializ
             candidate.clean()  # upper-cases the codes and checks them against holidays
         attrs["holidays_country"] = candidate.holidays_country
         attrs["holidays_subdivision"] = candidate.holidays_subdivision
+        if "weekend_days" in attrs:
+            attrs["weekend_days"] = candidate.weekend_days  # ISO numbers, sorted
         days = [d["date"] for d in attrs.get("dates") or []]
         if len(days) != len(set(days)):
             raise serializers.ValidationError({"dates": ["Each date may be given once."]})
@@ -90,7 +94,13 @@ class ExclusionCalendarSerializer(RejectUnknownFields, serializers.ModelSerializ
             return {}
         return {
             f: getattr(cal, f)
-            for f in ("name", "description", "holidays_country", "holidays_subdivision")
+            for f in (
+                "name",
+                "description",
+                "holidays_country",
+                "holidays_subdivision",
+                "weekend_days",
+            )
         }
 
     def _save(self, calendar: ExclusionCalendar, attrs: dict[str, Any]) -> ExclusionCalendar:

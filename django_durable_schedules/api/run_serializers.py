@@ -45,6 +45,7 @@ class AttemptSerializer(BaseModelSerializer):
             "occurrence",
             "attempt",
             "scheduled_for",
+            "nominal_for",
             "claimed_at",
             "lateness",
             "lease_token",

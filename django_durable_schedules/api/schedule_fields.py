@@ -95,6 +95,8 @@ WRITABLE_ORDER = (
     "payload",
     "metadata",
     "exclusion_calendars",
+    "exclusion_policy",
+    "rrule_business_days",
     "blackout_windows",
     "owner",
 )

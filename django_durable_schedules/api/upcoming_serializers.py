@@ -67,6 +67,15 @@ class BlackedOutSlotSerializer(FireTimeSerializer):
     window = serializers.CharField(help_text="The blackout window's name.")
 
 
+class MovedSlotSerializer(FireTimeSerializer):
+    """A fire time that moved to a business day (``exclusion_policy``): where it runs
+    (``utc``, ``local``), its nominal slot and why it moved."""
+
+    nominal_utc = serializers.DateTimeField(help_text="The nominal slot it stands for (UTC).")
+    nominal_local = serializers.DateTimeField(help_text="The nominal slot in the schedule's zone.")
+    reason = serializers.CharField(help_text="Why it moved: the policy, the date and why.")
+
+
 class UpcomingSerializer(serializers.Serializer):
     """Answer of ``upcoming/``: the next fire times the definition produces (a paused,
     cancelled, completed or failed schedule does not fire them)."""
@@ -87,6 +96,12 @@ class UpcomingSerializer(serializers.Serializer):
         required=False,
         help_text="Only with ?include_excluded=1: the slots inside a blackout window.",
     )
+    moved = MovedSlotSerializer(
+        many=True,
+        required=False,
+        help_text="Only for a schedule whose exclusion_policy moves slots: the fire times "
+        "above that moved to a business day, with their nominal slot and why.",
+    )
 
     @staticmethod
     def shape(
@@ -94,6 +109,7 @@ class UpcomingSerializer(serializers.Serializer):
         times: list[datetime],
         excluded: list[timing.SlotView] | None = None,
         visible: frozenset[str] | None = None,
+        with_excluded: bool = True,
     ) -> dict[str, Any]:
         """The response body for ``schedule`` and its fire ``times`` (aware UTC), with
         ``excluded`` (slots and why) when given; a slot excluded by a calendar not in
@@ -114,7 +130,18 @@ class UpcomingSerializer(serializers.Serializer):
             "count": len(times),
             "upcoming": [instant(t) for t in times],
         }
-        if excluded is not None:
+        if excluded is not None and schedule.exclusion_policy != "skip":
+            body["moved"] = [
+                {
+                    **instant(v.at),
+                    "nominal_utc": instant(v.nominal)["utc"],
+                    "nominal_local": instant(v.nominal)["local"],
+                    "reason": v.why_moved,
+                }
+                for v in excluded
+                if v.moved_by is not None and v.nominal is not None
+            ]
+        if excluded is not None and with_excluded:
             body["excluded"] = [
                 _excluded_slot(instant(v.at), v.excluded_by, visible)
                 for v in excluded

@@ -346,7 +346,8 @@ class ScheduleViewSet(
         params = dict(query.validated_data)
         with_excluded = params.pop("include_excluded", False)
         try:
-            if not with_excluded and not schedule.blackouts():
+            moving = schedule.exclusion_policy != "skip"
+            if not with_excluded and not moving and not schedule.blackouts():
                 return Response(UpcomingSerializer.shape(schedule, schedule.upcoming(**params)))
             views = schedule.upcoming_slots(**params)  # blacked-out slots are not upcoming
         except timing.InvalidSchedule as exc:  # a stored definition made invalid behind save()
@@ -356,8 +357,8 @@ class ScheduleViewSet(
             raise Conflict(reason) from None
         times = [v.at for v in views if v.fires]
         visible = visible_names(request)  # a calendar the user cannot see is not named
-        shown = views if with_excluded else None
-        return Response(UpcomingSerializer.shape(schedule, times, shown, visible))
+        shown = views if with_excluded or moving else None
+        return Response(UpcomingSerializer.shape(schedule, times, shown, visible, with_excluded))
 
 
 class AttemptViewSet(APIViewMixin, viewsets.ReadOnlyModelViewSet):

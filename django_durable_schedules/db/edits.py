@@ -24,8 +24,9 @@ row. SQLite drops a table's triggers when a migration rebuilds it: such a migrat
 call :func:`install` again (:func:`.rebuilds.reinstall` does, with the guards).
 
 The triggers name the definition columns the table has when they are installed (the
-``rrule`` column arrives with migration 0008, ``extra_specs`` with 0028; earlier migrations
-install them without it).
+``rrule`` column arrives with migration 0008, ``extra_specs`` with 0028,
+``exclusion_policy`` and ``rrule_business_days`` with 0029; earlier migrations install them
+without it).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ DEFINITION_COLUMNS = (
     "end_at",
     "rrule",
     "extra_specs",
+    "exclusion_policy",
+    "rrule_business_days",
 )
 _PG_FUNCTION_NAME = "durable_schedules_schedule_edits"
 _SQLITE_TRIGGERS = ("dds_schedule_edited", "dds_schedule_paused", "dds_schedule_resumed")
@@ -152,7 +155,8 @@ def uninstall_sql(vendor: str) -> list[str]:
 
 def present_columns(connection: Any) -> tuple[str, ...]:
     """The definition columns the schedule table has now (a migration before 0008 runs
-    without ``rrule``, one before 0028 without ``extra_specs``)."""
+    without ``rrule``, one before 0028 without ``extra_specs``, before 0029 without ``exclusion_policy`` and
+    ``rrule_business_days``)."""
     with connection.cursor() as cursor:
         names = {c.name for c in connection.introspection.get_table_description(cursor, TABLE)}
     return tuple(c for c in DEFINITION_COLUMNS if c in names)

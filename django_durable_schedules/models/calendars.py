@@ -38,6 +38,11 @@ class ExclusionCalendarQuerySet(models.QuerySet["ExclusionCalendar"]):
         return self.filter(shared=True)
 
 
+def default_weekend_days() -> list[int]:
+    """Saturday and Sunday (ISO weekday numbers): the default of ``weekend_days``."""
+    return sorted(timing.DEFAULT_WEEKEND)
+
+
 class ExclusionCalendar(models.Model):
     """Dates on which the schedules that name it must not fire: the public holidays of
     ``holidays_country`` (ISO 3166 code, ``"FR"``) and ``holidays_subdivision`` (``"BY"``
@@ -65,6 +70,14 @@ class ExclusionCalendar(models.Model):
         default="",
         help_text="A subdivision of that country ('BY' for Bavaria, 'CA' for California); "
         "blank: the country's nationwide holidays.",
+    )
+    weekend_days = models.JSONField(
+        default=default_weekend_days,
+        blank=True,
+        help_text="ISO weekday numbers (1 Monday ... 7 Sunday) or names ('saturday', 'sun') "
+        "of the days that are no business days: [6, 7] (Saturday and Sunday) unless told; "
+        "[] for none. They exclude nothing: they say which days a schedule's "
+        "exclusion_policy and rrule_business_days count as business days.",
     )
     shared = models.BooleanField(
         default=False,
@@ -98,6 +111,12 @@ class ExclusionCalendar(models.Model):
         if self.holidays_subdivision.upper() in known.get(self.holidays_country, []):
             self.holidays_subdivision = self.holidays_subdivision.upper()
         errors: dict[str, str] = {}
+        try:
+            self.weekend_days = list(
+                timing.weekend_days(self.weekend_days if self.weekend_days is not None else [])
+            )
+        except timing.InvalidSchedule as exc:
+            errors["weekend_days"] = exc.message
         if self.holidays_subdivision and not self.holidays_country:
             errors["holidays_subdivision"] = "A subdivision needs holidays_country."
         elif self.holidays_country and self.holidays_country not in known:
@@ -221,23 +240,25 @@ def load_exclusions(rows: Sequence[Schedule], using: str = "default") -> None:
             "exclusioncalendar__name",
             "exclusioncalendar__holidays_country",
             "exclusioncalendar__holidays_subdivision",
+            "exclusioncalendar__weekend_days",
         )
     )
     dates: dict[int, list[tuple[str, Any, str]]] = defaultdict(list)
     if links:
-        names = {cal_id: name for _, cal_id, name, _, _ in links}
+        names = {cal_id: name for _, cal_id, name, *_ in links}
         for cal_id, day, reason in read_dates(
             ExclusionDate.objects.using(using).filter(calendar_id__in=list(names))
         ):
             dates[cal_id].append((names[cal_id], day, reason))
-    by_row: dict[Any, list[tuple[Any, str, str, str]]] = defaultdict(list)
-    for schedule_id, cal_id, name, country, subdivision in links:
-        by_row[schedule_id].append((cal_id, name, country, subdivision))
+    by_row: dict[Any, list[tuple[Any, str, str, str, Any]]] = defaultdict(list)
+    for schedule_id, cal_id, name, country, subdivision, weekend in links:
+        by_row[schedule_id].append((cal_id, name, country, subdivision, weekend))
     for row in rows:
         cals = by_row.get(row.pk, [])
         row.__dict__["_dds_exclusions"] = timing.exclusions_of(
             [d for cal_id, *_ in cals for d in dates.get(cal_id, [])],
-            [(name, country, sub) for _, name, country, sub in cals if country],
+            [(name, country, sub) for _, name, country, sub, _ in cals if country],
+            [(name, weekend) for _, name, _, _, weekend in cals],
         )
 
 
@@ -246,11 +267,13 @@ def exclusions_of_calendars(calendars: Iterable[ExclusionCalendar]) -> timing.Ex
     one query per calendar for its dates."""
     dates: list[tuple[str, Any, str]] = []
     sources: list[tuple[str, str, str]] = []
+    weekends: list[tuple[str, Any]] = []
     for cal in calendars:
+        weekends.append((cal.name, cal.weekend_days))
         dates += [(cal.name, d, r) for _, d, r in read_dates(cal.dates.all())]
         if cal.holidays_country:
             sources.append((cal.name, cal.holidays_country, cal.holidays_subdivision))
-    return timing.exclusions_of(dates, sources)
+    return timing.exclusions_of(dates, sources, weekends)
 
 
 class ExclusionsMixin:

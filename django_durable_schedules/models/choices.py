@@ -62,6 +62,20 @@ class OverlapPolicy(models.TextChoices):
     REPLACE = "replace", "stop the running one (receipt replaced) and run the new slot"
 
 
+class ExclusionPolicy(models.TextChoices):
+    """What a schedule does with a slot whose local date a calendar excludes."""
+
+    SKIP = "skip", "skip: count the excluded slot, run none"
+    PREVIOUS_BUSINESS_DAY = (
+        "previous_business_day",
+        "previous business day: run it on the nearest business day before, same wall time",
+    )
+    NEXT_BUSINESS_DAY = (
+        "next_business_day",
+        "next business day: run it on the nearest business day after, same wall time",
+    )
+
+
 class BlackoutPolicy(models.TextChoices):
     """What a schedule does with its slots inside one of its blackout windows."""
 
@@ -159,6 +173,8 @@ DEFINITION_FIELDS = (
     "end_at",
     "rrule",
     "extra_specs",
+    "exclusion_policy",
+    "rrule_business_days",
 )
 
 # The fields a caller may set, in named groups: the one list of them. The admin's form and
@@ -182,6 +198,8 @@ TIMING_FIELDS = (
     "end_at",
     "max_runs",
     "exclusion_calendars",
+    "exclusion_policy",
+    "rrule_business_days",
     "blackout_windows",
 )
 #: What a run is given (``payload``), what it is labelled with, and whose it is.
@@ -224,6 +242,19 @@ EXTRA_SPECS_HELP = (
     "(starting with FREQ= or RRULE:), read in the same zone, window and exclusion calendars: "
     "the schedule fires on the union, once at an instant several of them share. "
     "['0 9 * * 1-5', 'FREQ=MONTHLY;BYMONTHDAY=1;BYHOUR=9;BYMINUTE=0']; at most 10."
+)
+
+#: The help texts of ``Schedule.exclusion_policy`` and ``Schedule.rrule_business_days``.
+EXCLUSION_POLICY_HELP = (
+    "A slot whose local date one of its exclusion calendars excludes: 'skip' counts it and "
+    "runs none; 'previous_business_day' / 'next_business_day' run it on the nearest business "
+    "day (not excluded, not a weekend day of its calendars) before / after it, at the same "
+    "wall time (cron and rrule schedules). A moved slot that lands on another slot runs once."
+)
+RRULE_BUSINESS_DAYS_HELP = (
+    "Count the rule's BYMONTHDAY and BYSETPOS over business days only (FREQ=MONTHLY): "
+    "'FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1' is then the last business day of the "
+    "month, its calendars' holidays removed before the pick."
 )
 
 #: The help text of ``Schedule.rrule`` (the admin and the schema show it).

@@ -69,6 +69,8 @@ class DefinitionMixin:
         cron: str
         rrule: str
         extra_specs: Any
+        exclusion_policy: Any
+        rrule_business_days: Any
         timezone: str
         run_at: datetime | None
         start_at: datetime | None
@@ -93,6 +95,7 @@ class DefinitionMixin:
         ``save()`` that is not a list of texts gives a spec that :meth:`.timing.Spec.validate`
         refuses on field ``extra_specs``, as the worker's claim then pauses it."""
         extra = extra_of(self.extra_specs)
+        found = self.exclusions() if exclusions else None
         return timing.Spec(
             kind=self.kind,
             interval_seconds=self.interval_seconds,
@@ -103,8 +106,11 @@ class DefinitionMixin:
             anchor=self.anchor if self.kind in (Kind.INTERVAL, Kind.RRULE) or extra else None,
             start_at=self.start_at,
             end_at=self.end_at,
-            exclusions=(self.exclusions() or None) if exclusions else None,
+            exclusions=(found or None) if found is not None else None,
             extra=extra,
+            exclusion_policy=self.exclusion_policy,
+            rrule_business_days=self.rrule_business_days,
+            weekend_days=found.weekend_days() if found is not None else timing.DEFAULT_WEEKEND,
         )
 
     def compute_definition_hash(self) -> str:
@@ -142,6 +148,8 @@ class DefinitionMixin:
         for f, value in zip(DEFINITION_FIELDS, values, strict=True):
             if f in ("rrule", "extra_specs") and not value:
                 continue
+            if (f, value) in (("exclusion_policy", "skip"), ("rrule_business_days", False)):
+                continue  # the defaults: rows stored before these fields keep their hash
             if f == "extra_specs":
                 value = json.dumps(value, default=repr, separators=(",", ":"))
             if isinstance(value, datetime):

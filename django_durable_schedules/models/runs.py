@@ -39,6 +39,12 @@ class RunAttempt(FastLoading, models.Model):
     occurrence = models.PositiveIntegerField()
     attempt = models.PositiveIntegerField()
     scheduled_for = models.DateTimeField()
+    nominal_for = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="The nominal slot of a run that its schedule's exclusion_policy moved to a "
+        "business day (scheduled_for is the instant it became due); blank: it did not move.",
+    )
     claimed_at = models.DateTimeField()
     lease_token = models.UUIDField(unique=True)
     lease_expires_at = models.DateTimeField()

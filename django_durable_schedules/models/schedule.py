@@ -21,12 +21,15 @@ from .blackouts import BlackoutsMixin
 from .calendars import ExclusionsMixin
 from .choices import (
     DEFAULT_POOL,
+    EXCLUSION_POLICY_HELP,
     EXTRA_SPECS_HELP,
     PRIORITY_MAX,
     PRIORITY_MIN,
+    RRULE_BUSINESS_DAYS_HELP,
     RRULE_HELP,
     BlackoutPolicy,
     DegradedKind,
+    ExclusionPolicy,
     Kind,
     MisfirePolicy,
     OverlapPolicy,
@@ -277,6 +280,13 @@ class Schedule(
         help_text="Slots up to this instant were checked against the exclusion calendars "
         "(the excluded ones counted); blank: since the last claim.",
     )
+    exclusion_policy = models.CharField(
+        max_length=24,
+        choices=ExclusionPolicy.choices,
+        default=ExclusionPolicy.SKIP,
+        help_text=EXCLUSION_POLICY_HELP,
+    )
+    rrule_business_days = models.BooleanField(default=False, help_text=RRULE_BUSINESS_DAYS_HELP)
     blackout_windows = models.ManyToManyField(
         "durable_schedules.BlackoutWindow",
         blank=True,

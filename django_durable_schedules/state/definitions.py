@@ -254,6 +254,10 @@ def declared_fields(reg: Any, *, using: str | None = None) -> dict[str, Any]:
         "end_at": d.end_at,
         "max_runs": d.max_runs,
     }
+    if d.exclusion_policy is not None:
+        wanted["exclusion_policy"] = d.exclusion_policy
+    if d.rrule_business_days is not None:
+        wanted["rrule_business_days"] = d.rrule_business_days
     if d.timezone:
         wanted["timezone"] = d.timezone
     if d.payload is not None:

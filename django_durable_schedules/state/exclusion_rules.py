@@ -37,7 +37,7 @@ def _event(row: Schedule, now: datetime, changes: dict[str, object]) -> Schedule
     )
 
 
-@implements("claim.excluded_counted")
+@implements("claim.excluded_counted", "claim.excluded_moved")
 def count_excluded(
     row: Schedule,
     spec: timing.Spec,
@@ -53,6 +53,11 @@ def count_excluded(
     with ``to_end`` (no slot of the grid is left to run: see :func:`count_excluded_to_end`)
     the grid's last slot, so the slots that nothing will ever reach are counted too.
 
+    With an ``exclusion_policy`` that moves excluded slots to a business day, the slots of
+    an excluded date that run moved are not counted (their run is the receipt), only those
+    coalesced into another run (or left without a business day); the date's event then
+    says where they moved (``policy``, ``moved``, ``moved_to``).
+
     Adds them to ``excluded_count``, appends one ``excluded`` event per date (calendar,
     date, reason, slots, first slot; at most :data:`MAX_EVENTS_PER_CLAIM`, then one event
     with the rest) to ``events`` and moves ``exclusions_checked_at`` to ``until`` (never
@@ -61,7 +66,7 @@ def count_excluded(
     slots counted.
 
     Raises :class:`.timing.InvalidSchedule` for a calendar the engine cannot evaluate."""
-    if not spec.exclusions:
+    if not spec.exclusions and not spec.moves_slots:
         return 0
     if row.status != Status.ACTIVE and not (to_end and row.status == Status.COMPLETED):
         return 0
@@ -94,6 +99,12 @@ def _excluded_events(row: Schedule, now: datetime, days: list[Any]) -> list[Sche
             "slots": day.count,
             "first_slot": day.first.isoformat(),
         }
+        if day.moved_to is not None or day.moved:
+            # exclusion_policy moved the date's slots to a business day: where the first
+            # ran, how many ran moved (``slots``: those coalesced into another run).
+            changes["policy"] = row.exclusion_policy
+            changes["moved"] = day.moved
+            changes["moved_to"] = day.moved_to.isoformat() if day.moved_to else None
         found.append(_event(row, now, changes))
     rest = days[MAX_EVENTS_PER_CLAIM:]
     if rest:
@@ -137,9 +148,12 @@ def count_excluded_to_end(row: Schedule, now: datetime, events: list[ScheduleEve
     whether a worker was up as they passed, came late, or the calendar excluded them
     before they came. Returns the number counted (0 for a row that has a slot left or no
     calendars). Raises :class:`.timing.InvalidSchedule` like :func:`count_excluded`."""
-    if not no_slot_left(row) or not row.exclusions():
+    if not no_slot_left(row):
         return 0
-    return count_excluded(row, row.spec(), now, events, to_end=True)
+    spec = row.spec()
+    if not spec.exclusions and not spec.moves_slots:
+        return 0
+    return count_excluded(row, spec, now, events, to_end=True)
 
 
 @implements("claim.excluded_now")
@@ -149,17 +163,17 @@ def excluded_at_claim(row: Schedule, spec: timing.Spec, now: datetime) -> bool:
     planned. Then nothing runs: the slots were counted by :func:`count_excluded`, and
     ``next_run_at`` moves to the first slot after ``now`` that is not excluded (the row
     completes when there is none). Returns False, changing nothing, otherwise."""
-    if not spec.exclusions or row.next_run_at is None:
+    if not (spec.exclusions or spec.moves_slots) or row.next_run_at is None:
         return False
     earliest = row.next_run_at - timedelta(seconds=row.jitter_bound())
     if timing.latest_slot_at_or_before(spec, now, not_before=earliest) is not None:
         return False
-    grid = dataclasses.replace(spec, exclusions=None)
+    grid = dataclasses.replace(spec, exclusions=None, exclusion_policy="skip")
     if timing.latest_slot_at_or_before(grid, now, not_before=earliest) is None:
         # Not a slot of the grid (a next run written behind save()): the claim's usual
         # fallback runs it, unless its own date is excluded.
         day = timing.local_date(row.next_run_at, spec.timezone)
-        if spec.exclusions.excluded_by(day) is None:
+        if spec.exclusions is None or spec.exclusions.excluded_by(day) is None:
             return False
     row.next_run_at = row.due_at(timing.next_slot_after(spec, now))
     complete_if_no_slot(row)

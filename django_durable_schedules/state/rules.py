@@ -159,6 +159,16 @@ def replan_edited(row: Schedule, current_hash: str, now: datetime) -> bool:
     return True
 
 
+def nominal_of(row: Schedule, slot: datetime) -> datetime | None:
+    """The nominal slot of ``slot`` when ``row``'s ``exclusion_policy`` moved it to a
+    business day (:func:`.timing.moved_from`), else None; None too for a definition the
+    engine cannot evaluate (the claim's own checks deal with it)."""
+    try:
+        return timing.moved_from(row.spec(), slot)
+    except Exception:  # noqa: BLE001 - a record, never a reason for a claim to fail
+        return None
+
+
 @implements("claim.run", "claim.retry", "claim.buffered", "claim.triggered_paused", "claim.rerun")
 def grant_lease(
     row: Schedule,
@@ -191,6 +201,8 @@ def grant_lease(
         choice.origin,
         choice.payload,
     )
+    if row.exclusion_policy != "skip" and choice.origin != AttemptOrigin.TRIGGERED:
+        attempt.nominal_for = nominal_of(row, choice.slot)
     attempts.append(attempt)
     row.last_run_at = now
     if choice.origin == AttemptOrigin.RERUN:

@@ -82,6 +82,14 @@ CLAIMS: tuple[Transition, ...] = (
       "slots of dates its exclusion calendars exclude passed since the last claim",
       "unchanged", "unchanged (its plans skipped them)",
       "none (`excluded_count`; event `excluded` per date: calendar, date, reason)"),
+    T("claim.excluded_moved", ACTIVE,
+      "slots of excluded dates passed since the last claim, `exclusion_policy` "
+      "previous_business_day or next_business_day",
+      "unchanged", "unchanged (its plans moved each to the nearest business day before or "
+      "after, at its wall time)",
+      "none (a moved slot runs at its moved instant; one that lands on an instant another "
+      "slot runs at is coalesced into that run, or left without a business day: counted in "
+      "`excluded_count`; event `excluded` per date with `policy`, `moved`, `moved_to`)"),
     T("claim.excluded_now", ACTIVE,
       "due slot on a date a calendar excludes now (added after it was planned)",
       NEXT_OR_COMPLETED, "the next slot no calendar excludes",

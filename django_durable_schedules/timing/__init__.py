@@ -46,9 +46,14 @@ The package, one module per concern (each imports only the ones listed before it
 * ``rrule``: calendar-rule evaluation: DTSTART, next, latest and counted slots, "can never
   fire", :func:`validate_rrule`;
 * ``rrule_words``: :func:`rrule_in_words`;
+* ``business_days``: weekend days, exclusion policies, the business-day test and the
+  nearest business day;
 * ``exclusions``: exclusion calendars as data (:class:`Exclusions`, holiday sources and
   their cached dates, local days);
 * ``excluded_slots``: the bounded walks past excluded dates;
+* ``moved_slots``: excluded slots moved to the previous or next business day (the grid a
+  schedule with such a policy fires on, a local day at a time);
+* ``business_rrule``: monthly rules whose BYMONTHDAY and BYSETPOS count business days;
 * ``blackouts``: blackout windows as data (:class:`Blackouts`: ranges and rules, the
   window at an instant, the end of a blackout);
 * ``spec``: :class:`Spec`, ``KINDS`` and the further specs' ``EXTRA_*`` and :func:`extra_kind`;
@@ -64,6 +69,13 @@ from __future__ import annotations
 
 from .articles import with_article
 from .blackouts import NO_BLACKOUTS, BlackoutRange, BlackoutRule, Blackouts, Window
+from .business_days import (
+    DEFAULT_WEEKEND,
+    POLICIES,
+    check_policy,
+    weekend_days,
+    weekend_words,
+)
 from .cron_plan import validate_cron
 from .cron_syntax import CRON_MACROS, is_wildcard_cron
 from .delays import backoff_seconds, jitter_offset
@@ -89,6 +101,7 @@ from .slots import (
     excluded_days,
     last_grid_slot,
     latest_slot_at_or_before,
+    moved_from,
     nearest_slot,
     next_slot_after,
     planned_slot,
@@ -135,8 +148,14 @@ __all__ = [
     "excluded_days",
     "last_grid_slot",
     "upcoming_slots",
+    "moved_from",
     "ExcludedDay",
     "SlotView",
+    "DEFAULT_WEEKEND",
+    "POLICIES",
+    "check_policy",
+    "weekend_days",
+    "weekend_words",
     "Blackouts",
     "BlackoutRange",
     "BlackoutRule",

@@ -72,7 +72,7 @@ def plain_day(tz: ZoneInfo, day: date) -> tuple[datetime, datetime] | None:
     return start, start + timedelta(days=1)
 
 
-def _first_instant_after_gap(tz: ZoneInfo, wall: datetime, lo: datetime, hi: datetime) -> datetime:
+def first_instant_after_gap(tz: ZoneInfo, wall: datetime, lo: datetime, hi: datetime) -> datetime:
     """The first instant whose reading is later than ``wall``, a wall time that a
     spring-forward gap skips; ``lo < that instant <= hi`` (bisection over seconds)."""
     while hi - lo > SECOND:
@@ -93,7 +93,7 @@ def _wall_instants(plan: CronPlan, wall: datetime) -> tuple[datetime, ...]:
         return tuple(real)  # both passes of a repeated hour; nothing inside a gap
     if real:
         return (real[0],)  # fixed-time: the first reading only
-    return (_first_instant_after_gap(tz, wall, candidates[0], candidates[-1]),)
+    return (first_instant_after_gap(tz, wall, candidates[0], candidates[-1]),)
 
 
 @functools.lru_cache(maxsize=256)

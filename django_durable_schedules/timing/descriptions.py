@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .business_days import weekend_words
 from .errors import InvalidSchedule
 from .instants import truncate_to_second
 from .rrule_words import rrule_in_words
@@ -20,7 +21,30 @@ def _describe_seconds(seconds: int) -> str:
     return f"{count} {unit}{'' if count == 1 else 's'}"
 
 
+def business_words(spec: Spec) -> str:
+    """What ``exclusion_policy`` and ``rrule_business_days`` add to a spec's words
+    (``""`` at their defaults): ``", moved to the next business day when a slot falls on a
+    day that is no business day (weekend: Saturday and Sunday)"``."""
+    parts = []
+    if spec.rrule_business_days is True:
+        parts.append("BYMONTHDAY and BYSETPOS counted over business days")
+    if spec.exclusion_policy in ("previous_business_day", "next_business_day"):
+        where = "previous" if spec.exclusion_policy == "previous_business_day" else "next"
+        parts.append(
+            f"moved to the {where} business day (same wall time) when a slot falls on an "
+            "excluded date or a weekend day"
+        )
+    if not parts:
+        return ""
+    return f", {'; '.join(parts)} (weekend: {weekend_words(spec.weekend_days)})"
+
+
 def describe(spec: Spec) -> str:
+    """:func:`spec_words` and :func:`business_words`."""
+    return spec_words(spec) + business_words(spec)
+
+
+def spec_words(spec: Spec) -> str:
     """Short human words for a spec: ``"every 5 minutes"``, ``"every 1 hour"``,
     ``"cron '0 3 * * *' (Europe/Paris)"``, ``"rrule 'FREQ=DAILY;BYHOUR=9' (Europe/Paris)"``,
     ``"once at 2027-06-01 09:00:00 UTC"``, ``"manual: runs only when triggered"``.

@@ -30,11 +30,16 @@ _HORIZON = timedelta(days=146_097 * HORIZON_YEARS // 400)  # 400 Gregorian years
 @dataclass(frozen=True)
 class ExcludedDay:
     """The slots of one excluded local date inside a window: the :class:`Exclusion`,
-    the first such slot (aware UTC) and how many there are."""
+    the first such slot (aware UTC) and how many of them do not fire (``count``). With an
+    exclusion policy that moves slots (:mod:`.moved_slots`), ``moved_to`` is where the
+    first slot that fires moved to and ``moved`` how many fire moved (``count``: those
+    coalesced into another slot or left without a business day)."""
 
     exclusion: Exclusion
     first: datetime
     count: int
+    moved_to: datetime | None = None
+    moved: int = 0
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,19 @@ class SlotView:
     at: datetime
     excluded_by: Exclusion | None = None
     blacked_out_by: str | None = None
+    #: A slot that moved to a business day (``exclusion_policy``): its nominal slot and
+    #: the :class:`Exclusion` it moved away from (None: it did not move).
+    nominal: datetime | None = None
+    moved_by: Exclusion | None = None
+    policy: str = ""
+
+    @property
+    def why_moved(self) -> str:
+        """Why the slot fires away from its nominal slot ("" when it does not)."""
+        if self.moved_by is None or self.nominal is None:
+            return ""
+        where = "previous" if self.policy == "previous_business_day" else "next"
+        return f"moved from {self.nominal.isoformat()} to the {where} business day: {self.moved_by}"
 
     @property
     def fires(self) -> bool:

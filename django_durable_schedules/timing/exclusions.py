@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
+from .business_days import DEFAULT_WEEKEND, weekend_days
 from .errors import InvalidSchedule
 from .instants import MAX_YEAR, UTC
 from .zones import zone_info
@@ -127,6 +128,11 @@ class Exclusions:
     #: read (year 10000, text that is no date: written by raw SQL); any makes
     #: :meth:`validate` raise.
     unreadable: tuple[tuple[str, str], ...] = ()
+    #: ``(calendar, weekend days)`` of each calendar: its ISO weekday numbers (a tuple), or
+    #: the message of a value the engine cannot read (text: written behind ``save()``);
+    #: any such makes :meth:`validate` raise. Weekend days exclude nothing: they say which
+    #: days are business days (:mod:`.business_days`).
+    weekends: tuple[tuple[str, tuple[int, ...] | str], ...] = ()
     _index: dict[date, Exclusion] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -137,7 +143,15 @@ class Exclusions:
         object.__setattr__(self, "holidays", tuple(sorted(set(self.holidays), key=_source_key)))
 
     def __bool__(self) -> bool:
-        return bool(self.dates or self.holidays or self.unreadable)
+        bad = any(isinstance(days, str) for _, days in self.weekends)
+        return bool(self.dates or self.holidays or self.unreadable or bad)
+
+    def weekend_days(self) -> frozenset[int]:
+        """The weekend days of the business days: those of any calendar (ISO numbers;
+        values the engine cannot read left out), or Saturday and Sunday without calendars."""
+        if not self.weekends:
+            return DEFAULT_WEEKEND
+        return frozenset(d for _, days in self.weekends if not isinstance(days, str) for d in days)
 
     @property
     def calendars(self) -> list[str]:
@@ -146,6 +160,7 @@ class Exclusions:
             {e.calendar for e in self.dates}
             | {h.calendar for h in self.holidays}
             | {name for name, _ in self.unreadable}
+            | {name for name, _ in self.weekends}
         )
 
     def validate(self) -> None:
@@ -157,6 +172,9 @@ class Exclusions:
             raise InvalidSchedule(
                 FIELD, f"calendar {name!r} holds a date the engine cannot read: {text!r}"
             )
+        for name, days in self.weekends:
+            if isinstance(days, str):
+                raise InvalidSchedule(FIELD, f"calendar {name!r}: {days}")
         for source in self.holidays:
             check_holidays(source.country, source.subdivision, source.calendar)
 
@@ -202,13 +220,16 @@ def _holidays_of(source: HolidaySource, year: int) -> dict[date, str]:
 
 
 def exclusions_of(
-    dates: Iterable[tuple[str, Any, Any]], holidays: Iterable[tuple[str, str, str]]
+    dates: Iterable[tuple[str, Any, Any]],
+    holidays: Iterable[tuple[str, str, str]],
+    weekends: Iterable[tuple[str, Any]] = (),
 ) -> Exclusions:
     """Build :class:`Exclusions` from ``(calendar, date, reason)`` and ``(calendar,
     country, subdivision)`` tuples (what the database rows hold). A date that is no
     ``date`` (the text of one the database driver could not read, or None) goes to
     :attr:`Exclusions.unreadable` (its text cut to 40 characters); a reason that is no
-    text is ``""``."""
+    text is ``""``. ``weekends``: ``(calendar, weekend_days)`` of each calendar (a value
+    that is no list of weekdays is kept as its message, for :meth:`Exclusions.validate`)."""
     readable: list[Exclusion] = []
     unreadable: set[tuple[str, str]] = set()
     for c, d, r in dates:
@@ -216,7 +237,14 @@ def exclusions_of(
             readable.append(Exclusion(c, d, r if isinstance(r, str) else ""))
         else:
             unreadable.add((c, d[:40] if isinstance(d, str) else type(d).__name__))
+    read: dict[str, tuple[int, ...] | str] = {}
+    for name, value in weekends:
+        try:
+            read[name] = weekend_days(value)
+        except InvalidSchedule as exc:
+            read[name] = f"weekend_days: {exc.message}"
     return Exclusions(
+        weekends=tuple(sorted(read.items())),
         dates=tuple(readable),
         holidays=tuple(HolidaySource(c, country, sub or "") for c, country, sub in holidays),
         unreadable=tuple(sorted(unreadable)),

@@ -318,3 +318,23 @@ def grid_occurrences(
         following = run.items[-1][0] + SECOND if run.stopped is None else run.stopped
         cursor = max(cursor + SECOND, following)
         batch = min(4 * batch, 256)
+
+
+@functools.lru_cache(maxsize=2048)
+def month_days(full: RuleParts, year: int, month: int) -> tuple[date, ...]:
+    """The days of ``year``-``month`` passing BYMONTH and BYDAY (ordinals included) of the
+    defaulted rule ``full`` (every day without BYDAY), by dateutil, cached: the days a
+    rule counted over business days (:mod:`.business_rrule`) picks from."""
+    if full.bymonth and month not in full.bymonth:
+        return ()
+    first = datetime(year, month, 1)
+    last = (first + timedelta(days=32)).replace(day=1) - timedelta(days=1)
+    if not full.byday:
+        return tuple(first.date() + timedelta(days=i) for i in range(last.day))
+    rule = du.rrule(
+        du.MONTHLY,
+        dtstart=first,
+        until=last,
+        byweekday=tuple(du.weekday(d, n or None) for n, d in full.byday),
+    )
+    return tuple(day.date() for day in rule)

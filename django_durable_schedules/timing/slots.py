@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import overload
 
 from .blackouts import MAX_CHAIN, Blackouts
+from .business_rrule import business_rule_count, business_rule_from, business_rule_latest
 from .cron import cron_count, cron_from, cron_latest
 from .cron_plan import compile_cron
 from .excluded_slots import (
@@ -34,6 +35,7 @@ from .excluded_slots import (
     skip_excluded,
 )
 from .instants import LAST_INSTANT, SECOND, from_seconds, to_seconds, truncate_to_second
+from .moved_slots import MovedGrid
 from .rrule import rrule_count, rrule_from, rrule_latest, rrule_upcoming
 from .spec import Spec
 
@@ -79,6 +81,8 @@ def _first_slot_from(spec: Spec, lo: datetime) -> datetime | None:
         n = max(0, -((anchor - to_seconds(lo)) // every))  # ceil((lo - anchor) / every)
         return from_seconds(anchor + n * every)
     if spec.kind == "rrule":
+        if spec.rrule_business_days:
+            return business_rule_from(spec.rrule_plan(), spec.business_day_test(), lo)
         return rrule_from(spec.rrule_plan(), lo)
     return cron_from(compile_cron(spec.cron, spec.timezone), lo)
 
@@ -129,6 +133,9 @@ def planned_slot(spec: Spec, now: datetime, *, first: bool = False) -> datetime 
 def _next_slot(spec: Spec, lo: datetime) -> datetime | None:
     """First slot >= lo (whole-second UTC) of a validated spec, inside [start_at, end_at],
     on a date its exclusion calendars do not exclude."""
+    if spec.moves_slots:
+        move = moved_grid(spec).first_from(lo) if lo <= LAST_INSTANT else None
+        return move.at if move is not None else None
     slot = _next_raw(spec, lo)
     if slot is None or not spec.exclusions:
         return slot
@@ -158,11 +165,15 @@ def upcoming(spec: Spec, after: datetime, count: int) -> list[datetime]:
     spec.validate()
     slots: list[datetime] = []
     cursor = min(truncate_to_second(after, "after"), LAST_INSTANT)
-    if spec.extra and not spec.exclusions:  # each member's slots, merged
+    if spec.extra and not spec.exclusions and not spec.moves_slots:  # members' slots, merged
         merged = {at for m in spec.members() for at in upcoming(m, cursor, count)}
         return sorted(merged)[:count]
     if (
-        spec.kind == "rrule" and not spec.exclusions and not spec.extra
+        spec.kind == "rrule"
+        and not spec.exclusions
+        and not spec.extra
+        and not spec.rrule_business_days
+        and not spec.moves_slots
     ):  # one walk of the rule rather than one search per slot
         lo, hi = _window(spec, cursor + SECOND, None)
         return rrule_upcoming(spec.rrule_plan(), lo, hi, count)
@@ -190,9 +201,40 @@ def latest_slot_at_or_before(spec: Spec, now: datetime, *, not_before: datetime)
     )
     if hi < lo:
         return None
+    if spec.moves_slots:
+        move = moved_grid(spec).latest(lo, hi)
+        return move.at if move is not None else None
     if spec.exclusions:
         return latest_not_excluded(spec, lo, hi, lambda a, b: _latest_raw(spec, a, b))
     return _latest_raw(spec, lo, hi)
+
+
+def moved_from(spec: Spec, at: datetime) -> datetime | None:
+    """The nominal slot of the fire time ``at`` (aware) when it is a slot that moved to a
+    business day (``exclusion_policy``), else None (it did not move, or is no fire time)."""
+    if not spec.moves_slots:
+        return None
+    spec.validate()
+    at = truncate_to_second(at, "at")
+    move = moved_grid(spec).first_from(at)
+    if move is None or move.at != at or move.exclusion is None:
+        return None
+    return move.nominal
+
+
+def moved_grid(spec: Spec) -> MovedGrid:
+    """The :class:`.moved_slots.MovedGrid` of a validated spec that moves excluded slots
+    (cached on the spec: its days are worked out once)."""
+    cached = spec.__dict__.get("_moved_grid")
+    if cached is None:
+
+        def inside(at: datetime) -> bool:
+            lo, hi = _window(spec, at, at)
+            return lo <= at and (hi is None or at <= hi)
+
+        cached = MovedGrid(spec, lambda at: _next_raw(spec, at), inside)
+        object.__setattr__(spec, "_moved_grid", cached)
+    return cached
 
 
 def _latest_raw(spec: Spec, lo: datetime, hi: datetime) -> datetime | None:
@@ -212,6 +254,8 @@ def _latest_raw(spec: Spec, lo: datetime, hi: datetime) -> datetime | None:
         slot = from_seconds(anchor + n * every) if n >= 0 else None
         return slot if slot is not None and slot >= lo else None
     if spec.kind == "rrule":
+        if spec.rrule_business_days:
+            return business_rule_latest(spec.rrule_plan(), spec.business_day_test(), lo, hi)
         return rrule_latest(spec.rrule_plan(), lo, hi)
     return cron_latest(compile_cron(spec.cron, spec.timezone), lo, hi)
 
@@ -270,6 +314,8 @@ def count_slots(spec: Spec, start: datetime, end: datetime, *, cap: int = 100_00
     lo, hi = _window(spec, start, end - SECOND)
     if hi < lo:
         return 0
+    if spec.moves_slots:
+        return moved_grid(spec).count(lo, hi, cap)
     raw = _count_raw(spec, lo, hi, cap)
     if not raw or not spec.exclusions or raw >= cap:
         return raw  # at the cap the window holds more slots than are counted: cap
@@ -292,6 +338,9 @@ def _count_raw(spec: Spec, lo: datetime, hi: datetime, cap: int) -> int:
         last = (to_seconds(hi) - anchor) // every
         return max(0, min(cap, last - first + 1))
     if spec.kind == "rrule":
+        if spec.rrule_business_days:
+            test = spec.business_day_test()
+            return business_rule_count(spec.rrule_plan(), test, lo, hi + SECOND, cap)
         return rrule_count(spec.rrule_plan(), lo, hi + SECOND, cap)
     return cron_count(compile_cron(spec.cron, spec.timezone), lo, hi + SECOND, cap)
 
@@ -336,11 +385,13 @@ def excluded_days(spec: Spec, start: datetime, end: datetime) -> list[ExcludedDa
     :func:`next_slot_after`."""
     spec.validate()
     start, end = truncate_to_second(start, "start"), truncate_to_second(end, "end")
-    if end <= start or not spec.exclusions:
+    if end <= start or not (spec.exclusions or spec.moves_slots):
         return []
     lo, hi = _window(spec, start, min(end - SECOND, LAST_INSTANT))
     if hi < lo:
         return []
+    if spec.moves_slots:
+        return moved_grid(spec).counted_days(lo, hi)
     return count_excluded_days(
         spec,
         lo,
@@ -391,6 +442,11 @@ def upcoming_excluded_slots(spec: Spec, after: datetime, count: int) -> list[Slo
     one :class:`.excluded_slots.SlotView` each (``excluded_by`` None: it fires). Without
     exclusions it is :func:`upcoming`. Raises ``ValueError`` for a negative ``count`` and
     :class:`InvalidSchedule` like :func:`next_slot_after`."""
+    if spec.moves_slots:
+        if count < 0:
+            raise ValueError("count must not be negative")
+        spec.validate()
+        return _upcoming_moved(spec, after, count)
     if not spec.exclusions:
         return [SlotView(at) for at in upcoming(spec, after, count)]
     if count < 0:
@@ -419,4 +475,29 @@ def upcoming_excluded_slots(spec: Spec, after: datetime, count: int) -> list[Slo
         if nxt is None:
             break
         cursor = nxt
+    return views
+
+
+def _upcoming_moved(spec: Spec, after: datetime, count: int) -> list[SlotView]:
+    """The next ``count`` slots that fire strictly after ``after`` of a spec that moves
+    excluded slots: a moved one with its nominal slot, the exclusion and the policy."""
+    grid = moved_grid(spec)
+    views: list[SlotView] = []
+    cursor = min(truncate_to_second(after, "after"), LAST_INSTANT) + SECOND
+    while len(views) < count and cursor <= LAST_INSTANT:
+        move = grid.first_from(cursor)
+        if move is None:
+            break
+        if move.exclusion is None:
+            views.append(SlotView(move.at))
+        else:
+            views.append(
+                SlotView(
+                    move.at,
+                    nominal=move.nominal,
+                    moved_by=move.exclusion,
+                    policy=spec.exclusion_policy,
+                )
+            )
+        cursor = move.at + SECOND
     return views

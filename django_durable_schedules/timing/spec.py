@@ -3,10 +3,19 @@ data, and its validation."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import date, datetime
 
 from .articles import with_article
+from .business_days import (
+    DEFAULT_WEEKEND,
+    POLICY_FIELD,
+    WEEKEND_FIELD,
+    business_day_test,
+    check_policy,
+    weekend_days,
+)
 from .cron_plan import validate_cron
 from .errors import InvalidSchedule
 from .exclusions import FIELD as EXCLUSIONS_FIELD
@@ -82,6 +91,13 @@ class Spec:
     end_at: datetime | None = None
     exclusions: Exclusions | None = None
     extra: tuple[str, ...] = ()
+    #: What an excluded slot does (:data:`.business_days.POLICIES`): ``skip`` (it does not
+    #: fire), or it moves to the previous or next business day (:mod:`.moved_slots`).
+    exclusion_policy: str = "skip"
+    #: An rrule's BYMONTHDAY and BYSETPOS counted over business days (:mod:`.business_rrule`).
+    rrule_business_days: bool = False
+    #: The weekend days (ISO numbers) of the business days: the union of the calendars'.
+    weekend_days: frozenset[int] = DEFAULT_WEEKEND
 
     def validate(self) -> None:
         """Raise :class:`InvalidSchedule` ``(field, message)`` for the first problem:
@@ -120,6 +136,7 @@ class Spec:
         getattr(self, f"_validate_{self.kind}")()
         if self.extra != ():
             self._validate_extra()
+        self._validate_business_days()
         if self.exclusions:
             if self.kind == "once":
                 raise InvalidSchedule(
@@ -157,6 +174,9 @@ class Spec:
             self.start_at,
             self.end_at,
             self.extra,
+            self.exclusion_policy,
+            self.rrule_business_days,
+            self.weekend_days,
         )
         for instant in (self.run_at, self.anchor, self.start_at, self.end_at):
             if instant is not None and (type(instant) is not datetime or instant.tzinfo is not UTC):
@@ -237,6 +257,53 @@ class Spec:
             except InvalidSchedule as exc:
                 raise InvalidSchedule(EXTRA_FIELD, f"item {position}: {exc.message}") from exc
 
+    def _validate_business_days(self) -> None:
+        """Refuse an unknown ``exclusion_policy``, a policy that moves slots on a kind
+        without wall times (interval, once, manual), weekend days that are no set of ISO
+        weekday numbers, and ``rrule_business_days`` that is no bool, on a kind other than
+        ``rrule`` or on a rule it cannot count (:func:`.business_rrule.check_business_rule`)."""
+        check_policy(self.exclusion_policy)
+        if self.exclusion_policy != "skip" and self.kind not in ("cron", "rrule"):
+            raise InvalidSchedule(
+                POLICY_FIELD,
+                f"{with_article(self.kind)} schedule has no wall time to keep: "
+                f"exclusion_policy {self.exclusion_policy} takes a cron or rrule schedule",
+            )
+        if not isinstance(self.weekend_days, frozenset) or self.weekend_days != frozenset(
+            weekend_days(sorted(self.weekend_days, key=repr))
+        ):
+            raise InvalidSchedule(WEEKEND_FIELD, f"weekend_days: {self.weekend_days!r}")
+        if type(self.rrule_business_days) is not bool:
+            raise InvalidSchedule(
+                "rrule_business_days",
+                f"rrule_business_days must be true or false; got {self.rrule_business_days!r}",
+            )
+        if self.rrule_business_days:
+            if self.kind != "rrule":
+                raise InvalidSchedule(
+                    "rrule_business_days",
+                    f"{with_article(self.kind)} schedule has no rule to count over business "
+                    "days: rrule_business_days takes an rrule schedule",
+                )
+            from .business_rrule import check_business_rule
+
+            check_business_rule(self.rrule_plan().parts)
+
+    def business_day_test(self) -> Callable[[date], bool]:
+        """Whether a local date is a business day of this spec (not excluded, no weekend
+        day); cached. The main member of a spec with further specs keeps its parent's."""
+        cached = self.__dict__.get("_business")
+        if cached is None:
+            cached = business_day_test(self.weekend_days, self.exclusions)
+            object.__setattr__(self, "_business", cached)
+        return cached
+
+    @property
+    def moves_slots(self) -> bool:
+        """Whether slots on days that are no business day move to one (a policy other than
+        ``skip``, on a cron or rrule spec)."""
+        return self.exclusion_policy != "skip" and self.kind in ("cron", "rrule")
+
     def _member(self, item: str) -> Spec:
         """The spec of one item of ``extra``: its kind, the main spec's zone, window and
         anchor, no exclusions (they apply to the union)."""
@@ -257,7 +324,8 @@ class Spec:
         validated spec."""
         cached = self.__dict__.get("_members")
         if cached is None:
-            main = replace(self, extra=(), exclusions=None)
+            main = replace(self, extra=(), exclusions=None, exclusion_policy="skip")
+            object.__setattr__(main, "_business", self.business_day_test())
             cached = (main, *(self._member(item) for item in self.extra))
             object.__setattr__(self, "_members", cached)
         return cached

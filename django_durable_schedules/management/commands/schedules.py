@@ -314,6 +314,8 @@ class Command(BaseCommand):
                 line += f"   EXCLUDED, not run: {v.excluded_by}"
             elif v.blacked_out_by is not None:
                 line += f"   BLACKED OUT, not run: window {v.blacked_out_by}"
+            elif v.moved_by is not None:
+                line += f"   MOVED: {v.why_moved}"
             self.stdout.write(line)
 
 

@@ -1,0 +1,157 @@
+"""Rules counted over business days (``Schedule.rrule_business_days``): a ``FREQ=MONTHLY``
+rule whose BYMONTHDAY and BYSETPOS count the month's **business days** only
+(:mod:`.business_days`: not excluded by a calendar, no weekend day).
+
+Each month of the rule's grid (from DTSTART's month, every INTERVAL months) is expanded by
+python-dateutil without BYMONTHDAY and BYSETPOS (BYMONTH and BYDAY, ordinals included,
+as RFC 5545 reads them); the days that are no business day are removed; BYMONTHDAY ``n``
+then picks the n-th of the days left (``-1`` the last), BYSETPOS picks among the times of
+those days (BYHOUR, BYMINUTE, BYSECOND, defaulted from DTSTART). So
+``FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1`` is the last business day of the month and
+``FREQ=MONTHLY;BYMONTHDAY=1`` the first, holidays removed before the pick. Local times
+become instants as for every rule (:func:`.rrule_grid.local_instant`). Searches walk
+month by month, at most 400 years.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import date, datetime, time, timedelta
+
+from .errors import InvalidSchedule
+from .instants import FIRST_INSTANT, LAST_INSTANT, MAX_YEAR
+from .rrule_grid import HORIZON_YEARS, RulePlan, local_instant, local_reading, month_days
+from .rrule_syntax import RuleParts, with_defaults
+
+FIELD = "rrule_business_days"
+_MONTHS = HORIZON_YEARS * 12
+
+
+def check_business_rule(parts: RuleParts) -> None:
+    """Refuse (field ``rrule_business_days``) a rule it cannot count over business days:
+    only FREQ=MONTHLY rules, without BYWEEKNO or BYYEARDAY."""
+    if parts.freq != "MONTHLY":
+        raise InvalidSchedule(
+            FIELD,
+            f"rrule_business_days counts days within a month: it takes FREQ=MONTHLY rules "
+            f"(got FREQ={parts.freq})",
+        )
+    if parts.byweekno or parts.byyearday:
+        raise InvalidSchedule(FIELD, "rrule_business_days takes no BYWEEKNO or BYYEARDAY")
+
+
+def _times(full: RuleParts) -> list[time]:
+    return sorted(time(h, m, s) for h in full.byhour for m in full.byminute for s in full.bysecond)
+
+
+def month_times(
+    plan: RulePlan, is_business: Callable[[date], bool], year: int, month: int
+) -> list[datetime]:
+    """The local times (naive) of the rule in one month, business days only, BYMONTHDAY
+    and BYSETPOS counted over them (not yet bounded by DTSTART or UNTIL)."""
+    full = with_defaults(plan.parts, plan.dtstart)
+    days = [d for d in month_days(full, year, month) if is_business(d)]
+    if full.bymonthday:
+        picked: set[date] = set()
+        for n in full.bymonthday:
+            index = n - 1 if n > 0 else len(days) + n
+            if 0 <= index < len(days):
+                picked.add(days[index])
+        days = sorted(picked)
+    moments = [datetime.combine(d, t) for d in days for t in _times(full)]
+    if full.bysetpos:
+        chosen: set[datetime] = set()
+        for n in full.bysetpos:
+            index = n - 1 if n > 0 else len(moments) + n
+            if 0 <= index < len(moments):
+                chosen.add(moments[index])
+        moments = sorted(chosen)
+    return moments
+
+
+def _months_from(plan: RulePlan, year: int, month: int, step: int) -> tuple[int, int]:
+    """The month of the rule's grid at or after (``step`` 1) / at or before (``step`` -1)
+    ``year``-``month`` (every INTERVAL months from DTSTART's month)."""
+    origin = plan.dtstart.year * 12 + plan.dtstart.month - 1
+    index = max(year * 12 + month - 1, origin) if step > 0 else year * 12 + month - 1
+    interval = plan.parts.interval
+    offset = (index - origin) % interval
+    if offset:
+        index += (interval - offset) if step > 0 else -offset
+    return divmod(index, 12)
+
+
+def _slots_of_month(
+    plan: RulePlan, is_business: Callable[[date], bool], index: int
+) -> list[datetime]:
+    year, month0 = divmod(index, 12)
+    if not 1 <= year <= MAX_YEAR:
+        return []
+    until = plan.parts.until
+    found = []
+    for local in month_times(plan, is_business, year, month0 + 1):
+        if local < plan.dtstart:
+            continue
+        instant = local_instant(local, plan.tz)
+        if until is not None and instant > until:
+            continue
+        if FIRST_INSTANT <= instant <= LAST_INSTANT:
+            found.append(instant)
+    return sorted(set(found))
+
+
+def business_rule_from(
+    plan: RulePlan, is_business: Callable[[date], bool], lo: datetime
+) -> datetime | None:
+    """The first slot at or after ``lo`` (aware UTC), or None (at most 400 years on)."""
+    lo = max(lo, FIRST_INSTANT)
+    reading = local_reading(lo, plan.tz) - timedelta(days=1)
+    year, month0 = _months_from(plan, reading.year, reading.month, 1)
+    index = year * 12 + month0
+    for _ in range(_MONTHS // plan.parts.interval + 2):
+        if index // 12 > MAX_YEAR:
+            return None
+        if plan.parts.until is not None and index > _index_of(plan, plan.parts.until) + 1:
+            return None
+        for slot in _slots_of_month(plan, is_business, index):
+            if slot >= lo:
+                return slot
+        index += plan.parts.interval
+    return None
+
+
+def _index_of(plan: RulePlan, instant: datetime) -> int:
+    reading = local_reading(instant, plan.tz)
+    return reading.year * 12 + reading.month - 1
+
+
+def business_rule_latest(
+    plan: RulePlan, is_business: Callable[[date], bool], lo: datetime, hi: datetime
+) -> datetime | None:
+    """The latest slot in ``[lo, hi]``, or None (month by month back from ``hi``)."""
+    reading = local_reading(hi, plan.tz) + timedelta(days=1)
+    year, month0 = _months_from(plan, reading.year, reading.month, -1)
+    index = year * 12 + month0
+    first = _index_of(plan, max(lo, FIRST_INSTANT)) - 1
+    origin = plan.dtstart.year * 12 + plan.dtstart.month - 1
+    while index >= max(first, origin):
+        slots = [s for s in _slots_of_month(plan, is_business, index) if lo <= s <= hi]
+        if slots:
+            return slots[-1]
+        index -= plan.parts.interval
+    return None
+
+
+def business_rule_count(
+    plan: RulePlan, is_business: Callable[[date], bool], lo: datetime, hi_excl: datetime, cap: int
+) -> int:
+    """Slots in ``[lo, hi_excl)``, at most ``cap``."""
+    total = 0
+    cursor = lo
+    while total < cap:
+        slot = business_rule_from(plan, is_business, cursor)
+        if slot is None or slot >= hi_excl:
+            break
+        total += 1
+        cursor = slot + timedelta(seconds=1)
+    return total
