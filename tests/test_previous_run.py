@@ -299,6 +299,7 @@ ANYTHING = (
 )
 
 
+@pytest.mark.vendor_independent  # pure rules on unsaved rows
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     occurrence=ANYTHING | st.integers(min_value=0, max_value=2**40),
@@ -325,6 +326,7 @@ def test_previous_of_never_raises_and_hands_on_only_storable_results(
         assert len(encoded.encode("utf-8")) <= 8192
 
 
+@pytest.mark.vendor_independent  # pure rules on unsaved rows
 @settings(max_examples=200, deadline=None)
 @given(
     runs=st.lists(
