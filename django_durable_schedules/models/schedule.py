@@ -309,6 +309,27 @@ class Schedule(
         help_text="Policy defer: the run waiting for next_run_at (a blackout window's end) "
         "stands for this many slots inside the window; 0: none waits.",
     )
+    #: The last successful run (``succeeded`` or ``enqueued``) by nominal instant: what a
+    #: callback reads as ``ctx.previous`` (issue #30, item 2). Set by the state package only
+    #: (state/previous_rules.py), by the completion's write of the row; read by the claim's.
+    previous_occurrence = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The last successful occurrence (the latest nominal instant that succeeded).",
+    )
+    previous_scheduled_for = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="Its nominal instant."
+    )
+    previous_finished_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="When it finished."
+    )
+    previous_result = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Its result, bounded as its receipt stores it (RESULT_MAX_BYTES).",
+    )
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,

@@ -107,7 +107,7 @@ from .reruns import rerun
 from .restores import current_definition, definition_versions, restore_definition
 from .rules import ONE_SECOND, idempotency_key
 from .runs import claim_due
-from .values import Claim, CompletionReport, Outcome, OutcomeStatus, Wakeup
+from .values import Claim, CompletionReport, Outcome, OutcomeStatus, Previous, Wakeup
 from .window_links import change_windows
 from .workers import heartbeat, next_wakeup, seconds_until
 
@@ -133,6 +133,7 @@ __all__ = [
     "Outcome",
     "OutcomeStatus",
     "Prepared",
+    "Previous",
     "StateConflict",
     "Wakeup",
     "add_dates",

@@ -19,6 +19,7 @@ from ..limits import TIMEOUT_MAX_SECONDS
 from ..models import AttemptOrigin, RunAttempt, Schedule
 from ..uuids import uuid4
 from .bounds import bounded_seconds
+from .previous_rules import previous_of
 from .replace_rules import replace_at
 from .values import Claim
 
@@ -66,7 +67,9 @@ def new_attempt(
 def claim_of(row: Schedule, attempt: RunAttempt) -> Claim:
     """The claim a worker runs for ``attempt``, just made for ``row`` by
     :func:`new_attempt` (the timeout bounded as the limits say, blank: none); its payload
-    is the attempt's own (a trigger's override merged), else the schedule's."""
+    is the attempt's own (a trigger's override merged), else the schedule's; ``previous``
+    the row's last success (:func:`.previous_rules.previous_of`: read with the row, no
+    statement of its own)."""
     return Claim(
         attempt_id=attempt.id,
         schedule_id=row.id,
@@ -84,6 +87,7 @@ def claim_of(row: Schedule, attempt: RunAttempt) -> Claim:
         timeout_seconds=bounded_seconds(row.timeout_seconds, None, TIMEOUT_MAX_SECONDS) or None,
         origin=attempt.origin,
         replace_at=replace_at(row, attempt.occurrence, attempt.origin, attempt.claimed_at),
+        previous=previous_of(row),
     )
 
 

@@ -33,6 +33,7 @@ from ..registry import registry
 from .attempt_rules import claim_of, max_attempts_of, new_attempt
 from .bounds import describe_problem, read_count
 from .machine import clear_trigger, complete_if_no_slot
+from .previous_rules import note_success
 from .records import Receipt, build_receipt
 from .transitions import implements
 from .values import Claim, Outcome
@@ -193,9 +194,12 @@ def backfill_receipt(
     (or ``status``: ``lease_expired`` for a run that outlived its lease). The schedule row
     is left as it is (its lease is cleared by the caller): a backfill failure neither
     retries with backoff nor counts in ``failure_count``, and ``FailRun`` does not fail
-    the schedule."""
+    the schedule. A success becomes the row's previous run unless the row holds a success
+    of a later slot (:func:`.previous_rules.note_success`)."""
     status = status or ReceiptStatus(outcome.status)
-    return build_receipt(outcome.claim, status, now, row=row, ran=outcome)
+    receipt = build_receipt(outcome.claim, status, now, row=row, ran=outcome)
+    note_success(row, receipt, outcome.claim.scheduled_for)  # unless a later one is held
+    return receipt
 
 
 @implements("outcome.backfill")

@@ -57,3 +57,14 @@ FINISH_FIELDS = [
     "excluded_count",
     "exclusions_checked_at",
 ]
+#: The previous run's columns (issue #30, item 2): written by a completion only
+#: (:func:`.previous_rules.note_success`, a success's changes), read by the claim
+#: (:func:`.previous_rules.previous_of`); a lease recovery never moves them.
+PREVIOUS_FIELDS = [
+    "previous_occurrence",
+    "previous_scheduled_for",
+    "previous_finished_at",
+    "previous_result",
+]
+#: Schedule columns a completion writes: those of a recovery and the previous run's.
+COMPLETE_FIELDS = [*FINISH_FIELDS, *PREVIOUS_FIELDS]

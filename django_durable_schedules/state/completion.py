@@ -37,15 +37,16 @@ from .alerts import write_alerts
 from .backfill_claims import close_ended, settle_backfills
 from .backfill_rules import backfill_receipt, complete_at_max_runs
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
-from .columns import FINISH_FIELDS, FINISH_UNREAD
+from .columns import COMPLETE_FIELDS, FINISH_UNREAD
 from .events import write_events
 from .groups import release_groups, unstart_groups
 from .machine import apply_changes, changes_of, pause_degraded
 from .orphans import orphan_receipts
 from .outcomes import apply_outcome, fail_attempt, fenced_result
+from .previous_rules import note_success
 from .records import Receipt, build_receipt
 from .rerun_rules import rerun_receipt
-from .reruns import occurrence_succeeded
+from .reruns import rerun_facts
 from .transitions import implements
 from .values import CompletionReport, Failure, Outcome, OutcomeStatus
 
@@ -203,7 +204,7 @@ def _complete_batch(
         insert_rows(RunReceipt, models, using)
         write_events(events, using)  # with their notifications and signals
         if touched:
-            update_rows(list(touched.values()), FINISH_FIELDS, using)
+            update_rows(list(touched.values()), COMPLETE_FIELDS, using)
             _free_groups(touched, outcomes, using)
             write_alerts(touched.values(), now, using)  # no statement unless one was noted
         settle_backfills(settled, now, using)
@@ -296,7 +297,9 @@ def _finish(
         pause_degraded(row, reason)
         status = outcome.status if outcome.status in ReceiptStatus.values else "failed"
         note = f"the schedule was paused: {reason}"
-        return build_receipt(claim, status, now, row=row, ran=outcome, note=note)
+        receipt = build_receipt(claim, status, now, row=row, ran=outcome, note=note)
+        note_success(row, receipt, claim.scheduled_for)  # a success all the same
+        return receipt
     apply_changes(row, changes)
     events.extend(made)
     return receipt
@@ -354,8 +357,8 @@ def _finish_aside(
         outcome = _enqueue(outcome, using)
         report.enqueue_seconds[claim.attempt_id] = time.monotonic() - started
     if claim.origin == AttemptOrigin.RERUN:
-        forced = occurrence_succeeded(claim.schedule_id, claim.occurrence, using)
-        return rerun_receipt(row, outcome, now, forced=forced, status=status)
+        forced, nominal = rerun_facts(claim.schedule_id, claim.occurrence, using)
+        return rerun_receipt(row, outcome, now, forced=forced, status=status, nominal=nominal)
     if status is None:
         complete_at_max_runs(row)
     return backfill_receipt(row, outcome, now, status=status)

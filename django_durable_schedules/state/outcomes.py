@@ -35,6 +35,7 @@ from .machine import (
     pause_after_failures,
 )
 from .overlap_rules import end_backlog, plan_overlap
+from .previous_rules import note_success
 from .records import Receipt, build_receipt
 from .rules import ceil_second
 from .transitions import implements
@@ -106,7 +107,9 @@ def apply_outcome(
     # no failure, failure_count kept): the same words.
     receipt_status = ReceiptStatus(status)
     skipped = _move_on(row, claim.occurrence, now, events)
-    return build_receipt(claim, receipt_status, now, row=row, ran=outcome, slots_skipped=skipped)
+    receipt = build_receipt(claim, receipt_status, now, row=row, ran=outcome, slots_skipped=skipped)
+    note_success(row, receipt, claim.scheduled_for)  # a success: the previous run
+    return receipt
 
 
 @implements(

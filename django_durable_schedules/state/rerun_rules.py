@@ -38,6 +38,7 @@ from .. import timing
 from ..exceptions import StateConflict
 from ..models import Kind, ReceiptStatus, RunAttempt, RunReceipt, Schedule, Status
 from .bounds import COUNT_MAX, read_count
+from .previous_rules import note_success
 from .records import Receipt, build_receipt
 from .transitions import implements
 from .values import Outcome
@@ -172,11 +173,18 @@ def rerun_receipt(
     *,
     forced: bool,
     status: str | None = None,
+    nominal: datetime | None = None,
 ) -> Receipt:
     """The receipt of a re-run's ``outcome`` finished at ``now``: its own status (or
     ``status``: ``lease_expired`` for a run that outlived its lease), ``forced`` when the
     occurrence had succeeded before (its success then takes no one-success key). The row is
     left as it is (its lease is cleared by the caller): one attempt, no retry, no
-    failure counted."""
+    failure counted. A success becomes the row's previous run unless the row holds a
+    success of a later slot (:func:`.previous_rules.note_success`; ``nominal``: the
+    occurrence's nominal instant, its first attempt's slot; None: not known)."""
     status = status or ReceiptStatus(outcome.status)
-    return replace(build_receipt(outcome.claim, status, now, row=row, ran=outcome), forced=forced)
+    receipt = replace(
+        build_receipt(outcome.claim, status, now, row=row, ran=outcome), forced=forced
+    )
+    note_success(row, receipt, nominal)  # unless a later slot's success is held
+    return receipt

@@ -1,7 +1,8 @@
 """Re-run an occurrence (issue #27): :func:`rerun` requests a new attempt of an earlier
 occurrence under its own idempotency key; :func:`rerun_history` reads what its attempts
-say and :func:`occurrence_succeeded` whether it already holds its one success. The rule
-is :mod:`.rerun_rules`."""
+say, :func:`occurrence_succeeded` whether it already holds its one success and
+:func:`rerun_facts` that with its nominal instant (a re-run's completion). The rule is
+:mod:`.rerun_rules`."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Exists, Subquery
 
 from .. import timing
 from ..db.clock import resolve_now
 from ..db.locks import get_locked
 from ..models import (
     SUCCESS_STATUSES,
+    AttemptOrigin,
     Backfill,
     BackfillStatus,
     EventAction,
@@ -67,6 +70,35 @@ def occurrence_succeeded(schedule_id: Any, occurrence: int, using: str = "defaul
         .filter(schedule_id=schedule_id, succeeded_occurrence=occurrence)
         .exists()
     )
+
+
+def rerun_facts(
+    schedule_id: Any, occurrence: int, using: str = "default"
+) -> tuple[bool, datetime | None]:
+    """What a re-run's completion needs, in one statement: whether ``occurrence`` already
+    holds its one success (:func:`occurrence_succeeded`: the re-run's success is then
+    ``forced``) and its nominal instant, the ``scheduled_for`` of its first attempt that is
+    no re-run (None when retention pruned them: :func:`.previous_rules.note_success`)."""
+    succeeded = RunReceipt.objects.using(using).filter(
+        schedule_id=schedule_id, succeeded_occurrence=occurrence
+    )
+    first = (
+        RunAttempt.objects.using(using)
+        .filter(schedule_id=schedule_id, occurrence=occurrence)
+        .exclude(origin=AttemptOrigin.RERUN)
+        .order_by("attempt")
+        .values("scheduled_for")[:1]
+    )
+    found = list(
+        Schedule.objects.using(using)
+        .filter(pk=schedule_id)
+        .annotate(done=Exists(succeeded), nominal=Subquery(first))
+        .values_list("done", "nominal")
+    )
+    if not found:
+        return False, None
+    done, nominal = found[0]
+    return bool(done), nominal
 
 
 def check_note(note: Any) -> str:

@@ -42,7 +42,8 @@ OUTCOMES: tuple[Transition, ...] = (
     # -- complete() (and expire_leases), on the row the lease token owns ---------------------
     T("outcome.succeeded", ACTIVE, "succeeded / enqueued", AFTER_LAST,
       "the next slot on the grid (slots passed while it ran are counted)",
-      "`succeeded` / `enqueued` (`failure_count` reset)",
+      "`succeeded` / `enqueued` (`failure_count` reset; the row's previous run, "
+      "`ctx.previous`, moves to it unless a later slot's success is held)",
       ACTIVE_OR_COMPLETED, seen("complete", "succeeded", "enqueued")),
     T("outcome.skipped", ACTIVE, "skipped", AFTER_LAST,
       "the next slot on the grid (slots passed while it ran are counted)",
@@ -92,13 +93,15 @@ OUTCOMES: tuple[Transition, ...] = (
       "unchanged (no retry, no backoff, `failure_count` kept); none when completed",
       "its own status; the backfill moves to its next slot, except after `released` "
       "(and `lease_expired` while attempts are left): the same slot's next attempt; "
-      "after its last slot the backfill is completed (event `backfill_done`)",
+      "after its last slot the backfill is completed (event `backfill_done`); a success "
+      "moves the previous run only when no later slot's success is held",
       KEEPS | {Status.COMPLETED}, _COMPLETE_ANY | seen("expire", "lease_expired")),
     T("outcome.rerun", LEASED, "any outcome of a re-run (`FailRun`, a lease expiry "
       "included)", "unchanged", "unchanged (one attempt: no retry, no backoff, "
       "`failure_count` and `failed_occurrences` kept, no pause after failures)",
       "its own status; a success of an occurrence that had succeeded before (a forced "
-      "re-run): `forced`, no `succeeded_occurrence`",
+      "re-run): `forced`, no `succeeded_occurrence`; a success moves the previous run "
+      "only when no later slot's success is held",
       KEEPS, _COMPLETE_ANY | seen("expire", "lease_expired")),
     T("outcome.terminal", LEASED, "failed, terminal (`FailRun`)", "failed", "none",
       "`failed`", frozenset({Status.FAILED}), seen("complete", "failed")),

@@ -14,6 +14,25 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Previous:
+    """The schedule's last successful run, as a callback reads it (``ctx.previous``).
+
+    ``occurrence``: its occurrence number (``int``); ``scheduled_for``: its nominal instant
+    (aware UTC, as its ``ctx.scheduled_for`` was); ``finished_at``: when it finished (aware
+    UTC, its receipt's ``finished_at``); ``result``: what it returned, the bounded JSON its
+    receipt stores (``RESULT_MAX_BYTES``; for a task handed to an engine, ``enqueued``, the
+    task's id, backend and queue). "Last" is by nominal instant: a re-run or a backfill of
+    an older slot that succeeds does not move it back (docs/concepts.md, "The previous
+    run"). None in :class:`Claim` and ``RunContext`` until a run of the schedule succeeds.
+    """
+
+    occurrence: int
+    scheduled_for: datetime
+    finished_at: datetime
+    result: Any = None
+
+
+@dataclass(frozen=True)
 class Claim:
     """A committed claim: one attempt of one occurrence, owned through ``lease_token``.
 
@@ -47,6 +66,9 @@ class Claim:
     #: then back unrun (``released``): a run starting late would bunch with later claims
     #: and break the rate. None: no start deadline.
     start_by: datetime | None = None
+    #: The schedule's last successful run when this was claimed (:class:`Previous`), read
+    #: with the claim's row; None before any success.
+    previous: Previous | None = None
 
     @property
     def lateness(self) -> float:

@@ -333,6 +333,33 @@ def txleak_atomic_then_fail(ctx):
     raise RuntimeError("failed inside an open transaction")
 
 
+# --- the previous run (tests/test_previous_run.py)
+
+#: What each run of ``tests.previous`` saw as ``ctx.previous`` (in this process).
+PREVIOUS_SEEN: list = []
+
+
+@register("tests.previous")
+def previous_run(ctx):
+    """The docs' import -> aggregate: adds ``payload["rows"]`` (default 1) to the total of
+    the previous successful run's result, and says which run that was. ``payload``:
+    ``{"skip": [occurrences], "fail": [occurrences]}`` skip or fail (first attempt only)
+    those occurrences."""
+    PREVIOUS_SEEN.append((ctx.occurrence, ctx.attempt, ctx.previous))
+    p = ctx.payload or {}
+    if ctx.occurrence in p.get("skip", ()):
+        raise SkipRun("nothing new")
+    if ctx.occurrence in p.get("fail", ()) and ctx.attempt == 1:
+        raise RuntimeError("the first attempt fails")
+    prev = ctx.previous
+    total = prev.result.get("total", 0) if prev is not None and isinstance(prev.result, dict) else 0
+    return {
+        "total": total + p.get("rows", 1),
+        "after": None if prev is None else prev.occurrence,
+        "since": None if prev is None else prev.scheduled_for.isoformat(),
+    }
+
+
 # --- bad values (tests/test_bad_values.py, tests/test_bad_values_worker.py)
 
 _BAD_TEXT = {

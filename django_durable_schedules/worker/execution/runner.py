@@ -23,7 +23,7 @@ from ...db import open_transactions
 from ...exceptions import FailRun, NotRegistered, RetryRun, SkipRun
 from ...projection import bound_text, project_error, project_result, project_traceback
 from ...registry import KIND_CALLABLE, registry
-from ...state import Claim, Outcome
+from ...state import Claim, Outcome, Previous
 from . import dispatch, hooks
 
 # The name it had before the move into worker/: a LOGGING setting may name it.
@@ -36,7 +36,12 @@ class RunContext:
 
     ``scheduled_for`` is the nominal slot (aware UTC); ``lateness`` is seconds from the slot
     to the claim; ``idempotency_key`` is the same for every attempt of one occurrence, so a
-    callback can make a re-run (at-least-once execution) harmless.
+    callback can make a re-run (at-least-once execution) harmless. ``previous`` is the
+    schedule's last successful run (a :class:`~django_durable_schedules.Previous`: its
+    occurrence, nominal instant, finish and bounded result), None before the first success;
+    "last" by nominal instant (a re-run or backfill of an older slot does not move it).
+    Only a callback run by the worker gets it: a task handed to django.tasks or Celery
+    receives the payload as its keyword arguments, not the context.
     """
 
     schedule_id: uuid.UUID
@@ -48,6 +53,7 @@ class RunContext:
     payload: Any
     idempotency_key: str
     missed_slots: int = 0
+    previous: Previous | None = None
 
 
 def context_for(claim: Claim) -> RunContext:
@@ -62,6 +68,7 @@ def context_for(claim: Claim) -> RunContext:
         payload=claim.payload,
         idempotency_key=claim.idempotency_key,
         missed_slots=claim.missed_slots,
+        previous=claim.previous,
     )
 
 
