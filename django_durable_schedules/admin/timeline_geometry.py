@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from ..humanize import duration_words
 from .display import fmt_utc
@@ -71,10 +71,10 @@ class Axis:
         return self.start <= at <= self.end
 
 
-@dataclass(frozen=True)
-class RunInput:
+class RunInput(NamedTuple):
     """A finished run as :func:`bars` takes it (the fields of
-    :class:`..db.timeline.TimelineRun` it reads)."""
+    :class:`..db.timeline.TimelineRun` it reads; that row itself is taken as it is). A named
+    tuple: a page builds thousands."""
 
     pk: Any
     status: str
@@ -86,12 +86,33 @@ class RunInput:
     forced: bool = False
 
 
-@dataclass(frozen=True)
-class Bar:
+class RunLike(Protocol):
+    """What :func:`bars` reads of a run: :class:`RunInput`, or the database's row
+    (:class:`..db.timeline.TimelineRun`)."""
+
+    @property
+    def pk(self) -> Any: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def started_at(self) -> datetime | None: ...
+    @property
+    def claimed_at(self) -> datetime | None: ...
+    @property
+    def finished_at(self) -> datetime: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def origin(self) -> str: ...
+    @property
+    def forced(self) -> bool: ...
+
+
+class Bar(NamedTuple):
     """A run's bar: ``x``, ``width`` (px, at least :data:`MIN_BAR_PX` unless the plot is
     narrower), ``status`` (the receipt's), ``mark`` (one of :data:`MARKED_ORIGINS`, or
     ""), ``title`` (the tooltip: status, start, duration, origin) and ``pk`` (the
-    receipt's)."""
+    receipt's). A named tuple: a page builds thousands."""
 
     pk: Any
     x: float
@@ -133,7 +154,7 @@ def origin_words(origin: str, attempt: int, forced: bool = False) -> str:
     return f"{words} (forced)" if forced else words
 
 
-def _span(axis: Axis, run: RunInput, min_width: float) -> tuple[float, float, datetime]:
+def _span(axis: Axis, run: RunLike, min_width: float) -> tuple[float, float, datetime]:
     """``(left, width, began)`` of ``run``'s bar (see :func:`bar_of`)."""
     began = run.started_at or run.claimed_at or run.finished_at
     if began > run.finished_at:  # two clocks' estimates: never a negative bar
@@ -145,7 +166,7 @@ def _span(axis: Axis, run: RunInput, min_width: float) -> tuple[float, float, da
 
 def bar_of(
     axis: Axis,
-    run: RunInput,
+    run: RunLike,
     min_width: float = MIN_BAR_PX,
     span: tuple[float, float, datetime] | None = None,
 ) -> Bar:
@@ -177,13 +198,13 @@ def bar_of(
 VISIBLE_PX = 1.0
 
 
-def bars(axis: Axis, runs: Iterable[RunInput], min_width: float = MIN_BAR_PX) -> list[Bar]:
+def bars(axis: Axis, runs: Iterable[RunLike], min_width: float = MIN_BAR_PX) -> list[Bar]:
     """The bars of ``runs`` (:func:`bar_of`), oldest first (a later bar is drawn over an
     earlier one), leaving out each bar of which less than :data:`VISIBLE_PX` would show
     beside the newer ones (many runs on few pixels: a busy schedule over 7 days); the
     row's strip counts them."""
     ordered = sorted(runs, key=lambda r: (r.finished_at, r.pk))
-    kept: list[tuple[RunInput, tuple[float, float, datetime]]] = []
+    kept: list[tuple[RunLike, tuple[float, float, datetime]]] = []
     covered_from = math.inf  # the leftmost edge of the newer bars kept so far
     for run in reversed(ordered):
         span = _span(axis, run, min_width)
