@@ -56,6 +56,16 @@ def schedule_indexes() -> list[models.Index]:
             condition=Q(concurrency_group__isnull=False, lease_token__isnull=False),
             name="dds_sched_group_lease_idx",
         ),
+        # The schedules with a deadline (deadline_queries.py: the late count of health and
+        # the deadline sweep read only those): without it, each read the whole table
+        # (427 ms at 1 M rows, none with a deadline: bench/big_tables.py, 2026-12-06).
+        # Partial: a row without a deadline writes no entry in it; MariaDB/MySQL have no
+        # partial indexes (check models.W037).
+        models.Index(
+            fields=["status"],
+            condition=Q(deadline_seconds__isnull=False),
+            name="dds_sched_deadline_idx",
+        ),
         # The list's kind filter by name (a rare kind among many; one more entry per
         # claim and completion, as every index: docs/scale.md).
         models.Index(fields=["kind", "name"], name="dds_sched_kind_idx"),
