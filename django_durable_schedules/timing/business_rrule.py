@@ -15,13 +15,16 @@ month by month, at most 400 years.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import date, datetime, time, timedelta
+from typing import TypeVar
 
 from .errors import InvalidSchedule
 from .instants import FIRST_INSTANT, LAST_INSTANT, MAX_YEAR
 from .rrule_grid import HORIZON_YEARS, RulePlan, local_instant, local_reading, month_days
 from .rrule_syntax import RuleParts, with_defaults
+
+_Day = TypeVar("_Day", date, datetime)  # a day of the month, or a time of one
 
 FIELD = "rrule_business_days"
 _MONTHS = HORIZON_YEARS * 12
@@ -52,21 +55,22 @@ def month_times(
     full = with_defaults(plan.parts, plan.dtstart)
     days = [d for d in month_days(full, year, month) if is_business(d)]
     if full.bymonthday:
-        picked: set[date] = set()
-        for n in full.bymonthday:
-            index = n - 1 if n > 0 else len(days) + n
-            if 0 <= index < len(days):
-                picked.add(days[index])
-        days = sorted(picked)
+        days = _positions(days, full.bymonthday)
     moments = [datetime.combine(d, t) for d in days for t in _times(full)]
     if full.bysetpos:
-        chosen: set[datetime] = set()
-        for n in full.bysetpos:
-            index = n - 1 if n > 0 else len(moments) + n
-            if 0 <= index < len(moments):
-                chosen.add(moments[index])
-        moments = sorted(chosen)
+        moments = _positions(moments, full.bysetpos)
     return moments
+
+
+def _positions(items: list[_Day], positions: Iterable[int]) -> list[_Day]:
+    """The items at the rule's 1-based ``positions`` (negative: from the end), sorted, each
+    once; a position past either end picks nothing (BYMONTHDAY, BYSETPOS)."""
+    picked: set[_Day] = set()
+    for n in positions:
+        index = n - 1 if n > 0 else len(items) + n
+        if 0 <= index < len(items):
+            picked.add(items[index])
+    return sorted(picked)
 
 
 def _months_from(plan: RulePlan, year: int, month: int, step: int) -> tuple[int, int]:
