@@ -75,11 +75,11 @@ The audit (each item a count; any non-zero count is a violation and exit status 
   death must be one the chaos caused);
 * with ``--poison``: ``poison_not_contained`` (a row whose poison was written and names a
   definition field, not ``paused`` with a ``degraded_reason`` at the end, or health not
-  counting it), ``healthy_stalled`` (a plain ``chaos-every-*`` interval schedule none of
-  whose runs was claimed, run and receipted with the callback's own outcome -
-  ``succeeded``, ``failed`` or ``skipped`` - after the last poison was written: the
-  callbacks' planned failures, skips and the stalls of a short soak may leave a schedule
-  without a success in that window, never without a run), ``unbounded_next_runs`` (a
+  counting it), ``healthy_stalled`` (a plain ``chaos-every-*`` interval schedule not
+  claimed after the last poison was written, a claim handed back unrun not counted: the
+  callbacks' planned failures and the SIGKILLs and freezes of a short soak may leave a
+  schedule without a success, or even without a receipted outcome, in that window - a
+  run on a worker SIGKILLed mid-run ends ``lease_expired`` - never without a claim), ``unbounded_next_runs`` (a
   ``next_run_at`` more than 31 days ahead), ``invalid_receipt_text`` (NUL in a receipt's
   text, or a result that is not strict JSON) and ``dropped_outcomes`` (outcomes the
   engine logged as dropped because no receipt of them could be stored).
@@ -827,7 +827,7 @@ def audit_poison(poisoned: list[dict[str, Any]], outdir: Path) -> dict[str, Any]
     from django.db.models import Max
 
     from django_durable_schedules import health, state
-    from django_durable_schedules.models import RunReceipt, Schedule
+    from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
 
     counts: Counter[str] = Counter()
     examples: dict[str, list[Any]] = defaultdict(list)
@@ -862,15 +862,18 @@ def audit_poison(poisoned: list[dict[str, Any]], outdir: Path) -> dict[str, Any]
     written_at = [e["at"] for e in poisoned if e.get("result") == "written"]
     if written_at:
         last = max(written_at)
+        # The latest claim of each schedule that was not handed back unrun: a claim proves
+        # the claim path kept taking the row after the poison; its outcome (a success, a
+        # planned failure, or a lease lost to a SIGKILL or a freeze) is the chaos's.
         latest = dict(
-            RunReceipt.objects.filter(status__in=("succeeded", "failed", "skipped"))
+            RunAttempt.objects.exclude(receipt__status="released")
             .values("schedule__name")
-            .annotate(at=Max("finished_at"))
+            .annotate(at=Max("claimed_at"))
             .values_list("schedule__name", "at")
         )
         for name in sorted(rows):
             if name.startswith("chaos-every-") and not (latest.get(name) and latest[name] > last):
-                violation("healthy_stalled", f"{name}: last run receipted {latest.get(name)}")
+                violation("healthy_stalled", f"{name}: last claimed {latest.get(name)}")
 
     horizon = state.db_now() + timedelta(days=31)
     for row in rows.values():
