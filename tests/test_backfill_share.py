@@ -104,6 +104,27 @@ def test_a_backfill_slot_never_runs_while_its_own_live_slot_is_due():
     assert Backfill.objects.get(schedule=s).position == 0
 
 
+def test_open_backfills_take_the_reserve_in_turns_least_recently_run_first():
+    # Three schedules with open backfills and a reserve of one place a batch: each pass
+    # gives the place to the schedule run least recently, so none waits for the others'
+    # backfills to end (before: primary key order, the same schedule every pass while
+    # its backfill lasted; the chaos soak's victim backfill never ran in 50 s).
+    rows = [daily_with_backfill(name=f"bf-{i}", slots=20) for i in range(3)]
+    busy(10)
+    before = dict(Backfill.objects.values_list("schedule_name", "position"))
+    served = []
+    for k in range(6):
+        at = NOW + k * M + S
+        claims = state.claim_due(worker="w", limit=4, now=at, lease_seconds=30)
+        served += [c.schedule_name for c in claims if c.origin == "backfill"]
+        state.complete([Outcome(c, "succeeded") for c in claims], now=at + S)
+    assert len(served) == 6, served
+    assert sorted(served[:3]) == sorted(r.name for r in rows), served
+    assert sorted(served[3:]) == sorted(r.name for r in rows), served
+    after = dict(Backfill.objects.values_list("schedule_name", "position"))
+    assert {name: after[name] - before[name] for name in after} == {r.name: 2 for r in rows}
+
+
 @override_settings(DURABLE_SCHEDULES={"BACKFILL_SHARE": 0})
 def test_a_share_of_zero_keeps_the_old_rule_live_slots_first():
     daily_with_backfill(slots=1)

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 
 from ..db.locks import locked
 from ..models import (
@@ -113,15 +114,19 @@ def _lock_ready(
     using: str,
     pools: Sequence[str],
 ) -> list[Schedule]:
-    """Lock (``SKIP LOCKED``, in primary key order) up to ``limit`` schedules of ``pools``
-    free to run a backfill slot at ``due_before`` (``backfill_ready``), other than those
-    ``taken``; ``only``: that schedule alone. Their blackout windows are attached."""
+    """Lock (``SKIP LOCKED``) up to ``limit`` schedules of ``pools`` free to run a
+    backfill slot at ``due_before`` (``backfill_ready``), other than those ``taken``;
+    ``only``: that schedule alone. Their blackout windows are attached.
+
+    The schedule run least recently first (``last_run_at``, never run first; a backfill
+    claim sets it), then primary key order: open backfills share the batches' reserve in
+    turns, none waiting for the others to end."""
     qs = with_blackout_flag(
         Schedule.objects.using(using)
         .backfill_ready(due_before)
         .filter(Schedule.objects.group_room_q(due_before), pool__in=pools)
         .exclude(pk__in=[r.pk for r in taken])
-        .order_by("pk")
+        .order_by(F("last_run_at").asc(nulls_first=True), "pk")
     )
     if only is not None:
         qs = qs.filter(pk=only)
