@@ -48,7 +48,6 @@ def a_mix():
     mk("broke", status="failed", failure_count=5)
 
 
-
 @pytest.mark.parametrize("at", [0, 90, 4000])
 def test_the_indexed_counts_equal_the_one_pass_aggregate(monkeypatch, at):
     a_mix()
