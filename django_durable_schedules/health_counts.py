@@ -9,9 +9,9 @@ without the table:
   index-only on PostgreSQL (the rows of a status are index entries, never table pages);
 * due, overdue, due past the grace and the oldest due: the claim index
   (``dds_sched_claim_idx``, the claimable rows by ``next_run_at``), a range up to ``now``;
-  whether any schedule waits at all: the first entry of the same index;
-* degraded, failing: their partial indexes (``dds_sched_degraded_idx``,
-  ``dds_sched_failing_idx``);
+  whether any schedule waits at all: the first waiting row in that index's order;
+* degraded, failing: their partial indexes (``dds_sched_degraded_idx``;
+  ``dds_sched_failing_rank_idx``, which holds the status the count filters on);
 * live and expired leases: the lease index (``dds_sched_lease_idx``: leased rows only);
 * missed slots: the partial index ``dds_sched_missed_idx`` (rows with a missed slot only).
 
@@ -31,7 +31,6 @@ from django.db import connections
 from django.db.models import (
     BigIntegerField,
     Count,
-    Exists,
     Func,
     Min,
     Q,
@@ -83,7 +82,9 @@ def schedule_counts(now: datetime, overdue_after: float, using: str = "default")
         overdue=_count(schedules.filter(q.claimable_q(now - timedelta(seconds=overdue_after)))),
         due_past_grace=_count(schedules.filter(due_now_q(now))),
         oldest=Subquery(claimable.order_by("next_run_at").values("next_run_at")[:1]),
-        waiting=Exists(schedules.filter(q.waiting_q())),
+        # The first waiting row in the claim index's order (an EXISTS may be planned as a
+        # sequential scan, which reads the whole table when none waits).
+        waiting=Subquery(schedules.filter(q.waiting_q()).order_by("next_run_at").values("pk")[:1]),
         degraded=_count(schedules.filter(q.degraded_q())),
         failing=_count(schedules.filter(q.failing_q())),
         live=_count(schedules.filter(q.lease_live_q(now))),
@@ -97,11 +98,11 @@ def schedule_counts(now: datetime, overdue_after: float, using: str = "default")
     # One row of subqueries: on a schedules table's first row (an empty table counts
     # nothing, so its row is the defaults).
     row = schedules.annotate(**counts).values(*counts)[:1]
-    found = next(iter(row), None)
+    found: dict[str, Any] | None = next(iter(row), None)
     if found is None:
         return _empty()
     found["missed"] = found["missed"] or 0
-    found["waiting"] = bool(found["waiting"])
+    found["waiting"] = found["waiting"] is not None
     return found
 
 
