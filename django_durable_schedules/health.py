@@ -3,7 +3,8 @@
 Used by the API's ``health/`` endpoint (200 when healthy, 503 when not), the admin page and
 ``manage.py schedules health``; :func:`probe` is the fleet's part, for machines (and the
 admin schedule list's banner). Both take their verdict from :func:`.verdict.verdict`
-(re-exported here). Read-only; a handful of aggregate queries.
+(re-exported here). Read-only; a fixed handful of queries (the counts over the schedules
+in one, each read by an index: :mod:`.health_counts`).
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ without the table:
 * missed slots: the partial index ``dds_sched_missed_idx`` (rows with a missed slot only).
 
 So the cost grows with the rows each count counts, not with the table: the counts by
-status read every index entry of ``dds_sched_due_idx`` (one per schedule, about 40 ms at a
-million on PostgreSQL: docs/benchmarks.md), the others the few rows they count.
+status read every index entry of ``dds_sched_due_idx`` (one per schedule: 112 ms for
+899,000 active ones on a busy machine, docs/benchmarks.md), the others the few rows they
+count.
 MariaDB/MySQL build no partial index (Django drops the condition): there the counts are
 one aggregate over the table, one pass whatever it holds (what every database did before).
 """
