@@ -210,7 +210,7 @@ def snapshot(
     the newest :data:`RECENT_CLAIMS_CHECKED` claims only, unless ``exact`` (an anti-join
     of the whole attempts table with the receipts: seconds at ten million attempts).
     """
-    # Without PostgreSQL's JIT: the whole-table aggregates' plans cost enough to compile
+    # Without PostgreSQL's JIT: the aggregates' plans cost enough to compile
     # their expressions, which took longer than the queries themselves (docs/benchmarks.md).
     return read_without_jit(lambda: _snapshot(now, overdue_after, exact, using), using)
 

@@ -18,8 +18,7 @@ without the table:
 So the cost grows with the rows each count counts, not with the table: the counts by
 status read every index entry of ``dds_sched_due_idx`` (one per schedule: 112 ms for
 899,000 active ones on a busy machine, docs/benchmarks.md), the others the few rows they
-count.
-MariaDB/MySQL build no partial index (Django drops the condition): there the counts are
+count. MariaDB/MySQL build no partial index (Django drops the condition): there the counts are
 one aggregate over the table, one pass whatever it holds (what every database did before).
 """
 
