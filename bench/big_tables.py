@@ -44,6 +44,7 @@ from common import (
     emit,
     fresh_database,
     log,
+    python_loop_ms,
     run_django,
     scalar,
     server_info,
@@ -361,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     with connect(args.database_url) as conn:
         server = server_info(conn)
         table_sizes = sizes(conn)
+    speed = python_loop_ms()  # how fast the machine is now, to read figures side by side
+    log(f"machine speed: python loop {speed} ms (lower is faster)")
     results = time_pages(args.database_url, args.requests, args.pages)
     # The health snapshot is not a list (it counts every schedule by status): reported,
     # not held to the floor; a 503 (not healthy) is its normal answer here, as it is the
@@ -386,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         "sizes": table_sizes,
         "floor": {"median_ms": args.floor_ms, "passed": passed, "missed": failed},
         "postgresql": server,
+        "machine_python_loop_ms": speed,
         "code": code_version(),
     }
     worst = max(results.items(), key=lambda item: item[1]["median_ms"])
@@ -393,7 +397,8 @@ def main(argv: list[str] | None = None) -> int:
         report,
         f"big_tables: {args.schedules:,} schedules, {args.receipts:,} receipts; "
         f"{len(results)} pages, worst median {worst[1]['median_ms']} ms ({worst[0]}), "
-        f"most queries {max(r['queries'] for r in results.values())} "
+        f"most queries {max(r['queries'] for r in results.values())}, "
+        f"speed {speed} ms "
         f"(floor {args.floor_ms:g} ms: {'PASS' if passed else 'FAIL: ' + ', '.join(failed)})",
     )
     return 1 if args.check and not passed else 0

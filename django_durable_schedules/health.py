@@ -3,16 +3,17 @@
 Used by the API's ``health/`` endpoint (200 when healthy, 503 when not), the admin page and
 ``manage.py schedules health``; :func:`probe` is the fleet's part, for machines (and the
 admin schedule list's banner). Both take their verdict from :func:`.verdict.verdict`
-(re-exported here). Read-only; a handful of aggregate queries.
+(re-exported here). Read-only; a fixed handful of queries (the counts over the schedules
+in one, each read by an index: :mod:`.health_counts`).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, TypedDict
 
-from django.db.models import Count, F, Min, Q, Sum
+from django.db.models import Count, F, Min
 
 from .attempt_health import RECENT_CLAIMS_CHECKED, open_attempts
 from .backfill_health import (
@@ -25,7 +26,8 @@ from .backfill_health import (
 from .conf import app_settings
 from .deadlines import LATE_LISTED, LateRow, late_schedules
 from .group_health import GroupRow, groups_at_limit, unreadable_groups
-from .models import Schedule, ScheduleQuerySet, Status
+from .health_counts import schedule_counts
+from .models import Schedule, Status
 from .pool_health import live_pools, pools_without_workers
 from .state.snapshot_reads import read_without_jit
 from .verdict import (
@@ -208,7 +210,7 @@ def snapshot(
     the newest :data:`RECENT_CLAIMS_CHECKED` claims only, unless ``exact`` (an anti-join
     of the whole attempts table with the receipts: seconds at ten million attempts).
     """
-    # Without PostgreSQL's JIT: the whole-table aggregates' plans cost enough to compile
+    # Without PostgreSQL's JIT: the aggregates' plans cost enough to compile
     # their expressions, which took longer than the queries themselves (docs/benchmarks.md).
     return read_without_jit(lambda: _snapshot(now, overdue_after, exact, using), using)
 
@@ -221,22 +223,8 @@ def _snapshot(now: datetime | None, overdue_after: float | None, exact: bool, us
         overdue_after if overdue_after is not None else max(60.0, 2 * app_settings.POLL_MAX_SECONDS)
     )
     schedules = Schedule.objects.using(using)
-    q = ScheduleQuerySet
-    # The counts by status with the others: one pass over the schedules (a whole-table
-    # read: its cost at a million schedules is in docs/benchmarks.md).
-    agg = schedules.aggregate(
-        **{f"status_{s}": Count("id", filter=Q(status=s)) for s in Status.values},
-        due=Count("id", filter=q.claimable_q(now)),
-        overdue=Count("id", filter=q.claimable_q(now - timedelta(seconds=overdue_after))),
-        degraded=Count("id", filter=q.degraded_q()),
-        failing=Count("id", filter=q.failing_q()),
-        live=Count("id", filter=q.lease_live_q(now)),
-        expired=Count("id", filter=q.lease_expired_q(now)),
-        missed=Sum("missed_count"),
-        due_past_grace=Count("id", filter=due_now_q(now)),
-        waiting=Count("id", filter=q.waiting_q()),
-        oldest=Min("next_run_at", filter=q.claimable_q(now)),
-    )
+    # The counts, each by an index (:mod:`.health_counts`): none reads the whole table.
+    agg = schedule_counts(now, overdue_after, using)
     by_status = {s: agg[f"status_{s}"] for s in Status.values}
     degraded_rows: list[DegradedRow] = []
     if agg["degraded"]:
@@ -272,7 +260,7 @@ def _snapshot(now: datetime | None, overdue_after: float | None, exact: bool, us
     judged = verdict(
         live_workers=len(workers),
         due=agg["due_past_grace"],
-        waiting=bool(agg["waiting"]),
+        waiting=agg["waiting"],
         claim_lag_seconds=max(0.0, (now - oldest).total_seconds()) if oldest else 0.0,
         overdue=agg["overdue"],
         overdue_after=overdue_after,
@@ -317,7 +305,7 @@ def _snapshot(now: datetime | None, overdue_after: float | None, exact: bool, us
         live_leases=agg["live"],
         expired_leases=agg["expired"],
         open_attempts=opened.total,
-        missed_slots=agg["missed"] or 0,
+        missed_slots=agg["missed"],
         live_workers=len(workers),
         workers=workers,
         degraded_schedules=degraded_rows,

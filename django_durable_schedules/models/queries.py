@@ -203,7 +203,8 @@ class ScheduleQuerySet(DeadlineQueries, models.QuerySet["Schedule"]):
     def failing_q() -> Q:
         """Consecutive failed attempts on a schedule that still runs (active or paused); a
         terminally ``failed`` schedule is counted by its status instead. Served by the
-        partial index ``dds_sched_failing_idx`` (``failure_count > 0``)."""
+        partial indexes ``dds_sched_failing_idx`` (by name) and ``dds_sched_failing_rank_idx``
+        (most failures first, with the status: health's count reads it alone)."""
         return Q(failure_count__gt=0, status__in=(Status.ACTIVE, Status.PAUSED))
 
     def failing(self) -> ScheduleQuerySet:

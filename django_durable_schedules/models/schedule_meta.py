@@ -69,6 +69,27 @@ def schedule_indexes() -> list[models.Index]:
         # The list's kind filter by name (a rare kind among many; one more entry per
         # claim and completion, as every index: docs/scale.md).
         models.Index(fields=["kind", "name"], name="dds_sched_kind_idx"),
+        # Health at 10 M (issue #32, migration 0032; health_counts.py): the total of
+        # missed slots summed from the rows that have one, without the table; the paused
+        # (not degraded) schedules in the order health lists them (soonest end first, then
+        # by name) and a worker resumes them. Partial: a row that never missed a slot, is
+        # not paused or does not fail writes no entry; MariaDB/MySQL build them plain.
+        models.Index(
+            fields=["missed_count"], condition=Q(missed_count__gt=0), name="dds_sched_missed_idx"
+        ),
+        models.Index(
+            fields=["paused_until", "name"],
+            condition=Q(status=Status.PAUSED, degraded_reason=""),
+            name="dds_sched_paused_idx",
+        ),
+        # The failing schedules, most consecutive failures first, with their status:
+        # health counts them from this index alone (the status filter read in it, no table
+        # page) and the admin's health page lists the first 50 in its order.
+        models.Index(
+            fields=["-failure_count", "name", "status"],
+            condition=Q(failure_count__gt=0),
+            name="dds_sched_failing_rank_idx",
+        ),
     ]
 
 
