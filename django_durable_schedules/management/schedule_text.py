@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from .. import timing
+from ..cron_words import schedule_in_words
 from ..humanize import duration_words
 from ..models import ReceiptStatus, RunReceipt, Schedule
 from ..projection import bound_text, format_traceback
@@ -115,6 +116,9 @@ def show_lines(schedule: Schedule) -> Iterator[str]:
     it), the next :data:`SHOW_COUNT` fire times, the run in flight, the latest
     :data:`SHOW_COUNT` receipts and the statistics (:func:`stats_lines`)."""
     yield f"{schedule.name}: {_describe(schedule)}"
+    words = schedule_in_words(schedule)
+    if words:
+        yield f"  in words: {words}"
     yield f"  callback: {schedule.callback}"
     yield f"  kind: {schedule.kind}, time zone: {schedule.timezone or 'UTC'}"
     yield f"  pool: {bound_text(str(schedule.pool), 64)}, priority: {schedule.priority}"
