@@ -28,6 +28,7 @@ from .columns import (
     last_run_detail,
     lease_detail,
     next_run_detail,
+    previous_detail,
     status_badge,
     upcoming_table,
 )
@@ -85,6 +86,7 @@ SUMMARY_FIELDS: tuple[str | Callable[[Schedule], Any], ...] = (
     status_badge,
     next_run_detail,
     deadline_detail,
+    previous_detail,
     upcoming_table,
     "recent_outcomes",
     "history_links",

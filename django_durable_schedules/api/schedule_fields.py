@@ -22,7 +22,7 @@ from ..db.names import calendar_names
 from ..deadlines import DeadlineState, deadline_state, read_now
 from ..models import BlackoutWindow, ConcurrencyGroup, ExclusionCalendar, Schedule
 from .fields import CalendarNamesField, FlatListField, NameRelatedField, WindowNamesField
-from .run_serializers import RunningSerializer, running_data
+from .run_serializers import PreviousSerializer, RunningSerializer, previous_data, running_data
 
 _F = TypeVar("_F", CalendarNamesField, WindowNamesField)
 
@@ -196,6 +196,11 @@ class ScheduleFields(serializers.Serializer):
         help_text="The run in flight (its occurrence, attempt, claimed_at: since when, and "
         "worker), read from the attempt that holds the schedule's lease; null when idle."
     )
+    previous = serializers.SerializerMethodField(
+        help_text="The last successful run, as the callback reads it (ctx.previous): its "
+        "occurrence, scheduled_for (its nominal instant), finished_at and result (bounded "
+        "JSON); null before the first success. Read from the schedule's row."
+    )
     late = serializers.SerializerMethodField(
         help_text="Whether the occurrence the schedule owes is past its deadline "
         "(deadline_seconds after its slot) by the database clock; false without a deadline."
@@ -208,6 +213,10 @@ class ScheduleFields(serializers.Serializer):
     @extend_schema_field(RunningSerializer(allow_null=True))
     def get_running(self, schedule: Schedule) -> dict[str, Any] | None:
         return running_data(schedule)
+
+    @extend_schema_field(PreviousSerializer(allow_null=True))
+    def get_previous(self, schedule: Schedule) -> dict[str, Any] | None:
+        return previous_data(schedule)
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_cron_description(self, schedule: Schedule) -> str | None:

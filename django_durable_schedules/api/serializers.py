@@ -117,6 +117,7 @@ class ScheduleSerializer(ScheduleFields, UniqueAtWrite, BaseModelSerializer):
             "lease_token",
             "lease_expires_at",
             "running",
+            "previous",
             "created_at",
             "updated_at",
         ]

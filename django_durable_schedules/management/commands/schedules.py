@@ -258,7 +258,8 @@ class Command(BaseCommand):
     def _get(self, name: str) -> Schedule:
         try:
             # With its calendar names in the same query (the words name them).
-            return with_calendar_names(Schedule.objects.all()).get(name=name)
+            row: Schedule = with_calendar_names(Schedule.objects.all()).get(name=name)
+            return row
         except Schedule.DoesNotExist:
             raise CommandError(f"no schedule named {name!r}") from None
 
