@@ -74,7 +74,11 @@ def cron_in_words(expression: str | None, language: str | None = None) -> str:
 
 
 def schedule_in_words(
-    schedule: Any, language: str | None = None, *, calendars: list[str] | None = None
+    schedule: Any,
+    language: str | None = None,
+    *,
+    calendars: list[str] | None = None,
+    name_calendars: bool = True,
 ) -> str:
     """The words of a cron or rrule schedule's whole grid: its main spec's (cron in
     ``language``, :func:`cron_in_words`; a rule in English,
@@ -83,7 +87,8 @@ def schedule_in_words(
     the month"``. A further spec without words is given as written. ``""`` for another
     kind, a main spec without words, or a definition that cannot be read (written behind
     ``save()``). Its business-day rules follow (:func:`business_in_words`; ``calendars``:
-    the names to give for its calendars, None: those the row holds). Never raises."""
+    the names to give for its calendars, None: those the row holds; ``name_calendars``
+    False: none named, as for a reader who may not see them). Never raises."""
     if getattr(schedule, "kind", None) not in ("cron", "rrule"):
         return ""
     try:
@@ -100,7 +105,7 @@ def schedule_in_words(
     if schedule.kind == "rrule" and schedule.rrule_business_days is True:
         first += ", counted over business days"
     words = "; ".join([first, *(_member_words(m, language) or _written(m) for m in extra)])
-    return words + business_in_words(schedule, calendars=calendars)
+    return words + business_in_words(schedule, calendars=calendars, name_calendars=name_calendars)
 
 
 #: What each exclusion policy that moves a slot adds to the words.
@@ -112,7 +117,9 @@ _POLICY_WORDS = {
 }
 
 
-def business_in_words(schedule: Any, *, calendars: list[str] | None = None) -> str:
+def business_in_words(
+    schedule: Any, *, calendars: list[str] | None = None, name_calendars: bool = True
+) -> str:
     """What a schedule's business-day rules add after its words (English): ``""`` when
     neither applies; else, for a policy that moves slots (``exclusion_policy``),
     ``", moved to the previous business day (same time of day) when it falls on an
@@ -120,7 +127,8 @@ def business_in_words(schedule: Any, *, calendars: list[str] | None = None) -> s
     ``" (calendars FR, US)"``, ``" (no exclusion calendar: business days are Monday to
     Friday)"``. The names are read only from what the row already holds (the list
     query's annotation, :func:`.db.names.with_calendar_names`, or a prefetch) unless
-    ``calendars`` gives them: a row without them gives no parenthesis rather than a query. (``rrule_business_days`` adds
+    ``calendars`` gives them: a row without them gives no parenthesis rather than a query,
+    and so does ``name_calendars`` False. (``rrule_business_days`` adds
     ``", counted over business days"`` after the rule's own words:
     :func:`schedule_in_words`.) Never raises."""
     counted = schedule.kind == "rrule" and getattr(schedule, "rrule_business_days", False) is True
@@ -129,7 +137,7 @@ def business_in_words(schedule: Any, *, calendars: list[str] | None = None) -> s
         return ""
     text = f", {policy}" if policy else ""
     names = sorted(calendars) if calendars is not None else _calendar_names(schedule)
-    if names is None:
+    if names is None or not name_calendars:
         return text
     if not names:
         return text + " (no exclusion calendar: business days are Monday to Friday)"

@@ -250,7 +250,9 @@ class ScheduleFields(serializers.Serializer):
         visible = self.context.get("visible_calendars")
         if names is not None and visible is not None:
             shown = [n for n in names if n in visible]
-            names = shown if shown or not names else None  # all hidden: none named
+            if names and not shown:  # only calendars it may not see: none named
+                return schedule_in_words(schedule, name_calendars=False) or None
+            names = shown
         return schedule_in_words(schedule, calendars=names) or None
 
     def _deadline(self, schedule: Schedule) -> DeadlineState:
