@@ -234,3 +234,14 @@ def test_the_last_business_day_of_a_month_each_year_is_the_monthly_ones_in_that_
         :4
     ]
     assert found == expected
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_form_and_the_schema_say_yearly_rules_count_too(admin_client):
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator(patterns=None).get_schema(request=None, public=True)
+    prop = schema["components"]["schemas"]["Schedule"]["properties"]["rrule_business_days"]
+    assert "FREQ=YEARLY with BYMONTH" in prop["description"]
+    page = admin_client.get("/admin/durable_schedules/schedule/add/").content.decode()
+    assert "FREQ=YEARLY with BYMONTH" in page

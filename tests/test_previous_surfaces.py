@@ -174,3 +174,16 @@ def test_the_preview_is_the_json_or_a_prefix_of_it(value, limit):
         assert full.startswith(text[:-1]) or "\ufffd" in text  # repaired characters aside
     else:
         assert text == full or "\ufffd" in text
+
+
+def test_the_openapi_schema_documents_previous():
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator(patterns=None).get_schema(request=None, public=True)
+    components = schema["components"]["schemas"]
+    prop = components["Schedule"]["properties"]["previous"]
+    assert prop["readOnly"] is True and prop.get("nullable") is True, prop
+    [ref] = [v["$ref"] for v in prop.get("allOf", [prop]) if "$ref" in v]
+    fields = components[ref.rsplit("/", 1)[1]]["properties"]
+    assert set(fields) == {"occurrence", "scheduled_for", "finished_at", "result"}
+    assert "previous" not in components.get("PatchedSchedule", {}).get("required", [])

@@ -20,6 +20,7 @@ from .. import state, timing
 from ..cron_words import cron_in_words
 from ..db.clock import db_now
 from ..models import EDITABLE_ORDER, MANUAL_REFUSES, Kind, Schedule
+from ..models.choices import RRULE_BUSINESS_DAYS_FORM_HELP
 from ..models.validation import past_run_at_errors
 from ..payloads import JSON_MAX_DEPTH, PAYLOAD_MAX_BYTES, json_problem
 from ..registry import registry
@@ -303,6 +304,9 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
             rule.widget.instance = self.instance
             if self.rrule_words_url:
                 rule.widget.attrs["data-words-url"] = self.rrule_words_url
+        counted = self.fields.get("rrule_business_days")
+        if counted is not None:
+            counted.help_text = RRULE_BUSINESS_DAYS_FORM_HELP
         field = self.fields.get("callback")
         if not isinstance(field, forms.ChoiceField):  # absent from a read-only form
             return
