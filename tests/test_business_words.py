@@ -139,3 +139,27 @@ def test_a_cron_with_a_policy_and_no_calendar_says_monday_to_friday(admin_client
         "(no exclusion calendar: business days are Monday to Friday)"
     )
     assert Schedule.objects.get(name="20th").exclusion_policy == "next_business_day"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_admin_cadence_says_the_policy_once(admin_client):
+    state.save_calendar(ExclusionCalendar(name="jp", holidays_country="JP"))
+    made = admin_client.post(
+        "/api/schedules/",
+        {
+            "name": "20th",
+            "callback": "tests.noop",
+            "kind": "cron",
+            "cron": "0 9 20 * *",
+            "timezone": "Asia/Tokyo",
+            "exclusion_policy": "next_business_day",
+            "exclusion_calendars": ["jp"],
+        },
+        content_type="application/json",
+    )
+    assert made.status_code == 201, made.content
+    page = admin_client.get(reverse("admin:durable_schedules_schedule_changelist"))
+    html = page.content.decode()
+    assert html.count("next business day") == 1
+    assert f"At 09:00, on day 20 of the month, {NEXT_WORDS} (calendar jp)" in html
+    assert "cron &#x27;0 9 20 * *&#x27; (Asia/Tokyo)" in html or "cron '0 9 20 * *'" in html
