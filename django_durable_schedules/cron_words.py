@@ -16,6 +16,7 @@ from typing import Any
 from django.utils import translation
 
 from . import timing
+from .db.names import calendar_names
 from .timing.cron_syntax import CRON_MACROS
 
 try:  # an optional nicety: without the library, no words (the expression is still shown)
@@ -72,14 +73,22 @@ def cron_in_words(expression: str | None, language: str | None = None) -> str:
     )
 
 
-def schedule_in_words(schedule: Any, language: str | None = None) -> str:
+def schedule_in_words(
+    schedule: Any,
+    language: str | None = None,
+    *,
+    calendars: list[str] | None = None,
+    name_calendars: bool = True,
+) -> str:
     """The words of a cron or rrule schedule's whole grid: its main spec's (cron in
     ``language``, :func:`cron_in_words`; a rule in English,
     :func:`.timing.rrule_description`), then each further spec's (``extra_specs``) in
     order, joined by ``"; "``: ``"At 09:00, Monday through Friday; At 08:00, on day 1 of
     the month"``. A further spec without words is given as written. ``""`` for another
     kind, a main spec without words, or a definition that cannot be read (written behind
-    ``save()``). Never raises."""
+    ``save()``). Its business-day rules follow (:func:`business_in_words`; ``calendars``:
+    the names to give for its calendars, None: those the row holds; ``name_calendars``
+    False: none named, as for a reader who may not see them). Never raises."""
     if getattr(schedule, "kind", None) not in ("cron", "rrule"):
         return ""
     try:
@@ -93,7 +102,59 @@ def schedule_in_words(schedule: Any, language: str | None = None) -> str:
     first = _member_words(main, language)
     if not first:  # the main spec has no words: none (the definition is shown as is)
         return ""
-    return "; ".join([first, *(_member_words(m, language) or _written(m) for m in extra)])
+    if schedule.kind == "rrule" and schedule.rrule_business_days is True:
+        first += ", counted over business days"
+    words = "; ".join([first, *(_member_words(m, language) or _written(m) for m in extra)])
+    return words + business_in_words(schedule, calendars=calendars, name_calendars=name_calendars)
+
+
+#: What each exclusion policy that moves a slot adds to the words.
+_POLICY_WORDS = {
+    "previous_business_day": "moved to the previous business day (same time of day) "
+    "when it falls on an excluded date or a weekend day",
+    "next_business_day": "moved to the next business day (same time of day) "
+    "when it falls on an excluded date or a weekend day",
+}
+
+
+def business_in_words(
+    schedule: Any, *, calendars: list[str] | None = None, name_calendars: bool = True
+) -> str:
+    """What a schedule's business-day rules add after its words (English): ``""`` when
+    neither applies; else, for a policy that moves slots (``exclusion_policy``),
+    ``", moved to the previous business day (same time of day) when it falls on an
+    excluded date or a weekend day"``, then which business days: ``" (calendar FR)"``,
+    ``" (calendars FR, US)"``, ``" (no exclusion calendar: business days are Monday to
+    Friday)"``. The names are read only from what the row already holds (the list
+    query's annotation, :func:`.db.names.with_calendar_names`, or a prefetch) unless
+    ``calendars`` gives them: a row without them gives no parenthesis rather than a query,
+    and so does ``name_calendars`` False. (``rrule_business_days`` adds
+    ``", counted over business days"`` after the rule's own words:
+    :func:`schedule_in_words`.) Never raises."""
+    counted = schedule.kind == "rrule" and getattr(schedule, "rrule_business_days", False) is True
+    policy = _POLICY_WORDS.get(getattr(schedule, "exclusion_policy", "skip"), "")
+    if not (counted or policy):
+        return ""
+    text = f", {policy}" if policy else ""
+    names = sorted(calendars) if calendars is not None else _calendar_names(schedule)
+    if names is None or not name_calendars:
+        return text
+    if not names:
+        return text + " (no exclusion calendar: business days are Monday to Friday)"
+    plural = "s" if len(names) > 1 else ""
+    return text + f" (calendar{plural} {', '.join(names)})"
+
+
+def _calendar_names(schedule: Any) -> list[str] | None:
+    """The names of ``schedule``'s exclusion calendars if the row holds them (annotated or
+    prefetched), else None: never a query."""
+    names = calendar_names(schedule)
+    if names is not None:
+        return names
+    cache = getattr(schedule, "_prefetched_objects_cache", {})
+    if "exclusion_calendars" in cache:
+        return sorted(c.name for c in cache["exclusion_calendars"])
+    return None
 
 
 def _member_words(member: Any, language: str | None) -> str:

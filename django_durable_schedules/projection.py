@@ -195,6 +195,18 @@ def bound_text(value: Any, max_chars: int) -> str:
     return text
 
 
+def result_preview(value: Any, max_chars: int) -> tuple[str, bool]:
+    """A stored JSON result as one line of text for an operator (the admin, ``schedules
+    show``): compact JSON, keys sorted, cut to ``max_chars`` characters with ``"…"``
+    (:func:`bound_text`); and whether it was cut. ``("null", False)`` for None. Never
+    raises (a value no JSON holds is shown by its ``repr``)."""
+    try:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return bound_text(text, max_chars), len(text) > max(1, max_chars)
+
+
 def project_error(exc: BaseException, max_chars: int) -> tuple[str, str]:
     """``(error_type, message)`` of an exception without calling its ``__str__``/``__repr__``:
     the type's qualified name and the first argument if it is an exact ``str``, cut to

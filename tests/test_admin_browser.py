@@ -274,6 +274,10 @@ def test_admin_in_a_real_browser(served_static, start_worker, browser_page):
         assert re.fullmatch(r"\d{4}-\d\d-\d\d 0[01]:30:00 UTC", cells[2]), cells
     assert "succeeded" in page.locator("#receipts-group").inner_text()
     assert page.locator("#attempts-group tbody tr.has_original").count() == 1
+    # The last success, as the callback's ctx.previous: occurrence, slot, finish, result.
+    previous = page.locator(".dds-previous").inner_text()
+    assert "occurrence #1" in previous and "UTC" in previous, previous
+    assert page.locator(".dds-previous-result").is_visible()
     assert page.locator("button.dds-tool", has_text="Trigger now").count() == 1
     _shot(page, "admin-change.png", full_page=False)  # the top: state, fire times, strip
 

@@ -272,3 +272,24 @@ def test_a_reason_names_a_shared_calendar(world):
         "cannot evaluate the schedule: exclusion_calendars: calendar 'company': the holidays "
         "package has no country 'XX'"
     )
+
+
+def test_the_words_name_only_the_calendars_the_user_may_see(world):
+    """The business-day words (cron_description) name the calendars as
+    ``exclusion_calendars`` shows them: the shared ones to an owner-scoped user, every
+    one to staff; only hidden ones: none named."""
+    alice = Schedule.objects.get(name="alice-daily")
+    state.update_schedule(alice.pk, exclusion_policy="next_business_day")
+    state.set_schedule_calendars(alice.pk, ["secret-layoffs", "company"])
+    own = world["alice"].get(url("schedule-detail", alice.pk)).json()
+    assert own["exclusion_calendars"] == ["company"]
+    assert own["cron_description"].endswith("weekend day (calendar company)")
+    assert "secret" not in own["cron_description"]
+    staff = world["staff"].get(url("schedule-detail", alice.pk)).json()
+    assert staff["cron_description"].endswith("(calendars company, secret-layoffs)")
+    listed = world["alice"].get(url("schedule-list")).json()
+    rows = listed["results"] if isinstance(listed, dict) else listed
+    assert "secret" not in str([r["cron_description"] for r in rows])
+    state.set_schedule_calendars(alice.pk, ["secret-layoffs"])
+    own = world["alice"].get(url("schedule-detail", alice.pk)).json()
+    assert own["cron_description"].endswith("a weekend day"), own["cron_description"]

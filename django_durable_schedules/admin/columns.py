@@ -20,6 +20,8 @@ from django.utils.safestring import SafeString
 from .. import timing
 from ..db.counts import bounded_count
 from ..models import Kind, RunAttempt, RunReceipt, Schedule, ScheduleEvent, Status
+from ..projection import result_preview
+from ..state.previous_rules import previous_of
 from .display import (
     EMPTY,
     STRIP_LENGTH,
@@ -190,6 +192,34 @@ def deadline_detail(obj: Schedule) -> str:
 def last_run_detail(obj: Schedule) -> SafeString:
     """The last run, in the schedule's zone and in UTC, relative to now."""
     return when(obj.last_run_at, obj.timezone, now=dj_timezone.now())
+
+
+#: Characters of a previous run's result shown on the change page (the rest is cut).
+PREVIOUS_RESULT_CHARS = 500
+
+
+@admin.display(description="last success (ctx.previous)")
+def previous_detail(obj: Schedule) -> SafeString:
+    """The last successful run as its callback reads it (``ctx.previous``): occurrence,
+    nominal instant and finish (in the schedule's zone and UTC), the result as JSON cut to
+    :data:`PREVIOUS_RESULT_CHARS` characters; "none yet" before the first success. Read
+    from the row (:func:`..state.previous_rules.previous_of`): no query."""
+    found = previous_of(obj)
+    if found is None:
+        return render_fragment("previous", {"previous": None})
+    now = dj_timezone.now()
+    result, truncated = result_preview(found.result, PREVIOUS_RESULT_CHARS)
+    return render_fragment(
+        "previous",
+        {
+            "previous": found,
+            "scheduled_for": when(found.scheduled_for, obj.timezone, now=now),
+            "finished_at": when(found.finished_at, obj.timezone, now=now),
+            "result": result,
+            "truncated": truncated,
+            "limit": PREVIOUS_RESULT_CHARS,
+        },
+    )
 
 
 @admin.display(description="lease")

@@ -27,13 +27,14 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince, timeuntil
 
 from .. import timing
-from ..cron_words import schedule_in_words
+from ..cron_words import business_in_words, schedule_in_words
 from ..db.clock import db_now
 from ..db.latest import ReceiptSummary
 from ..deadlines import DeadlineState, deadline_state, read_now
 from ..humanize import duration_words
 from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule
 from ..running import annotated_running
+from ..timing.descriptions import spec_words
 
 #: Outcomes in the strip of the schedule list and change page.
 STRIP_LENGTH = 20
@@ -305,12 +306,15 @@ def cadence(obj: Schedule) -> SafeString | str:
     for rrule the rule and its zone, with the rule in words (:func:`..timing.rrule_description`);
     further specs (``extra_specs``) after the main one (:func:`..cron_words.schedule_in_words`)."""
     try:
-        text = timing.describe(obj.spec(exclusions=False))
+        spec = obj.spec(exclusions=False)
+        text = timing.describe(spec)
     except (timing.InvalidSchedule, ValueError, TypeError):
         return f"{obj.kind} schedule"
     words = schedule_in_words(obj)
     if not words:
         return text
+    if business_in_words(obj):  # said once, in the words below (with the calendars)
+        text = spec_words(spec)
     return render_fragment("cadence", {"text": text, "words": words})
 
 

@@ -20,6 +20,7 @@ from .. import state, timing
 from ..cron_words import cron_in_words
 from ..db.clock import db_now
 from ..models import EDITABLE_ORDER, MANUAL_REFUSES, Kind, Schedule
+from ..models.choices import RRULE_BUSINESS_DAYS_FORM_HELP
 from ..models.validation import past_run_at_errors
 from ..payloads import JSON_MAX_DEPTH, PAYLOAD_MAX_BYTES, json_problem
 from ..registry import registry
@@ -28,6 +29,7 @@ from .columns import (
     last_run_detail,
     lease_detail,
     next_run_detail,
+    previous_detail,
     status_badge,
     upcoming_table,
 )
@@ -85,6 +87,7 @@ SUMMARY_FIELDS: tuple[str | Callable[[Schedule], Any], ...] = (
     status_badge,
     next_run_detail,
     deadline_detail,
+    previous_detail,
     upcoming_table,
     "recent_outcomes",
     "history_links",
@@ -301,6 +304,9 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
             rule.widget.instance = self.instance
             if self.rrule_words_url:
                 rule.widget.attrs["data-words-url"] = self.rrule_words_url
+        counted = self.fields.get("rrule_business_days")
+        if counted is not None:
+            counted.help_text = RRULE_BUSINESS_DAYS_FORM_HELP
         field = self.fields.get("callback")
         if not isinstance(field, forms.ChoiceField):  # absent from a read-only form
             return

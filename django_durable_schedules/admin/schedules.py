@@ -21,6 +21,7 @@ from django.urls import path
 from django.utils.safestring import SafeString
 
 from .. import state
+from ..db.names import with_calendar_names
 from ..deadlines import with_open_slot
 from ..exceptions import StateConflict
 from ..health import probe
@@ -198,9 +199,10 @@ class ScheduleAdmin(WriteLockedForm):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
         # In the same query: each row's run in flight (which, since when, on which worker:
         # display.running_since), the open run's slot and the database clock (the "late"
-        # badge and the deadline): the status badges cost no query of their own.
+        # badge and the deadline): the status badges cost no query of their own; the names
+        # of its exclusion calendars (the cadence's words name them).
         queryset: Any = super().get_queryset(request)
-        return with_open_slot(queryset.with_running())
+        return with_calendar_names(with_open_slot(queryset.with_running()))
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None) -> Any:
         obj = super().get_object(request, object_id, from_field)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -10,6 +11,7 @@ from rest_framework import serializers
 from ..models import ReceiptStatus, RunAttempt, RunReceipt, ScheduleEvent
 from ..projection import bound_traceback
 from ..running import running_attempt
+from ..state.previous_rules import previous_of
 from .fields import AwareDateTimeField, BaseModelSerializer
 from .visibility import redact_changes, redact_reason
 
@@ -85,6 +87,32 @@ class RunningSerializer(serializers.Serializer):
     attempt = serializers.IntegerField(read_only=True)
     claimed_at = AwareDateTimeField(read_only=True, help_text="Since when it runs.")
     worker = serializers.CharField(read_only=True, help_text="The worker holding its lease.")
+
+
+class PreviousSerializer(serializers.Serializer):
+    """A schedule's last successful run, as its callback reads it (``ctx.previous``:
+    :class:`..state.values.Previous`), from the row's ``previous_*`` fields."""
+
+    occurrence = serializers.IntegerField(read_only=True)
+    scheduled_for = AwareDateTimeField(
+        read_only=True, help_text="Its nominal instant (the slot it ran for), UTC."
+    )
+    finished_at = AwareDateTimeField(read_only=True, help_text="When it finished, UTC.")
+    result = serializers.JSONField(
+        read_only=True,
+        allow_null=True,
+        help_text="What it returned: the bounded JSON its receipt stores (RESULT_MAX_BYTES; "
+        "a larger value is cut as a receipt's is).",
+    )
+
+
+def previous_data(schedule: Any) -> dict[str, Any] | None:
+    """The ``previous`` object of a schedule's representation (read from its row: no
+    query), or None before its first success."""
+    found = previous_of(schedule)
+    if found is None:
+        return None
+    return dict(PreviousSerializer(dataclasses.asdict(found)).data)
 
 
 def running_data(schedule: Any) -> dict[str, Any] | None:

@@ -17,11 +17,12 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .. import state, timing
-from ..cron_words import schedule_in_words
+from ..cron_words import business_in_words, schedule_in_words
+from ..db.names import calendar_names
 from ..deadlines import DeadlineState, deadline_state, read_now
 from ..models import BlackoutWindow, ConcurrencyGroup, ExclusionCalendar, Schedule
 from .fields import CalendarNamesField, FlatListField, NameRelatedField, WindowNamesField
-from .run_serializers import RunningSerializer, running_data
+from .run_serializers import PreviousSerializer, RunningSerializer, previous_data, running_data
 
 _F = TypeVar("_F", CalendarNamesField, WindowNamesField)
 
@@ -195,6 +196,11 @@ class ScheduleFields(serializers.Serializer):
         help_text="The run in flight (its occurrence, attempt, claimed_at: since when, and "
         "worker), read from the attempt that holds the schedule's lease; null when idle."
     )
+    previous = serializers.SerializerMethodField(
+        help_text="The last successful run, as the callback reads it (ctx.previous): its "
+        "occurrence, scheduled_for (its nominal instant), finished_at and result (bounded "
+        "JSON); null before the first success. Read from the schedule's row."
+    )
     late = serializers.SerializerMethodField(
         help_text="Whether the occurrence the schedule owes is past its deadline "
         "(deadline_seconds after its slot) by the database clock; false without a deadline."
@@ -208,11 +214,15 @@ class ScheduleFields(serializers.Serializer):
     def get_running(self, schedule: Schedule) -> dict[str, Any] | None:
         return running_data(schedule)
 
+    @extend_schema_field(PreviousSerializer(allow_null=True))
+    def get_previous(self, schedule: Schedule) -> dict[str, Any] | None:
+        return previous_data(schedule)
+
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_cron_description(self, schedule: Schedule) -> str | None:
         if schedule.kind != "cron":
             return None
-        return schedule_in_words(schedule) or None
+        return self._words(schedule)
 
     @extend_schema_field(serializers.CharField())
     def get_description(self, schedule: Schedule) -> str:
@@ -225,7 +235,25 @@ class ScheduleFields(serializers.Serializer):
     def get_rrule_description(self, schedule: Schedule) -> str | None:
         if schedule.kind != "rrule":
             return None
-        return schedule_in_words(schedule) or None
+        return self._words(schedule)
+
+    def _words(self, schedule: Schedule) -> str | None:
+        """The schedule in words (:func:`..cron_words.schedule_in_words`), naming the
+        calendars its business days come from as ``exclusion_calendars`` shows them (an
+        owner-scoped user: the shared ones only). The names come from the list query's
+        annotation; a row without it (the answer to a write) reads them once, only when a
+        business-day rule applies."""
+        names = calendar_names(schedule)
+        if names is None and schedule.pk is not None and business_in_words(schedule):
+            names = sorted(schedule.exclusion_calendars.values_list("name", flat=True))
+            schedule.__dict__["_calendar_names"] = ",".join(names) or None
+        visible = self.context.get("visible_calendars")
+        if names is not None and visible is not None:
+            shown = [n for n in names if n in visible]
+            if names and not shown:  # only calendars it may not see: none named
+                return schedule_in_words(schedule, name_calendars=False) or None
+            names = shown
+        return schedule_in_words(schedule, calendars=names) or None
 
     def _deadline(self, schedule: Schedule) -> DeadlineState:
         """The row's deadline state at the database clock's time, read once per answer and

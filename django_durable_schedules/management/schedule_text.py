@@ -16,11 +16,13 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from .. import timing
+from ..cron_words import schedule_in_words
 from ..humanize import duration_words
 from ..models import ReceiptStatus, RunReceipt, Schedule
-from ..projection import bound_text, format_traceback
+from ..projection import bound_text, format_traceback, result_preview
 from ..running import running_attempt
 from ..state.overlap_rules import queued_behind
+from ..state.previous_rules import previous_of
 from ..stats import schedule_stats
 from ..stats_math import stats_rows
 
@@ -31,6 +33,8 @@ RECEIPTS_LIMIT = 20
 RECEIPTS_MAX = 1000
 #: The longest error message a receipt line prints (characters).
 MESSAGE_CHARS = 500
+#: Characters of the last success's result ``show`` prints (the rest is cut).
+PREVIOUS_RESULT_CHARS = 500
 
 
 def check_status(value: str | None) -> str | None:
@@ -115,6 +119,9 @@ def show_lines(schedule: Schedule) -> Iterator[str]:
     it), the next :data:`SHOW_COUNT` fire times, the run in flight, the latest
     :data:`SHOW_COUNT` receipts and the statistics (:func:`stats_lines`)."""
     yield f"{schedule.name}: {_describe(schedule)}"
+    words = schedule_in_words(schedule)
+    if words:
+        yield f"  in words: {words}"
     yield f"  callback: {schedule.callback}"
     yield f"  kind: {schedule.kind}, time zone: {schedule.timezone or 'UTC'}"
     yield f"  pool: {bound_text(str(schedule.pool), 64)}, priority: {schedule.priority}"
@@ -141,6 +148,7 @@ def show_lines(schedule: Schedule) -> Iterator[str]:
         queue = f", then the queue through {in_zone(last, schedule.timezone)}" if last else ""
         yield f"    buffered: the slot {in_zone(schedule.buffered_for, schedule.timezone)} runs next{queue}"
     yield f"  last run: {in_zone(schedule.last_run_at, schedule.timezone)}"
+    yield from previous_lines(schedule)
     yield (
         f"  occurrence {schedule.occurrence}, attempt {schedule.attempt}; "
         f"{schedule.failure_count} consecutive failures, {schedule.missed_count} missed, "
@@ -160,6 +168,23 @@ def show_lines(schedule: Schedule) -> Iterator[str]:
     for receipt in recent:
         yield f"  {receipt_line(receipt)}"
     yield from stats_lines(schedule)
+
+
+def previous_lines(schedule: Schedule) -> Iterator[str]:
+    """``show``'s lines of the last successful run, as its callback reads it
+    (``ctx.previous``, from the row: no query): occurrence, nominal instant (its zone and
+    UTC), finish (UTC) and the result as JSON cut to :data:`PREVIOUS_RESULT_CHARS`
+    characters; ``none yet`` before the first success."""
+    found = previous_of(schedule)
+    if found is None:
+        yield "  last success (ctx.previous): none yet"
+        return
+    yield (
+        f"  last success (ctx.previous): #{found.occurrence} for the slot "
+        f"{in_zone(found.scheduled_for, schedule.timezone)}, finished {utc(found.finished_at)}"
+    )
+    result, truncated = result_preview(found.result, PREVIOUS_RESULT_CHARS)
+    yield f"    result{' (cut)' if truncated else ''}: {result}"
 
 
 def stats_lines(schedule: Schedule) -> Iterator[str]:

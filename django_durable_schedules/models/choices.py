@@ -256,6 +256,14 @@ RRULE_BUSINESS_DAYS_HELP = (
     "'FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1' is then the last business day of the "
     "month, its calendars' holidays removed before the pick."
 )
+#: What the admin's form and the API's schema say of ``rrule_business_days`` (the model's
+#: help text above is frozen in its migrations: changing it would take one).
+RRULE_BUSINESS_DAYS_FORM_HELP = (
+    "Count the rule's BYMONTHDAY and BYSETPOS over business days only (FREQ=MONTHLY, or "
+    "FREQ=YEARLY with BYMONTH): 'FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1' is then the "
+    "last business day of the month, 'FREQ=YEARLY;BYMONTH=12;BYDAY=MO,TU,WE,TH,FR;"
+    "BYSETPOS=-1' that of December, its calendars' holidays removed before the pick."
+)
 
 #: The help text of ``Schedule.rrule`` (the admin and the schema show it).
 RRULE_HELP = (

@@ -53,7 +53,8 @@ The package, one module per concern (each imports only the ones listed before it
 * ``excluded_slots``: the bounded walks past excluded dates;
 * ``moved_slots``: excluded slots moved to the previous or next business day (the grid a
   schedule with such a policy fires on, a local day at a time);
-* ``business_rrule``: monthly rules whose BYMONTHDAY and BYSETPOS count business days;
+* ``business_rrule``: monthly and yearly rules whose BYMONTHDAY and BYSETPOS count business
+  days;
 * ``blackouts``: blackout windows as data (:class:`Blackouts`: ranges and rules, the
   window at an instant, the end of a blackout);
 * ``spec``: :class:`Spec`, ``KINDS`` and the further specs' ``EXTRA_*`` and :func:`extra_kind`;

@@ -1,16 +1,20 @@
 """Rules counted over business days (``Schedule.rrule_business_days``): a ``FREQ=MONTHLY``
-rule whose BYMONTHDAY and BYSETPOS count the month's **business days** only
+or ``FREQ=YEARLY`` rule whose BYMONTHDAY and BYSETPOS count **business days** only
 (:mod:`.business_days`: not excluded by a calendar, no weekend day).
 
-Each month of the rule's grid (from DTSTART's month, every INTERVAL months) is expanded by
-python-dateutil without BYMONTHDAY and BYSETPOS (BYMONTH and BYDAY, ordinals included,
-as RFC 5545 reads them); the days that are no business day are removed; BYMONTHDAY ``n``
-then picks the n-th of the days left (``-1`` the last), BYSETPOS picks among the times of
-those days (BYHOUR, BYMINUTE, BYSECOND, defaulted from DTSTART). So
-``FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1`` is the last business day of the month and
-``FREQ=MONTHLY;BYMONTHDAY=1`` the first, holidays removed before the pick. Local times
-become instants as for every rule (:func:`.rrule_grid.local_instant`). Searches walk
-month by month, at most 400 years.
+Each period of the rule's grid (a month, from DTSTART's month, every INTERVAL months; or a
+year, from DTSTART's year, every INTERVAL years) is expanded by python-dateutil without
+BYMONTHDAY and BYSETPOS (BYMONTH and BYDAY, ordinals included, read within each month as
+RFC 5545 reads them for MONTHLY, and for YEARLY with BYMONTH); the days that are no
+business day are removed; BYMONTHDAY ``n`` then picks the n-th of the days left in each
+month (``-1`` the last), BYSETPOS picks among the times of the whole period (BYHOUR,
+BYMINUTE, BYSECOND, defaulted from DTSTART). So ``FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;
+BYSETPOS=-1`` is the last business day of the month, ``FREQ=MONTHLY;BYMONTHDAY=1`` the
+first, ``FREQ=YEARLY;BYMONTH=12;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1`` the last business day of
+December and ``FREQ=YEARLY;BYMONTH=3,6,9,12;BYMONTHDAY=-1`` the last business day of each
+quarter, holidays removed before the pick. A YEARLY rule with a day part names its months
+(BYMONTH). Local times become instants as for every rule
+(:func:`.rrule_grid.local_instant`). Searches walk period by period, at most 400 years.
 """
 
 from __future__ import annotations
@@ -32,15 +36,22 @@ _MONTHS = HORIZON_YEARS * 12
 
 def check_business_rule(parts: RuleParts) -> None:
     """Refuse (field ``rrule_business_days``) a rule it cannot count over business days:
-    only FREQ=MONTHLY rules, without BYWEEKNO or BYYEARDAY."""
-    if parts.freq != "MONTHLY":
+    only FREQ=MONTHLY and FREQ=YEARLY rules, without BYWEEKNO or BYYEARDAY; a YEARLY one
+    with BYMONTHDAY or BYDAY names its months (BYMONTH)."""
+    if parts.freq not in ("MONTHLY", "YEARLY"):
         raise InvalidSchedule(
             FIELD,
-            f"rrule_business_days counts days within a month: it takes FREQ=MONTHLY rules "
-            f"(got FREQ={parts.freq})",
+            f"rrule_business_days counts the business days of a month or a year: it takes "
+            f"FREQ=MONTHLY or FREQ=YEARLY rules (got FREQ={parts.freq})",
         )
     if parts.byweekno or parts.byyearday:
         raise InvalidSchedule(FIELD, "rrule_business_days takes no BYWEEKNO or BYYEARDAY")
+    if parts.freq == "YEARLY" and not parts.bymonth and (parts.bymonthday or parts.byday):
+        raise InvalidSchedule(
+            FIELD,
+            "rrule_business_days counts a FREQ=YEARLY rule's days within its months: name "
+            "them with BYMONTH (BYMONTH=12 for December, BYMONTH=1,2,...,12 for every month)",
+        )
 
 
 def _times(full: RuleParts) -> list[time]:
@@ -50,12 +61,16 @@ def _times(full: RuleParts) -> list[time]:
 def month_times(
     plan: RulePlan, is_business: Callable[[date], bool], year: int, month: int
 ) -> list[datetime]:
-    """The local times (naive) of the rule in one month, business days only, BYMONTHDAY
-    and BYSETPOS counted over them (not yet bounded by DTSTART or UNTIL)."""
+    """The local times (naive) of the rule in one period, business days only, BYMONTHDAY
+    (in each month) and BYSETPOS (over the period) counted over them (not yet bounded by
+    DTSTART or UNTIL): for a MONTHLY rule the month ``year``-``month``, for a YEARLY one
+    the year ``year`` (``month`` unused), its BYMONTH months in order."""
     full = with_defaults(plan.parts, plan.dtstart)
-    days = [d for d in month_days(full, year, month) if is_business(d)]
-    if full.bymonthday:
-        days = _positions(days, full.bymonthday)
+    months = sorted(full.bymonth) if _yearly(plan) else [month]
+    days: list[date] = []
+    for m in months:
+        found = [d for d in month_days(full, year, m) if is_business(d)]
+        days += _positions(found, full.bymonthday) if full.bymonthday else found
     moments = [datetime.combine(d, t) for d in days for t in _times(full)]
     if full.bysetpos:
         moments = _positions(moments, full.bysetpos)
@@ -73,15 +88,36 @@ def _positions(items: list[_Day], positions: Iterable[int]) -> list[_Day]:
     return sorted(picked)
 
 
+def _yearly(plan: RulePlan) -> bool:
+    return plan.parts.freq == "YEARLY"
+
+
+def _stride(plan: RulePlan) -> int:
+    """Months from one period of the grid to the next (INTERVAL months, or years)."""
+    return plan.parts.interval * (12 if _yearly(plan) else 1)
+
+
+def _period(plan: RulePlan, index: int) -> int:
+    """The first month (an index, ``year * 12 + month - 1``) of the period holding the
+    month ``index``: itself, or for a YEARLY rule its January."""
+    return index - index % 12 if _yearly(plan) else index
+
+
+def _origin(plan: RulePlan) -> int:
+    return _period(plan, plan.dtstart.year * 12 + plan.dtstart.month - 1)
+
+
 def _months_from(plan: RulePlan, year: int, month: int, step: int) -> tuple[int, int]:
-    """The month of the rule's grid at or after (``step`` 1) / at or before (``step`` -1)
-    ``year``-``month`` (every INTERVAL months from DTSTART's month)."""
-    origin = plan.dtstart.year * 12 + plan.dtstart.month - 1
-    index = max(year * 12 + month - 1, origin) if step > 0 else year * 12 + month - 1
-    interval = plan.parts.interval
-    offset = (index - origin) % interval
+    """The first month of the rule's period at or after (``step`` 1) / at or before
+    (``step`` -1) the one holding ``year``-``month`` (every INTERVAL months from DTSTART's
+    month; every INTERVAL years from DTSTART's year for a YEARLY rule)."""
+    origin = _origin(plan)
+    here = _period(plan, year * 12 + month - 1)
+    index = max(here, origin) if step > 0 else here
+    stride = _stride(plan)
+    offset = (index - origin) % stride
     if offset:
-        index += (interval - offset) if step > 0 else -offset
+        index += (stride - offset) if step > 0 else -offset
     return divmod(index, 12)
 
 
@@ -112,7 +148,7 @@ def business_rule_from(
     reading = local_reading(lo, plan.tz) - timedelta(days=1)
     year, month0 = _months_from(plan, reading.year, reading.month, 1)
     index = year * 12 + month0
-    for _ in range(_MONTHS // plan.parts.interval + 2):
+    for _ in range(_MONTHS // _stride(plan) + 2):
         if index // 12 > MAX_YEAR:
             return None
         if plan.parts.until is not None and index > _index_of(plan, plan.parts.until) + 1:
@@ -120,7 +156,7 @@ def business_rule_from(
         for slot in _slots_of_month(plan, is_business, index):
             if slot >= lo:
                 return slot
-        index += plan.parts.interval
+        index += _stride(plan)
     return None
 
 
@@ -136,13 +172,12 @@ def business_rule_latest(
     reading = local_reading(hi, plan.tz) + timedelta(days=1)
     year, month0 = _months_from(plan, reading.year, reading.month, -1)
     index = year * 12 + month0
-    first = _index_of(plan, max(lo, FIRST_INSTANT)) - 1
-    origin = plan.dtstart.year * 12 + plan.dtstart.month - 1
-    while index >= max(first, origin):
+    first = _period(plan, _index_of(plan, max(lo, FIRST_INSTANT)) - 1)
+    while index >= max(first, _origin(plan)):
         slots = [s for s in _slots_of_month(plan, is_business, index) if lo <= s <= hi]
         if slots:
             return slots[-1]
-        index -= plan.parts.interval
+        index -= _stride(plan)
     return None
 
 

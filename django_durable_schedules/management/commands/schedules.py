@@ -40,6 +40,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ... import health, state, timing
 from ...cron_words import schedule_in_words
+from ...db.names import with_calendar_names
 from ...exceptions import StateConflict
 from ...models import ReceiptStatus, Schedule
 from ...state.overlap_rules import queued_behind
@@ -256,7 +257,9 @@ class Command(BaseCommand):
 
     def _get(self, name: str) -> Schedule:
         try:
-            return Schedule.objects.get(name=name)
+            # With its calendar names in the same query (the words name them).
+            row: Schedule = with_calendar_names(Schedule.objects.all()).get(name=name)
+            return row
         except Schedule.DoesNotExist:
             raise CommandError(f"no schedule named {name!r}") from None
 
