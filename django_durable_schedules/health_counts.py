@@ -74,21 +74,14 @@ def schedule_counts(now: datetime, overdue_after: float, using: str = "default")
     if not connections[using].features.supports_partial_indexes:
         return _one_pass(schedules, now, overdue_after)
     counts: dict[str, Any] = {
-        f"status_{s}": _count(schedules.filter(status=s)) for s in Status.values
+        key: _count(schedules.filter(rows)) for key, rows in _counted(now, overdue_after).items()
     }
     claimable = schedules.filter(q.claimable_q(now))
     counts.update(
-        due=_count(claimable),
-        overdue=_count(schedules.filter(q.claimable_q(now - timedelta(seconds=overdue_after)))),
-        due_past_grace=_count(schedules.filter(due_now_q(now))),
         oldest=Subquery(claimable.order_by("next_run_at").values("next_run_at")[:1]),
         # The first waiting row in the claim index's order (an EXISTS may be planned as a
         # sequential scan, which reads the whole table when none waits).
         waiting=Subquery(schedules.filter(q.waiting_q()).order_by("next_run_at").values("pk")[:1]),
-        degraded=_count(schedules.filter(q.degraded_q())),
-        failing=_count(schedules.filter(q.failing_q())),
-        live=_count(schedules.filter(q.lease_live_q(now))),
-        expired=_count(schedules.filter(q.lease_expired_q(now))),
         missed=Subquery(
             schedules.filter(missed_count__gt=0).values(
                 total=Func("missed_count", function="SUM", output_field=BigIntegerField())
@@ -106,6 +99,21 @@ def schedule_counts(now: datetime, overdue_after: float, using: str = "default")
     return found
 
 
+def _counted(now: datetime, overdue_after: float) -> dict[str, Q]:
+    """The rows each plain count counts, by key (both ways of :func:`schedule_counts`)."""
+    q = ScheduleQuerySet
+    return {
+        **{f"status_{s}": Q(status=s) for s in Status.values},
+        "due": q.claimable_q(now),
+        "overdue": q.claimable_q(now - timedelta(seconds=overdue_after)),
+        "due_past_grace": due_now_q(now),
+        "degraded": q.degraded_q(),
+        "failing": q.failing_q(),
+        "live": q.lease_live_q(now),
+        "expired": q.lease_expired_q(now),
+    }
+
+
 def _count(rows: QuerySet[Schedule]) -> Subquery:
     """``(SELECT COUNT(*) FROM ... WHERE ...)``: ``COUNT(*)``, not of a column, so that an
     index holding none of the table's columns but its condition can answer it alone."""
@@ -119,15 +127,8 @@ def _one_pass(schedules: QuerySet[Schedule], now: datetime, overdue_after: float
     """:func:`schedule_counts` as one aggregate over the table (no partial indexes)."""
     q = ScheduleQuerySet
     agg = schedules.aggregate(
-        **{f"status_{s}": Count("id", filter=Q(status=s)) for s in Status.values},
-        due=Count("id", filter=q.claimable_q(now)),
-        overdue=Count("id", filter=q.claimable_q(now - timedelta(seconds=overdue_after))),
-        degraded=Count("id", filter=q.degraded_q()),
-        failing=Count("id", filter=q.failing_q()),
-        live=Count("id", filter=q.lease_live_q(now)),
-        expired=Count("id", filter=q.lease_expired_q(now)),
+        **{key: Count("id", filter=rows) for key, rows in _counted(now, overdue_after).items()},
         missed=Sum("missed_count"),
-        due_past_grace=Count("id", filter=due_now_q(now)),
         waiting=Count("id", filter=q.waiting_q()),
         oldest=Min("next_run_at", filter=q.claimable_q(now)),
     )
