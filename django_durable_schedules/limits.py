@@ -18,6 +18,10 @@ MISFIRE_GRACE_MAX_SECONDS = 366 * 86400
 #: Longest ``deadline_seconds`` (a year): each occurrence must succeed within it of its slot.
 DEADLINE_MAX_SECONDS = 366 * 86400
 
+#: Longest ``wait_seconds`` of a kind ``after`` schedule (31 days): how long after a nominal
+#: instant it waits for its upstreams' successes before the instant is counted missed.
+CHAIN_WAIT_MAX_SECONDS = 31 * 86400
+
 #: Longest blackout window (``BlackoutWindow.duration_seconds``, 31 days): a freeze
 #: longer than a month is a pause (``disable`` with ``until``), not a window.
 BLACKOUT_MAX_SECONDS = 31 * 86400

@@ -17,7 +17,8 @@ triggers installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.gua
 * :mod:`.notifications`: ``NotificationDelivery`` (the alert notifications' outbox);
 * :mod:`.backfills`: ``Backfill``;
 * :mod:`.calendars`: ``ExclusionCalendar`` and ``ExclusionDate``;
-* :mod:`.blackouts`: ``BlackoutWindow``.
+* :mod:`.blackouts`: ``BlackoutWindow``;
+* :mod:`.chains`: ``ScheduleLink`` and ``ChainSlot`` (kind ``after``).
 """
 
 from ..limits import METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
@@ -29,6 +30,7 @@ from .blackouts import (
     window_of,
     with_blackout_flag,
 )
+from .chains import CHAIN_OPEN, ChainSlot, ChainSlotQuerySet, ChainSlotStatus, ScheduleLink
 from .calendars import ExclusionCalendar, ExclusionDate, load_exclusions, with_calendar_flag
 from .choices import (
     DEFAULT_POOL,
@@ -72,6 +74,11 @@ from .validation import default_timezone
 _default_timezone = default_timezone
 
 __all__ = [
+    "CHAIN_OPEN",
+    "ChainSlot",
+    "ChainSlotQuerySet",
+    "ChainSlotStatus",
+    "ScheduleLink",
     "load_blackouts",
     "window_of",
     "with_blackout_flag",

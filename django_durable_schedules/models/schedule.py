@@ -17,6 +17,7 @@ from django.db import models, router
 
 from .. import timing
 from ..db.fast_orm import FastLoading
+from ..limits import CHAIN_WAIT_MAX_SECONDS
 from .blackouts import BlackoutsMixin
 from .calendars import ExclusionsMixin
 from .choices import (
@@ -166,6 +167,25 @@ class Schedule(
         db_index=False,  # the partial index of Meta (dds_sched_group_lease_idx) serves it
         help_text="A limit shared with other schedules: at most its max_running runs at "
         "once and its rate of starts; a slot held back waits, due, and is never lost.",
+    )
+
+    upstream = models.ManyToManyField(
+        "self",
+        through="durable_schedules.ScheduleLink",
+        through_fields=("downstream", "upstream"),
+        symmetrical=False,
+        related_name="downstream",
+        blank=True,
+        editable=False,  # written by the state package (links are checked as a graph)
+        help_text="Schedules this one runs after (kind 'after'): it runs each nominal "
+        "instant once every one of them succeeded for it.",
+    )
+    wait_seconds = models.PositiveIntegerField(
+        default=3600,
+        validators=[MinValueValidator(1), MaxValueValidator(CHAIN_WAIT_MAX_SECONDS)],
+        help_text="Kind 'after': how long after a nominal instant it waits for its upstreams' "
+        "successes; past it the instant is counted missed, with the reason (seconds, 1 to "
+        "31 days; default one hour).",
     )
 
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from ..limits import CHAIN_WAIT_MAX_SECONDS
 from .choices import BlackoutPolicy, Kind, Status
 
 
@@ -141,6 +142,10 @@ def schedule_constraints() -> list[models.BaseConstraint]:
         models.CheckConstraint(
             condition=Q(deadline_seconds__isnull=True) | Q(deadline_seconds__gte=1),
             name="dds_sched_deadline_positive",
+        ),
+        models.CheckConstraint(
+            condition=Q(wait_seconds__gte=1, wait_seconds__lte=CHAIN_WAIT_MAX_SECONDS),
+            name="dds_sched_wait_in_range",
         ),
         models.CheckConstraint(
             condition=Q(blackout_policy__in=BlackoutPolicy.values),
