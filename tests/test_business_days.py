@@ -637,7 +637,7 @@ def test_every_nominal_slot_runs_or_is_counted(cron, zone, policy, weekend, excl
     hi = lo + timedelta(days=30)
     plain = Spec(kind="cron", cron=cron, timezone=zone)
     nominal = timing.count_slots(plain, lo, hi + timedelta(seconds=1))
-    from django_durable_schedules.timing.slots import moved_grid
+    from django_durable_schedules.timing.moved_slots import moved_grid
 
     grid = moved_grid(spec)
     test = spec.business_day_test()

@@ -51,15 +51,17 @@ The package, one module per concern (each imports only the ones listed before it
 * ``exclusions``: exclusion calendars as data (:class:`Exclusions`, holiday sources and
   their cached dates, local days);
 * ``excluded_slots``: the bounded walks past excluded dates;
-* ``moved_slots``: excluded slots moved to the previous or next business day (the grid a
-  schedule with such a policy fires on, a local day at a time);
 * ``business_rrule``: monthly and yearly rules whose BYMONTHDAY and BYSETPOS count business
   days;
+* ``grid``: a spec's grid searched as it is (excluded dates included): first, latest and
+  counted slots inside ``[start_at, end_at]``, the union of ``extra`` specs' grids;
+* ``moved_slots``: excluded slots moved to the previous or next business day (the grid a
+  schedule with such a policy fires on, a local day at a time), :func:`moved_from`;
 * ``blackouts``: blackout windows as data (:class:`Blackouts`: ranges and rules, the
   window at an instant, the end of a blackout);
 * ``spec``: :class:`Spec`, ``KINDS`` and the further specs' ``EXTRA_*`` and :func:`extra_kind`;
 * ``slots``: :func:`next_slot_after`, :func:`planned_slot`, :func:`upcoming`, :func:`latest_slot_at_or_before`,
-  :func:`count_slots`, the interval grid;
+  :func:`count_slots`, :func:`excluded_days`, :func:`upcoming_slots`: the slots that fire;
 * ``delays``: :func:`backoff_seconds`, :func:`jitter_offset`;
 * ``descriptions``: :func:`describe`, :func:`rrule_description`;
 * ``zone_rules``: which zone rules the process reads: :func:`zone_rules_id`,
@@ -94,6 +96,7 @@ from .exclusions import (
 )
 from .instants import MAX_YEAR, UTC, require_aware, truncate_to_second
 from .intervals import MAX_INTERVAL_SECONDS, MIN_INTERVAL_SECONDS, validate_interval
+from .moved_slots import moved_from
 from .rrule import rrule_dtstart, validate_rrule
 from .rrule_syntax import parse_rrule
 from .rrule_words import rrule_in_words
@@ -102,7 +105,6 @@ from .slots import (
     excluded_days,
     last_grid_slot,
     latest_slot_at_or_before,
-    moved_from,
     nearest_slot,
     next_slot_after,
     planned_slot,

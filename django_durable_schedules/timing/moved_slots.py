@@ -21,6 +21,10 @@ The rule (``docs/concepts.md`` has worked examples):
   each) and over the non-business days around a business day, at most
   :data:`.business_days.MAX_DAYS` of them; the slots of one local day are read one search
   each, at most :data:`MAX_SLOTS_PER_DAY`.
+
+The grid itself is searched by :mod:`.grid`. :func:`moved_grid` is a spec's
+:class:`MovedGrid` (cached on the spec); :func:`moved_from` and :func:`upcoming_moved` are
+what :mod:`.slots` and the package offer on top of it.
 """
 
 from __future__ import annotations
@@ -35,9 +39,10 @@ from typing import TYPE_CHECKING
 from .business_days import DAY_NAMES, MAX_DAYS, nearest_business_day
 from .cron import first_instant_after_gap
 from .errors import InvalidSchedule
-from .excluded_slots import ExcludedDay
+from .excluded_slots import ExcludedDay, SlotView
 from .exclusions import Exclusion, Exclusions, day_start, local_date, next_day_start
-from .instants import SECOND, UTC
+from .grid import narrow_window, next_raw
+from .instants import LAST_INSTANT, SECOND, UTC, truncate_to_second
 from .zones import zone_info
 
 if TYPE_CHECKING:
@@ -302,3 +307,63 @@ class MovedGrid:
             first = (lost or slots or [slot])[0]
             days.append(ExcludedDay(why, first, len(lost), moved_to, len(slots) - len(lost)))
         return days
+
+
+# --------------------------------------------------------------------------------------
+# A spec's moved grid
+# --------------------------------------------------------------------------------------
+
+
+def moved_grid(spec: Spec) -> MovedGrid:
+    """The :class:`MovedGrid` of a validated spec that moves excluded slots (cached on the
+    spec: its days are worked out once)."""
+    cached = spec.__dict__.get("_moved_grid")
+    if cached is None:
+
+        def inside(at: datetime) -> bool:
+            lo, hi = narrow_window(spec, at, at)
+            return lo <= at and (hi is None or at <= hi)
+
+        cached = MovedGrid(spec, lambda at: next_raw(spec, at), inside)
+        object.__setattr__(spec, "_moved_grid", cached)
+    return cached
+
+
+def moved_from(spec: Spec, at: datetime) -> datetime | None:
+    """The nominal slot of the fire time ``at`` (aware) when it is a slot that moved to a
+    business day (``exclusion_policy``), else None (it did not move, or is no fire time).
+    Raises :class:`InvalidSchedule` if the spec is invalid or ``at`` is naive."""
+    if not spec.moves_slots:
+        return None
+    spec.validate()
+    at = truncate_to_second(at, "at")
+    move = moved_grid(spec).first_from(at)
+    if move is None or move.at != at or move.exclusion is None:
+        return None
+    return move.nominal
+
+
+def upcoming_moved(spec: Spec, after: datetime, count: int) -> list[SlotView]:
+    """The next ``count`` slots that fire strictly after ``after`` (aware) of a validated
+    spec that moves excluded slots, in time order: one :class:`.excluded_slots.SlotView`
+    each, a moved one with its nominal slot, the exclusion and the policy."""
+    grid = moved_grid(spec)
+    views: list[SlotView] = []
+    cursor = min(truncate_to_second(after, "after"), LAST_INSTANT) + SECOND
+    while len(views) < count and cursor <= LAST_INSTANT:
+        move = grid.first_from(cursor)
+        if move is None:
+            break
+        if move.exclusion is None:
+            views.append(SlotView(move.at))
+        else:
+            views.append(
+                SlotView(
+                    move.at,
+                    nominal=move.nominal,
+                    moved_by=move.exclusion,
+                    policy=spec.exclusion_policy,
+                )
+            )
+        cursor = move.at + SECOND
+    return views

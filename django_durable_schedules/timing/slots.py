@@ -1,10 +1,10 @@
-"""Slot arithmetic on a :class:`~.spec.Spec`: the next slot, the next few (``upcoming``),
-the latest slot of a window and the number of slots in one.
+"""Slot arithmetic on a :class:`~.spec.Spec`, the slots that fire: the next slot, the next
+few (``upcoming``), the latest slot of a window, the number of slots in one, and what
+exclusion calendars left out (``excluded_days``, ``upcoming_slots``).
 
-Interval schedules are elapsed UTC time: slot ``n`` is ``anchor + n * interval``, computed in
-integer seconds. Cron schedules are searched by :mod:`.cron`, calendar rules by
-:mod:`.rrule`. No slot is earlier than
-``start_at`` or later than ``end_at``.
+The grid is searched by :mod:`.grid` (interval arithmetic, :mod:`.cron`, :mod:`.rrule`,
+the union of ``extra`` specs' grids). No slot is earlier than ``start_at`` or later than
+``end_at``.
 
 A spec with ``extra`` specs has the union of its members' grids (:meth:`.spec.Spec.members`):
 the next slot is the earliest of theirs, the latest the latest, an instant on several grids
@@ -14,18 +14,16 @@ spec without ``extra`` takes none of these paths.
 A spec with ``exclusions`` (exclusion calendars) has the same grid, but a slot whose local
 date (in ``timezone``) is excluded does not fire: the searches step over excluded dates a
 whole local day at a time, and ``count_slots`` counts only the slots that fire. The walks
-past excluded dates are bounded (:mod:`.excluded_slots`).
+past excluded dates are bounded (:mod:`.excluded_slots`). A spec whose
+``exclusion_policy`` moves excluded slots to a business day is searched on its
+:func:`.moved_slots.moved_grid`.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import overload
 
 from .blackouts import MAX_CHAIN, Blackouts
-from .business_rrule import business_rule_count, business_rule_from, business_rule_latest
-from .cron import cron_count, cron_from, cron_latest
-from .cron_plan import compile_cron
 from .excluded_slots import (
     ExcludedDay,
     SlotView,
@@ -34,57 +32,13 @@ from .excluded_slots import (
     latest_not_excluded,
     skip_excluded,
 )
-from .instants import LAST_INSTANT, SECOND, from_seconds, to_seconds, truncate_to_second
-from .moved_slots import MovedGrid
-from .rrule import rrule_count, rrule_from, rrule_latest, rrule_upcoming
+from .grid import count_raw, latest_raw, narrow_window, next_raw
+from .instants import LAST_INSTANT, SECOND, truncate_to_second
+from .moved_slots import moved_grid, upcoming_moved
+from .rrule import rrule_upcoming
 from .spec import Spec
 
 _ONE_DAY = timedelta(days=1)
-
-
-@overload
-def _window(spec: Spec, lo: datetime, hi: datetime) -> tuple[datetime, datetime]: ...
-@overload
-def _window(spec: Spec, lo: datetime, hi: None) -> tuple[datetime, datetime | None]: ...
-def _window(spec: Spec, lo: datetime, hi: datetime | None) -> tuple[datetime, datetime | None]:
-    """Narrow [lo, hi] (whole-second UTC; hi None = open) to [start_at, end_at]."""
-    if spec.start_at is not None:
-        lo = max(lo, truncate_to_second(spec.start_at))
-    if spec.end_at is not None:
-        end = truncate_to_second(spec.end_at)
-        hi = end if hi is None else min(hi, end)
-    return lo, hi
-
-
-def _interval_grid(spec: Spec) -> tuple[int, int]:
-    """(anchor in epoch seconds, interval seconds) of a validated interval spec."""
-    anchor = spec.anchor if spec.anchor is not None else spec.start_at
-    assert anchor is not None and spec.interval_seconds is not None  # Spec.validate() checked
-    return to_seconds(truncate_to_second(anchor, "anchor")), spec.interval_seconds
-
-
-def _run_at(spec: Spec) -> datetime:
-    """``run_at`` (whole-second UTC) of a validated once spec."""
-    assert spec.run_at is not None  # Spec.validate() checked
-    return truncate_to_second(spec.run_at, "run_at")
-
-
-def _first_slot_from(spec: Spec, lo: datetime) -> datetime | None:
-    """First slot >= lo (whole-second UTC), ignoring end_at; a manual spec has none."""
-    if spec.kind == "manual":
-        return None
-    if spec.kind == "once":
-        run_at = _run_at(spec)
-        return run_at if lo <= run_at <= LAST_INSTANT else None
-    if spec.kind == "interval":
-        anchor, every = _interval_grid(spec)
-        n = max(0, -((anchor - to_seconds(lo)) // every))  # ceil((lo - anchor) / every)
-        return from_seconds(anchor + n * every)
-    if spec.kind == "rrule":
-        if spec.rrule_business_days:
-            return business_rule_from(spec.rrule_plan(), spec.business_day_test(), lo)
-        return rrule_from(spec.rrule_plan(), lo)
-    return cron_from(compile_cron(spec.cron, spec.timezone), lo)
 
 
 # --------------------------------------------------------------------------------------
@@ -136,24 +90,10 @@ def _next_slot(spec: Spec, lo: datetime) -> datetime | None:
     if spec.moves_slots:
         move = moved_grid(spec).first_from(lo) if lo <= LAST_INSTANT else None
         return move.at if move is not None else None
-    slot = _next_raw(spec, lo)
+    slot = next_raw(spec, lo)
     if slot is None or not spec.exclusions:
         return slot
-    return skip_excluded(spec, slot, lambda at: _next_raw(spec, at))
-
-
-def _next_raw(spec: Spec, lo: datetime) -> datetime | None:
-    """First slot >= lo of the grid (excluded dates included), inside [start_at, end_at]."""
-    if lo > LAST_INSTANT:
-        return None
-    if spec.extra:
-        found = [slot for m in spec.members() if (slot := _next_raw(m, lo)) is not None]
-        return min(found, default=None)
-    lo, hi = _window(spec, lo, None)
-    slot = _first_slot_from(spec, lo)
-    if slot is None or (hi is not None and slot > hi):
-        return None
-    return slot
+    return skip_excluded(spec, slot, lambda at: next_raw(spec, at))
 
 
 def upcoming(spec: Spec, after: datetime, count: int) -> list[datetime]:
@@ -175,7 +115,7 @@ def upcoming(spec: Spec, after: datetime, count: int) -> list[datetime]:
         and not spec.rrule_business_days
         and not spec.moves_slots
     ):  # one walk of the rule rather than one search per slot
-        lo, hi = _window(spec, cursor + SECOND, None)
+        lo, hi = narrow_window(spec, cursor + SECOND, None)
         return rrule_upcoming(spec.rrule_plan(), lo, hi, count)
     while len(slots) < count:
         slot = _next_slot(spec, cursor + SECOND)
@@ -196,7 +136,7 @@ def latest_slot_at_or_before(spec: Spec, now: datetime, *, not_before: datetime)
     :func:`next_slot_after`.
     """
     spec.validate()
-    lo, hi = _window(
+    lo, hi = narrow_window(
         spec, truncate_to_second(not_before, "not_before"), truncate_to_second(now, "now")
     )
     if hi < lo:
@@ -205,59 +145,8 @@ def latest_slot_at_or_before(spec: Spec, now: datetime, *, not_before: datetime)
         move = moved_grid(spec).latest(lo, hi)
         return move.at if move is not None else None
     if spec.exclusions:
-        return latest_not_excluded(spec, lo, hi, lambda a, b: _latest_raw(spec, a, b))
-    return _latest_raw(spec, lo, hi)
-
-
-def moved_from(spec: Spec, at: datetime) -> datetime | None:
-    """The nominal slot of the fire time ``at`` (aware) when it is a slot that moved to a
-    business day (``exclusion_policy``), else None (it did not move, or is no fire time)."""
-    if not spec.moves_slots:
-        return None
-    spec.validate()
-    at = truncate_to_second(at, "at")
-    move = moved_grid(spec).first_from(at)
-    if move is None or move.at != at or move.exclusion is None:
-        return None
-    return move.nominal
-
-
-def moved_grid(spec: Spec) -> MovedGrid:
-    """The :class:`.moved_slots.MovedGrid` of a validated spec that moves excluded slots
-    (cached on the spec: its days are worked out once)."""
-    cached = spec.__dict__.get("_moved_grid")
-    if cached is None:
-
-        def inside(at: datetime) -> bool:
-            lo, hi = _window(spec, at, at)
-            return lo <= at and (hi is None or at <= hi)
-
-        cached = MovedGrid(spec, lambda at: _next_raw(spec, at), inside)
-        object.__setattr__(spec, "_moved_grid", cached)
-    return cached
-
-
-def _latest_raw(spec: Spec, lo: datetime, hi: datetime) -> datetime | None:
-    """The latest slot of the grid in [lo, hi] (excluded dates included), or None (always
-    for a manual spec: it has no grid)."""
-    if spec.extra:
-        found = [slot for m in spec.members() if (slot := _latest_raw(m, lo, hi)) is not None]
-        return max(found, default=None)
-    if spec.kind == "manual":
-        return None
-    if spec.kind == "once":
-        run_at = _run_at(spec)
-        return run_at if lo <= run_at <= hi else None
-    if spec.kind == "interval":
-        anchor, every = _interval_grid(spec)
-        n = (to_seconds(hi) - anchor) // every
-        slot = from_seconds(anchor + n * every) if n >= 0 else None
-        return slot if slot is not None and slot >= lo else None
-    if spec.kind == "rrule":
-        if spec.rrule_business_days:
-            return business_rule_latest(spec.rrule_plan(), spec.business_day_test(), lo, hi)
-        return rrule_latest(spec.rrule_plan(), lo, hi)
-    return cron_latest(compile_cron(spec.cron, spec.timezone), lo, hi)
+        return latest_not_excluded(spec, lo, hi, lambda a, b: latest_raw(spec, a, b))
+    return latest_raw(spec, lo, hi)
 
 
 def last_grid_slot(spec: Spec, not_before: datetime) -> datetime | None:
@@ -267,8 +156,8 @@ def last_grid_slot(spec: Spec, not_before: datetime) -> datetime | None:
     Bounded like :func:`latest_slot_at_or_before`; raises :class:`InvalidSchedule` like
     :func:`next_slot_after`."""
     spec.validate()
-    lo, hi = _window(spec, truncate_to_second(not_before, "not_before"), LAST_INSTANT)
-    return _latest_raw(spec, lo, hi) if lo <= hi else None
+    lo, hi = narrow_window(spec, truncate_to_second(not_before, "not_before"), LAST_INSTANT)
+    return latest_raw(spec, lo, hi) if lo <= hi else None
 
 
 def nearest_slot(spec: Spec, at: datetime, *, after: datetime | None = None) -> datetime | None:
@@ -311,64 +200,16 @@ def count_slots(spec: Spec, start: datetime, end: datetime, *, cap: int = 100_00
     start, end = truncate_to_second(start, "start"), truncate_to_second(end, "end")
     if end <= start or cap == 0:
         return 0
-    lo, hi = _window(spec, start, end - SECOND)
+    lo, hi = narrow_window(spec, start, end - SECOND)
     if hi < lo:
         return 0
     if spec.moves_slots:
         return moved_grid(spec).count(lo, hi, cap)
-    raw = _count_raw(spec, lo, hi, cap)
+    raw = count_raw(spec, lo, hi, cap)
     if not raw or not spec.exclusions or raw >= cap:
         return raw  # at the cap the window holds more slots than are counted: cap
-    excluded = count_excluded_days(spec, lo, hi, lambda a, b: _count_raw(spec, a, b, cap))
+    excluded = count_excluded_days(spec, lo, hi, lambda a, b: count_raw(spec, a, b, cap))
     return max(0, raw - sum(day.count for day in excluded))
-
-
-def _count_raw(spec: Spec, lo: datetime, hi: datetime, cap: int) -> int:
-    """Slots of the grid in [lo, hi] (excluded dates included), at most ``cap`` (0 for a
-    manual spec: it has no grid)."""
-    if spec.extra:
-        return _union_count(spec.members(), lo, hi, cap)
-    if spec.kind == "manual":
-        return 0
-    if spec.kind == "once":
-        return 1 if lo <= _run_at(spec) <= hi else 0
-    if spec.kind == "interval":
-        anchor, every = _interval_grid(spec)
-        first = max(0, -((anchor - to_seconds(lo)) // every))
-        last = (to_seconds(hi) - anchor) // every
-        return max(0, min(cap, last - first + 1))
-    if spec.kind == "rrule":
-        if spec.rrule_business_days:
-            test = spec.business_day_test()
-            return business_rule_count(spec.rrule_plan(), test, lo, hi + SECOND, cap)
-        return rrule_count(spec.rrule_plan(), lo, hi + SECOND, cap)
-    return cron_count(compile_cron(spec.cron, spec.timezone), lo, hi + SECOND, cap)
-
-
-def _union_count(members: tuple[Spec, ...], lo: datetime, hi: datetime, cap: int) -> int:
-    """Instants of the union of ``members``' grids in [lo, hi], at most ``cap``: the
-    members' own counts, then (when two or more have slots) the slots of each member but the
-    densest that no member before it has, one search per slot and earlier member. Bounded by
-    the members' counts (each at most ``cap``)."""
-    counted = sorted(((_count_raw(m, lo, hi, cap), i) for i, m in enumerate(members)), reverse=True)
-    dense = [(n, members[i]) for n, i in counted if n]
-    if len(dense) <= 1 or dense[0][0] >= cap:
-        return min(cap, dense[0][0]) if dense else 0
-    total = dense[0][0]
-    for index in range(1, len(dense)):
-        earlier = [m for _, m in dense[:index]]
-        member = dense[index][1]
-        cursor: datetime | None = lo
-        while cursor is not None and cursor <= hi:
-            slot = _next_raw(member, cursor)
-            if slot is None or slot > hi:
-                break
-            if all(_next_raw(m, slot) != slot for m in earlier):
-                total += 1
-                if total >= cap:
-                    return cap
-            cursor = slot + SECOND if slot < LAST_INSTANT else None
-    return total
 
 
 # --------------------------------------------------------------------------------------
@@ -387,7 +228,7 @@ def excluded_days(spec: Spec, start: datetime, end: datetime) -> list[ExcludedDa
     start, end = truncate_to_second(start, "start"), truncate_to_second(end, "end")
     if end <= start or not (spec.exclusions or spec.moves_slots):
         return []
-    lo, hi = _window(spec, start, min(end - SECOND, LAST_INSTANT))
+    lo, hi = narrow_window(spec, start, min(end - SECOND, LAST_INSTANT))
     if hi < lo:
         return []
     if spec.moves_slots:
@@ -396,8 +237,8 @@ def excluded_days(spec: Spec, start: datetime, end: datetime) -> list[ExcludedDa
         spec,
         lo,
         hi,
-        lambda a, b: _count_raw(spec, a, b, 100_000),
-        lambda a: _next_raw(spec, a),
+        lambda a, b: count_raw(spec, a, b, 100_000),
+        lambda a: next_raw(spec, a),
     )
 
 
@@ -446,7 +287,7 @@ def upcoming_excluded_slots(spec: Spec, after: datetime, count: int) -> list[Slo
         if count < 0:
             raise ValueError("count must not be negative")
         spec.validate()
-        return _upcoming_moved(spec, after, count)
+        return upcoming_moved(spec, after, count)
     if not spec.exclusions:
         return [SlotView(at) for at in upcoming(spec, after, count)]
     if count < 0:
@@ -456,7 +297,7 @@ def upcoming_excluded_slots(spec: Spec, after: datetime, count: int) -> list[Slo
     fired = excluded = 0
     cursor = min(truncate_to_second(after, "after"), LAST_INSTANT) + SECOND
     while fired < count:
-        slot = _next_raw(spec, cursor)
+        slot = next_raw(spec, cursor)
         if slot is None:
             break
         why = exclusion_of(spec, slot)
@@ -471,33 +312,8 @@ def upcoming_excluded_slots(spec: Spec, after: datetime, count: int) -> list[Slo
             cursor = slot + SECOND
             continue
         # Listed enough excluded slots: step over the rest of this date, bounded as ever.
-        nxt = skip_excluded(spec, slot, lambda at: _next_raw(spec, at))
+        nxt = skip_excluded(spec, slot, lambda at: next_raw(spec, at))
         if nxt is None:
             break
         cursor = nxt
-    return views
-
-
-def _upcoming_moved(spec: Spec, after: datetime, count: int) -> list[SlotView]:
-    """The next ``count`` slots that fire strictly after ``after`` of a spec that moves
-    excluded slots: a moved one with its nominal slot, the exclusion and the policy."""
-    grid = moved_grid(spec)
-    views: list[SlotView] = []
-    cursor = min(truncate_to_second(after, "after"), LAST_INSTANT) + SECOND
-    while len(views) < count and cursor <= LAST_INSTANT:
-        move = grid.first_from(cursor)
-        if move is None:
-            break
-        if move.exclusion is None:
-            views.append(SlotView(move.at))
-        else:
-            views.append(
-                SlotView(
-                    move.at,
-                    nominal=move.nominal,
-                    moved_by=move.exclusion,
-                    policy=spec.exclusion_policy,
-                )
-            )
-        cursor = move.at + SECOND
     return views
