@@ -8,85 +8,155 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('durable_schedules', '0032_health_indexes'),
+        ("durable_schedules", "0032_health_indexes"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='schedule',
-            name='wait_seconds',
-            field=models.PositiveIntegerField(default=3600, help_text="Kind 'after': how long after a nominal instant it waits for its upstreams' successes; past it the instant is counted missed, with the reason (seconds, 1 to 31 days; default one hour).", validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(2678400)]),
+            model_name="schedule",
+            name="wait_seconds",
+            field=models.PositiveIntegerField(
+                default=3600,
+                help_text="Kind 'after': how long after a nominal instant it waits for its upstreams' successes; past it the instant is counted missed, with the reason (seconds, 1 to 31 days; default one hour).",
+                validators=[
+                    django.core.validators.MinValueValidator(1),
+                    django.core.validators.MaxValueValidator(2678400),
+                ],
+            ),
         ),
         migrations.CreateModel(
-            name='ChainSlot',
+            name="ChainSlot",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('scheduled_for', models.DateTimeField()),
-                ('deadline', models.DateTimeField()),
-                ('done', models.JSONField(blank=True, default=list)),
-                ('status', models.CharField(choices=[('waiting', 'waiting for its upstreams'), ('ready', 'ready: every upstream succeeded for it'), ('run', 'run (claimed as an occurrence)'), ('missed', 'missed: wait_seconds passed first')], default='waiting', max_length=16)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('downstream', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chain_slots', to='durable_schedules.schedule')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("scheduled_for", models.DateTimeField()),
+                ("deadline", models.DateTimeField()),
+                ("done", models.JSONField(blank=True, default=list)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("waiting", "waiting for its upstreams"),
+                            ("ready", "ready: every upstream succeeded for it"),
+                            ("run", "run (claimed as an occurrence)"),
+                            ("missed", "missed: wait_seconds passed first"),
+                        ],
+                        default="waiting",
+                        max_length=16,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "downstream",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="chain_slots",
+                        to="durable_schedules.schedule",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['downstream', 'scheduled_for'],
+                "ordering": ["downstream", "scheduled_for"],
             },
         ),
         migrations.CreateModel(
-            name='ScheduleLink',
+            name="ScheduleLink",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('downstream', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='upstream_links', to='durable_schedules.schedule')),
-                ('upstream', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='downstream_links', to='durable_schedules.schedule')),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "downstream",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="upstream_links",
+                        to="durable_schedules.schedule",
+                    ),
+                ),
+                (
+                    "upstream",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="downstream_links",
+                        to="durable_schedules.schedule",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['downstream', 'upstream'],
+                "ordering": ["downstream", "upstream"],
             },
         ),
         migrations.AddField(
-            model_name='schedule',
-            name='upstream',
-            field=models.ManyToManyField(blank=True, editable=False, help_text="Schedules this one runs after (kind 'after'): it runs each nominal instant once every one of them succeeded for it.", related_name='downstream', through='durable_schedules.ScheduleLink', through_fields=('downstream', 'upstream'), to='durable_schedules.schedule'),
+            model_name="schedule",
+            name="upstream",
+            field=models.ManyToManyField(
+                blank=True,
+                editable=False,
+                help_text="Schedules this one runs after (kind 'after'): it runs each nominal instant once every one of them succeeded for it.",
+                related_name="downstream",
+                through="durable_schedules.ScheduleLink",
+                through_fields=("downstream", "upstream"),
+                to="durable_schedules.schedule",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='schedule',
-            constraint=models.CheckConstraint(condition=models.Q(('wait_seconds__gte', 1), ('wait_seconds__lte', 2678400)), name='dds_sched_wait_in_range'),
+            model_name="schedule",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("wait_seconds__gte", 1), ("wait_seconds__lte", 2678400)),
+                name="dds_sched_wait_in_range",
+            ),
         ),
         migrations.AddIndex(
-            model_name='chainslot',
-            index=models.Index(fields=['downstream', 'status', 'scheduled_for'], name='dds_chain_slot_open_idx'),
+            model_name="chainslot",
+            index=models.Index(
+                fields=["downstream", "status", "scheduled_for"], name="dds_chain_slot_open_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='chainslot',
-            index=models.Index(fields=['status', 'deadline'], name='dds_chain_slot_deadline_idx'),
+            model_name="chainslot",
+            index=models.Index(fields=["status", "deadline"], name="dds_chain_slot_deadline_idx"),
         ),
         migrations.AddConstraint(
-            model_name='chainslot',
-            constraint=models.UniqueConstraint(fields=('downstream', 'scheduled_for'), name='dds_chain_slot_unique'),
+            model_name="chainslot",
+            constraint=models.UniqueConstraint(
+                fields=("downstream", "scheduled_for"), name="dds_chain_slot_unique"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='chainslot',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['waiting', 'ready', 'run', 'missed'])), name='dds_chain_slot_status_valid'),
+            model_name="chainslot",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("status__in", ["waiting", "ready", "run", "missed"])),
+                name="dds_chain_slot_status_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='chainslot',
-            constraint=models.CheckConstraint(condition=models.Q(('deadline__gte', models.F('scheduled_for'))), name='dds_chain_slot_deadline_after'),
+            model_name="chainslot",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("deadline__gte", models.F("scheduled_for"))),
+                name="dds_chain_slot_deadline_after",
+            ),
         ),
         migrations.AddIndex(
-            model_name='schedulelink',
-            index=models.Index(fields=['upstream', 'downstream'], name='dds_link_upstream_idx'),
+            model_name="schedulelink",
+            index=models.Index(fields=["upstream", "downstream"], name="dds_link_upstream_idx"),
         ),
         migrations.AddConstraint(
-            model_name='schedulelink',
-            constraint=models.UniqueConstraint(fields=('downstream', 'upstream'), name='dds_link_unique'),
+            model_name="schedulelink",
+            constraint=models.UniqueConstraint(
+                fields=("downstream", "upstream"), name="dds_link_unique"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='schedulelink',
-            constraint=models.CheckConstraint(condition=models.Q(('downstream', models.F('upstream')), _negated=True), name='dds_link_not_self'),
+            model_name="schedulelink",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("downstream", models.F("upstream")), _negated=True),
+                name="dds_link_not_self",
+            ),
         ),
     ]

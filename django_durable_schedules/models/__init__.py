@@ -30,8 +30,8 @@ from .blackouts import (
     window_of,
     with_blackout_flag,
 )
-from .chains import CHAIN_OPEN, ChainSlot, ChainSlotQuerySet, ChainSlotStatus, ScheduleLink
 from .calendars import ExclusionCalendar, ExclusionDate, load_exclusions, with_calendar_flag
+from .chains import CHAIN_OPEN, ChainSlot, ChainSlotQuerySet, ChainSlotStatus, ScheduleLink
 from .choices import (
     DEFAULT_POOL,
     DEFINITION_FIELDS,
