@@ -22,6 +22,11 @@ from django_durable_schedules.state.chain_rules import (
     note_done,
     settle_slots,
 )
+from django_durable_schedules.state.chains import (
+    note_upstream_success,
+    settle_chain_slots,
+    write_chain_slots,
+)
 
 T0 = datetime(2026, 12, 7, 2, 0, tzinfo=UTC)
 
@@ -237,3 +242,75 @@ def test_wait_seconds_out_of_range_is_refused_by_the_database() -> None:
         Schedule.objects.filter(pk=row.pk).update(wait_seconds=0)
     with pytest.raises(IntegrityError), transaction.atomic():
         Schedule.objects.filter(pk=row.pk).update(wait_seconds=31 * 86400 + 1)
+
+
+# -- the database side (state/chains.py), inside a transaction as the engine calls it --
+
+
+def _chain(*names: str) -> list[Schedule]:
+    """Schedules ``names``, each downstream of the one before (links written directly)."""
+    rows = [_schedule(n) for n in names]
+    for up, down in zip(rows, rows[1:], strict=False):
+        ScheduleLink.objects.create(downstream=down, upstream=up)
+    return rows
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claimed_upstream_instant_gives_each_schedule_of_its_closure_one_waiting_slot() -> None:
+    a, b, c = _chain("wc-a", "wc-b", "wc-c")
+    Schedule.objects.filter(pk=c.pk).update(wait_seconds=7200)
+    with transaction.atomic():
+        meant = write_chain_slots([(a.pk, T0)], "default")
+    assert meant == [(b.pk, T0), (c.pk, T0)]
+    with transaction.atomic():  # a retry of the same occurrence: nothing new
+        write_chain_slots([(a.pk, T0)], "default")
+    slots = {s.downstream_id: s for s in ChainSlot.objects.all()}
+    assert len(slots) == 2 and ChainSlot.objects.count() == 2
+    assert slots[b.pk].deadline == T0 + timedelta(hours=1)
+    assert slots[c.pk].deadline == T0 + timedelta(hours=2)
+    assert {s.status for s in slots.values()} == {ChainSlotStatus.WAITING}
+    assert write_chain_slots([], "default") == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_slot_is_ready_once_every_upstream_succeeded_and_a_second_success_changes_nothing() -> (
+    None
+):
+    a, x, b = _schedule("ns-a"), _schedule("ns-x"), _schedule("ns-b")
+    ScheduleLink.objects.create(downstream=b, upstream=a)
+    ScheduleLink.objects.create(downstream=b, upstream=x)
+    with transaction.atomic():
+        assert note_upstream_success(a.pk, T0, T0, "default") == []
+    with transaction.atomic():  # a re-run of a's slot
+        assert note_upstream_success(a.pk, T0, T0, "default") == []
+    with transaction.atomic():
+        assert note_upstream_success(x.pk, T0, T0, "default") == [b.pk]
+    slot = ChainSlot.objects.get()
+    assert slot.status == ChainSlotStatus.READY
+    assert sorted(slot.done) == sorted([str(a.pk), str(x.pk)])
+    with transaction.atomic():  # after it became ready: nothing moves
+        assert note_upstream_success(x.pk, T0, T0, "default") == []
+    assert note_upstream_success(b.pk, T0, T0, "default") == []  # no downstream: no statement
+
+
+@pytest.mark.django_db(transaction=True)
+def test_settling_counts_the_expired_waiting_slots_and_runs_the_oldest_ready_one() -> None:
+    a, b = _chain("st-a", "st-b")
+    with transaction.atomic():
+        write_chain_slots([(a.pk, T0 + timedelta(minutes=m)) for m in (0, 30, 60)], "default")
+    with transaction.atomic():
+        note_upstream_success(a.pk, T0 + timedelta(minutes=60), T0, "default")
+    now = T0 + timedelta(minutes=75)  # the slot of 0 expired, that of 30 still waits
+    with transaction.atomic():
+        settled = settle_chain_slots(b.pk, now, "default")
+    assert [s.scheduled_for for s in settled.missed] == [T0]
+    assert settled.run is not None and settled.run.scheduled_for == T0 + timedelta(minutes=60)
+    statuses = dict(ChainSlot.objects.values_list("scheduled_for", "status"))
+    assert statuses == {
+        T0: ChainSlotStatus.MISSED,
+        T0 + timedelta(minutes=30): ChainSlotStatus.WAITING,
+        T0 + timedelta(minutes=60): ChainSlotStatus.RUN,
+    }
+    with transaction.atomic():
+        again = settle_chain_slots(b.pk, now, "default")
+    assert again.missed == () and again.run is None
