@@ -23,7 +23,7 @@ from django_durable_schedules.state.chain_rules import (
     settle_slots,
 )
 from django_durable_schedules.state.chains import (
-    note_upstream_success,
+    note_upstream_successes,
     settle_chain_slots,
     write_chain_slots,
 )
@@ -280,17 +280,17 @@ def test_a_slot_is_ready_once_every_upstream_succeeded_and_a_second_success_chan
     ScheduleLink.objects.create(downstream=b, upstream=a)
     ScheduleLink.objects.create(downstream=b, upstream=x)
     with transaction.atomic():
-        assert note_upstream_success(a.pk, T0, T0, "default") == []
+        assert note_upstream_successes([(a.pk, T0)], "default") == []
     with transaction.atomic():  # a re-run of a's slot
-        assert note_upstream_success(a.pk, T0, T0, "default") == []
+        assert note_upstream_successes([(a.pk, T0)], "default") == []
     with transaction.atomic():
-        assert note_upstream_success(x.pk, T0, T0, "default") == [b.pk]
+        assert note_upstream_successes([(x.pk, T0)], "default") == [b.pk]
     slot = ChainSlot.objects.get()
     assert slot.status == ChainSlotStatus.READY
     assert sorted(slot.done) == sorted([str(a.pk), str(x.pk)])
     with transaction.atomic():  # after it became ready: nothing moves
-        assert note_upstream_success(x.pk, T0, T0, "default") == []
-    assert note_upstream_success(b.pk, T0, T0, "default") == []  # no downstream: no statement
+        assert note_upstream_successes([(x.pk, T0)], "default") == []
+    assert note_upstream_successes([(b.pk, T0)], "default") == []  # no downstream: no statement
 
 
 @pytest.mark.django_db(transaction=True)
@@ -299,7 +299,7 @@ def test_settling_counts_the_expired_waiting_slots_and_runs_the_oldest_ready_one
     with transaction.atomic():
         write_chain_slots([(a.pk, T0 + timedelta(minutes=m)) for m in (0, 30, 60)], "default")
     with transaction.atomic():
-        note_upstream_success(a.pk, T0 + timedelta(minutes=60), T0, "default")
+        note_upstream_successes([(a.pk, T0 + timedelta(minutes=60))], "default")
     now = T0 + timedelta(minutes=75)  # the slot of 0 expired, that of 30 still waits
     with transaction.atomic():
         settled = settle_chain_slots(b.pk, now, "default")

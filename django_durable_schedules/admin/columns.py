@@ -19,7 +19,7 @@ from django.utils.safestring import SafeString
 
 from .. import timing
 from ..db.counts import bounded_count
-from ..models import Kind, RunAttempt, RunReceipt, Schedule, ScheduleEvent, Status
+from ..models import NO_GRID, Kind, RunAttempt, RunReceipt, Schedule, ScheduleEvent, Status
 from ..projection import result_preview
 from ..state.previous_rules import previous_of
 from .display import (
@@ -251,8 +251,8 @@ def upcoming_table(obj: Schedule) -> SafeString:
         {
             "error": None,
             "due_since": _due_since(due, zone) if due is not None and not fired else None,
-            "manual": obj.kind == Kind.MANUAL,
-            "words": timing.MANUAL_WORDS,
+            "manual": obj.kind in NO_GRID,
+            "words": timing.MANUAL_WORDS if obj.kind == Kind.MANUAL else timing.AFTER_WORDS,
             "inactive": obj.status != Status.ACTIVE,
             "status": obj.status,
             "zone": zone,

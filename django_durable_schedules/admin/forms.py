@@ -79,6 +79,7 @@ KIND_HIDES = {
     },
     Kind.ONCE: (*timing.KIND_FORBIDS["once"], "extra_specs", "exclusion_calendars"),
     Kind.MANUAL: (*MANUAL_REFUSES, "extra_specs", "timezone", "exclusion_calendars"),
+    Kind.AFTER: (*MANUAL_REFUSES, "extra_specs", "timezone", "exclusion_calendars"),
 }
 
 #: The read-only fields computed from the schedule: functions of :mod:`.columns`, and the names

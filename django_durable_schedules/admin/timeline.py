@@ -185,6 +185,8 @@ def _slots(schedule: Schedule, axis: Axis) -> tuple[list[SlotMark], bool, str]:
     and a note ("" or why there are none)."""
     if schedule.kind == Kind.MANUAL:
         return [], False, "runs only when triggered"
+    if schedule.kind == Kind.AFTER:
+        return [], False, "runs after its upstream schedules"
     if schedule.status != Status.ACTIVE:
         return [], False, f"{schedule.status}: no slot runs"
     after = max(axis.now, axis.start)

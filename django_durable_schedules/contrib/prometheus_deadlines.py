@@ -128,7 +128,7 @@ def owed_slot(row: dict[str, Any], running: datetime | None) -> datetime | None:
     known: list[datetime] = [at for at in pending if at is not None]
     if known:
         return min(known)
-    if row.get("kind") == "manual":
+    if row.get("kind") in ("manual", "after"):
         return None
     nxt: datetime | None = row["next_run_at"]
     return nxt

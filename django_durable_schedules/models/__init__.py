@@ -31,7 +31,15 @@ from .blackouts import (
     with_blackout_flag,
 )
 from .calendars import ExclusionCalendar, ExclusionDate, load_exclusions, with_calendar_flag
-from .chains import CHAIN_OPEN, ChainSlot, ChainSlotQuerySet, ChainSlotStatus, ScheduleLink
+from .chains import (
+    CHAIN_OPEN,
+    ChainSlot,
+    ChainSlotQuerySet,
+    ChainSlotStatus,
+    ScheduleLink,
+    links_exist,
+    with_links_flag,
+)
 from .choices import (
     DEFAULT_POOL,
     DEFINITION_FIELDS,
@@ -41,6 +49,7 @@ from .choices import (
     INPUT_FIELDS,
     INSTANT_FIELDS,
     MANUAL_REFUSES,
+    NO_GRID,
     POLICY_FIELDS,
     PRIORITY_MAX,
     PRIORITY_MIN,
@@ -79,6 +88,8 @@ __all__ = [
     "ChainSlotQuerySet",
     "ChainSlotStatus",
     "ScheduleLink",
+    "links_exist",
+    "with_links_flag",
     "load_blackouts",
     "window_of",
     "with_blackout_flag",
@@ -90,6 +101,7 @@ __all__ = [
     "INPUT_FIELDS",
     "INSTANT_FIELDS",
     "MANUAL_REFUSES",
+    "NO_GRID",
     "POLICY_FIELDS",
     "PRIORITY_MAX",
     "PRIORITY_MIN",

@@ -15,6 +15,8 @@ the instant is noted in ``done``; once every upstream of the downstream is done 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
 from django.db import models
 from django.db.models import F, Q
@@ -117,3 +119,28 @@ class ChainSlot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.downstream_id} @ {self.scheduled_for.isoformat()} ({self.status})"
+
+
+#: The attribute :func:`with_links_flag` sets on each row it reads.
+LINKS_EXIST = "_dds_links_exist"
+
+
+def with_links_flag(qs: Any) -> Any:
+    """``qs`` (schedules) annotated with whether any schedule runs after another at all (one
+    uncorrelated ``EXISTS`` on the links, evaluated once per statement), so that a claim or
+    a completion pays no statement for chains when there are none (:func:`links_exist`)."""
+    return qs.annotate(**{LINKS_EXIST: models.Exists(ScheduleLink.objects.all())})
+
+
+def links_exist(rows: Sequence[Any]) -> bool | None:
+    """Whether the read of ``rows`` (through :func:`with_links_flag`) saw a link: ``None``
+    when it cannot say (no row, or rows read without the flag)."""
+    if not rows or LINKS_EXIST not in rows[0].__dict__:
+        return None
+    return bool(rows[0].__dict__[LINKS_EXIST])
+
+
+def chain_due_q(now: Any) -> Q:
+    """Chain slots a claim at ``now`` settles: ``ready`` ones, and ``waiting`` ones whose
+    deadline passed (both read by ``dds_chain_slot_deadline_idx``)."""
+    return Q(status=ChainSlotStatus.READY) | Q(status=ChainSlotStatus.WAITING, deadline__lte=now)

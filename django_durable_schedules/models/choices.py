@@ -21,6 +21,16 @@ class Kind(models.TextChoices):
     #: No spec: never due by itself, runs only when triggered (each trigger its own
     #: occurrence), never completed for having no slot left.
     MANUAL = "manual", "manual"
+    #: No spec: runs each nominal instant of its upstream schedules (``Schedule.upstream``)
+    #: once every one of them succeeded for it (chaining); counted missed past
+    #: ``wait_seconds``.
+    AFTER = "after", "after (runs after its upstream schedules)"
+
+
+#: The kinds with no grid of their own (never due by themselves, never completed for
+#: having no slot left): ``manual`` runs when triggered, ``after`` when its upstreams
+#: succeeded for an instant.
+NO_GRID = (Kind.MANUAL, Kind.AFTER)
 
 
 class Status(models.TextChoices):

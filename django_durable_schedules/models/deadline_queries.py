@@ -12,7 +12,7 @@ from django.db.models import Case, Exists, F, OuterRef, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.db.models.lookups import LessThan
 
-from .choices import AttemptOrigin, Kind, Status
+from .choices import NO_GRID, AttemptOrigin, Status
 from .instants import SLOT_CEILING, deadline_after
 
 
@@ -26,7 +26,7 @@ class DeadlineQueries:
         trigger's instant, else its buffered slot, else ``next_run_at`` (not a ``manual``
         row's: it owes only a triggered occurrence)."""
         grid = Case(
-            When(kind=Kind.MANUAL, then=Value(None, output_field=models.DateTimeField())),
+            When(kind__in=NO_GRID, then=Value(None, output_field=models.DateTimeField())),
             default=F("next_run_at"),
         )
         return Coalesce("retry_scheduled_for", "triggered_at", "buffered_for", grid)

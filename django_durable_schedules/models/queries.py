@@ -11,7 +11,7 @@ from django.db import models, router
 from django.db.models import Exists, OuterRef, Q, Subquery
 
 from .. import timing
-from .choices import Status
+from .choices import Kind, Status
 from .deadline_queries import DeadlineQueries
 from .instants import LEASE_CEILING, LEASE_FLOOR
 
@@ -169,6 +169,25 @@ class ScheduleQuerySet(DeadlineQueries, models.QuerySet["Schedule"]):
             & Q(buffered_for__isnull=True)
             & ~cls.claimable_q(now)
         )
+
+    @classmethod
+    def chain_ready_q(cls, now: Any) -> Q:
+        """Kind ``after`` rows a claim at ``now`` settles chain slots of: active, unleased,
+        nothing pending (no retry, trigger or buffered slot: one occurrence at a time), and
+        with a chain slot ready or past its deadline. Driven by the chain slots' index
+        (``dds_chain_slot_deadline_idx``): bounded by the slots due, not the schedules."""
+        from .chains import ChainSlot, chain_due_q
+
+        due = ChainSlot.objects.filter(chain_due_q(now)).values("downstream_id")
+        return (
+            Q(pk__in=due, kind=Kind.AFTER, status=Status.ACTIVE, lease_token__isnull=True)
+            & Q(retry_scheduled_for__isnull=True, triggered_at__isnull=True)
+            & Q(buffered_for__isnull=True)
+        )
+
+    def chain_ready(self, now: Any) -> ScheduleQuerySet:
+        """See :meth:`chain_ready_q`."""
+        return self.filter(self.chain_ready_q(now))
 
     def backfill_ready(self, now: Any) -> ScheduleQuerySet:
         """See :meth:`backfill_ready_q`."""

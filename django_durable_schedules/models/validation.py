@@ -18,7 +18,7 @@ from .. import timing
 from ..humanize import gap_words
 from ..limits import DURATION_BOUNDS
 from ..payloads import metadata_errors, payload_errors
-from .choices import INSTANT_FIELDS, MANUAL_REFUSES, Kind, OverlapPolicy
+from .choices import INSTANT_FIELDS, MANUAL_REFUSES, NO_GRID, Kind, OverlapPolicy
 
 #: How a refusal of ``overlap_policy`` replace names a dispatched callback's kind.
 _DISPATCHED = {
@@ -177,7 +177,7 @@ class ValidationMixin:
         runs only when triggered), so no interval, cron, rule, ``run_at``, window
         (``start_at``/``end_at``) or ``max_runs`` (it never completes). Exclusion calendars
         are refused by the spec (:meth:`.timing.Spec.validate`)."""
-        if self.kind != Kind.MANUAL:
+        if self.kind not in NO_GRID:
             return {}
         errors: dict[str, list[str]] = {}
         for field in MANUAL_REFUSES:
@@ -185,6 +185,9 @@ class ValidationMixin:
             if value is not None and value != "":
                 errors[field] = [
                     f"A manual schedule runs only when triggered: it takes no {field}."
+                    if self.kind == Kind.MANUAL
+                    else f"A schedule of kind 'after' runs the instants of its upstream "
+                    f"schedules: it takes no {field}."
                 ]
         return errors
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..conf import app_settings
 from ..limits import DEADLINE_MAX_SECONDS
-from ..models import Alert, AttemptOrigin, EventAction, Kind, Status
+from ..models import NO_GRID, Alert, AttemptOrigin, EventAction, Status
 from .machine import BUFFERED, RETRY, TRIGGER, pending
 from .transitions import implements
 
@@ -99,7 +99,7 @@ def owed_occurrence(row: Schedule, open_attempt: RunAttempt | None = None) -> Ow
     if first == RETRY:
         assert row.retry_scheduled_for is not None
         return Owed(row.occurrence, row.retry_scheduled_for)
-    grid = None if row.kind == Kind.MANUAL else row.next_run_at
+    grid = None if row.kind in NO_GRID else row.next_run_at
     slot = {TRIGGER: row.triggered_at, BUFFERED: row.buffered_for}.get(first, grid)
     return None if slot is None else Owed(row.occurrence + 1, slot)
 

@@ -21,6 +21,7 @@ from .. import timing
 from ..db.clock import resolve_now
 from ..db.locks import get_locked, lock_for_write, locked
 from ..models import (
+    NO_GRID,
     EventAction,
     ExclusionCalendar,
     ExclusionDate,
@@ -76,6 +77,15 @@ def attach_calendars(row: Schedule, calendars: Sequence[ExclusionCalendar]) -> N
                 ]
             }
         )
+    if calendars and row.kind == Kind.AFTER:
+        raise ValidationError(
+            {
+                FIELD: [
+                    "A schedule of kind 'after' takes no exclusion calendars: it runs the "
+                    "instants its upstream schedules succeeded for (exclude dates on them)."
+                ]
+            }
+        )
     row.__dict__["_dds_exclusions"] = exclusions_of_calendars(calendars)
 
 
@@ -95,7 +105,7 @@ def replan(row: Schedule, now: datetime) -> bool:
     pauses it with the reason. Returns whether ``next_run_at`` or ``status`` changed."""
     if (
         row.status != Status.ACTIVE
-        or row.kind in (Kind.ONCE, Kind.MANUAL)
+        or row.kind in (Kind.ONCE, *NO_GRID)
         or row.next_run_at is None
         or row.next_run_at <= now
         or row.retry_scheduled_for is not None

@@ -7,9 +7,10 @@
 * :func:`closure`: every schedule downstream of some schedules, upstreams first;
 * :func:`note_done`: an upstream's success noted on a slot, and whether the slot is ready;
 * :func:`settle_slots`: which open slots of a downstream a claim counts missed and which
-  one it runs.
+  one it runs; :func:`plan_chain`: the attempts and receipts that makes.
 
-Pure: plain values in, plain values out, no database access. The state package locks the
+Pure: plain values in, plain values out (:func:`plan_chain`: a locked row's attributes
+and unsaved attempts and receipts, as :mod:`.rules`), no database access. The state package locks the
 rows, reads the links and writes what these return.
 """
 
@@ -17,14 +18,40 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
+
+from ..models import AttemptOrigin, ReceiptStatus, RunAttempt
+from .attempt_rules import new_attempt
+from .bounds import check_counters
+from .records import build_receipt
+from .rules import grant_lease
+from .slot_rules import SlotChoice
+from .transitions import implements
 
 #: The field the link problems are reported on (``Schedule.upstream``).
 UPSTREAM_FIELD = "upstream"
 #: The kinds of schedule that run on a grid an ``after`` schedule can follow: ``manual`` has
 #: none (each trigger is its own instant), ``after`` takes its upstreams'.
 GRID_KINDS = ("interval", "cron", "rrule", "once")
+
+
+#: The origins of an occurrence of the live grid: the ones whose nominal instant the
+#: schedules downstream wait for (a trigger is no instant of the grid, a re-run or a
+#: backfill slot one decided before).
+CHAIN_ORIGINS = frozenset({AttemptOrigin.SCHEDULED, AttemptOrigin.BUFFERED, AttemptOrigin.DEFERRED})
+
+
+def chain_pairs(attempts: Iterable[RunAttempt]) -> list[tuple[Any, datetime]]:
+    """The ``(schedule id, nominal instant)`` of each first attempt of an occurrence of the
+    live grid in ``attempts`` (run, or receipted missed or degraded at the claim): its
+    nominal instant is ``nominal_for`` when an exclusion policy moved it, else
+    ``scheduled_for``."""
+    return [
+        (a.schedule_id, a.nominal_for or a.scheduled_for)
+        for a in attempts
+        if a.attempt == 1 and a.origin in CHAIN_ORIGINS
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +201,8 @@ class OpenSlot:
     scheduled_for: datetime
     deadline: datetime
     ready: bool
+    #: How many upstreams had succeeded for it when it was read.
+    done: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,3 +225,50 @@ def settle_slots(slots: Sequence[OpenSlot], now: datetime) -> Settled:
     missed = tuple(s for s in ordered if not s.ready and s.deadline <= now)
     run = next((s for s in ordered if s.ready), None)
     return Settled(missed, run)
+
+
+def missed_reason(slot: OpenSlot, wait_seconds: int) -> str:
+    """The reason a chain slot is receipted ``missed``, in words."""
+    return (
+        f"its upstream schedules had not all succeeded for {slot.scheduled_for:%Y-%m-%d %H:%M:%S} "
+        f"UTC within wait_seconds={wait_seconds} ({slot.done} had)"
+    )
+
+
+@implements("claim.chain_run", "claim.chain_missed")
+def plan_chain(
+    row: Any,
+    settled: Settled,
+    now: datetime,
+    lease: timedelta,
+    worker: str,
+    attempts: list[Any],
+    receipts: list[Any],
+    claims: list[Any],
+) -> None:
+    """The claim of the kind ``after`` ``row`` (locked, free) at ``now`` after its chain
+    slots were ``settled``: each missed instant its own occurrence with one attempt and a
+    ``missed`` receipt giving the reason (``missed_count`` + 1 each), then the ready
+    instant, if any, run as the next occurrence (:func:`.rules.grant_lease`: its attempt
+    leased to ``worker`` for ``lease``, ``scheduled_for`` = the instant). The row has no
+    grid: its next run stays None."""
+    check_counters(row)
+    for slot in settled.missed:
+        occurrence = row.occurrence + 1
+        attempt = new_attempt(row, occurrence, 1, slot.scheduled_for, now, now, worker)
+        attempts.append(attempt)
+        row.occurrence, row.attempt = occurrence, 1
+        row.missed_count += 1
+        receipts.append(
+            build_receipt(
+                attempt,
+                ReceiptStatus.MISSED,
+                now,
+                row=row,
+                error_type="UpstreamNotDone",
+                error_message=missed_reason(slot, row.wait_seconds),
+            ).model()
+        )
+    if settled.run is not None:
+        choice = SlotChoice(row.occurrence + 1, 1, settled.run.scheduled_for, None)
+        grant_lease(row, choice, now, lease, worker, attempts, receipts, claims)

@@ -4,7 +4,7 @@ tables: :mod:`..models.chains`), each inside its caller's transaction:
 * :func:`write_chain_slots`: when an upstream's occurrence is claimed, a waiting slot for
   its nominal instant on every schedule downstream of it (the whole closure, so that a
   slot two steps down is counted even when the step between never runs);
-* :func:`note_upstream_success`: an upstream's success for an instant noted on its direct
+* :func:`note_upstream_successes`: an upstream's success for an instant noted on its direct
   downstreams' slots, which become ``ready`` once every upstream is in;
 * :func:`settle_chain_slots`: a downstream's claim of its open slots: the expired waiting
   ones marked ``missed``, the oldest ready one marked ``run``.
@@ -22,10 +22,31 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import Q
+
 from ..db.locks import locked
 from ..limits import CHAIN_WAIT_MAX_SECONDS
-from ..models import CHAIN_OPEN, ChainSlot, ChainSlotStatus, ScheduleLink
-from .chain_rules import OpenSlot, Settled, closure, note_done, settle_slots
+from ..models import (
+    CHAIN_OPEN,
+    SUCCESS_STATUSES,
+    ChainSlot,
+    ChainSlotStatus,
+    ExclusionPolicy,
+    RunReceipt,
+    Schedule,
+    ScheduleLink,
+)
+from .chain_rules import (
+    CHAIN_ORIGINS,
+    OpenSlot,
+    Settled,
+    closure,
+    note_done,
+    settle_slots,
+)
+from .rules import nominal_of
+from .transitions import implements
+from .values import Outcome
 
 #: Most open slots of one downstream a claim reads at once (the oldest first); the rest are
 #: settled by the next claims.
@@ -58,6 +79,7 @@ def _downstreams(
     return links, waits
 
 
+@implements("claim.chain_slots")
 def write_chain_slots(
     claimed: Sequence[tuple[uuid.UUID, datetime]], using: str
 ) -> list[tuple[Any, datetime]]:
@@ -98,41 +120,60 @@ def _bounded_wait(value: Any) -> int:
     return min(max(value, 1), CHAIN_WAIT_MAX_SECONDS)
 
 
-def note_upstream_success(
-    upstream: uuid.UUID, scheduled_for: datetime, now: datetime, using: str
+@implements("outcome.chain_done")
+def note_upstream_successes(
+    successes: Sequence[tuple[uuid.UUID, datetime]], using: str, *, create: bool = True
 ) -> list[Any]:
-    """Inside a completion transaction: ``upstream`` succeeded for the nominal instant
-    ``scheduled_for``. Its direct downstreams' slots for that instant (created here when
-    missing: a link added after the upstream's claim) note it, locked in order; a slot
-    every current upstream of its downstream succeeded for becomes ``ready``. Returns the
-    downstreams whose slot became ready. A slot no longer open (run or missed) is left as
-    it is: the instant was decided."""
-    downs = list(
-        ScheduleLink.objects.using(using)
-        .filter(upstream_id=upstream)
-        .order_by("downstream_id")
-        .values_list("downstream_id", flat=True)
-    )
-    if not downs:
+    """Inside a completion transaction: each ``(upstream, nominal instant)`` succeeded.
+    The direct downstreams' slots for those instants (with ``create``, created when
+    missing: a link added after the upstream's first attempt was claimed) note it, all locked in one statement in
+    ``(downstream, scheduled_for)`` order; a slot every current upstream of its downstream
+    succeeded for becomes ``ready``. Returns the downstreams whose slot became ready. A
+    slot no longer open (run or missed) is left as it is: the instant was decided. No
+    statement when ``successes`` is empty; one (the links) when none has a downstream."""
+    if not successes:
         return []
-    write_chain_slots([(upstream, scheduled_for)], using)
-    ups: dict[Any, list[str]] = {}
+    ups = {up for up, _ in successes}
+    edges = list(
+        ScheduleLink.objects.using(using)
+        .filter(upstream_id__in=ups)
+        .values_list("upstream_id", "downstream_id")
+    )
+    if not edges:
+        return []
+    linked = {up for up, _ in edges}
+    successes = [(up, at) for up, at in successes if up in linked]
+    if create:
+        write_chain_slots(successes, using)
+    downs = {down for _, down in edges}
+    upstreams_of: dict[Any, list[str]] = {}
     for down, up in (
         ScheduleLink.objects.using(using)
         .filter(downstream_id__in=downs)
         .values_list("downstream_id", "upstream_id")
     ):
-        ups.setdefault(down, []).append(str(up))
+        upstreams_of.setdefault(down, []).append(str(up))
+    wanted: dict[tuple[Any, datetime], list[str]] = {}
+    for up, at in successes:
+        for edge_up, down in edges:
+            if edge_up == up:
+                wanted.setdefault((down, at), []).append(str(up))
+    query = Q()
+    for down, at in wanted:
+        query |= Q(downstream_id=down, scheduled_for=at)
     slots = locked(
         ChainSlot.objects.using(using)
-        .filter(downstream_id__in=downs, scheduled_for=scheduled_for, status__in=CHAIN_OPEN)
+        .filter(query, status__in=CHAIN_OPEN)
         .order_by("downstream_id", "scheduled_for"),
         using,
         skip_locked=False,
     )
     ready = []
     for slot in slots:
-        done, now_ready = note_done(slot.done, str(upstream), ups.get(slot.downstream_id, ()))
+        done: Any = slot.done
+        now_ready = False
+        for key in wanted.get((slot.downstream_id, slot.scheduled_for), ()):
+            done, now_ready = note_done(done, key, upstreams_of.get(slot.downstream_id, ()))
         slot.done = done
         fields = ["done"]
         if now_ready and slot.status == ChainSlotStatus.WAITING:
@@ -143,6 +184,7 @@ def note_upstream_success(
     return ready
 
 
+@implements("claim.chain_run", "claim.chain_missed")
 def settle_chain_slots(downstream: uuid.UUID, now: datetime, using: str) -> Settled:
     """Inside a claim transaction that holds ``downstream``'s row lock: its open slots (the
     oldest :data:`SETTLE_MAX`), locked in order, settled at ``now``
@@ -160,7 +202,13 @@ def settle_chain_slots(downstream: uuid.UUID, now: datetime, using: str) -> Sett
     )
     settled = settle_slots(
         [
-            OpenSlot(r.pk, r.scheduled_for, r.deadline, r.status == ChainSlotStatus.READY)
+            OpenSlot(
+                r.pk,
+                r.scheduled_for,
+                r.deadline,
+                r.status == ChainSlotStatus.READY,
+                len(r.done) if isinstance(r.done, list) else 0,
+            )
             for r in rows
         ],
         now,
@@ -174,3 +222,31 @@ def settle_chain_slots(downstream: uuid.UUID, now: datetime, using: str) -> Sett
             status=ChainSlotStatus.RUN, finished_at=now
         )
     return settled
+
+
+def note_chain_successes(
+    outcomes: Sequence[Outcome],
+    touched: dict[uuid.UUID, Schedule],
+    receipts: Sequence[RunReceipt],
+    using: str,
+) -> None:
+    """The successes among ``receipts`` of occurrences of the live grid
+    (:data:`.chain_rules.CHAIN_ORIGINS`) noted on the chain slots of the schedules
+    downstream (:func:`.chains.note_upstream_successes`), by nominal instant (the slot an
+    exclusion policy moved: the one it was moved from). A first attempt's success creates
+    a missing slot (a link added since its claim); a retry's only notes one that exists (a
+    triggered occurrence's retry has no instant of the grid). No statement without one."""
+    succeeded = {r.attempt_id for r in receipts if r.status in SUCCESS_STATUSES}
+    first: list[tuple[uuid.UUID, datetime]] = []
+    retried: list[tuple[uuid.UUID, datetime]] = []
+    for outcome in outcomes:
+        claim = outcome.claim
+        row = touched.get(claim.schedule_id)
+        if row is None or claim.attempt_id not in succeeded or claim.origin not in CHAIN_ORIGINS:
+            continue
+        nominal = claim.scheduled_for
+        if row.exclusion_policy != ExclusionPolicy.SKIP:
+            nominal = nominal_of(row, claim.scheduled_for) or nominal
+        (first if claim.attempt == 1 else retried).append((claim.schedule_id, nominal))
+    note_upstream_successes(first, using)
+    note_upstream_successes(retried, using, create=False)

@@ -29,14 +29,17 @@ from ..models import (
     RunReceipt,
     Schedule,
     ScheduleEvent,
+    links_exist,
     load_exclusions,
     with_calendar_flag,
+    with_links_flag,
 )
 from ..projection import project_error
 from .alerts import write_alerts
 from .backfill_claims import close_ended, settle_backfills
 from .backfill_rules import backfill_receipt, complete_at_max_runs
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
+from .chains import note_chain_successes
 from .columns import COMPLETE_FIELDS, FINISH_UNREAD
 from .events import write_events
 from .groups import release_groups, unstart_groups
@@ -207,6 +210,8 @@ def _complete_batch(
             update_rows(list(touched.values()), COMPLETE_FIELDS, using)
             _free_groups(touched, outcomes, using)
             write_alerts(touched.values(), now, using)  # no statement unless one was noted
+        if links_exist(list(rows.values())) is not False:  # the downstream schedules' slots
+            note_chain_successes(outcomes, touched, models, using)
         settle_backfills(settled, now, using)
         close_ended(touched.values(), now, using)
         report.receipts = models
@@ -242,7 +247,7 @@ def _read_rows(ids: set[uuid.UUID], using: str, read_clock: bool) -> list[Schedu
 
     def build(id_filter: Any) -> QuerySet[Schedule]:
         qs = Schedule.objects.using(using).filter(id_filter).defer(*FINISH_UNREAD)
-        qs = with_calendar_flag(qs)
+        qs = with_links_flag(with_calendar_flag(qs))
         if read_clock:  # the database clock in the same round trip
             qs = qs.annotate(_db_now=Now())
         return locked(qs, using, skip_locked=True)

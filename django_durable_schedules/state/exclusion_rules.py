@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .. import timing
-from ..models import EventAction, Kind, Schedule, ScheduleEvent, Status
+from ..models import NO_GRID, EventAction, Kind, Schedule, ScheduleEvent, Status
 from ..uuids import uuid4
 from .machine import complete_if_no_slot
 from .transitions import implements
@@ -130,7 +130,7 @@ def no_slot_left(row: Schedule) -> bool:
     ``max_runs`` runs are not its to count). Never a ``manual`` row: it has no grid (no
     slot left is its normal state; it waits for a trigger)."""
     return (
-        row.kind not in (Kind.ONCE, Kind.MANUAL)
+        row.kind not in (Kind.ONCE, *NO_GRID)
         and row.status in (Status.ACTIVE, Status.COMPLETED)
         and row.next_run_at is None
         and row.retry_scheduled_for is None

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..models.choices import DegradedKind, Kind, Status
+from ..models.choices import NO_GRID, DegradedKind, Status
 from .transitions import implements
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def complete_if_no_slot(
 
     A ``manual`` schedule never completes here: it has no slot and needs none (it runs
     only when triggered), so "no slot left" is its normal state, not its end."""
-    if row.next_run_at is not None or pending is not None or row.kind == Kind.MANUAL:
+    if row.next_run_at is not None or pending is not None or row.kind in NO_GRID:
         return False
     if require_active and row.status != Status.ACTIVE:
         return False

@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from .. import timing
-from ..models import AttemptOrigin, Kind, OverlapPolicy, Schedule
+from ..models import NO_GRID, AttemptOrigin, Kind, OverlapPolicy, Schedule
 from .transitions import implements
 
 ONE_SECOND = timedelta(seconds=1)
@@ -49,7 +49,7 @@ def replace_at(
     nxt = row.next_run_at
     if not replaces(row) or nxt is None or nxt <= claimed_at:
         return None
-    if row.kind in (Kind.ONCE, Kind.MANUAL) or origin not in REPLACEABLE_ORIGINS:
+    if row.kind in (Kind.ONCE, *NO_GRID) or origin not in REPLACEABLE_ORIGINS:
         return None
     if row.max_runs is not None and occurrence >= row.max_runs:
         return None

@@ -28,14 +28,19 @@ from ..models import (
     Schedule,
     ScheduleEvent,
     backfills_open,
+    links_exist,
     load_blackouts,
     load_exclusions,
     with_backfill_flag,
     with_blackout_flag,
     with_calendar_flag,
+    with_links_flag,
 )
 from .backfill_claims import claim_backfills
 from .backfill_share import keep_carry, take_reserve
+from .chain_claims import claim_chains
+from .chain_rules import chain_pairs
+from .chains import write_chain_slots
 from .claim_order import take_in_order, top_level, worker_pools
 from .claim_writes import plan_rows, write_claim
 from .columns import CLAIM_UNREAD
@@ -147,9 +152,13 @@ def _read_due(
 
     def read_level(pool: str, level: int, n: int) -> list[Schedule]:
         def build() -> QuerySet[Schedule]:
-            qs: QuerySet[Schedule] = with_backfill_flag(
-                with_blackout_flag(
-                    with_calendar_flag(_due(using, due_before, pool, level).defer(*CLAIM_UNREAD))
+            qs: QuerySet[Schedule] = with_links_flag(
+                with_backfill_flag(
+                    with_blackout_flag(
+                        with_calendar_flag(
+                            _due(using, due_before, pool, level).defer(*CLAIM_UNREAD)
+                        )
+                    )
                 )
             )
             if skip is not None:
@@ -294,7 +303,25 @@ def _claim_batch(
             spare = groups.admit(spare, now) if spare and now is not None else []
             plan_rows(spare, *plan)
             rows += spare + filled
+        links = links_exist(read)  # None: not known from the live read
+        if only is None and backfill is None and links is not False:
+            rows += claim_chains(
+                due_before,
+                limit - len(rows),
+                read + more + rows,
+                lambda: now if now is not None else db_now(using),
+                lease,
+                worker,
+                attempts,
+                receipts,
+                claims,
+                using,
+                pools,
+                admit=groups.admit,
+            )
         write_claim(rows, attempts, receipts, events, using, groups, now)  # held: groups only
+        if links is not False and attempts:  # their downstream schedules' waiting slots
+            write_chain_slots(chain_pairs(attempts), using)
         claims[:] = groups.start_deadlines(claims, rows)  # a rate: each start's deadline
         if rows:
             _claim_committing()

@@ -18,6 +18,7 @@ from typing import Any
 from .. import timing
 from ..conf import app_settings
 from ..models import (
+    NO_GRID,
     AttemptOrigin,
     Kind,
     MisfirePolicy,
@@ -89,7 +90,7 @@ def choose_slot(
     under other zone rules. Raises :class:`~..timing.InvalidSchedule` for a definition it
     cannot evaluate."""
     spec = row.spec()
-    if row.kind in (Kind.ONCE, Kind.MANUAL):
+    if row.kind in (Kind.ONCE, *NO_GRID):
         # A one-shot's (and a manual row's) arithmetic never reads its zone; the admin,
         # the API and upcoming() do: an invalid one is this row's problem now, not theirs
         # later.
@@ -122,7 +123,7 @@ def choose_slot(
         return SlotChoice(
             row.occurrence + 1, 1, row.buffered_for, next_run_at, missed, AttemptOrigin.BUFFERED
         )
-    if row.kind == Kind.MANUAL:
+    if row.kind in NO_GRID:
         manual_not_due(row)
         return None
     return _choose_grid_slot(row, spec, now, other_rules, worker, attempts, receipts)
@@ -279,6 +280,6 @@ def _recurring_next(row: Schedule, spec: timing.Spec, now: datetime) -> datetime
     """The grid's next due instant after ``now`` for a run that is not the grid's own slot
     (a retry, a trigger, a buffered slot): None for a once or a manual schedule (a manual
     one is never due by itself) or a row not active."""
-    if row.kind in (Kind.ONCE, Kind.MANUAL) or row.status != Status.ACTIVE:
+    if row.kind in (Kind.ONCE, *NO_GRID) or row.status != Status.ACTIVE:
         return None
     return row.due_at(timing.next_slot_after(spec, now))

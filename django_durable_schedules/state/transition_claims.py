@@ -151,5 +151,27 @@ CLAIMS: tuple[Transition, ...] = (
       "next run written behind `save()`, by an edit or a resume)", "unchanged",
       "none (a manual schedule is never due by itself: it waits for a trigger)", "none",
       KEEPS, seen("claim", "none")),
+    # Chaining (kind `after`, issue #30): slots that wait for upstream successes.
+    T("claim.chain_slots", RUNNABLE,
+      "a slot of a schedule that others run after is claimed or receipted missed (origin "
+      "scheduled, buffered or deferred; first attempt)", "as the claim's own row says",
+      "as the claim's own row says",
+      "none more: every schedule downstream of it (the whole closure) gets a `waiting` "
+      "chain slot for that nominal instant, due by the instant plus its `wait_seconds` "
+      "(one per instant: a second upstream or a retry adds none)",
+      KEEPS, seen("claim", "leased", "missed", "degraded")),
+    T("claim.chain_run", ACTIVE,
+      "a kind `after` schedule, free (no lease, retry, trigger or buffered slot), with a "
+      "`ready` chain slot (every upstream succeeded for its instant)", "active, leased",
+      "none (it has no grid of its own)",
+      "none yet: an attempt (its own occurrence, `scheduled_for` = the oldest ready "
+      "instant, whatever still waits before it) with a live lease; the chain slot is `run`",
+      frozenset({Status.ACTIVE}), seen("claim", "leased")),
+    T("claim.chain_missed", ACTIVE,
+      "a kind `after` schedule, free, with `waiting` chain slots past their deadline",
+      "unchanged (leased too when a ready slot runs in the same claim)", "none",
+      "`missed` for each such instant (its own occurrence, `missed_count` + 1, the reason: "
+      "which upstreams had not succeeded within `wait_seconds`); the chain slots are "
+      "`missed`", frozenset({Status.ACTIVE}), seen("claim", "missed", "leased")),
 )
 # fmt: on

@@ -134,6 +134,14 @@ OUTCOMES: tuple[Transition, ...] = (
       "unchanged: never `completed` for want of a slot (it has none and needs none)",
       "none until the next trigger", "its own (the outcome's)",
       KEEPS, seen("complete", *_SUCCESS_OR_SKIP, "failed")),
+    T("outcome.chain_done", LEASED,
+      "succeeded / enqueued, of an occurrence of the live grid (not a trigger, a re-run or "
+      "a backfill slot) of a schedule others run after",
+      "as the outcome's own row says", "as the outcome's own row says",
+      "its own; each direct downstream's chain slot for the occurrence's nominal instant "
+      "notes the upstream (created when missing: a link added since the claim) and is "
+      "`ready` once every current upstream is in; a slot already run or missed stays so",
+      KEEPS, seen("complete", "succeeded", "enqueued")),
 )
 # fmt: on
 

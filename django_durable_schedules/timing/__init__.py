@@ -82,7 +82,7 @@ from .business_days import (
 from .cron_plan import validate_cron
 from .cron_syntax import CRON_MACROS, is_wildcard_cron
 from .delays import backoff_seconds, jitter_offset
-from .descriptions import MANUAL_WORDS, describe, rrule_description
+from .descriptions import AFTER_WORDS, MANUAL_WORDS, describe, rrule_description
 from .errors import InvalidSchedule, PlanningBudgetExceeded
 from .excluded_slots import ExcludedDay, SlotView
 from .exclusions import (
@@ -111,7 +111,16 @@ from .slots import (
     upcoming,
     upcoming_slots,
 )
-from .spec import EXTRA_FIELD, EXTRA_KINDS, EXTRA_MAX, KIND_FORBIDS, KINDS, Spec, extra_kind
+from .spec import (
+    EXTRA_FIELD,
+    EXTRA_KINDS,
+    EXTRA_MAX,
+    KIND_FORBIDS,
+    KINDS,
+    NO_GRID_KINDS,
+    Spec,
+    extra_kind,
+)
 from .zone_rules import reload_zone_rules, rules_version, zone_rules_id
 from .zones import canonical_timezone, validate_timezone, zone_names
 from .zones import known_zones as known_zones
@@ -126,6 +135,7 @@ __all__ = [
     "MAX_YEAR",
     "EXTRA_FIELD",
     "EXTRA_KINDS",
+    "NO_GRID_KINDS",
     "EXTRA_MAX",
     "KINDS",
     "CRON_MACROS",
@@ -176,6 +186,7 @@ __all__ = [
     "describe",
     "extra_kind",
     "MANUAL_WORDS",
+    "AFTER_WORDS",
     "rrule_description",
     "with_article",
     "zone_rules_id",

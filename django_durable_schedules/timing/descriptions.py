@@ -10,6 +10,8 @@ from .spec import Spec, extra_kind
 
 #: A manual schedule in words, wherever a definition is described (admin, API, CLI).
 MANUAL_WORDS = "manual: runs only when triggered"
+#: The words of a kind ``after`` schedule (its upstreams' names are the caller's to add).
+AFTER_WORDS = "after its upstream schedules: runs each instant they all succeeded for"
 
 _UNITS = (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
 
@@ -70,6 +72,8 @@ def spec_words(spec: Spec) -> str:
         return f"once at {truncate_to_second(spec.run_at):%Y-%m-%d %H:%M:%S} UTC"
     if spec.kind == "manual":
         return MANUAL_WORDS
+    if spec.kind == "after":
+        return AFTER_WORDS
     return f"{spec.kind} schedule"
 
 

@@ -22,6 +22,7 @@ from .cron import cron_count, cron_from, cron_latest
 from .cron_plan import compile_cron
 from .instants import LAST_INSTANT, SECOND, from_seconds, to_seconds, truncate_to_second
 from .rrule import rrule_count, rrule_from, rrule_latest
+from .spec import NO_GRID_KINDS
 
 if TYPE_CHECKING:
     from .spec import Spec
@@ -59,7 +60,7 @@ def _run_at(spec: Spec) -> datetime:
 
 def _first_slot_from(spec: Spec, lo: datetime) -> datetime | None:
     """First slot >= lo (whole-second UTC), ignoring end_at; a manual spec has none."""
-    if spec.kind == "manual":
+    if spec.kind in NO_GRID_KINDS:
         return None
     if spec.kind == "once":
         run_at = _run_at(spec)
@@ -97,7 +98,7 @@ def latest_raw(spec: Spec, lo: datetime, hi: datetime) -> datetime | None:
     if spec.extra:
         found = [slot for m in spec.members() if (slot := latest_raw(m, lo, hi)) is not None]
         return max(found, default=None)
-    if spec.kind == "manual":
+    if spec.kind in NO_GRID_KINDS:
         return None
     if spec.kind == "once":
         run_at = _run_at(spec)
@@ -120,7 +121,7 @@ def count_raw(spec: Spec, lo: datetime, hi: datetime, cap: int) -> int:
     spec: it has no grid)."""
     if spec.extra:
         return _union_count(spec.members(), lo, hi, cap)
-    if spec.kind == "manual":
+    if spec.kind in NO_GRID_KINDS:
         return 0
     if spec.kind == "once":
         return 1 if lo <= _run_at(spec) <= hi else 0

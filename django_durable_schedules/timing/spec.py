@@ -26,7 +26,10 @@ from .rrule import compile_rrule, rrule_dtstart
 from .rrule_grid import RulePlan
 from .zones import validate_timezone
 
-KINDS = ("interval", "cron", "once", "rrule", "manual")
+KINDS = ("interval", "cron", "once", "rrule", "manual", "after")
+#: The kinds with no grid of their own: ``manual`` runs only when triggered, ``after`` when
+#: its upstreams succeeded for an instant of theirs (chaining).
+NO_GRID_KINDS = ("manual", "after")
 #: The timing fields each kind refuses (a value in one is that field's error): the one list
 #: the admin's form hides fields by when the kind changes (``admin.forms.KIND_HIDES``).
 KIND_FORBIDS: dict[str, tuple[str, ...]] = {
@@ -35,6 +38,7 @@ KIND_FORBIDS: dict[str, tuple[str, ...]] = {
     "once": ("interval_seconds", "cron", "rrule"),
     "rrule": ("interval_seconds", "cron", "run_at"),
     "manual": ("interval_seconds", "cron", "run_at", "rrule", "start_at", "end_at"),
+    "after": ("interval_seconds", "cron", "run_at", "rrule", "start_at", "end_at"),
 }
 
 #: The field a schedule's further specs are refused on (``Schedule.extra_specs``), the kinds
@@ -148,6 +152,12 @@ class Spec:
                 raise InvalidSchedule(
                     EXCLUSIONS_FIELD,
                     "a manual schedule takes no exclusion calendars: it runs only when triggered",
+                )
+            if self.kind == "after":
+                raise InvalidSchedule(
+                    EXCLUSIONS_FIELD,
+                    "a schedule of kind 'after' takes no exclusion calendars: it runs the "
+                    "instants its upstream schedules succeeded for (exclude dates on them)",
                 )
             self.exclusions.validate()
         object.__setattr__(self, "_valid", True)
@@ -332,6 +342,10 @@ class Spec:
 
     def _validate_manual(self) -> None:
         """A manual spec has nothing to validate: :meth:`_forbid` refused every field."""
+
+    def _validate_after(self) -> None:
+        """An ``after`` spec has nothing to validate either (its upstreams are links,
+        checked as a graph by the state package): :meth:`_forbid` refused every field."""
 
     def _validate_rrule(self) -> None:
         if self.rrule is None or not _given(self.rrule):

@@ -1,0 +1,82 @@
+"""Chaining inside the claim transaction of :func:`.runs.claim_due` (the tables:
+:mod:`..models.chains`; the rules: :mod:`.chain_rules`; the slot writes: :mod:`.chains`):
+
+* :func:`claim_chains`: the kind ``after`` schedules with a chain slot ready or past its
+  deadline, locked ``SKIP LOCKED``, each settled and claimed;
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+
+from ..db.locks import locked
+from ..models import RunAttempt, RunReceipt, Schedule, load_blackouts
+from .blackout_rules import blacked_out_now
+from .bounds import UNEVALUABLE_PREFIX, describe_problem
+from .chain_rules import plan_chain
+from .chains import settle_chain_slots
+from .machine import pause_degraded
+from .transitions import implements
+from .values import Claim
+
+
+@implements("claim.chain_run", "claim.chain_missed")
+def claim_chains(
+    due_before: Any,
+    limit: int,
+    taken: Sequence[Schedule],
+    now_of: Any,
+    lease: timedelta,
+    worker: str,
+    attempts: list[RunAttempt],
+    receipts: list[RunReceipt],
+    claims: list[Claim],
+    using: str,
+    pools: Sequence[str],
+    admit: Any = None,
+) -> list[Schedule]:
+    """Inside the claim transaction: lock (``SKIP LOCKED``) up to ``limit`` kind ``after``
+    schedules of ``pools`` with a chain slot ready or past its deadline
+    (``ScheduleQuerySet.chain_ready``), other than those ``taken``, the least recently run
+    first; at ``now_of()`` settle each one's slots (:func:`.chains.settle_chain_slots`) and
+    claim what that leaves (:func:`.chain_rules.plan_chain`). None starts inside a blackout
+    window or when ``admit(rows, now)`` holds it back (concurrency groups): its slots wait,
+    and are counted at the first claim that takes it. Returns the rows to write."""
+    if limit <= 0:
+        return []
+    qs = (
+        Schedule.objects.using(using)
+        .chain_ready(due_before)
+        .filter(Schedule.objects.group_room_q(due_before), pool__in=pools)
+        .exclude(pk__in=[r.pk for r in taken])
+        .order_by(F("last_run_at").asc(nulls_first=True), "pk")
+    )
+    rows = list(locked(qs, using, skip_locked=True)[:limit])
+    if not rows:
+        return []
+    load_blackouts(rows, using)
+    now = now_of()
+    rows = admit(rows, now) if admit is not None else rows
+    written = []
+    for row in rows:
+        if blacked_out_now(row, now):
+            continue  # no run starts inside its blackout window: its slots wait
+        marks = len(attempts), len(receipts), len(claims)
+        try:
+            # A savepoint: a value of this row no rule can use rolls its slots back too.
+            with transaction.atomic(using=using):
+                settled = settle_chain_slots(row.pk, now, using)
+                plan_chain(row, settled, now, lease, worker, attempts, receipts, claims)
+        except Exception as exc:  # noqa: BLE001 - this row's own value: pause it, go on
+            del attempts[marks[0] :], receipts[marks[1] :], claims[marks[2] :]
+            pause_degraded(row, f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}")
+            written.append(row)
+            continue
+        if settled.missed or settled.run is not None:
+            written.append(row)
+    return written

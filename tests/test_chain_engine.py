@@ -1,0 +1,170 @@
+"""Chaining through the engine's own transactions (issue #30 item 1): ``claim_due`` and
+``complete`` in process, on every database. A three-step chain import -> aggregate -> mail
+(kinds interval, after, after) runs each step once per success of the step before, in
+order, with the upstream's nominal instant; an upstream that fails leaves the downstream
+instants counted ``missed`` with the reason once ``wait_seconds`` passed."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from django_durable_schedules import state
+from django_durable_schedules.models import (
+    ChainSlot,
+    ChainSlotStatus,
+    RunReceipt,
+    Schedule,
+    ScheduleLink,
+)
+from django_durable_schedules.state import Outcome
+
+from .factories import T0
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+S = timedelta(seconds=1)
+H = timedelta(hours=1)
+
+
+def _save(row: Schedule) -> Schedule:
+    row.full_clean()
+    row.save()
+    return row
+
+
+def chain(wait: int = 3600) -> tuple[Schedule, Schedule, Schedule]:
+    """import (hourly from T0) -> aggregate -> mail, each after the one before."""
+    a = _save(
+        Schedule(
+            name="import",
+            callback="tests.noop",
+            kind="interval",
+            interval_seconds=3600,
+            timezone="UTC",
+            start_at=T0,
+            max_attempts=2,
+            backoff_base_seconds=1,
+            backoff_cap_seconds=1,
+        )
+    )
+    b = _save(Schedule(name="aggregate", callback="tests.noop", kind="after", wait_seconds=wait))
+    c = _save(Schedule(name="mail", callback="tests.noop", kind="after", wait_seconds=2 * wait))
+    ScheduleLink.objects.create(downstream=b, upstream=a)
+    ScheduleLink.objects.create(downstream=c, upstream=b)
+    return a, b, c
+
+
+def run(now, status="succeeded", **outcome):
+    """One claim pass at ``now`` and the outcome ``status`` for every claim: the names and
+    nominal instants claimed."""
+    claims = state.claim_due(worker="w", now=now)
+    state.complete([Outcome(c, status, **outcome) for c in claims], now=now + S)
+    return [(c.schedule_name, c.scheduled_for) for c in claims]
+
+
+def test_an_after_schedule_is_never_due_by_itself() -> None:
+    a, b, c = chain()
+    assert b.next_run_at is None and b.status == "active"
+    assert b.upcoming(3) == []
+
+
+def test_each_step_runs_once_per_success_of_the_one_before_in_order() -> None:
+    a, b, c = chain()
+    seen = []
+    for hour in range(3):
+        slot = T0 + hour * H
+        seen += run(slot)  # import
+        seen += run(slot + 2 * S)  # aggregate, now ready
+        seen += run(slot + 4 * S)  # mail
+        seen += run(slot + 6 * S)  # nothing more
+    assert seen == [
+        (name, T0 + hour * H) for hour in range(3) for name in ("import", "aggregate", "mail")
+    ]
+    assert set(ChainSlot.objects.values_list("status", flat=True)) == {ChainSlotStatus.RUN}
+    b.refresh_from_db()
+    assert (b.occurrence, b.missed_count, b.next_run_at, b.status) == (3, 0, None, "active")
+
+
+def test_a_downstream_never_runs_before_its_upstream_succeeded() -> None:
+    a, b, c = chain()
+    claims = state.claim_due(worker="w", now=T0)  # import runs, not yet finished
+    assert [cl.schedule_name for cl in claims] == ["import"]
+    assert state.claim_due(worker="w", now=T0 + 10 * S) == []  # aggregate waits
+    state.complete([Outcome(claims[0], "succeeded")], now=T0 + 20 * S)
+    assert [cl.schedule_name for cl in state.claim_due(worker="w", now=T0 + 30 * S)] == [
+        "aggregate"
+    ]
+
+
+def test_a_retried_upstream_drives_the_same_downstream_instant() -> None:
+    a, b, c = chain()
+    assert run(T0, "failed", error_type="Boom") == [("import", T0)]
+    assert run(T0 + 5 * S) == [("import", T0)]  # attempt 2 of the same occurrence
+    assert run(T0 + 10 * S) == [("aggregate", T0)]
+
+
+def test_an_upstream_that_fails_leaves_the_downstream_instants_missed_after_the_wait() -> None:
+    a, b, c = chain(wait=600)
+    run(T0, "failed", error_type="Boom")
+    run(T0 + 5 * S, "failed", error_type="Boom")  # its last attempt: the occurrence failed
+    assert run(T0 + 599 * S) == []  # aggregate's wait is not over
+    assert run(T0 + 600 * S) == []  # over: counted, nothing runs
+    missed = RunReceipt.objects.filter(schedule__name="aggregate").get()
+    assert missed.status == "missed" and missed.error_type == "UpstreamNotDone"
+    assert "within wait_seconds=600 (0 had)" in missed.error_message
+    assert not RunReceipt.objects.filter(schedule__name="mail").exists()
+    run(T0 + 1200 * S)  # mail's own wait (1,200 s) is over too
+    assert RunReceipt.objects.get(schedule__name="mail").status == "missed"
+    b.refresh_from_db()
+    assert (b.occurrence, b.missed_count) == (1, 1)
+    # The next hour runs the whole chain again.
+    assert [n for n, _ in run(T0 + H) + run(T0 + H + 2 * S) + run(T0 + H + 4 * S)] == [
+        "import",
+        "aggregate",
+        "mail",
+    ]
+
+
+def test_a_downstream_with_two_upstreams_waits_for_both() -> None:
+    a, b, c = chain()
+    x = _save(
+        Schedule(
+            name="prices",
+            callback="tests.noop",
+            kind="interval",
+            interval_seconds=3600,
+            timezone="UTC",
+            start_at=T0,
+        )
+    )
+    ScheduleLink.objects.create(downstream=b, upstream=x)
+    claims = state.claim_due(worker="w", now=T0)
+    assert sorted(cl.schedule_name for cl in claims) == ["import", "prices"]
+    first = next(cl for cl in claims if cl.schedule_name == "import")
+    state.complete([Outcome(first, "succeeded")], now=T0 + S)
+    assert state.claim_due(worker="w", now=T0 + 2 * S) == []  # prices still runs
+    other = next(cl for cl in claims if cl.schedule_name == "prices")
+    state.complete([Outcome(other, "succeeded")], now=T0 + 3 * S)
+    assert run(T0 + 4 * S) == [("aggregate", T0)]
+
+
+def test_a_claim_and_a_completion_pay_no_statement_for_chains_when_there_are_none(
+    django_assert_max_num_queries,
+) -> None:
+    """The claim and completion of plain schedules read nothing of the chain tables: the
+    links' flag rides on their locking reads (an ``EXISTS`` in the same statement)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from .factories import due_schedules
+
+    due_schedules(3, due=T0)
+    with CaptureQueriesContext(connection) as ctx:
+        claims = state.claim_due(worker="w", now=T0)
+        state.complete([Outcome(c, "succeeded") for c in claims], now=T0 + S)
+    assert len(claims) == 3
+    statements = [q["sql"] for q in ctx.captured_queries]
+    assert not any("chainslot" in sql for sql in statements)
+    assert all("schedulelink" not in sql or "EXISTS" in sql.upper() for sql in statements)
