@@ -70,6 +70,12 @@ class Backfill(models.Model):
     include_succeeded = models.BooleanField(
         default=False, help_text="Run slots that already have a successful receipt too."
     )
+    cascade = models.BooleanField(
+        default=False,
+        help_text="Run the schedules downstream of it (kind 'after') again for each slot "
+        "that succeeds: each one's instant is opened again, due by the slot's claim plus "
+        "its wait_seconds.",
+    )
     slots = models.JSONField(default=list, help_text="The slots to run, in order (UTC).")
     skipped_succeeded = models.PositiveIntegerField(
         default=0, help_text="Slots of the range left out: they already succeeded."
