@@ -168,3 +168,40 @@ def test_a_claim_and_a_completion_pay_no_statement_for_chains_when_there_are_non
     statements = [q["sql"] for q in ctx.captured_queries]
     assert not any("chainslot" in sql for sql in statements)
     assert all("schedulelink" not in sql or "EXISTS" in sql.upper() for sql in statements)
+
+
+def test_a_backfill_with_cascade_runs_the_chain_again_for_each_slot() -> None:
+    a, b, c = chain()
+    for hour in range(2):  # two hours run the whole chain
+        slot = T0 + hour * H
+        run(slot), run(slot + 2 * S), run(slot + 4 * S)
+    now = T0 + H + 600 * S  # the live grid's next slot (T0 + 2 h) is far
+    plain = state.request_backfill(a.pk, T0, T0 + H + S, include_succeeded=True, now=now)
+    seen = []
+    for step in range(8):
+        seen += run(now + (2 * step + 1) * S)
+    assert [n for n, _ in seen] == ["import", "import"]  # no cascade: a alone
+    assert plain.pk
+    now += 20 * S
+    made = state.request_backfill(
+        a.pk, T0, T0 + H + S, include_succeeded=True, cascade=True, now=now
+    )
+    assert made.cascade
+    seen = []
+    for step in range(12):
+        seen += run(now + (2 * step + 1) * S)
+    # Each instant once per step, in chain order (the next backfill slot may share a
+    # claim pass with the step below it).
+    expected = [(n, at) for at in (T0, T0 + H) for n in ("import", "aggregate", "mail")]
+    assert sorted(seen) == sorted(expected)
+    for at in (T0, T0 + H):
+        assert [n for n, when in seen if when == at] == ["import", "aggregate", "mail"]
+
+
+def test_a_backfilled_upstream_slot_drives_a_downstream_slot_still_waiting() -> None:
+    a, b, c = chain()
+    run(T0, "failed", error_type="Boom")
+    run(T0 + 5 * S, "failed", error_type="Boom")  # the occurrence failed; aggregate waits
+    state.request_backfill(a.pk, T0, T0 + S, now=T0 + 60 * S)
+    assert run(T0 + 61 * S) == [("import", T0)]  # the backfill slot succeeds
+    assert run(T0 + 62 * S) == [("aggregate", T0)]

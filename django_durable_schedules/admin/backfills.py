@@ -42,6 +42,11 @@ class BackfillForm(forms.Form):
     include_succeeded = forms.BooleanField(
         required=False, help_text="Also run slots that already have a successful receipt."
     )
+    cascade = forms.BooleanField(
+        required=False,
+        help_text="Run the schedules downstream of it (kind 'after') again for each slot "
+        "that succeeds.",
+    )
 
     def __init__(self, *args: Any, zone: str = "UTC", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -149,6 +154,7 @@ def backfill(
             args["start"],
             args["end"],
             include_succeeded=args["include_succeeded"],
+            cascade=args["cascade"],
             **as_admin(request),
         )
     except ValidationError as exc:
@@ -204,6 +210,7 @@ class BackfillAdmin(ReadOnlyAdmin):
         "start",
         "end",
         "include_succeeded",
+        "cascade",
         "progress",
         "skipped_succeeded",
         "status",

@@ -23,6 +23,11 @@ class BackfillRangeSerializer(StrictSerializer):
     include_succeeded = serializers.BooleanField(
         default=False, help_text="Also run slots that already have a successful receipt."
     )
+    cascade = serializers.BooleanField(
+        default=False,
+        help_text="Run the schedules downstream of it (kind 'after') again for each slot "
+        "that succeeds.",
+    )
     dry_run = serializers.BooleanField(
         default=False,
         help_text="Answer 200 with the slots it would run; store nothing.",
@@ -53,6 +58,7 @@ class BackfillSerializer(BaseModelSerializer):
             "start",
             "end",
             "include_succeeded",
+            "cascade",
             "slots",
             "skipped_succeeded",
             "position",

@@ -279,7 +279,8 @@ class ScheduleViewSet(
     def backfill(self, request: Request, pk: Any = None) -> Response:
         """Run every slot of the past range ``[start, end)``, in order, one at a time, each
         as its own occurrence (201); slots that already succeeded are left out unless
-        ``include_succeeded``. ``dry_run``: the slots it would run (200), nothing stored.
+        ``include_succeeded``; ``cascade``: the schedules downstream run again for each slot
+        that succeeds. ``dry_run``: the slots it would run (200), nothing stored.
         409 while another backfill is open or the schedule is not active or paused."""
         schedule = self.get_object()
         body = BackfillRangeSerializer(data=request.data or {})
@@ -292,7 +293,12 @@ class ScheduleViewSet(
                     plan = state.plan_backfill(schedule, args["start"], args["end"], **kw)
                     return Response(BackfillPlanSerializer.shape(plan))
                 made = state.request_backfill(
-                    schedule.pk, args["start"], args["end"], **kw, **self._audit()
+                    schedule.pk,
+                    args["start"],
+                    args["end"],
+                    **kw,
+                    cascade=args["cascade"],
+                    **self._audit(),
                 )
         except ValidationError as exc:  # "__all__" as DRF's non_field_errors
             detail = exc.detail

@@ -55,6 +55,11 @@ def add_parsers(sub: Any) -> None:
         help="Also run slots that already have a successful receipt.",
     )
     backfill.add_argument(
+        "--cascade",
+        action="store_true",
+        help="Run the schedules downstream of it (kind 'after') again for each slot that succeeds.",
+    )
+    backfill.add_argument(
         "--dry-run", action="store_true", help="List the slots it would run; change nothing."
     )
     rerun = sub.add_parser("rerun", help=_RERUN_HELP, description=_RERUN_HELP)
@@ -85,7 +90,12 @@ def backfill(schedule: Schedule, options: dict[str, Any]) -> list[str]:
             slots, skipped = plan.slots, plan.skipped_succeeded
         else:
             made = state.request_backfill(
-                schedule.pk, options["start"], options["end"], source="command", **kw
+                schedule.pk,
+                options["start"],
+                options["end"],
+                source="command",
+                cascade=options.get("cascade", False),
+                **kw,
             )
             slots, skipped = made.slot_instants, made.skipped_succeeded
     except StateConflict as exc:

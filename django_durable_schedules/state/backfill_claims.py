@@ -33,6 +33,7 @@ from .backfill_rules import claim_backfill_slot, settle_backfill, stored_retry_p
 from .backfills import BACKFILL_FROM, backfill_summary, close_backfill
 from .blackout_rules import blacked_out_now
 from .bounds import describe_problem
+from .chains import write_chain_slots
 from .events import record_event
 from .quarantine import quarantine_backfill
 from .transitions import implements
@@ -66,7 +67,9 @@ def claim_backfills(
     rows to write; the backfill rows are written here. Finished backfills are completed
     (``backfill_done``). A backfill whose slot no rule can read is cancelled with the
     reason (:func:`.quarantine.quarantine_backfill`); none runs inside a blackout window
-    or when ``admit(rows, now)`` holds it back (concurrency groups): it waits."""
+    or when ``admit(rows, now)`` holds it back (concurrency groups): it waits. A slot of a
+    backfill with ``cascade`` opens its instant again on the schedules downstream
+    (:func:`.chains.write_chain_slots`)."""
     rows = _lock_ready(due_before, limit, taken, only, using, pools) if limit > 0 else []
     now = now_of() if rows else None
     rows = admit(rows, now) if rows and admit is not None else rows  # group: held ones wait
@@ -97,6 +100,8 @@ def claim_backfills(
                     row, backfill, now, lease, worker, attempts, receipts, claims
                 )
                 _save_progress(row, backfill, now, using, refused)
+                if backfill.cascade and len(claims) > marks[2]:  # the downstream again
+                    write_chain_slots([(row.pk, claims[-1].scheduled_for)], using, reopen_at=now)
         except Exception as exc:  # noqa: BLE001 - any value of this backfill or its row
             del attempts[marks[0] :], receipts[marks[1] :], claims[marks[2] :]
             reason = f"its next slot cannot be claimed: {describe_problem(exc)}"

@@ -163,6 +163,7 @@ def request_backfill(
     end: datetime,
     *,
     include_succeeded: bool = False,
+    cascade: bool = False,
     now: datetime | None = None,
     actor: Any = None,
     source: str = "code",
@@ -171,7 +172,10 @@ def request_backfill(
     """Store a backfill of ``[start, end)`` (aware datetimes) of the schedule: the slots of
     :func:`plan_backfill`, run by the workers in order, one at a time, each as its own
     occurrence (own idempotency key and receipt, attempt ``origin`` ``backfill``). Records
-    an event ``backfill`` with the range and the slot count.
+    an event ``backfill`` with the range and the slot count. ``cascade``: each slot's
+    claim opens its instant again on every schedule downstream of this one (kind
+    ``after``, the whole closure), due by the claim plus each one's ``wait_seconds``, so
+    they run again once the slot succeeded (:func:`.chains.write_chain_slots`).
 
     Raises ``Schedule.DoesNotExist``; ``ValidationError`` as :func:`plan_backfill`;
     :class:`StateConflict` when the schedule is not active or paused, or already has an
@@ -192,6 +196,7 @@ def request_backfill(
             start=plan.start,
             end=plan.end,
             include_succeeded=include_succeeded,
+            cascade=bool(cascade),
             slots=[s.isoformat() for s in plan.slots],
             skipped_succeeded=plan.skipped_succeeded,
             created_at=instant,
@@ -247,6 +252,7 @@ def backfill_summary(backfill: Backfill) -> dict[str, Any]:
         "slots": backfill_slot_count(backfill),
         "done": min(backfill.position, backfill_slot_count(backfill)),
         "status": backfill.status,
+        **({"cascade": True} if backfill.cascade else {}),
     }
 
 

@@ -29,6 +29,7 @@ from ..limits import CHAIN_WAIT_MAX_SECONDS
 from ..models import (
     CHAIN_OPEN,
     SUCCESS_STATUSES,
+    AttemptOrigin,
     ChainSlot,
     ChainSlotStatus,
     ExclusionPolicy,
@@ -47,6 +48,9 @@ from .chain_rules import (
 from .rules import nominal_of
 from .transitions import implements
 from .values import Outcome
+
+#: Statuses of a slot whose instant was decided (a cascading backfill opens it again).
+CHAIN_DECIDED = (ChainSlotStatus.RUN, ChainSlotStatus.MISSED)
 
 #: Most open slots of one downstream a claim reads at once (the oldest first); the rest are
 #: settled by the next claims.
@@ -81,14 +85,21 @@ def _downstreams(
 
 @implements("claim.chain_slots")
 def write_chain_slots(
-    claimed: Sequence[tuple[uuid.UUID, datetime]], using: str
+    claimed: Sequence[tuple[uuid.UUID, datetime]],
+    using: str,
+    *,
+    reopen_at: datetime | None = None,
 ) -> list[tuple[Any, datetime]]:
     """Inside a claim transaction: for each ``(upstream, nominal instant)`` claimed, a
     ``waiting`` :class:`~..models.ChainSlot` on every schedule downstream of the upstream,
     due by the instant plus that schedule's ``wait_seconds`` (a value written behind
     ``save()`` outside 1 s..31 days is clamped to it). An instant a slot already exists
     for is left as it is (a retry, a re-run or a second upstream of the same downstream).
-    Returns the ``(downstream, instant)`` pairs it meant, in closure order. No statement
+
+    ``reopen_at`` (a backfill slot's claim with ``cascade``): each slot is due by
+    ``reopen_at`` plus the downstream's ``wait_seconds`` instead (its instant is past), and
+    one that was already decided (run or missed) is opened again: ``waiting``, no upstream
+    done, that deadline. Returns the ``(downstream, instant)`` pairs it meant, in closure order. No statement
     when ``claimed`` is empty."""
     if not claimed:
         return []
@@ -103,12 +114,22 @@ def write_chain_slots(
                 ChainSlot(
                     downstream_id=down,
                     scheduled_for=at,
-                    deadline=at + timedelta(seconds=_bounded_wait(waits.get(down))),
+                    deadline=(reopen_at or at) + timedelta(seconds=_bounded_wait(waits.get(down))),
                 )
                 for down, at in wanted
             ],
             ignore_conflicts=True,
         )
+    if wanted and reopen_at is not None:
+        for down, at in wanted:  # a backfill: one schedule's slot a claim, a short closure
+            ChainSlot.objects.using(using).filter(
+                downstream_id=down, scheduled_for=at, status__in=CHAIN_DECIDED
+            ).update(
+                status=ChainSlotStatus.WAITING,
+                done=[],
+                finished_at=None,
+                deadline=reopen_at + timedelta(seconds=_bounded_wait(waits.get(down))),
+            )
     return wanted
 
 
@@ -235,18 +256,25 @@ def note_chain_successes(
     downstream (:func:`.chains.note_upstream_successes`), by nominal instant (the slot an
     exclusion policy moved: the one it was moved from). A first attempt's success creates
     a missing slot (a link added since its claim); a retry's only notes one that exists (a
-    triggered occurrence's retry has no instant of the grid). No statement without one."""
+    triggered occurrence's retry has no instant of the grid), as a backfill slot's does (a
+    slot still waiting for that instant, or one its ``cascade`` opened again). No
+    statement without one."""
     succeeded = {r.attempt_id for r in receipts if r.status in SUCCESS_STATUSES}
     first: list[tuple[uuid.UUID, datetime]] = []
     retried: list[tuple[uuid.UUID, datetime]] = []
     for outcome in outcomes:
         claim = outcome.claim
         row = touched.get(claim.schedule_id)
-        if row is None or claim.attempt_id not in succeeded or claim.origin not in CHAIN_ORIGINS:
+        if row is None or claim.attempt_id not in succeeded:
+            continue
+        if claim.origin not in CHAIN_ORIGINS and claim.origin != AttemptOrigin.BACKFILL:
             continue
         nominal = claim.scheduled_for
         if row.exclusion_policy != ExclusionPolicy.SKIP:
             nominal = nominal_of(row, claim.scheduled_for) or nominal
-        (first if claim.attempt == 1 else retried).append((claim.schedule_id, nominal))
+        if claim.origin == AttemptOrigin.BACKFILL:
+            retried.append((claim.schedule_id, claim.scheduled_for))  # slots it opened
+        else:
+            (first if claim.attempt == 1 else retried).append((claim.schedule_id, nominal))
     note_upstream_successes(first, using)
     note_upstream_successes(retried, using, create=False)

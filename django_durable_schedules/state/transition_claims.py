@@ -45,7 +45,9 @@ CLAIMS: tuple[Transition, ...] = (
       "free (no lease, no live slot due, no retry, trigger or buffered slot), with an "
       "open backfill", "unchanged, leased", "unchanged (the live grid keeps its next slot)",
       "none yet: an attempt (origin `backfill`, `scheduled_for` = the backfill's next "
-      "slot, its own occurrence) with a live lease",
+      "slot, its own occurrence) with a live lease; a backfill with `cascade` opens the "
+      "slot's instant again on every schedule downstream (`waiting`, due by the claim "
+      "plus its `wait_seconds`)",
       KEEPS, seen("claim", "leased")),
     T("claim.rerun", RUNNABLE, "a re-run pending (`rerun`)",
       "unchanged, leased (its `occurrence`/`attempt` counters, buffered slot and "

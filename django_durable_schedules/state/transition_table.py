@@ -135,12 +135,13 @@ OUTCOMES: tuple[Transition, ...] = (
       "none until the next trigger", "its own (the outcome's)",
       KEEPS, seen("complete", *_SUCCESS_OR_SKIP, "failed")),
     T("outcome.chain_done", LEASED,
-      "succeeded / enqueued, of an occurrence of the live grid (not a trigger, a re-run or "
-      "a backfill slot) of a schedule others run after",
+      "succeeded / enqueued, of an occurrence of the live grid or a backfill slot (not a "
+      "trigger or a re-run) of a schedule others run after",
       "as the outcome's own row says", "as the outcome's own row says",
       "its own; each direct downstream's chain slot for the occurrence's nominal instant "
-      "notes the upstream (created when missing: a link added since the claim) and is "
-      "`ready` once every current upstream is in; a slot already run or missed stays so",
+      "notes the upstream (a first attempt of the live grid creates it when missing: a "
+      "link added since the claim) and is `ready` once every current upstream is in; a "
+      "slot already run or missed stays so",
       KEEPS, seen("complete", "succeeded", "enqueued")),
 )
 # fmt: on

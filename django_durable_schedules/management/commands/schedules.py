@@ -7,7 +7,7 @@ receipts, statistics over 24 h and 7 d), ``receipts NAME [--status S]
 ``disable`` / ``cancel`` / ``trigger`` ``NAME`` (the same state transitions as the admin
 and the API, recorded with source ``command``); ``disable NAME [NAME ...] [--note TEXT]
 [--until WHEN]`` pauses several with a note and an end (WHEN: ISO 8601 or ``2h``); ``enable NAME --run-at ISO`` re-arms a
-one-shot at a new instant; ``backfill NAME --from ISO --to ISO [--include-succeeded]
+one-shot at a new instant; ``backfill NAME --from ISO --to ISO [--include-succeeded] [--cascade]
 [--dry-run]`` runs (or lists) every slot of a past range, and ``cancel-backfill NAME``
 stops it; ``rerun NAME N [--force] [--note TEXT]`` runs occurrence N again under its own
 idempotency key. ``versions NAME`` lists the versions of a definition and ``restore NAME
