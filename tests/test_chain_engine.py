@@ -205,3 +205,51 @@ def test_a_backfilled_upstream_slot_drives_a_downstream_slot_still_waiting() -> 
     state.request_backfill(a.pk, T0, T0 + S, now=T0 + 60 * S)
     assert run(T0 + 61 * S) == [("import", T0)]  # the backfill slot succeeds
     assert run(T0 + 62 * S) == [("aggregate", T0)]
+
+
+def test_cascade_is_asked_on_the_api_the_admin_and_the_command(admin_client, monkeypatch) -> None:
+    """Each surface stores the choice: the API's body and answer, the admin's range form
+    through its confirmation page (a hidden field), ``schedules backfill --cascade``."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from django_durable_schedules.admin import ScheduleAdmin  # noqa: F401 - registers
+    from django_durable_schedules.models import Backfill
+
+    a, b, c = chain()
+    start, end = "2026-01-01T00:00:00Z", "2026-01-01T03:00:00Z"
+    rng = {"start": start, "end": end}
+    cron = _save(Schedule(name="hourly", callback="tests.noop", kind="cron", cron="0 * * * *"))
+    ScheduleLink.objects.create(downstream=b, upstream=cron)
+    made = admin_client.post(
+        f"/api/schedules/{cron.pk}/backfill/",
+        {**rng, "cascade": True},
+        content_type="application/json",
+    )
+    assert made.status_code == 201, made.content
+    assert made.json()["cascade"] is True
+    admin_client.delete(f"/api/schedules/{cron.pk}/backfill/")
+    base = {"action": "backfill", "_selected_action": [str(cron.pk)]}
+    page = admin_client.post("/admin/durable_schedules/schedule/", {**base, **rng, "cascade": "on"})
+    assert page.status_code == 200 and 'name="cascade" value="on"' in page.content.decode()
+    admin_client.post(
+        "/admin/durable_schedules/schedule/",
+        {**base, **rng, "cascade": "on", "post": "yes"},
+        follow=True,
+    )
+    latest = Backfill.objects.filter(source="admin").get()
+    assert latest.cascade is True
+    state.cancel_backfill(cron.pk)
+    call_command(
+        "schedules",
+        "backfill",
+        cron.name,
+        "--from",
+        start,
+        "--to",
+        end,
+        "--cascade",
+        stdout=StringIO(),
+    )
+    assert Backfill.objects.filter(source="command").get().cascade is True
