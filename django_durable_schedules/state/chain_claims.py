@@ -15,7 +15,14 @@ from django.db import transaction
 from django.db.models import F
 
 from ..db.locks import locked
-from ..models import RunAttempt, RunReceipt, Schedule, load_blackouts
+from ..models import (
+    ChainSlot,
+    ChainSlotStatus,
+    RunAttempt,
+    RunReceipt,
+    Schedule,
+    load_blackouts,
+)
 from .blackout_rules import blacked_out_now
 from .bounds import UNEVALUABLE_PREFIX, describe_problem
 from .chain_rules import plan_chain
@@ -23,6 +30,29 @@ from .chains import settle_chain_slots
 from .machine import pause_degraded
 from .transitions import implements
 from .values import Claim
+
+#: How many more downstream schedules than the batch has places :func:`due_downstreams`
+#: reads (some are leased, paused, of another pool or held by their group).
+CANDIDATES_FACTOR = 4
+
+
+def due_downstreams(due_before: Any, limit: int, taken: Sequence[Schedule], using: str) -> set[Any]:
+    """The schedules with a chain slot ``ready`` or ``waiting`` past its deadline at
+    ``due_before``: at most ``limit`` x :data:`CANDIDATES_FACTOR` of each kind, other than
+    ``taken``. Two range reads of ``dds_chain_slot_deadline_idx`` (status, deadline), so the
+    claim's locking read that follows names its rows by primary key: bounded by the slots
+    due, whatever the number of schedules."""
+    n = limit * CANDIDATES_FACTOR
+    slots = ChainSlot.objects.using(using)
+    ready = slots.filter(status=ChainSlotStatus.READY).order_by("deadline")
+    late = slots.filter(status=ChainSlotStatus.WAITING, deadline__lte=due_before).order_by(
+        "deadline"
+    )
+    skip = {r.pk for r in taken}
+    found: set[Any] = set()
+    for qs in (ready, late):
+        found |= set(qs.values_list("downstream_id", flat=True)[:n]) - skip
+    return found
 
 
 @implements("claim.chain_run", "claim.chain_missed")
@@ -49,10 +79,13 @@ def claim_chains(
     and are counted at the first claim that takes it. Returns the rows to write."""
     if limit <= 0:
         return []
+    found = due_downstreams(due_before, limit, taken, using)
+    if not found:
+        return []
     qs = (
         Schedule.objects.using(using)
         .chain_ready(due_before)
-        .filter(Schedule.objects.group_room_q(due_before), pool__in=pools)
+        .filter(Schedule.objects.group_room_q(due_before), pool__in=pools, pk__in=found)
         .exclude(pk__in=[r.pk for r in taken])
         .order_by(F("last_run_at").asc(nulls_first=True), "pk")
     )
