@@ -253,3 +253,15 @@ def test_cascade_is_asked_on_the_api_the_admin_and_the_command(admin_client, mon
         stdout=StringIO(),
     )
     assert Backfill.objects.filter(source="command").get().cascade is True
+
+
+def test_a_prune_deletes_decided_chain_slots_and_keeps_open_ones() -> None:
+    from django_durable_schedules.db.retention import prune_finished
+
+    a, b, c = chain(wait=600)
+    run(T0), run(T0 + 2 * S), run(T0 + 4 * S)  # hour 0: the chain ran, slots decided
+    run(T0 + H)  # hour 1: import ran; aggregate's slot is ready, mail's waits
+    assert ChainSlot.objects.filter(status__in=["ready", "waiting"]).count() == 2
+    result = prune_finished(timedelta(minutes=1), now=T0 + H + 60 * S)
+    assert result.chain_slots == 2
+    assert ChainSlot.objects.count() == 2  # the open ones are kept

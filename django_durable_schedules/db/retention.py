@@ -17,7 +17,7 @@ from django.db import connections, transaction
 from django.db.models import Count, Max, Min
 
 from ..conf import app_settings
-from ..models import RunAttempt, RunReceipt, Schedule
+from ..models import CHAIN_DECIDED, ChainSlot, RunAttempt, RunReceipt, Schedule
 from .clock import db_now
 from .guards import MYSQL_GATE_VARIABLE, PG_GATE_SETTING
 
@@ -29,6 +29,8 @@ class PruneResult:
     receipts: int
     attempts: int
     cutoff: datetime
+    #: Chain slots decided (run or missed) before the cutoff (kind ``after``).
+    chain_slots: int = 0
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,27 @@ def prune_finished(
                         )
         if pruned < batch_size:
             break
-    return PruneResult(receipts=receipts, attempts=attempts, cutoff=cutoff)
+    chain_slots = _prune_chain_slots(cutoff, batch_size, using)
+    return PruneResult(receipts=receipts, attempts=attempts, cutoff=cutoff, chain_slots=chain_slots)
+
+
+def _prune_chain_slots(cutoff: datetime, batch_size: int, using: str) -> int:
+    """Delete the chain slots decided (``run`` or ``missed``) before ``cutoff``, in batches
+    of ``batch_size``: the instants their downstream schedules no longer wait for (their
+    runs and misses are receipted). Open slots are kept whatever their age."""
+    deleted = 0
+    while True:
+        with transaction.atomic(using=using):
+            batch = list(
+                ChainSlot.objects.using(using)
+                .filter(status__in=CHAIN_DECIDED, finished_at__lt=cutoff)
+                .order_by("finished_at")
+                .values_list("id", flat=True)[:batch_size]
+            )
+            if batch:
+                deleted += ChainSlot.objects.using(using).filter(id__in=batch)._raw_delete(using)
+        if len(batch) < batch_size:
+            return deleted
 
 
 def _prune_batch_postgresql(cutoff: datetime, batch_size: int, using: str) -> tuple[int, int]:

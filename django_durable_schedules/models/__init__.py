@@ -32,6 +32,7 @@ from .blackouts import (
 )
 from .calendars import ExclusionCalendar, ExclusionDate, load_exclusions, with_calendar_flag
 from .chains import (
+    CHAIN_DECIDED,
     CHAIN_OPEN,
     ChainSlot,
     ChainSlotQuerySet,
@@ -83,6 +84,7 @@ from .validation import default_timezone
 _default_timezone = default_timezone
 
 __all__ = [
+    "CHAIN_DECIDED",
     "CHAIN_OPEN",
     "ChainSlot",
     "ChainSlotQuerySet",

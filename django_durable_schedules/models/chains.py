@@ -35,6 +35,9 @@ class ChainSlotStatus(models.TextChoices):
 
 #: Statuses of a slot the engine still has to run or count.
 CHAIN_OPEN = (ChainSlotStatus.WAITING, ChainSlotStatus.READY)
+#: Statuses of a slot whose instant was decided: a cascading backfill opens it again, a
+#: prune (``prune_runs``) deletes it once older than the retention window.
+CHAIN_DECIDED = (ChainSlotStatus.RUN, ChainSlotStatus.MISSED)
 
 
 class ScheduleLink(models.Model):

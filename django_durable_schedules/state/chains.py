@@ -27,6 +27,7 @@ from django.db.models import Q
 from ..db.locks import locked
 from ..limits import CHAIN_WAIT_MAX_SECONDS
 from ..models import (
+    CHAIN_DECIDED,
     CHAIN_OPEN,
     SUCCESS_STATUSES,
     AttemptOrigin,
@@ -48,9 +49,6 @@ from .chain_rules import (
 from .rules import nominal_of
 from .transitions import implements
 from .values import Outcome
-
-#: Statuses of a slot whose instant was decided (a cascading backfill opens it again).
-CHAIN_DECIDED = (ChainSlotStatus.RUN, ChainSlotStatus.MISSED)
 
 #: Most open slots of one downstream a claim reads at once (the oldest first); the rest are
 #: settled by the next claims.

@@ -123,7 +123,8 @@ class Command(BaseCommand):
                 self.stdout.write("Cancelled: nothing was deleted.")
                 return
         result = prune_finished(window, now=now, batch_size=options["batch_size"], using=using)
+        chains = f" and {result.chain_slots} decided chain slots" if result.chain_slots else ""
         self.stdout.write(
-            f"Pruned {result.receipts} receipts and {result.attempts} attempts finished before "
-            f"{_instant(result.cutoff)}."
+            f"Pruned {result.receipts} receipts and {result.attempts} attempts{chains} finished "
+            f"before {_instant(result.cutoff)}."
         )
