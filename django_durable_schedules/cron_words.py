@@ -102,6 +102,12 @@ def weekend_of(schedule: Any) -> frozenset[int]:
     if values is None:
         read_calendar_links(schedule)
         values = calendar_weekends(schedule) or []
+    return _union(values)
+
+
+def _union(values: list[Any]) -> frozenset[int]:
+    """The weekend days of calendars whose ``weekend_days`` are ``values``, combined as
+    the engine combines them (:meth:`.timing.Exclusions.weekend_days`)."""
     weekends = [(str(number), value) for number, value in enumerate(values)]
     return timing.exclusions_of([], [], weekends).weekend_days()
 
@@ -158,10 +164,12 @@ def business_in_words(
     ``", moved to the previous business day (same time of day) when it falls on an
     excluded date or a weekend day"``, then which business days: ``" (calendar FR)"``,
     ``" (calendars FR, US)"``, ``" (no exclusion calendar: business days are Monday to
-    Friday)"``. The names are read only from what the row already holds (the list
-    query's annotation, :func:`.db.names.with_calendar_names`, or a prefetch) unless
-    ``calendars`` gives them: a row without them gives no parenthesis rather than a query,
-    and so does ``name_calendars`` False. (``rrule_business_days`` adds
+    Friday)"``; calendars whose weekend days (:func:`weekend_of`) are not Saturday and
+    Sunday add them: ``" (calendar il; weekend: Friday and Saturday)"``, ``"; no weekend"``
+    (only when the row holds them: the list query's annotation). The names are read only from what the row
+    already holds (the list query's annotation, :func:`.db.names.with_calendar_names`, or a
+    prefetch) unless ``calendars`` gives them: a row without them gives no parenthesis
+    rather than a query, and so does ``name_calendars`` False. (``rrule_business_days`` adds
     ``", counted over business days"`` after the rule's own words:
     :func:`schedule_in_words`.) Never raises."""
     counted = schedule.kind == "rrule" and getattr(schedule, "rrule_business_days", False) is True
@@ -175,7 +183,12 @@ def business_in_words(
     if not names:
         return text + " (no exclusion calendar: business days are Monday to Friday)"
     plural = "s" if len(names) > 1 else ""
-    return text + f" (calendar{plural} {', '.join(names)})"
+    values = calendar_weekends(schedule)
+    weekend = _union(values) if values else timing.DEFAULT_WEEKEND
+    said = ""
+    if weekend != timing.DEFAULT_WEEKEND:  # Saturday and Sunday go without saying
+        said = f"; weekend: {timing.weekend_words(weekend)}" if weekend else "; no weekend"
+    return text + f" (calendar{plural} {', '.join(names)}{said})"
 
 
 def _calendar_names(schedule: Any) -> list[str] | None:

@@ -223,11 +223,19 @@ def test_the_description_names_the_calendars_weekend_days(
     got = {r["name"]: r["description"] for r in rows}
     for name, (_, weekend) in cases.items():
         assert got[name].endswith(f"(weekend: {weekend})"), (name, got[name])
+    words = {r["name"]: r["cron_description"] for r in rows}
+    assert words["one"].endswith(f"{NEXT_WORDS} (calendar il; weekend: Friday and Saturday)")
+    assert words["two"].endswith("(calendars fr, il; weekend: Friday, Saturday and Sunday)")
+    assert words["empty"].endswith("(calendar none; no weekend)")
+    assert words["bare"].endswith("(no exclusion calendar: business days are Monday to Friday)")
+    page = admin_client.get(reverse("admin:durable_schedules_schedule_changelist"))
+    assert "(calendar il; weekend: Friday and Saturday)" in page.content.decode()
     out = StringIO()
     call_command("schedules", "list", stdout=out)
     for action in ("upcoming", "show"):
         call_command("schedules", action, "two", stdout=out)
     assert "(weekend: Friday, Saturday and Sunday)" in out.getvalue()
+    assert "(calendars fr, il; weekend: Friday, Saturday and Sunday)" in out.getvalue()
     assert "(weekend: Saturday and Sunday)" not in out.getvalue().split("two:")[1]
 
 
