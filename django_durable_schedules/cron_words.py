@@ -9,6 +9,7 @@ only: the zone they are read in is the schedule's, shown beside them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from django.utils import translation
 
 from . import timing
-from .db.names import calendar_names
+from .db.names import calendar_names, calendar_weekends, read_calendar_links
 from .timing.cron_syntax import CRON_MACROS
 
 try:  # an optional nicety: without the library, no words (the expression is still shown)
@@ -73,6 +74,44 @@ def cron_in_words(expression: str | None, language: str | None = None) -> str:
     )
 
 
+def schedule_description(schedule: Any) -> str:
+    """A schedule's definition in words, for any kind (:func:`.timing.describe`: ``"every 5
+    minutes"``, ``"cron '0 3 * * *' (Europe/Paris)"``), its business-day rules naming the
+    weekend days its business days use (:func:`weekend_of`): ``", moved to the next
+    business day (same wall time) when a slot falls on an excluded date or a weekend day
+    (weekend: Friday and Saturday)"``. The one description of the API's ``description``,
+    the admin's cadence and ``manage.py schedules``. Raises what :meth:`Schedule.spec`
+    raises for a definition written behind ``save()`` (:class:`.timing.InvalidSchedule`,
+    ``ValueError``, ``TypeError``, ``OverflowError``)."""
+    spec = schedule.spec(exclusions=False)
+    if timing.business_words(spec):  # only these words name the weekend
+        spec = dataclasses.replace(spec, weekend_days=weekend_of(schedule))
+    return timing.describe(spec)
+
+
+def weekend_of(schedule: Any) -> frozenset[int]:
+    """The weekend days (ISO numbers) of ``schedule``'s business days as the engine reads
+    them (:meth:`.timing.Exclusions.weekend_days`): a day any of its calendars calls a
+    weekend day (values the engine cannot read left out), Saturday and Sunday without
+    calendars. Read from the row's annotation (:func:`.db.names.with_calendar_names`: no
+    query), else one query (:func:`.db.names.read_calendar_links`, kept on the row); an
+    unsaved row has no calendars."""
+    if schedule.pk is None or schedule._state.adding:
+        return timing.DEFAULT_WEEKEND
+    values = calendar_weekends(schedule)
+    if values is None:
+        read_calendar_links(schedule)
+        values = calendar_weekends(schedule) or []
+    return _union(values)
+
+
+def _union(values: list[Any]) -> frozenset[int]:
+    """The weekend days of calendars whose ``weekend_days`` are ``values``, combined as
+    the engine combines them (:meth:`.timing.Exclusions.weekend_days`)."""
+    weekends = [(str(number), value) for number, value in enumerate(values)]
+    return timing.exclusions_of([], [], weekends).weekend_days()
+
+
 def schedule_in_words(
     schedule: Any,
     language: str | None = None,
@@ -125,10 +164,12 @@ def business_in_words(
     ``", moved to the previous business day (same time of day) when it falls on an
     excluded date or a weekend day"``, then which business days: ``" (calendar FR)"``,
     ``" (calendars FR, US)"``, ``" (no exclusion calendar: business days are Monday to
-    Friday)"``. The names are read only from what the row already holds (the list
-    query's annotation, :func:`.db.names.with_calendar_names`, or a prefetch) unless
-    ``calendars`` gives them: a row without them gives no parenthesis rather than a query,
-    and so does ``name_calendars`` False. (``rrule_business_days`` adds
+    Friday)"``; calendars whose weekend days (:func:`weekend_of`) are not Saturday and
+    Sunday add them: ``" (calendar il; weekend: Friday and Saturday)"``, ``"; no weekend"``
+    (only when the row holds them: the list query's annotation). The names are read only from what the row
+    already holds (the list query's annotation, :func:`.db.names.with_calendar_names`, or a
+    prefetch) unless ``calendars`` gives them: a row without them gives no parenthesis
+    rather than a query, and so does ``name_calendars`` False. (``rrule_business_days`` adds
     ``", counted over business days"`` after the rule's own words:
     :func:`schedule_in_words`.) Never raises."""
     counted = schedule.kind == "rrule" and getattr(schedule, "rrule_business_days", False) is True
@@ -142,7 +183,12 @@ def business_in_words(
     if not names:
         return text + " (no exclusion calendar: business days are Monday to Friday)"
     plural = "s" if len(names) > 1 else ""
-    return text + f" (calendar{plural} {', '.join(names)})"
+    values = calendar_weekends(schedule)
+    weekend = _union(values) if values else timing.DEFAULT_WEEKEND
+    said = ""
+    if weekend != timing.DEFAULT_WEEKEND:  # Saturday and Sunday go without saying
+        said = f"; weekend: {timing.weekend_words(weekend)}" if weekend else "; no weekend"
+    return text + f" (calendar{plural} {', '.join(names)}{said})"
 
 
 def _calendar_names(schedule: Any) -> list[str] | None:

@@ -7,6 +7,7 @@ schedules upcoming`` and ``show``)."""
 from __future__ import annotations
 
 from io import StringIO
+from unittest.mock import patch
 
 import pytest
 from django.core.management import call_command
@@ -14,8 +15,14 @@ from django.urls import reverse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from django_durable_schedules import state
-from django_durable_schedules.cron_words import business_in_words, schedule_in_words
+from django_durable_schedules import state, timing
+from django_durable_schedules.admin.display import cadence
+from django_durable_schedules.cron_words import (
+    business_in_words,
+    schedule_description,
+    schedule_in_words,
+)
+from django_durable_schedules.db.names import with_calendar_names
 from django_durable_schedules.models import ExclusionCalendar, Schedule
 
 LAST_BUSINESS = "FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;BYHOUR=18;BYMINUTE=0"
@@ -163,3 +170,86 @@ def test_the_admin_cadence_says_the_policy_once(admin_client):
     assert html.count("next business day") == 1
     assert f"At 09:00, on day 20 of the month, {NEXT_WORDS} (calendar jp)" in html
     assert "cron &#x27;0 9 20 * *&#x27; (Asia/Tokyo)" in html or "cron '0 9 20 * *'" in html
+
+
+def _eom(client, name: str, calendars: list[str]) -> dict:
+    made = client.post(
+        "/api/schedules/",
+        {
+            "name": name,
+            "callback": "tests.noop",
+            "kind": "cron",
+            "cron": "0 9 20 * *",
+            "timezone": "Asia/Jerusalem",
+            "exclusion_policy": "next_business_day",
+            "exclusion_calendars": calendars,
+        },
+        content_type="application/json",
+    )
+    assert made.status_code == 201, made.content
+    return made.json()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_description_names_the_calendars_weekend_days(
+    admin_client, django_assert_max_num_queries
+):
+    """The ``description`` (and ``manage.py schedules`` lines) name the weekend days the
+    engine uses: a calendar's own, the union of several calendars' (a day any of them
+    calls a weekend day), Saturday and Sunday without calendars; was always "Saturday and
+    Sunday"."""
+    state.save_calendar(ExclusionCalendar(name="il", weekend_days=[5, 6]))
+    state.save_calendar(ExclusionCalendar(name="fr"))  # default: Saturday and Sunday
+    state.save_calendar(ExclusionCalendar(name="none", weekend_days=[]))
+    cases = {
+        "one": (["il"], "Friday and Saturday"),
+        "two": (["il", "fr"], "Friday, Saturday and Sunday"),
+        "empty": (["none"], "no weekend"),
+        "bare": ([], "Saturday and Sunday"),
+    }
+    pks = {}
+    for name, (calendars, weekend) in cases.items():
+        body = _eom(admin_client, name, calendars)
+        pks[name] = body["id"]
+        assert body["description"].endswith(f"(weekend: {weekend})"), (name, body)
+        detail = admin_client.get(f"/api/schedules/{body['id']}/").json()
+        assert detail["description"] == body["description"], name
+        row = Schedule.objects.get(name=name)
+        spec = row.spec()  # what the engine plans with
+        assert timing.weekend_words(spec.weekend_days) == weekend, name
+    with django_assert_max_num_queries(3):  # session, user; the weekends in the page's one
+        listed = admin_client.get("/api/schedules/").json()
+    rows = listed["results"] if isinstance(listed, dict) else listed
+    got = {r["name"]: r["description"] for r in rows}
+    for name, (_, weekend) in cases.items():
+        assert got[name].endswith(f"(weekend: {weekend})"), (name, got[name])
+    words = {r["name"]: r["cron_description"] for r in rows}
+    assert words["one"].endswith(f"{NEXT_WORDS} (calendar il; weekend: Friday and Saturday)")
+    assert words["two"].endswith("(calendars fr, il; weekend: Friday, Saturday and Sunday)")
+    assert words["empty"].endswith("(calendar none; no weekend)")
+    assert words["bare"].endswith("(no exclusion calendar: business days are Monday to Friday)")
+    page = admin_client.get(reverse("admin:durable_schedules_schedule_changelist"))
+    assert "(calendar il; weekend: Friday and Saturday)" in page.content.decode()
+    out = StringIO()
+    call_command("schedules", "list", stdout=out)
+    for action in ("upcoming", "show"):
+        call_command("schedules", action, "two", stdout=out)
+    assert "(weekend: Friday, Saturday and Sunday)" in out.getvalue()
+    assert "(calendars fr, il; weekend: Friday, Saturday and Sunday)" in out.getvalue()
+    assert "(weekend: Saturday and Sunday)" not in out.getvalue().split("two:")[1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_surface_describes_with_one_function(admin_client):
+    """The admin's cadence, the API's ``description`` and ``manage.py schedules`` give the
+    same words (:func:`cron_words.schedule_description`)."""
+    state.save_calendar(ExclusionCalendar(name="il", weekend_days=[5, 6]))
+    body = _eom(admin_client, "il-20th", ["il"])
+    row = Schedule.objects.get(name="il-20th")  # no annotation: one query reads them
+    expected = schedule_description(row)
+    assert expected.endswith("(weekend: Friday and Saturday)")
+    assert expected == body["description"]
+    with_names = with_calendar_names(Schedule.objects.filter(pk=row.pk)).get()
+    assert schedule_description(with_names) == expected
+    with patch("django_durable_schedules.admin.display.schedule_in_words", return_value=""):
+        assert str(cadence(with_names)) == body["description"]  # no words: the description

@@ -245,3 +245,17 @@ def test_the_form_and_the_schema_say_yearly_rules_count_too(admin_client):
     assert "FREQ=YEARLY with BYMONTH" in prop["description"]
     page = admin_client.get("/admin/durable_schedules/schedule/add/").content.decode()
     assert "FREQ=YEARLY with BYMONTH" in page
+
+
+def test_the_model_help_text_says_yearly_rules_count_too():
+    """The field's own help text (migration 0034), read wherever the model is described
+    (a ModelForm, ``manage.py inspectdb``-like tools, the migrations' state): was MONTHLY
+    only, with the admin's form and the API's schema overriding it."""
+    from django.db.migrations.loader import MigrationLoader
+
+    field = Schedule._meta.get_field("rrule_business_days")
+    assert "FREQ=YEARLY with BYMONTH" in field.help_text
+    assert "(FREQ=MONTHLY):" not in field.help_text
+    loader = MigrationLoader(None, ignore_no_migrations=True)
+    migrated = loader.project_state().models["durable_schedules", "schedule"]
+    assert migrated.fields["rrule_business_days"].help_text == field.help_text

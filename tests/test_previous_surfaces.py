@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from django_durable_schedules import state
+from django_durable_schedules.api.run_serializers import LIST_RESULT_MAX_BYTES
 from django_durable_schedules.models import Schedule
 from django_durable_schedules.projection import result_preview
 from django_durable_schedules.worker.execution.runner import execute
@@ -71,6 +72,7 @@ def test_the_api_gives_null_then_the_last_success(admin_client):
         "scheduled_for": attempt.scheduled_for.isoformat().replace("+00:00", "Z"),
         "finished_at": attempt.receipt.finished_at.isoformat().replace("+00:00", "Z"),
         "result": attempt.receipt.result,
+        "result_omitted": False,
     }
     assert body["previous"]["result"] == {"total": 1, "after": None, "since": None}
     listed = admin_client.get("/api/schedules/").json()
@@ -185,5 +187,41 @@ def test_the_openapi_schema_documents_previous():
     assert prop["readOnly"] is True and prop.get("nullable") is True, prop
     [ref] = [v["$ref"] for v in prop.get("allOf", [prop]) if "$ref" in v]
     fields = components[ref.rsplit("/", 1)[1]]["properties"]
-    assert set(fields) == {"occurrence", "scheduled_for", "finished_at", "result"}
+    assert set(fields) == {"occurrence", "scheduled_for", "finished_at", "result", "result_omitted"}
+    assert "256 bytes" in fields["result"]["description"]
+    assert "256 bytes" in fields["result_omitted"]["description"]
     assert "previous" not in components.get("PatchedSchedule", {}).get("required", [])
+
+
+def test_a_list_leaves_a_large_result_out_and_the_detail_has_it(
+    admin_client, django_assert_max_num_queries
+):
+    """A page of schedules carries each row's ``previous`` with its result only when its
+    compact JSON is at most 256 bytes (else null, ``result_omitted`` true): 100 rows of
+    8 KB results were ~800 KB. The schedule's own answer has the result whole; the list
+    costs the same queries."""
+    small, edge, large, nothing = make("small"), make("edge"), make("large"), make("nothing")
+    note(small, {"rows": 120})
+    note(edge, "e" * (LIST_RESULT_MAX_BYTES - 2))  # with its quotes: exactly the bound
+    note(large, {"text": "x" * 7000})
+    note(nothing, None)
+    before = _queries(admin_client, "/api/schedules/")
+    for _ in range(20):
+        note(make(f"big-{_:02}"), {"text": "z" * 7000})
+    with django_assert_max_num_queries(before):
+        answer = admin_client.get("/api/schedules/?page_size=100")
+    assert answer.status_code == 200
+    rows = {r["name"]: r["previous"] for r in answer.json()["results"]}
+    assert rows["small"]["result"] == {"rows": 120} and rows["small"]["result_omitted"] is False
+    assert rows["edge"]["result"] == "e" * (LIST_RESULT_MAX_BYTES - 2)
+    assert rows["edge"]["result_omitted"] is False
+    assert rows["large"]["result"] is None and rows["large"]["result_omitted"] is True
+    assert rows["nothing"]["result"] is None and rows["nothing"]["result_omitted"] is False
+    assert rows["large"]["occurrence"] == 4
+    assert rows["large"]["finished_at"] == "2026-07-01T07:00:09Z"
+    assert len(answer.content) < 24 * 2000  # 24 rows, none carrying its 7 KB result
+    detail = admin_client.get(f"/api/schedules/{large.pk}/").json()["previous"]
+    assert detail["result"] == {"text": "x" * 7000} and detail["result_omitted"] is False
+    assert {k: v for k, v in detail.items() if k not in ("result", "result_omitted")} == {
+        k: v for k, v in rows["large"].items() if k not in ("result", "result_omitted")
+    }

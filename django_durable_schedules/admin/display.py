@@ -27,7 +27,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince, timeuntil
 
 from .. import timing
-from ..cron_words import business_in_words, schedule_in_words
+from ..cron_words import business_in_words, schedule_description, schedule_in_words
 from ..db.clock import db_now
 from ..db.latest import ReceiptSummary
 from ..deadlines import DeadlineState, deadline_state, read_now
@@ -307,7 +307,7 @@ def cadence(obj: Schedule) -> SafeString | str:
     further specs (``extra_specs``) after the main one (:func:`..cron_words.schedule_in_words`)."""
     try:
         spec = obj.spec(exclusions=False)
-        text = timing.describe(spec)
+        text = schedule_description(obj)
     except (timing.InvalidSchedule, ValueError, TypeError):
         return f"{obj.kind} schedule"
     words = schedule_in_words(obj)

@@ -18,7 +18,6 @@ from django.forms.models import construct_instance
 from .. import state, timing
 from ..db.clock import db_now
 from ..models import EDITABLE_ORDER, MANUAL_REFUSES, Kind, Schedule
-from ..models.choices import RRULE_BUSINESS_DAYS_FORM_HELP
 from ..models.validation import past_run_at_errors
 from ..registry import registry
 from .columns import (
@@ -177,9 +176,6 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
             rule.widget.instance = self.instance
             if self.rrule_words_url:
                 rule.widget.attrs["data-words-url"] = self.rrule_words_url
-        counted = self.fields.get("rrule_business_days")
-        if counted is not None:
-            counted.help_text = RRULE_BUSINESS_DAYS_FORM_HELP
         field = self.fields.get("callback")
         if not isinstance(field, forms.ChoiceField):  # absent from a read-only form
             return

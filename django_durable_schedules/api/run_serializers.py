@@ -9,6 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from ..models import ReceiptStatus, RunAttempt, RunReceipt, ScheduleEvent
+from ..payloads import json_size
 from ..projection import bound_traceback
 from ..running import running_attempt
 from ..state.previous_rules import previous_of
@@ -89,9 +90,17 @@ class RunningSerializer(serializers.Serializer):
     worker = serializers.CharField(read_only=True, help_text="The worker holding its lease.")
 
 
+#: The largest ``previous.result`` (bytes of compact UTF-8 JSON) a *list* of schedules
+#: carries per row; a larger one is left out there (``result_omitted``), so a page of 100
+#: rows holds at most about 25 KB of results, not 100 x ``RESULT_MAX_BYTES`` (800 KB).
+LIST_RESULT_MAX_BYTES = 256
+
+
 class PreviousSerializer(serializers.Serializer):
     """A schedule's last successful run, as its callback reads it (``ctx.previous``:
-    :class:`..state.values.Previous`), from the row's ``previous_*`` fields."""
+    :class:`..state.values.Previous`), from the row's ``previous_*`` fields. In a list of
+    schedules a result over :data:`LIST_RESULT_MAX_BYTES` is left out (null, with
+    ``result_omitted`` true); a schedule's own answer has it whole."""
 
     occurrence = serializers.IntegerField(read_only=True)
     scheduled_for = AwareDateTimeField(
@@ -102,17 +111,34 @@ class PreviousSerializer(serializers.Serializer):
         read_only=True,
         allow_null=True,
         help_text="What it returned: the bounded JSON its receipt stores (RESULT_MAX_BYTES; "
-        "a larger value is cut as a receipt's is).",
+        "a larger value is cut as a receipt's is). In a list of schedules: only when its "
+        f"compact JSON is at most {LIST_RESULT_MAX_BYTES} bytes, else null with "
+        "result_omitted true (GET schedules/{id}/ has it).",
+    )
+    result_omitted = serializers.BooleanField(
+        read_only=True,
+        help_text="True when result was left out (null) of a list of schedules for its size "
+        f"(over {LIST_RESULT_MAX_BYTES} bytes of compact JSON): the schedule's own answer "
+        "(GET schedules/{id}/) carries it. Always false there, and false when the run "
+        "returned null.",
     )
 
 
-def previous_data(schedule: Any) -> dict[str, Any] | None:
+def previous_data(schedule: Any, *, listed: bool = False) -> dict[str, Any] | None:
     """The ``previous`` object of a schedule's representation (read from its row: no
-    query), or None before its first success."""
+    query), or None before its first success: ``occurrence``, ``scheduled_for``,
+    ``finished_at``, ``result`` and ``result_omitted``. ``listed`` (a row of a list): a
+    result over :data:`LIST_RESULT_MAX_BYTES` bytes of compact JSON is left out (``result``
+    None, ``result_omitted`` True)."""
     found = previous_of(schedule)
     if found is None:
         return None
-    return dict(PreviousSerializer(dataclasses.asdict(found)).data)
+    data = dataclasses.asdict(found)
+    omitted = listed and found.result is not None
+    omitted = omitted and json_size(found.result) > LIST_RESULT_MAX_BYTES
+    data["result"] = None if omitted else found.result
+    data["result_omitted"] = omitted
+    return dict(PreviousSerializer(data).data)
 
 
 def running_data(schedule: Any) -> dict[str, Any] | None:

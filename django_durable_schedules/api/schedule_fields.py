@@ -17,12 +17,18 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .. import state, timing
-from ..cron_words import business_in_words, schedule_in_words
-from ..db.names import calendar_names
+from ..cron_words import business_in_words, schedule_description, schedule_in_words
+from ..db.names import calendar_names, read_calendar_links
 from ..deadlines import DeadlineState, deadline_state, read_now
 from ..models import BlackoutWindow, ConcurrencyGroup, ExclusionCalendar, Schedule
 from .fields import CalendarNamesField, FlatListField, NameRelatedField, WindowNamesField
-from .run_serializers import PreviousSerializer, RunningSerializer, previous_data, running_data
+from .run_serializers import (
+    LIST_RESULT_MAX_BYTES,
+    PreviousSerializer,
+    RunningSerializer,
+    previous_data,
+    running_data,
+)
 
 _F = TypeVar("_F", CalendarNamesField, WindowNamesField)
 
@@ -199,7 +205,9 @@ class ScheduleFields(serializers.Serializer):
     previous = serializers.SerializerMethodField(
         help_text="The last successful run, as the callback reads it (ctx.previous): its "
         "occurrence, scheduled_for (its nominal instant), finished_at and result (bounded "
-        "JSON); null before the first success. Read from the schedule's row."
+        "JSON); null before the first success. Read from the schedule's row. In a list of "
+        f"schedules a result over {LIST_RESULT_MAX_BYTES} bytes is left out (null, "
+        "result_omitted true): the schedule's own answer has it."
     )
     late = serializers.SerializerMethodField(
         help_text="Whether the occurrence the schedule owes is past its deadline "
@@ -216,7 +224,8 @@ class ScheduleFields(serializers.Serializer):
 
     @extend_schema_field(PreviousSerializer(allow_null=True))
     def get_previous(self, schedule: Schedule) -> dict[str, Any] | None:
-        return previous_data(schedule)
+        # A row of a list (the ListSerializer is its parent): the result only when small.
+        return previous_data(schedule, listed=isinstance(self.parent, serializers.ListSerializer))
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_cron_description(self, schedule: Schedule) -> str | None:
@@ -227,7 +236,7 @@ class ScheduleFields(serializers.Serializer):
     @extend_schema_field(serializers.CharField())
     def get_description(self, schedule: Schedule) -> str:
         try:
-            return timing.describe(schedule.spec(exclusions=False))
+            return schedule_description(schedule)
         except (timing.InvalidSchedule, ValueError, TypeError, OverflowError):
             return f"{schedule.kind} schedule"  # a definition written behind save()
 
@@ -245,8 +254,8 @@ class ScheduleFields(serializers.Serializer):
         business-day rule applies."""
         names = calendar_names(schedule)
         if names is None and schedule.pk is not None and business_in_words(schedule):
-            names = sorted(schedule.exclusion_calendars.values_list("name", flat=True))
-            schedule.__dict__["_calendar_names"] = ",".join(names) or None
+            read_calendar_links(schedule)  # one query, names and weekend days
+            names = calendar_names(schedule)
         visible = self.context.get("visible_calendars")
         if names is not None and visible is not None:
             shown = [n for n in names if n in visible]

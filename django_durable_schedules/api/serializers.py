@@ -28,7 +28,6 @@ from rest_framework.fields import SkipField
 from .. import state, timing
 from ..limits import DEADLINE_MAX_SECONDS
 from ..models import BlackoutWindow, ExclusionCalendar, Schedule
-from ..models.choices import RRULE_BUSINESS_DAYS_FORM_HELP
 from ..models.validation import past_run_at_errors
 from ..payloads import payload_errors
 from ..registry import registry
@@ -145,7 +144,6 @@ class ScheduleSerializer(ScheduleFields, UniqueAtWrite, BaseModelSerializer):
             "updated_at",
         ]
         extra_kwargs = {
-            "rrule_business_days": {"help_text": RRULE_BUSINESS_DAYS_FORM_HELP},
             "max_runs": {"min_value": 1},
             "max_attempts": {"min_value": 1},
             "deadline_seconds": {

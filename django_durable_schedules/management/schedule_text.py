@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from .. import timing
-from ..cron_words import schedule_in_words
+from ..cron_words import schedule_description, schedule_in_words
 from ..humanize import duration_words
 from ..models import ReceiptStatus, RunReceipt, Schedule
 from ..projection import bound_text, format_traceback, result_preview
@@ -83,7 +83,7 @@ def duration(seconds: float | None) -> str:
 
 def _describe(schedule: Schedule) -> str:
     try:
-        return timing.describe(schedule.spec(exclusions=False))
+        return schedule_description(schedule)
     except (timing.InvalidSchedule, ValueError, OverflowError):
         return "(invalid definition)"
 

@@ -261,14 +261,9 @@ EXCLUSION_POLICY_HELP = (
     "day (not excluded, not a weekend day of its calendars) before / after it, at the same "
     "wall time (cron and rrule schedules). A moved slot that lands on another slot runs once."
 )
+#: (The admin's form and the API's schema show the model's help text; migration 0034 made it
+#: name FREQ=YEARLY too.)
 RRULE_BUSINESS_DAYS_HELP = (
-    "Count the rule's BYMONTHDAY and BYSETPOS over business days only (FREQ=MONTHLY): "
-    "'FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1' is then the last business day of the "
-    "month, its calendars' holidays removed before the pick."
-)
-#: What the admin's form and the API's schema say of ``rrule_business_days`` (the model's
-#: help text above is frozen in its migrations: changing it would take one).
-RRULE_BUSINESS_DAYS_FORM_HELP = (
     "Count the rule's BYMONTHDAY and BYSETPOS over business days only (FREQ=MONTHLY, or "
     "FREQ=YEARLY with BYMONTH): 'FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1' is then the "
     "last business day of the month, 'FREQ=YEARLY;BYMONTH=12;BYDAY=MO,TU,WE,TH,FR;"

@@ -63,7 +63,7 @@ The package, one module per concern (each imports only the ones listed before it
 * ``slots``: :func:`next_slot_after`, :func:`planned_slot`, :func:`upcoming`, :func:`latest_slot_at_or_before`,
   :func:`count_slots`, :func:`excluded_days`, :func:`upcoming_slots`: the slots that fire;
 * ``delays``: :func:`backoff_seconds`, :func:`jitter_offset`;
-* ``descriptions``: :func:`describe`, :func:`rrule_description`;
+* ``descriptions``: :func:`describe`, :func:`business_words`, :func:`rrule_description`;
 * ``zone_rules``: which zone rules the process reads: :func:`zone_rules_id`,
   :func:`rules_version`, :func:`reload_zone_rules`.
 """
@@ -82,7 +82,7 @@ from .business_days import (
 from .cron_plan import validate_cron
 from .cron_syntax import CRON_MACROS, is_wildcard_cron
 from .delays import backoff_seconds, jitter_offset
-from .descriptions import AFTER_WORDS, MANUAL_WORDS, describe, rrule_description
+from .descriptions import AFTER_WORDS, MANUAL_WORDS, business_words, describe, rrule_description
 from .errors import InvalidSchedule, PlanningBudgetExceeded
 from .excluded_slots import ExcludedDay, SlotView
 from .exclusions import (
@@ -184,6 +184,7 @@ __all__ = [
     "backoff_seconds",
     "jitter_offset",
     "describe",
+    "business_words",
     "extra_kind",
     "MANUAL_WORDS",
     "AFTER_WORDS",

@@ -39,7 +39,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from ... import health, state, timing
-from ...cron_words import schedule_in_words
+from ...cron_words import schedule_description, schedule_in_words
 from ...db.names import with_calendar_names
 from ...exceptions import StateConflict
 from ...models import ReceiptStatus, Schedule
@@ -265,7 +265,7 @@ class Command(BaseCommand):
 
     def _list(self, pool: str | None, labels: list[tuple[str, str | None]]) -> None:
         self.stdout.write(f"{'NAME':32} {'STATUS':9} {'CADENCE':44} NEXT RUN (ITS ZONE · UTC)")
-        rows = Schedule.objects.with_labels(labels).order_by("name")
+        rows = with_calendar_names(Schedule.objects.with_labels(labels)).order_by("name")
         now = state.db_now()
         for s in rows if pool is None else rows.filter(pool=pool):
             line = (
@@ -326,7 +326,7 @@ def _describe(schedule: Schedule) -> str:
     """The schedule in words, or why it cannot be described (a definition written behind
     ``save()`` that the engine cannot evaluate)."""
     try:
-        return timing.describe(schedule.spec(exclusions=False))
+        return schedule_description(schedule)
     except (timing.InvalidSchedule, ValueError, OverflowError):
         return "(invalid definition)"
 
