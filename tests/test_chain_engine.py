@@ -265,3 +265,12 @@ def test_a_prune_deletes_decided_chain_slots_and_keeps_open_ones() -> None:
     result = prune_finished(timedelta(minutes=1), now=T0 + H + 60 * S)
     assert result.chain_slots == 2
     assert ChainSlot.objects.count() == 2  # the open ones are kept
+
+
+def test_a_cancelled_downstream_gets_no_slot_and_the_ones_below_it_are_counted() -> None:
+    a, b, c = chain(wait=600)
+    state.cancel(b.pk)
+    run(T0)  # import succeeds
+    assert not ChainSlot.objects.filter(downstream=b).exists()
+    assert run(T0 + 1200 * S) == []  # mail's wait is over: counted
+    assert RunReceipt.objects.get(schedule__name="mail").error_type == "UpstreamNotDone"

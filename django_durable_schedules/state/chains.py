@@ -37,6 +37,7 @@ from ..models import (
     RunReceipt,
     Schedule,
     ScheduleLink,
+    Status,
 )
 from .chain_rules import (
     CHAIN_ORIGINS,
@@ -50,6 +51,10 @@ from .rules import nominal_of
 from .transitions import implements
 from .values import Outcome
 
+#: The statuses of a downstream schedule that still gets chain slots (a paused one counts
+#: or runs them when it is enabled again).
+RUNS = (Status.ACTIVE, Status.PAUSED)
+
 #: Most open slots of one downstream a claim reads at once (the oldest first); the rest are
 #: settled by the next claims.
 SETTLE_MAX = 500
@@ -59,7 +64,8 @@ def _downstreams(
     starts: Iterable[uuid.UUID], using: str
 ) -> tuple[dict[Any, list[Any]], dict[Any, int]]:
     """The links below ``starts``, level by level: (upstream -> its direct downstreams,
-    downstream -> its ``wait_seconds``). One statement per level of the closure."""
+    downstream -> its ``wait_seconds``, for the downstreams that still run: active or
+    paused). One statement per level of the closure."""
     links: dict[Any, list[Any]] = {}
     waits: dict[Any, int] = {}
     frontier = set(starts)
@@ -69,13 +75,16 @@ def _downstreams(
         found = (
             ScheduleLink.objects.using(using)
             .filter(upstream_id__in=frontier)
-            .values_list("upstream_id", "downstream_id", "downstream__wait_seconds")
+            .values_list(
+                "upstream_id", "downstream_id", "downstream__wait_seconds", "downstream__status"
+            )
             .order_by("upstream_id", "downstream_id")
         )
         frontier = set()
-        for up, down, wait in found:
+        for up, down, wait, status in found:
             links.setdefault(up, []).append(down)
-            waits[down] = wait
+            if status in RUNS:
+                waits[down] = wait
             if down not in seen:
                 frontier.add(down)
     return links, waits
@@ -93,6 +102,8 @@ def write_chain_slots(
     due by the instant plus that schedule's ``wait_seconds`` (a value written behind
     ``save()`` outside 1 s..31 days is clamped to it). An instant a slot already exists
     for is left as it is (a retry, a re-run or a second upstream of the same downstream).
+    A downstream that no longer runs (cancelled, completed or failed) gets none; the
+    schedules below it do.
 
     ``reopen_at`` (a backfill slot's claim with ``cascade``): each slot is due by
     ``reopen_at`` plus the downstream's ``wait_seconds`` instead (its instant is past), and
@@ -104,7 +115,9 @@ def write_chain_slots(
     links, waits = _downstreams({up for up, _ in claimed}, using)
     wanted: list[tuple[Any, datetime]] = []
     for up, at in claimed:
-        wanted += [(down, at) for down in closure([up], links)]
+        # A schedule that no longer runs (cancelled, completed, failed) waits for nothing:
+        # it gets no slot, the ones below it do (counted missed if it never succeeds).
+        wanted += [(down, at) for down in closure([up], links) if down in waits]
     wanted = list(dict.fromkeys(wanted))
     if wanted:
         ChainSlot.objects.using(using).bulk_create(
