@@ -274,3 +274,19 @@ def test_a_cancelled_downstream_gets_no_slot_and_the_ones_below_it_are_counted()
     assert not ChainSlot.objects.filter(downstream=b).exists()
     assert run(T0 + 1200 * S) == []  # mail's wait is over: counted
     assert RunReceipt.objects.get(schedule__name="mail").error_type == "UpstreamNotDone"
+
+
+def test_an_idle_worker_wakes_for_a_ready_chain_slot_and_for_the_next_deadline() -> None:
+    """A ready slot of a free downstream is due at once; a waiting one wakes the worker at
+    its deadline; a ready slot of a downstream that runs now wakes nobody (no busy loop)."""
+    a, b, c = chain(wait=600)
+    claims = state.claim_due(worker="w", now=T0)
+    wake = state.next_wakeup()
+    assert wake.due is not None and wake.due <= T0 + 600 * S  # aggregate's deadline
+    state.complete([Outcome(claims[0], "succeeded")], now=T0 + S)
+    wake = state.next_wakeup()  # aggregate is ready: at once (the database clock)
+    assert wake.due is not None and wake.due <= state.db_now()
+    (running,) = state.claim_due(worker="w", now=T0 + 2 * S)
+    assert running.schedule_name == "aggregate"
+    wake = state.next_wakeup()  # mail waits for aggregate: its deadline (1,200 s)
+    assert wake.due is not None and wake.due > T0 + 1000 * S

@@ -18,7 +18,7 @@ from .. import timing
 from ..db.batch import ROW_PROBLEMS
 from ..db.clock import CLOCK_SQL, db_now
 from ..db.fast_orm import read_values
-from ..models import ConcurrencyGroup, Schedule, WorkerHeartbeat
+from ..models import ChainSlot, ChainSlotStatus, ConcurrencyGroup, Schedule, WorkerHeartbeat
 from .claim_order import worker_pools
 from .values import Wakeup
 
@@ -32,8 +32,9 @@ def next_wakeup(
     ``"default"``; the pools the worker claims), the next lease expiry and the
     next end of a pause (``ScheduleQuerySet.pause_ending_q``; aware UTC, None when there is
     none; ordered ``LIMIT 1`` reads). A schedule free to run
-    the next slot of its open backfill (``backfill_ready``, by the database clock) makes
-    ``due`` the past: at once.
+    the next slot of its open backfill (``backfill_ready``, by the database clock), or a
+    kind ``after`` schedule free to settle a chain slot (``chain_ready``), makes ``due``
+    the past: at once; the next deadline of a waiting chain slot is a due instant too.
 
     With ``worker_id`` (the worker's own call) the reads are subqueries of one statement
     on its heartbeat row, whose ``last_seen_at`` (database clock) is the "at once"; without
@@ -57,12 +58,16 @@ def next_wakeup(
 
 def _cautious_wakeup(using: str, pools: Sequence[str]) -> Wakeup:
     """The wake-up when a row's value cannot be read: "at once" (the database clock's now)
-    for ``due`` when a row is claimable or free to run a backfill slot, and for
+    for ``due`` when a row is claimable or free to run a backfill or chain slot, and for
     ``lease_expiry`` when a lease expired; None otherwise."""
     now = db_now(using)
     schedules = Schedule.objects.using(using)
     mine = schedules.filter(pool__in=pools)
-    due = mine.claimable(now).exists() or mine.backfill_ready(now).exists()
+    due = (
+        mine.claimable(now).exists()
+        or mine.backfill_ready(now).exists()
+        or mine.chain_ready(now).exists()
+    )
     expired = schedules.lease_expired(now).exists()
     resume = schedules.resume_due(now).exists()
     return Wakeup(
@@ -106,7 +111,8 @@ def _next_wakeup(worker_id: str | None, using: str, pools: Sequence[str]) -> Wak
         k: next(iter(row.values())) if (row := q.first()) else None for k, q in instants.items()
     }
     values.update({k: Schedule.objects.using(using).filter(f).exists() for k, f in flags.items()})
-    return _wakeup_of(values, db_now(using) if values["backfill"] or values["odd"] else None)
+    at_once = values["backfill"] or values["chain"] or values["odd"]
+    return _wakeup_of(values, db_now(using) if at_once else None)
 
 
 def _wakeup_reads(
@@ -115,8 +121,10 @@ def _wakeup_reads(
     """The wake-up's reads at ``clock``: the ordered ``LIMIT 1`` reads of its instants by
     name (``due``: the next slot of an unleased runnable row of ``pools`` its concurrency
     group does not hold back; ``rate_end`` / ``full_end``: the next end of a group's hold;
-    ``expiry``, ``resume``) and its flags (``backfill``: a backfill slot free to run now;
-    ``odd``: a lease expiry that cannot be read)."""
+    ``expiry``, ``resume``; ``chain_deadline``: the next deadline of a waiting chain slot)
+    and its flags (``backfill``: a backfill slot free to run now; ``chain``: a kind
+    ``after`` schedule free to settle a chain slot now; ``odd``: a lease expiry that cannot
+    be read)."""
     schedules = Schedule.objects.using(using)
     mine = schedules.filter(pool__in=pools)
     room = mine.filter(schedules.group_room_q(clock))
@@ -135,9 +143,15 @@ def _wakeup_reads(
         "resume": schedules.filter(schedules.pause_ending_q())
         .order_by("paused_until")
         .values("paused_until")[:1],
+        # The next deadline of a chain slot still waiting (kind after: counted missed then).
+        "chain_deadline": ChainSlot.objects.using(using)
+        .filter(status=ChainSlotStatus.WAITING, deadline__gt=clock, downstream__pool__in=pools)
+        .order_by("deadline")
+        .values("deadline")[:1],
     }
     flags = {
         "backfill": Exists(mine.backfill_ready(clock)),
+        "chain": Exists(mine.chain_ready(clock)),
         "odd": Exists(schedules.filter(schedules.lease_unreadable_q())),
     }
     return instants, flags
@@ -151,7 +165,8 @@ def _wakeup_of(values: dict[str, Any], now: datetime | None) -> Wakeup:
             values["due"],
             values["rate_end"],
             values["full_end"],
-            now if values["backfill"] else None,
+            values["chain_deadline"],
+            now if values["backfill"] or values["chain"] else None,
         ),
         lease_expiry=_earliest(values["expiry"], now if values["odd"] else None),
         resume=values["resume"],
