@@ -9,7 +9,9 @@ SQLite, PostgreSQL and MariaDB (``DATABASE_URL``). A three-step chain import -> 
   appends them to a file) joined with the attempts and receipts;
 * import failing terminally (``FailRun``) leaves aggregate's and mail's instants
   receipted ``missed`` (``UpstreamNotDone``) once their ``wait_seconds`` passed, and
-  neither runs.
+  neither runs;
+* a backfill of import with ``cascade`` runs aggregate and mail again for each of its
+  slots, each step after the one before.
 
 The in-process semantics are in tests/test_chain_engine.py.
 """
@@ -269,3 +271,38 @@ def test_a_terminally_failing_upstream_leaves_the_downstream_instants_missed(
     for row in (b, c):
         row.refresh_from_db()
         assert (row.missed_count, row.lease_token) == (2, None)
+
+
+def test_a_backfill_with_cascade_runs_the_chain_again_for_each_slot(tmp_path, start_worker):
+    path = tmp_path / "spans.txt"
+    workers = start_workers(start_worker, "cascade")
+    a, b, c = chain(path, callback="tests.span", runs=None, waits=(60, 60))
+    first = a.start_at
+    instants = [first, first + timedelta(seconds=EVERY)]
+
+    def chain_ran_twice():
+        return set(instants) <= set(receipts("mail", "succeeded"))
+
+    stalled = settle(chain_ran_twice, workers, "two instants of the chain", 3 + 2 * EVERY + 6)
+    state.disable(a.pk)  # import's grid stops; a paused schedule still runs its backfill
+    end = instants[-1] + timedelta(seconds=1)
+    state.request_backfill(a.pk, first, end, include_succeeded=True, cascade=True)
+
+    def cascaded():
+        return all(len(receipts("mail", "succeeded").get(at, [])) == 2 for at in instants)
+
+    stalled = stalled or settle(cascaded, workers, "the backfill's cascade", 15)
+    time.sleep(0.6)
+    stop(workers)
+    if stalled is not None:
+        raise stalled
+    ran = {name: runs_by_instant(path, name) for name in ("import", "aggregate", "mail")}
+    for at in instants:
+        # Twice each: the live instant and its backfill, each step after the one before.
+        for step, before in (("aggregate", "import"), ("mail", "aggregate")):
+            assert len(ran[step][at]) == 2 and len(ran[before][at]) == 2, (step, at, ran)
+            (_, end_live), (_, end_again) = sorted(ran[before][at])
+            (start_live, _), (start_again, _) = sorted(ran[step][at])
+            assert end_live <= start_live and end_again <= start_again, (step, at, ran)
+    backfill = a.backfills.get()
+    assert backfill.cascade and backfill.status == "completed"
