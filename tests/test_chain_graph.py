@@ -1,0 +1,71 @@
+"""The admin's small graph of a chain (issue #30 item 1: "the admin draws the small
+graph"): :mod:`django_durable_schedules.admin.chain_graph`."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from django_durable_schedules.admin.chain_graph import (
+    BOX_W,
+    PER_LEVEL,
+    Node,
+    chain_graph,
+    layout,
+)
+from django_durable_schedules.models import Schedule, ScheduleLink
+
+pytestmark = pytest.mark.django_db
+
+
+def test_layout_puts_levels_in_columns_left_to_right_and_counts_what_is_left_out() -> None:
+    nodes = [Node("me", "me", "active", 0), Node("a", "a", "active", -1)]
+    nodes += [Node(f"d{i}", f"down-{i}", "active", 1) for i in range(PER_LEVEL + 2)]
+    links = {("a", "me")} | {("me", f"d{i}") for i in range(PER_LEVEL + 2)}
+    graph = layout(nodes, links)
+    x = {n.key: n.x for n in graph.nodes}
+    assert x["a"] < x["me"] < x["d0"] and x["me"] - x["a"] > BOX_W
+    assert len(graph.nodes) == 2 + PER_LEVEL
+    assert [count for _, _, count in graph.more] == [2]
+    assert len(graph.edges) == 1 + PER_LEVEL  # the edges to boxes not drawn are left out
+    assert graph.width > 3 * BOX_W and graph.height > 0
+    assert layout([], set()).nodes == []
+
+
+def test_a_long_name_is_cut_in_its_box_and_whole_in_its_tooltip() -> None:
+    node = Node(1, "a" * 40, "active", 0)
+    assert len(node.label) == 22 and node.label.endswith("…")
+
+
+def _schedule(name: str, kind: str = "interval") -> Schedule:
+    fields = {"interval_seconds": 3600} if kind == "interval" else {}
+    return Schedule.objects.create(name=name, callback="tests.noop", kind=kind, **fields)
+
+
+def test_the_graph_of_a_middle_step_draws_its_chain_with_links_and_words() -> None:
+    a, x = _schedule("import"), _schedule("prices")
+    b, c = _schedule("aggregate", "after"), _schedule("mail", "after")
+    for up, down in ((a, b), (x, b), (b, c)):
+        ScheduleLink.objects.create(upstream=up, downstream=down)
+    html = str(chain_graph(b, "admin"))
+    assert html.count("<rect") == 4 and html.count('class="dds-chain-edge"') == 3
+    assert f'href="/admin/durable_schedules/schedule/{c.pk}/change/"' in html
+    assert 'class="dds-chain-node dds-chain-self"' in html
+    assert (
+        "The chain of aggregate: import then aggregate; prices then aggregate; aggregate then mail."
+        in html
+    )
+    assert re.search(r'<svg [^>]*role="img"', html)
+    lonely = _schedule("alone")
+    assert str(chain_graph(lonely, "admin")) == ""
+
+
+def test_the_graph_reads_a_fixed_number_of_statements(django_assert_max_num_queries) -> None:
+    rows = [_schedule("root")] + [_schedule(f"step-{i}", "after") for i in range(5)]
+    for up, down in zip(rows, rows[1:], strict=False):
+        ScheduleLink.objects.create(upstream=up, downstream=down)
+    # Three levels each way at most: 3 + 3 link reads and the names.
+    with django_assert_max_num_queries(7):
+        html = str(chain_graph(rows[3], "admin"))
+    assert html.count("<rect") == 6  # root, step-0..step-4 around step-2: 3 up, 2 down
