@@ -182,7 +182,13 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
         self.zone_instant_fields()
         links = self.fields.get("upstream")
         if isinstance(links, forms.ModelMultipleChoiceField) and self._original is not None:
-            links.queryset = links.queryset.exclude(pk=self.instance.pk)  # never itself
+            links.queryset = (
+                Schedule.objects.order_by("name")
+                .only("id", "name")
+                .exclude(
+                    pk=self.instance.pk  # never itself
+                )
+            )
             if "upstream" not in self.initial:  # a model form reads no non-editable field
                 self.initial["upstream"] = list(
                     self.instance.upstream.order_by("name").values_list("pk", flat=True)

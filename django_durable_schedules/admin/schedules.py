@@ -244,9 +244,9 @@ class ScheduleAdmin(WriteLockedForm):
     def get_form(
         self, request: HttpRequest, obj: Schedule | None = None, change: bool = False, **kwargs: Any
     ) -> Any:
-        if "fields" not in kwargs:  # a declared relation is no model form field
-            fields = flatten_fieldsets(self.get_fieldsets(request, obj))
-            kwargs["fields"] = [f for f in fields if f not in DECLARED_RELATIONS]
+        # A declared relation (upstream) is the form's own field, no model form field.
+        fields = kwargs.get("fields") or flatten_fieldsets(self.get_fieldsets(request, obj))
+        kwargs["fields"] = [f for f in fields if f not in DECLARED_RELATIONS]
         form = super().get_form(request, obj, change=change, **kwargs)
         if issubclass(form, ScheduleForm):
             form.cron_words_url = admin_url(self, "describe_cron")

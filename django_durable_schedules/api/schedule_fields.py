@@ -21,6 +21,7 @@ from ..cron_words import business_in_words, schedule_in_words
 from ..db.names import calendar_names
 from ..deadlines import DeadlineState, deadline_state, read_now
 from ..models import BlackoutWindow, ConcurrencyGroup, ExclusionCalendar, Schedule
+from .chain_fields import downstream_field, upstream_field
 from .fields import CalendarNamesField, FlatListField, NameRelatedField, WindowNamesField
 from .run_serializers import PreviousSerializer, RunningSerializer, previous_data, running_data
 
@@ -68,6 +69,7 @@ WRITABLE_ORDER = (
     "name",
     "callback",
     "kind",
+    "upstream",
     "interval_seconds",
     "cron",
     "rrule",
@@ -93,6 +95,7 @@ WRITABLE_ORDER = (
     "priority",
     "pool",
     "concurrency_group",
+    "wait_seconds",
     "payload",
     "metadata",
     "exclusion_calendars",
@@ -175,6 +178,8 @@ class ScheduleFields(serializers.Serializer):
     # are), from the row's own status and lease: no query, and no status rule typed here.
     exclusion_calendars = calendar_names_field(ExclusionCalendar.objects.all())
     blackout_windows = window_names_field(BlackoutWindow.objects.all())
+    upstream = upstream_field(Schedule.objects.all())
+    downstream = downstream_field()
     concurrency_group = NameRelatedField(
         slug_field="name",
         queryset=ConcurrencyGroup.objects.all(),

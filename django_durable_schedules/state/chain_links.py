@@ -49,16 +49,16 @@ GRID_COLUMNS = (
 
 
 def resolve_upstreams(values: Iterable[Any], using: str = "default") -> list[Schedule]:
-    """The schedules named by ``values`` (names, primary keys or ``Schedule`` instances),
-    each once, in name order; one query for the names and one for the keys given. Raises
+    """The schedules named by ``values`` (names, primary keys or ``Schedule`` instances,
+    read again with :data:`GRID_COLUMNS`), each once, in name order; one query for the
+    names and one for the keys and instances given. Raises
     ``ValidationError`` (``upstream``) for a name no schedule has."""
     values = list(values)
-    objs = [v for v in values if isinstance(v, Schedule)]
     names = [v for v in values if isinstance(v, str)]
-    pks = [v for v in values if isinstance(v, uuid.UUID)]
-    if len(objs) + len(names) + len(pks) != len(values):
+    pks = [v.pk if isinstance(v, Schedule) else v for v in values if not isinstance(v, str)]
+    if not all(isinstance(pk, uuid.UUID) for pk in pks):
         raise ValidationError({FIELD: ["Give upstream schedules by name."]})
-    rows = Schedule.objects.using(using).only(*GRID_COLUMNS)
+    rows = Schedule.objects.using(using).only(*GRID_COLUMNS)  # instances read again: whole
     found = list(rows.filter(name__in=names)) if names else []
     found += list(rows.filter(pk__in=pks)) if pks else []
     missing = sorted(set(names) - {s.name for s in found})
@@ -66,7 +66,7 @@ def resolve_upstreams(values: Iterable[Any], using: str = "default") -> list[Sch
     if missing:
         listed = ", ".join(repr(m) for m in missing)
         raise ValidationError({FIELD: [f"No schedule named {listed}."]})
-    return sorted({s.pk: s for s in [*objs, *found]}.values(), key=lambda s: s.name)
+    return sorted({s.pk: s for s in found}.values(), key=lambda s: s.name)
 
 
 def current_upstreams(row: Schedule, using: str) -> list[Schedule]:
@@ -93,10 +93,11 @@ def check_links(
     regridded = before is not None and grid_of(before) != grid_of(candidate)
     after = candidate.kind == Kind.AFTER
     ups: list[Schedule] | None = list(given) if given is not None else None
-    if ups is None and (creating or (kind_changed and not after and before.kind != Kind.AFTER)):
-        ups = []  # no kind that could hold links before: none (no query)
-    elif ups is None and kind_changed:
-        ups = current_upstreams(before, using)  # type: ignore[arg-type]
+    if ups is None and before is None:
+        ups = []  # a create naming none
+    elif ups is None and before is not None and kind_changed:
+        held = Kind.AFTER in (before.kind, candidate.kind)  # else no kind that holds links
+        ups = current_upstreams(before, using) if held else []
     if ups and not after:
         hint = "" if given is not None else ": remove its upstream schedules"
         raise ValidationError({FIELD: [ONLY_AFTER + hint]})
@@ -105,7 +106,7 @@ def check_links(
     if not own and not downstream:
         return
     if ups is None:
-        ups = current_upstreams(before, using) if after else []  # type: ignore[arg-type]
+        ups = current_upstreams(before, using) if after and before is not None else []
     below = _closure_below(candidate.pk, using) if downstream else []
     upstreams_of, rows = _ancestry([*ups, *below], using)
     rows[candidate.pk] = candidate
