@@ -318,3 +318,26 @@ def test_show_prints_the_links_and_wait_seconds():
     out = StringIO()
     call_command("schedules", "show", "a", stdout=out)
     assert "  before: b" in out.getvalue() and "runs after" not in out.getvalue()
+
+
+def test_a_schedule_others_run_after_is_not_deleted_until_unlinked(api):
+    hourly(api, "a")
+    after(api, "b", ["a"])
+    refused = api.delete(detail("a"))
+    assert refused.status_code == 409
+    assert refused.json() == {"detail": "b runs after it: remove it from their upstream first"}
+    assert Schedule.objects.filter(name="a").exists()
+    assert api.delete(detail("b")).status_code == 204  # a downstream goes with its links
+    assert api.delete(detail("a")).status_code == 204
+
+
+def test_a_restored_version_restores_its_upstreams():
+    for name in ("a", "e"):
+        state.create_schedule(
+            name=name, callback="tests.noop", kind="interval", interval_seconds=60, start_at=T0
+        )
+    b = state.create_schedule(name="b", callback="tests.noop", kind="after", upstream=["a"])
+    state.update_schedule(b.pk, upstream=["e"])
+    first = state.definition_versions(b)[-1]
+    state.restore_definition(b.pk, first.event_id)
+    assert [u.name for u in b.upstream.all()] == ["a"]
