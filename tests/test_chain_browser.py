@@ -1,6 +1,6 @@
 """Chaining in a real browser (issue #30 item 1): a person adds a schedule of kind "after"
-on the admin's form, where only that kind shows the *Runs after* selector, moves its
-upstream into the chosen side, saves, and the change pages say "Runs after: …" and
+on the admin's form, where only that kind shows the *Runs after* field, finds its upstream
+by typing part of its name (the admin's autocomplete), saves, and the change pages say "Runs after: …" and
 "Before: …", each a link.
 
 Fixtures: tests/test_admin_browser.py (skipped without Chromium and Playwright; SQLite
@@ -51,8 +51,9 @@ def test_an_after_schedule_added_in_a_real_browser(
     sync_api.expect(page.locator(".field-upstream")).to_be_visible()
     for field in ("#id_interval_seconds", "#id_cron", "#id_timezone", "#id_start_at"):
         sync_api.expect(page.locator(field)).to_be_hidden()
-    page.select_option("#id_upstream_from", label="etl.import")
-    page.click("#id_upstream_add")
+    page.click(".field-upstream .select2-selection")  # a search, not a list of all
+    page.keyboard.type("etl.imp")
+    page.locator(".select2-results__option", has_text="etl.import").click()
     page.click("input[name=_continue]")
     page.wait_for_url(re.compile(r"/change/$"))
     made = Schedule.objects.get(name="etl.aggregate")

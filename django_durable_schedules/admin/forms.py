@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from django import forms
-from django.contrib.admin.widgets import FilteredSelectMultiple
+from django.contrib.admin.widgets import AutocompleteSelectMultiple
 from django.core.exceptions import ValidationError
 from django.forms.models import construct_instance
 
@@ -94,6 +94,27 @@ KIND_HIDES = {
     Kind.AFTER: (*MANUAL_REFUSES, "extra_specs", "timezone", "exclusion_calendars"),
 }
 
+UPSTREAM_HELP = (
+    "Kind 'after': the schedules it runs after (type to search by name). It runs each "
+    "nominal instant of theirs once every one of them succeeded for it (they share one "
+    "grid; no manual schedule, no cycle)."
+)
+
+
+def upstream_field(admin_site: Any) -> forms.ModelMultipleChoiceField:
+    """The form's ``upstream`` on the admin site ``admin_site``: a search of the schedules
+    by name (the admin's autocomplete, through the schedule admin's own search), which
+    renders only the schedules chosen, never a list of every schedule."""
+    field = forms.ModelMultipleChoiceField(
+        queryset=Schedule.objects.order_by("name").only("id", "name"),
+        required=False,
+        label="Runs after",
+        widget=AutocompleteSelectMultiple(Schedule._meta.get_field("upstream"), admin_site),
+        help_text=UPSTREAM_HELP,
+    )
+    return field
+
+
 #: The read-only fields computed from the schedule: functions of :mod:`.columns`, and the names
 #: of :class:`.schedules.ScheduleAdmin`'s methods (those that link into its site).
 SUMMARY_FIELDS: tuple[str | Callable[[Schedule], Any], ...] = (
@@ -145,10 +166,8 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
         queryset=Schedule.objects.order_by("name").only("id", "name"),
         required=False,
         label="Runs after",
-        widget=FilteredSelectMultiple("upstream schedules", is_stacked=False),
-        help_text="Kind 'after': the schedules it runs after. It runs each nominal instant "
-        "of theirs once every one of them succeeded for it (they share one grid; no manual "
-        "schedule, no cycle).",
+        widget=forms.SelectMultiple,  # the admin's: a search (upstream_field)
+        help_text=UPSTREAM_HELP,
     )
     #: The admin's describe-cron and describe-rrule URLs (set by
     #: :meth:`.schedules.ScheduleAdmin.get_form`).

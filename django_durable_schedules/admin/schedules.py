@@ -47,6 +47,7 @@ from .forms import (
     STATE_FIELDS,
     SUMMARY_FIELDS,
     ScheduleForm,
+    upstream_field,
 )
 from .inlines import AttemptInline, EventInline, ReceiptInline
 from .pagination import EstimatedCountPaginator
@@ -248,6 +249,8 @@ class ScheduleAdmin(WriteLockedForm):
         fields = kwargs.get("fields") or flatten_fieldsets(self.get_fieldsets(request, obj))
         kwargs["fields"] = [f for f in fields if f not in DECLARED_RELATIONS]
         form = super().get_form(request, obj, change=change, **kwargs)
+        if issubclass(form, ScheduleForm) and "upstream" in form.base_fields:
+            form.base_fields = {**form.base_fields, "upstream": upstream_field(self.admin_site)}
         if issubclass(form, ScheduleForm):
             form.cron_words_url = admin_url(self, "describe_cron")
             form.rrule_words_url = admin_url(self, "describe_rrule")
