@@ -244,6 +244,10 @@ def test_an_owner_scoped_user_names_and_sees_only_their_own_schedules(scoped):
     # writing the list keeps what she cannot see
     alice.patch(detail("alice-after"), {"upstream": ["alice-hourly"]}, format="json")
     assert ("alice-after", "bob-hourly") in links()
+    # nor do her schedule's events name it
+    events = alice.get(detail("alice-after") + "events/").json()
+    edited = next(e for e in events if e["action"] == "edited")
+    assert edited["changes"]["upstream"] == [["alice-hourly"], ["alice-hourly"]]
 
 
 # -- the state functions ----------------------------------------------------------------------

@@ -6,7 +6,8 @@ annotated (:func:`..db.names.with_link_names`: no query per row), else from the 
 An owner-scoped user names and sees only their own schedules: another name is "does not
 exist" as a name no schedule has (a name cannot be probed), another user's schedule is left
 out of both lists, and kept when they write ``upstream`` (:func:`keep_hidden_upstream`:
-they cannot remove what they are not shown).
+they cannot remove what they are not shown), and the events name it to them in no
+``upstream`` change (:func:`redact_upstream_changes`).
 """
 
 from __future__ import annotations
@@ -99,10 +100,32 @@ def keep_hidden_upstream(attrs: dict[str, Any], instance: Schedule | None, conte
     attrs["upstream"] = [*given, *hidden]
 
 
+def redact_upstream_changes(changes: Any, context: Any) -> Any:
+    """An event's ``changes`` as an owner-scoped user may read them: the names in
+    ``upstream: [before, after]`` that are not their own schedules left out (one query for
+    the names an answer's events mention, kept in ``context``). Unchanged for full access
+    or an event without ``upstream``."""
+    owner = _owner(context)
+    pair = changes.get("upstream") if isinstance(changes, dict) else None
+    if owner is None or not isinstance(pair, list):
+        return changes
+    named = {n for side in pair if isinstance(side, list) for n in side if isinstance(n, str)}
+    known: dict[str, bool] = context.setdefault("_own_schedule_names", {})
+    unknown = named - set(known)
+    if unknown:
+        own = set(
+            Schedule.objects.filter(owner=owner, name__in=unknown).values_list("name", flat=True)
+        )
+        known.update({n: n in own for n in unknown})
+    shown = [[n for n in side if known.get(n)] if isinstance(side, list) else side for side in pair]
+    return {**changes, "upstream": shown}
+
+
 __all__ = [
     "LinkNamesField",
     "downstream_field",
     "keep_hidden_upstream",
+    "redact_upstream_changes",
     "scoped_upstream_field",
     "upstream_field",
 ]

@@ -329,7 +329,11 @@ class ScheduleViewSet(
         """The schedule's audit trail (control actions), newest first, at most 200."""
         schedule = self.get_object()
         rows = ScheduleEvent.objects.filter(schedule_id=schedule.pk).order_by("-at", "-id")[:200]
-        context = {"visible_calendars": visible_names(request)}
+        context = {
+            "visible_calendars": visible_names(request),
+            "request": request,
+            "owner_scoped": owner_scoped(request),  # other users' schedules left unnamed
+        }
         return Response(EventSerializer(rows, many=True, context=context).data)
 
     @extend_schema(
