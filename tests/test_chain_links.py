@@ -345,3 +345,26 @@ def test_a_restored_version_restores_its_upstreams():
     first = state.definition_versions(b)[-1]
     state.restore_definition(b.pk, first.event_id)
     assert [u.name for u in b.upstream.all()] == ["a"]
+
+
+def test_a_declaration_that_would_part_a_downstreams_grids_is_not_synced(caplog):
+    from django_durable_schedules import register
+
+    register("t.chained", lambda ctx: None, cron="0 * * * *", timezone="UTC")
+    try:
+        state.sync_declared()
+        state.create_schedule(
+            name="e", callback="tests.noop", kind="cron", cron="0 * * * *", timezone="UTC"
+        )
+        state.create_schedule(
+            name="c", callback="tests.noop", kind="after", upstream=["t.chained", "e"]
+        )
+        register("t.chained", lambda ctx: None, cron="30 * * * *", timezone="UTC")
+        state.sync_declared()
+        assert Schedule.objects.get(name="t.chained").cron == "0 * * * *"
+        assert "the schedule declared in code for 't.chained' was not synced" in caplog.text
+        state.update_schedule(Schedule.objects.get(name="c").pk, upstream=["t.chained"])
+        state.sync_declared()  # alone on its grid now: c follows it
+        assert Schedule.objects.get(name="t.chained").cron == "30 * * * *"
+    finally:
+        registry.remove("t.chained")

@@ -4,6 +4,7 @@ these), sync the schedules declared in code, and recover degraded ones.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -296,6 +297,23 @@ def _clean_declared(row: Schedule) -> None:
         ) from exc
 
 
+def _chain_kept(row: Schedule, old: Schedule, using: str) -> bool:
+    """Whether the declared ``row`` (``old``: as stored) leaves the schedules that run after
+    it followable (:func:`.chain_links.check_links`); else the error is logged (naming the
+    schedule and why) and the declaration is not synced: the others are."""
+    try:
+        check_links(row, old, None, using)
+    except ValidationError as exc:
+        logger.error(
+            "the schedule declared in code for %r was not synced: %s",
+            row.name,
+            validation_text(exc),
+            extra={"schedule": row.name},
+        )
+        return False
+    return True
+
+
 @contextmanager
 def write_transaction(using: str = "default") -> Iterator[None]:
     """A transaction that holds the database write lock from its first statement, for a
@@ -318,6 +336,8 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
     occurrence counters, failures and history survive; a changed definition is an edit
     (re-planned from now). Also recovers schedules that were paused as degraded
     because their callback was missing, now that it is registered again.
+    A declaration whose new grid would leave a schedule that runs after it with upstreams
+    on different grids (chaining) is logged and skipped the same way.
     A declaration that names a concurrency group no row has is logged (an error naming
     both, check W005) and skipped: its schedule is neither created nor changed, the others
     are synced (a worker starting, ``migrate``, goes on).
@@ -351,9 +371,12 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
             before = {k: getattr(row, k) for k in wanted}
             diff = {k: v for k, v in wanted.items() if before[k] != v}
             if diff:
+                old = copy.copy(row)
                 for k, v in diff.items():
                     setattr(row, k, v)
                 _clean_declared(row)
+                if not _chain_kept(row, old, using):
+                    continue
                 row.save(using=using)
                 record_event(
                     row,
