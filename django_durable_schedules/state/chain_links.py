@@ -18,15 +18,19 @@ downstream whose only root changes grid follows it.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from ..exceptions import validation_text
 from ..models import DEFINITION_FIELDS, Kind, Schedule
 from ..models.chains import ScheduleLink
 from .chain_rules import UPSTREAM_FIELD, grid_of, link_problems
+
+logger = logging.getLogger(__name__)
 
 FIELD = UPSTREAM_FIELD
 #: The refusal of upstreams on a schedule of another kind.
@@ -154,6 +158,24 @@ def link_change(
     new = sorted(u.name for u in given)
     if new != old:
         before[FIELD], after[FIELD] = old, new
+
+
+def declared_links_kept(row: Schedule, old: Schedule, using: str) -> bool:
+    """Whether a schedule declared in code, ``row`` with its declaration's definition
+    (``old``: as stored), leaves the schedules that run after it followable
+    (:func:`check_links`); else the error is logged, naming the schedule and why, and the
+    caller (:func:`.definitions.sync_declared`) skips that declaration."""
+    try:
+        check_links(row, old, None, using)
+    except ValidationError as exc:
+        logger.error(
+            "the schedule declared in code for %r was not synced: %s",
+            row.name,
+            validation_text(exc),
+            extra={"schedule": row.name},
+        )
+        return False
+    return True
 
 
 def _changed_field(candidate: Schedule, before: Schedule | None, given: Any) -> str:

@@ -27,7 +27,7 @@ from .calendars import (
     share_exclusions,
 )
 from .candidates import Prepared, check_editable, explain_refusal, prepare
-from .chain_links import check_links, link_change, write_links
+from .chain_links import check_links, declared_links_kept, link_change, write_links
 from .enabling import enable
 from .events import as_changes, record_event
 from .group_defs import UnknownGroup, declared_group
@@ -297,23 +297,6 @@ def _clean_declared(row: Schedule) -> None:
         ) from exc
 
 
-def _chain_kept(row: Schedule, old: Schedule, using: str) -> bool:
-    """Whether the declared ``row`` (``old``: as stored) leaves the schedules that run after
-    it followable (:func:`.chain_links.check_links`); else the error is logged (naming the
-    schedule and why) and the declaration is not synced: the others are."""
-    try:
-        check_links(row, old, None, using)
-    except ValidationError as exc:
-        logger.error(
-            "the schedule declared in code for %r was not synced: %s",
-            row.name,
-            validation_text(exc),
-            extra={"schedule": row.name},
-        )
-        return False
-    return True
-
-
 @contextmanager
 def write_transaction(using: str = "default") -> Iterator[None]:
     """A transaction that holds the database write lock from its first statement, for a
@@ -375,7 +358,7 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
                 for k, v in diff.items():
                     setattr(row, k, v)
                 _clean_declared(row)
-                if not _chain_kept(row, old, using):
+                if not declared_links_kept(row, old, using):
                     continue
                 row.save(using=using)
                 record_event(
