@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from django import forms
+from django.contrib.admin.widgets import AutocompleteSelectMultiple
 from django.core.exceptions import ValidationError
 from django.forms.models import construct_instance
 
@@ -49,6 +50,7 @@ DEFINITION_LAYOUT = (
     "name",
     "callback",
     ("kind", "timezone"),
+    "upstream",
     ("interval_seconds", "cron"),
     "rrule",
     "rrule_business_days",
@@ -64,6 +66,12 @@ LINKS_LAYOUT = ("exclusion_calendars", "exclusion_policy", "blackout_windows")
 #: The form's fields that are no column: ``run_now`` (a hidden input until a one-shot's
 #: ``run_at`` is refused for being in the past, then the checkbox that accepts it).
 FORM_ONLY = ("run_now",)
+#: The editable relations the model does not let a model form build (``Schedule.upstream``
+#: is ``editable=False``: its links are checked as a graph by :mod:`..state`): declared on
+#: the form, left out of its ``Meta.fields`` (and of the admin's ``get_form(fields=)``).
+DECLARED_RELATIONS = ("upstream",)
+#: The fields only a kind ``after`` schedule takes (the others hide them).
+AFTER_ONLY = ("upstream", "wait_seconds")
 
 #: The form fields each kind hides (``kind_fields.js`` reads them from the kind select's
 #: ``data-kind-hides``): the timing fields the kind refuses (:data:`.timing.KIND_FORBIDS`,
@@ -73,13 +81,38 @@ FORM_ONLY = ("run_now",)
 #: script empties a hidden field when the form is saved.)
 KIND_HIDES = {
     **{
-        Kind(kind): (*forbids, *(() if kind in timing.EXTRA_KINDS else ("extra_specs",)))
+        Kind(kind): (
+            *forbids,
+            *(() if kind in timing.EXTRA_KINDS else ("extra_specs",)),
+            *AFTER_ONLY,
+        )
         for kind, forbids in timing.KIND_FORBIDS.items()
     },
-    Kind.ONCE: (*timing.KIND_FORBIDS["once"], "extra_specs", "exclusion_calendars"),
-    Kind.MANUAL: (*MANUAL_REFUSES, "extra_specs", "timezone", "exclusion_calendars"),
+    Kind.ONCE: (*timing.KIND_FORBIDS["once"], "extra_specs", "exclusion_calendars", *AFTER_ONLY),
+    Kind.MANUAL: (*MANUAL_REFUSES, "extra_specs", "timezone", "exclusion_calendars", *AFTER_ONLY),
     Kind.AFTER: (*MANUAL_REFUSES, "extra_specs", "timezone", "exclusion_calendars"),
 }
+
+UPSTREAM_HELP = (
+    "Kind 'after': the schedules it runs after (type to search by name). It runs each "
+    "nominal instant of theirs once every one of them succeeded for it (they share one "
+    "grid; no manual schedule, no cycle)."
+)
+
+
+def upstream_field(admin_site: Any) -> forms.ModelMultipleChoiceField:
+    """The form's ``upstream`` on the admin site ``admin_site``: a search of the schedules
+    by name (the admin's autocomplete, through the schedule admin's own search), which
+    renders only the schedules chosen, never a list of every schedule."""
+    field = forms.ModelMultipleChoiceField(
+        queryset=Schedule.objects.order_by("name").only("id", "name"),
+        required=False,
+        label="Runs after",
+        widget=AutocompleteSelectMultiple(Schedule._meta.get_field("upstream"), admin_site),
+        help_text=UPSTREAM_HELP,
+    )
+    return field
+
 
 #: The read-only fields computed from the schedule: functions of :mod:`.columns`, and the names
 #: of :class:`.schedules.ScheduleAdmin`'s methods (those that link into its site).
@@ -89,6 +122,7 @@ SUMMARY_FIELDS: tuple[str | Callable[[Schedule], Any], ...] = (
     deadline_detail,
     previous_detail,
     upcoming_table,
+    "chain_links",
     "recent_outcomes",
     "history_links",
 )
@@ -111,7 +145,7 @@ STATE_FIELDS: tuple[str | Callable[[Schedule], Any], ...] = (
 
 #: Optional in a post: left out (or blank), the schedule keeps its value (a new one gets
 #: the field's default), so a form or a script that predates the field still saves.
-KEPT_WHEN_LEFT_OUT = ("blackout_policy", "exclusion_policy", "priority", "pool")
+KEPT_WHEN_LEFT_OUT = ("blackout_policy", "exclusion_policy", "priority", "pool", "wait_seconds")
 
 
 class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
@@ -127,6 +161,13 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
         "due at once, its run reported late by the gap.",
         widget=forms.HiddenInput,
     )
+    upstream = forms.ModelMultipleChoiceField(
+        queryset=Schedule.objects.order_by("name").only("id", "name"),
+        required=False,
+        label="Runs after",
+        widget=forms.SelectMultiple,  # the admin's: a search (upstream_field)
+        help_text=UPSTREAM_HELP,
+    )
     #: The admin's describe-cron and describe-rrule URLs (set by
     #: :meth:`.schedules.ScheduleAdmin.get_form`).
     cron_words_url: str | None = None
@@ -137,7 +178,7 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
 
     class Meta:
         model = Schedule
-        fields = EDITABLE_ORDER
+        fields = tuple(f for f in EDITABLE_ORDER if f not in DECLARED_RELATIONS)
         widgets = {
             "timezone": ZoneInput,
             "cron": CronInput,
@@ -157,6 +198,19 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
         # The row as read, before the form writes into it: an edit is prepared from it.
         self._original = copy.copy(self.instance) if not self.instance._state.adding else None
         self.zone_instant_fields()
+        links = self.fields.get("upstream")
+        if isinstance(links, forms.ModelMultipleChoiceField) and self._original is not None:
+            links.queryset = (
+                Schedule.objects.order_by("name")
+                .only("id", "name")
+                .exclude(
+                    pk=self.instance.pk  # never itself
+                )
+            )
+            if "upstream" not in self.initial:  # a model form reads no non-editable field
+                self.initial["upstream"] = list(
+                    self.instance.upstream.order_by("name").values_list("pk", flat=True)
+                )
         kind = self.fields.get("kind")
         if kind is not None:
             hides = {str(k): list(names) for k, names in KIND_HIDES.items()}
@@ -284,7 +338,7 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
             editable = [f for f in self.changed_data if f in editable and self._posted(f)]
 
         def value(f: str) -> Any:  # a many-to-many field is the form's, not the row's
-            if f in ("exclusion_calendars", "blackout_windows"):
+            if f in ("exclusion_calendars", "blackout_windows", *DECLARED_RELATIONS):
                 return list(self.cleaned_data[f])
             return getattr(self.instance, f)
 
@@ -302,3 +356,10 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
             except ValidationError as exc:
                 self.add_error("exclusion_calendars", exc.message_dict["exclusion_calendars"])
         return data
+
+
+# The declared relations in their group's place (a model form puts its declared fields
+# last): the form's fields are the editable ones in group order, then its own.
+ScheduleForm.base_fields = {
+    name: ScheduleForm.base_fields[name] for name in (*EDITABLE_ORDER, *FORM_ONLY)
+}

@@ -12,7 +12,7 @@ from functools import update_wrapper
 from typing import Any, cast
 
 from django.contrib import admin, messages
-from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.utils import flatten_fieldsets, quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.db import router
 from django.db.models import QuerySet
@@ -33,13 +33,22 @@ from .actions import TRANSITIONS, DeleteRefused, as_admin, delete_selected, make
 from .backfills import backfill, cancel_backfill
 from .changelist import ScheduleChangeList, attach_group_waits
 from .columns import cadence_and_next_run, name_and_status
+from .columns import chain_links as linked_chain
 from .columns import history_links as linked_history
 from .columns import outcomes as linked_outcomes
 from .columns import outcomes_summary as linked_outcomes_summary
 from .display import ADMIN_CSS, STRIP_LENGTH, legend, names_listed
 from .duplicate import duplicate, duplicate_view
 from .filters import DegradedFilter, FailingFilter, LabelFilter, RunningFilter
-from .forms import DEFINITION_LAYOUT, LINKS_LAYOUT, STATE_FIELDS, SUMMARY_FIELDS, ScheduleForm
+from .forms import (
+    DECLARED_RELATIONS,
+    DEFINITION_LAYOUT,
+    LINKS_LAYOUT,
+    STATE_FIELDS,
+    SUMMARY_FIELDS,
+    ScheduleForm,
+    upstream_field,
+)
 from .inlines import AttemptInline, EventInline, ReceiptInline
 from .pagination import EstimatedCountPaginator
 from .pauses import pause_selected, pause_view
@@ -177,6 +186,10 @@ class ScheduleAdmin(WriteLockedForm):
     def recent_outcomes(self, obj: Schedule) -> SafeString:
         return linked_outcomes(obj, self.admin_site.name, large=True)
 
+    @admin.display(description="chain")
+    def chain_links(self, obj: Schedule) -> SafeString:
+        return linked_chain(obj, self.admin_site.name)
+
     @admin.display(description="history")
     def history_links(self, obj: Schedule) -> SafeString:
         return linked_history(obj, self.admin_site.name)
@@ -232,7 +245,12 @@ class ScheduleAdmin(WriteLockedForm):
     def get_form(
         self, request: HttpRequest, obj: Schedule | None = None, change: bool = False, **kwargs: Any
     ) -> Any:
+        # A declared relation (upstream) is the form's own field, no model form field.
+        fields = kwargs.get("fields") or flatten_fieldsets(self.get_fieldsets(request, obj))
+        kwargs["fields"] = [f for f in fields if f not in DECLARED_RELATIONS]
         form = super().get_form(request, obj, change=change, **kwargs)
+        if issubclass(form, ScheduleForm) and "upstream" in form.base_fields:
+            form.base_fields = {**form.base_fields, "upstream": upstream_field(self.admin_site)}
         if issubclass(form, ScheduleForm):
             form.cron_words_url = admin_url(self, "describe_cron")
             form.rrule_words_url = admin_url(self, "describe_rrule")

@@ -13,6 +13,7 @@ from ..payloads import json_size
 from ..projection import bound_traceback
 from ..running import running_attempt
 from ..state.previous_rules import previous_of
+from .chain_fields import redact_upstream_changes
 from .fields import AwareDateTimeField, BaseModelSerializer
 from .visibility import redact_changes, redact_reason
 
@@ -230,11 +231,13 @@ class EventSerializer(BaseModelSerializer):
 
     def to_representation(self, instance: Any) -> Any:
         """As DRF's; for an owner-scoped user (``visible_calendars`` in the context) the
-        calendars they cannot see are not named (:func:`.visibility.redact_changes`)."""
+        calendars they cannot see are not named (:func:`.visibility.redact_changes`), nor
+        the schedules of others (:func:`.chain_fields.redact_upstream_changes`)."""
         data = super().to_representation(instance)
         visible = self.context.get("visible_calendars")
         if visible is not None:
             data["changes"] = redact_changes(instance.action, data["changes"], visible)
+        data["changes"] = redact_upstream_changes(data["changes"], self.context)
         return data
 
 

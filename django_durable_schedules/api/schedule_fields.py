@@ -21,6 +21,7 @@ from ..cron_words import business_in_words, schedule_description, schedule_in_wo
 from ..db.names import calendar_names, read_calendar_links
 from ..deadlines import DeadlineState, deadline_state, read_now
 from ..models import BlackoutWindow, ConcurrencyGroup, ExclusionCalendar, Schedule
+from .chain_fields import downstream_field, upstream_field
 from .fields import CalendarNamesField, FlatListField, NameRelatedField, WindowNamesField
 from .run_serializers import (
     LIST_RESULT_MAX_BYTES,
@@ -74,6 +75,7 @@ WRITABLE_ORDER = (
     "name",
     "callback",
     "kind",
+    "upstream",
     "interval_seconds",
     "cron",
     "rrule",
@@ -99,6 +101,7 @@ WRITABLE_ORDER = (
     "priority",
     "pool",
     "concurrency_group",
+    "wait_seconds",
     "payload",
     "metadata",
     "exclusion_calendars",
@@ -181,6 +184,8 @@ class ScheduleFields(serializers.Serializer):
     # are), from the row's own status and lease: no query, and no status rule typed here.
     exclusion_calendars = calendar_names_field(ExclusionCalendar.objects.all())
     blackout_windows = window_names_field(BlackoutWindow.objects.all())
+    upstream = upstream_field(Schedule.objects.all())
+    downstream = downstream_field()
     concurrency_group = NameRelatedField(
         slug_field="name",
         queryset=ConcurrencyGroup.objects.all(),

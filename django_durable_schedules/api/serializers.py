@@ -26,7 +26,7 @@ from rest_framework import serializers
 from rest_framework.fields import SkipField
 
 from .. import state, timing
-from ..limits import DEADLINE_MAX_SECONDS
+from ..limits import CHAIN_WAIT_MAX_SECONDS, DEADLINE_MAX_SECONDS
 from ..models import BlackoutWindow, ExclusionCalendar, Schedule
 from ..models.validation import past_run_at_errors
 from ..payloads import payload_errors
@@ -39,6 +39,7 @@ from ..state import db_now
 # unchanged).
 from .action_serializers import DuplicateSerializer as DuplicateSerializer
 from .action_serializers import EnableSerializer
+from .chain_fields import keep_hidden_upstream, scoped_upstream_field
 from .fields import AWARE_MESSAGE as AWARE_MESSAGE
 from .fields import JSON_MAX_DEPTH as JSON_MAX_DEPTH
 from .fields import MAX_INSTANT as MAX_INSTANT
@@ -92,6 +93,7 @@ class ScheduleSerializer(ScheduleFields, UniqueAtWrite, BaseModelSerializer):
         fields = [
             "id",
             *WRITABLE_ORDER,
+            "downstream",
             "status",
             "late",
             "deadline_at",
@@ -146,6 +148,14 @@ class ScheduleSerializer(ScheduleFields, UniqueAtWrite, BaseModelSerializer):
         extra_kwargs = {
             "max_runs": {"min_value": 1},
             "max_attempts": {"min_value": 1},
+            "wait_seconds": {
+                "min_value": 1,
+                "max_value": CHAIN_WAIT_MAX_SECONDS,
+                "error_messages": {
+                    "min_value": "At least {min_value} second.",
+                    "max_value": "At most {max_value} seconds (31 days).",
+                },
+            },
             "deadline_seconds": {
                 "min_value": 1,
                 "max_value": DEADLINE_MAX_SECONDS,
@@ -176,6 +186,7 @@ class ScheduleSerializer(ScheduleFields, UniqueAtWrite, BaseModelSerializer):
             # Only the shared calendars may be named: any other name is "does not exist".
             fields["exclusion_calendars"] = calendar_names_field(ExclusionCalendar.objects.shared())
             fields["blackout_windows"] = window_names_field(BlackoutWindow.objects.shared())
+            fields["upstream"] = scoped_upstream_field(self.context) or fields["upstream"]
         return fields
 
     def to_representation(self, instance: Schedule) -> dict[str, Any]:
@@ -245,6 +256,7 @@ class ScheduleSerializer(ScheduleFields, UniqueAtWrite, BaseModelSerializer):
         self._past_run_at(attrs, attrs.pop("run_now", False))
         self._keep_hidden_calendars(attrs)
         self._keep_hidden_windows(attrs)
+        keep_hidden_upstream(attrs, self.instance, self.context)
         self._prepared = (dict(attrs), self._prepare(attrs))
         return attrs
 

@@ -27,7 +27,7 @@ from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
 from .. import health, state, timing
-from ..db.names import with_calendar_names, with_window_names
+from ..db.names import with_calendar_names, with_link_names, with_window_names
 from ..deadlines import with_open_slot
 from ..exceptions import StateConflict
 from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
@@ -162,7 +162,8 @@ class ScheduleViewSet(
         qs = with_open_slot(
             with_window_names(with_calendar_names(Schedule.objects.readable().with_running()))
         )
-        return scope(qs, self.request)
+        owner = self.request.user if owner_scoped(self.request) else None
+        return scope(with_link_names(qs, owner), self.request)  # the chain's names too
 
     def get_serializer_context(self) -> dict[str, Any]:
         context = dict(super().get_serializer_context())
@@ -334,7 +335,11 @@ class ScheduleViewSet(
         """The schedule's audit trail (control actions), newest first, at most 200."""
         schedule = self.get_object()
         rows = ScheduleEvent.objects.filter(schedule_id=schedule.pk).order_by("-at", "-id")[:200]
-        context = {"visible_calendars": visible_names(request)}
+        context = {
+            "visible_calendars": visible_names(request),
+            "request": request,
+            "owner_scoped": owner_scoped(request),  # other users' schedules left unnamed
+        }
         return Response(EventSerializer(rows, many=True, context=context).data)
 
     @extend_schema(

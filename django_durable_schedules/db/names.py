@@ -1,4 +1,5 @@
-"""The names (and weekend days) of each schedule's exclusion calendars inside the query that
+"""The names of each schedule's exclusion calendars (and their weekend days), blackout
+windows and chain links (the schedules it runs after and before) inside the query that
 lists schedules (correlated subqueries), so a page of the API's list stays one query
 whatever it holds.
 
@@ -117,3 +118,36 @@ def window_names(row: Any) -> list[str] | None:
     """The sorted window names annotated by :func:`with_window_names`, or None when
     ``row`` was not annotated."""
     return _read_names(row, "_window_names")
+
+
+def with_link_names(queryset: QuerySet[Any], owner: Any = None) -> QuerySet[Any]:
+    """``queryset`` of schedules annotated with ``_upstream_names`` and
+    ``_downstream_names``: the names of the schedules each row runs after and of those
+    that run after it (chaining), joined by commas (None: none), in the same statement.
+    ``owner``: only the schedules of that user are named (an owner-scoped user's view).
+    Read them with :func:`link_names`."""
+    from ..models import ScheduleLink
+
+    def names(this: str, other: str) -> Subquery:
+        links = ScheduleLink.objects.filter(**{f"{this}_id": OuterRef("pk")})
+        if owner is not None:
+            links = links.filter(**{f"{other}__owner": owner})
+        joined = (
+            links.order_by()
+            .values(f"{this}_id")
+            .annotate(names=_JoinNames(f"{other}__name"))
+            .values("names")
+        )
+        return Subquery(joined, output_field=CharField())
+
+    annotated: QuerySet[Any] = queryset.annotate(
+        _upstream_names=names("downstream", "upstream"),
+        _downstream_names=names("upstream", "downstream"),
+    )
+    return annotated
+
+
+def link_names(row: Any, direction: str) -> list[str] | None:
+    """The sorted names :func:`with_link_names` annotated (``direction``: ``upstream`` or
+    ``downstream``), or None when ``row`` was not annotated."""
+    return _read_names(row, f"_{direction}_names")

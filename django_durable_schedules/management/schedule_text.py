@@ -114,6 +114,22 @@ def blackout_line(schedule: Schedule) -> str:
     return line
 
 
+def chain_lines(schedule: Schedule) -> Iterator[str]:
+    """``show``'s lines of the schedule's chain (two queries): the schedules it runs after,
+    with its ``wait_seconds`` (kind ``after``), and those that run after it; none for a
+    schedule with neither."""
+    ups = list(schedule.upstream.order_by("name").values_list("name", flat=True))
+    downs = list(schedule.downstream.order_by("name").values_list("name", flat=True))
+    if schedule.kind == "after" or ups:
+        yield (
+            f"  runs after: {', '.join(ups) or 'none'} "
+            f"(wait_seconds={schedule.wait_seconds}: an instant they have not all succeeded "
+            "for by then is counted missed)"
+        )
+    if downs:
+        yield f"  before: {', '.join(downs)}"
+
+
 def show_lines(schedule: Schedule) -> Iterator[str]:
     """``schedules show NAME``: definition, state (its blackout windows and policy among
     it), the next :data:`SHOW_COUNT` fire times, the run in flight, the latest
@@ -134,6 +150,7 @@ def show_lines(schedule: Schedule) -> Iterator[str]:
         policies.append(f"timeout_seconds={schedule.timeout_seconds}")
     yield f"  policies: {', '.join(policies)}"
     yield blackout_line(schedule)
+    yield from chain_lines(schedule)
     if schedule.concurrency_group_id is not None:
         yield group_line(schedule)
     yield f"  status: {schedule.status}"

@@ -195,9 +195,11 @@ DEFINITION_FIELDS = (
 #: What a schedule is: its unique name and the registered callback it runs.
 IDENTITY_FIELDS = ("name", "callback")
 #: When it fires: the definition (:data:`DEFINITION_FIELDS`, in the order the admin and
-#: the API show them), its run limit and the exclusion calendars (a relation).
+#: the API show them), its run limit, the schedules a kind ``after`` runs after
+#: (``upstream``, a relation) and the exclusion calendars (a relation).
 TIMING_FIELDS = (
     "kind",
+    "upstream",
     "interval_seconds",
     "cron",
     "rrule",
@@ -215,7 +217,11 @@ TIMING_FIELDS = (
 #: What a run is given (``payload``), what it is labelled with, and whose it is.
 INPUT_FIELDS = ("payload", "metadata", "owner")
 #: How runs are treated: missed and overlapping slots, retries and backoff, pausing,
-#: timeouts, jitter (the order of the admin's "Policies").
+#: timeouts, jitter, and how long a kind ``after`` waits for its upstreams (the order of the
+#: admin's "Policies"). ``wait_seconds`` is a policy, not part of :data:`DEFINITION_FIELDS`:
+#: it moves no nominal instant (an ``after`` schedule's grid is its upstreams'), only when
+#: an instant still waiting is counted missed, so it neither changes the definition's
+#: fingerprint nor re-plans the row.
 POLICY_FIELDS = (
     "misfire_policy",
     "overlap_policy",
@@ -231,6 +237,7 @@ POLICY_FIELDS = (
     "priority",
     "pool",
     "concurrency_group",
+    "wait_seconds",
 )
 #: Every editable field, in group order (the admin form's order).
 EDITABLE_ORDER = IDENTITY_FIELDS + TIMING_FIELDS + INPUT_FIELDS + POLICY_FIELDS

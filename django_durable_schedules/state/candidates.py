@@ -25,11 +25,13 @@ from ..models import EDITABLE_FIELDS, BlackoutWindow, ExclusionCalendar, Kind, S
 from ..registry import registry
 from .blackouts import resolve_windows
 from .calendars import attach_calendars, resolve_calendars
+from .chain_links import check_links, resolve_upstreams
 
 # EDITABLE_FIELDS: the fields a caller may set through :func:`.definitions.create_schedule`
 # / :func:`.definitions.update_schedule` (``state.EDITABLE_FIELDS``), declared once, in
 # groups, in :mod:`..models.choices` (the admin's form and the API's fields use them too).
-#: The editable columns (``exclusion_calendars`` is a relation), by attribute name.
+#: The editable columns (``exclusion_calendars``, ``blackout_windows`` and ``upstream`` are
+#: relations), by attribute name.
 _COLUMNS = tuple(f.attname for f in Schedule._meta.concrete_fields if f.name in EDITABLE_FIELDS)
 
 #: The fields of the unique constraints (the name), and the others.
@@ -59,6 +61,9 @@ class Prepared:
     base: Mapping[str, Any] | None = None
     #: The blackout windows resolved, in name order; None: the request names none.
     windows: tuple[BlackoutWindow, ...] | None = None
+    #: The schedules it runs after (``upstream``), resolved, in name order; None: the
+    #: request names none (an edit keeps the row's).
+    upstream: tuple[Schedule, ...] | None = None
 
     def unchanged_since(self, row: Schedule) -> bool:
         """Whether ``row`` (the edited row, read again under its lock) still has the
@@ -87,9 +92,11 @@ def prepare(
     exclude: Collection[str] = (),
 ) -> Prepared:
     """Build the candidate of a create (``instance`` None) or of an edit of ``instance``
-    with ``fields`` (:data:`EDITABLE_FIELDS`; ``exclusion_calendars`` by name, primary key
-    or instance), and validate it once: field validation and ``Schedule.clean()``, with the
-    calendars it would have (resolved once). Reads no clock (``clean()`` previews slots by
+    with ``fields`` (:data:`EDITABLE_FIELDS`; ``exclusion_calendars``, ``blackout_windows``
+    and ``upstream`` by name, primary key or instance), and validate it once: field
+    validation and ``Schedule.clean()``, with the calendars it would have (resolved once),
+    and the links it would have (:func:`.chain_links.check_links`, again under the row's
+    lock when it is applied). Reads no clock (``clean()`` previews slots by
     the host's clock) and runs no constraint probe where the database enforces the
     constraint at the write (:func:`validate_once`).
 
@@ -99,24 +106,29 @@ def prepare(
     (:func:`owner_limits`). ``None``: full access (admin, code, staff).
 
     Queries: one per calendar named (its dates); for an edit that names none, the row's
-    calendars (none when the row was read with the API's calendar names and has none).
+    calendars (none when the row was read with the API's calendar names and has none);
+    for upstreams named or a grid changed, those :func:`.chain_links.check_links` reads.
     Raises ``ValidationError`` (field messages) or ``ValueError`` (a field not editable).
     """
     check_editable(fields)
     given = dict(fields)
     named = given.pop("exclusion_calendars", None)
     named_windows = given.pop("blackout_windows", None)
+    named_upstream = given.pop("upstream", None)
     if owner is not None and instance is None:
         given["owner"] = owner
     using = using or (instance._state.db if instance is not None else None) or "default"
     calendars = tuple(resolve_calendars(named, using)) if named is not None else None
     windows = None if named_windows is None else tuple(resolve_windows(named_windows, using))
+    upstream = None if named_upstream is None else tuple(resolve_upstreams(named_upstream, using))
     row = Schedule(**given) if instance is None else _edited_copy(instance, given)
     if calendars is not None:
         attach_calendars(row, calendars)
     elif instance is not None:
         attach_calendars(row, _calendars_of(instance))
     validate_once(row, using, exclude)
+    if "upstream" not in exclude and "kind" not in exclude:
+        check_links(row, instance, upstream, using)
     if owner is not None:
         owner_limits(row)
     return Prepared(
@@ -126,6 +138,7 @@ def prepare(
         schedule_id=instance.pk if instance is not None else None,
         base=MappingProxyType(editable_columns(instance)) if instance is not None else None,
         windows=windows,
+        upstream=upstream,
     )
 
 

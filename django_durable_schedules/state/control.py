@@ -14,7 +14,7 @@ from .. import timing
 from ..db.clock import resolve_now
 from ..db.locks import get_locked
 from ..exceptions import StateConflict
-from ..models import EventAction, RunAttempt, Schedule, Status
+from ..models import EventAction, RunAttempt, Schedule, ScheduleLink, Status
 from .events import record_event
 from .machine import clear_trigger, set_by_operator
 from .overlap_rules import dropped_with_buffered
@@ -270,8 +270,8 @@ def delete_schedule(
     source: str = "code",
     using: str = "default",
 ) -> None:
-    """Delete a schedule. Refused (:class:`StateConflict`) while it holds a live lease or
-    has an attempt without a receipt. Its attempts and receipts stay (the audit trail
+    """Delete a schedule. Refused (:class:`StateConflict`) while it holds a live lease,
+    has an attempt without a receipt, or other schedules run after it (chaining). Its attempts and receipts stay (the audit trail
     outlives the schedule) until retention prunes them."""
     with transaction.atomic(using=using):
         row = get_locked(schedule_id, using)
@@ -282,5 +282,15 @@ def delete_schedule(
             .exists()
         ):
             raise StateConflict("the schedule has an open attempt without a receipt")
+        downstream = sorted(  # ScheduleLink.upstream is PROTECT: say which, and why
+            ScheduleLink.objects.using(using)
+            .filter(upstream_id=row.id)
+            .values_list("downstream__name", flat=True)
+        )
+        if downstream:
+            raise StateConflict(
+                f"{', '.join(downstream)} run{'s' if len(downstream) == 1 else ''} after "
+                "it: remove it from their upstream first"
+            )
         record_event(row, EventAction.DELETED, now=now, actor=actor, source=source, using=using)
         row.delete(using=using, audit=False)  # its own event, with who

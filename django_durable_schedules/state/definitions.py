@@ -4,6 +4,7 @@ these), sync the schedules declared in code, and recover degraded ones.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from .calendars import (
     share_exclusions,
 )
 from .candidates import Prepared, check_editable, explain_refusal, prepare
+from .chain_links import check_links, declared_links_kept, link_change, write_links
 from .enabling import enable
 from .events import as_changes, record_event
 from .group_defs import UnknownGroup, declared_group
@@ -101,8 +103,12 @@ def create_schedule(
         changes["status"] = Status.PAUSED
     with transaction.atomic(using=using):
         lock_for_write(using)  # SQLite: hold the write lock from the start (insert, event)
+        check_links(row, None, prepared.upstream, using)  # the graph as this transaction sees it
         now = resolve_now(None, using)
         _save_or_explain(row, using, force_insert=True, now=now, audit=False)
+        if prepared.upstream:
+            write_links(row, prepared.upstream, using)
+            changes["upstream"] = sorted(u.name for u in prepared.upstream)
         if prepared.calendars:
             row.exclusion_calendars.set(prepared.calendars)
             changes["exclusion_calendars"] = [c.name for c in prepared.calendars]
@@ -150,6 +156,7 @@ def update_schedule(
         row = get_locked(pk, using)
         prepared = _prepared_against(row, prepared, changes, using)
         candidate = prepared.row
+        check_links(candidate, row, prepared.upstream, using)  # the graph under the row's lock
         changed = [n for n, value in prepared.fields.items() if _differs(row, n, value)]
         before = {name: _current(row, name) for name in changed}
         after = {name: prepared.fields[name] for name in changed}
@@ -160,9 +167,12 @@ def update_schedule(
         cals = prepared.calendars
         _relation_change(row.exclusion_calendars, cals, "exclusion_calendars", before, after)
         _relation_change(row.blackout_windows, prepared.windows, "blackout_windows", before, after)
+        link_change(row, prepared.upstream, before, after, using)
         now = resolve_now(None, using) if after else None  # the edit's one clock read
         if after:  # a relation alone changed too: ``updated_at`` says when it was edited
             _save_or_explain(row, using, update_fields=[*changed, "updated_at"], now=now)
+        if "upstream" in after:  # no grid of its own: no re-plan
+            write_links(row, prepared.upstream or (), using)
         if "blackout_windows" in after:  # the claim reads them: no re-plan
             row.blackout_windows.set(prepared.windows or [])
             row.forget_blackouts()
@@ -224,6 +234,8 @@ def _prepared_against(
         given["exclusion_calendars"] = prepared.calendars
     if prepared is not None and prepared.windows is not None:
         given["blackout_windows"] = prepared.windows
+    if prepared is not None and prepared.upstream is not None:
+        given["upstream"] = prepared.upstream
     return prepare(given, row, using=using)
 
 
@@ -307,6 +319,8 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
     occurrence counters, failures and history survive; a changed definition is an edit
     (re-planned from now). Also recovers schedules that were paused as degraded
     because their callback was missing, now that it is registered again.
+    A declaration whose new grid would leave a schedule that runs after it with upstreams
+    on different grids (chaining) is logged and skipped the same way.
     A declaration that names a concurrency group no row has is logged (an error naming
     both, check W005) and skipped: its schedule is neither created nor changed, the others
     are synced (a worker starting, ``migrate``, goes on).
@@ -340,9 +354,12 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
             before = {k: getattr(row, k) for k in wanted}
             diff = {k: v for k, v in wanted.items() if before[k] != v}
             if diff:
+                old = copy.copy(row)
                 for k, v in diff.items():
                     setattr(row, k, v)
                 _clean_declared(row)
+                if not declared_links_kept(row, old, using):
+                    continue
                 row.save(using=using)
                 record_event(
                     row,

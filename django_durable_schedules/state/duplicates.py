@@ -19,7 +19,7 @@ from .transitions import implements
 #: Editable fields a duplicate copies besides these (its own name, never the source's).
 NOT_COPIED = frozenset({"name"})
 #: The relations among :data:`EDITABLE_FIELDS`: copied as lists of their rows.
-RELATIONS = ("exclusion_calendars", "blackout_windows")
+RELATIONS = ("exclusion_calendars", "blackout_windows", "upstream")
 
 
 def copied_fields(source: Schedule) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
 from ..db.locks import get_locked
-from ..models import INSTANT_FIELDS, ConcurrencyGroup, EventAction, Schedule, ScheduleEvent
+from ..models import INSTANT_FIELDS, ConcurrencyGroup, EventAction, Kind, Schedule, ScheduleEvent
 from .candidates import prepare
 from .definitions import update_schedule
 from .events import json_value
@@ -39,10 +39,12 @@ from .version_rules import (
 def current_definition(row: Schedule) -> dict[str, Any]:
     """The definition ``row`` holds now, in the versions' form
     (:func:`.version_rules.definition_of`). Two queries (its calendars' and windows'
-    names)."""
+    names; a third for a kind ``after``'s upstreams)."""
     values: dict[str, Any] = {}
     for name in VERSIONED_FIELDS:
-        if name in RELATION_FIELDS:
+        if name == "upstream" and row.kind != Kind.AFTER:
+            values[name] = []  # only a kind 'after' runs after others: no query
+        elif name in RELATION_FIELDS:
             values[name] = [o.name for o in getattr(row, name).all()]
         elif name == "concurrency_group":
             values[name] = row.concurrency_group_id

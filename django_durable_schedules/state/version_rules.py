@@ -30,7 +30,7 @@ from .events import json_value
 #: The fields of a version: what the schedule does and when (not its name or owner).
 VERSIONED_FIELDS: tuple[str, ...] = tuple(f for f in EDITABLE_ORDER if f not in ("name", "owner"))
 #: The relations among them: lists of names, compared sorted.
-RELATION_FIELDS = ("exclusion_calendars", "blackout_windows")
+RELATION_FIELDS = ("exclusion_calendars", "blackout_windows", "upstream")
 #: The events that make a version (listed, restorable).
 VERSION_ACTIONS = (EventAction.CREATED, EventAction.EDITED, EventAction.CALENDARS)
 #: The events whose changes are undone walking back (the versions' and a window deleted).
