@@ -61,6 +61,59 @@ def test_an_after_schedule_added_in_a_real_browser(
     chain = page.locator(".dds-chain")
     sync_api.expect(chain).to_contain_text("Runs after: etl.import")
     sync_api.expect(chain).to_contain_text("Before: none")
-    chain.get_by_role("link", name="etl.import").click()
+    chain.locator(".dds-chain-upstream").get_by_role("link", name="etl.import").click()
     page.wait_for_url(re.compile(rf"/schedule/{upstream.pk}/change/$"))
     sync_api.expect(page.locator(".dds-chain")).to_contain_text("Before: etl.aggregate")
+
+
+def test_the_chain_graph_at_1280_px_links_each_box_light_and_dark(
+    served_static,  # noqa: F811
+    browser_page,  # noqa: F811
+):
+    """The change page of a middle step draws its chain: every box inside the page at
+    1280 px, the step itself outlined, a click on a box opens that schedule; the graph is
+    legible in dark mode too (its text is not the page's background colour)."""
+    from django_durable_schedules import state
+
+    from .test_admin_browser import _shot_element
+
+    root = state.create_schedule(
+        name="etl.import",
+        callback="tests.noop",
+        kind="interval",
+        interval_seconds=3600,
+        start_at=T0,
+    )
+    prices = state.create_schedule(
+        name="etl.prices",
+        callback="tests.noop",
+        kind="interval",
+        interval_seconds=3600,
+        start_at=T0,
+    )
+    middle = state.create_schedule(
+        name="etl.aggregate", callback="tests.noop", kind="after", upstream=[root, prices]
+    )
+    last = state.create_schedule(
+        name="etl.mail-the-daily-report", callback="tests.noop", kind="after", upstream=[middle]
+    )
+    page, base = browser_page, served_static.url
+    page.set_viewport_size({"width": 1280, "height": 900})
+    _login(page, base, f"/admin/durable_schedules/schedule/{middle.pk}/change/")
+    graph = page.locator(".dds-chain-graph svg")
+    sync_api.expect(graph).to_be_visible()
+    assert graph.locator("rect").count() == 4
+    box = graph.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 1280, box
+    words = page.locator("#dds-chain-title").text_content() or ""
+    assert "etl.import then etl.aggregate" in words and graph.get_attribute("role") == "img"
+    _shot_element(page.locator(".dds-chain"), "admin-chain-graph.png")
+    page.emulate_media(color_scheme="dark")
+    fill = page.locator(".dds-chain-self text").evaluate("e => getComputedStyle(e).fill")
+    background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    assert fill != background, (fill, background)
+    _shot_element(page.locator(".dds-chain"), "admin-chain-graph-dark.png")
+    page.emulate_media(color_scheme="light")
+    graph.locator("a", has_text="etl.mail-the-daily-r").click()
+    page.wait_for_url(re.compile(rf"/schedule/{last.pk}/change/$"))
+    sync_api.expect(page.locator(".dds-chain")).to_contain_text("Runs after: etl.aggregate")

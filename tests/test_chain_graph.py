@@ -48,7 +48,7 @@ def test_the_graph_of_a_middle_step_draws_its_chain_with_links_and_words() -> No
     b, c = _schedule("aggregate", "after"), _schedule("mail", "after")
     for up, down in ((a, b), (x, b), (b, c)):
         ScheduleLink.objects.create(upstream=up, downstream=down)
-    html = str(chain_graph(b, "admin"))
+    html = str(chain_graph(b, "admin").svg)
     assert html.count("<rect") == 4 and html.count('class="dds-chain-edge"') == 3
     assert f'href="/admin/durable_schedules/schedule/{c.pk}/change/"' in html
     assert 'class="dds-chain-node dds-chain-self"' in html
@@ -58,7 +58,7 @@ def test_the_graph_of_a_middle_step_draws_its_chain_with_links_and_words() -> No
     )
     assert re.search(r'<svg [^>]*role="img"', html)
     lonely = _schedule("alone")
-    assert str(chain_graph(lonely, "admin")) == ""
+    assert str(chain_graph(lonely, "admin").svg) == ""
 
 
 def test_the_graph_reads_a_fixed_number_of_statements(django_assert_max_num_queries) -> None:
@@ -67,5 +67,21 @@ def test_the_graph_reads_a_fixed_number_of_statements(django_assert_max_num_quer
         ScheduleLink.objects.create(upstream=up, downstream=down)
     # Three levels each way at most: 3 + 3 link reads and the names.
     with django_assert_max_num_queries(7):
-        html = str(chain_graph(rows[3], "admin"))
+        html = str(chain_graph(rows[3], "admin").svg)
     assert html.count("<rect") == 6  # root, step-0..step-4 around step-2: 3 up, 2 down
+
+
+def test_the_change_page_lists_every_direct_link_even_those_the_graph_leaves_out(
+    admin_client,
+) -> None:
+    from django_durable_schedules.admin import ScheduleAdmin  # noqa: F401 - registers
+
+    root = _schedule("root")
+    downs = [_schedule(f"report-{i:02d}", "after") for i in range(PER_LEVEL + 3)]
+    for down in downs:
+        ScheduleLink.objects.create(upstream=root, downstream=down)
+    page = admin_client.get(f"/admin/durable_schedules/schedule/{root.pk}/change/")
+    text = page.content.decode()
+    assert page.status_code == 200 and "+3 more" in text
+    assert all(f">{d.name}</a>" in text for d in downs)  # the "Before:" line names them all
+    assert text.count("<rect") == 1 + PER_LEVEL

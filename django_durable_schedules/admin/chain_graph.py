@@ -58,6 +58,10 @@ class Graph:
     more: list[tuple[int, int, int]] = field(default_factory=list)  # (x, y, count)
     width: int = 0
     height: int = 0
+    #: Every schedule of the chain read, drawn or not (:func:`chain_graph`).
+    everyone: list[Node] = field(default_factory=list)
+    #: The drawing (:func:`chain_graph`), "" for a schedule with no chain.
+    svg: SafeString = field(default_factory=lambda: mark_safe(""))
 
 
 def _walk(start: Any, column: str, other: str) -> tuple[dict[Any, int], set[tuple[Any, Any]]]:
@@ -127,12 +131,13 @@ def layout(nodes: list[Node], links: set[tuple[Any, Any]]) -> Graph:
     return graph
 
 
-def chain_graph(obj: Schedule, site_name: str) -> SafeString:
-    """The SVG of ``obj``'s chain (see the module), each box a link to the schedule's
-    change page on the site ``site_name``; "" when it has no chain."""
+def chain_graph(obj: Schedule, site_name: str) -> Graph:
+    """The graph of ``obj``'s chain (see the module), laid out, each node with the URL of
+    its change page on the site ``site_name`` (None where the site has none), and its
+    drawing (``Graph.svg``, "" when it has no chain)."""
     nodes, links = chain_levels(obj)
     if not nodes:
-        return mark_safe("")
+        return Graph()
     for node in nodes:
         try:
             node.url = reverse(
@@ -141,8 +146,9 @@ def chain_graph(obj: Schedule, site_name: str) -> SafeString:
         except NoReverseMatch:
             node.url = None
     graph = layout(nodes, links)
+    graph.everyone = nodes
     words = "; ".join(f"{up.name} then {down.name}" for up, down in graph.edges)
-    return render_fragment(
+    graph.svg = render_fragment(
         "chain_graph",
         {
             "graph": graph,
@@ -152,3 +158,4 @@ def chain_graph(obj: Schedule, site_name: str) -> SafeString:
             "words": f"The chain of {obj.name}: {words}.",
         },
     )
+    return graph

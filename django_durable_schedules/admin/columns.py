@@ -23,6 +23,7 @@ from ..db.counts import bounded_count
 from ..models import NO_GRID, Kind, RunAttempt, RunReceipt, Schedule, ScheduleEvent, Status
 from ..projection import result_preview
 from ..state.previous_rules import previous_of
+from .chain_graph import chain_graph
 from .display import (
     EMPTY,
     STRIP_LENGTH,
@@ -319,26 +320,26 @@ def history_links(obj: Schedule, site_name: str) -> SafeString:
 
 def chain_links(obj: Schedule, site_name: str) -> SafeString:
     """The schedules ``obj`` runs after ("Runs after: …") and those that run after it
-    ("Before: …"), each a link to its change page on the site ``site_name`` (the field
-    ``chain_links`` of :class:`.schedules.ScheduleAdmin`). Two queries."""
+    ("Before: …"), each a link to its change page on the site ``site_name``, under the
+    small graph of its chain (:func:`.chain_graph.chain_graph`; the field ``chain_links``
+    of :class:`.schedules.ScheduleAdmin`). Two queries for a schedule with no chain; with
+    one, two a level each way (three levels at most) and one for the names."""
+    graph = chain_graph(obj, site_name)
+    direct = {node.key: node for node in graph.everyone if node.level in (-1, 1)}
 
-    def linked(rows: Any) -> list[dict[str, Any]]:
-        found = []
-        for pk, name in rows.order_by("name").values_list("pk", "name"):
-            try:
-                url: str | None = reverse(
-                    "admin:durable_schedules_schedule_change", args=[pk], current_app=site_name
-                )
-            except NoReverseMatch:
-                url = None
-            found.append({"name": name, "url": url})
-        return found
+    def linked(level: int) -> list[dict[str, Any]]:
+        return [
+            {"name": n.name, "url": n.url}
+            for n in sorted(direct.values(), key=lambda n: n.name)
+            if n.level == level
+        ]
 
     return render_fragment(
         "chain_links",
         {
-            "upstream": linked(obj.upstream.all()),
-            "downstream": linked(obj.downstream.all()),
+            "graph": graph.svg,
+            "upstream": linked(-1),
+            "downstream": linked(1),
             "wait_seconds": obj.wait_seconds if obj.kind == Kind.AFTER else None,
         },
     )
