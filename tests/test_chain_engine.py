@@ -290,3 +290,42 @@ def test_an_idle_worker_wakes_for_a_ready_chain_slot_and_for_the_next_deadline()
     assert running.schedule_name == "aggregate"
     wake = state.next_wakeup()  # mail waits for aggregate: its deadline (1,200 s)
     assert wake.due is not None and wake.due > T0 + 1000 * S
+
+
+def test_a_changed_upstream_set_moves_the_open_slots_along() -> None:
+    """Removing the upstream a slot still waited for makes it ready (the remaining one
+    succeeded); emptying the upstreams (another kind) deletes the open slots."""
+    a, b, c = chain()
+    x = _save(
+        Schedule(
+            name="prices",
+            callback="tests.noop",
+            kind="interval",
+            interval_seconds=3600,
+            timezone="UTC",
+            start_at=T0,
+        )
+    )
+    state.update_schedule(b.pk, upstream=["import", "prices"])
+    claims = {cl.schedule_name: cl for cl in state.claim_due(worker="w", now=T0)}
+    state.complete([Outcome(claims["import"], "succeeded")], now=T0 + S)
+    assert ChainSlot.objects.get(downstream=b).status == "waiting"  # prices still runs
+    state.update_schedule(b.pk, upstream=["import"])
+    assert ChainSlot.objects.get(downstream=b).status == "ready"
+    state.complete([Outcome(claims["prices"], "succeeded")], now=T0 + 2 * S)
+    state.update_schedule(c.pk, kind="interval", interval_seconds=60, upstream=[])
+    assert not ChainSlot.objects.filter(downstream=c).exists()
+    assert x.pk
+
+
+def test_chain_slots_keep_a_share_of_full_batches() -> None:
+    """A fleet whose live rows fill every batch still runs a ready chain slot in the next
+    batch (before: only once a batch had places left, so it waited, or was counted missed,
+    while the live backlog lasted)."""
+    from .factories import due_schedules
+
+    a, b, c = chain()
+    run(T0)  # import ran: aggregate's slot is ready
+    due_schedules(8, due=T0 + S)
+    first = [cl.schedule_name for cl in state.claim_due(worker="w", limit=4, now=T0 + 2 * S)]
+    assert "aggregate" in first and len(first) == 4, first

@@ -6,12 +6,18 @@ rest, and capacity either side does not use goes to the other. The fraction a ba
 give (a batch of 1 at 0.25 gives a quarter of a slot) is carried to the next batch of the
 same worker, so small batches give backfills their share over time (every fourth batch of
 one): :func:`backfill_reserve` is the rule (pure), :func:`take_reserve` and
-:func:`keep_carry` keep the carry per worker process and worker name.
+:func:`keep_carry` keep the carry per worker process and worker name; :func:`batch_reserve`
+is a claim's use of them.
 """
 
 from __future__ import annotations
 
 import threading
+import uuid
+from typing import Any
+
+from ..conf import app_settings
+from ..models import backfills_open
 
 #: Rounding slack: shares such as 0.1 add up to 0.9999999999 after ten batches.
 _EPSILON = 1e-9
@@ -64,3 +70,18 @@ def reset_carry() -> None:
 
 
 __all__ = ["backfill_reserve", "keep_carry", "reset_carry", "take_reserve"]
+
+
+def batch_reserve(
+    read: list[Any], only: uuid.UUID | None, worker: str, limit: int, using: str
+) -> tuple[bool | None, int]:
+    """The backfills' share of a claim batch (:mod:`.backfill_share`): ``(open_, reserve)``,
+    whether a backfill is open (known from the live ``read``'s flag, None: unknown, so a
+    batch with no open backfill pays no query for them) and how many of the ``limit``
+    slots are reserved for backfill slots (none for a claim of ``only`` one row)."""
+    open_ = backfills_open(read)
+    reserve = 0
+    if only is None and open_ is not None:
+        reserve, carry = take_reserve(using, worker, limit, app_settings.BACKFILL_SHARE)
+        keep_carry(using, worker, carry if open_ else 0.0)
+    return open_, reserve

@@ -55,6 +55,25 @@ def due_downstreams(due_before: Any, limit: int, taken: Sequence[Schedule], usin
     return found
 
 
+#: The share of a full claim batch kept for chain slots while some wait (at least one
+#: place): chain slots are never starved by a fleet whose live rows fill every batch.
+CHAIN_SHARE = 0.25
+
+
+def chain_reserve(
+    read: Sequence[Schedule], limit: int, due_before: Any, using: str
+) -> tuple[set[Any] | None, int]:
+    """The places of a claim batch of ``limit`` kept for chain slots: none while the live
+    ``read`` leaves places free (the chains take those; no statement), else as many as
+    downstream schedules wait (:func:`due_downstreams`, two statements), at most
+    :data:`CHAIN_SHARE` of the batch and at least one. Returns the downstreams found
+    (None: not read) and the places kept."""
+    if len(read) < limit:
+        return None, 0
+    found = due_downstreams(due_before, limit, read, using)
+    return found, min(len(found), max(1, int(limit * CHAIN_SHARE)))
+
+
 @implements("claim.chain_run", "claim.chain_missed")
 def claim_chains(
     due_before: Any,
@@ -69,6 +88,7 @@ def claim_chains(
     using: str,
     pools: Sequence[str],
     admit: Any = None,
+    found: set[Any] | None = None,
 ) -> list[Schedule]:
     """Inside the claim transaction: lock (``SKIP LOCKED``) up to ``limit`` kind ``after``
     schedules of ``pools`` with a chain slot ready or past its deadline
@@ -76,10 +96,13 @@ def claim_chains(
     first; at ``now_of()`` settle each one's slots (:func:`.chains.settle_chain_slots`) and
     claim what that leaves (:func:`.chain_rules.plan_chain`). None starts inside a blackout
     window or when ``admit(rows, now)`` holds it back (concurrency groups): its slots wait,
-    and are counted at the first claim that takes it. Returns the rows to write."""
+    and are counted at the first claim that takes it. ``found``: the downstreams
+    :func:`chain_reserve` read already. Returns the rows to write."""
     if limit <= 0:
         return []
-    found = due_downstreams(due_before, limit, taken, using)
+    if found is None:
+        found = due_downstreams(due_before, limit, taken, using)
+    found = found - {r.pk for r in taken}
     if not found:
         return []
     qs = (

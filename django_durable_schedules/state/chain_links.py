@@ -29,6 +29,7 @@ from ..exceptions import validation_text
 from ..models import DEFINITION_FIELDS, Kind, Schedule
 from ..models.chains import ScheduleLink
 from .chain_rules import UPSTREAM_FIELD, grid_of, link_problems
+from .chains import relink_slots
 
 logger = logging.getLogger(__name__)
 
@@ -138,8 +139,13 @@ def check_links(
 
 def write_links(row: Schedule, upstreams: Sequence[Schedule], using: str) -> None:
     """Make ``row`` (locked, or new) run after exactly ``upstreams`` (checked by
-    :func:`check_links`): the links it no longer has deleted, the new ones inserted."""
+    :func:`check_links`): the links it no longer has deleted, the new ones inserted. Its
+    open chain slots follow (:func:`.chains.relink_slots`): with no upstream left they are
+    deleted (nothing is waited for), a waiting one every remaining upstream succeeded for
+    is ready."""
     row.upstream.set(upstreams, through_defaults={})
+    if row.pk is not None:
+        relink_slots(row.pk, [str(u.pk) for u in upstreams], using)
 
 
 def link_change(

@@ -289,3 +289,25 @@ def note_chain_successes(
             (first if claim.attempt == 1 else retried).append((claim.schedule_id, nominal))
     note_upstream_successes(first, using)
     note_upstream_successes(retried, using, create=False)
+
+
+@implements("control.edit")
+def relink_slots(downstream: Any, upstreams: Sequence[str], using: str) -> None:
+    """Inside the transaction that changed ``downstream``'s links (its row locked): its
+    open chain slots follow its ``upstreams`` (keys as text). None left: they are deleted
+    (the schedule waits for nothing: its kind changed, or it was unlinked); else a
+    ``waiting`` slot that every remaining upstream succeeded for is ``ready``. No
+    statement beyond one read when it has no open slot."""
+    slots = ChainSlot.objects.using(using).filter(downstream_id=downstream, status__in=CHAIN_OPEN)
+    if not upstreams:
+        slots.delete()
+        return
+    for slot in locked(
+        slots.filter(status=ChainSlotStatus.WAITING).order_by("scheduled_for"),
+        using,
+        skip_locked=False,
+    ):
+        held = slot.done if isinstance(slot.done, list) else []
+        if set(upstreams) <= {d for d in held if isinstance(d, str)}:
+            slot.status = ChainSlotStatus.READY
+            slot.save(using=using, update_fields=["status"])

@@ -27,7 +27,6 @@ from ..models import (
     RunReceipt,
     Schedule,
     ScheduleEvent,
-    backfills_open,
     links_exist,
     load_blackouts,
     load_exclusions,
@@ -37,8 +36,8 @@ from ..models import (
     with_links_flag,
 )
 from .backfill_claims import claim_backfills
-from .backfill_share import keep_carry, take_reserve
-from .chain_claims import claim_chains
+from .backfill_share import batch_reserve, take_reserve
+from .chain_claims import chain_reserve, claim_chains
 from .chain_rules import chain_pairs
 from .chains import write_chain_slots
 from .claim_order import take_in_order, top_level, worker_pools
@@ -277,17 +276,22 @@ def _claim_batch(
         receipts: list[RunReceipt] = []
         events: list[ScheduleEvent] = []
         plan = (now, lease, worker, attempts, receipts, claims, events, using)
-        open_, reserve = _backfill_reserve(read, only, worker, limit, using)
-        head = read[: limit - reserve] if open_ else list(read)
+        open_, reserve = batch_reserve(read, only, worker, limit, using)
+        links = links_exist(read)  # None: not known from the live read
+        chains = only is None and backfill is None and links is not False
+        found, kept = chain_reserve(read, limit, due_before, using) if chains else (None, 0)
+        head = read[: limit - reserve - kept] if open_ or kept else list(read)
         groups = Admission(using)  # rows held back by their concurrency group wait, due
         rows, more = _fill_held(groups, head, now, using, due_before, pools)
         plan_rows(rows, *plan)
+        now_of = lambda: now if now is not None else db_now(using)  # noqa: E731
+        filled: list[Schedule] = []
         if only is None and open_ is not False:  # backfill slots on schedules left free
             filled = claim_backfills(
                 due_before,
-                limit - len(head),
+                limit - len(head) - kept,
                 read + more,
-                lambda: now if now is not None else db_now(using),
+                now_of,
                 lease,
                 worker,
                 attempts,
@@ -298,18 +302,13 @@ def _claim_batch(
                 pools=pools,
                 admit=groups.admit,
             )
-            # The backfills' unused share: to the live rows read (the rest: claimed next time).
-            spare = read[len(head) : limit - len(filled)]
-            spare = groups.admit(spare, now) if spare and now is not None else []
-            plan_rows(spare, *plan)
-            rows += spare + filled
-        links = links_exist(read)  # None: not known from the live read
-        if only is None and backfill is None and links is not False:
-            rows += claim_chains(
+        chained: list[Schedule] = []
+        if chains:  # chain slots ready or past their deadline, on schedules left free
+            chained = claim_chains(
                 due_before,
-                limit - len(rows),
-                read + more + rows,
-                lambda: now if now is not None else db_now(using),
+                limit - len(head) - len(filled),
+                read + more + filled,
+                now_of,
                 lease,
                 worker,
                 attempts,
@@ -318,7 +317,14 @@ def _claim_batch(
                 using,
                 pools,
                 admit=groups.admit,
+                found=found,
             )
+        # The shares unused by backfill and chain slots: to the live rows read (the rest:
+        # claimed next time).
+        spare = read[len(head) : limit - len(filled) - len(chained)]
+        spare = groups.admit(spare, now) if spare and now is not None else []
+        plan_rows(spare, *plan)
+        rows += spare + filled + chained
         write_claim(rows, attempts, receipts, events, using, groups, now)  # held: groups only
         if links is not False and attempts:  # their downstream schedules' waiting slots
             write_chain_slots(chain_pairs(attempts), using)
@@ -364,21 +370,6 @@ def _fill_held(
         more += found
         rows += groups.admit(found, now)
     return rows, more
-
-
-def _backfill_reserve(
-    read: list[Schedule], only: uuid.UUID | None, worker: str, limit: int, using: str
-) -> tuple[bool | None, int]:
-    """The backfills' share of a claim batch (:mod:`.backfill_share`): ``(open_, reserve)``,
-    whether a backfill is open (known from the live ``read``'s flag, None: unknown, so a
-    batch with no open backfill pays no query for them) and how many of the ``limit``
-    slots are reserved for backfill slots (none for a claim of ``only`` one row)."""
-    open_ = backfills_open(read)
-    reserve = 0
-    if only is None and open_ is not None:
-        reserve, carry = take_reserve(using, worker, limit, app_settings.BACKFILL_SHARE)
-        keep_carry(using, worker, carry if open_ else 0.0)
-    return open_, reserve
 
 
 def _due_clock(now: datetime | None, using: str) -> tuple[bool, Any, datetime | None]:
