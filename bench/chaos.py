@@ -7,6 +7,7 @@ side-effect log written by the callbacks themselves.
         [--database-url postgres://postgres@127.0.0.1:5432/dds_chaos]
         [--restart-postgres | --no-restart-postgres] [--poison | --no-poison]
         [--poison-schedules 6] [--groups | --no-groups] [--group-schedules 6]
+        [--chains | --no-chains]
         [--seed 1] [--keep] [--json-out F]
 
 What it does:
@@ -45,6 +46,10 @@ What it does:
    and ``chaos-rated`` (``rate="3/s"``), of ``chaos.grouped`` with ``timeout_seconds``
    (isolation children: a frozen worker's child is killed on resume, a SIGKILLed worker's
    child dies with it).
+   With ``--chains`` (the default) three chains of kind ``after`` schedules
+   (bench/chaos_chains.py): roots every 3 s (one with a single attempt, so its failures
+   leave its downstream instants missed), two steps below each, one step after two roots
+   on the same grid.
 3. Stops the workers with SIGTERM (they must drain and exit 0), waits for the leases of
    killed workers to expire and recovers them (``state.expire_leases``, as a worker
    would), then audits.
@@ -92,6 +97,13 @@ The audit (each item a count; any non-zero count is a violation and exit status 
   a violation: ``group_over_rate`` (more callback starts of ``chaos-rated`` in any window
   of the rate's length than its count: ``group_findings``). The grouped schedules are in
   every other check (nothing lost).
+* with ``--chains`` (the rules in bench/chaos_chains.py, instants of the live grid only):
+  ``chain_instant_succeeded_twice`` (a downstream instant with more than one success),
+  ``chain_ran_before_upstreams`` (a downstream attempt claimed before every upstream's
+  success receipt for its instant was finished), ``chain_slot_undecided`` (a chain slot
+  due more than 10 s before the stop neither ``run`` with a receipt nor ``missed`` with an
+  ``UpstreamNotDone`` receipt) and ``chain_ready_stalled`` (a ready slot left unclaimed for
+  more than 15 s while its downstream held no attempt).
 
 Prints the JSON report on stdout, then one summary line. Worker logs and the side-effect
 log go to ``bench/out/chaos-<pid>/``.
@@ -110,11 +122,12 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+import chaos_chains
 import chaos_groups
 import chaos_surfaces
 
@@ -231,11 +244,13 @@ def create_schedules(
     *,
     surfaces: bool = True,
     groups: int = 0,
+    chains: bool = False,
 ) -> None:
     """``count`` plain ``chaos.work`` schedules; with ``poison_schedules``, also the poison
     victims (:data:`POISON_ROWS`) and that many ``chaos.poison`` schedules; with
     ``surfaces``, the calendars and backfills of :mod:`chaos_surfaces`; with ``groups``,
-    that many schedules in each of the two concurrency groups of :mod:`chaos_groups`."""
+    that many schedules in each of the two concurrency groups of :mod:`chaos_groups`; with
+    ``chains``, the chains of :mod:`chaos_chains`."""
     from django_durable_schedules import state
 
     common = {
@@ -262,6 +277,8 @@ def create_schedules(
         chaos_surfaces.create_surfaces(common, rng, poison=bool(poison_schedules))
     if groups:
         chaos_groups.create_grouped(common, groups)
+    if chains:
+        chaos_chains.create_chains(common)
     if not poison_schedules:
         return
     for i, (kind, *_rest) in enumerate(POISON_ROWS):
@@ -983,6 +1000,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=6,
         help="schedules in each of the two concurrency groups (with --groups)",
     )
+    p.add_argument(
+        "--chains",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="three chains of kind 'after' schedules, and the audit of their slots (default on)",
+    )
     p.add_argument("--schedules", type=int, default=24)
     p.add_argument("--lease-seconds", type=int, default=4)
     p.add_argument("--seed", type=int, default=1)
@@ -1012,6 +1035,7 @@ def main(argv: list[str] | None = None) -> int:
         args.poison_schedules if args.poison else 0,
         surfaces=args.surfaces,
         groups=args.group_schedules if args.groups else 0,
+        chains=args.chains,
     )
     connections.close_all()  # the soak itself stays off the database (and the restart)
 
@@ -1021,6 +1045,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         restart = soak(fleet, args, url, vendor, poisoned)
     finally:
+        stopped_at = datetime.now(UTC)  # the chain audit's end: no claim after the drain
         unclean = fleet.stop()
     say(f"workers stopped after {time.monotonic() - started:.0f}s; recovering leases, auditing")
     recovered = settle(args.lease_seconds)
@@ -1045,6 +1070,11 @@ def main(argv: list[str] | None = None) -> int:
         report["examples"].update(extra["examples"])
         report["groups"] = extra["groups"]
         report["group_findings"] = extra["findings"]
+    if args.chains:
+        extra = chaos_chains.audit_chains(stopped_at)
+        report["violations"].update(extra["violations"])
+        report["examples"].update(extra["examples"])
+        report["chains"] = extra["totals"]
     report["violations"]["unclean_worker_exits"] = len(unclean)
     report["violations"]["worker_crashes"] = len(fleet.crashes)
     if unclean:
@@ -1090,13 +1120,20 @@ def main(argv: list[str] | None = None) -> int:
             f"({sum(report['poison']['poison_callback_receipts'].values())} receipts), "
             f"{v['healthy_stalled']} healthy stalled, {v['worker_crashes']} worker crashes; "
         )
+    chains = ""
+    if args.chains:
+        by = report["chains"]["slots_by_status"]
+        chains = (
+            f"chains: {sum(by.values())} slots ({by.get('run', 0)} run, {by.get('missed', 0)} "
+            f"missed), {sum(v[n] for n in chaos_chains.VIOLATIONS)} chain violations; "
+        )
     print(
         f"chaos: {'PASS' if ok else 'FAIL'} {vendor}, {args.duration:.0f}s, {args.workers} workers, "
         f"{fleet.killed} SIGKILLs, {fleet.stalled} stalls, {restarted}; "
         f"{t['attempts']} attempts, {t['receipts']} receipts; "
         f"{v['duplicate_successes'] + v['double_success_in_log']} duplicate successes, "
         f"{v['lost_occurrences']} lost occurrences, {v['open_attempts']} open attempts, "
-        f"{poison}{sum(v.values())} violations in all"
+        f"{poison}{chains}{sum(v.values())} violations in all"
     )
     return 0 if ok else 1
 
