@@ -10,10 +10,12 @@ same rules (``models/choices.py``).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
+from .limits import CHAIN_WAIT_MAX_SECONDS
 from .timing.business_days import POLICIES
 
 NAME_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}\Z")  # \Z: no trailing newline
@@ -59,7 +61,7 @@ class Declaration:
 
     Exactly one of ``every`` (seconds), ``cron``, ``at`` (aware datetime) or ``rrule`` (an
     RFC 5545 rule) is set, or ``manual`` (kind ``manual``: no spec, it runs only when
-    triggered) and none of them.
+    triggered) or ``after`` (kind ``after``: it runs after those schedules) and none of them.
     """
 
     every: int | None = None
@@ -80,9 +82,16 @@ class Declaration:
     manual: bool = False
     #: Its worker pool, claim priority and concurrency group (:class:`Flow`).
     flow: Flow = field(default_factory=Flow)
+    #: Kind ``after``: the names of the schedules it runs after (``Schedule.upstream``);
+    #: empty for any other kind. ``wait_seconds``: None, not given (a new row takes the
+    #: model's default, an existing row keeps its value).
+    after: tuple[str, ...] = ()
+    wait_seconds: int | None = None
 
     @property
     def kind(self) -> str:
+        if self.after:
+            return "after"
         if self.manual:
             return "manual"
         if self.every is not None:
@@ -124,6 +133,8 @@ def build_declaration(
     flow: Flow | None = None,
     exclusion_policy: Any = None,
     rrule_business_days: Any = None,
+    after: Any = None,
+    wait_seconds: Any = None,
 ) -> Declaration | None:
     """Validate ``name`` and the schedule declared with it: the :class:`Declaration`, or
     ``None`` when none is (no every/cron/at/rrule and not ``manual``).
@@ -139,6 +150,10 @@ def build_declaration(
     ``exclusion_policy`` (None: not given) must be one of ``skip``,
     ``previous_business_day``, ``next_business_day`` (``ValueError``) and
     ``rrule_business_days`` True or False (``TypeError``); both need a declared schedule.
+    ``after`` (None: not given) declares kind ``after``: a list or tuple of schedule names
+    (``TypeError`` for a text alone or anything else, ``ValueError`` for an empty one, with
+    any timing argument or ``manual=True``: the message names them); ``wait_seconds`` (an
+    int, 1 to 31 days in seconds, ``TypeError``/``ValueError``) needs ``after``.
     """
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise ValueError(
@@ -155,6 +170,28 @@ def build_declaration(
         raise TypeError(f"rrule_business_days must be True or False, not {rrule_business_days!r}")
     if not isinstance(manual, bool):
         raise TypeError(f"manual must be True or False, not {manual!r}")
+    wait = _wait_seconds(wait_seconds, after)
+    if after is not None:
+        timing_given = {
+            "every": every,
+            "cron": cron,
+            "rrule": rrule,
+            "at": at,
+            "start_at": start_at,
+            "end_at": end_at,
+            "max_runs": max_runs,
+            "manual": manual or None,
+            "extra_specs": extra_specs,
+            "exclusion_policy": exclusion_policy,
+            "rrule_business_days": rrule_business_days,
+        }
+        return Declaration(
+            after=_after(name, after, [k for k, v in timing_given.items() if v is not None]),
+            wait_seconds=wait,
+            timezone=timezone,
+            payload=payload,
+            flow=flow,
+        )
     if manual:
         timing_args = {
             "every": every,
@@ -219,6 +256,40 @@ def build_declaration(
     return None
 
 
+def _after(name: str, value: Any, clash: list[str]) -> tuple[str, ...]:
+    """``register(after=)`` as a tuple of names, in the order given. Raises ``TypeError``
+    for a value that is not a list or tuple of texts (a text alone is refused: wrap it in a
+    list), ``ValueError`` for an empty one or for ``clash`` (the timing arguments given
+    with it: an ``after`` schedule's grid is its upstreams')."""
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise TypeError(
+            f"after must be a list of schedule names, e.g. after=['reports.import'], not {value!r:.60}"
+        )
+    if not value:
+        raise ValueError(f"register({name!r}, after=[]) names no schedule to run after")
+    if clash:
+        raise ValueError(
+            f"register({name!r}, after=...) takes no {'=, '.join(clash)}=: a schedule of kind "
+            "'after' runs the instants of the schedules it runs after"
+        )
+    return tuple(dict.fromkeys(value))
+
+
+def _wait_seconds(value: Any, after: Any) -> int | None:
+    """``register(wait_seconds=)`` checked (None: not given). Raises ``TypeError`` for a
+    value that is not an int (True/False are refused), ``ValueError`` for one out of 1 s to
+    31 days or given without ``after``."""
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"wait_seconds must be an int (seconds), not {value!r}")
+    if not 1 <= value <= CHAIN_WAIT_MAX_SECONDS:
+        raise ValueError(f"wait_seconds must be from 1 to {CHAIN_WAIT_MAX_SECONDS}, not {value}")
+    if after is None:
+        raise ValueError("wait_seconds= needs after= (how long a kind 'after' waits)")
+    return value
+
+
 def _extra_specs(value: Any) -> tuple[str, ...]:
     """``register(extra_specs=)`` as a tuple (None: none). Raises ``TypeError`` for a value
     that is not a list or tuple of texts (a text alone is refused: wrap it in a list)."""
@@ -256,3 +327,25 @@ def check_flow(pool: Any, priority: Any) -> None:
         raise ValueError(
             f"priority must be from {PRIORITY_MIN} to {PRIORITY_MAX} (higher first), not {priority}"
         )
+
+
+def sync_order(registrations: Sequence[Any]) -> list[Any]:
+    """``registrations`` (each with ``.name`` and a :class:`Declaration`) in the order a
+    sync writes them: those of kind ``after`` last, each after the declarations it runs
+    after (depth first, in the order given; a cycle is cut anywhere: the sync's graph check
+    refuses it), so an upstream declared in code exists before the schedule linked to it."""
+    by_name = {r.name: r for r in registrations}
+    ordered: list[Any] = [r for r in registrations if not r.declaration.after]
+    placed = {r.name for r in ordered}
+
+    def place(reg: Any) -> None:
+        placed.add(reg.name)
+        for name in reg.declaration.after:
+            if name in by_name and name not in placed:
+                place(by_name[name])
+        ordered.append(reg)
+
+    for reg in registrations:
+        if reg.name not in placed:
+            place(reg)
+    return ordered

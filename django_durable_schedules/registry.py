@@ -124,6 +124,8 @@ def register(
     exclusion_policy: str | None = None,
     rrule_business_days: bool | None = None,
     manual: bool = False,
+    after: list[str] | tuple[str, ...] | None = None,
+    wait_seconds: int | None = None,
     timezone: str | None = None,
     payload: Any = None,
     start_at: datetime | None = None,
@@ -152,6 +154,8 @@ def register(
     exclusion_policy: str | None = None,
     rrule_business_days: bool | None = None,
     manual: bool = False,
+    after: list[str] | tuple[str, ...] | None = None,
+    wait_seconds: int | None = None,
     timezone: str | None = None,
     payload: Any = None,
     start_at: datetime | None = None,
@@ -179,6 +183,8 @@ def register(
     exclusion_policy: str | None = None,
     rrule_business_days: bool | None = None,
     manual: bool = False,
+    after: list[str] | tuple[str, ...] | None = None,
+    wait_seconds: int | None = None,
     timezone: str | None = None,
     payload: Any = None,
     start_at: datetime | None = None,
@@ -203,6 +209,12 @@ def register(
     of kind ``manual`` instead: no spec, never due by itself, it runs only when triggered
     (admin "Trigger now", API ``trigger/``, ``state.trigger``); it takes ``payload`` (and
     ``timezone``) but none of every/cron/rrule/at/start_at/end_at/max_runs.
+    ``after=["reports.import"]`` (a list of schedule names) declares one of kind ``after``:
+    it runs each nominal instant of those schedules once they all succeeded for it, waiting
+    ``wait_seconds`` at most (left out: a new row's default, an existing row's value kept);
+    it takes none of every/cron/rrule/at/start_at/end_at/max_runs/manual/extra_specs
+    (``ValueError``). The sync links it (a name no schedule has, or links the chaining
+    checks refuse: logged, that declaration not synced; the others are).
     ``extra_specs`` (with ``cron`` or ``rrule``): further cron expressions or rules the
     schedule fires on too (``Schedule.extra_specs``: the union, in the same zone and window).
     ``exclusion_policy`` (``"skip"``, ``"previous_business_day"``, ``"next_business_day"``)
@@ -263,6 +275,8 @@ def register(
         flow=Flow(pool, priority, concurrency_group),
         exclusion_policy=exclusion_policy,
         rrule_business_days=rrule_business_days,
+        after=after,
+        wait_seconds=wait_seconds,
     )
     check_owner_access(owner_scoped, owner_min_interval)
     schema = check_schema(name, payload_schema)
@@ -304,6 +318,8 @@ def register_command(
     extra_specs: Sequence[str] | None = None,
     exclusion_policy: str | None = None,
     rrule_business_days: bool | None = None,
+    after: list[str] | tuple[str, ...] | None = None,
+    wait_seconds: int | None = None,
     timezone: str | None = None,
     start_at: datetime | None = None,
     end_at: datetime | None = None,
@@ -321,7 +337,7 @@ def register_command(
     ``CommandError`` (or any exception) is a ``failed`` receipt, retried like any failure.
     The registration is the allow-list: only commands registered in code can run, always
     with the arguments given here (the schedule's payload is not passed to them).
-    ``every``/``cron``/``at``... declare its schedule (``pool``/``priority``: its worker
+    ``every``/``cron``/``at``/``after``... declare its schedule (``pool``/``priority``: its worker
     pool and claim priority; ``concurrency_group``: its group's name), and ``owner_scoped`` / ``owner_min_interval`` open it to
     owner-scoped API users, as for :func:`register`.
 
@@ -343,6 +359,8 @@ def register_command(
         flow=Flow(pool, priority, concurrency_group),
         exclusion_policy=exclusion_policy,
         rrule_business_days=rrule_business_days,
+        after=after,
+        wait_seconds=wait_seconds,
     )
     check_owner_access(owner_scoped, owner_min_interval)
     if not isinstance(command, str) or not command or command.strip() != command:

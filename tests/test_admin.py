@@ -925,6 +925,35 @@ def test_a_schedule_declared_in_code_shows_its_definition_read_only(admin_client
         registry.remove("tests.declared_hourly")
 
 
+def test_a_chain_declared_in_code_shows_its_links_read_only(admin_client):
+    from django_durable_schedules.registry import register, registry
+
+    register("tests.declared_up", lambda ctx: None, every=3600)
+    register("tests.declared_after", lambda ctx: None, after=["tests.declared_up"])
+    try:
+        state.sync_declared()
+        row = Schedule.objects.get(name="tests.declared_after")
+        response = admin_client.get(change_url(row))
+        form = response.context["adminform"].form
+        assert "upstream" not in form.fields and "kind" not in form.fields
+        assert "wait_seconds" in form.fields  # not declared: a policy, editable
+        assert 'id="id_upstream"' not in response.content.decode()
+        data = {k: v for k, v in _form_data().items() if k.endswith("FORMS")}
+        for name in form.fields:
+            value = form[name].value()
+            if value is not None and value is not False:
+                data[name] = value
+        data.update({"wait_seconds": 120, "_save": "Save"})
+        response = admin_client.post(change_url(row), data)
+        assert response.status_code == 302, response.context["adminform"].form.errors
+        row.refresh_from_db()
+        assert row.wait_seconds == 120
+        assert [u.name for u in row.upstream.all()] == ["tests.declared_up"]
+    finally:
+        registry.remove("tests.declared_up")
+        registry.remove("tests.declared_after")
+
+
 def test_outcome_marks_name_their_time_in_the_schedule_zone_and_utc(admin_client):
     s = make("tokyo-strip", timezone="Asia/Tokyo")
     add_history(s, ["failed"], start=datetime(2027, 6, 1, 0, 0, tzinfo=UTC))

@@ -232,15 +232,16 @@ class ScheduleAdmin(WriteLockedForm):
 
     @staticmethod
     def _declared_fields(obj: Schedule | None) -> tuple[str, ...]:
-        """The fields a ``register(..., every=/cron=/rrule=/at=)`` declaration sets for ``obj``:
-        code owns them (every worker start and ``migrate`` set them again), so they are
+        """The fields a ``register(..., every=/cron=/rrule=/at=/after=)`` declaration sets for
+        ``obj`` (``after=``: its ``upstream`` links too): code owns them (every worker start and ``migrate`` set them again), so they are
         shown, not edited."""
         if obj is None or obj.name not in registry:
             return ()
         registration = registry.get(obj.name)
         if registration.declaration is None:
             return ()
-        return ("name", *state.declared_fields(registration))
+        links = ("upstream",) if registration.declaration.after else ()  # after=: its links
+        return ("name", *state.declared_fields(registration), *links)
 
     def get_form(
         self, request: HttpRequest, obj: Schedule | None = None, change: bool = False, **kwargs: Any

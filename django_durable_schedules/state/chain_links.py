@@ -166,13 +166,30 @@ def link_change(
         before[FIELD], after[FIELD] = old, new
 
 
-def declared_links_kept(row: Schedule, old: Schedule, using: str) -> bool:
-    """Whether a schedule declared in code, ``row`` with its declaration's definition
-    (``old``: as stored), leaves the schedules that run after it followable
-    (:func:`check_links`); else the error is logged, naming the schedule and why, and the
-    caller (:func:`.definitions.sync_declared`) skips that declaration."""
+def declared_links(
+    row: Schedule, old: Schedule | None, names: Sequence[str], using: str
+) -> tuple[bool, list[Schedule] | None]:
+    """The links of a schedule declared in code, ``row`` with its declaration's definition
+    (``old``: as stored, None for a create; ``names``: its ``register(after=)``, empty for
+    another kind), checked (:func:`check_links`). Returns ``(True, upstreams)``: the rows
+    to link it to, in name order (``[]`` for a stored ``after`` row declared another kind
+    now: its links go; None: left as they are), or ``(False, None)`` when a name no
+    schedule has or the graph check refuses it: the error is logged, naming the schedule
+    and why, and the caller (:func:`.definitions.sync_declared`) skips that declaration."""
     try:
-        check_links(row, old, None, using)
+        given: list[Schedule] | None = None
+        if names:
+            given = resolve_upstreams(names, using)
+            held = [] if old is None else current_upstreams(old, using)
+            if (
+                old is not None
+                and old.kind == Kind.AFTER
+                and [u.pk for u in held] == [u.pk for u in given]
+            ):
+                given = None  # unchanged: not edited (no check of its own graph)
+        elif old is not None and old.kind == Kind.AFTER:
+            given = []
+        check_links(row, old, given, using)
     except ValidationError as exc:
         logger.error(
             "the schedule declared in code for %r was not synced: %s",
@@ -180,8 +197,8 @@ def declared_links_kept(row: Schedule, old: Schedule, using: str) -> bool:
             validation_text(exc),
             extra={"schedule": row.name},
         )
-        return False
-    return True
+        return False, None
+    return True, given
 
 
 def _changed_field(candidate: Schedule, before: Schedule | None, given: Any) -> str:

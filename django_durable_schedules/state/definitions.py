@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from .. import timing
 from ..db.clock import resolve_now
 from ..db.locks import get_locked, lock_for_write, locked
+from ..declarations import sync_order
 from ..exceptions import StateConflict, validation_text
 from ..models import DegradedKind, EventAction, Schedule, Status
 from ..registry import registry
@@ -27,7 +28,7 @@ from .calendars import (
     share_exclusions,
 )
 from .candidates import Prepared, check_editable, explain_refusal, prepare
-from .chain_links import check_links, declared_links_kept, link_change, write_links
+from .chain_links import check_links, declared_links, link_change, write_links
 from .enabling import enable
 from .events import as_changes, record_event
 from .group_defs import UnknownGroup, declared_group
@@ -274,6 +275,8 @@ def declared_fields(reg: Any, *, using: str | None = None) -> dict[str, Any]:
         wanted["timezone"] = d.timezone
     if d.payload is not None:
         wanted["payload"] = d.payload
+    if d.wait_seconds is not None:
+        wanted["wait_seconds"] = d.wait_seconds
     if d.flow.pool is not None:
         wanted["pool"] = d.flow.pool
     if d.flow.priority is not None:
@@ -321,18 +324,24 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
     because their callback was missing, now that it is registered again.
     A declaration whose new grid would leave a schedule that runs after it with upstreams
     on different grids (chaining) is logged and skipped the same way.
+    A declaration of kind ``after`` (``register(after=[...])``) is synced after the others
+    (after the declarations it names: :func:`..declarations.sync_order`) and linked to the
+    schedules it names (a changed ``after=``: its links replaced, an ``edited`` event); a
+    name no schedule has or links the chaining checks refuse are logged and that
+    declaration skipped (:func:`.chain_links.declared_links`).
     A declaration that names a concurrency group no row has is logged (an error naming
     both, check W005) and skipped: its schedule is neither created nor changed, the others
     are synced (a worker starting, ``migrate``, goes on).
     Returns the schedules created or changed.
     """
     changed: list[Schedule] = []
-    for reg in registry.declared():
+    for reg in sync_order(registry.declared()):
         try:
             wanted = declared_fields(reg, using=using)
         except UnknownGroup as exc:  # that declaration's error (check W005), not the sync's
             logger.error("%s", exc, extra={"schedule": reg.name})
             continue
+        after_names = reg.declaration.after
         with transaction.atomic(using=using):
             lock_for_write(using)
             row = locked(
@@ -341,26 +350,32 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
             if row is None:
                 row = Schedule(name=reg.name, **wanted)
                 _clean_declared(row)
+                kept, ups = declared_links(row, None, after_names, using)
+                if not kept:
+                    continue
                 row.save(using=using, audit=False)  # its own event, with the declaration
-                record_event(
-                    row,
-                    EventAction.CREATED,
-                    source="code",
-                    using=using,
-                    changes=as_changes({}, wanted),
-                )
+                changes = as_changes({}, wanted)
+                if ups:
+                    write_links(row, ups, using)
+                    changes["upstream"] = [None, sorted(u.name for u in ups)]
+                record_event(row, EventAction.CREATED, source="code", using=using, changes=changes)
                 changed.append(row)
                 continue
             before = {k: getattr(row, k) for k in wanted}
             diff = {k: v for k, v in wanted.items() if before[k] != v}
+            old = copy.copy(row)
+            for k, v in diff.items():
+                setattr(row, k, v)
             if diff:
-                old = copy.copy(row)
-                for k, v in diff.items():
-                    setattr(row, k, v)
                 _clean_declared(row)
-                if not declared_links_kept(row, old, using):
-                    continue
+            kept, ups = declared_links(row, old, after_names, using)
+            if not kept:
+                continue
+            link_change(row, ups, before, diff, using)
+            if diff:
                 row.save(using=using)
+                if ups is not None and "upstream" in diff:
+                    write_links(row, ups, using)
                 record_event(
                     row,
                     EventAction.EDITED,

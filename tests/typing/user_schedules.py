@@ -26,6 +26,15 @@ registered = register("cleanup", cleanup, every=3600)
 register_command("sessions.clear", "clearsessions", every=86400)
 
 
+@register("reports.aggregate", after=["reports.nightly"], wait_seconds=600)
+def aggregate(ctx: RunContext) -> int:
+    return ctx.occurrence
+
+
+mailed = register("reports.mail", cleanup, after=("reports.aggregate",))
+register_command("reports.vacuum", "clearsessions", after=["reports.mail"], wait_seconds=60)
+
+
 def rows_of(ctx: RunContext) -> int:
     # The decorated function is still the function: its return type is known.
-    return nightly(ctx)["rows"] + (0 if registered(ctx) is None else 1)
+    return nightly(ctx)["rows"] + (0 if registered(ctx) is None else 1) + aggregate(ctx)
