@@ -3,8 +3,8 @@ draws the small graph"): the schedules it runs after, level by level to the left
 that run after it to the right, each a box linking to its change page; drawn server-side
 as SVG (no script, no CDN), in the admin's colours (light and dark).
 
-:func:`chain_levels` reads the links (one statement per level, at most :data:`DEPTH`
-each way) and the shown schedules (one more); :func:`layout` places them (pure); the
+:func:`chain_levels` reads the links (one statement per level, both ways at once, at most
+:data:`DEPTH` levels) and the shown schedules (one more); :func:`layout` places them (pure); the
 template ``durable_schedules/admin/fragments/chain_graph.html`` draws them.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Q
 from django.urls import NoReverseMatch, reverse
 from django.utils.safestring import SafeString, mark_safe
 
@@ -64,40 +65,47 @@ class Graph:
     svg: SafeString = field(default_factory=lambda: mark_safe(""))
 
 
-def _walk(start: Any, column: str, other: str) -> tuple[dict[Any, int], set[tuple[Any, Any]]]:
-    """Levels reached from ``start`` following links from ``column`` to ``other``
-    (upstream: ``downstream_id`` -> ``upstream_id``), at most :data:`DEPTH` of them, and
-    the links seen as (upstream, downstream) pairs."""
-    levels: dict[Any, int] = {}
+def _walk(start: Any) -> tuple[dict[Any, int], set[tuple[Any, Any]]]:
+    """The schedules reached from ``start`` through its links, each with its level
+    (negative: upstream, positive: downstream), at most :data:`DEPTH` levels each way, and
+    the links seen as (upstream, downstream) pairs: one statement per level, both ways at
+    once (one for a schedule with no chain)."""
+    levels: dict[Any, int] = {start: 0}
     links: set[tuple[Any, Any]] = set()
-    frontier = {start}
+    ups, downs = {start}, {start}
     for depth in range(1, DEPTH + 1):
-        found = ScheduleLink.objects.filter(**{f"{column}__in": frontier}).values_list(
-            column, other
-        )
-        frontier = set()
-        for near, far in found:
-            links.add((far, near) if column == "downstream_id" else (near, far))
-            if far not in levels and far != start:
-                levels[far] = depth
-                frontier.add(far)
-        if not frontier:
+        found = ScheduleLink.objects.filter(
+            Q(downstream_id__in=ups) | Q(upstream_id__in=downs)
+        ).values_list("upstream_id", "downstream_id")
+        new_ups: set[Any] = set()
+        new_downs: set[Any] = set()
+        for up, down in found:
+            if down in ups and levels.get(down, 1) <= 0:  # a link above a node above
+                links.add((up, down))
+                if up not in levels:
+                    levels[up] = -depth
+                    new_ups.add(up)
+            if up in downs and levels.get(up, -1) >= 0:  # a link below a node below
+                links.add((up, down))
+                if down not in levels:
+                    levels[down] = depth
+                    new_downs.add(down)
+        ups, downs = new_ups, new_downs
+        if not ups and not downs:
             break
     return levels, links
 
 
 def chain_levels(obj: Schedule) -> tuple[list[Node], set[tuple[Any, Any]]]:
     """The schedules around ``obj`` in its chain, each with its level, and the links among
-    them: 2 statements per level each way at most, and one for the names. Empty when
-    ``obj`` runs after none and none after it."""
-    ups, up_links = _walk(obj.pk, "downstream_id", "upstream_id")
-    downs, down_links = _walk(obj.pk, "upstream_id", "downstream_id")
-    if not ups and not downs:
+    them: one statement per level (both ways at once; one for a schedule with no chain) and
+    one for the names. Empty when ``obj`` runs after none and none after it."""
+    level, links = _walk(obj.pk)
+    if len(level) == 1:
         return [], set()
-    level = {**{k: -v for k, v in ups.items()}, **downs, obj.pk: 0}
     rows = Schedule.objects.filter(pk__in=list(level)).values_list("pk", "name", "status")
     nodes = [Node(pk, name, status, level[pk]) for pk, name, status in rows]
-    return nodes, up_links | down_links
+    return nodes, links
 
 
 def layout(nodes: list[Node], links: set[tuple[Any, Any]]) -> Graph:

@@ -208,8 +208,12 @@ class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):
                 )
             )
             if "upstream" not in self.initial:  # a model form reads no non-editable field
-                self.initial["upstream"] = list(
-                    self.instance.upstream.order_by("name").values_list("pk", flat=True)
+                # Only a kind after schedule has upstreams (state.chain_links): no query
+                # for the others.
+                self.initial["upstream"] = (
+                    list(self.instance.upstream.order_by("name").values_list("pk", flat=True))
+                    if self.instance.kind == Kind.AFTER
+                    else []
                 )
         kind = self.fields.get("kind")
         if kind is not None:
