@@ -4,13 +4,15 @@ table, and the capture of every statement a real claim sends for them.
 
 :func:`add_chains` adds, with set-based SQL like ``claim_plan.build``:
 
-* ``min(1000, size // 5)`` kind ``after`` schedules (``after-00000001`` ...; no
+* ``min(1000, max(size // 5, 2 x batch))`` kind ``after`` schedules (``after-00000001`` ...; no
   ``next_run_at``), each linked (``ScheduleLink``) to one upstream: the first ``batch`` to
   the ``batch`` due rows (so the claim's ``write_chain_slots`` finds their downstreams), the
   others to random rows of the table;
 * 10 ``ChainSlot`` rows each, an hour apart: 8 of history (``run``, every fourth
-  ``missed``), then ``ready`` for the first ``batch`` of them (``run`` for the others), then
-  one ``waiting`` whose deadline is an hour ahead (not due);
+  ``missed``), then ``ready`` for the next ``batch`` of them (``run`` for the others: the
+  schedules the claim takes by their chains are not the due rows' downstreams, so that
+  ``write_chain_slots`` walks two levels at every size: the due rows' downstreams, then
+  theirs), then one ``waiting`` whose deadline is an hour ahead (not due);
 
 then ``VACUUM (ANALYZE)`` of the three tables and a ``CHECKPOINT``.
 
@@ -84,7 +86,7 @@ def remove_chains(conn: Any) -> None:
 def add_chains(conn: Any, size: int, batch: int) -> dict[str, int]:
     """Put the chains described in the module docstring on the ``batch_due`` table of
     ``size`` rows; returns how many downstreams, links and slots it wrote."""
-    downstreams = min(1000, max(size // 5, batch))
+    downstreams = min(1000, max(size // 5, 2 * batch))
     columns = [
         row[0]
         for row in conn.execute(
@@ -142,7 +144,7 @@ def add_chains(conn: Any, size: int, batch: int) -> dict[str, int]:
             SELECT d.id, d.n, k.k,
                 date_trunc('second', now()) - (10 - k.k) * interval '1 hour' AS at,
                 CASE WHEN k.k = 9 THEN 'waiting'
-                     WHEN k.k = 8 AND d.n <= %s THEN 'ready'
+                     WHEN k.k = 8 AND d.n > %s AND d.n <= %s THEN 'ready'
                      WHEN k.k %% 4 = 3 THEN 'missed' ELSE 'run' END AS status
             FROM d CROSS JOIN generate_series(0, {SLOTS_PER_DOWNSTREAM - 1}) AS k(k)
         )
@@ -157,7 +159,7 @@ def add_chains(conn: Any, size: int, batch: int) -> dict[str, int]:
             CASE WHEN status IN ('run', 'missed') THEN at + interval '10 minutes' END
         FROM s
         """,
-        (batch,),
+        (batch, 2 * batch),
     )
     for table in (T_SCHEDULE, T_LINK, T_SLOT):
         conn.execute(f"VACUUM (ANALYZE) {table}")
@@ -238,7 +240,12 @@ def measure_chains(
     measured = {}
     for role, sql in captured["statements"].items():
         summary = explain(conn, sql)
-        measured[role] = {**summary, **time_query(conn, sql, samples), "bounded": bounded(summary)}
+        measured[role] = {
+            **summary,
+            **time_query(conn, sql, samples),
+            "bounded": bounded(summary),
+            "sql": sql,
+        }
     probes = [m for role, m in measured.items() if role.startswith("probe_")]
     live = measured["live"]
     chain = {r: m for r, m in measured.items() if r != "live" and not r.startswith("probe_")}
@@ -261,7 +268,9 @@ def measure_chains(
         if probes
         else None,
         **{k: live[k] for k in live if k.endswith("_ms")},
-        "plan": {k: v for k, v in live.items() if not k.endswith("_ms") and k != "bounded"},
+        "plan": {
+            k: v for k, v in live.items() if not k.endswith("_ms") and k not in ("bounded", "sql")
+        },
         "chain_statements": measured,
         "chain_p99_ms_added": round(sum(m["p99_ms"] for m in chain.values()), 3),
         "chains_bounded": size < JUDGED_FROM or all(m["bounded"] for m in measured.values()),
