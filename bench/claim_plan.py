@@ -1,18 +1,21 @@
 """G3: the claim query's plan and time at 1k / 100k / 1M (and 10M) schedules (PostgreSQL).
 
     .venv/bin/python bench/claim_plan.py [--sizes 1000,100000,1000000] [--batch 100] \\
-        [--samples 200] [--database-url postgres://postgres@127.0.0.1:5432/dds_bench_plan]
+        [--samples 200] [--situations batch_due,all_due,levels_due,chains_due] \\
+        [--database-url postgres://postgres@127.0.0.1:5432/dds_bench_plan]
 
 Issue #14, goal 5 runs it once with ``--sizes 1000,100000,1000000,10000000``: 8 minutes
 on a busy 2-core machine, 6 of them the two 10M builds (about 3 minutes each: the insert
 and the indexes half each); the 10M table takes 3.8 GB of disk (2.5 GB heap, 1.3 GB
 indexes), plus the WAL the build writes.
 
-For each size, in three situations — ``batch_due`` (only ``--batch`` rows due, the rest in
+For each size, in four situations — ``batch_due`` (only ``--batch`` rows due, the rest in
 the future: the everyday case), ``levels_due`` (the same, the rows not due spread over four
-priority levels above the due ones' 0, so the claim walks five levels: issue #28) and
+priority levels above the due ones' 0, so the claim walks five levels: issue #28),
 ``all_due`` (every row due at once: the worst case,
-e.g. 1M rows after a long outage) — it:
+e.g. 1M rows after a long outage) and ``chains_due`` (issue #30: the ``batch_due`` table with
+chains on top, ``bench/claim_plan_chains.py``: up to 1,000 kind ``after`` schedules linked to
+rows of the table, 10 chain slots each, ``--batch`` of them ready) — it:
 
 1. builds the schedules table afresh (``build``): the migrated table, emptied, filled with
    ``size`` copies of one seeded template row (kept in a temporary side table), each with
@@ -30,6 +33,12 @@ e.g. 1M rows after a long outage) — it:
    claim in a Django subprocess, rolled back);
 3. runs ``EXPLAIN (ANALYZE, BUFFERS)`` on it and reports the plan's node types, whether a
    ``Sort`` over every due row appears, the rows read and the shared buffers touched;
+   ``chains_due`` captures every statement of a claim of ``2 x --batch`` (the live read
+   takes the due rows, the chains the rest): the live read with its ``EXISTS`` on the
+   links, ``due_downstreams``' two reads of the chain slots, the locking read of the kind
+   ``after`` rows, one ``settle_chain_slots`` read and ``write_chain_slots``' link reads,
+   each explained, timed and judged apart (``chain_statements`` in its row: no
+   ``Seq Scan`` of the schedules or the chain slots, from 100,000 schedules on);
 4. times the statement ``--samples`` times (each in its own transaction, rolled back, so
    the locks go away) and reports p50 / p99 / max in milliseconds: in the server
    (planning + execution, from ``EXPLAIN (ANALYZE, TIMING OFF)``; the floor is judged on
@@ -38,7 +47,8 @@ e.g. 1M rows after a long outage) — it:
 The claim must stay an index scan bounded by the batch: buffers and time must not grow
 with the table. Floor (issue #5, G3): p99 <= 10 ms at every size (since issue #28 the
 claim is a priority level probe and a read: their p99s added; ``levels_due`` is judged on
-its plan, its added p99s reported); target <= 5 ms and
+its plan, its added p99s reported; ``chains_due`` too, its chain statements' p99s added
+in ``chain_p99_ms_added``); target <= 5 ms and
 within 2x across sizes. Prints JSON, then one summary line; ``--check`` exits 1 when the
 floor or the plan check fails.
 """
@@ -56,6 +66,7 @@ import sys
 import time
 from typing import Any
 
+from claim_plan_chains import add_chains, measure_chains, remove_chains
 from common import (
     ROOT,
     T_SCHEDULE,
@@ -66,11 +77,13 @@ from common import (
     emit,
     fresh_database,
     log,
+    python_loop_ms,
     run_django,
     scalar,
     server_info,
 )
 
+SITUATIONS = ("batch_due", "all_due", "levels_due", "chains_due")
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_bench_plan"
 TEMPLATE = "bench_claim_plan_template"  # a temporary table: the seeded row the build copies
 #: Migration 0004 creates the claim index with raw SQL. Its ``pg_get_indexdef`` does not
@@ -356,6 +369,9 @@ def summarize(doc: list[dict[str, Any]]) -> dict[str, Any]:
         "index_scan": all(
             n["Node Type"].startswith(("Index", "Bitmap")) for n in scans if not n["_subplan"]
         ),
+        # Every sequential scan of the plan, by table (subplans too): ``chains_due`` wants
+        # none on the schedules or chain slot tables.
+        "seq_scans": [n.get("Relation Name", "?") for n in scans if n["Node Type"] == "Seq Scan"],
         "subplan_scans": [
             f"{n['Node Type']} on {n.get('Relation Name', n.get('Index Name'))}: "
             f"{n.get('Actual Rows', 0)} rows x {n.get('Actual Loops', 1)} loops"
@@ -416,29 +432,52 @@ def main(argv: list[str] | None = None) -> int:
         help="the bench database, dropped and re-created (default: %(default)s)",
     )
     p.add_argument(
+        "--situations",
+        default=",".join(SITUATIONS),
+        help="which situations to build, comma-separated (default: %(default)s)",
+    )
+    p.add_argument(
         "--check", action="store_true", help="exit 1 when the floor or the plan check fails"
     )
     args = p.parse_args(argv)
     if not dbname_of(args.database_url).startswith("dds_bench"):
         p.error("refusing to drop a database whose name does not start with dds_bench")
     sizes = sorted(int(s) for s in args.sizes.split(","))
+    situations = [s for s in SITUATIONS if s in args.situations.split(",")]
+    if not situations or set(args.situations.split(",")) - set(SITUATIONS):
+        p.error(f"--situations: some of {', '.join(SITUATIONS)}")
     env = django_env(args.database_url)
 
     fresh_database(args.database_url, env)
     run_django([str(ROOT / "bench" / "seed.py"), "1"], env)
 
     results: list[dict[str, Any]] = []
+    speed = [python_loop_ms()]
+    claim_sql = None
     with connect(args.database_url) as conn:
         server = server_info(conn)
         conn.execute(f"CREATE TEMPORARY TABLE {TEMPLATE} AS SELECT * FROM {T_SCHEDULE}")
         for size in sizes:
-            for situation in ("batch_due", "all_due", "levels_due"):
+            for situation in situations:
                 log(f"building {size:,} schedules, {situation}")
                 started = time.monotonic()
-                phases = build(conn, size, situation, args.batch)
+                chains = situation == "chains_due"
+                remove_chains(conn)
+                phases = build(conn, size, "batch_due" if chains else situation, args.batch)
+                if chains:
+                    chained = time.monotonic()
+                    chain_rows = add_chains(conn, size, args.batch)
+                    phases["chains_s"] = round(time.monotonic() - chained, 1)
                 phases["total_s"] = round(time.monotonic() - started, 1)
+                if chains:
+                    row = measure_chains(
+                        conn, env, size, args.batch, args.samples, explain, time_query
+                    )
+                    row |= {"schedules": size, "situation": situation, "build_s": phases}
+                    results.append(row | {"chain_rows": chain_rows})
+                    continue
                 reads, probe_sqls = capture_claim_sql(env, args.batch)
-                sql = reads[-1]  # the level that filled the batch
+                sql = claim_sql = reads[-1]  # the level that filled the batch
                 plan = explain(conn, sql)
                 timing = time_query(conn, sql, args.samples)
                 # The other statements of the claim: the level probes (one backward index
@@ -480,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{plan['shared_buffers']} buffers, {' > '.join(plan['nodes'])}"
                 )
                 results.append(row)
-        claim_sql = sql
+    speed.append(python_loop_ms())
 
     # The claim's cost is its level probe and its read: the floor judges the two together,
     # for the default shape (one pool, one level). levels_due is judged on its plan (every
@@ -489,12 +528,13 @@ def main(argv: list[str] | None = None) -> int:
     p99s = [
         r["p99_ms"] + (r["level_probe"] or {}).get("p99_ms", 0.0)
         for r in results
-        if r["situation"] != "levels_due"
-    ]
+        if r["situation"] not in ("levels_due", "chains_due")
+    ] or [0.0]
     bounded = all(
         r["plan"]["index_scan"]
         and r["plan"]["sort_input_rows"] <= args.batch * 2
         and (r["level_probe"] is None or r["level_probe"]["plan"]["index_scan"])
+        and r.get("chains_bounded", True)
         for r in results
     )
     floor_ok = max(p99s) <= args.floor_ms
@@ -511,11 +551,13 @@ def main(argv: list[str] | None = None) -> int:
         "plan_bounded_by_batch": bounded,
         "floor": {"p99_ms": args.floor_ms, "passed": floor_ok and bounded},
         "postgresql": server,
+        "machine_speed_python_loop_ms": [round(ms, 1) for ms in speed],
         "code": code_version(),
     }
     cells = ", ".join(
         f"{r['schedules']:,} {r['situation']} {r['p99_ms']} ms"
         + (f" + probe {r['level_probe']['p99_ms']} ms" if r["level_probe"] else "")
+        + (f" + chain statements {r['chain_p99_ms_added']} ms" if "chain_statements" in r else "")
         for r in results
     )
     verdict = "PASS" if floor_ok and bounded else "FAIL"
@@ -523,7 +565,8 @@ def main(argv: list[str] | None = None) -> int:
         report,
         f"claim_plan: server p99 {cells}; worst round trip p99 "
         f"{max(r['round_trip_p99_ms'] for r in results)} ms; plan bounded by batch: {bounded} "
-        f"(floor {args.floor_ms:g} ms: {verdict})",
+        f"(floor {args.floor_ms:g} ms: {verdict}); machine speed: python loop "
+        f"{' / '.join(f'{ms:.0f}' for ms in speed)} ms",
     )
     return 1 if args.check and verdict == "FAIL" else 0
 

@@ -11,6 +11,7 @@ _BENCH = str(Path(__file__).resolve().parent.parent / "bench")
 sys.path.insert(0, _BENCH)
 try:
     claim_plan = pytest.importorskip("claim_plan")
+    claim_plan_chains = pytest.importorskip("claim_plan_chains")
     throughput = pytest.importorskip("throughput")
     memory_soak = pytest.importorskip("memory_soak")
 finally:
@@ -65,6 +66,30 @@ def test_a_seq_scan_in_the_calendar_subplan_leaves_the_claim_bounded():
 def test_a_seq_scan_of_the_schedule_table_is_still_unbounded():
     seq = _scan("Seq Scan", "durable_schedules_schedule", **{"Parent Relationship": "Outer"})
     assert claim_plan.summarize(_claim_plan(seq))["index_scan"] is False
+
+
+def test_a_chain_statement_is_bounded_unless_it_scans_the_schedules_or_the_chain_slots():
+    """``chains_due``: a Seq Scan of the links (the live read's uncorrelated EXISTS, which
+    stops at the first link) is listed, not held against the plan; one of the schedules or
+    of the chain slots anywhere in the plan is."""
+    index = _scan(
+        "Index Scan",
+        "durable_schedules_schedule",
+        **{"Index Name": "dds_sched_claim_idx", "Parent Relationship": "Outer"},
+    )
+    doc = _claim_plan(index)
+    doc[0]["Plan"]["Plans"].append(
+        _scan("Seq Scan", "durable_schedules_schedulelink", **{"Parent Relationship": "InitPlan"})
+    )
+    found = claim_plan.summarize(doc)
+    assert found["seq_scans"] == [
+        "durable_schedules_schedule_exclusion_calendars",
+        "durable_schedules_schedulelink",
+    ]
+    assert claim_plan_chains.bounded(found) is True
+    slots = _scan("Seq Scan", "durable_schedules_chainslot", **{"Parent Relationship": "SubPlan"})
+    doc[0]["Plan"]["Plans"].append(slots)
+    assert claim_plan_chains.bounded(claim_plan.summarize(doc)) is False
 
 
 def test_backends_opened_during_the_round_count_whole_and_ended_ones_are_counted():
