@@ -76,7 +76,7 @@ def test_the_claim_of_ready_chain_slots_is_driven_by_the_chain_slots_index() -> 
     (read,) = [
         q["sql"]
         for q in queries
-        if f'FROM "{TABLE}"' in q["sql"] and "FOR UPDATE" in q["sql"] and SLOTS in q["sql"]
+        if f'FROM "{TABLE}"' in q["sql"] and "FOR UPDATE" in q["sql"] and "'after'" in q["sql"]
     ]
     plan = plan_of(read)
     assert f"Seq Scan on {TABLE}" not in plan, plan

@@ -170,6 +170,19 @@ class ScheduleQuerySet(DeadlineQueries, models.QuerySet["Schedule"]):
             & ~cls.claimable_q(now)
         )
 
+    @staticmethod
+    def chain_free_q() -> Q:
+        """Kind ``after`` rows free to settle their chain slots: active, unleased, nothing
+        pending (no retry, trigger or buffered slot: one occurrence at a time)."""
+        return Q(
+            kind=Kind.AFTER,
+            status=Status.ACTIVE,
+            lease_token__isnull=True,
+            retry_scheduled_for__isnull=True,
+            triggered_at__isnull=True,
+            buffered_for__isnull=True,
+        )
+
     @classmethod
     def chain_ready_q(cls, now: Any) -> Q:
         """Kind ``after`` rows a claim at ``now`` settles chain slots of: active, unleased,
@@ -179,11 +192,7 @@ class ScheduleQuerySet(DeadlineQueries, models.QuerySet["Schedule"]):
         from .chains import ChainSlot, chain_due_q
 
         due = ChainSlot.objects.filter(chain_due_q(now)).values("downstream_id")
-        return (
-            Q(pk__in=due, kind=Kind.AFTER, status=Status.ACTIVE, lease_token__isnull=True)
-            & Q(retry_scheduled_for__isnull=True, triggered_at__isnull=True)
-            & Q(buffered_for__isnull=True)
-        )
+        return Q(pk__in=due) & cls.chain_free_q()
 
     def chain_ready(self, now: Any) -> ScheduleQuerySet:
         """See :meth:`chain_ready_q`."""

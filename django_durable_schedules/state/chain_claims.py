@@ -92,7 +92,8 @@ def claim_chains(
 ) -> list[Schedule]:
     """Inside the claim transaction: lock (``SKIP LOCKED``) up to ``limit`` kind ``after``
     schedules of ``pools`` with a chain slot ready or past its deadline
-    (``ScheduleQuerySet.chain_ready``), other than those ``taken``, the least recently run
+    (:func:`due_downstreams`, then ``ScheduleQuerySet.chain_free_q`` by key), other than
+    those ``taken``, the least recently run
     first; at ``now_of()`` settle each one's slots (:func:`.chains.settle_chain_slots`) and
     claim what that leaves (:func:`.chain_rules.plan_chain`). None starts inside a blackout
     window or when ``admit(rows, now)`` holds it back (concurrency groups): its slots wait,
@@ -105,10 +106,12 @@ def claim_chains(
     found = found - {r.pk for r in taken}
     if not found:
         return []
+    # The rows the slots due named, by key, free under the lock (their slots are read
+    # again, locked, by settle_chain_slots: one that changed meanwhile settles nothing).
     qs = (
         Schedule.objects.using(using)
-        .chain_ready(due_before)
-        .filter(Schedule.objects.group_room_q(due_before), pool__in=pools, pk__in=found)
+        .filter(Schedule.objects.chain_free_q(), pk__in=found)
+        .filter(Schedule.objects.group_room_q(due_before), pool__in=pools)
         .exclude(pk__in=[r.pk for r in taken])
         .order_by(F("last_run_at").asc(nulls_first=True), "pk")
     )
