@@ -70,7 +70,9 @@ ROW_CODE_FIELDS = ("action", "rule", "rules", "implemented_by", "code")
 WRITING_CALLS = frozenset(
     {"create", "update", "replace", "update_or_create", "get_or_create", "bulk_create", "Schedule"}
 )
-NOT_SCHEDULE_ENUMS = frozenset({"BackfillStatus", "ReceiptStatus", "RunStatus", "DeliveryStatus"})
+NOT_SCHEDULE_ENUMS = frozenset(
+    {"BackfillStatus", "ReceiptStatus", "RunStatus", "DeliveryStatus", "ChainSlotStatus"}
+)
 NOT_SCHEDULE_NAMES = (
     "backfill",
     "receipt",

@@ -30,6 +30,10 @@ class BackfillQuerySet(models.QuerySet["Backfill"]):
         """See :meth:`open_q`."""
         return self.filter(self.open_q())
 
+    def open_of(self, schedules: Sequence[Any]) -> BackfillQuerySet:
+        """The open backfills (:meth:`open_q`) of ``schedules`` (rows)."""
+        return self.open().filter(schedule_id__in=[s.pk for s in schedules])
+
 
 #: The attribute :func:`with_backfill_flag` sets on each row it reads.
 BACKFILLS_OPEN = "_dds_backfills_open"

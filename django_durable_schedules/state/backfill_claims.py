@@ -67,18 +67,13 @@ def claim_backfills(
     rows to write; the backfill rows are written here. Finished backfills are completed
     (``backfill_done``). A backfill whose slot no rule can read is cancelled with the
     reason (:func:`.quarantine.quarantine_backfill`); none runs inside a blackout window
-    or when ``admit(rows, now)`` holds it back (concurrency groups): it waits. A slot of a
-    backfill with ``cascade`` opens its instant again on the schedules downstream
-    (:func:`.chains.write_chain_slots`)."""
+    or when ``admit(rows, now)`` holds it back (groups): it waits (``cascade``: _cascade)."""
     rows = _lock_ready(due_before, limit, taken, only, using, pools) if limit > 0 else []
     now = now_of() if rows else None
     rows = admit(rows, now) if rows and admit is not None else rows  # group: held ones wait
     if not rows or now is None:
         return []
-    open_ = {
-        b.schedule_id: b
-        for b in Backfill.objects.using(using).open().filter(schedule_id__in=[r.pk for r in rows])
-    }
+    open_ = {b.schedule_id: b for b in Backfill.objects.using(using).open_of(rows)}
     written = []
     for row in rows:
         backfill = open_.get(row.pk)
@@ -100,8 +95,7 @@ def claim_backfills(
                     row, backfill, now, lease, worker, attempts, receipts, claims
                 )
                 _save_progress(row, backfill, now, using, refused)
-                if backfill.cascade and len(claims) > marks[2]:  # the downstream again
-                    write_chain_slots([(row.pk, claims[-1].scheduled_for)], using, reopen_at=now)
+                _cascade(row, backfill, claims[marks[2] :], now, using)
         except Exception as exc:  # noqa: BLE001 - any value of this backfill or its row
             del attempts[marks[0] :], receipts[marks[1] :], claims[marks[2] :]
             reason = f"its next slot cannot be claimed: {describe_problem(exc)}"
@@ -109,6 +103,14 @@ def claim_backfills(
             continue
         written.append(row)
     return written
+
+
+def _cascade(row: Schedule, backfill: Backfill, made: list[Claim], now: Any, using: str) -> None:
+    """A slot of a backfill with ``cascade`` just claimed (``made``: its claim, none when
+    it was refused): its instant opened again on the schedules downstream of ``row``
+    (:func:`.chains.write_chain_slots` with ``reopen_at``), so the chain below runs again."""
+    if backfill.cascade and made:
+        write_chain_slots([(row.pk, made[-1].scheduled_for)], using, reopen_at=now)
 
 
 def _lock_ready(

@@ -74,6 +74,26 @@ def chain_reserve(
     return found, min(len(found), max(1, int(limit * CHAIN_SHARE)))
 
 
+def _lock_free(
+    found: set[Any], due_before: Any, limit: int, using: str, pools: Sequence[str]
+) -> list[Schedule]:
+    """The schedules ``found`` (their slots due) free under the lock, of ``pools``, their
+    group with room, the least recently run first, at most ``limit``, locked ``SKIP
+    LOCKED`` by key, their blackout windows attached (their slots are read again, locked,
+    by :func:`.chains.settle_chain_slots`: one that changed meanwhile settles nothing)."""
+    if not found:
+        return []
+    qs = (
+        Schedule.objects.using(using)
+        .filter(Schedule.objects.chain_free_q(), pk__in=found)
+        .filter(Schedule.objects.group_room_q(due_before), pool__in=pools)
+        .order_by(F("last_run_at").asc(nulls_first=True), "pk")
+    )
+    rows = list(locked(qs, using, skip_locked=True)[:limit])
+    load_blackouts(rows, using)
+    return rows
+
+
 @implements("claim.chain_run", "claim.chain_missed")
 def claim_chains(
     due_before: Any,
@@ -90,35 +110,20 @@ def claim_chains(
     admit: Any = None,
     found: set[Any] | None = None,
 ) -> list[Schedule]:
-    """Inside the claim transaction: lock (``SKIP LOCKED``) up to ``limit`` kind ``after``
-    schedules of ``pools`` with a chain slot ready or past its deadline
-    (:func:`due_downstreams`, then ``ScheduleQuerySet.chain_free_q`` by key), other than
-    those ``taken``, the least recently run
-    first; at ``now_of()`` settle each one's slots (:func:`.chains.settle_chain_slots`) and
-    claim what that leaves (:func:`.chain_rules.plan_chain`). None starts inside a blackout
-    window or when ``admit(rows, now)`` holds it back (concurrency groups): its slots wait,
-    and are counted at the first claim that takes it. ``found``: the downstreams
-    :func:`chain_reserve` read already. Returns the rows to write."""
+    """Inside the claim transaction: lock (``SKIP LOCKED``) up to ``limit`` free kind
+    ``after`` schedules of ``pools`` with a chain slot ready or past its deadline
+    (:func:`due_downstreams`, or ``found`` by :func:`chain_reserve`), not ``taken``, the
+    least recently run first; at ``now_of()`` settle each one's slots and claim what that
+    leaves (:func:`.chain_rules.plan_chain`). None starts inside a blackout window or when
+    ``admit(rows, now)`` holds it back (groups): its slots wait. Returns the rows to write."""
     if limit <= 0:
         return []
     if found is None:
         found = due_downstreams(due_before, limit, taken, using)
     found = found - {r.pk for r in taken}
-    if not found:
-        return []
-    # The rows the slots due named, by key, free under the lock (their slots are read
-    # again, locked, by settle_chain_slots: one that changed meanwhile settles nothing).
-    qs = (
-        Schedule.objects.using(using)
-        .filter(Schedule.objects.chain_free_q(), pk__in=found)
-        .filter(Schedule.objects.group_room_q(due_before), pool__in=pools)
-        .exclude(pk__in=[r.pk for r in taken])
-        .order_by(F("last_run_at").asc(nulls_first=True), "pk")
-    )
-    rows = list(locked(qs, using, skip_locked=True)[:limit])
+    rows = _lock_free(found, due_before, limit, using, pools)
     if not rows:
         return []
-    load_blackouts(rows, using)
     now = now_of()
     rows = admit(rows, now) if admit is not None else rows
     written = []

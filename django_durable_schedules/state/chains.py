@@ -156,13 +156,12 @@ def _bounded_wait(value: Any) -> int:
 def note_upstream_successes(
     successes: Sequence[tuple[uuid.UUID, datetime]], using: str, *, create: bool = True
 ) -> list[Any]:
-    """Inside a completion transaction: each ``(upstream, nominal instant)`` succeeded.
-    The direct downstreams' slots for those instants (with ``create``, created when
-    missing: a link added after the upstream's first attempt was claimed) note it, all locked in one statement in
-    ``(downstream, scheduled_for)`` order; a slot every current upstream of its downstream
-    succeeded for becomes ``ready``. Returns the downstreams whose slot became ready. A
-    slot no longer open (run or missed) is left as it is: the instant was decided. No
-    statement when ``successes`` is empty; one (the links) when none has a downstream."""
+    """Inside a completion transaction: each ``(upstream, nominal instant)`` succeeded;
+    its direct downstreams' slots for the instant (``create``: made when missing, a link
+    added since the claim) note it, locked in one statement in ``(downstream,
+    scheduled_for)`` order; one every current upstream succeeded for is ``ready`` (a slot
+    run or missed stays so). Returns the downstreams made ready. No statement without
+    ``successes``; one (the links) when none has a downstream."""
     if not successes:
         return []
     ups = {up for up, _ in successes}

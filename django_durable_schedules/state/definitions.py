@@ -172,11 +172,7 @@ def update_schedule(
         now = resolve_now(None, using) if after else None  # the edit's one clock read
         if after:  # a relation alone changed too: ``updated_at`` says when it was edited
             _save_or_explain(row, using, update_fields=[*changed, "updated_at"], now=now)
-        if "upstream" in after:  # no grid of its own: no re-plan
-            write_links(row, prepared.upstream or (), using)
-        if "blackout_windows" in after:  # the claim reads them: no re-plan
-            row.blackout_windows.set(prepared.windows or [])
-            row.forget_blackouts()
+        _write_relations(row, prepared, after, using)
         if now is not None and "exclusion_calendars" in after:
             row.exclusion_calendars.set(cals or [])
             if replan(row, now):
@@ -193,6 +189,16 @@ def update_schedule(
                 using=using,
             )
     return row
+
+
+def _write_relations(row: Schedule, prepared: Any, after: dict[str, Any], using: str) -> None:
+    """An edit's upstream links and blackout windows, written when they changed (neither
+    re-plans: the chain has no grid of its own, the claim reads the windows)."""
+    if "upstream" in after:
+        write_links(row, prepared.upstream or (), using)
+    if "blackout_windows" in after:
+        row.blackout_windows.set(prepared.windows or [])
+        row.forget_blackouts()
 
 
 def _relation_change(
@@ -322,13 +328,10 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
     occurrence counters, failures and history survive; a changed definition is an edit
     (re-planned from now). Also recovers schedules that were paused as degraded
     because their callback was missing, now that it is registered again.
-    A declaration whose new grid would leave a schedule that runs after it with upstreams
-    on different grids (chaining) is logged and skipped the same way.
-    A declaration of kind ``after`` (``register(after=[...])``) is synced after the others
-    (after the declarations it names: :func:`..declarations.sync_order`) and linked to the
-    schedules it names (a changed ``after=``: its links replaced, an ``edited`` event); a
-    name no schedule has or links the chaining checks refuse are logged and that
-    declaration skipped (:func:`.chain_links.declared_links`).
+    Chaining: a declaration of kind ``after`` (``register(after=[...])``) is synced after
+    those it names (:func:`..declarations.sync_order`) and linked to them (a changed
+    ``after=``: links replaced, an ``edited`` event); links the checks refuse, or a new grid
+    that leaves a downstream on mixed grids, are logged and that declaration skipped.
     A declaration that names a concurrency group no row has is logged (an error naming
     both, check W005) and skipped: its schedule is neither created nor changed, the others
     are synced (a worker starting, ``migrate``, goes on).
@@ -348,18 +351,8 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
                 Schedule.objects.using(using).filter(name=reg.name), using, skip_locked=False
             ).first()
             if row is None:
-                row = Schedule(name=reg.name, **wanted)
-                _clean_declared(row)
-                kept, ups = declared_links(row, None, after_names, using)
-                if not kept:
-                    continue
-                row.save(using=using, audit=False)  # its own event, with the declaration
-                changes = as_changes({}, wanted)
-                if ups:
-                    write_links(row, ups, using)
-                    changes["upstream"] = [None, sorted(u.name for u in ups)]
-                record_event(row, EventAction.CREATED, source="code", using=using, changes=changes)
-                changed.append(row)
+                made = _create_declared(reg.name, wanted, after_names, using)
+                changed += [made] if made is not None else []
                 continue
             before = {k: getattr(row, k) for k in wanted}
             diff = {k: v for k, v in wanted.items() if before[k] != v}
@@ -386,6 +379,27 @@ def sync_declared(*, using: str = "default", now: datetime | None = None) -> lis
                 changed.append(row)
     changed.extend(recover_degraded(using=using, now=now))
     return changed
+
+
+def _create_declared(
+    name: str, wanted: dict[str, Any], after_names: Any, using: str
+) -> Schedule | None:
+    """Inside :func:`sync_declared`'s transaction: the schedule declared as ``name`` with
+    the fields ``wanted``, created with its ``created`` event, linked to the schedules
+    ``after_names`` names (kind ``after``); None when the chaining checks refuse its links
+    (:func:`.chain_links.declared_links` logged why)."""
+    row = Schedule(name=name, **wanted)
+    _clean_declared(row)
+    kept, ups = declared_links(row, None, after_names, using)
+    if not kept:
+        return None
+    row.save(using=using, audit=False)  # its own event, with the declaration
+    changes = as_changes({}, wanted)
+    if ups:
+        write_links(row, ups, using)
+        changes["upstream"] = [None, sorted(u.name for u in ups)]
+    record_event(row, EventAction.CREATED, source="code", using=using, changes=changes)
+    return row
 
 
 @implements("recovery.degraded", "recovery.degraded_unkept")

@@ -285,46 +285,20 @@ def _claim_batch(
         rows, more = _fill_held(groups, head, now, using, due_before, pools)
         plan_rows(rows, *plan)
         now_of = lambda: now if now is not None else db_now(using)  # noqa: E731
-        filled: list[Schedule] = []
+        sink = (lease, worker, attempts, receipts, claims, using)  # where claims are written
+        filled = chained = []
         if only is None and open_ is not False:  # backfill slots on schedules left free
-            filled = claim_backfills(
-                due_before,
-                limit - len(head) - kept,
-                read + more,
-                now_of,
-                lease,
-                worker,
-                attempts,
-                receipts,
-                claims,
-                using,
-                only=backfill,
-                pools=pools,
-                admit=groups.admit,
-            )
-        chained: list[Schedule] = []
+            room = limit - len(head) - kept
+            filled = claim_backfills(due_before, room, read + more, now_of, *sink,
+                                     only=backfill, pools=pools, admit=groups.admit)  # fmt: skip
         if chains:  # chain slots ready or past their deadline, on schedules left free
-            chained = claim_chains(
-                due_before,
-                limit - len(head) - len(filled),
-                read + more + filled,
-                now_of,
-                lease,
-                worker,
-                attempts,
-                receipts,
-                claims,
-                using,
-                pools,
-                admit=groups.admit,
-                found=found,
-            )
+            room = limit - len(head) - len(filled)
+            chained = claim_chains(due_before, room, read + more + filled, now_of, *sink,
+                                   pools, admit=groups.admit, found=found)  # fmt: skip
         # The shares unused by backfill and chain slots: to the live rows read (the rest:
         # claimed next time).
-        spare = read[len(head) : limit - len(filled) - len(chained)]
-        spare = groups.admit(spare, now) if spare and now is not None else []
-        plan_rows(spare, *plan)
-        rows += spare + filled + chained
+        rows += _spare(read[len(head) : limit - len(filled) - len(chained)], groups, plan)
+        rows += filled + chained
         write_claim(rows, attempts, receipts, events, using, groups, now)  # held: groups only
         if links is not False and attempts:  # their downstream schedules' waiting slots
             write_chain_slots(chain_pairs(attempts), using)
@@ -332,6 +306,16 @@ def _claim_batch(
         if rows:
             _claim_committing()
     return claims
+
+
+def _spare(rows: list[Schedule], groups: Admission, plan: tuple[Any, ...]) -> list[Schedule]:
+    """The live ``rows`` read beyond the head of a claim batch that the backfill and chain
+    slots left places for: the ones their concurrency groups admit, planned (``plan``: the
+    arguments of :func:`.claim_writes.plan_rows` after the rows)."""
+    now = plan[0]
+    rows = groups.admit(rows, now) if rows and now is not None else []
+    plan_rows(rows, *plan)
+    return rows
 
 
 #: How many more reads a claim makes to fill the places of rows their concurrency group
