@@ -56,6 +56,20 @@ def chain(wait: int = 3600) -> tuple[Schedule, Schedule, Schedule]:
     return a, b, c
 
 
+def prices() -> Schedule:
+    """A second hourly upstream on import's grid."""
+    return _save(
+        Schedule(
+            name="prices",
+            callback="tests.noop",
+            kind="interval",
+            interval_seconds=3600,
+            timezone="UTC",
+            start_at=T0,
+        )
+    )
+
+
 def run(now, status="succeeded", **outcome):
     """One claim pass at ``now`` and the outcome ``status`` for every claim: the names and
     nominal instants claimed."""
@@ -129,16 +143,7 @@ def test_an_upstream_that_fails_leaves_the_downstream_instants_missed_after_the_
 
 def test_a_downstream_with_two_upstreams_waits_for_both() -> None:
     a, b, c = chain()
-    x = _save(
-        Schedule(
-            name="prices",
-            callback="tests.noop",
-            kind="interval",
-            interval_seconds=3600,
-            timezone="UTC",
-            start_at=T0,
-        )
-    )
+    x = prices()
     ScheduleLink.objects.create(downstream=b, upstream=x)
     claims = state.claim_due(worker="w", now=T0)
     assert sorted(cl.schedule_name for cl in claims) == ["import", "prices"]
@@ -296,16 +301,7 @@ def test_a_changed_upstream_set_moves_the_open_slots_along() -> None:
     """Removing the upstream a slot still waited for makes it ready (the remaining one
     succeeded); emptying the upstreams (another kind) deletes the open slots."""
     a, b, c = chain()
-    x = _save(
-        Schedule(
-            name="prices",
-            callback="tests.noop",
-            kind="interval",
-            interval_seconds=3600,
-            timezone="UTC",
-            start_at=T0,
-        )
-    )
+    x = prices()
     state.update_schedule(b.pk, upstream=["import", "prices"])
     claims = {cl.schedule_name: cl for cl in state.claim_due(worker="w", now=T0)}
     state.complete([Outcome(claims["import"], "succeeded")], now=T0 + S)
