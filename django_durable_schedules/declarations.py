@@ -140,12 +140,20 @@ def build_declaration(
     ``None`` when none is (no every/cron/at/rrule and not ``manual``).
 
     ``flow`` (None: none given) is checked (:meth:`Flow.check`) and carried as it is.
-    Raises ``ValueError`` for a malformed name, more than one of every/cron/at/rrule, a
-    malformed pool or group name, a priority out of range, or timezone/payload/start_at/
-    end_at/max_runs or any of ``flow`` without a schedule (the message names those given);
-    ``TypeError`` for a ``manual`` that is not True or False, ``manual=True`` with any
-    timing argument, a priority that is not an int, or ``extra_specs`` that is not a list
-    of texts. ``extra_specs`` with another schedule than ``cron``/``rrule`` is a
+    Errors follow one rule: ``TypeError`` for a value of the wrong type, ``ValueError``
+    for a bad value *or arguments that cannot go together*. A clash of arguments is a
+    ``ValueError`` as in the standard library (``open(..., "rb", encoding=...)``,
+    ``subprocess.run(input=..., stdin=...)``, ``dataclasses.field(default=...,
+    default_factory=...)``): each argument is well typed, their combination is what is
+    wrong. So ``manual=True`` with a timing argument is a ``ValueError``, like ``after=``
+    with one.
+
+    Raises ``ValueError`` for a malformed name, more than one of every/cron/at/rrule,
+    ``manual=True`` with any timing argument, a malformed pool or group name, a priority
+    out of range, or timezone/payload/start_at/end_at/max_runs or any of ``flow`` without
+    a schedule (the message names those given); ``TypeError`` for a ``manual`` that is not
+    True or False, a priority that is not an int, or ``extra_specs`` that is not a list of
+    texts. ``extra_specs`` with another schedule than ``cron``/``rrule`` is a
     ``ValueError`` (what each item means is checked when the schedule is synced).
     ``exclusion_policy`` (None: not given) must be one of ``skip``,
     ``previous_business_day``, ``next_business_day`` (``ValueError``) and
@@ -206,8 +214,8 @@ def build_declaration(
             "rrule_business_days": rrule_business_days,
         }
         clash = [k for k, v in timing_args.items() if v is not None]
-        if clash:
-            raise TypeError(
+        if clash:  # arguments that cannot go together: ValueError (see the docstring)
+            raise ValueError(
                 f"register({name!r}, manual=True) takes no {'=, '.join(clash)}=: a manual "
                 "schedule has no timing, it runs only when triggered"
             )

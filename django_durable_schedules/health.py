@@ -2,7 +2,7 @@
 
 Used by the API's ``health/`` endpoint (200 when healthy, 503 when not), the admin page and
 ``manage.py schedules health``; :func:`probe` is the fleet's part, for machines (and the
-admin schedule list's banner). Both take their verdict from :func:`.verdict.verdict`
+admin schedule list's banner: :mod:`.fleet_probe`, re-exported here). Both take their verdict from :func:`.verdict.verdict`
 (re-exported here). Read-only; a fixed handful of queries (the counts over the schedules
 in one, each read by an index: :mod:`.health_counts`).
 """
@@ -10,10 +10,10 @@ in one, each read by an index: :mod:`.health_counts`).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypedDict
 
-from django.db.models import Count, F, Min
+from django.db.models import F
 
 from .attempt_health import RECENT_CLAIMS_CHECKED, open_attempts
 from .backfill_health import (
@@ -25,6 +25,7 @@ from .backfill_health import (
 )
 from .conf import app_settings
 from .deadlines import LATE_LISTED, LateRow, late_schedules
+from .fleet_probe import Probe, probe, utc_text
 from .group_health import GroupRow, groups_at_limit, unreadable_groups
 from .health_counts import schedule_counts
 from .models import Schedule, Status
@@ -35,7 +36,6 @@ from .verdict import (
     FLEET_CODES,
     Problem,
     Verdict,
-    due_now_q,
     live_heartbeats,
     verdict,
 )
@@ -152,25 +152,21 @@ class Health:
         """JSON-ready dict; datetimes as ISO 8601 in UTC ending in ``Z``
         (``2027-06-01T10:00:00.123456Z``), as every datetime the API answers."""
         data = asdict(self)
-        data["checked_at"] = _utc_text(self.checked_at)
+        data["checked_at"] = utc_text(self.checked_at)
         for worker in data["workers"]:
             for key in ("started_at", "last_seen_at"):
-                worker[key] = _utc_text(worker[key]) if worker[key] else None
+                worker[key] = utc_text(worker[key]) if worker[key] else None
         for row in data["stalled_backfills"]:
-            row["since"] = _utc_text(row["since"])
+            row["since"] = utc_text(row["since"])
         for row in data["cancelled_backfills"]:
-            row["cancelled_at"] = _utc_text(row["cancelled_at"])
+            row["cancelled_at"] = utc_text(row["cancelled_at"])
         for row in data["late_schedules"]:
-            row["deadline_at"] = _utc_text(row["deadline_at"]) if row["deadline_at"] else None
+            row["deadline_at"] = utc_text(row["deadline_at"]) if row["deadline_at"] else None
         for row in data["paused_schedules"]:
-            row["paused_until"] = _utc_text(row["paused_until"]) if row["paused_until"] else None
+            row["paused_until"] = utc_text(row["paused_until"]) if row["paused_until"] else None
         for row in data["groups_at_limit"]:
-            row["rate_until"] = _utc_text(row["rate_until"]) if row["rate_until"] else None
+            row["rate_until"] = utc_text(row["rate_until"]) if row["rate_until"] else None
         return data
-
-
-def _utc_text(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def snapshot(
@@ -275,11 +271,11 @@ def _snapshot(now: datetime | None, overdue_after: float | None, exact: bool, us
     cancelled = cancelled_backfills(now, using=using)
     warnings = [
         f"stalled backfill of {row['schedule']}: {row['done']}/{row['total']} slots done, "
-        f"no slot claimed or finished since {_utc_text(row['since'])}"
+        f"no slot claimed or finished since {utc_text(row['since'])}"
         for row in stalled
     ] + [
         f"backfill of {row['schedule']} cancelled by a worker at "
-        f"{_utc_text(row['cancelled_at'])} ({row['done']}/{row['total']} slots done): "
+        f"{utc_text(row['cancelled_at'])} ({row['done']}/{row['total']} slots done): "
         f"{row['reason']}"
         for row in cancelled
     ]
@@ -365,61 +361,3 @@ def tzdata_problem(workers: list[WorkerRow]) -> str | None:
         names = ", ".join(sorted(ids)[:3]) + (", ..." if len(ids) > 3 else "")
         parts.append(f"{version} ({names})")
     return "live workers read different tzdata releases: " + "; ".join(parts)
-
-
-@dataclass(frozen=True)
-class Probe:
-    """The fleet's verdict for a load balancer, Kubernetes or an uptime monitor: is the
-    scheduler doing its job? Names no schedule (safe to expose)."""
-
-    ok: bool
-    checked_at: datetime
-    database: bool
-    live_workers: int
-    #: How long the longest-waiting due schedule has waited for a claim (seconds; 0 when
-    #: none is due), by the database clock.
-    claim_lag_seconds: float
-    problems: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (``checked_at`` in UTC, ending in ``Z``)."""
-        data = asdict(self)
-        data["checked_at"] = _utc_text(self.checked_at)
-        return data
-
-
-def probe(*, now: datetime | None = None, using: str = "default") -> Probe:
-    """The fleet probe (:class:`Probe`): the fleet part of the one :func:`verdict`. It
-    passes when the database answers, a live worker (heartbeat within
-    ``WORKER_STALE_SECONDS``) is there for any schedule due for more than
-    ``DUE_GRACE_SECONDS``, at least ``PROBE_MIN_WORKERS`` workers are live while a schedule
-    waits for one, and no due schedule has waited longer than ``PROBE_MAX_LAG_SECONDS`` for
-    a claim. A degraded or failing schedule does not fail it (that is one schedule's
-    problem: see :func:`snapshot`, which fails whenever this does). Two indexed queries (a
-    third, ``exists()``, when workers are short); never raises for a database error (it is
-    the verdict ``database: false``)."""
-    from django.db import DatabaseError
-
-    from .state import db_now
-
-    checked = datetime.now(UTC)
-    waiting = False
-    try:
-        now = now or db_now(using)
-        checked = now
-        live = live_heartbeats(now, using).count()
-        agg = (
-            Schedule.objects.using(using)
-            .claimable(now)
-            .aggregate(oldest=Min("next_run_at"), due=Count("id", filter=due_now_q(now)))
-        )
-        if live < app_settings.PROBE_MIN_WORKERS and not agg["due"]:
-            waiting = Schedule.objects.using(using).waiting().exists()
-    except DatabaseError as exc:
-        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        judged = verdict(database=reason, live_workers=0, due=0)
-        return Probe(False, checked, False, 0, 0.0, judged.messages())
-    oldest = agg["oldest"]
-    lag = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
-    judged = verdict(live_workers=live, due=agg["due"], waiting=waiting, claim_lag_seconds=lag)
-    return Probe(judged.fleet_ok, now, True, live, round(lag, 3), judged.messages(fleet_only=True))

@@ -250,14 +250,17 @@ def register(
     row's group as it is. All three need a declared schedule (every/cron/rrule/at or
     ``manual=True``).
 
-    Raises ``ValueError`` for a malformed name, more than one of every/cron/at/rrule,
-    a malformed ``pool`` or a ``priority`` out of range,
+    Raises ``ValueError`` for a bad value or for arguments that cannot go together (as
+    the standard library does: ``open(..., "rb", encoding=...)``; each argument is well
+    typed, their combination is wrong): a malformed name, more than one of
+    every/cron/at/rrule, ``manual=True`` or ``after=`` with any of every/cron/rrule/at/
+    start_at/end_at/max_runs, a malformed ``pool`` or a ``priority`` out of range,
     ``task_options`` that the callback's kind does not take, or a negative
-    ``owner_min_interval``; ``TypeError`` if ``func`` is not callable, if ``payload_schema``
-    is not a dict, for ``manual=True`` with any of every/cron/rrule/at/start_at/end_at/
-    max_runs, a ``manual`` that is not True or False, or a ``priority`` that is not an int; ``ImproperlyConfigured`` for a
-    ``payload_schema`` that is no valid JSON Schema. Returns ``func`` (so
-    the decorator form leaves the function usable).
+    ``owner_min_interval``; ``TypeError`` for a value of the wrong type: ``func`` not
+    callable, a ``payload_schema`` that is not a dict, a ``manual`` that is not True or
+    False, an ``after`` that is not a list of names, or a ``priority`` that is not an
+    int; ``ImproperlyConfigured`` for a ``payload_schema`` that is no valid JSON Schema.
+    Returns ``func`` (so the decorator form leaves the function usable).
     """
     declaration = build_declaration(
         name,

@@ -203,8 +203,8 @@ def test_register_manual_declares_a_manual_schedule():
 
 
 @pytest.mark.parametrize("timing_arg", [{"every": 60}, {"cron": "0 3 * * *"}, {"max_runs": 2}])
-def test_register_manual_with_a_timing_argument_is_a_type_error(timing_arg):
-    with pytest.raises(TypeError, match="manual=True"):
+def test_register_manual_with_a_timing_argument_is_a_value_error(timing_arg):
+    with pytest.raises(ValueError, match="manual=True"):
         register("tests.manual_bad", lambda ctx: None, manual=True, **timing_arg)
     assert "tests.manual_bad" not in registry
 

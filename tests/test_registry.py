@@ -41,6 +41,39 @@ def test_only_one_kind_of_declaration():
         register("t.two", lambda ctx: None, every=5, cron="* * * * *")
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"manual": True, "every": 60},  # was a TypeError while after= said ValueError
+        {"manual": True, "max_runs": 2},
+        {"after": ["t.up"], "every": 60},
+        {"after": ["t.up"], "manual": True},
+        {"every": 60, "cron": "0 3 * * *"},
+        {"every": 60, "extra_specs": ["0 4 * * *"]},
+        {"every": 60, "wait_seconds": 600},
+        {"payload": {"a": 1}},  # a schedule's argument without a schedule
+    ],
+)
+def test_arguments_that_cannot_go_together_are_a_value_error(cleanup_registry, kwargs):
+    """One rule for every clash of register()'s arguments: ValueError, as the standard
+    library raises for keyword arguments that exclude each other (``open(..., "rb",
+    encoding=...)``, ``subprocess.run(input=..., stdin=...)``); TypeError is kept for a
+    value of the wrong type."""
+    with pytest.raises(ValueError, match="=") as caught:
+        register("t.clash", lambda ctx: None, **kwargs)
+    assert not isinstance(caught.value, TypeError)
+    assert "t.clash" not in registry
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"manual": "yes"}, {"after": "t.up"}, {"every": 60, "priority": "1"}]
+)
+def test_a_value_of_the_wrong_type_is_a_type_error(cleanup_registry, kwargs):
+    with pytest.raises(TypeError):
+        register("t.clash", lambda ctx: None, **kwargs)
+    assert "t.clash" not in registry
+
+
 def test_async_callbacks_are_detected(cleanup_registry):
     async def a(ctx):
         return 1

@@ -18,7 +18,7 @@ from ..models import BlackoutWindow, Schedule
 from .fields import AwareDateTimeField, model_errors_as_400
 from .permissions import owner_scoped, scope
 from .strict import RejectUnknownFields
-from .views import APIViewMixin
+from .view_base import APIViewMixin
 
 _WINDOW_FIELDS = ("name", "description", "timezone", "start_at", "end_at", "rrule")
 

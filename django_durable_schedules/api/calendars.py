@@ -20,7 +20,7 @@ from ..models import ExclusionCalendar, ExclusionDate, Schedule
 from .fields import model_errors_as_400
 from .permissions import scope
 from .strict import RejectUnknownFields
-from .views import APIViewMixin
+from .view_base import APIViewMixin
 from .visibility import visible_calendars
 
 

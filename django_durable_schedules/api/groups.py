@@ -26,7 +26,7 @@ from .fields import model_errors_as_400
 from .schema import extend_schema
 from .serializers import DetailSerializer
 from .strict import RejectUnknownFields
-from .views import APIViewMixin
+from .view_base import APIViewMixin
 
 _LIMITS = ("max_running", "rate", "description")
 _IN_USE = OpenApiResponse(

@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from .schema import extend_schema
-from .views import APIViewMixin
+from .view_base import APIViewMixin
 
 #: Name in the answer -> URL name in the API's namespace, in the answer's order.
 ENDPOINTS = {

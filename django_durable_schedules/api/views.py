@@ -6,30 +6,22 @@ No rule lives here. A :class:`~..exceptions.StateConflict` from a transition is 
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException, NotFound, ValidationError
-from rest_framework.pagination import CursorPagination
-from rest_framework.parsers import BaseParser
-from rest_framework.permissions import BasePermission, OperandHolder, SingleOperandHolder
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.schemas.inspectors import ViewInspector
 from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
 from .. import health, state, timing
 from ..db.names import with_calendar_names, with_link_names, with_window_names
 from ..deadlines import with_open_slot
-from ..exceptions import StateConflict
 from ..models import RunAttempt, RunReceipt, Schedule, ScheduleEvent
 from .backfill_serializers import (
     BackfillPlanSerializer,
@@ -38,12 +30,11 @@ from .backfill_serializers import (
 )
 from .filters import AttemptFilter, ReceiptFilter, ScheduleFilter
 from .health_serializers import HealthSerializer
-from .parsers import BoundedJSONParser
 from .pause_serializers import DisableSerializer
-from .permissions import ScheduleAPIPermission, owner_scoped, scope
+from .permissions import owner_scoped, scope
 from .rerun_serializers import RerunSerializer
 from .run_serializers import AttemptSerializer, EventSerializer, ReceiptSerializer
-from .schema import APIAutoSchema, extend_schema
+from .schema import extend_schema
 from .serializers import (
     DetailSerializer,
     DuplicateSerializer,
@@ -55,87 +46,15 @@ from .serializers import (
 from .stats import ScheduleStatsMixin
 from .trigger_serializers import TriggerSerializer
 from .versions import ScheduleVersionsMixin
-from .visibility import redact_detail, redact_reason, visible_names
-
-
-class Conflict(APIException):
-    """409: the schedule's state does not allow the request (``detail`` says why)."""
-
-    status_code = status.HTTP_409_CONFLICT
-    default_detail = "The schedule's state does not allow this."
-    default_code = "conflict"
-
-
-@contextmanager
-def state_errors(request: Request | None = None) -> Iterator[None]:
-    """``StateConflict`` -> 409; a row deleted under us -> 404; a ``ValidationError`` of
-    the transition (field messages) -> 400. With ``request`` of an owner-scoped user, a
-    reason naming a calendar they cannot see does not name it
-    (:func:`.visibility.redact_reason`)."""
-    try:
-        yield
-    except StateConflict as exc:
-        visible = visible_names(request) if request is not None else None
-        raise Conflict(redact_reason(exc.reason, visible)) from None
-    except Schedule.DoesNotExist:
-        raise NotFound() from None
-    except DjangoValidationError as exc:  # a transition's own field check: 400
-        detail = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
-        if request is not None:
-            detail = redact_detail(detail, visible_names(request))
-        raise ValidationError(detail) from None
-
-
-class NewestFirstPagination(CursorPagination):
-    """Cursor pagination, 50 a page (``?page_size=`` up to 500). A malformed ``?cursor=``
-    (not base64, as ``%%%``) is a 404 "Invalid cursor", not the first page."""
-
-    page_size = 50
-    page_size_query_param = "page_size"
-    max_page_size = 500
-
-    def decode_cursor(self, request: Request) -> Any:
-        encoded = request.query_params.get(self.cursor_query_param)
-        if encoded:
-            try:
-                base64.b64decode(encoded.encode("ascii"), validate=True)
-            except (ValueError, UnicodeEncodeError):  # binascii.Error is a ValueError
-                raise NotFound(self.invalid_cursor_message) from None
-        return super().decode_cursor(request)
-
-
-class SchedulePagination(NewestFirstPagination):
-    """Schedules by name."""
-
-    ordering = ("name",)
-
-
-class AttemptPagination(NewestFirstPagination):
-    """Attempts, newest claim first."""
-
-    ordering = ("-claimed_at", "-id")
-
-
-class ReceiptPagination(NewestFirstPagination):
-    """Receipts, newest first."""
-
-    ordering = ("-finished_at", "-id")
-
-
-class APIViewMixin:
-    """What every view of this API shares: permission, parsers, owner scoping."""
-
-    permission_classes: Sequence[
-        type[BasePermission] | OperandHolder | SingleOperandHolder  # as APIView declares it
-    ] = [ScheduleAPIPermission]
-    # JSON only: a form or multipart body (whose files Django streams to disk unbounded) is
-    # a 415, not a schedule.
-    parser_classes: Sequence[type[BaseParser]] = [BoundedJSONParser]
-    schema: ViewInspector | None = APIAutoSchema()
-    # Any id up to the next slash reaches the view, so a malformed one is a JSON 404 from
-    # the API rather than the site's (HTML) 404 page.
-    lookup_value_regex = "[^/]+"
-
+from .view_base import (
+    APIViewMixin,
+    AttemptPagination,
+    Conflict,
+    ReceiptPagination,
+    SchedulePagination,
+    state_errors,
+)
+from .visibility import redact_reason, visible_names
 
 _CONFLICT = OpenApiResponse(DetailSerializer, description="State conflict (detail says why).")
 _NOT_FOUND = OpenApiResponse(DetailSerializer, description="Not found (detail says what).")

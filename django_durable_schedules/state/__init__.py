@@ -33,6 +33,8 @@ The package, by transition family: :mod:`.values` (what passes between it and th
 :mod:`.outcomes` (pure row arithmetic, no database),
 :mod:`.runs` (claims, leases), :mod:`.completion`, :mod:`.control`, :mod:`.candidates`
 (:func:`prepare`: a definition built and validated once), :mod:`.definitions`,
+:mod:`.declared` (the schedules declared in code, synced), :mod:`.callback_recovery`
+(schedules degraded for a missing callback, active again once it is registered),
 :mod:`.backfills` (with its pure :mod:`.backfill_rules`), :mod:`.calendars` (exclusion
 calendars, with the pure :mod:`.exclusion_rules`), :mod:`.blackouts` (blackout windows,
 with the pure :mod:`.blackout_rules`; a schedule's list changed by name,
@@ -74,15 +76,14 @@ from .calendars import (
     save_calendar,
     set_schedule_calendars,
 )
+from .callback_recovery import recover_degraded
 from .candidates import EDITABLE_FIELDS, Prepared, prepare
 from .claim_order import worker_pools
 from .completion import complete
 from .control import ALLOWED, allowed_actions, cancel, delete_schedule, disable, trigger
+from .declared import declared_fields, sync_declared
 from .definitions import (
     create_schedule,
-    declared_fields,
-    recover_degraded,
-    sync_declared,
     update_schedule,
     validate_schedule,
     write_transaction,

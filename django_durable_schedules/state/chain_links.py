@@ -175,7 +175,7 @@ def declared_links(
     to link it to, in name order (``[]`` for a stored ``after`` row declared another kind
     now: its links go; None: left as they are), or ``(False, None)`` when a name no
     schedule has or the graph check refuses it: the error is logged, naming the schedule
-    and why, and the caller (:func:`.definitions.sync_declared`) skips that declaration."""
+    and why, and the caller (:func:`.declared.sync_declared`) skips that declaration."""
     try:
         given: list[Schedule] | None = None
         if names:

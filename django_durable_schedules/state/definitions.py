@@ -1,41 +1,30 @@
-"""Definitions: create and edit schedules (the API, the admin and the importers call
-these), sync the schedules declared in code, and recover degraded ones.
+"""Definitions: create and edit schedules (the API, the admin, the importers and the
+other state functions call these), and the write transaction the admin's pages validate in.
+
+The schedules declared in code are synced by :mod:`.declared`; schedules degraded for a
+missing callback are recovered by :mod:`.callback_recovery`.
 """
 
 from __future__ import annotations
 
-import copy
-import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import IntegrityError, transaction
 
-from .. import timing
 from ..db.clock import resolve_now
-from ..db.locks import get_locked, lock_for_write, locked
-from ..declarations import sync_order
-from ..exceptions import StateConflict, validation_text
-from ..models import DegradedKind, EventAction, Schedule, Status
-from ..registry import registry
-from .bounds import describe_problem
+from ..db.locks import get_locked, lock_for_write
+from ..models import EventAction, Schedule, Status
 from .calendars import (
     record_excluded_to_end,
     replan,
     share_exclusions,
 )
 from .candidates import Prepared, check_editable, explain_refusal, prepare
-from .chain_links import check_links, declared_links, link_change, write_links
-from .enabling import enable
+from .chain_links import check_links, link_change, write_links
 from .events import as_changes, record_event
-from .group_defs import UnknownGroup, declared_group
-from .machine import clear_trigger
 from .transitions import implements
-
-logger = logging.getLogger(__name__)
 
 
 def _current(row: Schedule, name: str) -> Any:
@@ -246,66 +235,6 @@ def _prepared_against(
     return prepare(given, row, using=using)
 
 
-# ---------------------------------------------------------------------------------------
-# Code-declared schedules and degraded recovery
-# ---------------------------------------------------------------------------------------
-
-
-def declared_fields(reg: Any, *, using: str | None = None) -> dict[str, Any]:
-    """The schedule fields a registration declares (``register(..., every=/cron=/rrule=/at=)``);
-    ``timezone``, ``payload``, ``pool``, ``priority`` and ``concurrency_group`` only when
-    given (else a new row takes the model's default and an existing row keeps its value).
-    The group is resolved by name in the database ``using`` (sync); without ``using`` it
-    is not read and None stands in its place (the fields' names, a check without the
-    database). A name no group has raises :class:`.group_defs.UnknownGroup` (an
-    ``ImproperlyConfigured``) naming the schedule and the group."""
-    d = reg.declaration
-    assert d is not None
-    wanted: dict[str, Any] = {
-        "callback": reg.name,
-        "kind": d.kind,
-        "interval_seconds": d.every,
-        "cron": d.cron or "",
-        "rrule": d.rrule or "",
-        "extra_specs": list(d.extra_specs),
-        "run_at": d.at,
-        "start_at": d.start_at,
-        "end_at": d.end_at,
-        "max_runs": d.max_runs,
-    }
-    if d.exclusion_policy is not None:
-        wanted["exclusion_policy"] = d.exclusion_policy
-    if d.rrule_business_days is not None:
-        wanted["rrule_business_days"] = d.rrule_business_days
-    if d.timezone:
-        wanted["timezone"] = d.timezone
-    if d.payload is not None:
-        wanted["payload"] = d.payload
-    if d.wait_seconds is not None:
-        wanted["wait_seconds"] = d.wait_seconds
-    if d.flow.pool is not None:
-        wanted["pool"] = d.flow.pool
-    if d.flow.priority is not None:
-        wanted["priority"] = d.flow.priority
-    group = d.flow.concurrency_group
-    if group is not None:
-        wanted["concurrency_group"] = declared_group(reg.name, group, using) if using else None
-    return wanted
-
-
-def _clean_declared(row: Schedule) -> None:
-    """``full_clean`` a schedule declared in code; an invalid declaration is a programming
-    error, raised as ``ImproperlyConfigured`` naming the schedule (check E008 reports it
-    before any command runs)."""
-    try:
-        row.full_clean()
-    except ValidationError as exc:
-        raise ImproperlyConfigured(
-            f"The schedule declared in code for {row.name!r} is invalid: "
-            f"{validation_text(exc)}. Fix its register(...) call."
-        ) from exc
-
-
 @contextmanager
 def write_transaction(using: str = "default") -> Iterator[None]:
     """A transaction that holds the database write lock from its first statement, for a
@@ -318,161 +247,3 @@ def write_transaction(using: str = "default") -> Iterator[None]:
     with transaction.atomic(using=using):
         lock_for_write(using)
         yield
-
-
-@implements("control.create", "control.edit", "recovery.degraded")
-def sync_declared(*, using: str = "default", now: datetime | None = None) -> list[Schedule]:
-    """Create or update the schedules declared with ``register(..., every=/cron=/rrule=/at=)``.
-
-    A declared schedule is matched by name; only its definition fields are written, so
-    occurrence counters, failures and history survive; a changed definition is an edit
-    (re-planned from now). Also recovers schedules that were paused as degraded
-    because their callback was missing, now that it is registered again.
-    Chaining: a declaration of kind ``after`` (``register(after=[...])``) is synced after
-    those it names (:func:`..declarations.sync_order`) and linked to them (a changed
-    ``after=``: links replaced, an ``edited`` event); links the checks refuse, or a new grid
-    that leaves a downstream on mixed grids, are logged and that declaration skipped.
-    A declaration that names a concurrency group no row has is logged (an error naming
-    both, check W005) and skipped: its schedule is neither created nor changed, the others
-    are synced (a worker starting, ``migrate``, goes on).
-    Returns the schedules created or changed.
-    """
-    changed: list[Schedule] = []
-    for reg in sync_order(registry.declared()):
-        try:
-            wanted = declared_fields(reg, using=using)
-        except UnknownGroup as exc:  # that declaration's error (check W005), not the sync's
-            logger.error("%s", exc, extra={"schedule": reg.name})
-            continue
-        after_names = reg.declaration.after
-        with transaction.atomic(using=using):
-            lock_for_write(using)
-            row = locked(
-                Schedule.objects.using(using).filter(name=reg.name), using, skip_locked=False
-            ).first()
-            if row is None:
-                made = _create_declared(reg.name, wanted, after_names, using)
-                changed += [made] if made is not None else []
-                continue
-            before = {k: getattr(row, k) for k in wanted}
-            diff = {k: v for k, v in wanted.items() if before[k] != v}
-            old = copy.copy(row)
-            for k, v in diff.items():
-                setattr(row, k, v)
-            if diff:
-                _clean_declared(row)
-            kept, ups = declared_links(row, old, after_names, using)
-            if not kept:
-                continue
-            link_change(row, ups, before, diff, using)
-            if diff:
-                row.save(using=using)
-                if ups is not None and "upstream" in diff:
-                    write_links(row, ups, using)
-                record_event(
-                    row,
-                    EventAction.EDITED,
-                    source="code",
-                    using=using,
-                    changes=as_changes(before, diff),
-                )
-                changed.append(row)
-    changed.extend(recover_degraded(using=using, now=now))
-    return changed
-
-
-def _create_declared(
-    name: str, wanted: dict[str, Any], after_names: Any, using: str
-) -> Schedule | None:
-    """Inside :func:`sync_declared`'s transaction: the schedule declared as ``name`` with
-    the fields ``wanted``, created with its ``created`` event, linked to the schedules
-    ``after_names`` names (kind ``after``); None when the chaining checks refuse its links
-    (:func:`.chain_links.declared_links` logged why)."""
-    row = Schedule(name=name, **wanted)
-    _clean_declared(row)
-    kept, ups = declared_links(row, None, after_names, using)
-    if not kept:
-        return None
-    row.save(using=using, audit=False)  # its own event, with the declaration
-    changes = as_changes({}, wanted)
-    if ups:
-        write_links(row, ups, using)
-        changes["upstream"] = [None, sorted(u.name for u in ups)]
-    record_event(row, EventAction.CREATED, source="code", using=using, changes=changes)
-    return row
-
-
-@implements("recovery.degraded", "recovery.degraded_unkept")
-def recover_degraded(*, using: str = "default", now: datetime | None = None) -> list[Schedule]:
-    """Re-activate schedules paused as degraded because their callback was missing, now
-    that it is registered again. The occurrence that met the missing callback runs once,
-    at once (its next attempt; slots that passed meanwhile are counted as missed, as after
-    downtime), then the grid goes on. A schedule paused because its definition cannot be
-    evaluated is left alone: it needs a valid edit and :func:`enable`. Records an
-    ``enabled`` event (source ``worker``) for each."""
-    recovered = []
-    candidates = (
-        Schedule.objects.using(using)
-        .degraded()
-        .filter(status=Status.PAUSED, degraded_kind=DegradedKind.CALLBACK)
-    )
-    for pk, name, callback in candidates.filter(callback__in=registry.names()).values_list(
-        "pk", "name", "callback"
-    ):
-        try:
-            recovered.append(_recover_one(pk, now, using))
-        except (StateConflict, ValidationError, ValueError, Schedule.DoesNotExist) as exc:
-            # Changed meanwhile, or its definition cannot be evaluated: leave it paused.
-            logger.warning(
-                "schedule %s not recovered: %s",
-                name,
-                describe_problem(exc),
-                extra={"schedule": name},
-            )
-            continue
-        logger.info(
-            "schedule %s recovered: callback %r is registered again",
-            name,
-            callback,
-            extra={"schedule": name},
-        )
-    return recovered
-
-
-@implements("recovery.degraded", "recovery.degraded_unkept")
-def _recover_one(pk: Any, now: datetime | None, using: str) -> Schedule:
-    with transaction.atomic(using=using):
-        row = get_locked(pk, using)
-        if row.status != Status.PAUSED or not row.degraded_reason:
-            raise StateConflict(f"the schedule is {row.status} now")
-        if row.retry_scheduled_for is None:  # degraded before the occurrence was kept
-            return enable(pk, now=now, source="worker", using=using)
-        instant = resolve_now(now, using)
-        row.status = Status.ACTIVE
-        row.degraded_reason = row.degraded_kind = row.pause_reason = ""
-        clear_trigger(row)
-        row.next_run_at = timing.truncate_to_second(instant)  # the kept occurrence, at once
-        row.save(
-            update_fields=[
-                "status",
-                "degraded_reason",
-                "degraded_kind",
-                "pause_reason",
-                "triggered_at",
-                "trigger_payload",
-                "trigger_ignores_blackout",
-                "rerun_occurrence",
-                "rerun_attempt",
-                "next_run_at",
-                "updated_at",
-            ]
-        )
-        record_event(
-            row,
-            EventAction.ENABLED,
-            now=instant,
-            source="worker",
-            changes={"status": [Status.PAUSED, Status.ACTIVE]},
-            using=using,
-        )
-    return row

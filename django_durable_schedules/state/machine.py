@@ -145,6 +145,17 @@ def pause_degraded(row: Schedule, reason: str, kind: str = DegradedKind.DEFINITI
     )
 
 
+@implements("recovery.degraded")
+def recover_callback(row: Schedule) -> None:
+    """``row``, paused as degraded because its callback was missing, active again now that
+    the callback is registered (:func:`.callback_recovery.recover_degraded`): ``status``
+    active, no degraded or pause reason, no trigger pending. The caller sets its next run
+    (the kept occurrence, at once)."""
+    row.status = Status.ACTIVE
+    row.degraded_reason = row.degraded_kind = row.pause_reason = ""
+    clear_trigger(row)
+
+
 def clear_trigger(row: Schedule) -> None:
     """No trigger pending on ``row``: ``triggered_at`` cleared with what goes with it, the
     trigger's payload override, its blackout flag and the re-run it stands for (issue #27). Every rule that drops a
