@@ -191,5 +191,5 @@ def test_a_worker_frozen_after_reading_the_database_clock_still_hands_a_late_run
     state.complete([late], now=state.db_now())
     (again,) = state.claim_due(worker="w", limit=10, now=clock.decision_now())
     assert (again.occurrence, again.attempt) == (claim.occurrence, claim.attempt + 1)
-    ran = runner.execute(again, clock.estimate)
+    ran = runner.execute(again, clock=lambda: again.claimed_at + timedelta(milliseconds=50))
     assert ran.status == "succeeded" and calls == ["r-0000"]
