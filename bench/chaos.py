@@ -93,9 +93,11 @@ The audit (each item a count; any non-zero count is a violation and exit status 
   ``max_running``, from the callbacks' own start/done lines, a run without ``done`` ended
   at its worker's SIGKILL or resume, a frozen worker's run cut at freeze + lease -
   renewal period) and ``group_claims_over_rate`` (more claims, ``RunAttempt.claimed_at``,
-  in any window of ``rate_window`` than the count: the engine's own rule); reported, not
-  a violation: ``group_over_rate`` (more callback starts of ``chaos-rated`` in any window
-  of the rate's length than its count: ``group_findings``). The grouped schedules are in
+  in any window of ``rate_window`` than the count: the engine's own rule),
+  ``group_started_late`` (a callback of ``chaos-rated`` started more than the rate's
+  margin plus ``START_SLACK_SECONDS`` after its claim: past its start deadline) and
+  ``group_over_rate`` (more callback starts of ``chaos-rated`` than its count in any
+  window of the rate's length less ``START_SLACK_SECONDS``). The grouped schedules are in
   every other check (nothing lost).
 * with ``--chains`` (the rules in bench/chaos_chains.py, instants of the live grid only):
   ``chain_instant_succeeded_twice`` (a downstream instant with more than one success),

@@ -12,6 +12,7 @@ with an injected clock; the runner with an injected clock."""
 from __future__ import annotations
 
 import dataclasses
+import time
 import uuid
 from datetime import timedelta
 
@@ -147,3 +148,48 @@ def test_a_run_handed_back_unrun_gives_its_place_in_the_rate_back(calls):
     assert ran.status == "succeeded" and calls == ["r-0000"]
     state.complete([ran], now=NOW + 4 * S)
     assert ConcurrencyGroup.objects.get().starts == [again.claimed_at.timestamp()]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_frozen_after_reading_the_database_clock_still_hands_a_late_run_back(
+    calls, monkeypatch
+):
+    """The worker checks a run's start deadline by its estimate of the database clock. A
+    worker frozen (SIGSTOP, a long GIL wait) after the database answered its clock read and
+    before it noted the answer must not anchor the estimate late: it would lag the
+    database clock by the freeze and start a run past its deadline, bunching with later
+    claims. The estimate is anchored at the instant the read was sent, so it is never
+    behind: the run is handed back unrun, and its slot runs at a later claim."""
+    from django_durable_schedules.worker.clock import WorkerClock
+
+    freeze = 0.4  # > the margin of 5/s (0.1 s)
+    group = ConcurrencyGroup.objects.create(name="mailer", rate="5/s")
+    due_schedules(
+        1,
+        due=state.db_now() - 10 * S,
+        prefix="r",
+        concurrency_group=group,
+        callback="tests.counted",
+    )
+    clock = WorkerClock("w", "default")
+    read = state.db_now
+
+    def read_then_freeze(using="default"):
+        at = read(using)
+        time.sleep(freeze)  # frozen between the database's answer and the worker's note
+        return at
+
+    monkeypatch.setattr(state, "db_now", read_then_freeze)
+    now = clock.decision_now()
+    monkeypatch.setattr(state, "db_now", read)
+    # Never behind the database clock: the freeze after the read is counted.
+    assert clock.estimate() >= now + timedelta(seconds=freeze)
+    (claim,) = state.claim_due(worker="w", limit=10, now=now)
+    late = runner.execute(claim, clock.estimate)
+    assert late.status == "released" and late.error_type == "StartDeadline"
+    assert calls == []  # the callback never ran
+    state.complete([late], now=state.db_now())
+    (again,) = state.claim_due(worker="w", limit=10, now=clock.decision_now())
+    assert (again.occurrence, again.attempt) == (claim.occurrence, claim.attempt + 1)
+    ran = runner.execute(again, clock=lambda: again.claimed_at + timedelta(milliseconds=50))
+    assert ran.status == "succeeded" and calls == ["r-0000"]

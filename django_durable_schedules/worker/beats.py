@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -37,7 +38,10 @@ class Heartbeats:
 
     def beat(self, in_flight: int, runs_finished: int) -> None:
         """Write the heartbeat (:func:`.state.heartbeat`) and anchor the clock's estimate
-        to the database time it read. Database errors propagate (the loop's outage)."""
+        to the database time it read (from the instant before the write was sent: see
+        :meth:`.clock.WorkerClock.note_reading`). Database errors propagate (the loop's
+        outage)."""
+        sent = time.monotonic()
         db_now = state.heartbeat(
             self.worker_id,
             in_flight=in_flight,
@@ -47,7 +51,7 @@ class Heartbeats:
             pools=self.pools,
         )
         self.started_at = self.started_at or db_now
-        self.clock.note_reading(db_now)
+        self.clock.note_reading(db_now, sent)
 
     def final(self, in_flight: int, runs_finished: int) -> None:
         """Say the worker stopped (``stopped_at``); a database error is logged, not raised."""

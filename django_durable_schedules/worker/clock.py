@@ -44,9 +44,12 @@ class WorkerClock:
         # (a schedule created or triggered meanwhile is seen by the look before the sleep).
         self.due_known = False
         self.next_due: datetime | None = None
-        # The database clock as last read: (database time, time.monotonic() of the read).
-        # Decisions between reads advance it by the monotonic clock, which host clock steps
-        # do not move; every read (heartbeat, decision_now) re-anchors it.
+        # The database clock as last read: (database time, time.monotonic() taken just
+        # before the read was sent). Decisions between reads advance it by the monotonic
+        # clock, which host clock steps do not move; every read (heartbeat, decision_now)
+        # re-anchors it. Anchored before the read, the estimate is never behind the
+        # database clock (ahead by at most the read's round trip, or by a freeze of the
+        # worker during it): a rate's start deadline checked by it is never missed.
         self.reading: tuple[datetime, float] | None = None
         self.skew = timedelta(0)  # host clock minus database clock, at the last read
 
@@ -62,8 +65,9 @@ class WorkerClock:
             estimate = self.estimate()
             if not (self.claim_due(estimate) or self.lease_check_due(estimate)):
                 return estimate
+        before = time.monotonic()
         now = state.db_now(self.using)
-        self.note_reading(now)
+        self.note_reading(now, before)
         return now
 
     def estimate(self) -> datetime:
@@ -88,12 +92,17 @@ class WorkerClock:
         its own)."""
         return time.monotonic() + (instant - self.estimate()).total_seconds()
 
-    def note_reading(self, db_time: datetime) -> None:
+    def note_reading(self, db_time: datetime, sent: float | None = None) -> None:
         """Anchor :meth:`estimate` to a database reading just taken, and re-measure the
         host-minus-database skew (logged when it changed by more than
-        ``CLOCK_STEP_LOG_SECONDS``: one of the clocks was stepped)."""
+        ``CLOCK_STEP_LOG_SECONDS``: one of the clocks was stepped). ``sent``: the
+        ``time.monotonic()`` instant taken just before the read was sent (None: now).
+        The database read its clock after ``sent``, so the estimate anchored there is
+        never behind the database clock, however long the answer took or the worker was
+        frozen before noting it (a claim's start deadline is checked by it:
+        :func:`.execution.runner.run_claim`); it may be ahead by as much."""
         had_reading = self.reading is not None
-        self.reading = (db_time, time.monotonic())
+        self.reading = (db_time, time.monotonic() if sent is None else sent)
         skew = dj_timezone.now() - db_time
         change = (skew - self.skew).total_seconds()
         self.skew = skew
