@@ -92,6 +92,7 @@ class ValidationMixin:
         backoff_cap_seconds: float | None
         overlap_policy: str
         timeout_seconds: float | None
+        max_attempts: int | None
 
         def spec(self, *, exclusions: bool = True) -> timing.Spec: ...
 

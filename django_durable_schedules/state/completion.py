@@ -164,21 +164,7 @@ def _complete_batch(
     report = CompletionReport()
     with transaction.atomic(using=using):
         lock_for_write(using)
-        ids = {o.claim.schedule_id for o in outcomes}
-        read_clock = now is None and connections[using].vendor == "postgresql"
-        rows = {r.id: r for r in _read_rows(ids, using, read_clock)}
-        if read_clock and rows:
-            # _db_now: the annotation of _read_rows (statement_timestamp()).
-            now = next(iter(rows.values())).__dict__["_db_now"].astimezone(UTC)
-        now = resolve_now(now, using)
-        load_exclusions(list(rows.values()), using)  # the next slot skips excluded dates
-        busy: set[uuid.UUID] = set()
-        if len(rows) < len(ids):  # skipped as locked, or deleted: a plain read tells which
-            busy = set(
-                Schedule.objects.using(using)
-                .filter(id__in=ids - set(rows))
-                .values_list("id", flat=True)
-            )
+        rows, busy, now = _lock_rows({o.claim.schedule_id for o in outcomes}, now, using)
         receipts: list[Receipt] = []
         touched: dict[uuid.UUID, Schedule] = {}
         orphans: list[Outcome] = []
@@ -224,6 +210,29 @@ def _complete_batch(
         close_ended(touched.values(), now, using)
         report.receipts = models
     return report
+
+
+def _lock_rows(
+    ids: set[uuid.UUID], now: datetime | None, using: str
+) -> tuple[dict[uuid.UUID, Schedule], set[uuid.UUID], datetime]:
+    """A completion's rows ``ids`` locked (:func:`_read_rows`, their exclusions loaded),
+    the ones another transaction holds (``busy``: skipped as locked, not deleted) and the
+    completion's instant (``now``, else the database clock read with the rows)."""
+    read_clock = now is None and connections[using].vendor == "postgresql"
+    rows = {r.id: r for r in _read_rows(ids, using, read_clock)}
+    if read_clock and rows:
+        # _db_now: the annotation of _read_rows (statement_timestamp()).
+        now = next(iter(rows.values())).__dict__["_db_now"].astimezone(UTC)
+    now = resolve_now(now, using)
+    load_exclusions(list(rows.values()), using)  # the next slot skips excluded dates
+    busy: set[uuid.UUID] = set()
+    if len(rows) < len(ids):  # skipped as locked, or deleted: a plain read tells which
+        busy = set(
+            Schedule.objects.using(using)
+            .filter(id__in=ids - set(rows))
+            .values_list("id", flat=True)
+        )
+    return rows, busy, now
 
 
 def _free_groups(

@@ -177,7 +177,7 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
         # The expiry is never read: one no datetime holds (-infinity) is recovered too.
         rows = list(locked(qs.defer("lease_expires_at"), using, skip_locked=True)[:limit])
         if not rows:  # overlap_policy allow: the occurrences' own leases (:mod:`.parallel`)
-            return 0 if only is not None else recover_parallel(limit=limit, now=now, using=using)
+            return _occurrences(limit, now, using, only)
         load_exclusions(rows, using)
         attempts: dict[uuid.UUID | None, RunAttempt] = {
             a.lease_token: a
@@ -225,9 +225,13 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
         release_groups(rows, using)  # a group's place freed (no statement without one)
         write_alerts(rows, now, using)  # failing, paused, degraded (no statement otherwise)
         settle_backfills(backfilled, now, using)
-        # After the rows' writes: it reads the rows it moves on again.
-        occurrences = 0 if only is not None else recover_parallel(limit=limit, now=now, using=using)
-    return len(rows) + occurrences
+        return len(rows) + _occurrences(limit, now, using, only)  # reads its rows again
+
+
+def _occurrences(limit: int, now: datetime, using: str, only: uuid.UUID | None) -> int:
+    """Inside a recovery batch (not a row's own, ``only``): the expired leases of
+    ``overlap_policy="allow"`` occurrences recovered (:func:`.parallel.recover_parallel`)."""
+    return 0 if only is not None else recover_parallel(limit=limit, now=now, using=using)
 
 
 def _expired_outcome(row: Schedule, attempt: RunAttempt) -> Outcome:

@@ -150,6 +150,7 @@ def finish_contained(
     return receipt
 
 
+@implements("recovery.renew")
 def renew_parallel(
     tokens: Iterable[uuid.UUID], now: datetime, lease: timedelta, using: str
 ) -> set[uuid.UUID]:

@@ -156,6 +156,7 @@ def finish_parallel(
     return receipt
 
 
+@implements("outcome.parallel_failed", "outcome.lease_expired")
 def _failed(
     row: Schedule,
     ran: Outcome | Failure,
@@ -188,6 +189,7 @@ def _failed(
     return build_receipt(source, status, now, row=row, ran=ran)
 
 
+@implements("outcome.parallel_unrun")
 def _unrun(row: Schedule, ran: Outcome, now: datetime) -> Receipt:
     """A claim handed back unrun, or whose callback vanished: its slot is counted missed
     (later slots already run beside it); a vanished callback pauses the schedule as
@@ -202,6 +204,7 @@ def _unrun(row: Schedule, ran: Outcome, now: datetime) -> Receipt:
     return build_receipt(ran.claim, status, now, row=row, ran=ran, note=note)
 
 
+@implements("outcome.parallel_succeeded", "outcome.parallel_failed")
 def _complete_if_done(row: Schedule) -> None:
     """An active row whose grid planned no slot more (``max_runs`` reached, its end
     passed, a ``once`` run) completes with this occurrence; runs still out finish with

@@ -287,9 +287,9 @@ def _claim_batch(
         chains = only is None and backfill is None and links is not False
         found, kept = chain_reserve(read, limit, due_before, using) if chains else (None, 0)
         head = read[: limit - reserve - kept] if open_ or kept else list(read)
-        groups = Admission(using)  # rows held back by their concurrency group wait, due
-        parallel = ParallelAdmission(using)  # and allow rows at max_parallel running
-        rows, more = _fill_held((parallel, groups), head, now, using, due_before, pools)
+        # Rows held back (allow: at max_parallel running; by their group) wait, due.
+        parallel, groups = admissions = (ParallelAdmission(using), Admission(using))
+        rows, more = _fill_held(admissions, head, now, using, due_before, pools)
         plan_rows(rows, *plan)
         now_of = lambda: now if now is not None else db_now(using)  # noqa: E731
         sink = (lease, worker, attempts, receipts, claims, using)  # where claims are written
@@ -304,10 +304,9 @@ def _claim_batch(
                                    pools, admit=groups.admit, found=found)  # fmt: skip
         # The shares unused by backfill and chain slots: to the live rows read (the rest:
         # claimed next time).
-        spare = read[len(head) : limit - len(filled) - len(chained)]
-        rows += _spare(spare, (parallel, groups), plan)
+        rows += _spare(read[len(head) : limit - len(filled) - len(chained)], admissions, plan)
         rows += filled + chained
-        write_claim(rows, attempts, receipts, claims, events, using, (parallel, groups), now)
+        write_claim(rows, attempts, receipts, claims, events, using, admissions, now)
         if links is not False and attempts:  # their downstream schedules' waiting slots
             write_chain_slots(chain_pairs(attempts), using)
         claims[:] = groups.start_deadlines(claims, rows)  # a rate: each start's deadline
