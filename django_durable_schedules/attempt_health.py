@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 
-from .models import RunAttempt, Schedule
+from .models import OccurrenceLease, RunAttempt, Schedule
 
 #: The newest claims the bounded count looks at for attempts without a receipt that hold
 #: no lease (one index entry, one receipt probe and one schedule probe each).
@@ -66,13 +66,18 @@ def open_attempts(*, exact: bool = False, using: str = "default") -> OpenAttempt
     the history). Three queries (two when ``exact``)."""
     attempts = RunAttempt.objects.using(using)
     leased = Schedule.objects.using(using).filter(lease_expires_at__isnull=False)
+    # overlap_policy allow: an occurrence's lease is a row of its own (OccurrenceLease).
+    occurrences = OccurrenceLease.objects.using(using).values("lease_token")
     in_flight = attempts.filter(
-        lease_token__in=leased.values("lease_token"), receipt__isnull=True
+        Q(lease_token__in=leased.values("lease_token")) | Q(lease_token__in=occurrences),
+        receipt__isnull=True,
     ).count()
     holds_lease = Exists(
         Schedule.objects.using(using).filter(
             pk=OuterRef("schedule_id"), lease_token=OuterRef("lease_token")
         )
+    ) | Exists(
+        OccurrenceLease.objects.using(using).filter(lease_token=OuterRef("lease_token"))
     )
     unreceipted = attempts.filter(receipt__isnull=True).filter(~holds_lease)
     checked: int | None = None

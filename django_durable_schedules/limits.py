@@ -71,3 +71,7 @@ RATE_MARGIN_MAX_SECONDS = 1.0
 #: ``save()``: it holds nothing, and the next claim that reads the group writes its own
 #: (:meth:`.models.ConcurrencyGroup.holding_q`).
 RATE_HOLD_MAX_SECONDS = 3600 + RATE_MARGIN_MAX_SECONDS
+
+#: Most occurrences of one ``overlap_policy="allow"`` schedule running at once
+#: (``Schedule.max_parallel``, 1..100; a value written behind ``save()`` is read clamped).
+MAX_PARALLEL_MAX = 100

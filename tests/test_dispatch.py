@@ -522,7 +522,7 @@ def test_the_duration_of_a_run_handed_to_a_database_queue_is_its_enqueue(monkeyp
     import time as _time
 
     from django_durable_schedules import signals
-    from django_durable_schedules.state import completion
+    from django_durable_schedules.state import enqueues
     from django_durable_schedules.worker import Worker, WorkerOptions
 
     Schedule.objects.create(  # due at once
@@ -533,8 +533,8 @@ def test_the_duration_of_a_run_handed_to_a_database_queue_is_its_enqueue(monkeyp
         payload={"tag": "d"},
     )
     monkeypatch.setattr(
-        completion,
-        "_enqueue_hook",
+        enqueues,
+        "enqueue_hook",
         lambda stage, outcome: _time.sleep(0.3) if stage == "before" else None,
     )
     durations = []

@@ -149,6 +149,7 @@ def test_the_api_reads_and_writes_the_overlap_policy(admin_client):
         "buffer_one",
         "buffer_all",
         "replace",
+        "allow",
     ]
     assert "origin" in components["Attempt"]["properties"]
 

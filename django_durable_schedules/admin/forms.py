@@ -145,7 +145,14 @@ STATE_FIELDS: tuple[str | Callable[[Schedule], Any], ...] = (
 
 #: Optional in a post: left out (or blank), the schedule keeps its value (a new one gets
 #: the field's default), so a form or a script that predates the field still saves.
-KEPT_WHEN_LEFT_OUT = ("blackout_policy", "exclusion_policy", "priority", "pool", "wait_seconds")
+KEPT_WHEN_LEFT_OUT = (
+    "blackout_policy",
+    "exclusion_policy",
+    "priority",
+    "pool",
+    "wait_seconds",
+    "max_parallel",
+)
 
 
 class ScheduleForm(ZonedInstantsMixin, forms.ModelForm):

@@ -90,6 +90,7 @@ WRITABLE_ORDER = (
     "max_attempts",
     "misfire_policy",
     "overlap_policy",
+    "max_parallel",
     "misfire_grace_seconds",
     "backoff_base_seconds",
     "backoff_cap_seconds",

@@ -18,7 +18,8 @@ triggers installed by the migrations refuse UPDATE and DELETE (see :mod:`.db.gua
 * :mod:`.backfills`: ``Backfill``;
 * :mod:`.calendars`: ``ExclusionCalendar`` and ``ExclusionDate``;
 * :mod:`.blackouts`: ``BlackoutWindow``;
-* :mod:`.chains`: ``ScheduleLink`` and ``ChainSlot`` (kind ``after``).
+* :mod:`.chains`: ``ScheduleLink`` and ``ChainSlot`` (kind ``after``);
+* :mod:`.parallel`: ``OccurrenceLease`` (``overlap_policy`` allow).
 """
 
 from ..limits import METADATA_MAX_KEYS, METADATA_MAX_VALUE_CHARS
@@ -74,6 +75,7 @@ from .choices import (
 from .events import ScheduleEvent, WorkerHeartbeat
 from .groups import RATE_MAX_COUNT, ConcurrencyGroup, Rate, parse_rate
 from .notifications import DeliveryStatus, NotificationDelivery, NotificationDeliveryQuerySet
+from .parallel import OccurrenceLease, OccurrenceLeaseQuerySet
 from .queries import ScheduleQuerySet
 from .runs import RunAttempt, RunReceipt
 from .schedule import Schedule
@@ -134,6 +136,8 @@ __all__ = [
     "NotificationDelivery",
     "NotificationDeliveryQuerySet",
     "OverlapPolicy",
+    "OccurrenceLease",
+    "OccurrenceLeaseQuerySet",
     "ReceiptStatus",
     "RunAttempt",
     "RunReceipt",

@@ -70,6 +70,7 @@ class OverlapPolicy(models.TextChoices):
     BUFFER_ONE = "buffer_one", "run one of them right after the run, skip the others"
     BUFFER_ALL = "buffer_all", "run each of them after the run, oldest first (at most BUFFER_MAX)"
     REPLACE = "replace", "stop the running one (receipt replaced) and run the new slot"
+    ALLOW = "allow", "run it beside the running ones (at most max_parallel at once)"
 
 
 class ExclusionPolicy(models.TextChoices):
@@ -225,6 +226,7 @@ INPUT_FIELDS = ("payload", "metadata", "owner")
 POLICY_FIELDS = (
     "misfire_policy",
     "overlap_policy",
+    "max_parallel",
     "max_attempts",
     "jitter_seconds",
     "misfire_grace_seconds",

@@ -310,6 +310,12 @@ class ScheduleQuerySet(DeadlineQueries, models.QuerySet["Schedule"]):
         return Q(concurrency_group__isnull=True) | Q(~Exists(held))
 
     @staticmethod
+    def parallel_room_q(now: Any) -> Q:
+        """Not held back at its ``max_parallel`` running occurrences at ``now``
+        (``overlap_policy`` allow, ``parallel_full_until``: :mod:`..state.parallel`)."""
+        return Q(parallel_full_until__isnull=True) | Q(parallel_full_until__lte=now)
+
+    @staticmethod
     def lease_live_q(now: Any) -> Q:
         """A lease that has not expired at ``now``."""
         return Q(lease_expires_at__gt=now)

@@ -17,7 +17,7 @@ from django.db import models, router
 
 from .. import timing
 from ..db.fast_orm import FastLoading
-from ..limits import CHAIN_WAIT_MAX_SECONDS
+from ..limits import CHAIN_WAIT_MAX_SECONDS, MAX_PARALLEL_MAX
 from .blackouts import BlackoutsMixin
 from .calendars import ExclusionsMixin
 from .choices import (
@@ -97,7 +97,26 @@ class Schedule(
         "waits for the next slot; 'buffer_one' runs the first of them right after the run "
         "(as its own occurrence) and counts the others as skipped; 'buffer_all' runs each "
         "of them in turn, oldest first (at most BUFFER_MAX queued, older ones counted); "
-        "'replace' stops the running one (needs timeout_seconds) and runs the new slot.",
+        "'replace' stops the running one (needs timeout_seconds) and runs the new slot; "
+        "'allow' runs it beside the running ones, at most max_parallel at once.",
+    )
+    #: ``overlap_policy`` allow: the row was held back at its ``max_parallel`` running
+    #: occurrences; claims skip it until this instant (the earliest expiry of their
+    #: leases then) or until one of them ends (which clears it). Written by the state
+    #: package only (state/parallel.py).
+    parallel_full_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="overlap_policy allow: held at max_parallel running occurrences until then.",
+    )
+    #: ``overlap_policy`` allow: how many occurrences may run at once (each with its own
+    #: lease, :class:`.parallel.OccurrenceLease`); ignored by the other policies.
+    max_parallel = models.PositiveSmallIntegerField(
+        default=2,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_PARALLEL_MAX)],
+        help_text="With overlap_policy 'allow': at most this many occurrences run at once "
+        f"(1-{MAX_PARALLEL_MAX}); a slot due while they all run waits, due.",
     )
     jitter_seconds = models.PositiveIntegerField(
         null=True,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from ..limits import CHAIN_WAIT_MAX_SECONDS
+from ..limits import CHAIN_WAIT_MAX_SECONDS, MAX_PARALLEL_MAX
 from .choices import BlackoutPolicy, Kind, Status
 
 
@@ -157,4 +157,8 @@ def schedule_constraints() -> list[models.BaseConstraint]:
             name="dds_sched_rerun_paired",
         ),
         models.CheckConstraint(condition=~Q(pool=""), name="dds_sched_pool_named"),
+        models.CheckConstraint(
+            condition=Q(max_parallel__gte=1, max_parallel__lte=MAX_PARALLEL_MAX),
+            name="dds_sched_max_parallel_range",
+        ),
     ]

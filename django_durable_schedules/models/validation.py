@@ -92,6 +92,7 @@ class ValidationMixin:
         backoff_cap_seconds: float | None
         overlap_policy: str
         timeout_seconds: float | None
+        max_attempts: int | None
 
         def spec(self, *, exclusions: bool = True) -> timing.Spec: ...
 
@@ -158,6 +159,12 @@ class ValidationMixin:
                 )
         for field, messages in self._replace_errors().items():
             errors.setdefault(field, []).extend(messages)
+        if self.overlap_policy == OverlapPolicy.ALLOW and (self.max_attempts or 1) > 1:
+            # state/parallel_rules.py: later slots already run beside a failed occurrence.
+            errors.setdefault("max_attempts", []).append(
+                "With overlap_policy 'allow' an occurrence is not retried (later slots run "
+                "beside it): leave max_attempts blank or set it to 1."
+            )
         for field, messages in payload_errors(self.payload, self.metadata).items():
             errors.setdefault(field, []).extend(messages)
         if "metadata" not in errors:

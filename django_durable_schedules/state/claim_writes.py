@@ -14,6 +14,7 @@ from .columns import CLAIM_FIELDS
 from .events import write_events
 from .groups import Admission
 from .machine import apply_changes, changes_of
+from .parallel import ParallelAdmission, write_leases
 from .quarantine import repair_counters
 from .rules import plan_claim, quarantine_claim
 from .transitions import implements
@@ -24,21 +25,30 @@ def write_claim(
     rows: list[Schedule],
     attempts: list[RunAttempt],
     receipts: list[RunReceipt],
+    claims: list[Claim],
     events: list[ScheduleEvent],
     using: str,
-    groups: Admission,
+    admissions: tuple[ParallelAdmission, Admission],
     now: datetime | None,
 ) -> None:
     """Write one claim transaction's work: its attempts, receipts and events inserted (no
-    statement for an empty list), its rows' claim columns updated, its concurrency
-    groups' run state (:meth:`.groups.Admission.write`) and a degraded row's alert."""
+    statement for an empty list), its concurrency groups' run state
+    (:meth:`.groups.Admission.write`; a row admitted that took no lease gives its place
+    back), the leases of its ``allow`` rows' occurrences moved off the rows
+    (:meth:`.parallel.ParallelAdmission.detach`) and the rows held at ``max_parallel`` marked
+    (:meth:`.parallel.ParallelAdmission.write`), its rows' claim columns updated, and a
+    degraded row's alert."""
+    parallel, groups = admissions
     if attempts:
         insert_rows(RunAttempt, attempts, using)
     if receipts:
         insert_rows(RunReceipt, receipts, using)
     write_events(events, using)  # with their notifications and signals
+    groups.write()  # before the leases move: a leased row kept its group's place
+    leases = parallel.detach(rows, claims)
     update_rows(rows, CLAIM_FIELDS, using)
-    groups.write()
+    write_leases(leases, using)
+    parallel.write()
     write_alerts(rows, now, using)  # a row degraded: its alert (no statement otherwise)
 
 

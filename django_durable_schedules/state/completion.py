@@ -18,7 +18,6 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 
 from .. import timing
-from ..conf import app_settings
 from ..db.batch import ROW_PROBLEMS, insert_rows, update_rows
 from ..db.clock import resolve_now
 from ..db.fast_orm import PLACEHOLDER, read_rows
@@ -34,18 +33,19 @@ from ..models import (
     with_calendar_flag,
     with_links_flag,
 )
-from ..projection import project_error
 from .alerts import write_alerts
 from .backfill_claims import close_ended, settle_backfills
 from .backfill_rules import backfill_receipt, complete_at_max_runs
 from .bounds import UNEVALUABLE_PREFIX, bound_outcome, describe_problem
 from .chains import note_chain_successes
 from .columns import COMPLETE_FIELDS, FINISH_UNREAD
+from .enqueues import run_enqueue
 from .events import write_events
 from .groups import release_groups, unstart_groups
 from .machine import apply_changes, changes_of, pause_degraded
 from .orphans import orphan_receipts
 from .outcomes import apply_outcome, fail_attempt, fenced_result
+from .parallel import end_leases, finish_occurrence, leases_of, off_row
 from .previous_rules import note_success
 from .records import Receipt, build_receipt
 from .rerun_rules import rerun_receipt
@@ -164,32 +164,25 @@ def _complete_batch(
     report = CompletionReport()
     with transaction.atomic(using=using):
         lock_for_write(using)
-        ids = {o.claim.schedule_id for o in outcomes}
-        read_clock = now is None and connections[using].vendor == "postgresql"
-        rows = {r.id: r for r in _read_rows(ids, using, read_clock)}
-        if read_clock and rows:
-            # _db_now: the annotation of _read_rows (statement_timestamp()).
-            now = next(iter(rows.values())).__dict__["_db_now"].astimezone(UTC)
-        now = resolve_now(now, using)
-        load_exclusions(list(rows.values()), using)  # the next slot skips excluded dates
-        busy: set[uuid.UUID] = set()
-        if len(rows) < len(ids):  # skipped as locked, or deleted: a plain read tells which
-            busy = set(
-                Schedule.objects.using(using)
-                .filter(id__in=ids - set(rows))
-                .values_list("id", flat=True)
-            )
+        rows, busy, now = _lock_rows({o.claim.schedule_id for o in outcomes}, now, using)
         receipts: list[Receipt] = []
         touched: dict[uuid.UUID, Schedule] = {}
         orphans: list[Outcome] = []
         settled: list[tuple[Schedule, int, str]] = []
         events: list[ScheduleEvent] = []
+        # overlap_policy allow: an occurrence's lease is a row of its own (no statement
+        # when every outcome's token is its row's).
+        parallel = leases_of(off_row(outcomes, rows), using)
         for outcome in outcomes:
             claim = outcome.claim
             if claim.schedule_id in busy:
                 report.deferred.append(outcome)
                 continue
             row = rows.get(claim.schedule_id)
+            if row is not None and claim.lease_token in parallel:
+                touched[row.id] = row
+                receipts.append(finish_occurrence(row, outcome, parallel, now, using, report))
+                continue
             if row is None or row.lease_token != claim.lease_token:
                 orphans.append(outcome)
                 continue
@@ -206,6 +199,7 @@ def _complete_batch(
         models = [r.model() for r in receipts]
         insert_rows(RunReceipt, models, using)
         write_events(events, using)  # with their notifications and signals
+        end_leases(parallel.values(), using)
         if touched:
             update_rows(list(touched.values()), COMPLETE_FIELDS, using)
             _free_groups(touched, outcomes, using)
@@ -216,6 +210,29 @@ def _complete_batch(
         close_ended(touched.values(), now, using)
         report.receipts = models
     return report
+
+
+def _lock_rows(
+    ids: set[uuid.UUID], now: datetime | None, using: str
+) -> tuple[dict[uuid.UUID, Schedule], set[uuid.UUID], datetime]:
+    """A completion's rows ``ids`` locked (:func:`_read_rows`, their exclusions loaded),
+    the ones another transaction holds (``busy``: skipped as locked, not deleted) and the
+    completion's instant (``now``, else the database clock read with the rows)."""
+    read_clock = now is None and connections[using].vendor == "postgresql"
+    rows = {r.id: r for r in _read_rows(ids, using, read_clock)}
+    if read_clock and rows:
+        # _db_now: the annotation of _read_rows (statement_timestamp()).
+        now = next(iter(rows.values())).__dict__["_db_now"].astimezone(UTC)
+    now = resolve_now(now, using)
+    load_exclusions(list(rows.values()), using)  # the next slot skips excluded dates
+    busy: set[uuid.UUID] = set()
+    if len(rows) < len(ids):  # skipped as locked, or deleted: a plain read tells which
+        busy = set(
+            Schedule.objects.using(using)
+            .filter(id__in=ids - set(rows))
+            .values_list("id", flat=True)
+        )
+    return rows, busy, now
 
 
 def _free_groups(
@@ -292,7 +309,7 @@ def _finish(
         return fail_contained(row, failure, now, events)
     if outcome.enqueue is not None:
         started = time.monotonic()
-        outcome = _enqueue(outcome, using)
+        outcome = run_enqueue(outcome, using)
         report.enqueue_seconds[claim.attempt_id] = time.monotonic() - started
     made: list[ScheduleEvent] = []
     try:  # on a copy of the row: a rule that raises leaves it as it was
@@ -359,7 +376,7 @@ def _finish_aside(
         )
     elif outcome.enqueue is not None:
         started = time.monotonic()
-        outcome = _enqueue(outcome, using)
+        outcome = run_enqueue(outcome, using)
         report.enqueue_seconds[claim.attempt_id] = time.monotonic() - started
     if claim.origin == AttemptOrigin.RERUN:
         forced, nominal = rerun_facts(claim.schedule_id, claim.occurrence, using)
@@ -367,27 +384,3 @@ def _finish_aside(
     if status is None:
         complete_at_max_runs(row)
     return backfill_receipt(row, outcome, now, status=status)
-
-
-def _enqueue_hook(stage: str, outcome: Outcome) -> None:
-    """Called inside the completion transaction just ``"before"`` and ``"after"`` an
-    in-transaction enqueue (a test seam: the crash tests stop the process here)."""
-
-
-def _enqueue(outcome: Outcome, using: str) -> Outcome:
-    """Run ``outcome.enqueue`` (if any) in a savepoint of the completion transaction and
-    return the outcome with its result, or a ``failed`` outcome if the enqueue raised (the
-    savepoint is rolled back, so the completion itself still commits)."""
-    if outcome.enqueue is None:
-        return outcome
-    try:
-        with transaction.atomic(using=using):
-            _enqueue_hook("before", outcome)
-            result = outcome.enqueue()
-            _enqueue_hook("after", outcome)
-    except Exception as exc:  # noqa: BLE001 - a failed enqueue is an outcome, not a crash
-        error_type, message = project_error(exc, app_settings.ERROR_MESSAGE_MAX_CHARS)
-        return Outcome(
-            outcome.claim, OutcomeStatus.FAILED, error_type=error_type, error_message=message
-        )
-    return replace(outcome, result=result, enqueue=None)

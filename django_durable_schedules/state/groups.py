@@ -21,7 +21,13 @@ from django.db.models import Count
 
 from ..db.locks import locked
 from ..limits import RATE_HOLD_MAX_SECONDS
-from ..models import RATE_MAX_COUNT, ConcurrencyGroup, Schedule, ScheduleQuerySet
+from ..models import (
+    RATE_MAX_COUNT,
+    ConcurrencyGroup,
+    OccurrenceLease,
+    Schedule,
+    ScheduleQuerySet,
+)
 from .group_rules import GroupRoom, admit, give_back, group_columns, rate_margin
 from .values import Claim
 
@@ -89,6 +95,16 @@ class Admission:
             .annotate(n=Count("pk"))
         )
         running = dict(live.values_list("concurrency_group_id", "n"))
+        # The occurrences of overlap_policy allow schedules hold their own leases.
+        occurrences = (
+            OccurrenceLease.objects.using(self.using)
+            .live(now)
+            .filter(schedule__concurrency_group_id__in=ids)
+            .values_list("schedule__concurrency_group_id")
+            .annotate(n=Count("pk"))
+        )
+        for group, n in occurrences:
+            running[group] = running.get(group, 0) + n
         self.read.update(
             {
                 g.pk: {"full_until": g.full_until, "rate_until": g.rate_until, "starts": g.starts}

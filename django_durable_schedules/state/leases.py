@@ -40,6 +40,7 @@ from .columns import FINISH_FIELDS
 from .completion import fail_contained
 from .events import write_events
 from .groups import release_groups
+from .parallel import recover_parallel, renew_parallel
 from .quarantine import displaced_attempt, quarantine_lease
 from .rerun_rules import rerun_receipt
 from .reruns import occurrence_succeeded
@@ -58,7 +59,7 @@ def renew_leases(
     using: str = "default",
 ) -> set[uuid.UUID]:
     """Extend the leases named by ``tokens`` to ``now + lease_seconds`` while they are
-    still live, and return the tokens that are still owned (the others were lost: expired
+    still live (a row's own, or an ``allow`` occurrence's: :mod:`.parallel`), and return the tokens that are still owned (the others were lost: expired
     and recovered, or the schedule was deleted). A row locked by another transaction is
     skipped, not waited for (where the database has ``SKIP LOCKED``); its lease stays
     owned while it has not expired."""
@@ -85,6 +86,8 @@ def renew_leases(
             .values_list("lease_token", flat=True)
             if token is not None  # the filter on lease_token already rules None out
         }
+        if len(owned) < len(tokens):  # overlap_policy allow: occurrence leases
+            owned |= renew_parallel(set(tokens) - owned, now, lease, using)
     return owned
 
 
@@ -95,8 +98,10 @@ def expire_leases(
     """Recover up to ``limit`` claims whose lease expired (their worker died or hung).
 
     Each gets a ``lease_expired`` receipt; its occurrence is retried at once as the next
-    attempt, or given up after ``max_attempts`` (at-least-once execution). Returns the
-    number recovered.
+    attempt, or given up after ``max_attempts`` (at-least-once execution); an occurrence
+    of an ``overlap_policy="allow"`` schedule (its own lease) is counted as a failed
+    occurrence, never retried (:func:`.parallel.recover_parallel`). Returns the number
+    recovered.
 
     A lease expiry no lease the engine grants could hold (``ScheduleQuerySet.lease_expired``:
     after year 9000, PostgreSQL ``infinity`` and ``-infinity``) counts as expired; the
@@ -171,8 +176,8 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
             qs = qs.filter(pk=only)
         # The expiry is never read: one no datetime holds (-infinity) is recovered too.
         rows = list(locked(qs.defer("lease_expires_at"), using, skip_locked=True)[:limit])
-        if not rows:
-            return 0
+        if not rows:  # overlap_policy allow: the occurrences' own leases (:mod:`.parallel`)
+            return _occurrences(limit, now, using, only)
         load_exclusions(rows, using)
         attempts: dict[uuid.UUID | None, RunAttempt] = {
             a.lease_token: a
@@ -220,7 +225,13 @@ def _expire_batch(limit: int, now: datetime | None, using: str, *, only: uuid.UU
         release_groups(rows, using)  # a group's place freed (no statement without one)
         write_alerts(rows, now, using)  # failing, paused, degraded (no statement otherwise)
         settle_backfills(backfilled, now, using)
-    return len(rows)
+        return len(rows) + _occurrences(limit, now, using, only)  # reads its rows again
+
+
+def _occurrences(limit: int, now: datetime, using: str, only: uuid.UUID | None) -> int:
+    """Inside a recovery batch (not a row's own, ``only``): the expired leases of
+    ``overlap_policy="allow"`` occurrences recovered (:func:`.parallel.recover_parallel`)."""
+    return 0 if only is not None else recover_parallel(limit=limit, now=now, using=using)
 
 
 def _expired_outcome(row: Schedule, attempt: RunAttempt) -> Outcome:

@@ -44,6 +44,7 @@ from .claim_order import take_in_order, top_level, worker_pools
 from .claim_writes import plan_rows, write_claim
 from .columns import CLAIM_UNREAD
 from .groups import Admission
+from .parallel import ParallelAdmission
 from .quarantine import (
     quarantine_refused,
     quarantine_refused_backfill,
@@ -126,7 +127,12 @@ def _due(using: str, due_before: Any, pool: str, level: int) -> QuerySet[Schedul
     return (
         Schedule.objects.using(using)
         .claimable(due_before)
-        .filter(Schedule.objects.group_room_q(due_before), pool=pool, priority=level)
+        .filter(
+            Schedule.objects.group_room_q(due_before),
+            Schedule.objects.parallel_room_q(due_before),
+            pool=pool,
+            priority=level,
+        )
         .order_by("next_run_at")
     )
 
@@ -281,8 +287,9 @@ def _claim_batch(
         chains = only is None and backfill is None and links is not False
         found, kept = chain_reserve(read, limit, due_before, using) if chains else (None, 0)
         head = read[: limit - reserve - kept] if open_ or kept else list(read)
-        groups = Admission(using)  # rows held back by their concurrency group wait, due
-        rows, more = _fill_held(groups, head, now, using, due_before, pools)
+        # Rows held back (allow: at max_parallel running; by their group) wait, due.
+        parallel, groups = admissions = (ParallelAdmission(using), Admission(using))
+        rows, more = _fill_held(admissions, head, now, using, due_before, pools)
         plan_rows(rows, *plan)
         now_of = lambda: now if now is not None else db_now(using)  # noqa: E731
         sink = (lease, worker, attempts, receipts, claims, using)  # where claims are written
@@ -297,9 +304,9 @@ def _claim_batch(
                                    pools, admit=groups.admit, found=found)  # fmt: skip
         # The shares unused by backfill and chain slots: to the live rows read (the rest:
         # claimed next time).
-        rows += _spare(read[len(head) : limit - len(filled) - len(chained)], groups, plan)
+        rows += _spare(read[len(head) : limit - len(filled) - len(chained)], admissions, plan)
         rows += filled + chained
-        write_claim(rows, attempts, receipts, events, using, groups, now)  # held: groups only
+        write_claim(rows, attempts, receipts, claims, events, using, admissions, now)
         if links is not False and attempts:  # their downstream schedules' waiting slots
             write_chain_slots(chain_pairs(attempts), using)
         claims[:] = groups.start_deadlines(claims, rows)  # a rate: each start's deadline
@@ -308,12 +315,16 @@ def _claim_batch(
     return claims
 
 
-def _spare(rows: list[Schedule], groups: Admission, plan: tuple[Any, ...]) -> list[Schedule]:
+def _spare(
+    rows: list[Schedule], admissions: tuple[ParallelAdmission, Admission], plan: tuple[Any, ...]
+) -> list[Schedule]:
     """The live ``rows`` read beyond the head of a claim batch that the backfill and chain
-    slots left places for: the ones their concurrency groups admit, planned (``plan``: the
-    arguments of :func:`.claim_writes.plan_rows` after the rows)."""
+    slots left places for: the ones ``admissions`` admit (``max_parallel``, then the
+    concurrency groups), planned (``plan``: the arguments of
+    :func:`.claim_writes.plan_rows` after the rows)."""
     now = plan[0]
-    rows = groups.admit(rows, now) if rows and now is not None else []
+    parallel, groups = admissions
+    rows = groups.admit(parallel.admit(rows, now), now) if rows and now is not None else []
     plan_rows(rows, *plan)
     return rows
 
@@ -324,7 +335,7 @@ FILL_ROUNDS = 3
 
 
 def _fill_held(
-    groups: Admission,
+    admissions: tuple[ParallelAdmission, Admission],
     head: list[Schedule],
     now: datetime | None,
     using: str,
@@ -335,13 +346,16 @@ def _fill_held(
     their groups held some back, as many more due rows of other groups or none as fill
     the places (at most :data:`FILL_ROUNDS` more reads): ``(rows, more)``, ``more`` every
     row read beyond ``head`` (locked; the ones admitted are in ``rows``, their calendars
-    and windows loaded). A full group never costs the others their place in the batch."""
+    and windows loaded). A full group never costs the others their place in the batch, nor
+    does an ``allow`` row at its ``max_parallel`` (``admissions``: the claim's
+    :class:`.parallel.ParallelAdmission`, then its groups')."""
     if not head or now is None:
         return [], []
-    rows = groups.admit(head, now)
+    parallel, groups = admissions
+    rows = groups.admit(parallel.admit(head, now), now)
     more: list[Schedule] = []
     for _ in range(FILL_ROUNDS):
-        if len(rows) >= len(head) or not groups.held:
+        if len(rows) >= len(head) or not (groups.held or parallel.held):
             break
         skip = ([r.pk for r in head + more], sorted(groups.held, key=str))
         found = _read_due(
@@ -352,7 +366,7 @@ def _fill_held(
         load_exclusions(found, using)
         load_blackouts(found, using)
         more += found
-        rows += groups.admit(found, now)
+        rows += groups.admit(parallel.admit(found, now), now)
     return rows, more
 
 

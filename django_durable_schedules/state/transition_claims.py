@@ -65,6 +65,19 @@ CLAIMS: tuple[Transition, ...] = (
       "unchanged (it stays due; no slot is lost)",
       "none (the wait shows in the run's lateness when it starts); the group's "
       "`full_until` / `rate_until` let later claims skip it until then"),
+    T("claim.parallel", RUNNABLE,
+      "due (or triggered), `overlap_policy` allow, fewer than `max_parallel` of its "
+      "occurrences running", "unchanged, not leased (claimable while the occurrence runs)",
+      "the next slot after now, as `claim.run`",
+      "none yet: an attempt whose live lease is a row of its own (`OccurrenceLease`), "
+      "renewed, recovered and fenced like a row's", KEEPS, seen("claim", "leased")),
+    T("claim.parallel_held", RUNNABLE,
+      "due (or triggered), `overlap_policy` allow, `max_parallel` of its occurrences "
+      "running", "unchanged, not leased (claimed once one of them ends)",
+      "unchanged (it stays due; no slot is lost: once claimed, the slots passed follow "
+      "`misfire_policy`)",
+      "none; `parallel_full_until` (the earliest expiry of their leases) lets later "
+      "claims skip it until then or until one of them ends"),
     T("claim.triggered_paused", PAUSED, "triggered", "paused, leased", "none",
       LEASED_ATTEMPT + OVERRIDE_TAKEN, TO_PAUSED, seen("claim", "leased")),
     T("claim.missed", ACTIVE, "missed beyond `misfire_grace_seconds`", NEXT_OR_COMPLETED,

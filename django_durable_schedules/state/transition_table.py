@@ -87,6 +87,26 @@ OUTCOMES: tuple[Transition, ...] = (
       "unchanged (no retry: the occurrence is given up, `failed_occurrences` counted)",
       "`failed` / `lease_expired`",
       KEEPS, seen("complete", "failed", "lease_expired") | seen("expire", "lease_expired")),
+    T("outcome.parallel_succeeded", LEASED,
+      "succeeded / enqueued / skipped / replaced, of an occurrence of an `overlap_policy` "
+      "allow schedule (its own lease)",
+      "unchanged; `completed` when its grid has no slot left", "unchanged (its claim moved "
+      "the grid on); none when completed",
+      "its own status (`failure_count` reset, an open alert closed; the previous run moves "
+      "to it)", KEEPS | {Status.COMPLETED}, seen("complete", *_SUCCESS_OR_SKIP)),
+    T("outcome.parallel_failed", LEASED,
+      "failed (or its lease expired), of an occurrence of an `overlap_policy` allow "
+      "schedule", "unchanged, or paused after `pause_after_failures` failed occurrences "
+      "in a row, or failed (`FailRun`, a `once`)",
+      "unchanged (never retried: later slots run beside it); none when paused or failed",
+      "`failed` / `lease_expired` (`failure_count` and `failed_occurrences` + 1)",
+      AS_FAILED | KEEPS, seen("complete", "failed") | seen("expire", "lease_expired")),
+    T("outcome.parallel_unrun", LEASED,
+      "released (handed back unrun) or degraded (its callback vanished), of an occurrence "
+      "of an `overlap_policy` allow schedule", "unchanged; degraded: " + DEGRADED,
+      "unchanged", "`released` / `degraded`; its slot counted in `missed_count` (later "
+      "slots already run beside it)", KEEPS | TO_PAUSED,
+      seen("complete", "released", "degraded")),
     T("outcome.backfill", LEASED, "any outcome of a backfill slot",
       "unchanged; `completed` when the slot's occurrence was the last of `max_runs` "
       "(backfill occurrences count towards it)",

@@ -18,7 +18,14 @@ from .. import timing
 from ..db.batch import ROW_PROBLEMS
 from ..db.clock import CLOCK_SQL, db_now
 from ..db.fast_orm import read_values
-from ..models import ChainSlot, ChainSlotStatus, ConcurrencyGroup, Schedule, WorkerHeartbeat
+from ..models import (
+    ChainSlot,
+    ChainSlotStatus,
+    ConcurrencyGroup,
+    OccurrenceLease,
+    Schedule,
+    WorkerHeartbeat,
+)
 from .claim_order import worker_pools
 from .values import Wakeup
 
@@ -68,7 +75,10 @@ def _cautious_wakeup(using: str, pools: Sequence[str]) -> Wakeup:
         or mine.backfill_ready(now).exists()
         or mine.chain_ready(now).exists()
     )
-    expired = schedules.lease_expired(now).exists()
+    expired = (
+        schedules.lease_expired(now).exists()
+        or OccurrenceLease.objects.using(using).expired(now).exists()
+    )
     resume = schedules.resume_due(now).exists()
     return Wakeup(
         due=now if due else None,
@@ -127,7 +137,7 @@ def _wakeup_reads(
     be read)."""
     schedules = Schedule.objects.using(using)
     mine = schedules.filter(pool__in=pools)
-    room = mine.filter(schedules.group_room_q(clock))
+    room = mine.filter(schedules.group_room_q(clock), schedules.parallel_room_q(clock))
     groups = ConcurrencyGroup.objects.using(using)
     instants = {
         "due": room.waiting().order_by("next_run_at").values("next_run_at")[:1],
@@ -138,6 +148,12 @@ def _wakeup_reads(
         .order_by("full_until")
         .values("full_until")[:1],
         "expiry": schedules.filter(schedules.lease_readable_q())
+        .order_by("lease_expires_at")
+        .values("lease_expires_at")[:1],
+        # overlap_policy allow: the next expiry of an occurrence's lease (a row held at
+        # max_parallel is claimable again by then at the latest: parallel_full_until).
+        "occurrence_expiry": OccurrenceLease.objects.using(using)
+        .filter(schedules.lease_readable_q())
         .order_by("lease_expires_at")
         .values("lease_expires_at")[:1],
         "resume": schedules.filter(schedules.pause_ending_q())
@@ -168,7 +184,9 @@ def _wakeup_of(values: dict[str, Any], now: datetime | None) -> Wakeup:
             values["chain_deadline"],
             now if values["backfill"] or values["chain"] else None,
         ),
-        lease_expiry=_earliest(values["expiry"], now if values["odd"] else None),
+        lease_expiry=_earliest(
+            values["expiry"], values["occurrence_expiry"], now if values["odd"] else None
+        ),
         resume=values["resume"],
     )
 

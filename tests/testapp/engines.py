@@ -69,11 +69,11 @@ else:
 
 _block = os.environ.get("DDS_TEST_BLOCK_ENQUEUE")
 if _block:
-    from django_durable_schedules.state import completion
+    from django_durable_schedules.state import enqueues
 
     def _stop_here(stage, outcome):
         if stage == _block:
             Path(os.environ["DDS_TEST_BLOCK_FILE"]).write_text(f"{stage} {os.getpid()}")
             time.sleep(3600)
 
-    completion._enqueue_hook = _stop_here
+    enqueues.enqueue_hook = _stop_here

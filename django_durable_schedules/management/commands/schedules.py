@@ -288,7 +288,13 @@ class Command(BaseCommand):
                 f"{schedule.name}: the stored definition is invalid: {exc}"
             ) from None
         zone = ZoneInfo(schedule.timezone or "UTC")  # valid: upcoming() checked it
-        if schedule.overlap_policy != "skip":
+        if schedule.overlap_policy == "allow":
+            running = schedule.occurrence_leases.count()
+            self.stdout.write(
+                f"  overlap policy: allow (at most {schedule.max_parallel} at once, "
+                f"{running} running)"
+            )
+        elif schedule.overlap_policy != "skip":
             self.stdout.write(f"  overlap policy: {schedule.overlap_policy}")
         if schedule.buffered_for is not None:
             last = queued_behind(schedule)
