@@ -76,9 +76,7 @@ def open_attempts(*, exact: bool = False, using: str = "default") -> OpenAttempt
         Schedule.objects.using(using).filter(
             pk=OuterRef("schedule_id"), lease_token=OuterRef("lease_token")
         )
-    ) | Exists(
-        OccurrenceLease.objects.using(using).filter(lease_token=OuterRef("lease_token"))
-    )
+    ) | Exists(OccurrenceLease.objects.using(using).filter(lease_token=OuterRef("lease_token")))
     unreceipted = attempts.filter(receipt__isnull=True).filter(~holds_lease)
     checked: int | None = None
     if not exact:
