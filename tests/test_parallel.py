@@ -252,3 +252,35 @@ def test_never_more_than_max_parallel_and_every_slot_run_or_counted(limit, durat
     assert run + row.missed_count == slots
     assert RunReceipt.objects.filter(schedule_id=row.pk).count() == run
     assert OccurrenceLease.objects.count() == 0
+
+
+def test_a_policy_changed_behind_save_while_occurrences_run_still_finishes_them():
+    s = make()
+    a = claim(T0)[0]
+    b = claim(T0 + M)[0]
+    Schedule.objects.filter(pk=s.pk).update(overlap_policy="skip")  # behind the engine
+    state.complete([done(a), done(b)], now=T0 + M + 5 * S)
+    assert sorted(RunReceipt.objects.values_list("status", flat=True)) == ["succeeded"] * 2
+    assert OccurrenceLease.objects.count() == 0
+    # From now on one at a time, by the row's own lease.
+    c = claim(T0 + 2 * M)[0]
+    assert Schedule.objects.get().lease_token == c.lease_token
+    assert claim(T0 + 3 * M) == []
+
+
+def test_a_schedule_deleted_while_its_occurrences_run_leaves_orphan_receipts():
+    s = make()
+    a = claim(T0)[0]
+    Schedule.objects.filter(pk=s.pk).delete()
+    assert OccurrenceLease.objects.count() == 0  # its leases go with it
+    state.complete([done(a)], now=T0 + 5 * S)
+    assert RunReceipt.objects.get().attempt_id == a.attempt_id  # one receipt, not lost
+
+
+def test_an_occurrence_lease_written_behind_save_with_no_run_is_dropped_by_recovery():
+    s = make()
+    OccurrenceLease.objects.create(
+        schedule=s, lease_expires_at=T0 + 5 * S, occurrence=9, claimed_at=T0
+    )
+    assert state.expire_leases(now=T0 + 10 * S) == 0  # no attempt holds it: nothing to receipt
+    assert RunReceipt.objects.count() == 0

@@ -219,7 +219,7 @@ def recover_parallel(*, limit: int, now: datetime, using: str) -> int:
     end_leases(leases, using)
     release_groups(touched, using)
     write_alerts(touched, now, using)
-    return len(leases)
+    return len(receipts)  # a lease no attempt holds (behind save()) is only dropped
 
 
 def off_row(outcomes: Sequence[Outcome], rows: dict[uuid.UUID, Schedule]) -> list[uuid.UUID]:
