@@ -223,12 +223,27 @@ def bars(axis: Axis, runs: Iterable[RunLike], min_width: float = MIN_BAR_PX) -> 
     ordered = sorted(runs, key=_BY_FINISH)
     kept: list[tuple[RunLike, tuple[float, float, datetime]]] = []
     covered_from = math.inf  # the leftmost edge of the newer bars kept so far
+    # _span inlined (thousands a page): the same arithmetic as axis.x, one call fewer each.
+    start, scale, plot = axis.start, axis._scale, axis.width
+    narrowest = min(min_width, plot)
     for run in reversed(ordered):
-        span = _span(axis, run, min_width)
-        left, width, _ = span
-        if min(left + width, covered_from) - left >= VISIBLE_PX:
-            kept.append((run, span))
-            covered_from = min(covered_from, left)
+        finished = run.finished_at
+        began = run.started_at or run.claimed_at or finished
+        if began > finished:  # two clocks' estimates: never a negative bar
+            began = finished
+        left = (began - start).total_seconds() * scale
+        left = round(0.0 if left < 0.0 else plot if left > plot else left, 1)
+        right = (finished - start).total_seconds() * scale
+        right = round(0.0 if right < 0.0 else plot if right > plot else right, 1)
+        width = right - left
+        if width < narrowest:
+            width = narrowest
+        if left > plot - width:
+            left = plot - width
+        if (covered_from if covered_from < left + width else left + width) - left >= VISIBLE_PX:
+            kept.append((run, (left, width, began)))
+            if left < covered_from:
+                covered_from = left
     return [bar_of(axis, r, min_width, span) for r, span in reversed(kept)]
 
 

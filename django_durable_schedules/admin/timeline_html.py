@@ -155,21 +155,28 @@ def strip_html(
     runs_d, failures_d = [], []
     total = failed = buckets = failed_buckets = 0
     busiest = ""
+    tops: dict[tuple[int, int], tuple[str, str]] = {}  # a row's counts repeat: worked once
     for i, (runs, failures) in enumerate(counts):
         if runs <= 0:
             continue
         total += runs
         buckets += 1
-        column = round(max(1.0, height * runs / peak), 1)
+        top = tops.get((runs, failures))
+        if top is None:
+            column = round(max(1.0, height * runs / peak), 1)
+            part = round(column * min(failures, runs) / runs, 1)
+            top = tops[(runs, failures)] = (
+                f"{round(height - column, 1)}",
+                f"{round(height - part, 1)}",
+            )
         left, right = edges[i]
-        runs_d.append(f"{left}{round(height - column, 1)}{right}")
+        runs_d.append(f"{left}{top[0]}{right}")
         if runs == peak and not busiest:
             busiest = frames[i][2]
         if failures:
             failed += failures
             failed_buckets += 1
-            part = round(column * min(failures, runs) / runs, 1)
-            failures_d.append(f"{left}{round(height - part, 1)}{right}")
+            failures_d.append(f"{left}{top[1]}{right}")
     words = (
         f"runs per {minutes} min: {_plural(total, 'run')} in {_plural(buckets, 'bucket')},"
         f" at most {peak} ({escape(busiest)})"
