@@ -255,11 +255,10 @@ def bars_html(drawn: list[Bar], link: str | None, frags: Fragments) -> SafeStrin
             css = classes[kind] = escape(f"dds-tl-bar dds-tl-s-{bar.status}{mark}")
         href = f"{prefix}{quoted}{suffix}" if url else "#"
         pattern = PATTERNS.get(bar.mark)
+        values = (href, pk, escape(bar.title), css, pct(bar.x), pct(bar.width))
         if pattern:
-            values = (href, pk, escape(bar.title), css, pct(bar.x), pct(bar.width), pattern)
-            svg.append(patterned % patterned_fill(values))
+            svg.append(patterned % patterned_fill((*values, pattern)))
         else:
-            values = (href, pk, escape(bar.title), css, pct(bar.x), pct(bar.width))
             svg.append(plain % plain_fill(values))
     return mark_safe("".join(svg))
 
@@ -271,8 +270,8 @@ def positional(
     """A ``str.format`` pattern with named fields (:func:`.display.fragment_pattern`) as a
     ``%`` pattern, and what puts a tuple of the values of ``fields`` (in that order) in the
     pattern's order: ``pattern % fill(values)``, without a dict of keywords a value
-    (thousands a page). Each field of the pattern is one of ``fields``
-    (``ValueError`` otherwise) and appears once (a field used twice is filled twice)."""
+    (thousands a page). Each field of the pattern is one of ``fields`` (``ValueError``
+    otherwise); a field may appear more than once."""
     parts, where = [], []
     for literal, field, _, _ in string.Formatter().parse(pattern):
         parts.append(literal.replace("%", "%%"))

@@ -17,7 +17,7 @@ Both are read-only and use the database the router gives for receipts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -200,6 +200,7 @@ def row_counts(
     if not schedule_ids:
         return rows
     using = router.db_for_read(RunReceipt)
+    found: Iterable[tuple[int, Any, int, int]]
     if connections[using].vendor == "postgresql":
         found = _bucket_rows_postgresql(using, schedule_ids, start, end, bucket_seconds, buckets)
     else:
