@@ -86,6 +86,7 @@ from .timeline_html import (
     bars_html,
     grid_html,
     pct,
+    row_html,
     runs_table_html,
     strip_html,
     strip_table_html,
@@ -292,6 +293,17 @@ def timeline_view(model_admin: admin.ModelAdmin[Schedule], request: HttpRequest)
         _row(s, axis, runs_by[s.pk], cells, seconds, urls, frags, params.table)
         for s, cells in zip(schedules, counts, strict=True)
     ]
+    now_x = pct(axis.x(now)) if axis.contains(now) else None
+    labels = [{"x": pct(lab.x), "text": lab.text} for lab in axis_labels(axis)]
+    page = {
+        "grid": grid_html(labels, ROW_HEIGHT),
+        "now_x": now_x,
+        "height": ROW_HEIGHT,
+        "alone": not params.schedule,
+        "range": params.range or "",
+    }
+    for row in rows:
+        row["html"] = row_html(row, page, frags)
     band = [
         (sum(runs for runs, _ in column), sum(failed for _, failed in column))
         for column in zip(*counts, strict=True)
@@ -305,9 +317,8 @@ def timeline_view(model_admin: admin.ModelAdmin[Schedule], request: HttpRequest)
         "params": params,
         "rows": rows,
         "axis": axis,
-        "now_x": pct(axis.x(now)) if axis.contains(now) else None,
-        "labels": (labels := [{"x": pct(lab.x), "text": lab.text} for lab in axis_labels(axis)]),
-        "row_grid": grid_html(labels, ROW_HEIGHT),
+        "now_x": now_x,
+        "labels": labels,
         "band_svg": band_html(density(axis, band, seconds, BAND_HEIGHT)),
         "band_total": sum(n for n, _ in band),
         "bucket_minutes": round(seconds / 60, 1),

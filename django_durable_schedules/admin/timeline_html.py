@@ -64,13 +64,14 @@ def pct(px: float) -> str:
 class Fragments:
     """The patterns of the fragments a page repeats (:func:`.display.fragment_pattern`),
     looked up once a page: a bar, a bar with a pattern over it, a row of the text table, a
-    tick and a struck tick."""
+    tick, a struck tick and a schedule's row."""
 
     bar: str
     patterned_bar: str
     table_row: str
     tick: str
     struck_tick: str
+    row: str
 
     @classmethod
     def load(cls) -> Fragments:
@@ -80,6 +81,7 @@ class Fragments:
             table_row=fragment_pattern("timeline_run_row", ("name", *RUN_FIELDS)),
             tick=fragment_pattern("timeline_tick", TICK_FIELDS),
             struck_tick=fragment_pattern("timeline_tick", TICK_FIELDS, flags=("struck",)),
+            row=fragment_pattern("timeline_row", ROW_FIELDS),
         )
 
 
@@ -318,3 +320,66 @@ def grid_html(labels: list[dict[str, Any]], height: float) -> SafeString:
             for lab in labels
         )
     )
+
+
+#: A row's fields in its fragment (``fragments/timeline_row.html``).
+ROW_FIELDS = (
+    "name", "total", "url", "words", "running_note", "height", "label", "strip", "grid",
+    "bars", "running", "ticks", "now", "note",
+)  # fmt: skip
+
+
+def row_html(row: dict[str, Any], page: dict[str, Any], frags: Fragments) -> SafeString:
+    """A schedule's row of the timeline (``row``: what :func:`.timeline._row` returns; its
+    SVG parts already written) filled into its fragment (:data:`ROW_FIELDS`), every word
+    escaped. ``page``: the parts every row shares, ``grid`` (:func:`grid_html`), ``now_x``
+    (:func:`pct`, or None off the axis), ``height`` (px), ``alone`` (False on a one-schedule
+    timeline: no "only" link) and ``range`` (the named range, or "")."""
+    schedule, total, failures, hidden = (
+        row["schedule"],
+        row["total"],
+        row["failures"],
+        row["hidden"],
+    )
+    name = escape(schedule.name)
+    words = [f"{escape(schedule.status)} · " if schedule.status != "active" else ""]
+    words.append(f"{total} run{'s' if total != 1 else ''}")
+    if failures:
+        words.append(f', <span class="dds-tl-failed-count">{failures} failed</span>')
+    if hidden:
+        words.append(f' · <span class="dds-tl-more">{hidden} more</span>')
+    if page["alone"]:
+        more = f"&amp;range={escape(page['range'])}" if page["range"] else ""
+        words.append(
+            f' · <a href="{escape(row["only_url"])}{more}" '
+            f'aria-label="timeline of {name} alone">only</a>'
+        )
+    running, running_note, running_svg = row["running"], "", ""
+    if running:
+        running_note = (
+            f'<span class="dds-note dds-tl-running-note">{escape(running["note"])}</span>'
+        )
+        running_svg = (
+            f'<a href="{escape(running["url"])}" class="dds-tl-link dds-tl-running-link" '
+            f'data-attempt="{escape(str(running["pk"]))}"><title>{escape(running["title"])}'
+            f'</title><rect class="{escape(running["css"])}" x="{running["x"]}%" y="5" '
+            f'width="{running["width"]}%" height="12"/></a>'
+        )
+    height, now_x = page["height"], page["now_x"]
+    now = (
+        f'<line class="dds-tl-now" x1="{now_x}%" x2="{now_x}%" y1="0" y2="{height}"/>'
+        if now_x is not None
+        else ""
+    )
+    note = ""
+    if row["note"]:
+        note = f'<span class="dds-note dds-tl-row-note">{escape(row["note"])}</span>'
+    elif row["slots_more"]:
+        note = '<span class="dds-note dds-tl-row-note">more slots ahead than shown</span>'
+    pattern, fill = positional(frags.row, ROW_FIELDS)
+    values = (
+        name, str(total), escape(str(row["url"])), "".join(words), running_note, str(height),
+        escape(row["label"]), row["strip_svg"], page["grid"], row["bars_svg"], running_svg,
+        row["ticks_svg"], now, note,
+    )  # fmt: skip
+    return mark_safe(pattern % fill(values))
