@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from django_durable_schedules.models import Schedule
@@ -52,6 +53,21 @@ def test_the_admin_search_box_uses_it(admin_client):
     assert response.status_code == 200
     names = sorted(s.name for s in response.context["cl"].result_list)
     assert names == ["billing-NIGHTLY", "reports.Nightly-export"]
+
+
+def test_a_name_search_takes_as_many_queries_for_two_matches_as_for_forty(admin_client):
+    make_rows()
+    url = reverse(CHANGELIST) + "?q=nightly"
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert admin_client.get(url).status_code == 200
+        return len(ctx.captured_queries)
+
+    two = queries()
+    due_schedules([{"name": f"nightly-{i:02d}"} for i in range(38)])
+    forty = queries()
+    assert forty == two, (two, forty)
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="trigram indexes: PostgreSQL")

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django_durable_schedules.admin import timeline_geometry as geo
 from django_durable_schedules.admin.timeline import BARS_PER_ROW, ROWS_PER_PAGE
 from django_durable_schedules.admin.timeline_params import read_params
-from django_durable_schedules.db.timeline import bucket_counts, timeline_runs
+from django_durable_schedules.db.timeline import bucket_counts, row_counts, timeline_runs
 from django_durable_schedules.models import (
     BlackoutWindow,
     ConcurrencyGroup,
@@ -556,6 +556,25 @@ def test_the_reads_bound_the_bars_and_count_every_run():
     last = max(b for (pk, b) in counts if pk == s.pk)
     assert last == 23
     assert timeline_runs([], start, end, 10) == [] and bucket_counts([], start, end, 60) == {}
+
+
+@pytest.mark.django_db
+def test_the_runs_per_bucket_come_back_in_the_rows_order_and_past_the_last_bucket_in_it():
+    s, t, idle = make("busy"), make("quiet"), make("idle")
+    history(s, [("succeeded", "scheduled", 1)] * 9 + [("failed", "scheduled", 1)] * 3,
+            every=timedelta(minutes=10))  # fmt: skip
+    history(t, [("lease_expired", "scheduled", 1)])
+    now = timezone.now()
+    start, end = now - timedelta(hours=3), now + timedelta(minutes=1)
+    rows = row_counts([idle.pk, t.pk, s.pk], start, end, 3600, 2)  # 3 h in 2 buckets
+    assert [len(r) for r in rows] == [2, 2, 2] and rows[0] == [(0, 0), (0, 0)]
+    assert sum(n for n, _ in rows[1]) == 1 and sum(f for _, f in rows[1]) == 1
+    # The last hour's runs (and the half hour past the buckets) count in the last bucket.
+    assert sum(n for n, _ in rows[2]) == 12 and rows[2][1][1] == 3
+    assert rows[2][0] == (0, 0)  # nothing finished in the first hour
+    assert row_counts([], start, end, 60, 4) == []
+    with pytest.raises(ValueError):
+        row_counts([s.pk], start, end, 60, 0)
 
 
 @pytest.mark.django_db

@@ -15,7 +15,7 @@ Reads, whatever the number of rows and runs: the schedules of the page (one quer
 whether each links a calendar or a window, its attempt in flight and the database clock),
 their calendars and windows (none when none links any, else one or two each), the runs
 drawn (:func:`..db.timeline.timeline_runs`: at most :data:`BARS_PER_ROW` per row), the runs
-per bucket (:func:`..db.timeline.bucket_counts`) and the concurrency groups offered by the
+per bucket (:func:`..db.timeline.row_counts`) and the concurrency groups offered by the
 filter (one). The drawing is :mod:`.timeline_geometry`; the query string
 :mod:`.timeline_params`.
 
@@ -48,7 +48,7 @@ from django.utils.http import urlencode
 
 from .. import timing
 from ..db.clock import CLOCK_SQL, db_now
-from ..db.timeline import TimelineRun, bucket_counts, timeline_runs
+from ..db.timeline import TimelineRun, row_counts, timeline_runs
 from ..models import (
     ConcurrencyGroup,
     Kind,
@@ -86,6 +86,7 @@ from .timeline_html import (
     bars_html,
     grid_html,
     pct,
+    row_html,
     runs_table_html,
     strip_html,
     strip_table_html,
@@ -279,12 +280,7 @@ def timeline_view(model_admin: admin.ModelAdmin[Schedule], request: HttpRequest)
     runs_by: dict[Any, list[TimelineRun]] = defaultdict(list)
     for run in timeline_runs(ids, axis.start, axis.end, BARS_PER_ROW):
         runs_by[run.schedule_id].append(run)
-    counts = bucket_counts(ids, axis.start, axis.end, seconds)
-    per_row: dict[Any, list[tuple[int, int]]] = {pk: [(0, 0)] * BUCKETS for pk in ids}
-    for (pk, bucket), value in counts.items():
-        cells = per_row[pk]
-        bucket = min(bucket, BUCKETS - 1)
-        cells[bucket] = (cells[bucket][0] + value[0], cells[bucket][1] + value[1])
+    counts = row_counts(ids, axis.start, axis.end, seconds, BUCKETS)
     timeline_url = admin_url(model_admin, "timeline") or ""
     urls = {
         "admin": model_admin,
@@ -294,13 +290,24 @@ def timeline_view(model_admin: admin.ModelAdmin[Schedule], request: HttpRequest)
     }
     frags = Fragments.load()
     rows = [
-        _row(s, axis, runs_by[s.pk], per_row[s.pk], seconds, urls, frags, params.table)
-        for s in schedules
+        _row(s, axis, runs_by[s.pk], cells, seconds, urls, frags, params.table)
+        for s, cells in zip(schedules, counts, strict=True)
     ]
+    now_x = pct(axis.x(now)) if axis.contains(now) else None
+    labels = [{"x": pct(lab.x), "text": lab.text} for lab in axis_labels(axis)]
+    page = {
+        "grid": grid_html(labels, ROW_HEIGHT),
+        "now_x": now_x,
+        "height": ROW_HEIGHT,
+        "alone": not params.schedule,
+        "range": params.range or "",
+    }
+    for row in rows:
+        row["html"] = row_html(row, page, frags)
     band = [
-        (sum(per_row[pk][i][0] for pk in ids), sum(per_row[pk][i][1] for pk in ids))
-        for i in range(BUCKETS)
-    ]
+        (sum(runs for runs, _ in column), sum(failed for _, failed in column))
+        for column in zip(*counts, strict=True)
+    ] or [(0, 0)] * BUCKETS
     filters = params.filters()
     context = {
         **model_admin.admin_site.each_context(request),
@@ -310,9 +317,8 @@ def timeline_view(model_admin: admin.ModelAdmin[Schedule], request: HttpRequest)
         "params": params,
         "rows": rows,
         "axis": axis,
-        "now_x": pct(axis.x(now)) if axis.contains(now) else None,
-        "labels": (labels := [{"x": pct(lab.x), "text": lab.text} for lab in axis_labels(axis)]),
-        "row_grid": grid_html(labels, ROW_HEIGHT),
+        "now_x": now_x,
+        "labels": labels,
         "band_svg": band_html(density(axis, band, seconds, BAND_HEIGHT)),
         "band_total": sum(n for n, _ in band),
         "bucket_minutes": round(seconds / 60, 1),

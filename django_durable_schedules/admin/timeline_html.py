@@ -15,7 +15,9 @@ percentages; stretching a fill is harmless).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import operator
+import string
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from html import escape  # not Django's: lazy-wrapped, several times slower a value
 from typing import Any
@@ -62,13 +64,14 @@ def pct(px: float) -> str:
 class Fragments:
     """The patterns of the fragments a page repeats (:func:`.display.fragment_pattern`),
     looked up once a page: a bar, a bar with a pattern over it, a row of the text table, a
-    tick and a struck tick."""
+    tick, a struck tick and a schedule's row."""
 
     bar: str
     patterned_bar: str
     table_row: str
     tick: str
     struck_tick: str
+    row: str
 
     @classmethod
     def load(cls) -> Fragments:
@@ -78,6 +81,7 @@ class Fragments:
             table_row=fragment_pattern("timeline_run_row", ("name", *RUN_FIELDS)),
             tick=fragment_pattern("timeline_tick", TICK_FIELDS),
             struck_tick=fragment_pattern("timeline_tick", TICK_FIELDS, flags=("struck",)),
+            row=fragment_pattern("timeline_row", ROW_FIELDS),
         )
 
 
@@ -153,21 +157,28 @@ def strip_html(
     runs_d, failures_d = [], []
     total = failed = buckets = failed_buckets = 0
     busiest = ""
+    tops: dict[tuple[int, int], tuple[str, str]] = {}  # a row's counts repeat: worked once
     for i, (runs, failures) in enumerate(counts):
         if runs <= 0:
             continue
         total += runs
         buckets += 1
-        column = round(max(1.0, height * runs / peak), 1)
+        top = tops.get((runs, failures))
+        if top is None:
+            column = round(max(1.0, height * runs / peak), 1)
+            part = round(column * min(failures, runs) / runs, 1)
+            top = tops[(runs, failures)] = (
+                f"{round(height - column, 1)}",
+                f"{round(height - part, 1)}",
+            )
         left, right = edges[i]
-        runs_d.append(f"{left}{round(height - column, 1)}{right}")
+        runs_d.append(f"{left}{top[0]}{right}")
         if runs == peak and not busiest:
             busiest = frames[i][2]
         if failures:
             failed += failures
             failed_buckets += 1
-            part = round(column * min(failures, runs) / runs, 1)
-            failures_d.append(f"{left}{round(height - part, 1)}{right}")
+            failures_d.append(f"{left}{top[1]}{right}")
     words = (
         f"runs per {minutes} min: {_plural(total, 'run')} in {_plural(buckets, 'bucket')},"
         f" at most {peak} ({escape(busiest)})"
@@ -222,13 +233,15 @@ def ticks_html(ticks: list[SlotMark], frags: Fragments) -> SafeString:
 def bars_html(drawn: list[Bar], link: str | None, frags: Fragments) -> SafeString:
     """A row's bars as SVG, each linking to its receipt (``link``, a pattern of the
     receipt's URL; "#" when receipts are not in this admin site): their fragment filled in
-    once a bar (:func:`.display.fragment_pattern`); what a template loop over thousands of
-    bars would render, in a fraction of its time. Escaped: the words, the classes (the
-    receipt's status), the URL pattern once and each id (quoted by the admin's ``quote``
-    for the URL); the place is numbers written by :func:`pct`. The running bar's SVG is the
-    template's own (one a row at most)."""
-    plain, patterned = frags.bar, frags.patterned_bar
+    once a bar (:func:`.display.fragment_pattern`, made a ``%`` pattern: :func:`positional`);
+    what a template loop over thousands of bars would render, in a fraction of its time.
+    Escaped: the words, the classes (the receipt's status), the URL pattern once and each
+    id (quoted by the admin's ``quote`` for the URL); the place is numbers written by
+    :func:`pct`. The running bar's SVG is the template's own (one a row at most)."""
+    plain, plain_fill = positional(frags.bar, BAR_FIELDS)
+    patterned, patterned_fill = positional(frags.patterned_bar, (*BAR_FIELDS, "pattern"))
     url = escape(link) if link else ""
+    prefix, _, suffix = url.partition("{}")
     classes: dict[tuple[str, str], str] = {}
     svg = []
     for bar in drawn:
@@ -242,19 +255,33 @@ def bars_html(drawn: list[Bar], link: str | None, frags: Fragments) -> SafeStrin
         if css is None:
             mark = f" dds-tl-m-{bar.mark}" if bar.mark else ""
             css = classes[kind] = escape(f"dds-tl-bar dds-tl-s-{bar.status}{mark}")
-        values = {
-            "url": url.format(quoted) if url else "#",
-            "pk": pk,
-            "title": escape(bar.title),
-            "css": css,
-            "x": pct(bar.x),
-            "width": pct(bar.width),
-        }
-        pattern = PATTERNS.get(bar.mark, "")
-        svg.append(
-            patterned.format(pattern=pattern, **values) if pattern else plain.format(**values)
-        )
+        href = f"{prefix}{quoted}{suffix}" if url else "#"
+        pattern = PATTERNS.get(bar.mark)
+        values = (href, pk, escape(bar.title), css, pct(bar.x), pct(bar.width))
+        if pattern:
+            svg.append(patterned % patterned_fill((*values, pattern)))
+        else:
+            svg.append(plain % plain_fill(values))
     return mark_safe("".join(svg))
+
+
+@functools.lru_cache(maxsize=16)
+def positional(
+    pattern: str, fields: tuple[str, ...]
+) -> tuple[str, Callable[[tuple[str, ...]], tuple[str, ...]]]:
+    """A ``str.format`` pattern with named fields (:func:`.display.fragment_pattern`) as a
+    ``%`` pattern, and what puts a tuple of the values of ``fields`` (in that order) in the
+    pattern's order: ``pattern % fill(values)``, without a dict of keywords a value
+    (thousands a page). Each field of the pattern is one of ``fields`` (``ValueError``
+    otherwise); a field may appear more than once."""
+    parts, where = [], []
+    for literal, field, _, _ in string.Formatter().parse(pattern):
+        parts.append(literal.replace("%", "%%"))
+        if field is not None:
+            parts.append("%s")
+            where.append(fields.index(field))
+    pick = operator.itemgetter(*where) if len(where) > 1 else (lambda v: (v[where[0]],))
+    return "".join(parts), pick
 
 
 def runs_table_html(
@@ -293,3 +320,66 @@ def grid_html(labels: list[dict[str, Any]], height: float) -> SafeString:
             for lab in labels
         )
     )
+
+
+#: A row's fields in its fragment (``fragments/timeline_row.html``).
+ROW_FIELDS = (
+    "name", "total", "url", "words", "running_note", "height", "label", "strip", "grid",
+    "bars", "running", "ticks", "now", "note",
+)  # fmt: skip
+
+
+def row_html(row: dict[str, Any], page: dict[str, Any], frags: Fragments) -> SafeString:
+    """A schedule's row of the timeline (``row``: what :func:`.timeline._row` returns; its
+    SVG parts already written) filled into its fragment (:data:`ROW_FIELDS`), every word
+    escaped. ``page``: the parts every row shares, ``grid`` (:func:`grid_html`), ``now_x``
+    (:func:`pct`, or None off the axis), ``height`` (px), ``alone`` (False on a one-schedule
+    timeline: no "only" link) and ``range`` (the named range, or "")."""
+    schedule, total, failures, hidden = (
+        row["schedule"],
+        row["total"],
+        row["failures"],
+        row["hidden"],
+    )
+    name = escape(schedule.name)
+    words = [f"{escape(schedule.status)} · " if schedule.status != "active" else ""]
+    words.append(f"{total} run{'s' if total != 1 else ''}")
+    if failures:
+        words.append(f', <span class="dds-tl-failed-count">{failures} failed</span>')
+    if hidden:
+        words.append(f' · <span class="dds-tl-more">{hidden} more</span>')
+    if page["alone"]:
+        more = f"&amp;range={escape(page['range'])}" if page["range"] else ""
+        words.append(
+            f' · <a href="{escape(row["only_url"])}{more}" '
+            f'aria-label="timeline of {name} alone">only</a>'
+        )
+    running, running_note, running_svg = row["running"], "", ""
+    if running:
+        running_note = (
+            f'<span class="dds-note dds-tl-running-note">{escape(running["note"])}</span>'
+        )
+        running_svg = (
+            f'<a href="{escape(running["url"])}" class="dds-tl-link dds-tl-running-link" '
+            f'data-attempt="{escape(str(running["pk"]))}"><title>{escape(running["title"])}'
+            f'</title><rect class="{escape(running["css"])}" x="{running["x"]}%" y="5" '
+            f'width="{running["width"]}%" height="12"/></a>'
+        )
+    height, now_x = page["height"], page["now_x"]
+    now = (
+        f'<line class="dds-tl-now" x1="{now_x}%" x2="{now_x}%" y1="0" y2="{height}"/>'
+        if now_x is not None
+        else ""
+    )
+    note = ""
+    if row["note"]:
+        note = f'<span class="dds-note dds-tl-row-note">{escape(row["note"])}</span>'
+    elif row["slots_more"]:
+        note = '<span class="dds-note dds-tl-row-note">more slots ahead than shown</span>'
+    pattern, fill = positional(frags.row, ROW_FIELDS)
+    values = (
+        name, str(total), escape(str(row["url"])), "".join(words), running_note, str(height),
+        escape(row["label"]), row["strip_svg"], page["grid"], row["bars_svg"], running_svg,
+        row["ticks_svg"], now, note,
+    )  # fmt: skip
+    return mark_safe(pattern % fill(values))
