@@ -79,7 +79,8 @@ class ParallelAdmission:
         )
         found = {r["schedule_id"]: r for r in live}
         admitted, held = admit_parallel(rows, {k: v["n"] for k, v in found.items()})
-        self.admitted.update(pk for pk in ids if pk not in {row.pk for row in held})
+        kept = {row.pk for row in held}
+        self.admitted.update(pk for pk in ids if pk not in kept)
         self.held += held
         self.until.update({row.pk: found[row.pk]["first"] for row in held})
         return admitted
