@@ -14,6 +14,7 @@ from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 from django.utils import timezone
 
+from django_durable_schedules.admin import timeline_density as dens
 from django_durable_schedules.admin import timeline_geometry as geo
 from django_durable_schedules.admin.timeline import BARS_PER_ROW, ROWS_PER_PAGE
 from django_durable_schedules.admin.timeline_params import read_params
@@ -165,9 +166,9 @@ def test_slot_marks_keep_the_axis_and_strike_the_slots_not_run():
 
 def test_density_is_relative_to_the_busiest_bucket():
     a = axis(hours=4, width=40)  # 4 buckets of an hour, 10 px each
-    seconds = geo.bucket_seconds(a, 4)
+    seconds = dens.bucket_seconds(a, 4)
     assert seconds == 3600
-    columns = geo.density(a, [(4, 1), (0, 0), (2, 0), (1, 1)], seconds, band_height=20)
+    columns = dens.density(a, [(4, 1), (0, 0), (2, 0), (1, 1)], seconds, band_height=20)
     assert [(c.x, c.width, c.height, c.runs) for c in columns] == [
         (0.0, 10.0, 20.0, 4),
         (20.0, 10.0, 10.0, 2),
@@ -192,7 +193,7 @@ def test_the_axis_refuses_what_it_cannot_draw():
     with pytest.raises(ValueError):
         geo.Axis(T.replace(tzinfo=None), T + timedelta(hours=1), T, 100)
     with pytest.raises(ValueError):
-        geo.bucket_seconds(axis(), 0)
+        dens.bucket_seconds(axis(), 0)
 
 
 # ---------------------------------------------------------------------------------------

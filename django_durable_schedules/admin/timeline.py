@@ -16,8 +16,8 @@ whether each links a calendar or a window, its attempt in flight and the databas
 their calendars and windows (none when none links any, else one or two each), the runs
 drawn (:func:`..db.timeline.timeline_runs`: at most :data:`BARS_PER_ROW` per row), the runs
 per bucket (:func:`..db.timeline.row_counts`) and the concurrency groups offered by the
-filter (one). The drawing is :mod:`.timeline_geometry`; the query string
-:mod:`.timeline_params`.
+filter (one). The drawing is :mod:`.timeline_geometry` (the density band:
+:mod:`.timeline_density`); the query string :mod:`.timeline_params`.
 
 The markup repeated thousands of times a page (bars, strips, ticks, the rows of the text
 table) is :mod:`.timeline_html`: the geometry is computed for a plot of
@@ -65,6 +65,7 @@ from ..registry import registry
 from ..running import annotated_running
 from .columns import attempt_link, receipt_link
 from .display import fmt_time_utc
+from .timeline_density import bucket_seconds, density
 from .timeline_geometry import (
     MARKED_ORIGINS,
     Axis,
@@ -72,8 +73,6 @@ from .timeline_geometry import (
     SlotMark,
     axis_labels,
     bars,
-    bucket_seconds,
-    density,
     fmt_instant,
     running_bar,
     slot_marks,

@@ -1,7 +1,8 @@
 """The admin timeline's geometry, pure (no database, no Django): where each run's bar, each
-future slot's tick, each density column and each axis label goes on a row of a given width
-in pixels, and the words of their tooltips. :mod:`.timeline` reads the rows and renders
-what these functions return in ``durable_schedules/admin/timeline.html``.
+future slot's tick and each axis label goes on a row of a given width in pixels, and the
+words of their tooltips (the density band's columns: :mod:`.timeline_density`).
+:mod:`.timeline` reads the rows and renders what these functions return in
+``durable_schedules/admin/timeline.html``.
 
 Instants are aware datetimes; x positions and widths are pixels from the left edge of the
 plot (floats rounded to 0.1 px), never outside ``[0, axis.width]``.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, Protocol
@@ -330,92 +331,6 @@ def slot_marks(axis: Axis, slots: Iterable[tuple[datetime, str]]) -> list[SlotMa
         title = f"next slot {fmt_instant(at)}" if not why else f"{fmt_instant(at)}: not run, {why}"
         marks.append(SlotMark(x=axis.x(at), struck=bool(why), why=why, title=title))
     return marks
-
-
-def bucket_seconds(axis: Axis, buckets: int) -> int:
-    """The width in whole seconds of each of ``buckets`` equal buckets that cover the axis
-    (the last may reach past its end). Raises ``ValueError`` for ``buckets < 1``."""
-    if buckets < 1:
-        raise ValueError("buckets must be at least 1")
-    return max(1, math.ceil(axis.seconds / buckets))
-
-
-@dataclass(frozen=True)
-class Column:
-    """A density column: ``x``, ``width``, ``y`` and ``height`` (px, in a band
-    ``band_height`` tall, bars grow upwards), its ``runs`` and ``failures`` (with
-    ``failure_height``, the darker part at the bottom), and its ``title``."""
-
-    x: float
-    width: float
-    y: float
-    height: float
-    failure_height: float
-    runs: int
-    failures: int
-    title: str
-
-    @property
-    def failure_y(self) -> float:
-        """The top of the failures' part (px): it sits at the bottom of the column."""
-        return round(self.y + self.height - self.failure_height, 1)
-
-
-@functools.lru_cache(maxsize=16)
-def bucket_frames(axis: Axis, seconds: int, count: int) -> tuple[tuple[float, float, str], ...]:
-    """``(x, width, "begin to finish")`` of the first ``count`` buckets of ``seconds`` on
-    ``axis``: the same for every row of a page (each row's strip and the band), worked out
-    once."""
-    frames = []
-    for i in range(count):
-        begin = axis.start + timedelta(seconds=i * seconds)
-        finish = min(begin + timedelta(seconds=seconds), axis.end)
-        left, right = axis.x(begin), axis.x(finish)
-        frames.append(
-            (
-                left,
-                round(max(right - left, 1.0), 1),
-                f"{fmt_instant(begin)} to {fmt_instant(finish)}",
-            )
-        )
-    return tuple(frames)
-
-
-def density(
-    axis: Axis,
-    counts: Sequence[tuple[int, int]],
-    seconds: int,
-    band_height: float,
-) -> list[Column]:
-    """The columns of a density band: ``counts[i]`` is ``(runs, failures)`` of the bucket
-    ``[start + i * seconds, start + (i + 1) * seconds)``; heights are relative to the
-    busiest bucket; empty buckets are left out. Raises ``ValueError`` for ``seconds < 1``."""
-    if seconds < 1:
-        raise ValueError("seconds must be at least 1")
-    peak = max((runs for runs, _ in counts), default=0)
-    frames = bucket_frames(axis, seconds, len(counts))
-    columns = []
-    for (runs, failures), (left, width, span) in zip(counts, frames, strict=True):
-        if runs <= 0:
-            continue
-        height = round(max(1.0, band_height * runs / peak), 1)
-        failure_height = round(height * min(failures, runs) / runs, 1)
-        what = f"{runs} run{'s' if runs != 1 else ''}"
-        if failures:
-            what += f", {failures} failed"
-        columns.append(
-            Column(
-                x=left,
-                width=width,
-                y=round(band_height - height, 1),
-                height=height,
-                failure_height=failure_height,
-                runs=runs,
-                failures=failures,
-                title=f"{span}: {what}",
-            )
-        )
-    return columns
 
 
 @dataclass(frozen=True)

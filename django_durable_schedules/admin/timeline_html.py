@@ -5,11 +5,11 @@ bars) is one ``<path>`` per outcome (all runs, and the failures over them), not 
 bucket; the text table of the runs (``fragments/timeline_run_row.html``) is written only
 when the page is asked for it (``?table=1``). Every value is escaped (``html.escape``).
 
-Geometry comes from :mod:`.timeline_geometry` in pixels of a plot :data:`PLOT_WIDTH` wide:
-the SVGs are as wide as the window allows and carry no ``viewBox`` (text and strokes are
-never stretched), so a shape's across is written as a percentage (:func:`pct`); a strip's
-paths sit in a nested ``<svg>`` whose ``viewBox`` is the plot's (a ``d`` attribute takes no
-percentages; stretching a fill is harmless).
+Geometry comes from :mod:`.timeline_geometry` (the buckets: :mod:`.timeline_density`) in
+pixels of a plot :data:`PLOT_WIDTH` wide: the SVGs are as wide as the window allows and
+carry no ``viewBox`` (text and strokes are never stretched), so a shape's across is written
+as a percentage (:func:`pct`); a strip's paths sit in a nested ``<svg>`` whose ``viewBox``
+is the plot's (a ``d`` attribute takes no percentages; stretching a fill is harmless).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from django.contrib.admin.utils import quote
 from django.utils.safestring import SafeString, mark_safe
 
 from .display import fragment_pattern
-from .timeline_geometry import Axis, Bar, Column, SlotMark, bucket_frames
+from .timeline_density import Column, bucket_frames
+from .timeline_geometry import Axis, Bar, SlotMark
 
 #: The plot's narrowest width (its ``min-width`` in ``timeline.css``: keep them equal), in
 #: pixels: the geometry's width. The plot is drawn as wide as the window allows.
@@ -106,7 +107,7 @@ def bar_context(bar: Bar, link: str | None) -> dict[str, Any]:
 
 
 def band_html(columns: list[Column]) -> SafeString:
-    """The density band over the rows (:func:`.timeline_geometry.density`: a hundred columns
+    """The density band over the rows (:func:`.timeline_density.density`: a hundred columns
     at most) as SVG: each column a group with its words in a ``<title>``, its runs and its
     failures (darker, at the bottom); across in percent (:func:`pct`), up in px."""
     parts = []
