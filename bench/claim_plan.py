@@ -512,14 +512,7 @@ def main(argv: list[str] | None = None) -> int:
                 phases["total_s"] = round(time.monotonic() - started, 1)
                 if grouped:
                     row = measure_groups(
-                        conn,
-                        env,
-                        size,
-                        args.batch,
-                        args.samples,
-                        explain,
-                        time_query,
-                        args.group_held,
+                        conn, env, size, args.batch, args.samples, explain, time_query
                     )
                     row |= {"schedules": size, "situation": situation, "build_s": phases}
                     results.append(row | {"group_rows": held})

@@ -14,7 +14,7 @@ quarter of the ``--batch`` due rows in ``open``.
 :func:`add_held` adds, with the table's indexes in place (a few hundred rows):
 
 * ``--batch`` rows of ``rated`` and ``--batch`` of ``full-1``/``full-2`` (half each), due
-  two minutes ago: ahead of the ``batch`` due rows in the claim index, so the claim must
+  a minute before the earliest due row: ahead of the ``batch`` due rows in the claim index, so the claim must
   get past ``2 x batch`` held-back rows to fill its batch;
 * two rows with a live lease (an hour) in each of ``full-1`` and ``full-2``: what makes
   them full;
@@ -139,7 +139,13 @@ def add_held(conn: Any, batch: int, ids: dict[str, int], held: int = 0) -> dict[
             (count,),
         )
 
-    due = "date_trunc('second', now()) - interval '2 minutes'"
+    # A minute before the earliest due row (a build of 10 M rows takes minutes: a time
+    # relative to now() would put the held rows after the free ones).
+    earliest = conn.execute(
+        f"SELECT min(next_run_at) FROM {T_SCHEDULE} WHERE lease_token IS NULL "
+        "AND status IN ('active', 'paused')"
+    ).fetchone()[0]
+    due = f"'{earliest.isoformat()}'::timestamptz - interval '1 minute'"
     full = f"CASE WHEN g %% 2 = 0 THEN {ids['full-1']} ELSE {ids['full-2']} END"
     insert("held-rated", held, str(ids["rated"]), next_run_at=due)
     insert("held-full", held, full, next_run_at=due)
@@ -217,16 +223,16 @@ def is_group_statement(role: str) -> bool:
     return role.startswith(("read_", "probe_")) and not role.endswith("_1")
 
 
-def bounded(summary: dict[str, Any], size: int, batch: int, held: int) -> bool:
+def bounded(summary: dict[str, Any], size: int, batch: int) -> bool:
     """Whether one statement's plan (``claim_plan.summarize``) reads no schedules by a
     sequential scan (from :data:`JUDGED_FROM` rows on) and at most :data:`READ_BOUND` rows
-    per row of the batch (kept or dropped by the scan's filter), or of the held-back rows
-    of each kind when there are more (``held``: a backlog of rows held back is read through,
-    see docs/benchmarks.md)."""
+    per row of the batch (kept or dropped by the scan's filter). A backlog of held-back rows
+    due before the free ones is read through (``--group-held`` above ``READ_BOUND x batch /
+    2``: not bounded, see docs/benchmarks.md)."""
     if size < JUDGED_FROM:
         return True
     read = summary["rows_read_by_scans"] + summary["rows_filtered_by_scans"]
-    return T_SCHEDULE not in summary["seq_scans"] and read <= READ_BOUND * max(batch, held)
+    return T_SCHEDULE not in summary["seq_scans"] and read <= READ_BOUND * batch
 
 
 def measure_groups(
@@ -237,7 +243,6 @@ def measure_groups(
     samples: int,
     explain: Any,
     time_query: Any,
-    held: int = 0,
 ) -> dict[str, Any]:
     """The ``groups_due`` row of ``claim_plan.py``'s results: the first locking read as
     ``plan`` with its timing (the keys of the other situations' rows), the level probe as
@@ -259,7 +264,7 @@ def measure_groups(
         measured[role] = {
             **summary,
             **timing,
-            "bounded": bounded(summary, size, batch, held or batch),
+            "bounded": bounded(summary, size, batch),
             "sql": sql[:2000],
         }
         m = measured[role]

@@ -4,8 +4,8 @@ measured"; ``bench/claim_plan.py``'s ``groups_due`` at 1 k to 10 M schedules).
 
 On PostgreSQL the plans are asked with sequential scans, bitmap scans and sorts disabled
 (as tests/test_chain_plans.py does), so they name the index that serves each statement at
-any size: the group's live leases are counted on ``dds_sched_group_lease_idx`` (the leased
-rows of grouped schedules only), both reads of due rows (the first, and the one that fills
+any size: the group's live leases are counted on a lease index (``dds_sched_group_lease_idx``,
+the leased rows of grouped schedules only, or ``dds_sched_lease_idx``), both reads of due rows (the first, and the one that fills
 the places of the rows a full group held back) walk a claim index (migration 0004's or
 ``dds_sched_pool_claim_idx``), and the group rows are locked by their primary key."""
 
@@ -79,7 +79,11 @@ def test_a_claim_held_back_by_a_full_group_reads_and_counts_by_indexes_only() ->
         assert "dds_sched_pool_claim_idx" in plan or "dds_sched_claim_idx" in plan, plan
     (count,) = [q for q in sql if "COUNT(" in q and "concurrency_group_id" in q]
     plan = plan_of(count)
-    assert "dds_sched_group_lease_idx" in plan and f"Seq Scan on {TABLE}" not in plan, plan
+    # The grouped leases' index, or every live lease's (the planner's choice when the
+    # table holds few leases, as bench/claim_plan.py found at 1 M rows): either way bounded
+    # by the runs in flight, never by the schedules.
+    assert f"Seq Scan on {TABLE}" not in plan, plan
+    assert "dds_sched_group_lease_idx" in plan or "dds_sched_lease_idx" in plan, plan
     locks = [q for q in sql if q.startswith(f'SELECT "{GROUPS}"') and "FOR UPDATE" in q]
     assert locks, sql
     for lock in locks:
