@@ -1,7 +1,7 @@
 """G3: the claim query's plan and time at 1k / 100k / 1M (and 10M) schedules (PostgreSQL).
 
     .venv/bin/python bench/claim_plan.py [--sizes 1000,100000,1000000] [--batch 100] \\
-        [--samples 200] [--situations batch_due,all_due,levels_due,chains_due] \\
+        [--samples 200] [--situations batch_due,all_due,levels_due,chains_due,groups_due] \\
         [--database-url postgres://postgres@127.0.0.1:5432/dds_bench_plan]
 
 Issue #14, goal 5 runs it once with ``--sizes 1000,100000,1000000,10000000``: 8 minutes
@@ -9,13 +9,18 @@ on a busy 2-core machine, 6 of them the two 10M builds (about 3 minutes each: th
 and the indexes half each); the 10M table takes 3.8 GB of disk (2.5 GB heap, 1.3 GB
 indexes), plus the WAL the build writes.
 
-For each size, in four situations — ``batch_due`` (only ``--batch`` rows due, the rest in
+For each size, in five situations — ``batch_due`` (only ``--batch`` rows due, the rest in
 the future: the everyday case), ``levels_due`` (the same, the rows not due spread over four
 priority levels above the due ones' 0, so the claim walks five levels: issue #28),
 ``all_due`` (every row due at once: the worst case,
 e.g. 1M rows after a long outage) and ``chains_due`` (issue #30: the ``batch_due`` table with
 chains on top, ``bench/claim_plan_chains.py``: up to 1,000 kind ``after`` schedules linked to
-rows of the table, 10 chain slots each, ``--batch`` of them ready) — it:
+rows of the table, 10 chain slots each, ``--batch`` of them ready) and ``groups_due`` (issue
+#28: the ``batch_due`` table with concurrency groups, ``bench/claim_plan_groups.py``: every
+tenth row in one of four groups, a quarter of the due rows in one whose cap never binds,
+and ahead of them ``--group-held`` (default ``--batch``) due rows of a group out of its
+rate and as many of two groups at their ``max_running``, which the claim holds back and
+reads past; every statement of the claim explained, timed and judged) — it:
 
 1. builds the schedules table afresh (``build``): the migrated table, emptied, filled with
    ``size`` copies of one seeded template row (kept in a temporary side table), each with
@@ -67,6 +72,7 @@ import time
 from typing import Any
 
 from claim_plan_chains import add_chains, measure_chains, remove_chains
+from claim_plan_groups import add_held, group_expressions, make_groups, measure_groups
 from common import (
     ROOT,
     T_SCHEDULE,
@@ -83,7 +89,7 @@ from common import (
     server_info,
 )
 
-SITUATIONS = ("batch_due", "all_due", "levels_due", "chains_due")
+SITUATIONS = ("batch_due", "all_due", "levels_due", "chains_due", "groups_due")
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_bench_plan"
 TEMPLATE = "bench_claim_plan_template"  # a temporary table: the seeded row the build copies
 #: Migration 0004 creates the claim index with raw SQL. Its ``pg_get_indexdef`` does not
@@ -230,10 +236,15 @@ def drop_keys(conn: Any) -> list[str]:
     return recreate
 
 
-def build(conn: Any, size: int, situation: str, batch: int) -> dict[str, float]:
+def build(
+    conn: Any, size: int, situation: str, batch: int, groups: tuple[str, str] | None = None
+) -> dict[str, float]:
     """The schedules table of one measurement, made afresh (see the module docstring):
     ``size`` copies of the template row, due as ``set_due`` would make them, with the
-    table's keys and indexes built after the insert. Returns the seconds of each phase."""
+    table's keys and indexes built after the insert; ``groups``: the ``concurrency_group_id``
+    of the rows not due and of the due ones, SQL over the series ``g.g``
+    (``claim_plan_groups.group_expressions``; default none). Returns the seconds of each
+    phase."""
     schema = schema_of(conn)
     phases: dict[str, float] = {}
 
@@ -259,8 +270,11 @@ def build(conn: Any, size: int, situation: str, batch: int) -> dict[str, float]:
     future = f"{now} + interval '1 hour' + (random() * interval '1 day')"
     past = f"{now} - interval '1 minute'"
 
-    def insert(next_run_at: str, rows: str, params: tuple[Any, ...], priority: str = "0") -> None:
+    def insert(
+        next_run_at: str, rows: str, params: tuple[Any, ...], priority: str = "0", group: str = ""
+    ) -> None:
         special = {
+            "concurrency_group_id": group or "NULL",
             "priority": priority,
             "id": "gen_random_uuid()",
             "name": "'plan-' || lpad(g.g::text, 8, '0')",
@@ -289,8 +303,11 @@ def build(conn: Any, size: int, situation: str, batch: int) -> dict[str, float]:
             f"{series} LEFT JOIN unnest(%s::bigint[]) AS d(g) ON d.g = g.g WHERE d.g IS NULL",
             (size, due),
             "(1 + g.g %% 4)::smallint" if situation == "levels_due" else "0",
+            groups[0] if groups else "",
         )
-        insert(past, "unnest(%s::bigint[]) AS g(g)", (sorted(due),))
+        insert(
+            past, "unnest(%s::bigint[]) AS g(g)", (sorted(due),), group=groups[1] if groups else ""
+        )
     phase("insert_s", started)
 
     conn.execute("SET maintenance_work_mem = '1GB'")
@@ -360,6 +377,11 @@ def summarize(doc: list[dict[str, Any]]) -> dict[str, Any]:
         "rows_read_by_scans": sum(
             n.get("Actual Rows", 0) * n.get("Actual Loops", 1) for n in scans
         ),
+        # The rows the scans read and dropped by their filter (rows held back by their
+        # concurrency group, in groups_due): not in rows_read_by_scans.
+        "rows_filtered_by_scans": sum(
+            n.get("Rows Removed by Filter", 0) * n.get("Actual Loops", 1) for n in scans
+        ),
         "sort_input_rows": sum(n.get("Actual Rows", 0) for n in sorts),
         "shared_buffers": sum(root.get(k, 0) for k in ("Shared Hit Blocks", "Shared Read Blocks")),
         "execution_ms": round(doc[0]["Execution Time"], 3),
@@ -404,7 +426,9 @@ def time_query(conn: Any, sql: str, samples: int) -> dict[str, float]:
             server.append(doc[0]["Planning Time"] + doc[0]["Execution Time"])
         with conn.transaction(force_rollback=True):
             started = time.perf_counter()
-            conn.execute(sql).fetchall()
+            cursor = conn.execute(sql)
+            if cursor.description is not None:  # a write returns no rows
+                cursor.fetchall()
             round_trip.append((time.perf_counter() - started) * 1000)
     return {**_stats(server), **_stats(round_trip, "round_trip_")}
 
@@ -437,6 +461,13 @@ def main(argv: list[str] | None = None) -> int:
         help="which situations to build, comma-separated (default: %(default)s)",
     )
     p.add_argument(
+        "--group-held",
+        type=int,
+        default=0,
+        help="groups_due: held-back due rows of each kind, ahead of the due ones "
+        "(default: --batch)",
+    )
+    p.add_argument(
         "--check", action="store_true", help="exit 1 when the floor or the plan check fails"
     )
     args = p.parse_args(argv)
@@ -462,13 +493,30 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"building {size:,} schedules, {situation}")
                 started = time.monotonic()
                 chains = situation == "chains_due"
+                grouped = situation == "groups_due"
                 remove_chains(conn)
-                phases = build(conn, size, "batch_due" if chains else situation, args.batch)
+                ids = make_groups(conn) if grouped else {}
+                phases = build(
+                    conn,
+                    size,
+                    "batch_due" if chains or grouped else situation,
+                    args.batch,
+                    group_expressions(ids) if grouped else None,
+                )
                 if chains:
                     chained = time.monotonic()
                     chain_rows = add_chains(conn, size, args.batch)
                     phases["chains_s"] = round(time.monotonic() - chained, 1)
+                if grouped:
+                    held = add_held(conn, args.batch, ids, args.group_held)
                 phases["total_s"] = round(time.monotonic() - started, 1)
+                if grouped:
+                    row = measure_groups(
+                        conn, env, size, args.batch, args.samples, explain, time_query
+                    )
+                    row |= {"schedules": size, "situation": situation, "build_s": phases}
+                    results.append(row | {"group_rows": held})
+                    continue
                 if chains:
                     row = measure_chains(
                         conn, env, size, args.batch, args.samples, explain, time_query
@@ -528,13 +576,14 @@ def main(argv: list[str] | None = None) -> int:
     p99s = [
         r["p99_ms"] + (r["level_probe"] or {}).get("p99_ms", 0.0)
         for r in results
-        if r["situation"] not in ("levels_due", "chains_due")
+        if r["situation"] not in ("levels_due", "chains_due", "groups_due")
     ] or [0.0]
     bounded = all(
         r["plan"]["index_scan"]
         and r["plan"]["sort_input_rows"] <= args.batch * 2
         and (r["level_probe"] is None or r["level_probe"]["plan"]["index_scan"])
         and r.get("chains_bounded", True)
+        and r.get("groups_bounded", True)
         for r in results
     )
     floor_ok = max(p99s) <= args.floor_ms
@@ -558,6 +607,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{r['schedules']:,} {r['situation']} {r['p99_ms']} ms"
         + (f" + probe {r['level_probe']['p99_ms']} ms" if r["level_probe"] else "")
         + (f" + chain statements {r['chain_p99_ms_added']} ms" if "chain_statements" in r else "")
+        + (
+            f" + other statements {r['group_p99_ms_added']} ms (of which the groups' "
+            f"{r['groups_only_p99_ms_added']} ms)"
+            if "group_statements" in r
+            else ""
+        )
         for r in results
     )
     verdict = "PASS" if floor_ok and bounded else "FAIL"

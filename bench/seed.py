@@ -9,7 +9,9 @@ the interval grid anchored at ``created_at``), otherwise the worker would take t
 for edits made behind ``save()`` and re-plan them instead of running them.
 
 ``DDS_BENCH_GROUP_MAX_RUNNING=N`` puts every schedule in one concurrency group ``bench``
-of ``max_running`` N (``throughput.py --group-max-running``: what a group costs a claim).
+of ``max_running`` N (``throughput.py --group-max-running``: what a group costs a claim);
+with ``DDS_BENCH_GROUPS=G`` (``--groups``) in G such groups (``bench-0`` ... ``bench-G-1``),
+schedule ``i`` in group ``i % G``.
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ def main(count: int, callback: str = "tests.noop", payload: object = None) -> No
 
     from django_durable_schedules.models import ConcurrencyGroup, Kind, Schedule, Status
 
-    group = None
+    groups: list[ConcurrencyGroup | None] = [None]
     if os.environ.get("DDS_BENCH_GROUP_MAX_RUNNING"):
-        group = ConcurrencyGroup.objects.create(
-            name="bench", max_running=int(os.environ["DDS_BENCH_GROUP_MAX_RUNNING"])
-        )
+        max_running = int(os.environ["DDS_BENCH_GROUP_MAX_RUNNING"])
+        spread = int(os.environ.get("DDS_BENCH_GROUPS") or 0)
+        names = [f"bench-{g}" for g in range(spread)] if spread else ["bench"]
+        groups = [ConcurrencyGroup.objects.create(name=n, max_running=max_running) for n in names]
 
     now = timezone.now().replace(microsecond=0)
     template = Schedule(kind=Kind.INTERVAL, interval_seconds=3600, timezone="UTC")
@@ -51,7 +54,7 @@ def main(count: int, callback: str = "tests.noop", payload: object = None) -> No
             created_at=now,
             next_run_at=now,
             definition_hash=definition_hash,
-            concurrency_group=group,
+            concurrency_group=groups[i % len(groups)],
         )
         for i in range(count)
     ]

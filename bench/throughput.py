@@ -301,6 +301,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "holds a run back)",
     )
     p.add_argument(
+        "--groups",
+        type=int,
+        default=0,
+        help="with --group-max-running: spread the schedules round-robin over this many "
+        "groups of that max_running, not one (default: one group)",
+    )
+    p.add_argument(
         "--workers", default="1,2,4", help="comma-separated worker counts (default 1,2,4)"
     )
     p.add_argument(
@@ -383,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         seed_env = dict(env)
         if args.group_max_running:
             seed_env["DDS_BENCH_GROUP_MAX_RUNNING"] = str(args.group_max_running)
+            seed_env["DDS_BENCH_GROUPS"] = str(args.groups)
         run_django([str(ROOT / "bench" / "seed.py"), str(args.schedules)], seed_env)
 
     rounds: dict[int, list[dict[str, Any]]] = {}
@@ -452,6 +460,9 @@ def main(argv: list[str] | None = None) -> int:
         "deadline_seconds": args.deadline_seconds or None,
         "notifier": bool(args.notifier_url),
         "schedules": args.schedules,
+        "groups": {"count": args.groups or 1, "max_running": args.group_max_running}
+        if args.group_max_running
+        else None,
         "experiment": args.experiment or None,
         "worker_options": "defaults (no options: verbosity 1, a log line per run)"
         if args.defaults
