@@ -16,7 +16,9 @@ its own status. Driven with an injected clock, the poison written by raw SQL.
 
 from __future__ import annotations
 
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -29,6 +31,8 @@ from django_durable_schedules.worker.execution.runner import execute
 from .factories import T0
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+_BENCH = str(Path(__file__).resolve().parent.parent / "bench")
 
 S = timedelta(seconds=1)
 
@@ -104,3 +108,25 @@ def test_a_run_reported_in_time_after_the_poison_keeps_its_own_status(value):
     assert receipt.status == "succeeded", (receipt.status, receipt.error_message)
     assert state.expire_leases(now=T0 + 200 * S) == 0  # nothing left to recover
     assert RunReceipt.objects.get(attempt_id=bad_claim.attempt_id).status == "succeeded"
+
+
+@pytest.mark.parametrize("value", POISONS)
+def test_the_chaos_audit_holds_the_quarantined_run_fenced_and_its_occurrence_ended(value, tmp_path):
+    """The soak's audit (bench/chaos.py) of that sequence: the callback's ``done ... ok``
+    line with a ``lease_expired`` receipt is no ``ok_with_wrong_receipt`` (its worker died:
+    fenced), and the occurrence the pause ended is no ``lost_occurrences``."""
+    sys.path.insert(0, _BENCH)
+    try:
+        chaos = pytest.importorskip("chaos")
+    finally:
+        sys.path.remove(_BENCH)
+    bad, bad_claim, _ = claimed("victim")
+    poison(bad.pk, value)
+    state.expire_leases(now=T0 + 71 * S)
+    log = tmp_path / "side-effects.log"
+    key, attempt = bad_claim.idempotency_key, bad_claim.attempt
+    log.write_text(f"start {key} {attempt} 1 0.0\ndone {key} {attempt} ok 1 0.1\n")
+    report = chaos.audit(log)
+    wrong = {k: n for k, n in report["violations"].items() if n}
+    assert not wrong, (wrong, report["examples"])
+    assert report["totals"]["occurrences_ended_by_degraded_pause"] == 1
