@@ -70,7 +70,11 @@ The audit (each item a count; any non-zero count is a violation and exit status 
 * ``lost_occurrences``: an occurrence number in ``1..schedule.occurrence`` with no attempt,
   or whose last attempt ended ``failed``/``lease_expired``/``lease_lost``/``released`` but
   is neither given up (``max_attempts`` reached) nor still pending as the schedule's
-  current retry. (Missed slots are coalesced into one run or receipted ``missed`` and do
+  current retry, nor ended by its schedule's degraded pause (a row its completion or lease
+  recovery could not move on, a poison written while the run was out: the receipt keeps
+  the run's own status, ``lease_expired`` for a worker that died, noting ``the schedule
+  was paused: ...``, and the pause leaves nothing to retry; counted in
+  ``occurrences_ended_by_degraded_pause``). (Missed slots are coalesced into one run or receipted ``missed`` and do
   not take occurrence numbers of their own: ``slots_skipped``/``missed_count`` count them.)
 * ``attempt_gaps``: attempt numbers of an occurrence that are not exactly 1..k;
 * ``multiple_receipts`` (attempts with more than one receipt), ``orphan_receipts``,
@@ -664,6 +668,8 @@ def read_log(path: Path) -> tuple[Counter[tuple[str, int]], dict[tuple[str, int]
 def audit(log_path: Path) -> dict[str, Any]:
     from django_durable_schedules.conf import app_settings
     from django_durable_schedules.models import Backfill, RunAttempt, RunReceipt, Schedule
+    from django_durable_schedules.state.bounds import COUNT_MAX
+    from django_durable_schedules.state.records import PAUSE_NOTE
 
     schedules = {s.id: s for s in Schedule.objects.all()}
     attempts = list(
@@ -674,7 +680,7 @@ def audit(log_path: Path) -> dict[str, Any]:
     backfill_of = {b.schedule_id: b for b in Backfill.objects.all()}
     receipts = list(
         RunReceipt.objects.values(
-            "attempt_id", "schedule_id", "occurrence", "status", "slots_skipped"
+            "attempt_id", "schedule_id", "occurrence", "status", "slots_skipped", "error_message"
         )
     )
     by_attempt: dict[Any, list[dict[str, Any]]] = defaultdict(list)
@@ -710,13 +716,15 @@ def audit(log_path: Path) -> dict[str, Any]:
         if n > 1:
             violation("duplicate_successes", f"{key[0]}:{key[1]} x{n}")
 
-    pending = given_up = backfill_ended = 0
+    pending = given_up = backfill_ended = ended_by_pause = 0
     for sid, row in schedules.items():
         if row.lease_token is not None:
             violation("leases_left", row.name)
         have = {o for (s, o) in occurrences if s == sid}
         fired = row.occurrence
-        if not isinstance(fired, int):  # a poison written behind save() (SQLite: any text)
+        if not (type(fired) is int and 0 <= fired <= COUNT_MAX):
+            # A poison written behind save() (SQLite: any text; a count the next increment
+            # overflows): no count the engine goes on from.
             fired = max(have, default=0)
         for o in sorted(set(range(1, fired + 1)) - have):
             violation("lost_occurrences", f"{row.name} #{o}: no attempt")
@@ -744,6 +752,12 @@ def audit(log_path: Path) -> dict[str, Any]:
                 backfill_of.get(sid), o, status
             ):
                 backfill_ended += 1
+            elif (
+                row.status == "paused"
+                and row.degraded_reason
+                and PAUSE_NOTE in (got[0]["error_message"] or "")
+            ):
+                ended_by_pause += 1  # its run's own status; the degraded pause ended it
             else:
                 violation(
                     "lost_occurrences",
@@ -792,6 +806,7 @@ def audit(log_path: Path) -> dict[str, Any]:
             "occurrences_pending_retry": pending,
             "occurrences_given_up": given_up,
             "backfill_slots_ended_unsuccessfully": backfill_ended,
+            "occurrences_ended_by_degraded_pause": ended_by_pause,
             "slots_skipped": sum(r["slots_skipped"] or 0 for r in receipts),
             "missed_count": sum(s.missed_count for s in schedules.values()),
             "executions_started": sum(starts.values()),

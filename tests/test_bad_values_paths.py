@@ -257,22 +257,24 @@ def held(name, now):
 def assert_poison_lease_contained(bad, bad_claim, innocent, innocent_claim, now, *, unreadable):
     """``expire_leases`` recovers the innocent lease and the poisoned row's: as any other
     when its value is never needed (``lease_expired``), else quarantined (``unreadable``):
-    paused with a reason naming the lease, its attempt receipted ``degraded``, health
-    counting it. The wake-up answers; the innocent schedule runs again."""
+    paused with a reason naming the lease, its attempt receipted ``lease_expired`` all the
+    same (the pause noted), health counting it. The wake-up answers; the innocent schedule
+    runs again."""
     recovered = state.expire_leases(now=now)
     assert recovered == 2
     assert RunReceipt.objects.get(attempt_id=innocent_claim.attempt_id).status == "lease_expired"
     bad.refresh_from_db()
     assert bad.lease_token is None and bad.lease_expires_at is None
     receipt = RunReceipt.objects.get(attempt_id=bad_claim.attempt_id)
+    assert receipt.status == "lease_expired", (receipt.status, receipt.error_message)
     if unreadable is None:
-        unreadable = receipt.status == "degraded"
+        unreadable = "could not be recovered" in receipt.error_message
     if unreadable:
         assert bad.status == "paused" and "lease" in bad.degraded_reason, bad.degraded_reason
-        assert receipt.status == "degraded"
+        assert "the schedule was paused: its expired lease" in receipt.error_message
         assert snapshot(now=now).degraded == 1
     else:
-        assert receipt.status == "lease_expired" and bad.status == "active"
+        assert bad.status == "active"
     state.next_wakeup()
     state.next_wakeup(worker_id="w")
     again = {c.schedule_id: c for c in state.claim_due(worker="w", now=now + S)}

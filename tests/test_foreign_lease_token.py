@@ -107,4 +107,5 @@ def test_a_quarantined_foreign_lease_receipts_the_run_it_displaced():
     row = Schedule.objects.values("status", "degraded_reason", "lease_token").get()
     assert row["status"] == "paused" and row["degraded_reason"] and row["lease_token"] is None
     attempt = RunAttempt.objects.get(pk=claim.attempt_id)
-    assert attempt.receipt.status == "degraded"
+    assert attempt.receipt.status == "lease_expired"  # its run was out: it may have run
+    assert "the schedule was paused" in attempt.receipt.error_message

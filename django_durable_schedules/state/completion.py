@@ -47,7 +47,7 @@ from .orphans import orphan_receipts
 from .outcomes import apply_outcome, fail_attempt, fenced_result
 from .parallel import end_leases, finish_occurrence, leases_of, off_row
 from .previous_rules import note_success
-from .records import Receipt, build_receipt
+from .records import PAUSE_NOTE, Receipt, build_receipt
 from .rerun_rules import rerun_receipt
 from .reruns import rerun_facts
 from .transitions import implements
@@ -318,7 +318,7 @@ def _finish(
         reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
         pause_degraded(row, reason)
         status = outcome.status if outcome.status in ReceiptStatus.values else "failed"
-        note = f"the schedule was paused: {reason}"
+        note = f"{PAUSE_NOTE}{reason}"
         receipt = build_receipt(claim, status, now, row=row, ran=outcome, note=note)
         note_success(row, receipt, claim.scheduled_for)  # a success all the same
         return receipt
@@ -346,7 +346,7 @@ def fail_contained(
     except Exception as exc:  # noqa: BLE001 - the row's own bad value: pause that row only
         reason = f"{UNEVALUABLE_PREFIX}{describe_problem(exc)}"
         pause_degraded(row, reason)
-        note = f"the schedule was paused: {reason}"
+        note = f"{PAUSE_NOTE}{reason}"
         return build_receipt(failure, failure.status, now, row=row, ran=failure, note=note)
     apply_changes(row, changes)
     events.extend(made)

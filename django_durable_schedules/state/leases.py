@@ -112,8 +112,8 @@ def expire_leases(
     :data:`.db.batch.ROW_PROBLEMS`), the rows are recovered one transaction
     each, and a row that fails on its own is quarantined
     (:func:`.quarantine.quarantine_lease`: lease cleared, paused as degraded with the
-    reason, its attempt receipted ``degraded``), so one row never stops the recovery of
-    the others. Other database errors propagate and nothing is recovered.
+    reason, its attempt receipted ``lease_expired`` noting the pause, not retried), so one
+    row never stops the recovery of the others. Other database errors propagate and nothing is recovered.
     """
     limit = limit or app_settings.BATCH_SIZE
     if now is not None:

@@ -44,7 +44,7 @@ from .parallel_rules import (
     lease_lapsed,
     parallel_limit,
 )
-from .records import Receipt, build_receipt
+from .records import PAUSE_NOTE, Receipt, build_receipt
 from .transitions import implements
 from .values import Claim, CompletionReport, Failure, Outcome
 
@@ -145,7 +145,7 @@ def finish_contained(
         pause_degraded(row, reason)
         status = ran.status if ran.status in ReceiptStatus.values else "failed"
         source = ran.claim if isinstance(ran, Outcome) else ran
-        note = f"the schedule was paused: {reason}"
+        note = f"{PAUSE_NOTE}{reason}"
         return build_receipt(source, status, now, row=row, ran=ran, note=note)
     apply_changes(row, changes)
     return receipt

@@ -14,7 +14,8 @@ or backfill with writes that read none of its values:
 * :func:`quarantine_backfill` / :func:`quarantine_refused_backfill` - the backfill is
   cancelled, with the reason in its ``backfill_cancel`` event;
 * :func:`quarantine_lease` - the expired lease is cleared, the schedule paused as degraded
-  with the reason, its attempt receipted ``degraded``, its open backfill cancelled.
+  with the reason, its attempt receipted ``lease_expired`` (what is known of the run: its
+  lease expired before it reported; the pause noted), its open backfill cancelled.
 
 Health counts such a schedule as degraded (``degraded_reason``); a valid edit and
 ``enable`` bring it back.
@@ -49,7 +50,7 @@ from .alerts import degraded_by_update
 from .bounds import bad_counters, describe_problem, read_count
 from .events import record_event
 from .machine import RUNNABLE_STATUSES, degraded_columns
-from .records import build_receipt
+from .records import PAUSE_NOTE, build_receipt
 from .transitions import implements
 
 logger = logging.getLogger(__name__)
@@ -207,7 +208,9 @@ def quarantine_lease(pk: uuid.UUID, exc: BaseException, now: datetime, using: st
     the recovery) is cleared, and the schedule paused as degraded with the reason (one that was no longer
     active or paused keeps its status)
     (``degraded_reason`` begins with :data:`LEASE_PREFIX`); the attempt that held the
-    lease, if any and not receipted yet, is receipted ``degraded`` at ``now``; its open
+    lease, if any and not receipted yet, is receipted ``lease_expired`` at ``now``, as any
+    recovered lease (the run may have run: its worker died or hung before it reported),
+    the pause noted in its message, and is not retried (the schedule is paused); its open
     backfill is cancelled. Reads none of the row's values but its lease token and failure
     count, each guarded. Returns whether the row was quarantined (False: recovered or
     locked meanwhile)."""
@@ -236,7 +239,7 @@ def quarantine_lease(pk: uuid.UUID, exc: BaseException, now: datetime, using: st
             ),
         )
         if isinstance(token, uuid.UUID):
-            _receipt_degraded(row, token, _count_or_zero(failures), reason, exc, now, using)
+            _receipt_expired(row, token, _count_or_zero(failures), reason, now, using)
         degraded_by_update(row, reason, DegradedKind.LEASE, now, using)
         backfill_id = (
             Backfill.objects.using(using)
@@ -246,7 +249,7 @@ def quarantine_lease(pk: uuid.UUID, exc: BaseException, now: datetime, using: st
             .first()
         )
         if backfill_id is not None:
-            quarantine_backfill(row, backfill_id, f"the schedule was paused: {reason}", now, using)
+            quarantine_backfill(row, backfill_id, f"{PAUSE_NOTE}{reason}", now, using)
     logger.error("schedule %s paused: %s", row.name, reason, extra={"schedule": row.name})
     return True
 
@@ -267,17 +270,19 @@ def _count_or_zero(value: Any) -> int:
         return 0
 
 
-def _receipt_degraded(
+def _receipt_expired(
     row: Schedule,
     token: uuid.UUID,
     failures: int,
     reason: str,
-    exc: BaseException,
     now: datetime,
     using: str,
 ) -> None:
-    """The ``degraded`` receipt of the attempt that held ``token`` (or that a foreign
-    ``token`` displaced: :func:`displaced_attempt`), unless it has one."""
+    """The ``lease_expired`` receipt of the attempt that held ``token`` (or that a foreign
+    ``token`` displaced: :func:`displaced_attempt`), unless it has one: the receipt is the
+    truth about the run (its lease expired before it reported an outcome, so it may have
+    run), the quarantine of its row (``reason``) noted in its message; ``failures`` is the
+    row's failure count as stored (the quarantine writes none of its counters)."""
     attempt = (
         RunAttempt.objects.using(using)
         .filter(lease_token=token, schedule_id=row.pk)
@@ -291,11 +296,12 @@ def _receipt_degraded(
         return
     receipt = build_receipt(
         attempt,
-        ReceiptStatus.DEGRADED,
+        ReceiptStatus.LEASE_EXPIRED,
         now,
         schedule_id=row.pk,
         failure_count_after=failures,
-        error_type=bound_text(type(exc).__name__, 200),
-        error_message=reason,
+        error_type="LeaseExpired",
+        error_message="the lease expired before the run reported an outcome",
+        note=f"{PAUSE_NOTE}{reason}",
     )
     RunReceipt.objects.using(using).bulk_create([receipt.model()])

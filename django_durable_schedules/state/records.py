@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 ERROR_TYPE_MAX_CHARS = 200
 #: The longest ``error_message`` of a receipt that carries a state's ``note``.
 NOTED_MESSAGE_MAX_CHARS = 1000
+#: How the note of a run whose schedule its completion or lease recovery paused as degraded
+#: begins (then the reason): the receipt keeps the run's own status, and its occurrence is
+#: not retried (the pause left nothing pending).
+PAUSE_NOTE = "the schedule was paused: "
 
 
 @dataclass(frozen=True)

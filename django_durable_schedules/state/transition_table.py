@@ -186,9 +186,10 @@ RECOVERY: tuple[Transition, ...] = (
     T("recovery.lease_unrecoverable", LEASED,
       "lease expired that cannot be recovered (a value the engine cannot read, or the "
       "database refused the recovery)", DEGRADED, "none",
-      "`degraded` for the attempt that held the lease, unless receipted; its open "
-      "backfill is cancelled (a cancelled, completed or failed row keeps its status)",
-      TO_PAUSED | KEEPS, seen("expire", "degraded", "none")),
+      "`lease_expired` for the attempt that held the lease, unless receipted (not "
+      "retried), noting the pause; its open backfill is cancelled (a cancelled, "
+      "completed or failed row keeps its status)",
+      TO_PAUSED | KEEPS, seen("expire", "lease_expired", "none")),
     T("recovery.degraded", PAUSED,
       "callback registered again (`recover_degraded`, `sync_declared`), its occurrence "
       "kept", "active",
