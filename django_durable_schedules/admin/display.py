@@ -217,21 +217,21 @@ def status_badges(obj: Schedule) -> SafeString:
     read with its group (:func:`.changelist.attach_group_waits`) that its concurrency group
     holds back says so ("waiting for group reports (2 of 2 running)"). An
     ``overlap_policy="allow"`` schedule running occurrences (its row unleased) is running
-    too: "running: 2 of 3 occurrences", the oldest one's "since"; one due while held at its
-    ``max_parallel`` also "waiting: 2 of 2 running" (:func:`parallel_words`)."""
+    too: "running" then "2 of 3 occurrences; oldest #12.1 since ... on host-1:4242" (words
+    that may wrap: the list fits 1280 px); one due while held at its ``max_parallel`` also
+    "waiting: 2 of 2 running" (:func:`parallel_words`)."""
     deadline = deadline_now(obj)
     occurrences = annotated_occurrences(obj)
-    running_label, parallel_wait = parallel_words(obj, occurrences)
+    counted, parallel_wait = parallel_words(obj, occurrences)
     return render_fragment(
         "status_badges",
         {
             "schedule": obj,
             "title": obj.pause_reason or obj.get_status_display(),
             "running": obj.lease_token is not None or occurrences > 0,
-            "running_label": running_label,
             "lease_until": fmt_utc(obj.lease_expires_at),
             "parallel_wait": parallel_wait,
-            "since": running_since(obj),
+            "since": "; ".join(w for w in (counted, running_since(obj)) if w),
             "late": deadline.late,
             "deadline_at": fmt_utc(deadline.deadline_at),
             "pause": pause_words(obj),
@@ -241,17 +241,17 @@ def status_badges(obj: Schedule) -> SafeString:
 
 
 def parallel_words(obj: Schedule, occurrences: int) -> tuple[str, str]:
-    """The running badge's label and the wait badge of a schedule running ``occurrences``
-    occurrence leases (the ``running_occurrences`` annotation of
-    :meth:`~..models.queries.ScheduleQuerySet.with_running`): ``("running: 2 of 3
-    occurrences", "")``; ``("running: 2 of 2 occurrences", "waiting: 2 of 2 running")`` when
-    it is due, held at its ``max_parallel``, by the database clock its read annotated
-    (:func:`..deadlines.read_now`; no wait badge without it). ``("running", "")`` for a
-    schedule running no occurrence (its row's lease, if any). Never queries."""
+    """The words beside the running badge and the wait badge of a schedule running
+    ``occurrences`` occurrence leases (the ``running_occurrences`` annotation of
+    :meth:`~..models.queries.ScheduleQuerySet.with_running`): ``("2 of 3 occurrences",
+    "")``; ``("2 of 2 occurrences", "waiting: 2 of 2 running")`` when it is due, held at its
+    ``max_parallel``, by the database clock its read annotated
+    (:func:`..deadlines.read_now`; no wait badge without it). ``("", "")`` for a schedule
+    running no occurrence (its row's lease, if any). Never queries."""
     if occurrences <= 0:
-        return "running", ""
+        return "", ""
     limit = obj.max_parallel or occurrences
-    label = f"running: {occurrences} of {limit} occurrence{'' if limit == 1 else 's'}"
+    label = f"{occurrences} of {limit} occurrence{'' if limit == 1 else 's'}"
     now = read_now(obj)
     due = now is not None and obj.next_run_at is not None and obj.next_run_at <= now
     held = due and obj.lease_token is None and occurrences >= limit

@@ -258,8 +258,9 @@ class Command(BaseCommand):
 
     def _get(self, name: str) -> Schedule:
         try:
-            # With its calendar names in the same query (the words name them).
-            row: Schedule = with_calendar_names(Schedule.objects.all()).get(name=name)
+            # With its calendar names (the words name them) and its runs in flight
+            # (running: the oldest, how many) in the same query.
+            row: Schedule = with_calendar_names(Schedule.objects.with_running()).get(name=name)
             return row
         except Schedule.DoesNotExist:
             raise CommandError(f"no schedule named {name!r}") from None
