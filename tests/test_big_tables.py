@@ -6,7 +6,6 @@ that become estimates past a limit."""
 from __future__ import annotations
 
 import re
-
 import uuid
 from datetime import UTC, datetime, timedelta
 
