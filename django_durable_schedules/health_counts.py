@@ -12,7 +12,9 @@ without the table:
   whether any schedule waits at all: the first waiting row in that index's order;
 * degraded, failing: their partial indexes (``dds_sched_degraded_idx``;
   ``dds_sched_failing_rank_idx``, which holds the status the count filters on);
-* live and expired leases: the lease index (``dds_sched_lease_idx``: leased rows only);
+* live and expired leases: the lease index (``dds_sched_lease_idx``: leased rows only),
+  plus the occurrence leases of ``allow`` schedules (``OccurrenceLease``, by its
+  ``lease_expires_at`` index): two more scalar subqueries, added to them;
 * missed slots: the partial index ``dds_sched_missed_idx`` (rows with a missed slot only).
 
 So the cost grows with the rows each count counts, not with the table: the counts by
@@ -32,6 +34,7 @@ from django.db.models import (
     BigIntegerField,
     Count,
     Func,
+    Max,
     Min,
     Q,
     QuerySet,
@@ -40,7 +43,7 @@ from django.db.models import (
 )
 from django.db.models.expressions import Star
 
-from .models import Schedule, ScheduleQuerySet, Status
+from .models import OccurrenceLease, Schedule, ScheduleQuerySet, Status
 from .verdict import due_now_q
 
 __all__ = ["COUNT_KEYS", "schedule_counts"]
@@ -66,7 +69,7 @@ def schedule_counts(now: datetime, overdue_after: float, using: str = "default")
     Keys: ``status_<s>`` for each :class:`.Status` value; ``due`` (claimable at ``now``),
     ``overdue`` (claimable ``overdue_after`` seconds ago), ``due_past_grace``
     (:func:`.verdict.due_now_q`), ``degraded``, ``failing``, ``live`` and ``expired``
-    (leases), ``missed`` (the sum of ``missed_count``; 0 without any) as ints; ``waiting``
+    (leases: the rows' own and the occurrence leases of ``allow`` schedules), ``missed`` (the sum of ``missed_count``; 0 without any) as ints; ``waiting``
     (any runnable, unleased row with a next run) a bool; ``oldest`` the earliest
     ``next_run_at`` of the claimable rows (aware UTC; None when none is due)."""
     q = ScheduleQuerySet
@@ -82,6 +85,7 @@ def schedule_counts(now: datetime, overdue_after: float, using: str = "default")
         # The first waiting row in the claim index's order (an EXISTS may be planned as a
         # sequential scan, which reads the whole table when none waits).
         waiting=Subquery(schedules.filter(q.waiting_q()).order_by("next_run_at").values("pk")[:1]),
+        **_occurrence_counts(now, using, _count),
         missed=Subquery(
             schedules.filter(missed_count__gt=0).values(
                 total=Func("missed_count", function="SUM", output_field=BigIntegerField())
@@ -94,6 +98,8 @@ def schedule_counts(now: datetime, overdue_after: float, using: str = "default")
     found: dict[str, Any] | None = next(iter(row), None)
     if found is None:
         return _empty()
+    found["live"] += found.pop("occ_live")
+    found["expired"] += found.pop("occ_expired")
     found["missed"] = found["missed"] or 0
     found["waiting"] = found["waiting"] is not None
     return found
@@ -123,15 +129,31 @@ def _count(rows: QuerySet[Schedule]) -> Subquery:
     )
 
 
+def _occurrence_counts(now: datetime, using: str, count: Any) -> dict[str, Any]:
+    """``occ_live`` and ``occ_expired``: the occurrence leases (``overlap_policy="allow"``,
+    :class:`.models.OccurrenceLease`) live and expired at ``now``, each ``count(rows)`` (a
+    scalar subquery of the one statement), on the leases' ``lease_expires_at`` index."""
+    leases = OccurrenceLease.objects.using(using).order_by()
+    return {
+        "occ_live": count(leases.live(now)),
+        "occ_expired": count(leases.expired(now)),
+    }
+
+
 def _one_pass(schedules: QuerySet[Schedule], now: datetime, overdue_after: float) -> dict[str, Any]:
-    """:func:`schedule_counts` as one aggregate over the table (no partial indexes)."""
+    """:func:`schedule_counts` as one aggregate over the table (no partial indexes); the
+    occurrence leases' counts as two uncorrelated scalar subqueries of the same statement
+    (each evaluated once), under ``MAX`` so the aggregate may hold them."""
     q = ScheduleQuerySet
     agg = schedules.aggregate(
         **{key: Count("id", filter=rows) for key, rows in _counted(now, overdue_after).items()},
+        **{key: Max(value) for key, value in _occurrence_counts(now, schedules.db, _count).items()},
         missed=Sum("missed_count"),
         waiting=Count("id", filter=q.waiting_q()),
         oldest=Min("next_run_at", filter=q.claimable_q(now)),
     )
+    agg["live"] += agg.pop("occ_live") or 0
+    agg["expired"] += agg.pop("occ_expired") or 0
     agg["missed"] = agg["missed"] or 0
     agg["waiting"] = bool(agg["waiting"])
     return agg

@@ -1,6 +1,8 @@
 """The run a schedule has in flight, as every surface shows it (admin, API, the
 ``schedules`` command): :func:`running_attempt` reads the open attempt, the
-``RunAttempt`` whose ``lease_token`` is the schedule's, from the annotations of
+``RunAttempt`` whose ``lease_token`` is the schedule's (or, for an ``allow`` schedule
+running occurrences, the oldest occurrence's), and :func:`running_count` how many run,
+from the annotations of
 :meth:`.models.queries.ScheduleQuerySet.with_running` (no query) or, for a row read
 without them, with one indexed query.
 """
@@ -11,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .models import RunAttempt, Schedule
-from .models.queries import RUNNING_FIELDS
+from .models import OccurrenceLease, RunAttempt, Schedule
+from .models.running_queries import RUNNING_FIELDS
 
 
 @dataclass(frozen=True)
@@ -48,24 +50,48 @@ def _of(values: dict[str, Any]) -> RunningAttempt | None:
 
 def annotated_running(schedule: Schedule) -> RunningAttempt | None:
     """The open attempt as :meth:`~.models.queries.ScheduleQuerySet.with_running` annotated
-    it on ``schedule``; None when it is idle, was read without the annotations, or its
-    lease names no attempt (a token written behind ``save()``). Never queries."""
-    if schedule.lease_token is None:
+    it on ``schedule`` (the row's own lease's, else the oldest running occurrence's); None
+    when nothing runs, it was read without the annotations, or the lease names no attempt
+    (a token written behind ``save()``). Never queries."""
+    if schedule.lease_token is None and not getattr(schedule, "running_occurrences", 0):
         return None
     return _of({name: getattr(schedule, f"running_{name}", None) for name in RUNNING_FIELDS})
 
 
 def running_attempt(schedule: Schedule) -> RunningAttempt | None:
     """The open attempt of ``schedule`` (None when idle): from its annotations
-    (:func:`annotated_running`), else one query on the attempts' unique ``lease_token``."""
-    if schedule.lease_token is None:
-        return None
+    (:func:`annotated_running`), else one query on the attempts' unique ``lease_token``
+    (two for an ``allow`` schedule whose row holds no lease: its oldest occurrence lease
+    first)."""
     if hasattr(schedule, "running_occurrence"):
         return annotated_running(schedule)
-    row = (
-        RunAttempt.objects.using(schedule._state.db or "default")
-        .filter(lease_token=schedule.lease_token)
-        .values(*RUNNING_FIELDS)
-        .first()
-    )
+    using = schedule._state.db or "default"
+    token = schedule.lease_token
+    if token is None and schedule.overlap_policy == "allow":
+        token = (
+            OccurrenceLease.objects.using(using)
+            .filter(schedule_id=schedule.pk)
+            .order_by("claimed_at", "pk")
+            .values_list("lease_token", flat=True)
+            .first()
+        )
+    if token is None:
+        return None
+    row = RunAttempt.objects.using(using).filter(lease_token=token).values(*RUNNING_FIELDS).first()
     return _of(row) if row is not None else None
+
+
+def running_count(schedule: Schedule) -> int:
+    """How many runs of ``schedule`` are in flight: its row's lease (0 or 1) plus its
+    occurrence leases (``overlap_policy="allow"``, expired ones until their recovery).
+    From the ``running_occurrences`` annotation of
+    :meth:`~.models.queries.ScheduleQuerySet.with_running` (no query), else one count for
+    an ``allow`` schedule (none for another)."""
+    own = 0 if schedule.lease_token is None else 1
+    annotated = getattr(schedule, "running_occurrences", None)
+    if annotated is not None:
+        return own + int(annotated)
+    if schedule.overlap_policy != "allow" or schedule.pk is None:
+        return own
+    using = schedule._state.db or "default"
+    return own + OccurrenceLease.objects.using(using).filter(schedule_id=schedule.pk).count()

@@ -20,7 +20,16 @@ from django.utils.safestring import SafeString
 
 from .. import timing
 from ..db.counts import bounded_count
-from ..models import NO_GRID, Kind, RunAttempt, RunReceipt, Schedule, ScheduleEvent, Status
+from ..models import (
+    NO_GRID,
+    Kind,
+    OccurrenceLease,
+    RunAttempt,
+    RunReceipt,
+    Schedule,
+    ScheduleEvent,
+    Status,
+)
 from ..projection import result_preview
 from ..state.previous_rules import previous_of
 from .chain_graph import chain_graph
@@ -226,10 +235,22 @@ def previous_detail(obj: Schedule) -> SafeString:
 
 @admin.display(description="lease")
 def lease_detail(obj: Schedule) -> str:
-    """The lease token and its expiry (UTC), or that there is none."""
-    if obj.lease_token is None:
-        return "none (not running)"
-    return f"{obj.lease_token}, expires {fmt_utc(obj.lease_expires_at)}"
+    """The lease token and its expiry (UTC), or that there is none; for an
+    ``overlap_policy="allow"`` schedule also each running occurrence's lease, oldest first
+    ("occurrence 12: <token>, expires ...", one query: the change page's, never a list's)."""
+    lines = (
+        []
+        if obj.lease_token is None
+        else [f"{obj.lease_token}, expires {fmt_utc(obj.lease_expires_at)}"]
+    )
+    if obj.overlap_policy == "allow" or getattr(obj, "running_occurrences", None):
+        leases = OccurrenceLease.objects.using(obj._state.db or "default").filter(schedule=obj)
+        for lease in leases.order_by("claimed_at", "pk"):
+            lines.append(
+                f"occurrence {lease.occurrence}: {lease.lease_token}, "
+                f"expires {fmt_utc(lease.lease_expires_at)}"
+            )
+    return "\n".join(lines) if lines else "none (not running)"
 
 
 @admin.display(description=f"next {UPCOMING_COUNT} fire times")

@@ -215,22 +215,47 @@ def status_badges(obj: Schedule) -> SafeString:
     with :meth:`~..models.queries.ScheduleQuerySet.with_running` also says which run, since
     when and on which worker ("#12.1 since 10:02:03 UTC on host-1:4242"; no query), and one
     read with its group (:func:`.changelist.attach_group_waits`) that its concurrency group
-    holds back says so ("waiting for group reports (2 of 2 running)")."""
+    holds back says so ("waiting for group reports (2 of 2 running)"). An
+    ``overlap_policy="allow"`` schedule running occurrences (its row unleased) is running
+    too: "running" then "2 of 3 occurrences; oldest #12.1 since ... on host-1:4242" (words
+    that may wrap: the list fits 1280 px); one due while held at its ``max_parallel`` also
+    "waiting: 2 of 2 running" (:func:`parallel_words`)."""
     deadline = deadline_now(obj)
+    occurrences = annotated_occurrences(obj)
+    counted, parallel_wait = parallel_words(obj, occurrences)
     return render_fragment(
         "status_badges",
         {
             "schedule": obj,
             "title": obj.pause_reason or obj.get_status_display(),
-            "running": obj.lease_token is not None,
+            "running": obj.lease_token is not None or occurrences > 0,
             "lease_until": fmt_utc(obj.lease_expires_at),
-            "since": running_since(obj),
+            "parallel_wait": parallel_wait,
+            "since": "; ".join(w for w in (counted, running_since(obj)) if w),
             "late": deadline.late,
             "deadline_at": fmt_utc(deadline.deadline_at),
             "pause": pause_words(obj),
             "group_wait": obj.__dict__.get("dds_group_wait", ""),
         },
     )
+
+
+def parallel_words(obj: Schedule, occurrences: int) -> tuple[str, str]:
+    """The words beside the running badge and the wait badge of a schedule running
+    ``occurrences`` occurrence leases (the ``running_occurrences`` annotation of
+    :meth:`~..models.queries.ScheduleQuerySet.with_running`): ``("2 of 3 occurrences",
+    "")``; ``("2 of 2 occurrences", "waiting: 2 of 2 running")`` when it is due, held at its
+    ``max_parallel``, by the database clock its read annotated
+    (:func:`..deadlines.read_now`; no wait badge without it). ``("", "")`` for a schedule
+    running no occurrence (its row's lease, if any). Never queries."""
+    if occurrences <= 0:
+        return "", ""
+    limit = obj.max_parallel or occurrences
+    label = f"{occurrences} of {limit} occurrence{'' if limit == 1 else 's'}"
+    now = read_now(obj)
+    due = now is not None and obj.next_run_at is not None and obj.next_run_at <= now
+    held = due and obj.lease_token is None and occurrences >= limit
+    return label, f"waiting: {occurrences} of {limit} running" if held else ""
 
 
 def pause_words(obj: Schedule) -> str:
@@ -244,11 +269,20 @@ def pause_words(obj: Schedule) -> str:
 
 def running_since(obj: Schedule) -> str:
     """``"#12.1 since 10:02:03 UTC on host-1:4242"`` for a schedule read with its open
-    attempt (:func:`..running.annotated_running`), else ``""``."""
+    attempt (:func:`..running.annotated_running`; an ``allow`` schedule's oldest running
+    occurrence), else ``""``."""
     run = annotated_running(obj)
     if run is None:
         return ""
-    return f"#{run.occurrence}.{run.attempt} since {fmt_time_utc(run.claimed_at)} on {run.worker}"
+    oldest = "oldest " if obj.lease_token is None and annotated_occurrences(obj) > 1 else ""
+    when_ = fmt_time_utc(run.claimed_at)
+    return f"{oldest}#{run.occurrence}.{run.attempt} since {when_} on {run.worker}"
+
+
+def annotated_occurrences(obj: Schedule) -> int:
+    """The ``running_occurrences`` annotation of
+    :meth:`~..models.queries.ScheduleQuerySet.with_running` (0 without it). Never queries."""
+    return int(getattr(obj, "running_occurrences", None) or 0)
 
 
 def fmt_time_utc(value: datetime) -> str:

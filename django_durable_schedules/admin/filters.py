@@ -18,6 +18,7 @@ from django.http import HttpRequest
 
 from ..models import ScheduleQuerySet, WorkerHeartbeat
 from ..models.labels import parse_label, parse_labels
+from ..models.running_queries import running_q
 
 
 class DegradedFilter(admin.SimpleListFilter):
@@ -58,10 +59,11 @@ class RunningFilter(admin.SimpleListFilter):
         return [("yes", "Running (lease held)"), ("no", "Idle")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        # The row's lease, or an occurrence lease (overlap_policy "allow").
         if self.value() == "yes":
-            return queryset.filter(ScheduleQuerySet.leased_q())
+            return queryset.filter(running_q())
         if self.value() == "no":
-            return queryset.exclude(ScheduleQuerySet.leased_q())
+            return queryset.exclude(running_q())
         return queryset
 
 

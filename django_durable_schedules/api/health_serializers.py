@@ -104,8 +104,13 @@ class HealthSerializer(serializers.Serializer):
     overdue = serializers.IntegerField()
     degraded = serializers.IntegerField()
     failing = serializers.IntegerField()
-    live_leases = serializers.IntegerField()
-    expired_leases = serializers.IntegerField()
+    live_leases = serializers.IntegerField(
+        help_text="Leases not expired: the schedules' own and their allow occurrences'."
+    )
+    expired_leases = serializers.IntegerField(
+        help_text="Leases expired and not recovered yet: the schedules' own and their allow "
+        "occurrences'."
+    )
     open_attempts = serializers.IntegerField(
         help_text="Attempts without a receipt: the runs in flight plus stray_attempts "
         "(bounded reads; see open_attempts_exact)."

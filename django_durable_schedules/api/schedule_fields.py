@@ -21,6 +21,7 @@ from ..cron_words import business_in_words, schedule_description, schedule_in_wo
 from ..db.names import calendar_names, read_calendar_links
 from ..deadlines import DeadlineState, deadline_state, read_now
 from ..models import BlackoutWindow, ConcurrencyGroup, ExclusionCalendar, Schedule
+from ..running import running_count
 from .chain_fields import downstream_field, upstream_field
 from .fields import CalendarNamesField, FlatListField, NameRelatedField, WindowNamesField
 from .run_serializers import (
@@ -206,7 +207,16 @@ class ScheduleFields(serializers.Serializer):
 
     running = serializers.SerializerMethodField(
         help_text="The run in flight (its occurrence, attempt, claimed_at: since when, and "
-        "worker), read from the attempt that holds the schedule's lease; null when idle."
+        "worker), read from the attempt that holds the schedule's lease; with "
+        "overlap_policy allow, while only occurrences run, the oldest of them (see "
+        "running_occurrences); null when idle."
+    )
+    running_occurrences = serializers.SerializerMethodField(
+        help_text="How many runs are in flight: with overlap_policy allow, its running "
+        "occurrences (each under a lease of its own, at most max_parallel), plus one for "
+        "a run under the schedule's own lease (a backfill slot or a re-run); for any other "
+        "schedule 1 while running (running not null), else 0. A lease that expired counts "
+        "until its recovery."
     )
     previous = serializers.SerializerMethodField(
         help_text="The last successful run, as the callback reads it (ctx.previous): its "
@@ -227,6 +237,10 @@ class ScheduleFields(serializers.Serializer):
     @extend_schema_field(RunningSerializer(allow_null=True))
     def get_running(self, schedule: Schedule) -> dict[str, Any] | None:
         return running_data(schedule)
+
+    @extend_schema_field(serializers.IntegerField(min_value=0))
+    def get_running_occurrences(self, schedule: Schedule) -> int:
+        return running_count(schedule)
 
     @extend_schema_field(PreviousSerializer(allow_null=True))
     def get_previous(self, schedule: Schedule) -> dict[str, Any] | None:

@@ -119,6 +119,7 @@ class ScheduleSerializer(ScheduleFields, UniqueAtWrite, BaseModelSerializer):
             "lease_token",
             "lease_expires_at",
             "running",
+            "running_occurrences",
             "previous",
             "created_at",
             "updated_at",

@@ -20,7 +20,7 @@ from ..cron_words import schedule_description, schedule_in_words
 from ..humanize import duration_words
 from ..models import ReceiptStatus, RunReceipt, Schedule
 from ..projection import bound_text, format_traceback, result_preview
-from ..running import running_attempt
+from ..running import running_attempt, running_count
 from ..state.overlap_rules import queued_behind
 from ..state.previous_rules import previous_of
 from ..stats import schedule_stats
@@ -146,6 +146,8 @@ def show_lines(schedule: Schedule) -> Iterator[str]:
         f"overlap={schedule.overlap_policy}",
         f"blackout={schedule.blackout_policy}",
     ]
+    if schedule.overlap_policy == "allow":
+        policies.append(f"max_parallel={schedule.max_parallel}")
     if schedule.timeout_seconds:
         policies.append(f"timeout_seconds={schedule.timeout_seconds}")
     yield f"  policies: {', '.join(policies)}"
@@ -175,8 +177,12 @@ def show_lines(schedule: Schedule) -> Iterator[str]:
     if run is None:
         yield "running: no"
     else:
+        count = running_count(schedule)
+        oldest = "the oldest of " if schedule.lease_token is None else ""
+        of = f" ({oldest}{count} running)" if count > 1 else ""
         yield (
-            f"running: #{run.occurrence}.{run.attempt} since {utc(run.claimed_at)} on {run.worker}"
+            f"running: #{run.occurrence}.{run.attempt} since {utc(run.claimed_at)} "
+            f"on {run.worker}{of}"
         )
     yield f"next {SHOW_COUNT} fire times:"
     yield from _upcoming(schedule)

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from django.db import models, router
-from django.db.models import Exists, OuterRef, Q, Subquery
+from django.db.models import Exists, OuterRef, Q
 
 from .. import timing
 from .choices import Kind, Status
@@ -379,24 +379,8 @@ class ScheduleQuerySet(DeadlineQueries, models.QuerySet["Schedule"]):
         )
 
     def with_running(self) -> ScheduleQuerySet:
-        """Each schedule annotated with its open attempt (the ``RunAttempt`` whose
-        ``lease_token`` is the schedule's: the run in flight), as ``running_<field>`` for
-        each of :data:`RUNNING_FIELDS` (all None when no lease is held). Scalar subqueries
-        on the attempts' unique ``lease_token`` index, in the same statement: a page of
-        schedules stays one query (:func:`..running.running_attempt` reads them)."""
-        from .runs import RunAttempt
+        """Each schedule annotated with its run in flight and its running occurrences
+        (:func:`.running_queries.annotate_running`): a page stays one query."""
+        from .running_queries import annotate_running
 
-        open_attempt = RunAttempt.objects.filter(lease_token=OuterRef("lease_token"))
-        return cast(
-            ScheduleQuerySet,
-            self.annotate(
-                **{
-                    f"running_{name}": Subquery(open_attempt.values(name)[:1])
-                    for name in RUNNING_FIELDS
-                }
-            ),
-        )
-
-
-#: The open attempt's fields :meth:`ScheduleQuerySet.with_running` annotates.
-RUNNING_FIELDS = ("occurrence", "attempt", "claimed_at", "worker")
+        return annotate_running(self)

@@ -43,6 +43,7 @@ from ...cron_words import schedule_description, schedule_in_words
 from ...db.names import with_calendar_names
 from ...exceptions import StateConflict
 from ...models import ReceiptStatus, Schedule
+from ...models.running_queries import live_occurrences
 from ...state.overlap_rules import queued_behind
 from .. import (
     backfill_text,
@@ -257,23 +258,25 @@ class Command(BaseCommand):
 
     def _get(self, name: str) -> Schedule:
         try:
-            # With its calendar names in the same query (the words name them).
-            row: Schedule = with_calendar_names(Schedule.objects.all()).get(name=name)
+            # With its calendar names (the words name them) and its runs in flight
+            # (running: the oldest, how many) in the same query.
+            row: Schedule = with_calendar_names(Schedule.objects.with_running()).get(name=name)
             return row
         except Schedule.DoesNotExist:
             raise CommandError(f"no schedule named {name!r}") from None
 
     def _list(self, pool: str | None, labels: list[tuple[str, str | None]]) -> None:
         self.stdout.write(f"{'NAME':32} {'STATUS':9} {'CADENCE':44} NEXT RUN (ITS ZONE · UTC)")
-        rows = with_calendar_names(Schedule.objects.with_labels(labels)).order_by("name")
         now = state.db_now()
+        rows = with_calendar_names(Schedule.objects.with_labels(labels)).order_by("name")
+        # The live occurrence leases of each row, in the same statement (overlap "allow").
+        rows = rows.annotate(live_occurrences=live_occurrences(now))
         for s in rows if pool is None else rows.filter(pool=pool):
             line = (
                 f"{s.name:32} {s.status:9} {_describe(s):44} {in_zone(s.next_run_at, s.timezone)}"
             )
             why = s.degraded_reason or s.pause_reason  # why a paused schedule does not run
-            if s.lease_expires_at is not None and s.lease_expires_at > now:
-                why = "running" + (f"; {why}" if why else "")  # a run in flight (its lease)
+            why = "; ".join(w for w in (_running_words(s, now), why) if w)
             self.stdout.write(f"{line}  ({why})" if why else line)
 
     def _upcoming(self, schedule: Schedule, count: int) -> None:
@@ -360,3 +363,15 @@ def _trigger_options(options: dict[str, Any]) -> dict[str, Any]:
         "note": options.get("note") or "",
         "ignore_blackout": bool(options.get("ignore_blackout")),
     }
+
+
+def _running_words(row: Any, now: Any) -> str:
+    """``"running"`` (a live lease on the row), ``"running: 2 of 3 occurrences"`` (live
+    occurrence leases, ``overlap_policy="allow"``; "+ 1" when the row's own lease runs
+    too: a backfill slot or a re-run), or ``""``. ``row`` carries ``live_occurrences``."""
+    own = row.lease_expires_at is not None and row.lease_expires_at > now
+    count = int(row.live_occurrences or 0)
+    if not count:
+        return "running" if own else ""
+    limit = row.max_parallel or count
+    return f"running: {count} of {limit} occurrences" + (" + 1" if own else "")
