@@ -104,6 +104,22 @@ def test_a_failed_occurrence_is_counted_not_retried():
     assert [c.attempt for c in claim(T0 + M)] == [1]  # the next occurrence, no retry
 
 
+def test_a_skipped_occurrence_is_receipted_skipped_not_succeeded():
+    """``SkipRun`` in an occurrence is a skip, as on every schedule: receipted ``skipped``
+    (the chaos soak found it receipted ``succeeded``), the failure streak kept, no previous
+    run moved."""
+    make()
+    a = claim(T0)[0]
+    state.complete([done(a, "failed", error_type="E", error_message="boom")], now=T0 + S)
+    b = claim(T0 + M)[0]
+    state.complete([done(b, "skipped", error_type="SkipRun")], now=T0 + M + S)
+    statuses = list(RunReceipt.objects.order_by("occurrence").values_list("occurrence", "status"))
+    assert statuses == [(1, "failed"), (2, "skipped")]
+    row = Schedule.objects.get()
+    assert (row.failure_count, row.failed_occurrences) == (1, 1)
+    assert row.previous_occurrence is None
+
+
 def test_pause_after_failures_pauses_an_allow_schedule():
     make(pause_after_failures=2)
     a = claim(T0)[0]

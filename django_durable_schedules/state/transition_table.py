@@ -92,8 +92,9 @@ OUTCOMES: tuple[Transition, ...] = (
       "allow schedule (its own lease)",
       "unchanged; `completed` when its grid has no slot left", "unchanged (its claim moved "
       "the grid on); none when completed",
-      "its own status (`failure_count` reset, an open alert closed; the previous run moves "
-      "to it)", KEEPS | {Status.COMPLETED}, seen("complete", *_SUCCESS_OR_SKIP)),
+      "its own status (a success: `failure_count` reset, an open alert closed, the "
+      "previous run moves to it; `skipped`: `failure_count` kept)",
+      KEEPS | {Status.COMPLETED}, seen("complete", *_SUCCESS_OR_SKIP)),
     T("outcome.parallel_failed", LEASED,
       "failed (or its lease expired), of an occurrence of an `overlap_policy` allow "
       "schedule", "unchanged, or paused after `pause_after_failures` failed occurrences "
