@@ -51,10 +51,10 @@ What it does:
    leave its downstream instants missed), two steps below each, one step after two roots
    on the same grid.
    With ``--parallel`` (the default) four ``overlap_policy="allow"`` schedules
-   (bench/chaos_parallel.py): every 1 s, ``max_parallel`` 2 or 3, one attempt, of
-   ``chaos.parallel`` (30 % of its runs take 1.5 to 2.5 s: occurrences overlap and the
-   limit binds), claimed first (``priority``), one of them in isolation children, one
-   ending half-way.
+   (bench/chaos_parallel.py): ``max_parallel`` 2 or 3, one attempt, of ``chaos.parallel``
+   (30 % of its runs take 2.5 to 3.5 s: occurrences overlap and the limit binds); two
+   every 2 s claimed first (``priority``), two every 1 s, one of them in isolation
+   children, one ending half-way.
 3. Stops the workers with SIGTERM (they must drain and exit 0), waits for the leases of
    killed workers to expire and recovers them (``state.expire_leases``, as a worker
    would), then audits.

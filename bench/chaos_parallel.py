@@ -2,16 +2,17 @@
 item 4): schedules whose occurrences run side by side, up to ``max_parallel``, each with
 its own lease (``OccurrenceLease``), and the audit of that limit and of their slots.
 
-The load (:data:`SCHEDULES`): interval schedules every second from a whole second 2 s
-ahead, ``max_attempts`` 1 (an occurrence is never retried), of the callback
-``chaos.parallel`` (bench/chaos_app/schedules.py: fails 10 %, skips 8 %, overruns its
-lease 5 %, takes 1.5 to 2.5 s - past the interval, so occurrences overlap and the limit
-binds - 30 %): ``chaos-par-0`` (``max_parallel`` 2), ``chaos-par-1`` (3), both with
-``priority`` :data:`PRIORITY` (claimed before the soak's backlog of due rows, so their
-claims keep to the grid and the limit binds; a row held at its limit never holds up the
-others); ``chaos-par-2`` (2, with ``timeout_seconds``: each run in an isolation child, which runs on while its
-worker is frozen and is stopped when the worker resumes and finds its lease lost) and
-``chaos-par-end`` (2, ``end_at`` half-way through the soak: its whole grid is judged).
+The load (:data:`SCHEDULES`): interval schedules from a whole second 2 s ahead,
+``max_attempts`` 1 (an occurrence is never retried), of the callback ``chaos.parallel``
+(bench/chaos_app/schedules.py: fails 10 %, skips 8 %, overruns its lease 5 %, takes 2.5 to
+3.5 s - past the interval, so occurrences overlap and the limit binds - 30 %):
+``chaos-par-0`` (``max_parallel`` 2) and ``chaos-par-1`` (3), every 2 s with ``priority``
+:data:`PRIORITY` (claimed before the soak's backlog of due rows, so their claims keep to
+the grid and the limit binds; a row held at its limit never holds up the others; every
+second they took a quarter of a SQLite soak's claims and left plain schedules unclaimed
+for 20 s: ``healthy_stalled``); every second without priority, ``chaos-par-2`` (2, with
+``timeout_seconds``: each run in an isolation child, which runs on while its worker is
+frozen and is stopped when the worker resumes and finds its lease lost) and ``chaos-par-end`` (2, ``end_at`` half-way through the soak: its whole grid is judged).
 
 What the engine guarantees, and so what the audit counts: a claim admits an occurrence
 while fewer than ``max_parallel`` occurrence leases of its schedule are live (unexpired)
@@ -61,12 +62,12 @@ from typing import Any
 from chaos_groups import max_overlap
 
 PRIORITY = 5
-#: ``(name, max_parallel, priority, isolated, ends half-way)``.
+#: ``(name, interval seconds, max_parallel, priority, isolated, ends half-way)``.
 SCHEDULES = (
-    ("chaos-par-0", 2, PRIORITY, False, False),
-    ("chaos-par-1", 3, PRIORITY, False, False),
-    ("chaos-par-2", 2, 0, True, False),
-    ("chaos-par-end", 2, 0, False, True),
+    ("chaos-par-0", 2, 2, PRIORITY, False, False),
+    ("chaos-par-1", 2, 3, PRIORITY, False, False),
+    ("chaos-par-2", 1, 2, 0, True, False),
+    ("chaos-par-end", 1, 2, 0, False, True),
 )
 TIMEOUT_SECONDS = 20.0  # chaos-par-2: > the slow runs' lease + 1.5 s
 GRID = frozenset({"scheduled", "deferred", "buffered"})  # the live grid's origins
@@ -89,7 +90,7 @@ def create_parallel(common: dict[str, Any], duration: float) -> None:
     from django_durable_schedules import state
 
     start = (state.db_now() + timedelta(seconds=2)).replace(microsecond=0)
-    for name, limit, priority, isolated, ends in SCHEDULES:
+    for name, every, limit, priority, isolated, ends in SCHEDULES:
         more: dict[str, Any] = {}
         if isolated:
             more["timeout_seconds"] = TIMEOUT_SECONDS
@@ -98,7 +99,7 @@ def create_parallel(common: dict[str, Any], duration: float) -> None:
         state.create_schedule(
             name=name,
             kind="interval",
-            interval_seconds=1,
+            interval_seconds=every,
             start_at=start,
             overlap_policy="allow",
             max_parallel=limit,

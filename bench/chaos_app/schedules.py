@@ -76,7 +76,7 @@ def grouped(ctx):
 
 
 #: ``chaos.parallel``: past :data:`SLOW`, up to this bound of the draw the run takes
-#: 1.5 to 2.5 s, longer than its schedule's 1 s interval (occurrences overlap and
+#: 2.5 to 3.5 s, longer than its schedule's interval (1 or 2 s: occurrences overlap and
 #: ``max_parallel`` binds).
 LONG = 0.53
 
@@ -84,8 +84,8 @@ LONG = 0.53
 @register("chaos.parallel")
 def parallel(ctx):
     """``chaos.work`` for the ``overlap_policy="allow"`` schedules (bench/chaos_parallel.py):
-    fails, skips and overruns its lease as ``chaos.work`` does; 30 % of the runs take 1.5
-    to 2.5 s (past the 1 s interval: they overlap), the rest up to 0.3 s. Its ``start``
+    fails, skips and overruns its lease as ``chaos.work`` does; 30 % of the runs take 2.5
+    to 3.5 s (past the interval, 1 or 2 s: they overlap), the rest up to 0.3 s. Its ``start``
     line names the parent process too (the worker of an isolated run)."""
     key, attempt, pid = ctx.idempotency_key, ctx.attempt, os.getpid()
     _log("start", key, attempt, pid, f"{time.time():.3f}", os.getppid())
@@ -99,7 +99,7 @@ def parallel(ctx):
     if r < SLOW:
         time.sleep(float(os.environ.get("CHAOS_LEASE_SECONDS", "4")) + 1.5)
     elif r < LONG:
-        time.sleep(1.5 + (r - SLOW) / (LONG - SLOW))
+        time.sleep(2.5 + (r - SLOW) / (LONG - SLOW))
     else:
         time.sleep(0.3 * (r - LONG) / (1 - LONG))
     _log("done", key, attempt, "ok", pid, f"{time.time():.3f}")
