@@ -202,6 +202,19 @@ def test_the_last_of_max_runs_completes_the_schedule():
     assert RunReceipt.objects.count() == 2
 
 
+def test_the_last_occurrence_handed_back_unrun_completes_the_schedule():
+    """The grid's last claim planned no slot more: its occurrence handed back unrun
+    (``released``) has its slot counted and completes the schedule, as a success or a
+    failure does; it was left ``active`` with no next run, for ever (found by the chaos
+    soak: ``chaos-par-end``)."""
+    make(max_runs=2)
+    claim(T0)
+    b = claim(T0 + M)[0]
+    state.complete([done(b, "released")], now=T0 + M + S)
+    row = Schedule.objects.get()
+    assert (row.status, row.next_run_at, row.missed_count) == ("completed", None, 1)
+
+
 def test_allow_refuses_retries_and_bounds_max_parallel():
     with pytest.raises(ValidationError) as e:
         Schedule(

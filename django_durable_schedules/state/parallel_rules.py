@@ -202,10 +202,11 @@ def _unrun(row: Schedule, ran: Outcome, now: datetime) -> Receipt:
         status = ReceiptStatus.DEGRADED
     else:
         status = ReceiptStatus.RELEASED
+        _complete_if_done(row)  # the grid's last slot counted: nothing is left to run
     return build_receipt(ran.claim, status, now, row=row, ran=ran, note=note)
 
 
-@implements("outcome.parallel_succeeded", "outcome.parallel_failed")
+@implements("outcome.parallel_succeeded", "outcome.parallel_failed", "outcome.parallel_unrun")
 def _complete_if_done(row: Schedule) -> None:
     """An active row whose grid planned no slot more (``max_runs`` reached, its end
     passed, a ``once`` run) completes with this occurrence; runs still out finish with
