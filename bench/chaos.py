@@ -120,8 +120,8 @@ The audit (each item a count; any non-zero count is a violation and exit status 
   ``parallel_occurrence_receipted_twice``, ``parallel_slot_unaccounted`` and
   ``parallel_slot_counted_twice`` (the grid's decided slots against the occurrences run
   plus ``missed_count``), ``parallel_lease_left_by_drain`` (an ``OccurrenceLease`` of a
-  worker that drained left at the stop) and ``parallel_leases_left`` (any left after the
-  lease recovery). Their occurrences overlap by design; every other check covers them.
+  worker that drained left at the stop), ``parallel_leases_left`` (any left after the
+  lease recovery) and ``parallel_schedule_stuck`` (left ``active`` with no next run). Their occurrences overlap by design; every other check covers them.
 
 Prints the JSON report on stdout, then one summary line. Worker logs and the side-effect
 log go to ``bench/out/chaos-<pid>/``.

@@ -178,12 +178,15 @@ def test_a_completed_grid_is_judged_to_its_end_inclusive():
     row = schedule(next_run_at=None, status="completed", end_at=T0 + timedelta(seconds=11))
     assert chaos_parallel.grid_slots(row) == 12
     assert chaos_parallel.grid_slots(dict(row, status="paused")) is None
+    stuck = dict(row, status="active", missed_count=2)  # the grid ended, never completed
+    assert chaos_parallel.grid_slots(stuck) == 12
     assert chaos_parallel.grid_slots(schedule(next_run_at=T0 + timedelta(seconds=2.5))) == 3
     load = Load()
     for o in range(1, 11):
         load.add(o, o - 1, o - 0.5)
     assert broken(load.judge(dict(row, missed_count=2))) == {}
     assert broken(load.judge(dict(row, missed_count=1))) == {"parallel_slot_unaccounted": 1}
+    assert broken(load.judge(stuck)) == {"parallel_schedule_stuck": 1}
 
 
 def test_the_claims_check_leaves_lapsed_leases_out():
