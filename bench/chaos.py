@@ -7,7 +7,7 @@ side-effect log written by the callbacks themselves.
         [--database-url postgres://postgres@127.0.0.1:5432/dds_chaos]
         [--restart-postgres | --no-restart-postgres] [--poison | --no-poison]
         [--poison-schedules 6] [--groups | --no-groups] [--group-schedules 6]
-        [--chains | --no-chains]
+        [--chains | --no-chains] [--parallel | --no-parallel]
         [--seed 1] [--keep] [--json-out F]
 
 What it does:
@@ -50,6 +50,11 @@ What it does:
    (bench/chaos_chains.py): roots every 3 s (one with a single attempt, so its failures
    leave its downstream instants missed), two steps below each, one step after two roots
    on the same grid.
+   With ``--parallel`` (the default) four ``overlap_policy="allow"`` schedules
+   (bench/chaos_parallel.py): ``max_parallel`` 2 or 3, one attempt, of ``chaos.parallel``
+   (30 % of its runs take 2.5 to 3.5 s: occurrences overlap and the limit binds); two
+   every 2 s claimed first (``priority``), two every 1 s, one of them in isolation
+   children, one ending half-way.
 3. Stops the workers with SIGTERM (they must drain and exit 0), waits for the leases of
    killed workers to expire and recovers them (``state.expire_leases``, as a worker
    would), then audits.
@@ -74,7 +79,9 @@ The audit (each item a count; any non-zero count is a violation and exit status 
   recovery could not move on, a poison written while the run was out: the receipt keeps
   the run's own status, ``lease_expired`` for a worker that died, noting ``the schedule
   was paused: ...``, and the pause leaves nothing to retry; counted in
-  ``occurrences_ended_by_degraded_pause``). (Missed slots are coalesced into one run or receipted ``missed`` and do
+  ``occurrences_ended_by_degraded_pause``), nor an ``allow`` schedule's occurrence handed
+  back unrun (``released``: not retried, its slot is counted in ``missed_count``, which
+  ``--parallel`` audits). (Missed slots are coalesced into one run or receipted ``missed`` and do
   not take occurrence numbers of their own: ``slots_skipped``/``missed_count`` count them.)
 * ``attempt_gaps``: attempt numbers of an occurrence that are not exactly 1..k;
 * ``multiple_receipts`` (attempts with more than one receipt), ``orphan_receipts``,
@@ -110,6 +117,16 @@ The audit (each item a count; any non-zero count is a violation and exit status 
   due more than 10 s before the stop neither ``run`` with a receipt nor ``missed`` with an
   ``UpstreamNotDone`` receipt) and ``chain_ready_stalled`` (a ready slot left unclaimed for
   more than 15 s while its downstream held no attempt).
+* with ``--parallel`` (the rules in bench/chaos_parallel.py): ``parallel_over_max`` (more
+  runs of one ``allow`` schedule holding a live lease at one instant than its
+  ``max_parallel``, from the callbacks' own start/done lines, cut as the groups' check
+  cuts them), ``parallel_claims_over_max`` (the same at each claim, from ``claimed_at``
+  and the receipts' ``finished_at``), ``parallel_occurrence_claimed_twice``,
+  ``parallel_occurrence_receipted_twice``, ``parallel_slot_unaccounted`` and
+  ``parallel_slot_counted_twice`` (the grid's decided slots against the occurrences run
+  plus ``missed_count``), ``parallel_lease_left_by_drain`` (an ``OccurrenceLease`` of a
+  worker that drained left at the stop), ``parallel_leases_left`` (any left after the
+  lease recovery) and ``parallel_schedule_stuck`` (left ``active`` with no next run). Their occurrences overlap by design; every other check covers them.
 
 Prints the JSON report on stdout, then one summary line. Worker logs and the side-effect
 log go to ``bench/out/chaos-<pid>/``.
@@ -135,6 +152,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import chaos_chains
 import chaos_groups
+import chaos_parallel
 import chaos_surfaces
 
 BENCH = Path(__file__).resolve().parent
@@ -251,12 +269,14 @@ def create_schedules(
     surfaces: bool = True,
     groups: int = 0,
     chains: bool = False,
+    parallel: float = 0.0,
 ) -> None:
     """``count`` plain ``chaos.work`` schedules; with ``poison_schedules``, also the poison
     victims (:data:`POISON_ROWS`) and that many ``chaos.poison`` schedules; with
     ``surfaces``, the calendars and backfills of :mod:`chaos_surfaces`; with ``groups``,
     that many schedules in each of the two concurrency groups of :mod:`chaos_groups`; with
-    ``chains``, the chains of :mod:`chaos_chains`."""
+    ``chains``, the chains of :mod:`chaos_chains`; with ``parallel`` (the soak's duration,
+    seconds), the ``allow`` schedules of :mod:`chaos_parallel`."""
     from django_durable_schedules import state
 
     common = {
@@ -285,6 +305,8 @@ def create_schedules(
         chaos_groups.create_grouped(common, groups)
     if chains:
         chaos_chains.create_chains(common)
+    if parallel:
+        chaos_parallel.create_parallel(common, parallel)
     if not poison_schedules:
         return
     for i, (kind, *_rest) in enumerate(POISON_ROWS):
@@ -411,6 +433,7 @@ class Fleet:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.frozen: dict[str, float] = {}  # worker id -> monotonic time to resume
         self.started = self.killed = self.stalled = 0
+        self.killed_ids: set[str] = set()  # workers SIGKILLed: their leases are recovered
         self.crashes: list[dict[str, Any]] = []
         # (wall time, "kill" | "stop" | "cont", worker pid): what the groups' audit ends runs by
         self.events: list[tuple[float, str, int]] = []
@@ -466,6 +489,7 @@ class Fleet:
         proc.wait()
         self.children_survived_sigkill += chaos_groups.still_alive(children, within=3.0)
         self.killed += 1
+        self.killed_ids.add(wid)
         say(f"SIGKILL {wid}; started {self.start()}")
 
     def stall_random(self) -> None:
@@ -633,13 +657,16 @@ def settle(lease: int) -> int:
     """Recover the leases of killed workers once they expire (as a worker would); returns
     how many were recovered."""
     from django_durable_schedules import state
-    from django_durable_schedules.models import Schedule
+    from django_durable_schedules.models import OccurrenceLease, Schedule
 
     recovered = 0
     deadline = time.monotonic() + lease * 3 + 15
     while True:
         recovered += state.expire_leases(limit=1000)
-        if not Schedule.objects.filter(lease_token__isnull=False).exists():
+        if (
+            not Schedule.objects.filter(lease_token__isnull=False).exists()
+            and not OccurrenceLease.objects.exists()
+        ):
             return recovered
         if time.monotonic() > deadline:
             return recovered
@@ -716,7 +743,7 @@ def audit(log_path: Path) -> dict[str, Any]:
         if n > 1:
             violation("duplicate_successes", f"{key[0]}:{key[1]} x{n}")
 
-    pending = given_up = backfill_ended = ended_by_pause = 0
+    pending = given_up = backfill_ended = ended_by_pause = counted_missed = 0
     for sid, row in schedules.items():
         if row.lease_token is not None:
             violation("leases_left", row.name)
@@ -748,6 +775,8 @@ def audit(log_path: Path) -> dict[str, Any]:
                 pending += 1
             elif status in ("failed", "lease_expired") and last["attempt"] >= max_attempts:
                 given_up += 1
+            elif status == "released" and row.overlap_policy == "allow":
+                counted_missed += 1  # never retried: its slot is in missed_count
             elif last["origin"] == "backfill" and _backfill_settled(
                 backfill_of.get(sid), o, status
             ):
@@ -805,6 +834,7 @@ def audit(log_path: Path) -> dict[str, Any]:
             "receipts_by_status": dict(sorted(statuses.items())),
             "occurrences_pending_retry": pending,
             "occurrences_given_up": given_up,
+            "allow_occurrences_released_counted_missed": counted_missed,
             "backfill_slots_ended_unsuccessfully": backfill_ended,
             "occurrences_ended_by_degraded_pause": ended_by_pause,
             "slots_skipped": sum(r["slots_skipped"] or 0 for r in receipts),
@@ -1023,6 +1053,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=True,
         help="three chains of kind 'after' schedules, and the audit of their slots (default on)",
     )
+    p.add_argument(
+        "--parallel",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="overlap_policy allow schedules (max_parallel 2 and 3), and the audit of the "
+        "limit and of their slots (default on)",
+    )
     p.add_argument("--schedules", type=int, default=24)
     p.add_argument("--lease-seconds", type=int, default=4)
     p.add_argument("--seed", type=int, default=1)
@@ -1053,6 +1090,7 @@ def main(argv: list[str] | None = None) -> int:
         surfaces=args.surfaces,
         groups=args.group_schedules if args.groups else 0,
         chains=args.chains,
+        parallel=args.duration if args.parallel else 0.0,
     )
     connections.close_all()  # the soak itself stays off the database (and the restart)
 
@@ -1065,6 +1103,7 @@ def main(argv: list[str] | None = None) -> int:
         stopped_at = datetime.now(UTC)  # the chain audit's end: no claim after the drain
         unclean = fleet.stop()
     say(f"workers stopped after {time.monotonic() - started:.0f}s; recovering leases, auditing")
+    after_drain = chaos_parallel.leases_held() if args.parallel else []
     recovered = settle(args.lease_seconds)
     report = audit(log_path)
     if args.poison:
@@ -1092,6 +1131,19 @@ def main(argv: list[str] | None = None) -> int:
         report["violations"].update(extra["violations"])
         report["examples"].update(extra["examples"])
         report["chains"] = extra["totals"]
+    if args.parallel:
+        stopped = fleet.killed_ids | {c["worker"] for c in fleet.crashes}
+        extra = chaos_parallel.audit_parallel(
+            log_path,
+            fleet.events,
+            fleet.children_survived_sigkill,
+            args.lease_seconds,
+            after_drain,
+            stopped,
+        )
+        report["violations"].update(extra["violations"])
+        report["examples"].update(extra["examples"])
+        report["parallel"] = extra["schedules"]
     report["violations"]["unclean_worker_exits"] = len(unclean)
     report["violations"]["worker_crashes"] = len(fleet.crashes)
     if unclean:
@@ -1144,13 +1196,22 @@ def main(argv: list[str] | None = None) -> int:
             f"chains: {sum(by.values())} slots ({by.get('run', 0)} run, {by.get('missed', 0)} "
             f"missed), {sum(v[n] for n in chaos_chains.VIOLATIONS)} chain violations; "
         )
+    parallel = ""
+    if args.parallel:
+        most = max((p["max_concurrent_live"] for p in report["parallel"].values()), default=0)
+        at_limit = sum(p["claims_at_the_limit"] for p in report["parallel"].values())
+        parallel = (
+            f"allow: {sum(p['occurrences'] for p in report['parallel'].values())} occurrences, "
+            f"at most {most} live at once, {at_limit} claims at the limit, "
+            f"{sum(v[n] for n in chaos_parallel.VIOLATIONS)} allow violations; "
+        )
     print(
         f"chaos: {'PASS' if ok else 'FAIL'} {vendor}, {args.duration:.0f}s, {args.workers} workers, "
         f"{fleet.killed} SIGKILLs, {fleet.stalled} stalls, {restarted}; "
         f"{t['attempts']} attempts, {t['receipts']} receipts; "
         f"{v['duplicate_successes'] + v['double_success_in_log']} duplicate successes, "
         f"{v['lost_occurrences']} lost occurrences, {v['open_attempts']} open attempts, "
-        f"{poison}{chains}{sum(v.values())} violations in all"
+        f"{poison}{chains}{parallel}{sum(v.values())} violations in all"
     )
     return 0 if ok else 1
 

@@ -104,6 +104,22 @@ def test_a_failed_occurrence_is_counted_not_retried():
     assert [c.attempt for c in claim(T0 + M)] == [1]  # the next occurrence, no retry
 
 
+def test_a_skipped_occurrence_is_receipted_skipped_not_succeeded():
+    """``SkipRun`` in an occurrence is a skip, as on every schedule: receipted ``skipped``
+    (the chaos soak found it receipted ``succeeded``), the failure streak kept, no previous
+    run moved."""
+    make()
+    a = claim(T0)[0]
+    state.complete([done(a, "failed", error_type="E", error_message="boom")], now=T0 + S)
+    b = claim(T0 + M)[0]
+    state.complete([done(b, "skipped", error_type="SkipRun")], now=T0 + M + S)
+    statuses = list(RunReceipt.objects.order_by("occurrence").values_list("occurrence", "status"))
+    assert statuses == [(1, "failed"), (2, "skipped")]
+    row = Schedule.objects.get()
+    assert (row.failure_count, row.failed_occurrences) == (1, 1)
+    assert row.previous_occurrence is None
+
+
 def test_pause_after_failures_pauses_an_allow_schedule():
     make(pause_after_failures=2)
     a = claim(T0)[0]
@@ -184,6 +200,19 @@ def test_the_last_of_max_runs_completes_the_schedule():
     assert Schedule.objects.get().status == "completed"
     state.complete([done(a)], now=T0 + M + 2 * S)  # still receipted
     assert RunReceipt.objects.count() == 2
+
+
+def test_the_last_occurrence_handed_back_unrun_completes_the_schedule():
+    """The grid's last claim planned no slot more: its occurrence handed back unrun
+    (``released``) has its slot counted and completes the schedule, as a success or a
+    failure does; it was left ``active`` with no next run, for ever (found by the chaos
+    soak: ``chaos-par-end``)."""
+    make(max_runs=2)
+    claim(T0)
+    b = claim(T0 + M)[0]
+    state.complete([done(b, "released")], now=T0 + M + S)
+    row = Schedule.objects.get()
+    assert (row.status, row.next_run_at, row.missed_count) == ("completed", None, 1)
 
 
 def test_allow_refuses_retries_and_bounds_max_parallel():

@@ -75,6 +75,37 @@ def grouped(ctx):
     return work(ctx, os.getppid())
 
 
+#: ``chaos.parallel``: past :data:`SLOW`, up to this bound of the draw the run takes
+#: 2.5 to 3.5 s, longer than its schedule's interval (1 or 2 s: occurrences overlap and
+#: ``max_parallel`` binds).
+LONG = 0.53
+
+
+@register("chaos.parallel")
+def parallel(ctx):
+    """``chaos.work`` for the ``overlap_policy="allow"`` schedules (bench/chaos_parallel.py):
+    fails, skips and overruns its lease as ``chaos.work`` does; 30 % of the runs take 2.5
+    to 3.5 s (past the interval, 1 or 2 s: they overlap), the rest up to 0.3 s. Its ``start``
+    line names the parent process too (the worker of an isolated run)."""
+    key, attempt, pid = ctx.idempotency_key, ctx.attempt, os.getpid()
+    _log("start", key, attempt, pid, f"{time.time():.3f}", os.getppid())
+    r = draw(key, attempt)
+    if r < FAIL:
+        _log("done", key, attempt, "fail", pid, f"{time.time():.3f}")
+        raise RuntimeError("chaos: planned failure")
+    if r < SKIP:
+        _log("done", key, attempt, "skip", pid, f"{time.time():.3f}")
+        raise SkipRun("chaos: planned skip")
+    if r < SLOW:
+        time.sleep(float(os.environ.get("CHAOS_LEASE_SECONDS", "4")) + 1.5)
+    elif r < LONG:
+        time.sleep(2.5 + (r - SLOW) / (LONG - SLOW))
+    else:
+        time.sleep(0.3 * (r - LONG) / (1 - LONG))
+    _log("done", key, attempt, "ok", pid, f"{time.time():.3f}")
+    return {"attempt": attempt}
+
+
 # --- poison outcomes (bench/chaos.py --poison) -----------------------------------------
 # ``chaos.poison`` logs like ``chaos.work`` but reports values no receipt may hold as
 # given: messages with NUL, lone surrogates and 20,000 characters, ``RetryRun`` delays of

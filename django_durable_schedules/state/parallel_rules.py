@@ -9,9 +9,10 @@ functions decide on rows and counts already read; :mod:`.parallel` reads and wri
   rows. Its claim moves the grid on at once, as any claim does; the lease is then moved
   off the schedule row onto an :class:`~..models.OccurrenceLease` (:func:`detach_leases`),
   so the row stays claimable while the occurrence runs.
-* **Completion** (:func:`finish_parallel`): the receipt of the occurrence; the grid is left
-  as the claims moved it. A success ends the failure streak (and its alert) and is the
-  schedule's previous run; a failure counts a failed occurrence (``pause_after_failures``
+* **Completion** (:func:`finish_parallel`): the receipt of the occurrence, in its own
+  words (``skipped`` stays ``skipped``); the grid is left as the claims moved it. A success
+  ends the failure streak (and its alert) and is the schedule's previous run; a skip keeps
+  both; a failure counts a failed occurrence (``pause_after_failures``
   may pause the schedule; a terminal failure fails it) and is **not retried**: later
   slots already run beside it, and an occurrence's retry would need a place of its own
   (``Schedule.clean()`` refuses ``max_attempts`` above 1 with ``allow``). A lease that
@@ -146,12 +147,12 @@ def finish_parallel(
         return _failed(row, ran, ReceiptStatus.FAILED, claim.occurrence, now, ran.terminal)
     if status in (OutcomeStatus.RELEASED, OutcomeStatus.DEGRADED):
         return _unrun(row, ran, now)
-    row.failure_count = row.failed_occurrences = 0
-    if row.open_alerts:
-        recover(row, claim.occurrence)
+    if status in SUCCESS_STATUSES:  # a skip keeps the failure streak, as on any schedule
+        row.failure_count = row.failed_occurrences = 0
+        if row.open_alerts:
+            recover(row, claim.occurrence)
     _complete_if_done(row)
-    receipt_status = status if status in SUCCESS_STATUSES else ReceiptStatus.SUCCEEDED
-    receipt = build_receipt(claim, ReceiptStatus(receipt_status), now, row=row, ran=ran)
+    receipt = build_receipt(claim, ReceiptStatus(status), now, row=row, ran=ran)
     note_success(row, receipt, claim.scheduled_for)
     return receipt
 
@@ -201,10 +202,11 @@ def _unrun(row: Schedule, ran: Outcome, now: datetime) -> Receipt:
         status = ReceiptStatus.DEGRADED
     else:
         status = ReceiptStatus.RELEASED
+        _complete_if_done(row)  # the grid's last slot counted: nothing is left to run
     return build_receipt(ran.claim, status, now, row=row, ran=ran, note=note)
 
 
-@implements("outcome.parallel_succeeded", "outcome.parallel_failed")
+@implements("outcome.parallel_succeeded", "outcome.parallel_failed", "outcome.parallel_unrun")
 def _complete_if_done(row: Schedule) -> None:
     """An active row whose grid planned no slot more (``max_runs`` reached, its end
     passed, a ``once`` run) completes with this occurrence; runs still out finish with

@@ -92,8 +92,9 @@ OUTCOMES: tuple[Transition, ...] = (
       "allow schedule (its own lease)",
       "unchanged; `completed` when its grid has no slot left", "unchanged (its claim moved "
       "the grid on); none when completed",
-      "its own status (`failure_count` reset, an open alert closed; the previous run moves "
-      "to it)", KEEPS | {Status.COMPLETED}, seen("complete", *_SUCCESS_OR_SKIP)),
+      "its own status (a success: `failure_count` reset, an open alert closed, the "
+      "previous run moves to it; `skipped`: `failure_count` kept)",
+      KEEPS | {Status.COMPLETED}, seen("complete", *_SUCCESS_OR_SKIP)),
     T("outcome.parallel_failed", LEASED,
       "failed (or its lease expired), of an occurrence of an `overlap_policy` allow "
       "schedule", "unchanged, or paused after `pause_after_failures` failed occurrences "
@@ -103,9 +104,10 @@ OUTCOMES: tuple[Transition, ...] = (
       AS_FAILED | KEEPS, seen("complete", "failed") | seen("expire", "lease_expired")),
     T("outcome.parallel_unrun", LEASED,
       "released (handed back unrun) or degraded (its callback vanished), of an occurrence "
-      "of an `overlap_policy` allow schedule", "unchanged; degraded: " + DEGRADED,
+      "of an `overlap_policy` allow schedule", "unchanged; released: `completed` when its "
+      "grid has no slot left; degraded: " + DEGRADED,
       "unchanged", "`released` / `degraded`; its slot counted in `missed_count` (later "
-      "slots already run beside it)", KEEPS | TO_PAUSED,
+      "slots already run beside it)", KEEPS | TO_PAUSED | {Status.COMPLETED},
       seen("complete", "released", "degraded")),
     T("outcome.backfill", LEASED, "any outcome of a backfill slot",
       "unchanged; `completed` when the slot's occurrence was the last of `max_runs` "
