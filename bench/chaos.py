@@ -114,9 +114,10 @@ The audit (each item a count; any non-zero count is a violation and exit status 
   ``chain_instant_succeeded_twice`` (a downstream instant with more than one success),
   ``chain_ran_before_upstreams`` (a downstream attempt claimed before every upstream's
   success receipt for its instant was finished), ``chain_slot_undecided`` (a chain slot
-  due more than 10 s before the stop neither ``run`` with a receipt nor ``missed`` with an
-  ``UpstreamNotDone`` receipt) and ``chain_ready_stalled`` (a ready slot left unclaimed for
-  more than 15 s while its downstream held no attempt).
+  ``run`` without a receipt or ``missed`` without an ``UpstreamNotDone`` receipt, or still
+  open after more than 10 s past its deadline with its downstream free: the engine
+  settles slots on a free downstream only) and ``chain_ready_stalled`` (a ready slot left
+  unclaimed for more than 15 s while its downstream was free).
 * with ``--parallel`` (the rules in bench/chaos_parallel.py): ``parallel_over_max`` (more
   runs of one ``allow`` schedule holding a live lease at one instant than its
   ``max_parallel``, from the callbacks' own start/done lines, cut as the groups' check

@@ -22,15 +22,21 @@ instants counted from the live grid only (origins ``scheduled``, ``buffered``,
   ``missed``/``degraded`` at the claim) claimed before every upstream had a success
   receipt for its instant (``claimed_at`` < the upstream's earliest success
   ``finished_at``, or no such success at all);
-* ``chain_slot_undecided``: a chain slot whose deadline is more than :data:`END_MARGIN` s
-  before the workers were stopped that is neither ``run`` (with a receipted attempt of the
-  downstream for the instant) nor ``missed`` (with a ``missed`` receipt ``UpstreamNotDone``
-  for the instant);
+* ``chain_slot_undecided``: a chain slot ``run`` without a receipted attempt of the
+  downstream for the instant, or ``missed`` without a ``missed`` receipt ``UpstreamNotDone``
+  for it (its deadline more than :data:`END_MARGIN` s before the workers were stopped); or
+  still open (``waiting``/``ready``) after more than :data:`END_MARGIN` s of time after its
+  deadline during which its downstream was free. The engine settles a slot only on a
+  downstream that is free (no lease, no retry waiting: ``Schedule.chain_free_q``; one
+  occurrence at a time, docs/concepts.md "Chaining"), so a downstream busy with an earlier
+  instant (a run past its lease, a frozen worker's lease until it is recovered, retries and
+  their backoff) holds its expired slots undecided that long: the busy time is each of
+  its occurrences from its first attempt's claim to its last attempt's receipt (open ones,
+  and a retry still waiting at the stop, to the stop);
 * ``chain_ready_stalled``: a slot that became ready (its last upstream's success
   receipt's ``finished_at``) and stayed unclaimed (to its ``finished_at`` when ``run``, to
   the stop when still ``ready``) for more than :data:`READY_BOUND` s of time during which
-  its downstream held no attempt (``[claimed_at, receipt finished_at]`` of each of its
-  attempts, open ones to the stop).
+  its downstream was free (the busy time as above).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from typing import Any
 EVERY = 3  # the roots' interval (seconds)
 WAIT_STEP1 = 6  # wait_seconds of the first step below a root
 WAIT_STEP2 = 10  # of the second
-END_MARGIN = 10.0  # seconds before the stop: slots due later may be left open by the drain
+END_MARGIN = 10.0  # seconds of a free downstream an expired slot may stay open (and the drain)
 READY_BOUND = 15.0  # seconds a ready slot may wait while its downstream is free
 LIVE = frozenset({"scheduled", "buffered", "deferred"})  # chain_rules.CHAIN_ORIGINS
 SUCCESS = frozenset({"succeeded", "enqueued"})
@@ -101,12 +107,34 @@ def free_seconds(start: datetime, end: datetime, busy: list[tuple[datetime, date
     return free + max(0.0, (end - at).total_seconds())
 
 
+def busy_spans(
+    attempts: list[dict[str, Any]], stopped_at: datetime, retry_waiting: bool = False
+) -> list[tuple[datetime, datetime]]:
+    """When one schedule's ``attempts`` (rows as :func:`judge_chains` takes) held it busy,
+    so that no chain slot of it could be settled: each occurrence from its first attempt's
+    ``claimed_at`` to its last receipt's ``finished_at`` (the gaps between its retries
+    included; an open attempt to ``stopped_at``), attempts receipted at the claim
+    (:data:`NOT_RUN`) left out. ``retry_waiting``: the schedule had a retry waiting at the
+    stop, so its last occurrence runs to ``stopped_at``."""
+    spans: dict[Any, list[datetime]] = {}
+    for a in attempts:
+        if a["receipt__status"] in NOT_RUN:
+            continue
+        end = a["receipt__finished_at"] or stopped_at
+        span = spans.setdefault(a["occurrence"], [a["claimed_at"], end])
+        span[0], span[1] = min(span[0], a["claimed_at"]), max(span[1], end)
+    if retry_waiting and spans:
+        spans[max(spans)][1] = stopped_at
+    return [(b0, b1) for b0, b1 in spans.values()]
+
+
 def judge_chains(
     links: list[tuple[Any, Any]],
     attempts: list[dict[str, Any]],
     slots: list[dict[str, Any]],
     stopped_at: datetime,
     names: dict[Any, str] | None = None,
+    retry_waiting: set[Any] | frozenset[Any] = frozenset(),
 ) -> dict[str, Any]:
     """The four chain checks over plain rows: ``links`` ``(downstream id, upstream id)``;
     ``attempts`` with ``schedule_id``, ``occurrence``, ``attempt``, ``scheduled_for``,
@@ -114,7 +142,8 @@ def judge_chains(
     ``receipt__finished_at``, ``receipt__error_type`` (None without one); ``slots`` with
     ``downstream_id``, ``scheduled_for``, ``deadline``, ``status``, ``finished_at``;
     ``stopped_at``: when the workers were told to stop (aware). ``names``: id -> name for
-    the examples. Returns ``violations`` (count per name of :data:`VIOLATIONS`),
+    the examples; ``retry_waiting``: the downstream ids with a retry waiting at the stop.
+    Returns ``violations`` (count per name of :data:`VIOLATIONS`),
     ``examples`` (at most 5 each) and ``totals``."""
     names = names or {}
     counts: Counter[str] = Counter()
@@ -164,29 +193,35 @@ def judge_chains(
                     )
 
     cutoff = stopped_at - timedelta(seconds=END_MARGIN)
+    busy = {
+        down: busy_spans(by_schedule[down], stopped_at, down in retry_waiting) for down in upstreams
+    }
     statuses: Counter[str] = Counter()
     waited: list[float] = []
     for s in slots:
         down, at = s["downstream_id"], s["scheduled_for"]
         statuses[s["status"]] += 1
         mine = [a for a in by_schedule[down] if a["origin"] in LIVE and _instant(a) == at]
-        if s["deadline"] < cutoff:
+        ok, note = True, ""
+        if s["status"] in ("run", "missed") and s["deadline"] < cutoff:
             if s["status"] == "run":
                 ok = any(a["receipt__status"] not in (None, *NOT_RUN) for a in mine)
-            elif s["status"] == "missed":
+            else:
                 ok = any(
                     a["receipt__status"] == "missed"
                     and a["receipt__error_type"] == "UpstreamNotDone"
                     for a in mine
                 )
-            else:
-                ok = False
-            if not ok:
-                violation(
-                    "chain_slot_undecided",
-                    f"{label(down, at)}: {s['status']}, deadline {s['deadline'].isoformat()}, "
-                    f"attempts {[(a['attempt'], a['receipt__status']) for a in mine]}",
-                )
+        elif s["status"] not in ("run", "missed") and s["deadline"] < stopped_at:
+            # open past its deadline: the engine settles it once its downstream is free
+            expired = free_seconds(s["deadline"], stopped_at, busy.get(down, []))
+            ok, note = expired <= END_MARGIN, f", {expired:.1f} s free after it"
+        if not ok:
+            violation(
+                "chain_slot_undecided",
+                f"{label(down, at)}: {s['status']}, deadline {s['deadline'].isoformat()}, "
+                f"attempts {[(a['attempt'], a['receipt__status']) for a in mine]}{note}",
+            )
         if s["status"] not in ("run", "ready"):
             continue
         dones = [success_at.get((up, at)) for up in upstreams[down]]
@@ -194,12 +229,7 @@ def judge_chains(
             continue  # run without its upstreams: chain_ran_before_upstreams says so
         ready_at = max(d for d in dones if d is not None)
         taken_at = s["finished_at"] if s["status"] == "run" else stopped_at
-        busy = [
-            (a["claimed_at"], a["receipt__finished_at"] or stopped_at)
-            for a in by_schedule[down]
-            if a["receipt__status"] not in NOT_RUN
-        ]
-        free = free_seconds(ready_at, max(ready_at, taken_at), busy)
+        free = free_seconds(ready_at, max(ready_at, taken_at), busy.get(down, []))
         waited.append(free)
         if free > READY_BOUND:
             violation(
@@ -233,7 +263,7 @@ def audit_chains(stopped_at: datetime) -> dict[str, Any]:
     """:func:`judge_chains` over the soak database's links, chain schedules' attempts
     (with their receipts) and chain slots; ``stopped_at``: when the workers were told to
     stop (aware)."""
-    from django_durable_schedules.models import ChainSlot, RunAttempt, ScheduleLink
+    from django_durable_schedules.models import ChainSlot, RunAttempt, Schedule, ScheduleLink
 
     links = list(ScheduleLink.objects.values_list("downstream_id", "upstream_id"))
     ids = {i for pair in links for i in pair}
@@ -253,9 +283,14 @@ def audit_chains(stopped_at: datetime) -> dict[str, Any]:
         )
     )
     names = {a["schedule_id"]: a["schedule_name"] for a in attempts}
+    retry_waiting = set(
+        Schedule.objects.filter(pk__in=ids, retry_scheduled_for__isnull=False).values_list(
+            "pk", flat=True
+        )
+    )
     slots = list(
         ChainSlot.objects.values(
             "downstream_id", "scheduled_for", "deadline", "status", "finished_at"
         )
     )
-    return judge_chains(links, attempts, slots, stopped_at, names)
+    return judge_chains(links, attempts, slots, stopped_at, names, retry_waiting)

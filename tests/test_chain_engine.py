@@ -297,6 +297,29 @@ def test_an_idle_worker_wakes_for_a_ready_chain_slot_and_for_the_next_deadline()
     assert wake.due is not None and wake.due > T0 + 1000 * S
 
 
+def test_a_slot_past_its_deadline_on_a_busy_downstream_is_counted_once_it_is_free() -> None:
+    """One occurrence at a time: aggregate still runs hour 0 when hour 1's slot (import
+    failed) passes its deadline, so that slot stays waiting and
+    is counted missed at the first claim after aggregate's run ends (what the chaos soak's
+    ``chain_slot_undecided`` allows: bench/chaos_chains.py)."""
+    a, b, c = chain(wait=600)
+    run(T0)  # import, hour 0
+    (running,) = state.claim_due(worker="w", now=T0 + 2 * S, lease_seconds=7200)
+    assert running.schedule_name == "aggregate"
+    run(T0 + H, "failed", error_type="Boom")
+    run(T0 + H + 5 * S, "failed", error_type="Boom")  # hour 1's import failed
+    assert run(T0 + H + 700 * S) == []  # past the deadline, aggregate busy: not counted
+    slot = ChainSlot.objects.get(downstream=b, scheduled_for=T0 + H)
+    assert slot.status == ChainSlotStatus.WAITING
+    assert not RunReceipt.objects.filter(schedule=b, status="missed").exists()
+    state.complete([Outcome(running, "succeeded")], now=T0 + H + 800 * S)
+    assert run(T0 + H + 801 * S) == []  # free again: the next claim counts it
+    slot.refresh_from_db()
+    assert slot.status == ChainSlotStatus.MISSED
+    missed = RunReceipt.objects.get(schedule=b, status="missed")
+    assert missed.error_type == "UpstreamNotDone"
+
+
 def test_a_changed_upstream_set_moves_the_open_slots_along() -> None:
     """Removing the upstream a slot still waited for makes it ready (the remaining one
     succeeded); emptying the upstreams (another kind) deletes the open slots."""

@@ -149,6 +149,52 @@ def test_slots_due_near_the_stop_are_not_judged():
     assert flagged(judge(attempts, slots, stop)) == set()
 
 
+def busy_with_an_earlier_instant():
+    """Instant -3 (both upstreams succeeded for it) as the downstream's occurrence 2, which
+    holds it from 8 to 25: a run past its lease on a frozen worker (recovered at 14), its
+    retry after the backoff (16-18, failed), the last retry (20-25)."""
+    return [
+        attempt(ROOT, -3, -2.9, -2.5, "succeeded"),
+        attempt(OTHER, -3, -2.9, -2.5, "succeeded"),
+        {**attempt(DOWN, -3, 8, 14, "lease_expired"), "occurrence": 2},
+        {**attempt(DOWN, -3, 16, 18, "failed", n=2), "occurrence": 2},
+        {**attempt(DOWN, -3, 20, 25, "succeeded", n=3), "occurrence": 2},
+    ]
+
+
+def test_a_slot_past_its_deadline_while_its_downstream_is_busy_is_not_yet_undecided():
+    """The chaos soak's flake (SQLite, load 6-9): instant 3's slot (deadline 9) stayed
+    waiting 16 s past its deadline, its downstream busy with an earlier occurrence to 25
+    (the engine settles slots only on a free downstream); 9 s free before the stop."""
+    attempts, slots = clean()
+    attempts.pop()
+    attempts += busy_with_an_earlier_instant()
+    slots[-1] = slot(3, "waiting")
+    assert flagged(judge(attempts, slots, stop=at(25 + 9))) == set()
+    report = judge(attempts, slots, stop=at(25 + 11))
+    assert flagged(report) == {"chain_slot_undecided"}
+    assert report["examples"]["chain_slot_undecided"][0].endswith("11.0 s free after it")
+
+
+def test_a_retry_waiting_at_the_stop_holds_the_downstream_to_the_stop():
+    attempts, slots = clean()
+    attempts.pop()
+    attempts += busy_with_an_earlier_instant()[:4]  # failed at 18, its retry not yet run
+    slots[-1] = slot(3, "waiting")
+    stop = at(40)
+    assert flagged(judge(attempts, slots, stop)) == {"chain_slot_undecided"}
+    report = chaos_chains.judge_chains(LINKS, attempts, slots, stop, retry_waiting={DOWN})
+    assert flagged(report) == set()
+
+
+def test_busy_spans_cover_an_occurrence_from_its_claim_to_its_last_receipt():
+    mine = [a for a in busy_with_an_earlier_instant() if a["schedule_id"] == DOWN]
+    spans = chaos_chains.busy_spans(mine + [attempt(DOWN, 3, 30, 30, "missed")], STOP)
+    assert spans == [(at(8), at(25))]
+    open_run = [{**attempt(DOWN, 6, 40, None, None), "occurrence": 3}]
+    assert chaos_chains.busy_spans(open_run, STOP) == [(at(40), STOP)]
+
+
 def test_a_ready_slot_left_unclaimed_while_its_downstream_was_free():
     attempts, slots = clean()
     attempts[2] = attempt(DOWN, 0, 20, 20.3, "succeeded")
