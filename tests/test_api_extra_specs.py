@@ -265,5 +265,6 @@ def test_register_refuses_extra_specs_it_cannot_use():
         register("t.bad", lambda ctx: None, cron=WORKDAYS, extra_specs="0 9 * * *")
     with pytest.raises(ValueError, match="needs cron= or rrule="):
         register("t.bad", lambda ctx: None, every=60, extra_specs=["0 9 * * *"])
-    with pytest.raises(TypeError, match="extra_specs"):
+    # Arguments that cannot go together: ValueError, as every clash of register()'s.
+    with pytest.raises(ValueError, match="extra_specs"):
         register("t.bad", lambda ctx: None, manual=True, extra_specs=["0 9 * * *"])
