@@ -117,9 +117,10 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _runs(log_path: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    """``(key, attempt)`` -> ``{"start", "end", "pid", "ppid"}`` of ``chaos.grouped``'s
-    executions (``end`` None without a ``done`` line)."""
+def read_runs(log_path: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """``(key, attempt)`` -> ``{"start", "end", "pid", "ppid"}`` of the executions whose
+    ``start`` line names a parent (``chaos.grouped``, ``chaos.parallel``; ``end`` None
+    without a ``done`` line)."""
     runs: dict[tuple[str, int], dict[str, Any]] = {}
     if not log_path.exists():
         return runs
@@ -209,7 +210,7 @@ def audit_groups(
     wall: dict[str, list[tuple[float, float]]] = defaultdict(list)
     starts: dict[str, list[float]] = defaultdict(list)
     ended_by: dict[str, int] = defaultdict(int)
-    for key, run in _runs(log_path).items():
+    for key, run in read_runs(log_path).items():
         attempt = group_of.get(key)
         group = attempt["schedule__concurrency_group__name"] if attempt else "?"
         if attempt:

@@ -61,7 +61,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from chaos_groups import max_overlap
+from chaos_groups import max_overlap, read_runs
 
 PRIORITY = 5
 #: ``(name, interval seconds, max_parallel, priority, isolated, ends half-way)``.
@@ -109,27 +109,6 @@ def create_parallel(common: dict[str, Any], duration: float) -> None:
             priority=priority,
             **{**common, "callback": "chaos.parallel", "max_attempts": 1, **more},
         )
-
-
-def read_runs(log_path: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    """``(key, attempt)`` -> ``{"start", "end", "pid", "ppid"}`` of the executions whose
-    ``start`` line names a parent (``chaos.parallel``, ``chaos.grouped``; ``end`` None
-    without a ``done`` line)."""
-    runs: dict[tuple[str, int], dict[str, Any]] = {}
-    if not log_path.exists():
-        return runs
-    for line in log_path.read_text().splitlines():
-        f = line.split()
-        if f[0] == "start" and len(f) >= 6:
-            runs[(f[1], int(f[2]))] = {
-                "start": float(f[4]),
-                "end": None,
-                "pid": int(f[3]),
-                "ppid": int(f[5]),
-            }
-        elif f[0] == "done" and (f[1], int(f[2])) in runs:
-            runs[(f[1], int(f[2]))]["end"] = float(f[5])
-    return runs
 
 
 def run_spans(

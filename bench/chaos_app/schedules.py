@@ -50,6 +50,12 @@ def _log(*fields: object) -> None:
 @register("chaos.work")
 def work(ctx, *more: object):
     """Record the execution, then fail, skip, overrun the lease or succeed (see above)."""
+    return _run(ctx, more, lambda r: 0.3 * (r - SLOW) / (1 - SLOW))
+
+
+def _run(ctx, more: tuple[object, ...], nap):
+    """``chaos.work``'s body: ``more`` ends the ``start`` line, ``nap(r)`` is the sleep of
+    a run past :data:`SLOW` (``r`` its draw)."""
     key, attempt, pid = ctx.idempotency_key, ctx.attempt, os.getpid()
     _log("start", key, attempt, pid, f"{time.time():.3f}", *more)
     r = draw(key, attempt)
@@ -62,7 +68,7 @@ def work(ctx, *more: object):
     if r < SLOW:
         time.sleep(float(os.environ.get("CHAOS_LEASE_SECONDS", "4")) + 1.5)
     else:
-        time.sleep(0.3 * (r - SLOW) / (1 - SLOW))
+        time.sleep(nap(r))
     _log("done", key, attempt, "ok", pid, f"{time.time():.3f}")
     return {"attempt": attempt}
 
@@ -87,23 +93,11 @@ def parallel(ctx):
     fails, skips and overruns its lease as ``chaos.work`` does; 30 % of the runs take 2.5
     to 3.5 s (past the interval, 1 or 2 s: they overlap), the rest up to 0.3 s. Its ``start``
     line names the parent process too (the worker of an isolated run)."""
-    key, attempt, pid = ctx.idempotency_key, ctx.attempt, os.getpid()
-    _log("start", key, attempt, pid, f"{time.time():.3f}", os.getppid())
-    r = draw(key, attempt)
-    if r < FAIL:
-        _log("done", key, attempt, "fail", pid, f"{time.time():.3f}")
-        raise RuntimeError("chaos: planned failure")
-    if r < SKIP:
-        _log("done", key, attempt, "skip", pid, f"{time.time():.3f}")
-        raise SkipRun("chaos: planned skip")
-    if r < SLOW:
-        time.sleep(float(os.environ.get("CHAOS_LEASE_SECONDS", "4")) + 1.5)
-    elif r < LONG:
-        time.sleep(2.5 + (r - SLOW) / (LONG - SLOW))
-    else:
-        time.sleep(0.3 * (r - LONG) / (1 - LONG))
-    _log("done", key, attempt, "ok", pid, f"{time.time():.3f}")
-    return {"attempt": attempt}
+
+    def nap(r: float) -> float:
+        return 2.5 + (r - SLOW) / (LONG - SLOW) if r < LONG else 0.3 * (r - LONG) / (1 - LONG)
+
+    return _run(ctx, (os.getppid(),), nap)
 
 
 # --- poison outcomes (bench/chaos.py --poison) -----------------------------------------
