@@ -4,13 +4,14 @@ A schedule of pool ``reports`` runs only on a worker started with ``run_schedule
 reports``: when no live worker claims a pool (``WorkerHeartbeat.pools``), its due schedules
 wait for ever. :func:`pools_without_workers` finds those pools with bounded reads at any
 table size, all on the claim index ``dds_sched_pool_claim_idx`` (``pool, priority,
-next_run_at`` over the unleased active or paused rows):
+concurrency_group, next_run_at`` over the unleased active or paused rows):
 
 * the pools present among those rows, by a loose index scan (``ORDER BY pool LIMIT 1``
   above the last pool found), at most :data:`POOLS_SCANNED` of them;
 * for each pool no live worker claims, whether it has a due row: per priority level (the
   levels found the same way, highest first) an ``exists()`` of a row due by then, a
-  bounded range of the index.
+  range of the index that stops at the first due row (the rows of a group that are not
+  due yet are read through: the group sits before ``next_run_at`` in the index).
 
 Read-only; :func:`.health.snapshot` lists the pools and reports a problem.
 """

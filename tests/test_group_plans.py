@@ -5,9 +5,11 @@ measured"; ``bench/claim_plan.py``'s ``groups_due`` at 1 k to 10 M schedules).
 On PostgreSQL the plans are asked with sequential scans, bitmap scans and sorts disabled
 (as tests/test_chain_plans.py does), so they name the index that serves each statement at
 any size: the group's live leases are counted on a lease index (``dds_sched_group_lease_idx``,
-the leased rows of grouped schedules only, or ``dds_sched_lease_idx``), both reads of due rows (the first, and the one that fills
-the places of the rows a full group held back) walk a claim index (migration 0004's or
-``dds_sched_pool_claim_idx``), and the group rows are locked by their primary key."""
+the leased rows of grouped schedules only, or ``dds_sched_lease_idx``), every read of due
+rows (the rows of no group, those of each group with room, and the read that fills the
+places of the rows a full group held back) is a range of a claim index (migration 0004's
+or ``dds_sched_pool_claim_idx``), and the group rows are locked by their primary key.
+tests/test_claim_backlog.py: a full group's backlog is never read."""
 
 from __future__ import annotations
 
@@ -70,7 +72,9 @@ def test_a_claim_held_back_by_a_full_group_reads_and_counts_by_indexes_only() ->
     assert sorted(c.schedule_name for c in claims) == ["free-0", "free-1"]
     sql = [q["sql"] for q in queries]
     reads = [q for q in sql if q.startswith(f'SELECT "{TABLE}"."id"') and "FOR UPDATE" in q]
-    assert len(reads) == 2, sql  # the first read, and the one that fills the held places
+    # The rows of no group, the group's (at most its max_running: one), and the read that
+    # fills the held place (the rows of no group again, the group left out).
+    assert len(reads) == 3, sql
     for read in reads:
         plan = plan_of(read)
         assert f"Seq Scan on {TABLE}" not in plan and "Sort" not in plan, plan

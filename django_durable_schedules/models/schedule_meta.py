@@ -41,12 +41,14 @@ def schedule_indexes() -> list[models.Index]:
         models.Index(
             fields=["name"], condition=Q(failure_count__gt=0), name="dds_sched_failing_idx"
         ),
-        # The claim's read (state/runs.py): one pool, one priority level, due rows in
-        # next_run_at order, a bounded range scan at any size whatever the other pools
-        # and levels hold. Partial like migration 0004's claim index (the claimable rows
-        # only); MariaDB/MySQL build it plain (check models.W037).
+        # The claim's reads (state/claim_reads.py): one pool, one priority level, the due
+        # rows of no concurrency group, or of one group, in next_run_at order: each a
+        # bounded range scan at any size whatever the other pools, levels and groups hold
+        # (a full group's backlog is never read: migration 0036). Partial like migration
+        # 0004's claim index (the claimable rows only); MariaDB/MySQL build it plain
+        # (check models.W037).
         models.Index(
-            fields=["pool", "priority", "next_run_at"],
+            fields=["pool", "priority", "concurrency_group", "next_run_at"],
             condition=Q(lease_token__isnull=True, status__in=["active", "paused"]),
             name="dds_sched_pool_claim_idx",
         ),

@@ -2,8 +2,9 @@
 then the earliest due (issue #28, items 2 and 3).
 
 The claim index ``dds_sched_pool_claim_idx`` holds the claimable rows by ``(pool,
-priority, next_run_at)``. "Due rows of one pool and one priority level, earliest first" is
-a bounded range scan of it at any table size; "due rows, highest priority first" over
+priority, concurrency_group, next_run_at)``. "Due rows of one pool and one priority level,
+earliest first" is a few bounded range scans of it at any table size (the rows of no
+group, and those of each group with room: :mod:`.claim_reads`); "due rows, highest priority first" over
 every level is not (a level's rows that are not due yet would be read through before the
 next level's due ones). So a claim walks the levels that hold claimable rows, highest
 first, each found with one probe of the same index (``ORDER BY priority DESC LIMIT 1``

@@ -20,7 +20,7 @@ from .. import timing
 from ..conf import app_settings
 from ..db.batch import ROW_PROBLEMS
 from ..db.clock import DUE_NOW_SQL, db_now, resolve_now
-from ..db.fast_orm import read_rows
+from ..db.fast_orm import PLACEHOLDER, read_rows
 from ..db.locks import lock_for_write, locked
 from ..models import (
     RunAttempt,
@@ -41,6 +41,7 @@ from .chain_claims import chain_reserve, claim_chains
 from .chain_rules import chain_pairs
 from .chains import write_chain_slots
 from .claim_order import take_in_order, top_level, worker_pools
+from .claim_reads import GroupRooms, due_in_level, no_groups, of_group, read_level, ungrouped
 from .claim_writes import plan_rows, write_claim
 from .columns import CLAIM_UNREAD
 from .groups import Admission
@@ -121,22 +122,6 @@ def claim_due(
     return claims
 
 
-def _due(using: str, due_before: Any, pool: str, level: int) -> QuerySet[Schedule]:
-    """Rows of ``pool`` at priority ``level`` a claim may take
-    (``ScheduleQuerySet.claimable``), oldest first: a range of ``dds_sched_pool_claim_idx``."""
-    return (
-        Schedule.objects.using(using)
-        .claimable(due_before)
-        .filter(
-            Schedule.objects.group_room_q(due_before),
-            Schedule.objects.parallel_room_q(due_before),
-            pool=pool,
-            priority=level,
-        )
-        .order_by("next_run_at")
-    )
-
-
 def _read_due(
     using: str,
     due_before: Any,
@@ -155,24 +140,37 @@ def _read_due(
     (:func:`.db.fast_orm.read_rows`). ``skip``: ``(ids, group ids)`` left out (rows this
     claim read already, groups it found without room: :func:`_fill_held`), uncached."""
 
-    def read_level(pool: str, level: int, n: int) -> list[Schedule]:
-        def build() -> QuerySet[Schedule]:
+    rooms = GroupRooms(using, due_before, cached=cached)
+    held = frozenset(skip[1]) if skip is not None else frozenset()
+
+    def read(pool: str, level: int, n: int, group: Any = None) -> list[Schedule]:
+        """One range: the rows of no group (``group`` None), or of ``group``."""
+
+        def build(value: Any = PLACEHOLDER) -> QuerySet[Schedule]:
+            due = due_in_level(using, due_before, pool, level).defer(*CLAIM_UNREAD)
+            due = ungrouped(due, using) if group is None else of_group(due, value)
             qs: QuerySet[Schedule] = with_links_flag(
-                with_backfill_flag(
-                    with_blackout_flag(
-                        with_calendar_flag(
-                            _due(using, due_before, pool, level).defer(*CLAIM_UNREAD)
-                        )
-                    )
-                )
+                with_backfill_flag(with_blackout_flag(with_calendar_flag(due)))
             )
             if skip is not None:
-                qs = qs.exclude(pk__in=skip[0]).exclude(concurrency_group_id__in=skip[1])
+                qs = qs.exclude(pk__in=skip[0])
             return locked(qs, using, skip_locked=True)[:n]
 
         if cached and skip is None:
-            return read_rows(Schedule, ("claim_due", pool, level, n), using, build)
-        return list(build())
+            key = ("claim_due", pool, level, n, group is None)
+            return read_rows(Schedule, key, using, build, value=group)
+        return list(build(group))
+
+    def read_level_rows(pool: str, level: int, n: int) -> list[Schedule]:
+        return read_level(
+            n,
+            rooms,
+            lambda k: read(pool, level, k),
+            lambda group, k: read(pool, level, k, group),
+            lambda row: row.next_run_at,
+            no_groups,
+            held,
+        )
 
     if only is not None:
         return _read_only(using, due_before, only, pools)
@@ -180,7 +178,7 @@ def _read_due(
         pools,
         limit,
         lambda pool, below: top_level(pool, below, using),
-        read_level,
+        read_level_rows,
         lambda row: row.next_run_at,
     )
 
@@ -201,6 +199,10 @@ def _read_only(
         )
     )
     return list(locked(qs, using, skip_locked=True)[:1])
+
+
+#: The columns the row-by-row claim reads of each due row.
+_IDS = ("pk", "next_run_at")
 
 
 @implements("claim.refused", "claim.backfill_cancelled")
@@ -228,13 +230,24 @@ def _claim_one_by_one(
     )
     waiting = list(ready.values_list("pk", flat=True)[:limit])
     share = take_reserve(using, worker, limit, app_settings.BACKFILL_SHARE)[0]
+    rooms = GroupRooms(using, due_before)
+
+    def level_ids(pool: str, level: int, n: int) -> list[tuple[Any, Any]]:
+        due = due_in_level(using, due_before, pool, level)
+        return read_level(
+            n,
+            rooms,
+            lambda k: list(due.filter(concurrency_group__isnull=True).values_list(*_IDS)[:k]),
+            lambda group, k: list(of_group(due, group).values_list(*_IDS)[:k]),
+            lambda found: found[1],
+            lambda rows: False,
+        )
+
     due = take_in_order(
         pools,
         limit - min(share, len(waiting)),
         lambda pool, below: top_level(pool, below, using),
-        lambda pool, level, n: list(
-            _due(using, due_before, pool, level).values_list("pk", "next_run_at")[:n]
-        ),
+        level_ids,
         lambda found: found[1],
     )
     for pk, _ in due:

@@ -1,0 +1,146 @@
+"""The claim's reads of due rows, one priority level of one pool at a time (issue #28):
+the rows of no concurrency group and, separately, the rows of each group with room.
+
+The claim index ``dds_sched_pool_claim_idx`` holds the claimable rows by ``(pool,
+priority, concurrency_group, next_run_at)``. Each read is a range of it, earliest due
+first, that stops after the rows asked for:
+
+* the rows of no group (``concurrency_group IS NULL``): one range;
+* the rows of one group: one range per group the claim may start a run in (the groups not
+  held back by ``full_until`` / ``rate_until``: :class:`GroupRooms`), at most as many
+  rows as the group's ``max_running``.
+
+Merged by ``next_run_at``, the first ``n`` are the level's rows in claim order. A group at
+its limit is never read: its backlog, however long, costs a claim nothing (before, the
+claim walked every due row of the level in ``next_run_at`` order and dropped a held group's
+rows one at a time, so a backlog of 100,000 held rows cost each claim about 160 ms:
+docs/benchmarks.md). A deployment without groups sends one read per level, as before: the
+read of the ungrouped rows says in the same statement whether any group exists.
+
+The groups with room are read once per claim (a small table; :data:`GROUP_READS` of them
+at most, a random choice among more, so that no group waits on the others' order).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.db.models import Exists, F, IntegerField, QuerySet
+from django.db.models.expressions import RawSQL
+
+from ..db.fast_orm import PLACEHOLDER, read_values
+from ..models import ConcurrencyGroup, Schedule
+
+_T = TypeVar("_T")
+
+#: Most groups with room a claim reads rows of (one range each); among more, a random
+#: choice each claim (the others are read by the next claims).
+GROUP_READS = 16
+#: The attribute the ungrouped read sets on its rows: whether any concurrency group exists.
+GROUPS_FLAG = "_dds_groups_exist"
+
+
+def due_in_level(using: str, due_before: Any, pool: str, level: int) -> QuerySet[Schedule]:
+    """Rows of ``pool`` at priority ``level`` a claim may take (``ScheduleQuerySet.claimable``;
+    not held at ``max_parallel`` running occurrences), earliest due first. Narrowed by
+    :func:`ungrouped` or :func:`of_group` to one range of the claim index."""
+    return (
+        Schedule.objects.using(using)
+        .claimable(due_before)
+        .filter(Schedule.objects.parallel_room_q(due_before), pool=pool, priority=level)
+        .order_by("next_run_at")
+    )
+
+
+def ungrouped(qs: QuerySet[Schedule], using: str) -> QuerySet[Schedule]:
+    """``qs`` narrowed to the rows of no concurrency group, each annotated with
+    :data:`GROUPS_FLAG` (an uncorrelated ``EXISTS``: evaluated once a statement)."""
+    groups = ConcurrencyGroup.objects.using(using)
+    return qs.filter(concurrency_group__isnull=True).annotate(**{GROUPS_FLAG: Exists(groups)})
+
+
+def of_group(qs: QuerySet[Any], group: Any) -> QuerySet[Any]:
+    """``qs`` narrowed to the rows of the group ``group`` (its id; :data:`PLACEHOLDER`:
+    the value of each call of a statement compiled once, ``fast_orm``)."""
+    if group is not PLACEHOLDER:
+        return qs.filter(concurrency_group_id=group)
+    value = RawSQL("%s", (PLACEHOLDER,), output_field=IntegerField())
+    narrowed: QuerySet[Any] = qs.alias(dds_group=value).filter(concurrency_group_id=F("dds_group"))
+    return narrowed
+
+
+class GroupRooms:
+    """The concurrency groups one claim may read rows of: those neither at
+    ``max_running`` nor out of their rate as the last claim left them (``full_until`` /
+    ``rate_until``; ``ConcurrencyGroup.holding_q``), read once (:meth:`found`). The claim
+    still locks and counts each group it admits a row of (:class:`.groups.Admission`):
+    this read only spares it the rows it could not start."""
+
+    def __init__(self, using: str, due_before: Any, *, cached: bool = False) -> None:
+        self.using = using
+        self.due_before = due_before
+        #: ``due_before`` is the database clock (no parameter): compiled once.
+        self.cached = cached
+        self._found: list[tuple[int, int | None]] | None = None
+
+    def found(self) -> list[tuple[int, int | None]]:
+        """``(id, max_running)`` of the groups with room, at most :data:`GROUP_READS`
+        (a random choice among more); one statement the first time."""
+        if self._found is None:
+
+            def build() -> QuerySet[Any]:
+                return (
+                    ConcurrencyGroup.objects.using(self.using)
+                    .exclude(ConcurrencyGroup.holding_q(self.due_before))
+                    .values_list("pk", "max_running")
+                    .order_by("pk")
+                )
+
+            if self.cached:
+                rooms = read_values(("claim_rooms",), self.using, build)
+            else:
+                rooms = list(build())
+            if len(rooms) > GROUP_READS:
+                rooms = sorted(random.sample(rooms, GROUP_READS))
+            self._found = rooms
+        return self._found
+
+
+def read_level(
+    n: int,
+    rooms: GroupRooms,
+    read_ungrouped: Callable[[int], list[_T]],
+    read_group: Callable[[int, int], list[_T]],
+    due_at: Callable[[_T], Any],
+    groups_known: Callable[[list[_T]], bool],
+    skip_groups: frozenset[Any] = frozenset(),
+) -> list[_T]:
+    """Up to ``n`` due rows of one level in claim order (earliest due first): the rows of
+    no group (``read_ungrouped(n)``) and those of each group with room
+    (``read_group(group_id, k)``, ``k`` at most its ``max_running``), merged by
+    ``due_at``. ``groups_known(rows)``: whether the ungrouped read's rows say that no group
+    exists (then no group is read). ``skip_groups``: groups left out (found full by this
+    claim). Pure but for the callables: the claim passes database reads, tests lists."""
+    rows = read_ungrouped(n)
+    if rows and groups_known(rows):
+        return rows
+    merged = list(rows)
+    for group, cap in rooms.found():
+        if group in skip_groups:
+            continue
+        merged += read_group(group, min(n, cap) if cap else n)
+    if len(merged) > len(rows):
+        merged.sort(key=lambda item: _sortable(due_at(item)))
+    return merged[:n]
+
+
+def no_groups(rows: list[Schedule]) -> bool:
+    """Whether the ungrouped read's ``rows`` say that no concurrency group exists."""
+    flag = rows[0].__dict__.get(GROUPS_FLAG)
+    return flag is not None and not flag
+
+
+def _sortable(instant: Any) -> tuple[bool, Any]:
+    return (instant is None, instant)
