@@ -21,7 +21,7 @@ from django.test.utils import CaptureQueriesContext
 from django_durable_schedules import state
 from django_durable_schedules.models import ConcurrencyGroup, Schedule
 from django_durable_schedules.state import claim_reads
-from django_durable_schedules.state.claim_reads import GroupRooms, read_level
+from django_durable_schedules.state.claim_reads import read_level
 
 from .factories import T0
 
@@ -133,28 +133,29 @@ def test_a_group_with_room_due_first_is_taken_first_and_at_most_its_cap_is_read(
     assert Schedule.objects.filter(concurrency_group=group, lease_token__isnull=True).count() == 3
 
 
-def test_with_more_groups_than_a_claim_reads_every_row_is_claimed_in_turn(monkeypatch):
+def test_with_more_groups_than_a_claim_reads_the_earliest_due_go_first(monkeypatch):
     monkeypatch.setattr(claim_reads, "GROUP_READS", 3)
     groups = [ConcurrencyGroup.objects.create(name=f"g{n}", max_running=5) for n in range(7)]
+    # g6's row is due first, then g5's, ... g0's last; one more group with nothing due.
     Schedule.objects.bulk_create(
-        [schedule(f"g{n}-row", T0, group) for n, group in enumerate(groups)]
-        + [schedule("free", T0)]
+        [schedule(f"g{n}-row", T0 + (10 - n) * S, group) for n, group in enumerate(groups)]
+        + [schedule("free", T0), schedule("later", T0 + 3600 * S, groups[0])]
     )
-    first = state.claim_due(worker="w", now=T0 + S, limit=100)
-    # The rows of no group and of three groups (a random choice of three among seven).
-    assert "free" in names(first) and len(first) == 4
-    taken = set(names(first))
-    for _ in range(60):
-        if len(taken) == 8:
-            break
-        taken |= set(names(state.claim_due(worker="w", now=T0 + S, limit=100)))
-    assert len(taken) == 8
+    ConcurrencyGroup.objects.create(name="idle", max_running=5)
+    # The rows of no group and of the three groups whose earliest due row is the earliest.
+    first = state.claim_due(worker="w", now=T0 + 20 * S, limit=100)
+    assert names(first) == ["free", "g4-row", "g5-row", "g6-row"]
+    assert names(state.claim_due(worker="w", now=T0 + 20 * S, limit=100)) == [
+        "g1-row",
+        "g2-row",
+        "g3-row",
+    ]
+    assert names(state.claim_due(worker="w", now=T0 + 20 * S, limit=100)) == ["g0-row"]
 
 
 def test_read_level_merges_by_due_and_reads_no_group_when_none_exists():
-    class Rooms(GroupRooms):
-        def __init__(self, found):
-            self._found = found
+    def Rooms(found):
+        return lambda: found
 
     asked = []
 

@@ -17,17 +17,17 @@ rows one at a time, so a backlog of 100,000 held rows cost each claim about 160 
 docs/benchmarks.md). A deployment without groups sends one read per level, as before: the
 read of the ungrouped rows says in the same statement whether any group exists.
 
-The groups with room are read once per claim (a small table; :data:`GROUP_READS` of them
-at most, a random choice among more, so that no group waits on the others' order).
+The groups read are found once per claim and level (:class:`GroupRooms`): those with room
+and a due row there, the one whose earliest due row is the earliest first, at most
+:data:`GROUP_READS` (the others in the next claims, as their rows become the earliest).
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from django.db.models import Exists, F, IntegerField, QuerySet
+from django.db.models import Exists, F, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 
 from ..db.fast_orm import PLACEHOLDER, read_values
@@ -35,8 +35,8 @@ from ..models import ConcurrencyGroup, Schedule
 
 _T = TypeVar("_T")
 
-#: Most groups with room a claim reads rows of (one range each); among more, a random
-#: choice each claim (the others are read by the next claims).
+#: Most groups with room a claim reads rows of at one level (one range each): those whose
+#: earliest due row is the earliest.
 GROUP_READS = 16
 #: The attribute the ungrouped read sets on its rows: whether any concurrency group exists.
 GROUPS_FLAG = "_dds_groups_exist"
@@ -72,45 +72,54 @@ def of_group(qs: QuerySet[Any], group: Any) -> QuerySet[Any]:
 
 
 class GroupRooms:
-    """The concurrency groups one claim may read rows of: those neither at
-    ``max_running`` nor out of their rate as the last claim left them (``full_until`` /
-    ``rate_until``; ``ConcurrencyGroup.holding_q``), read once (:meth:`found`). The claim
-    still locks and counts each group it admits a row of (:class:`.groups.Admission`):
-    this read only spares it the rows it could not start."""
+    """The concurrency groups one claim reads rows of, per pool and level (:meth:`found`):
+    those neither at ``max_running`` nor out of their rate as the last claim left them
+    (``full_until`` / ``rate_until``; ``ConcurrencyGroup.holding_q``) that have a due row
+    there, the earliest due first. The claim still locks and counts each group it admits a
+    row of (:class:`.groups.Admission`): this read only spares it the rows it could not
+    start."""
 
     def __init__(self, using: str, due_before: Any, *, cached: bool = False) -> None:
         self.using = using
         self.due_before = due_before
         #: ``due_before`` is the database clock (no parameter): compiled once.
         self.cached = cached
-        self._found: list[tuple[int, int | None]] | None = None
+        self._found: dict[tuple[str, int], list[tuple[int, int | None]]] = {}
 
-    def found(self) -> list[tuple[int, int | None]]:
-        """``(id, max_running)`` of the groups with room, at most :data:`GROUP_READS`
-        (a random choice among more); one statement the first time."""
-        if self._found is None:
+    def found(self, pool: str, level: int) -> list[tuple[int, int | None]]:
+        """``(id, max_running)`` of at most :data:`GROUP_READS` groups with room and a due
+        row of ``pool`` at ``level``, the group whose earliest due row is the earliest
+        first (then by id): one statement the first time, a probe of the claim index per
+        group with room (its first row in the group's range is its earliest)."""
+        key = (pool, level)
+        if key not in self._found:
 
             def build() -> QuerySet[Any]:
+                heads = (
+                    due_in_level(self.using, self.due_before, pool, level)
+                    .filter(concurrency_group_id=OuterRef("pk"))
+                    .values("next_run_at")[:1]
+                )
                 return (
                     ConcurrencyGroup.objects.using(self.using)
                     .exclude(ConcurrencyGroup.holding_q(self.due_before))
-                    .values_list("pk", "max_running")
-                    .order_by("pk")
+                    .annotate(dds_head=Subquery(heads))
+                    .filter(dds_head__isnull=False)
+                    .order_by("dds_head", "pk")
+                    .values_list("pk", "max_running")[:GROUP_READS]
                 )
 
             if self.cached:
-                rooms = read_values(("claim_rooms",), self.using, build)
+                found = read_values(("claim_rooms", pool, level), self.using, build)
             else:
-                rooms = list(build())
-            if len(rooms) > GROUP_READS:
-                rooms = sorted(random.sample(rooms, GROUP_READS))
-            self._found = rooms
-        return self._found
+                found = list(build())
+            self._found[key] = [(pk, cap) for pk, cap in found]
+        return self._found[key]
 
 
 def read_level(
     n: int,
-    rooms: GroupRooms,
+    rooms: Callable[[], list[tuple[int, int | None]]],
     read_ungrouped: Callable[[int], list[_T]],
     read_group: Callable[[int, int], list[_T]],
     due_at: Callable[[_T], Any],
@@ -119,15 +128,15 @@ def read_level(
 ) -> list[_T]:
     """Up to ``n`` due rows of one level in claim order (earliest due first): the rows of
     no group (``read_ungrouped(n)``) and those of each group with room
-    (``read_group(group_id, k)``, ``k`` at most its ``max_running``), merged by
-    ``due_at``. ``groups_known(rows)``: whether the ungrouped read's rows say that no group
+    (``read_group(group_id, k)``, ``k`` at most its ``max_running``; the groups
+    ``rooms()`` names: :meth:`GroupRooms.found`), merged by ``due_at``. ``groups_known(rows)``: whether the ungrouped read's rows say that no group
     exists (then no group is read). ``skip_groups``: groups left out (found full by this
     claim). Pure but for the callables: the claim passes database reads, tests lists."""
     rows = read_ungrouped(n)
     if rows and groups_known(rows):
         return rows
     merged = list(rows)
-    for group, cap in rooms.found():
+    for group, cap in rooms():
         if group in skip_groups:
             continue
         merged += read_group(group, min(n, cap) if cap else n)

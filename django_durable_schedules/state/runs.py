@@ -164,7 +164,7 @@ def _read_due(
     def read_level_rows(pool: str, level: int, n: int) -> list[Schedule]:
         return read_level(
             n,
-            rooms,
+            lambda: rooms.found(pool, level),
             lambda k: read(pool, level, k),
             lambda group, k: read(pool, level, k, group),
             lambda row: row.next_run_at,
@@ -236,7 +236,7 @@ def _claim_one_by_one(
         due = due_in_level(using, due_before, pool, level)
         return read_level(
             n,
-            rooms,
+            lambda: rooms.found(pool, level),
             lambda k: list(due.filter(concurrency_group__isnull=True).values_list(*_IDS)[:k]),
             lambda group, k: list(of_group(due, group).values_list(*_IDS)[:k]),
             lambda found: found[1],
