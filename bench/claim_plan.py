@@ -219,11 +219,11 @@ def drop_keys(conn: Any) -> list[str]:
         f'CREATE INDEX "{CLAIM_INDEX.INDEX}" ON "{CLAIM_INDEX.TABLE}" ("next_run_at") '
         f"WHERE {CLAIM_INDEX.CONDITION}"
     )
-    # Migration 0021's claim index by pool and priority: the same condition (made by Django
-    # from the model's Index, which gives this text).
+    # Migration 0036's claim index by pool, priority and group: the same condition (made by
+    # Django from the model's Index, which gives this text).
     pool_index = (
         f'CREATE INDEX "dds_sched_pool_claim_idx" ON "{CLAIM_INDEX.TABLE}" '
-        f'("pool", "priority", "next_run_at") WHERE {CLAIM_INDEX.CONDITION}'
+        f'("pool", "priority", "concurrency_group_id", "next_run_at") WHERE {CLAIM_INDEX.CONDITION}'
     )
     given = {CLAIM_INDEX.INDEX: claim_index, "dds_sched_pool_claim_idx": pool_index}
     recreate = [add(c) for c in keys]

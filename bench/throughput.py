@@ -29,11 +29,16 @@ must run on this machine for the CPU figures). ``--experiment`` runs the workers
 prototype engine changes patched in (bench/experiment_worker.py). ``--deadline-seconds N``
 gives every schedule a deadline (never missed when N is larger than a round), and
 ``--notifier-url URL`` configures one webhook notifier in the workers: the cost of the
-deadline sweep and of a configured notifier (issue #26).
+deadline sweep and of a configured notifier (issue #26). ``--sql-floor`` pairs every round
+with one of the raw SQL floor (bench/sql_floor.py: as many floor workers doing only the
+claim and completion SQL, on the same database and schedules, reset alike; the pair's order
+alternates) and reports its runs/s and CPU per run, and the ratio engine/floor (issue #32
+goal 4: >= ``--ratio-target``, 0.40, at 4 workers).
 
 Prints one JSON object on stdout, then a one-line summary. Exit status: 2 if a round failed
 its verification or timed out; 1 with ``--check`` if 4 workers (the largest N measured if 4
-is not among them) stay under ``--floor`` runs/s; else 0.
+is not among them) stay under ``--floor`` runs/s, or, with ``--sql-floor``, their ratio to
+the floor stays under ``--ratio-target``; else 0.
 """
 
 from __future__ import annotations
@@ -78,16 +83,23 @@ from common import (  # bench/ is on sys.path: scripts run as files
     stop_workers,
     wait_for,
     wait_for_heartbeats,
+    wait_started,
     with_notifier,
     worker_backends,
 )
+from sql_floor import DEFAULT_BATCH, FLOOR_SESSIONS_SQL, FORMS, floor_args, floor_launcher
 
 FLOOR_WORKERS = 4
+#: The two kinds of round: the engine's workers, and the raw SQL floor's (bench/sql_floor.py).
+ENGINE, SQL_FLOOR = "engine", "sql_floor"
 
 
 def bench_workers(
-    n: int, env: dict[str, str], args: argparse.Namespace, logdir: Path, tag: str
+    n: int, env: dict[str, str], args: argparse.Namespace, logdir: Path, tag: str, kind: str
 ) -> list[tuple[subprocess.Popen[bytes], Path]]:
+    if kind == SQL_FLOOR:
+        fargs = floor_args(args.database_url, args.floor_batch, args.floor_form, args.max_idle)
+        return start_workers(n, env, logdir, f"floor-{tag}", fargs, floor_launcher())
     launcher: tuple[str, ...] = ("-m", "django", "run_scheduler")
     if args.experiment:
         # Prototype engine changes patched in at run time (bench/experiment_worker.py).
@@ -228,12 +240,16 @@ def run_round(
     env: dict[str, str],
     logdir: Path,
     tag: str,
+    kind: str = ENGINE,
 ) -> dict[str, Any]:
     dbname = dbname_of(args.database_url)
     reset(conn)
-    procs = bench_workers(n, env, args, logdir, tag)
+    procs = bench_workers(n, env, args, logdir, tag, kind)
     try:
-        startup = wait_for_heartbeats(conn, n, procs)
+        if kind == SQL_FLOOR:  # each floor worker's session is open: it polls for due rows
+            startup = wait_started(conn, FLOOR_SESSIONS_SQL, n, procs)
+        else:
+            startup = wait_for_heartbeats(conn, n, procs)
         time.sleep(0.5)  # every worker is in its idle poll loop now
         before = counters(conn, dbname)
         # Per backend: a worker started without options closes its connection while it
@@ -265,6 +281,7 @@ def run_round(
     # The bench's own polls are transactions too (one per poll, plus the counters queries).
     delta["xact_commit"] -= polls + 2
     result.update(
+        kind=kind,
         workers=n,
         wall_seconds_due_to_done=round(wall, 3),
         worker_startup_seconds=round(startup, 2),
@@ -280,6 +297,63 @@ def run_round(
         result["problems"].append(f"worker exit codes {codes}")
         result["verified"] = False
     return result
+
+
+def one_round(
+    args: argparse.Namespace, env: dict[str, str], n: int, tag: str, kind: str
+) -> dict[str, Any]:
+    """One round of ``kind`` (:data:`ENGINE` or :data:`SQL_FLOOR`) with ``n`` workers, on a
+    fresh connection (it survives a server restart); a round that raised is reported as
+    failed verification."""
+    try:
+        if not args.skip_setup and kind == ENGINE:
+            # The engine may have gained migrations since the database was built
+            # (a no-op otherwise); the round then measures the code it runs.
+            run_django(["-m", "django", "migrate", "--verbosity", "0"], env)
+        with connect(args.database_url) as conn:
+            others = scalar(conn, OTHER_SESSIONS_SQL)
+            load = os.getloadavg()[0]
+            log(
+                f"round {tag} {kind}: {n} worker(s); {others} other client sessions, load {load:.2f}"
+            )
+            result = run_round(conn, n, args, env, args.logdir, tag, kind)
+            result.update(
+                other_client_sessions_at_start=others,
+                loadavg_1min_at_start=round(load, 2),
+                code=code_version(),
+            )
+    except (TimeoutError, RuntimeError, psycopg.Error, subprocess.CalledProcessError) as exc:
+        log(f"round {tag} {kind} failed: {exc}")
+        result = {
+            "kind": kind,
+            "workers": n,
+            "verified": False,
+            "problems": [str(exc)],
+            "runs_per_second": None,
+        }
+    log(
+        f"round {tag} {kind}: {result['runs_per_second']} runs/s, "
+        f"verified={result['verified']} {result['problems'] or ''}"
+    )
+    return result
+
+
+def medians(
+    rounds: dict[int, list[dict[str, Any]]], key: str = "runs_per_second"
+) -> dict[str, float | None]:
+    """Per worker count, the median of ``key`` over its rounds that have it."""
+    out: dict[str, float | None] = {}
+    for n, results in rounds.items():
+        values = [r[key] for r in results if r.get(key) is not None]
+        out[str(n)] = round(statistics.median(values), 3 if "cpu" in key else 1) if values else None
+    return out
+
+
+def cpu_medians(rounds: dict[int, list[dict[str, Any]]]) -> dict[str, dict[str, float | None]]:
+    """Per worker count, the median worker and backend CPU per run (ms)."""
+    worker = medians(rounds, "worker_cpu_ms_per_run")
+    backend = medians(rounds, "db_backend_cpu_ms_per_run")
+    return {n: {"worker_ms": worker[n], "db_backend_ms": backend[n]} for n in worker}
 
 
 # ---------------------------------------------------------------------------------------
@@ -353,6 +427,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="configure NOTIFIERS with one WebhookNotifier to this URL in the workers "
         "(issue #26: the cost of a configured notifier); default: none",
     )
+    p.add_argument(
+        "--sql-floor",
+        action="store_true",
+        help="pair each round with one of the raw SQL floor (bench/sql_floor.py, as many "
+        "workers) on the same database, alternately first; report both and their ratio",
+    )
+    p.add_argument(
+        "--floor-batch",
+        type=int,
+        default=None,
+        help=f"rows per claim of the SQL floor (default --batch-size, {DEFAULT_BATCH}: the "
+        "engine's BATCH_SIZE)",
+    )
+    p.add_argument("--floor-form", choices=FORMS, default="cte", help="see bench/sql_floor.py")
+    p.add_argument(
+        "--ratio-target",
+        type=float,
+        default=0.40,
+        help="engine/floor runs/s required at 4 workers with --sql-floor (issue #32 goal 4); "
+        "--check exits 1 below it too",
+    )
     p.add_argument("--json-out", type=Path, help="also write the JSON report to this file")
     p.add_argument(
         "--skip-setup",
@@ -366,6 +461,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="worker logs (default bench/out, git-ignored)",
     )
     args = p.parse_args(argv)
+    args.floor_batch = args.floor_batch or args.batch_size
     args.worker_counts = [int(w) for w in args.workers.split(",") if w.strip()]
     if not args.worker_counts or min(args.worker_counts) < 1:
         p.error("--workers needs positive integers")
@@ -394,6 +490,7 @@ def main(argv: list[str] | None = None) -> int:
         run_django([str(ROOT / "bench" / "seed.py"), str(args.schedules)], seed_env)
 
     rounds: dict[int, list[dict[str, Any]]] = {}
+    floor_rounds: dict[int, list[dict[str, Any]]] = {}
     failed = False
     with connect(args.database_url) as conn:
         set_deadlines(conn, args.deadline_seconds)
@@ -409,52 +506,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     for n in args.worker_counts:
         for rep in range(args.repeat):
-            tag = f"n{n}-r{rep + 1}"
-            try:
-                if not args.skip_setup:
-                    # The engine may have gained migrations since the database was built
-                    # (a no-op otherwise); the round then measures the code it runs.
-                    run_django(["-m", "django", "migrate", "--verbosity", "0"], env)
-                with connect(args.database_url) as conn:  # fresh per round: survives a restart
-                    others = scalar(conn, OTHER_SESSIONS_SQL)
-                    load = os.getloadavg()[0]
-                    log(
-                        f"round {tag}: {n} worker(s); {others} other client sessions, "
-                        f"load {load:.2f}"
-                    )
-                    result = run_round(conn, n, args, env, args.logdir, tag)
-                    result.update(
-                        other_client_sessions_at_start=others,
-                        loadavg_1min_at_start=round(load, 2),
-                        code=code_version(),
-                    )
-            except (
-                TimeoutError,
-                RuntimeError,
-                psycopg.Error,
-                subprocess.CalledProcessError,
-            ) as exc:
-                log(f"round {tag} failed: {exc}")
-                result = {
-                    "workers": n,
-                    "verified": False,
-                    "problems": [str(exc)],
-                    "runs_per_second": None,
-                }
-            failed |= not result["verified"]
-            log(
-                f"round {tag}: {result['runs_per_second']} runs/s, "
-                f"verified={result['verified']} {result['problems'] or ''}"
-            )
-            rounds.setdefault(n, []).append(result)
+            kinds = [ENGINE]
+            if args.sql_floor:  # paired rounds, alternately first: both see the same load
+                kinds = [ENGINE, SQL_FLOOR] if rep % 2 == 0 else [SQL_FLOOR, ENGINE]
+            for kind in kinds:
+                result = one_round(args, env, n, f"n{n}-r{rep + 1}", kind)
+                failed |= not result["verified"]
+                into = rounds if kind == ENGINE else floor_rounds
+                into.setdefault(n, []).append(result)
 
-    summary: dict[str, float | None] = {}
-    for n, results in rounds.items():
-        rates = [r["runs_per_second"] for r in results if r["runs_per_second"] is not None]
-        summary[str(n)] = round(statistics.median(rates), 1) if rates else None
+    summary = medians(rounds)
+    floor_summary = medians(floor_rounds)
+    ratios = {
+        str(n): round(summary[str(n)] / floor_summary[str(n)], 3)
+        if summary[str(n)] and floor_summary.get(str(n))
+        else None
+        for n in floor_rounds
+    }
     floor_n = FLOOR_WORKERS if FLOOR_WORKERS in rounds else max(rounds)
     at_floor = summary[str(floor_n)]
     passed = at_floor is not None and at_floor >= args.floor and not failed
+    ratio = ratios.get(str(floor_n))
+    ratio_passed = ratio is not None and ratio >= args.ratio_target and not failed
     report = {
         "benchmark": "throughput",
         "deadline_seconds": args.deadline_seconds or None,
@@ -474,6 +547,17 @@ def main(argv: list[str] | None = None) -> int:
         },
         "runs_per_second": summary,
         "floor": {"workers": floor_n, "runs_per_second": args.floor, "passed": passed},
+        "sql_floor": {
+            "batch": args.floor_batch,
+            "form": args.floor_form,
+            "runs_per_second": floor_summary,
+            "ratio_engine_to_floor": ratios,
+            "cpu_ms_per_run": {"engine": cpu_medians(rounds), "floor": cpu_medians(floor_rounds)},
+            "target": {"workers": floor_n, "ratio": args.ratio_target, "passed": ratio_passed},
+            "rounds": floor_rounds,
+        }
+        if args.sql_floor
+        else None,
         "verified": not failed,
         "code": code_version(),
         "machine": {
@@ -496,9 +580,23 @@ def main(argv: list[str] | None = None) -> int:
         f"machine speed: a 2M-step Python loop in {speed} ms)"
         + ("" if not failed else " - VERIFICATION FAILED")
     )
+    if args.sql_floor:
+        cpu, fcpu = cpu_medians(rounds), cpu_medians(floor_rounds)
+        parts = [
+            f"{n} worker{'s' if n != 1 else ''} {summary[str(n)]} vs {floor_summary[str(n)]} "
+            f"runs/s = {ratios[str(n)]} (CPU/run worker+db: engine {cpu[str(n)]['worker_ms']}"
+            f"+{cpu[str(n)]['db_backend_ms']} ms, floor {fcpu[str(n)]['worker_ms']}"
+            f"+{fcpu[str(n)]['db_backend_ms']} ms)"
+            for n in floor_rounds
+        ]
+        print(
+            f"sql floor: engine vs raw SQL floor (batch {args.floor_batch}, {args.floor_form}): "
+            f"{', '.join(parts)} (target >= {args.ratio_target:g} at {floor_n} workers: "
+            f"{'PASS' if ratio_passed else 'FAIL'})"
+        )
     if failed:
         return 2
-    if args.check and not passed:
+    if args.check and not (passed and (ratio_passed or not args.sql_floor)):
         return 1
     return 0
 
