@@ -237,7 +237,7 @@ def _claim_one_by_one(
         return read_level(
             n,
             lambda: rooms.found(pool, level),
-            lambda k: list(due.filter(concurrency_group__isnull=True).values_list(*_IDS)[:k]),
+            lambda k: list(ungrouped(due, using).values_list(*_IDS)[:k]),
             lambda group, k: list(of_group(due, group).values_list(*_IDS)[:k]),
             lambda found: found[1],
             lambda rows: False,
