@@ -47,17 +47,20 @@ from common import (
     T_RECEIPT,
     code_version,
     connect,
+    cpu_seconds,
     dbname_of,
     django_env,
     emit,
     fresh_database,
     log,
+    machine_busy_seconds,
     python_loop_ms,
     scalar,
     server_info,
     start_workers,
     stop_workers,
     wait_for_heartbeats,
+    worker_backends,
 )
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_bench_herd"
@@ -89,6 +92,13 @@ def percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
     return values[min(len(values) - 1, int(len(values) * q))]
+
+
+def rate(lateness: list[float]) -> int | None:
+    """Slots per second up to the 99th percentile of ``lateness`` (sorted seconds after
+    the boundary): the herd's pace, not counting the runs recovered at lease expiry."""
+    p99 = percentile(lateness, 0.99)
+    return None if not p99 else round(0.99 * len(lateness) / p99)
 
 
 def rounded(value: float | None, digits: int = 3) -> float | None:
@@ -131,6 +141,13 @@ def minute_figures(conn: Any, boundary: datetime, n: int) -> dict[str, Any]:
         f"AND r.status = 'succeeded' GROUP BY a.schedule_id HAVING count(*) > 1) d",
         (boundary,),
     )
+    # Slots claimed again after a lease expired (the killed worker's runs not receipted).
+    recovered = scalar(
+        conn,
+        f"SELECT count(*) FROM (SELECT schedule_id FROM {T_ATTEMPT} WHERE scheduled_for = %s "
+        f"GROUP BY schedule_id HAVING count(*) > 1) d",
+        (boundary,),
+    )
     start = sorted(float(r[0]) for r in starts)
     claim = sorted(float(r[0]) for r in claims)
     return {
@@ -138,12 +155,36 @@ def minute_figures(conn: Any, boundary: datetime, n: int) -> dict[str, Any]:
         "succeeded": len(start),
         "missed": n - len(start),
         "duplicated": duplicated,
+        "recovered": recovered,
         "last_start_s": rounded(start[-1] if start else None),
         "start_p50_s": rounded(statistics.median(start) if start else None),
         "start_p99_s": rounded(percentile(start, 0.99)),
         "claim_p50_s": rounded(statistics.median(claim) if claim else None),
         "claim_p99_s": rounded(percentile(claim, 0.99)),
+        # The herd's pace: slots claimed / started per second up to the 99th percentile.
+        "claims_per_s": rate(claim),
+        "starts_per_s": rate(start),
         "_starts": start,
+    }
+
+
+def cpu_sample(conn: Any, procs: list[Any]) -> tuple[float, float, float]:
+    """CPU seconds so far of the live workers, of this database's backends and of the
+    whole machine (/proc: the local PostgreSQL)."""
+    workers = cpu_seconds([p.pid for p, _ in procs if p.poll() is None])
+    return workers, cpu_seconds(worker_backends(conn)), machine_busy_seconds()
+
+
+def cpu_fields(before: tuple[float, ...], after: tuple[float, ...], n: int) -> dict[str, Any]:
+    """What one minute's herd cost in CPU (a second before its boundary to a second before
+    the next): the workers', their backends' (a killed worker's are not counted after its
+    death), the rest of the machine's, and the workers' plus backends' per run (ms)."""
+    workers, backends = after[0] - before[0], after[1] - before[1]
+    return {
+        "workers": round(workers, 2),
+        "db_backends": round(backends, 2),
+        "rest_of_machine": round(after[2] - before[2] - workers - backends, 2),
+        "engine_ms_per_run": round(1000 * (workers + backends) / n, 3),
     }
 
 
@@ -151,7 +192,7 @@ def run_size(args: argparse.Namespace, n: int) -> dict[str, Any]:
     env = django_env(args.database_url)
     fresh_database(args.database_url, env)
     with connect(args.database_url) as conn:
-        first = next_boundary(conn, LEAD_SECONDS + n / 2000)
+        first = next_boundary(conn, args.lead + n / 2000)
         seeded = subprocess.run(
             [sys.executable, "-c", SEED, str(n), first.isoformat()],
             cwd=ROOT,
@@ -168,17 +209,24 @@ def run_size(args: argparse.Namespace, n: int) -> dict[str, Any]:
             if scalar(conn, "SELECT now()") >= first:
                 raise RuntimeError("the workers started after the first boundary: raise the lead")
             boundaries = [first + timedelta(minutes=i) for i in range(args.minutes)]
-            if args.kill and args.minutes >= 2:
-                sleep_until(conn, boundaries[1] + timedelta(seconds=0.5))
-                victim, _ = procs[-1]
-                victim.kill()
-                killed = {"done": True, "pid": victim.pid, "at": scalar(conn, "SELECT now()")}
-                log(f"SIGKILL worker {victim.pid}")
+            samples = []  # CPU (workers, backends, machine) a second before each boundary
+            for i, boundary in enumerate(boundaries):
+                sleep_until(conn, boundary - timedelta(seconds=1))
+                samples.append(cpu_sample(conn, procs))
+                if i == 1 and args.kill:
+                    sleep_until(conn, boundary + timedelta(seconds=0.5))
+                    victim, _ = procs[-1]
+                    victim.kill()
+                    killed = {"done": True, "pid": victim.pid, "at": scalar(conn, "SELECT now()")}
+                    log(f"SIGKILL worker {victim.pid}")
             # The last minute's slots, then time for the killed worker's leases to expire.
             sleep_until(conn, boundaries[-1] + timedelta(seconds=args.settle))
+            samples.append(cpu_sample(conn, procs))
         finally:
             codes = stop_workers([p for p in procs if p[0].poll() is None])
         minutes = [minute_figures(conn, b, n) for b in boundaries]
+        for i, m in enumerate(minutes):
+            m["cpu_s"] = cpu_fields(samples[i], samples[i + 1], n)
         engine_missed = scalar(
             conn,
             f"SELECT coalesce(sum(missed_slots), 0) FROM {T_ATTEMPT} WHERE scheduled_for <= %s",
@@ -228,6 +276,13 @@ def main(argv: list[str] | None = None) -> int:
         default=45.0,
         help="seconds after the last boundary before the workers stop (leases expire)",
     )
+    p.add_argument(
+        "--lead",
+        type=float,
+        default=LEAD_SECONDS,
+        help="least seconds before the first boundary for seeding and starting the workers "
+        "(plus N/2000)",
+    )
     p.add_argument("--floor-p99-ms", type=float, default=1000.0)
     p.add_argument("--database-url", default=DEFAULT_URL)
     p.add_argument("--check", action="store_true")
@@ -254,7 +309,10 @@ def main(argv: list[str] | None = None) -> int:
             f"herd: {r['schedules']:,} schedules, {r['workers']} workers (defaults"
             f"{', one SIGKILLed' if r['killed']['done'] else ''}): start lateness p50 "
             f"{lat['p50']} s, p99 {lat['p99']} s, max {lat['max']} s; last start per minute "
-            f"{[m['last_start_s'] for m in r['minutes']]} s; {r['missed']} missed, "
+            f"{[m['last_start_s'] for m in r['minutes']]} s; starts/s "
+            f"{[m['starts_per_s'] for m in r['minutes']]}; engine CPU ms/run "
+            f"{[m['cpu_s']['engine_ms_per_run'] for m in r['minutes']]}; recovered at lease "
+            f"expiry {sum(m['recovered'] for m in r['minutes'])}; {r['missed']} missed, "
             f"{r['duplicated']} duplicated (floor p99 {r['floor']['p99_ms']:g} ms, 0 missed, "
             f"0 duplicated: {'PASS' if r['floor']['passed'] else 'FAIL'}; machine loop "
             f"{loop_ms:.0f} ms)",
