@@ -168,23 +168,36 @@ def minute_figures(conn: Any, boundary: datetime, n: int) -> dict[str, Any]:
     }
 
 
-def cpu_sample(conn: Any, procs: list[Any]) -> tuple[float, float, float]:
-    """CPU seconds so far of the live workers, of this database's backends and of the
-    whole machine (/proc: the local PostgreSQL)."""
-    workers = cpu_seconds([p.pid for p, _ in procs if p.poll() is None])
-    return workers, cpu_seconds(worker_backends(conn)), machine_busy_seconds()
+def cpu_sample(procs: list[Any]) -> tuple[float, float]:
+    """CPU seconds so far of the live workers and of the whole machine (/proc)."""
+    return cpu_seconds([p.pid for p, _ in procs if p.poll() is None]), machine_busy_seconds()
 
 
-def cpu_fields(before: tuple[float, ...], after: tuple[float, ...], n: int) -> dict[str, Any]:
+def watch_backends(conn: Any, until: datetime, seen: dict[int, float]) -> None:
+    """Until the database clock reads ``until``, note every 0.2 s the CPU seconds of this
+    database's backends (the local PostgreSQL, /proc) into ``seen`` (pid -> the most seen).
+    An idle worker closes its connection, so its backend lives for one busy spell: the
+    most seen of each is about what it cost (its last 0.2 s may be missed)."""
+    while scalar(conn, "SELECT now()") < until:
+        for pid in worker_backends(conn):
+            seen[pid] = max(seen.get(pid, 0.0), cpu_seconds([pid]))
+        time.sleep(0.2)
+
+
+def cpu_fields(
+    before: tuple[float, float], after: tuple[float, float], backends: dict[int, float], n: int
+) -> dict[str, Any]:
     """What one minute's herd cost in CPU (a second before its boundary to a second before
-    the next): the workers', their backends' (a killed worker's are not counted after its
-    death), the rest of the machine's, and the workers' plus backends' per run (ms)."""
-    workers, backends = after[0] - before[0], after[1] - before[1]
+    the next): the workers' (a killed worker's not after its death), their backends' (as
+    :func:`watch_backends` saw them), the rest of the machine's, and the workers' plus
+    backends' per run (ms)."""
+    workers, backend = after[0] - before[0], sum(backends.values())
+    busy = after[1] - before[1]
     return {
         "workers": round(workers, 2),
-        "db_backends": round(backends, 2),
-        "rest_of_machine": round(after[2] - before[2] - workers - backends, 2),
-        "engine_ms_per_run": round(1000 * (workers + backends) / n, 3),
+        "db_backends": round(backend, 2),
+        "rest_of_machine": round(busy - workers - backend, 2),
+        "engine_ms_per_run": round(1000 * (workers + backend) / n, 3),
     }
 
 
@@ -209,24 +222,28 @@ def run_size(args: argparse.Namespace, n: int) -> dict[str, Any]:
             if scalar(conn, "SELECT now()") >= first:
                 raise RuntimeError("the workers started after the first boundary: raise the lead")
             boundaries = [first + timedelta(minutes=i) for i in range(args.minutes)]
-            samples = []  # CPU (workers, backends, machine) a second before each boundary
+            samples = []  # CPU (workers, machine) a second before each boundary
+            backend_cpu: list[dict[int, float]] = []  # per minute: backend pid -> CPU seen
             for i, boundary in enumerate(boundaries):
                 sleep_until(conn, boundary - timedelta(seconds=1))
-                samples.append(cpu_sample(conn, procs))
+                samples.append(cpu_sample(procs))
+                backend_cpu.append({})
                 if i == 1 and args.kill:
-                    sleep_until(conn, boundary + timedelta(seconds=0.5))
+                    watch_backends(conn, boundary + timedelta(seconds=0.5), backend_cpu[-1])
                     victim, _ = procs[-1]
                     victim.kill()
                     killed = {"done": True, "pid": victim.pid, "at": scalar(conn, "SELECT now()")}
                     log(f"SIGKILL worker {victim.pid}")
+                watch_end = boundary + timedelta(seconds=min(args.settle, 50))
+                watch_backends(conn, watch_end, backend_cpu[-1])
             # The last minute's slots, then time for the killed worker's leases to expire.
             sleep_until(conn, boundaries[-1] + timedelta(seconds=args.settle))
-            samples.append(cpu_sample(conn, procs))
+            samples.append(cpu_sample(procs))
         finally:
             codes = stop_workers([p for p in procs if p[0].poll() is None])
         minutes = [minute_figures(conn, b, n) for b in boundaries]
         for i, m in enumerate(minutes):
-            m["cpu_s"] = cpu_fields(samples[i], samples[i + 1], n)
+            m["cpu_s"] = cpu_fields(samples[i], samples[i + 1], backend_cpu[i], n)
         engine_missed = scalar(
             conn,
             f"SELECT coalesce(sum(missed_slots), 0) FROM {T_ATTEMPT} WHERE scheduled_for <= %s",
