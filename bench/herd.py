@@ -141,8 +141,9 @@ def minute_figures(conn: Any, boundary: datetime, n: int) -> dict[str, Any]:
         f"AND r.status = 'succeeded' GROUP BY a.schedule_id HAVING count(*) > 1) d",
         (boundary,),
     )
-    # Slots claimed again after a lease expired (the killed worker's runs not receipted).
-    recovered = scalar(
+    # Slots claimed more than once: recovered at lease expiry (the killed worker's runs not
+    # receipted) or handed back unrun (a claim that waited over HAND_BACK_SECONDS in line).
+    reclaimed = scalar(
         conn,
         f"SELECT count(*) FROM (SELECT schedule_id FROM {T_ATTEMPT} WHERE scheduled_for = %s "
         f"GROUP BY schedule_id HAVING count(*) > 1) d",
@@ -155,7 +156,7 @@ def minute_figures(conn: Any, boundary: datetime, n: int) -> dict[str, Any]:
         "succeeded": len(start),
         "missed": n - len(start),
         "duplicated": duplicated,
-        "recovered": recovered,
+        "claimed_again": reclaimed,
         "last_start_s": rounded(start[-1] if start else None),
         "start_p50_s": rounded(statistics.median(start) if start else None),
         "start_p99_s": rounded(percentile(start, 0.99)),
@@ -328,8 +329,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{lat['p50']} s, p99 {lat['p99']} s, max {lat['max']} s; last start per minute "
             f"{[m['last_start_s'] for m in r['minutes']]} s; starts/s "
             f"{[m['starts_per_s'] for m in r['minutes']]}; engine CPU ms/run "
-            f"{[m['cpu_s']['engine_ms_per_run'] for m in r['minutes']]}; recovered at lease "
-            f"expiry {sum(m['recovered'] for m in r['minutes'])}; {r['missed']} missed, "
+            f"{[m['cpu_s']['engine_ms_per_run'] for m in r['minutes']]}; claimed again "
+            f"{sum(m['claimed_again'] for m in r['minutes'])}; {r['missed']} missed, "
             f"{r['duplicated']} duplicated (floor p99 {r['floor']['p99_ms']:g} ms, 0 missed, "
             f"0 duplicated: {'PASS' if r['floor']['passed'] else 'FAIL'}; machine loop "
             f"{loop_ms:.0f} ms)",
