@@ -239,10 +239,13 @@ def run_size(args: argparse.Namespace, n: int) -> dict[str, Any]:
             boundaries = [first + timedelta(minutes=i) for i in range(args.minutes)]
             samples = []  # CPU (workers, machine) a second before each boundary
             backend_cpu: list[dict[int, float]] = []  # per minute: backend pid -> CPU seen
+            backend_base: list[dict[int, float]] = []  # ... and its CPU before the boundary
             for i, boundary in enumerate(boundaries):
                 sleep_until(conn, boundary - timedelta(seconds=1))
                 samples.append(cpu_sample(procs))
+                # A backend already open before the boundary counts from here on.
                 backend_cpu.append({})
+                backend_base.append({pid: cpu_seconds([pid]) for pid in worker_backends(conn)})
                 if i == 1 and args.kill:
                     watch_backends(conn, boundary + timedelta(seconds=0.5), backend_cpu[-1])
                     victim, _ = procs[-1]
@@ -258,7 +261,8 @@ def run_size(args: argparse.Namespace, n: int) -> dict[str, Any]:
             codes = stop_workers([p for p in procs if p[0].poll() is None])
         minutes = [minute_figures(conn, b, n) for b in boundaries]
         for i, m in enumerate(minutes):
-            m["cpu_s"] = cpu_fields(samples[i], samples[i + 1], backend_cpu[i], n)
+            spent = {p: c - backend_base[i].get(p, 0.0) for p, c in backend_cpu[i].items()}
+            m["cpu_s"] = cpu_fields(samples[i], samples[i + 1], spent, n)
         engine_missed = scalar(
             conn,
             f"SELECT coalesce(sum(missed_slots), 0) FROM {T_ATTEMPT} WHERE scheduled_for <= %s",
