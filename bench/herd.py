@@ -183,9 +183,11 @@ def minute_figures(conn: Any, boundary: datetime, n: int) -> dict[str, Any]:
     }
 
 
-def cpu_sample(procs: list[Any]) -> tuple[float, float]:
-    """CPU seconds so far of the live workers and of the whole machine (/proc)."""
-    return cpu_seconds([p.pid for p, _ in procs if p.poll() is None]), machine_busy_seconds()
+def cpu_sample(procs: list[Any]) -> tuple[dict[int, float], float]:
+    """CPU seconds so far of each live worker (pid -> seconds) and of the whole machine
+    (/proc)."""
+    live = {p.pid: cpu_seconds([p.pid]) for p, _ in procs if p.poll() is None}
+    return live, machine_busy_seconds()
 
 
 def watch_backends(conn: Any, until: datetime, seen: dict[int, float]) -> None:
@@ -200,13 +202,17 @@ def watch_backends(conn: Any, until: datetime, seen: dict[int, float]) -> None:
 
 
 def cpu_fields(
-    before: tuple[float, float], after: tuple[float, float], backends: dict[int, float], n: int
+    before: tuple[dict[int, float], float],
+    after: tuple[dict[int, float], float],
+    backends: dict[int, float],
+    n: int,
 ) -> dict[str, Any]:
     """What one minute's herd cost in CPU (a second before its boundary to a second before
-    the next): the workers' (a killed worker's not after its death), their backends' (as
+    the next): the workers' (not a worker killed meanwhile), their backends' (as
     :func:`watch_backends` saw them), the rest of the machine's, and the workers' plus
     backends' per run (ms)."""
-    workers, backend = after[0] - before[0], sum(backends.values())
+    workers = sum(cpu - before[0][pid] for pid, cpu in after[0].items() if pid in before[0])
+    backend = sum(backends.values())
     busy = after[1] - before[1]
     return {
         "workers": round(workers, 2),
