@@ -13,17 +13,11 @@ for a worker's heap) and never runs in the middle of a batch.
 
 Elsewhere (musl, macOS, Windows) there is no ``malloc_trim``: :func:`trim` does nothing
 and says so by returning False.
-
-The start-up heap and the garbage collector: ``run_scheduler`` freezes the objects alive
-when the worker starts (:func:`freeze_startup_heap`, ``gc.freeze``) so the cyclic
-collections a busy worker triggers walk only what it made since, and thaws them when the
-command returns (:func:`thaw_startup_heap`).
 """
 
 from __future__ import annotations
 
 import ctypes
-import gc
 import logging
 import sys
 import time
@@ -87,22 +81,3 @@ class HeapTrim:
         self.trims += 1
         logger.debug("heap trimmed in %.1f ms", (time.perf_counter() - started) * 1000)
         return True
-
-
-def freeze_startup_heap() -> int:
-    """Hide the objects alive now from the cyclic garbage collector: one full collection,
-    then ``gc.freeze()`` moves every object left (Django's setup, the app registry, the
-    imported modules: they live as long as the worker) into its permanent generation, so
-    the collections a busy worker's allocations trigger no longer walk them (without it a
-    herd of no-op runs spent about half the worker's CPU in ``gc_collect_main``:
-    docs/benchmarks.md). Returns the number of objects frozen. :func:`thaw_startup_heap`
-    undoes it (a command run inside a longer process, e.g. a test)."""
-    gc.collect()
-    gc.freeze()
-    return gc.get_freeze_count()
-
-
-def thaw_startup_heap() -> None:
-    """Give the frozen objects back to the collector (``gc.unfreeze()``: into its oldest
-    generation)."""
-    gc.unfreeze()

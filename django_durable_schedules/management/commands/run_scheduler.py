@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ...checks import live_sqlite_workers
 from ...models import pool_validator
-from ...worker import Worker, WorkerOptions, heap
+from ...worker import Worker, WorkerOptions
 from ...worker.outage import GaveUp
 
 
@@ -128,13 +128,11 @@ class Command(BaseCommand):
         self._warn_sqlite_workers(options["database"], logged=options["verbosity"] >= 1)
         metrics = self._start_metrics(options["metrics_port"], options["metrics_addr"])
         gave_up: GaveUp | None = None
-        heap.freeze_startup_heap()  # the collector no longer walks the start-up heap
         try:
             code = worker.run()
         except GaveUp as exc:  # --once only: an error it cannot get past
             code, gave_up = 1, exc
         finally:
-            heap.thaw_startup_heap()
             if metrics is not None:
                 server, connected_here = metrics
                 server.shutdown()
