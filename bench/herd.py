@@ -1,7 +1,7 @@
 """Issue #32 goal 1: the herd at the top of the minute.
 
     .venv/bin/python bench/herd.py [--schedules 1000,10000] [--workers 4] [--minutes 3]
-        [--no-kill] [--floor-p99-ms 1000] [--check] [--json-out PATH]
+        [--no-kill] [--settle 45] [--lead 8] [--floor-p99-ms 1000] [--check] [--json-out PATH]
 
 For each size N: ``N`` cron schedules ``* * * * *`` (UTC, ``tests.noop``) all due at the
 same minute boundaries; ``--workers`` real ``run_scheduler`` processes started as a user
@@ -20,7 +20,21 @@ Per minute boundary, from the database (both instants on the database clock):
   each slot's first attempt);
 * ``missed``: slots of the boundary with no successful receipt (plus every slot the engine
   counted as missed: ``missed_slots``), ``duplicated``: slots with more than one
-  successful receipt.
+  successful receipt;
+* ``claimed_again``: slots claimed more than once (a claim handed back unrun after waiting
+  over ``HAND_BACK_SECONDS`` in line, or recovered at lease expiry: the killed worker's);
+* ``claims_per_s`` / ``starts_per_s``: the herd's pace, slots claimed / started per second
+  up to the 99th percentile of the claim / start lateness;
+* ``cpu_s``: CPU seconds from a second before the boundary to a second before the next:
+  the workers', their PostgreSQL backends' (watched during the herd, from /proc: the
+  server must run on this machine), the rest of the machine's, and the engine's (workers
+  plus backends) milliseconds per run.
+
+The p99 is over every slot of the run (``--minutes`` x N): at N = 10,000 over 3 minutes
+the 300 latest starts are above it. A killed worker holds at most about ``BATCH_SIZE`` +
+``CONCURRENCY`` claims not receipted (the claim room), which are started again only at
+their lease expiry (``LEASE_SECONDS``, 30 s): they stay under the p99 at 10,000 (about
+104 of 300) but not at 1,000 (30 of 3,000) when the kill lands in the herd.
 
 Floor (issue #32): at 10,000 schedules, start lateness p99 <= 1 s over the whole run, 0
 missed, 0 duplicated. Every size is judged against the same floor. The peers' figures
@@ -47,17 +61,20 @@ from common import (
     T_RECEIPT,
     code_version,
     connect,
+    cpu_seconds,
     dbname_of,
     django_env,
     emit,
     fresh_database,
     log,
+    machine_busy_seconds,
     python_loop_ms,
     scalar,
     server_info,
     start_workers,
     stop_workers,
     wait_for_heartbeats,
+    worker_backends,
 )
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_bench_herd"
@@ -89,6 +106,13 @@ def percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
     return values[min(len(values) - 1, int(len(values) * q))]
+
+
+def rate(lateness: list[float]) -> int | None:
+    """Slots per second up to the 99th percentile of ``lateness`` (sorted seconds after
+    the boundary): the herd's pace, not counting the runs recovered at lease expiry."""
+    p99 = percentile(lateness, 0.99)
+    return None if not p99 else round(0.99 * len(lateness) / p99)
 
 
 def rounded(value: float | None, digits: int = 3) -> float | None:
@@ -131,6 +155,14 @@ def minute_figures(conn: Any, boundary: datetime, n: int) -> dict[str, Any]:
         f"AND r.status = 'succeeded' GROUP BY a.schedule_id HAVING count(*) > 1) d",
         (boundary,),
     )
+    # Slots claimed more than once: recovered at lease expiry (the killed worker's runs not
+    # receipted) or handed back unrun (a claim that waited over HAND_BACK_SECONDS in line).
+    reclaimed = scalar(
+        conn,
+        f"SELECT count(*) FROM (SELECT schedule_id FROM {T_ATTEMPT} WHERE scheduled_for = %s "
+        f"GROUP BY schedule_id HAVING count(*) > 1) d",
+        (boundary,),
+    )
     start = sorted(float(r[0]) for r in starts)
     claim = sorted(float(r[0]) for r in claims)
     return {
@@ -138,12 +170,55 @@ def minute_figures(conn: Any, boundary: datetime, n: int) -> dict[str, Any]:
         "succeeded": len(start),
         "missed": n - len(start),
         "duplicated": duplicated,
+        "claimed_again": reclaimed,
         "last_start_s": rounded(start[-1] if start else None),
         "start_p50_s": rounded(statistics.median(start) if start else None),
         "start_p99_s": rounded(percentile(start, 0.99)),
         "claim_p50_s": rounded(statistics.median(claim) if claim else None),
         "claim_p99_s": rounded(percentile(claim, 0.99)),
+        # The herd's pace: slots claimed / started per second up to the 99th percentile.
+        "claims_per_s": rate(claim),
+        "starts_per_s": rate(start),
         "_starts": start,
+    }
+
+
+def cpu_sample(procs: list[Any]) -> tuple[dict[int, float], float]:
+    """CPU seconds so far of each live worker (pid -> seconds) and of the whole machine
+    (/proc)."""
+    live = {p.pid: cpu_seconds([p.pid]) for p, _ in procs if p.poll() is None}
+    return live, machine_busy_seconds()
+
+
+def watch_backends(conn: Any, until: datetime, seen: dict[int, float]) -> None:
+    """Until the database clock reads ``until``, note every 0.2 s the CPU seconds of this
+    database's backends (the local PostgreSQL, /proc) into ``seen`` (pid -> the most seen).
+    An idle worker closes its connection, so its backend lives for one busy spell: the
+    most seen of each is about what it cost (its last 0.2 s may be missed)."""
+    while scalar(conn, "SELECT now()") < until:
+        for pid in worker_backends(conn):
+            seen[pid] = max(seen.get(pid, 0.0), cpu_seconds([pid]))
+        time.sleep(0.2)
+
+
+def cpu_fields(
+    before: tuple[dict[int, float], float],
+    after: tuple[dict[int, float], float],
+    backends: dict[int, float],
+    n: int,
+) -> dict[str, Any]:
+    """What one minute's herd cost in CPU (a second before its boundary to a second before
+    the next): the workers' (not a worker killed meanwhile), their backends' (as
+    :func:`watch_backends` saw them), the rest of the machine's, and the workers' plus
+    backends' per run (ms)."""
+    workers = sum(cpu - before[0][pid] for pid, cpu in after[0].items() if pid in before[0])
+    backend = sum(backends.values())
+    busy = after[1] - before[1]
+    return {
+        "workers": round(workers, 2),
+        "db_backends": round(backend, 2),
+        "rest_of_machine": round(busy - workers - backend, 2),
+        "engine_ms_per_run": round(1000 * (workers + backend) / n, 3),
     }
 
 
@@ -151,7 +226,7 @@ def run_size(args: argparse.Namespace, n: int) -> dict[str, Any]:
     env = django_env(args.database_url)
     fresh_database(args.database_url, env)
     with connect(args.database_url) as conn:
-        first = next_boundary(conn, LEAD_SECONDS + n / 2000)
+        first = next_boundary(conn, args.lead + n / 2000)
         seeded = subprocess.run(
             [sys.executable, "-c", SEED, str(n), first.isoformat()],
             cwd=ROOT,
@@ -168,17 +243,32 @@ def run_size(args: argparse.Namespace, n: int) -> dict[str, Any]:
             if scalar(conn, "SELECT now()") >= first:
                 raise RuntimeError("the workers started after the first boundary: raise the lead")
             boundaries = [first + timedelta(minutes=i) for i in range(args.minutes)]
-            if args.kill and args.minutes >= 2:
-                sleep_until(conn, boundaries[1] + timedelta(seconds=0.5))
-                victim, _ = procs[-1]
-                victim.kill()
-                killed = {"done": True, "pid": victim.pid, "at": scalar(conn, "SELECT now()")}
-                log(f"SIGKILL worker {victim.pid}")
+            samples = []  # CPU (workers, machine) a second before each boundary
+            backend_cpu: list[dict[int, float]] = []  # per minute: backend pid -> CPU seen
+            backend_base: list[dict[int, float]] = []  # ... and its CPU before the boundary
+            for i, boundary in enumerate(boundaries):
+                sleep_until(conn, boundary - timedelta(seconds=1))
+                samples.append(cpu_sample(procs))
+                # A backend already open before the boundary counts from here on.
+                backend_cpu.append({})
+                backend_base.append({pid: cpu_seconds([pid]) for pid in worker_backends(conn)})
+                if i == 1 and args.kill:
+                    watch_backends(conn, boundary + timedelta(seconds=0.5), backend_cpu[-1])
+                    victim, _ = procs[-1]
+                    victim.kill()
+                    killed = {"done": True, "pid": victim.pid, "at": scalar(conn, "SELECT now()")}
+                    log(f"SIGKILL worker {victim.pid}")
+                watch_end = boundary + timedelta(seconds=min(args.settle, 50))
+                watch_backends(conn, watch_end, backend_cpu[-1])
             # The last minute's slots, then time for the killed worker's leases to expire.
             sleep_until(conn, boundaries[-1] + timedelta(seconds=args.settle))
+            samples.append(cpu_sample(procs))
         finally:
             codes = stop_workers([p for p in procs if p[0].poll() is None])
         minutes = [minute_figures(conn, b, n) for b in boundaries]
+        for i, m in enumerate(minutes):
+            spent = {p: c - backend_base[i].get(p, 0.0) for p, c in backend_cpu[i].items()}
+            m["cpu_s"] = cpu_fields(samples[i], samples[i + 1], spent, n)
         engine_missed = scalar(
             conn,
             f"SELECT coalesce(sum(missed_slots), 0) FROM {T_ATTEMPT} WHERE scheduled_for <= %s",
@@ -228,6 +318,13 @@ def main(argv: list[str] | None = None) -> int:
         default=45.0,
         help="seconds after the last boundary before the workers stop (leases expire)",
     )
+    p.add_argument(
+        "--lead",
+        type=float,
+        default=LEAD_SECONDS,
+        help="least seconds before the first boundary for seeding and starting the workers "
+        "(plus N/2000)",
+    )
     p.add_argument("--floor-p99-ms", type=float, default=1000.0)
     p.add_argument("--database-url", default=DEFAULT_URL)
     p.add_argument("--check", action="store_true")
@@ -254,7 +351,10 @@ def main(argv: list[str] | None = None) -> int:
             f"herd: {r['schedules']:,} schedules, {r['workers']} workers (defaults"
             f"{', one SIGKILLed' if r['killed']['done'] else ''}): start lateness p50 "
             f"{lat['p50']} s, p99 {lat['p99']} s, max {lat['max']} s; last start per minute "
-            f"{[m['last_start_s'] for m in r['minutes']]} s; {r['missed']} missed, "
+            f"{[m['last_start_s'] for m in r['minutes']]} s; starts/s "
+            f"{[m['starts_per_s'] for m in r['minutes']]}; engine CPU ms/run "
+            f"{[m['cpu_s']['engine_ms_per_run'] for m in r['minutes']]}; claimed again "
+            f"{sum(m['claimed_again'] for m in r['minutes'])}; {r['missed']} missed, "
             f"{r['duplicated']} duplicated (floor p99 {r['floor']['p99_ms']:g} ms, 0 missed, "
             f"0 duplicated: {'PASS' if r['floor']['passed'] else 'FAIL'}; machine loop "
             f"{loop_ms:.0f} ms)",
