@@ -159,7 +159,7 @@ def run_size(args: argparse.Namespace, n: int) -> dict[str, Any]:
     env = django_env(args.database_url)
     fresh_database(args.database_url, env)
     with connect(args.database_url) as conn:
-        first = next_boundary(conn, LEAD_SECONDS + n / 2000)
+        first = next_boundary(conn, args.lead + n / 2000)
         seeded = subprocess.run(
             [sys.executable, "-c", SEED, str(n), first.isoformat()],
             cwd=ROOT,
@@ -236,6 +236,13 @@ def main(argv: list[str] | None = None) -> int:
         default=45.0,
         help="seconds after the last boundary before the workers stop (leases expire)",
     )
+    p.add_argument(
+        "--lead",
+        type=float,
+        default=LEAD_SECONDS,
+        help="seconds (plus N/2000) the first boundary leaves after the seeding: the "
+        "workers start in it (raise it on a loaded machine)",
+    )
     p.add_argument("--floor-p99-ms", type=float, default=1000.0)
     p.add_argument("--database-url", default=DEFAULT_URL)
     p.add_argument(
@@ -264,7 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     for n in sizes:
         if not args.skip_self:
             results.append(run_size(args, n))
-        peer_results += [run_peer(peer, n, args) for peer in peers]
+        for peer in peers:
+            peer_results.append(run_peer(peer, n, args))
+            log(summary(peer_results[-1]))  # as it comes: a peer's run takes minutes
     report = {
         "benchmark": "herd",
         "machine_python_loop_ms": round(loop_ms, 1),
