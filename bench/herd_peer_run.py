@@ -52,13 +52,13 @@ PEERS: dict[str, dict[str, Any]] = {
         "module": "peer_dbos",
         "pins": ["dbos==3.4.0", "psycopg[binary]==3.3.9"],
         "workers": 4,
-        "runs": "4 DBOS processes of one app (decorator schedules, defaults)",
+        "runs": "4 DBOS processes of one app (apply_schedules, defaults)",
     },
     "pgqueuer": {
         "module": "peer_pgq",
         "pins": ["pgqueuer==1.6.0", "psycopg[binary]==3.3.9"],
         "workers": 4,
-        "runs": "4 `pgq run` processes (schedules, defaults)",
+        "runs": "4 runners (PgQueuer.run, schedules, defaults)",
     },
     "oban": {
         "module": "peer_oban",
