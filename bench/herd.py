@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/herd.py [--schedules 1000,10000] [--workers 4] [--minutes 3]
         [--no-kill] [--settle 45] [--lead 8] [--floor-p99-ms 1000] [--check] [--json-out PATH]
+        [--peers django-q2,apscheduler,dbos,pgqueuer,oban] [--skip-self] [--venv-dir DIR]
 
 For each size N: ``N`` cron schedules ``* * * * *`` (UTC, ``tests.noop``) all due at the
 same minute boundaries; ``--workers`` real ``run_scheduler`` processes started as a user
@@ -37,11 +38,17 @@ their lease expiry (``LEASE_SECONDS``, 30 s): they stay under the p99 at 10,000 
 104 of 300) but not at 1,000 (30 of 3,000) when the kill lands in the herd.
 
 Floor (issue #32): at 10,000 schedules, start lateness p99 <= 1 s over the whole run, 0
-missed, 0 duplicated. Every size is judged against the same floor. The peers' figures
-(DBOS, pgqueuer, oban, django-q2, APScheduler 3; issue #32) are not measured by this script
-yet: the report says so instead of guessing. Prints JSON, then one summary line per size;
-``--check`` exits 1 when a size misses the floor. Uses the database ``dds_bench_herd``
-(dropped and recreated for each size).
+missed, 0 duplicated. Every size is judged against the same floor. Uses the database
+``dds_bench_herd`` (dropped and recreated for each size).
+
+The peers (``--peers``, default all: django-q2, apscheduler, dbos, pgqueuer, oban; ``''``
+for none) then run the same herd at the same size, one after the other, each from its
+published package at a pinned version in its own venv (``--venv-dir``) and its own
+database ``dds_bench_herd_<peer>``, declared and run its own documented way, with the same
+kill and the same figures (``herd_peer_run.py``, ``herd_peers/``; ``--skip-self`` runs the
+peers only). A peer that cannot install, declare or run is reported as such. Prints JSON,
+then one summary line per size and per peer; ``--check`` exits 1 when a size of ours
+misses the floor.
 """
 
 from __future__ import annotations
@@ -76,6 +83,7 @@ from common import (
     wait_for_heartbeats,
     worker_backends,
 )
+from herd_peer_run import PEERS, run_peer, summary
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_bench_herd"
 #: Seconds the first boundary must leave after the seeding (workers started, rows loaded).
@@ -327,6 +335,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--floor-p99-ms", type=float, default=1000.0)
     p.add_argument("--database-url", default=DEFAULT_URL)
+    p.add_argument(
+        "--peers",
+        default=",".join(PEERS),
+        help=f"peers to run after ours, comma-separated, '' for none (default {','.join(PEERS)})",
+    )
+    p.add_argument("--skip-self", action="store_true", help="run the peers only")
+    p.add_argument(
+        "--venv-dir",
+        type=Path,
+        default=ROOT / "bench" / "out" / "herd-venvs",
+        help="where the peers' venvs are created (one per peer, kept while its pins match)",
+    )
     p.add_argument("--check", action="store_true")
     p.add_argument("--json-out", type=Path)
     args = p.parse_args(argv)
@@ -334,13 +354,21 @@ def main(argv: list[str] | None = None) -> int:
         p.error("refusing to drop a database whose name does not start with dds_bench")
     sizes = [int(s) for s in args.schedules.split(",") if s.strip()]
     loop_ms = python_loop_ms()
-    results = [run_size(args, n) for n in sizes]
+    peers = [x.strip() for x in args.peers.split(",") if x.strip()]
+    if unknown := set(peers) - set(PEERS):
+        p.error(f"unknown peers {sorted(unknown)}; known: {', '.join(PEERS)}")
+    results, peer_results = [], []
+    for n in sizes:
+        if not args.skip_self:
+            results.append(run_size(args, n))
+        for peer in peers:
+            peer_results.append(run_peer(peer, n, args))
+            log(summary(peer_results[-1]))  # as it comes: a peer's run takes minutes
     report = {
         "benchmark": "herd",
         "machine_python_loop_ms": round(loop_ms, 1),
         "sizes": results,
-        "peers": "not measured yet by this script (issue #32): DBOS, pgqueuer, oban, "
-        "django-q2, APScheduler 3",
+        "peers": peer_results,
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "code": code_version(),
     }
@@ -360,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{loop_ms:.0f} ms)",
             flush=True,
         )
+    for r in peer_results:
+        print(summary(r), flush=True)
     return 1 if args.check and not all(r["floor"]["passed"] for r in results) else 0
 
 
