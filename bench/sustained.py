@@ -4,21 +4,21 @@
         [--prune-every 60] [--keep-minutes 5] [--warmup-minutes 1] [--worker-args "..."]
         [--database-url postgres://.../dds_bench_sustained] [--check] [--json-out PATH]
 
-1. Drops and recreates the bench database (its name must start with ``dds_bench``),
-   migrates it and seeds ``--schedules`` interval schedules of ``tests.noop`` every
-   ``--interval`` seconds (60), their grids spread evenly (to the millisecond) over the
-   first interval: about N / 60 runs a second, every second. ``VACUUM ANALYZE``.
+1. Recreates the bench database (named ``dds_bench...``), migrates it, makes one interval
+   schedule of ``tests.noop`` every ``--interval`` s (60) with the ORM and copies it in SQL
+   to ``--schedules``, their grids spread evenly (to the ms) over one interval: N / 60
+   runs a second, every second.
 2. Starts ``--workers`` real ``run_scheduler`` processes with the settings' defaults (plus
-   ``--worker-args``), and every ``--prune-every`` seconds runs ``manage.py prune_runs
-   --older-than <--keep-minutes> --no-input`` beside them (one at a time; a prune still
-   running when the next is due is counted as ``prune_overlaps``).
-3. Once a minute, after that minute is over (receipts are read by ``finished_at``, an
-   indexed, time-bounded scan: the tables grow): start lateness p50 / p99 of the runs
-   finished in the minute (``started_at - scheduled_for``), the runs counted, each
-   worker's VmRSS, the schedule table's heap, index and total size, its updates and HOT
-   updates (``pg_stat_user_tables``), dead tuples, last autovacuum, the attempts and
-   receipts inserted so far and alive now, their tables' sizes, slots the engine recorded
-   as missed, schedules overdue by more than 5 s, and ``/proc/loadavg``.
+   ``--worker-args``); every ``--prune-every`` s runs ``manage.py prune_runs --older-than
+   <--keep-minutes> --no-input`` beside them, and every ``--vacuum-every`` s a plain
+   ``VACUUM`` of the schedule and run tables (by default only when the server's
+   autovacuum is off: the bench stands in for it; the report says which).
+3. Once a minute, after it is over: start lateness p50 / p99 of the runs finished in it
+   (``started_at - scheduled_for``; read by ``finished_at``, an indexed, time-bounded
+   scan), runs counted, each worker's VmRSS, the schedule table's heap / index / total
+   size, updates, HOT updates, dead tuples and vacuums (``pg_stat_user_tables``), the
+   attempts and receipts inserted and alive, slots recorded missed, schedules overdue by
+   over 5 s, and ``/proc/loadavg``.
 
 Floors (the first ``--warmup-minutes`` are not judged; "first" and "last" are the first
 and last ``W = min(5, judged minutes // 2)`` judged minutes):
@@ -48,95 +48,76 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from common import (
-    ROOT,
-    T_ATTEMPT,
-    T_RECEIPT,
-    T_SCHEDULE,
-    code_version,
-    connect,
-    dbname_of,
-    django_env,
-    emit,
-    fresh_database,
-    log,
-    python_loop_ms,
-    scalar,
-    server_info,
-    start_workers,
-    stop_workers,
-    wait_for_heartbeats,
-)
+import common
+from common import ROOT, T_ATTEMPT, T_RECEIPT, T_SCHEDULE, log, scalar
+from memory_soak import rss_kib
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_bench_sustained"
 #: Seconds between the grid's anchor and the moment the workers are started.
-LEAD_SECONDS = 15
+LEAD_SECONDS = 30
 #: Seconds after a minute ends before it is read (its last runs finish).
 READ_DELAY = 5
 
+#: One schedule made by the ORM (every default as the engine sets it); ``seed`` copies it.
 SEED = r"""
 import sys, django
 django.setup()
-from datetime import datetime, timedelta
+from datetime import datetime
 from django_durable_schedules.models import Kind, Schedule, Status
-count, every, base = int(sys.argv[1]), int(sys.argv[2]), datetime.fromisoformat(sys.argv[3])
-digest = Schedule(kind=Kind.INTERVAL, interval_seconds=every, timezone="UTC").compute_definition_hash()
-for start in range(0, count, 5000):
-    rows = []
-    for i in range(start, min(count, start + 5000)):
-        anchor = base + timedelta(milliseconds=(i * every * 1000) // count)
-        rows.append(Schedule(
-            name=f"day-{i:07d}", callback="tests.noop", kind=Kind.INTERVAL,
-            interval_seconds=every, timezone="UTC", status=Status.ACTIVE, created_at=anchor,
-            next_run_at=anchor, definition_hash=digest,
-        ))
-    Schedule.objects.bulk_create(rows, batch_size=1000)
-print(Schedule.objects.count())
+every, base = int(sys.argv[1]), datetime.fromisoformat(sys.argv[2])
+row = Schedule(
+    name="day-0000000", callback="tests.noop", kind=Kind.INTERVAL, interval_seconds=every,
+    timezone="UTC", status=Status.ACTIVE, created_at=base, next_run_at=base,
+)
+row.definition_hash = row.compute_definition_hash()
+row.save()
 """
+
+
+def seed(conn: Any, env: dict[str, str], n: int, every: int, base: datetime) -> None:
+    """``n`` schedules: the ORM's one, copied in SQL with its grid's anchor (``created_at``,
+    ``next_run_at``) at ``base + i * every / n`` (milliseconds) for the i-th."""
+    args = [sys.executable, "-c", SEED, str(every), base.isoformat()]
+    subprocess.run(args, cwd=ROOT, env=env, check=True)
+    sql = "SELECT column_name FROM information_schema.columns WHERE table_name = %s"
+    columns = [r[0] for r in conn.execute(sql, (T_SCHEDULE,))]
+    offset = "t.created_at + (g::bigint * %(ms)s / %(n)s) * interval '1 millisecond'"
+    made = {"id": "gen_random_uuid()", "name": "'day-' || lpad(g::text, 7, '0')"}
+    made |= {"created_at": offset, "next_run_at": offset}
+    values = ", ".join(made.get(c, f"t.{c}") for c in columns)
+    conn.execute(
+        f"INSERT INTO {T_SCHEDULE} ({', '.join(columns)}) SELECT {values} "
+        f"FROM {T_SCHEDULE} t, generate_series(1, %(last)s) g WHERE t.name = 'day-0000000'",
+        {"ms": every * 1000, "n": n, "last": n - 1},
+    )
+
+
+#: The bench's stand-in for autovacuum (``--vacuum-every``): plain VACUUM of each table.
+VACUUM = (
+    "import sys, psycopg\n"
+    "with psycopg.connect(sys.argv[1], autocommit=True) as c:\n"
+    "    for t in sys.argv[2:]: c.execute(f'VACUUM {t}')"
+)
 
 TABLE_SQL = """
 SELECT pg_relation_size(c.oid), pg_indexes_size(c.oid), pg_total_relation_size(c.oid),
        s.n_tup_ins, s.n_tup_upd, s.n_tup_hot_upd, s.n_tup_del, s.n_live_tup, s.n_dead_tup,
-       s.last_autovacuum, s.autovacuum_count
+       s.last_vacuum, s.last_autovacuum, s.autovacuum_count
 FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE c.relname = %s
 """
-TABLE_KEYS = (
-    "heap_bytes",
-    "index_bytes",
-    "total_bytes",
-    "inserted",
-    "updated",
-    "hot_updated",
-    "deleted",
-    "live",
-    "dead",
-    "last_autovacuum",
-    "autovacuums",
-)
+TABLE_KEYS = "heap_bytes index_bytes total_bytes inserted updated hot_updated deleted live dead"
+TABLE_KEYS += " last_vacuum last_autovacuum autovacuums"
 
 
 def table_stats(conn: Any, table: str) -> dict[str, Any]:
     """Sizes (bytes) and cumulative tuple counters of ``table`` (``pg_stat_user_tables``)."""
     row = conn.execute(TABLE_SQL, (table,)).fetchone()
-    return dict(zip(TABLE_KEYS, row, strict=True))
-
-
-def rss_mib(pid: int) -> float | None:
-    """VmRSS of ``pid`` in MiB, None when it is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        return None
-    return None
+    return dict(zip(TABLE_KEYS.split(), row, strict=True))
 
 
 def loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return ""
+    """The 1, 5 and 15 minute load averages (Linux)."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def minute_sample(conn: Any, start: datetime, end: datetime, pids: list[int]) -> dict[str, Any]:
@@ -161,6 +142,7 @@ def minute_sample(conn: Any, start: datetime, end: datetime, pids: list[int]) ->
         f"AND next_run_at < now() - interval '5 seconds'",
     )
     sched = table_stats(conn, T_SCHEDULE)
+    hot = sched["hot_updated"] / max(1, sched["updated"])
     attempts = table_stats(conn, T_ATTEMPT)
     receipts = table_stats(conn, T_RECEIPT)
     return {
@@ -171,30 +153,25 @@ def minute_sample(conn: Any, start: datetime, end: datetime, pids: list[int]) ->
         "lateness_max_ms": None if worst is None else round(float(worst) * 1000, 1),
         "missed_slots": int(missed),
         "overdue_schedules": overdue,
-        "worker_rss_mib": [rss_mib(pid) for pid in pids],
-        "schedule_table": {
-            **sched,
-            "hot_ratio": round(sched["hot_updated"] / sched["updated"], 4)
-            if sched["updated"]
-            else None,
-        },
+        "worker_rss_mib": [round(rss_kib(pid) / 1024, 1) or None for pid in pids],
+        "schedule_table": {**sched, "hot_ratio": round(hot, 4)},
         "attempts": {k: attempts[k] for k in ("inserted", "deleted", "live", "total_bytes")},
         "receipts": {k: receipts[k] for k in ("inserted", "deleted", "live", "total_bytes")},
         "loadavg": loadavg(),
     }
 
 
-class Pruner:
-    """``manage.py prune_runs`` every ``every`` seconds, one at a time."""
+class Periodic:
+    """``cmd`` (a subprocess) every ``every`` seconds (0: never), one at a time: one still
+    running when the next is due is counted in ``overlaps`` and that turn is skipped."""
 
-    def __init__(self, env: dict[str, str], every: float, keep_minutes: float) -> None:
-        self.env, self.every, self.days = env, every, keep_minutes / 1440
+    def __init__(self, cmd: list[str], env: dict[str, str], every: float) -> None:
+        self.cmd, self.env, self.every = cmd, env, every
         self.proc: subprocess.Popen[bytes] | None = None
         self.started = 0.0
         self.next_at = time.monotonic() + every
         self.durations: list[float] = []
-        self.failures = 0
-        self.overlaps = 0
+        self.failures = self.overlaps = 0
 
     def poll(self) -> None:
         now = time.monotonic()
@@ -208,15 +185,13 @@ class Pruner:
         if self.proc is not None:
             self.overlaps += 1
             return
-        cmd = [sys.executable, "-m", "django", "prune_runs", "--older-than", f"{self.days:.6f}"]
         self.started = now
         self.proc = subprocess.Popen(
-            [*cmd, "--no-input"],
-            cwd=ROOT,
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            self.cmd, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=sys.stderr
         )
+
+    def report(self) -> dict[str, Any]:
+        return {"durations_s": self.durations, "overlaps": self.overlaps, "failures": self.failures}
 
     def finish(self) -> None:
         if self.proc is not None:
@@ -228,7 +203,7 @@ def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def judge(args: argparse.Namespace, minutes: list[dict[str, Any]], pruner: Pruner) -> dict:
+def judge(args: argparse.Namespace, minutes: list[dict[str, Any]], pruner: Periodic) -> dict:
     """The floors (see the module's docstring) over the judged minutes."""
     judged = minutes[args.warmup_minutes :]
     w = min(5, len(judged) // 2)
@@ -251,15 +226,8 @@ def judge(args: argparse.Namespace, minutes: list[dict[str, Any]], pruner: Prune
         b = median([m["worker_rss_mib"][i] for m in last if m["worker_rss_mib"][i]])
         limit = None if a is None else round(1.1 * a + 8, 1)
         workers.append({"first_mib": a, "last_mib": b, "bound_mib": limit})
-    floors["rss_flat"] = {
-        "workers": workers,
-        "passed": all(
-            x["bound_mib"] is not None
-            and x["last_mib"] is not None
-            and x["last_mib"] <= x["bound_mib"]
-            for x in workers
-        ),
-    }
+    ok = all(x["bound_mib"] and x["last_mib"] and x["last_mib"] <= x["bound_mib"] for x in workers)
+    floors["rss_flat"] = {"workers": workers, "passed": ok}
 
     def size(m: dict[str, Any]) -> int:
         return m["schedule_table"]["heap_bytes"] + m["schedule_table"]["index_bytes"]
@@ -282,10 +250,8 @@ def judge(args: argparse.Namespace, minutes: list[dict[str, Any]], pruner: Prune
     keep_bound = (args.keep_minutes + args.prune_every / 60 + 2) * expected
     live = last[-1]["receipts"]["live"]
     floors["prune_keeps_pace"] = {
-        "prune_runs": len(pruner.durations),
         "prune_seconds_max": max(pruner.durations, default=None),
-        "prune_overlaps": pruner.overlaps,
-        "prune_failures": pruner.failures,
+        **{k: v for k, v in pruner.report().items() if k != "durations_s"},
         "receipts_live_end": live,
         "receipts_live_bound": round(keep_bound),
         "passed": args.prune_every <= 0
@@ -295,20 +261,14 @@ def judge(args: argparse.Namespace, minutes: list[dict[str, Any]], pruner: Prune
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    env = django_env(args.database_url)
-    fresh_database(args.database_url, env)
-    with connect(args.database_url) as conn:
+    env = common.django_env(args.database_url)
+    common.fresh_database(args.database_url, env)
+    with common.connect(args.database_url) as conn:
         started = time.monotonic()
         base = datetime(2000, 1, 1, tzinfo=UTC)
-        seeded = subprocess.run(
-            [sys.executable, "-c", SEED, str(args.schedules), str(args.interval), base.isoformat()],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        log(f"{seeded.stdout.strip()} schedules seeded in {time.monotonic() - started:.0f} s")
+        seed(conn, env, args.schedules, args.interval, base)
+        count = scalar(conn, f"SELECT count(*) FROM {T_SCHEDULE}")
+        log(f"{count} schedules seeded in {time.monotonic() - started:.0f} s")
         # The grid's anchor: LEAD_SECONDS from now, so the first runs come after the start.
         t0: datetime = scalar(conn, "SELECT date_trunc('second', now())") + timedelta(
             seconds=LEAD_SECONDS
@@ -320,29 +280,34 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         conn.execute(f"VACUUM (ANALYZE) {T_SCHEDULE}")
         conn.execute("CHECKPOINT")
-        reloptions = scalar(
-            conn, "SELECT reloptions FROM pg_class WHERE relname = %s", (T_SCHEDULE,)
-        )
-        autovacuum = {
-            r[0]: r[1]
-            for r in conn.execute(
-                "SELECT name, setting FROM pg_settings WHERE name LIKE 'autovacuum%%'"
-            )
-        }
+        rel = "SELECT reloptions FROM pg_class WHERE relname = %s"
+        reloptions = scalar(conn, rel, (T_SCHEDULE,))
+        av = "SELECT name, setting FROM pg_settings WHERE name LIKE 'autovacuum%%'"
+        autovacuum = dict(conn.execute(av).fetchall())
         initial = table_stats(conn, T_SCHEDULE)
         worker_args = shlex.split(args.worker_args)
-        procs = start_workers(args.workers, env, ROOT / "bench" / "out", "sustained", worker_args)
+        procs = common.start_workers(
+            args.workers, env, ROOT / "bench" / "out", "sustained", worker_args
+        )
         pids = [p.pid for p, _ in procs]
-        pruner = Pruner(env, args.prune_every, args.keep_minutes)
+        days = f"{args.keep_minutes / 1440:.6f}"
+        prune = ["-m", "django", "prune_runs", "--older-than", days, "--no-input"]
+        pruner = Periodic([sys.executable, *prune], env, args.prune_every)
+        if args.vacuum_every < 0:  # auto: stand in for autovacuum where the server has none
+            args.vacuum_every = 60.0 if autovacuum["autovacuum"] == "off" else 0.0
+        tables = [T_SCHEDULE, T_ATTEMPT, T_RECEIPT]
+        vacuum = [sys.executable, "-c", VACUUM, args.database_url, *tables]
+        vacuumer = Periodic(vacuum, env, args.vacuum_every)
         minutes: list[dict[str, Any]] = []
         try:
-            wait_for_heartbeats(conn, args.workers, procs)
+            common.wait_for_heartbeats(conn, args.workers, procs)
             if scalar(conn, "SELECT now()") >= t0:
                 log("the workers started after the first slots: the first minute runs late")
             for k in range(args.minutes):
                 start, end = t0 + timedelta(minutes=k), t0 + timedelta(minutes=k + 1)
                 while scalar(conn, "SELECT now()") < end + timedelta(seconds=READ_DELAY):
                     pruner.poll()
+                    vacuumer.poll()
                     for proc, path in procs:
                         if proc.poll() is not None:
                             raise RuntimeError(f"worker {proc.pid} exited (log: {path})")
@@ -357,17 +322,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     f"receipts live {m['receipts']['live']}, load {m['loadavg']}"
                 )
         finally:
-            codes = stop_workers(procs)
+            codes = common.stop_workers(procs)
             pruner.finish()
+            vacuumer.finish()
         args.missed_count = int(
             scalar(conn, f"SELECT coalesce(sum(missed_count), 0) FROM {T_SCHEDULE}")
         )
-        info = server_info(conn)
+        info = common.server_info(conn)
     return {
         "minutes": minutes,
         "floors": judge(args, minutes, pruner),
         "worker_exit_codes": codes,
-        "prune_durations_s": pruner.durations,
+        "prune": {
+            "every_s": args.prune_every,
+            "keep_minutes": args.keep_minutes,
+            **pruner.report(),
+        },
+        "vacuum": {"every_s": args.vacuum_every, **vacuumer.report()},
         "schedule_table_initial": initial,
         "schedule_table_reloptions": reloptions,
         "autovacuum_settings": autovacuum,
@@ -385,13 +356,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prune-every", type=float, default=60.0, help="seconds; 0: never")
     p.add_argument("--keep-minutes", type=float, default=5.0, help="prune_runs --older-than")
     p.add_argument("--warmup-minutes", type=int, default=1)
+    vac = "seconds between the bench's VACUUMs (0: none; default: 60 if autovacuum is off)"
+    p.add_argument("--vacuum-every", type=float, default=-1.0, help=vac)
     p.add_argument("--database-url", default=DEFAULT_URL)
     p.add_argument("--check", action="store_true")
     p.add_argument("--json-out", type=Path)
     args = p.parse_args(argv)
-    if not dbname_of(args.database_url).startswith("dds_bench"):
+    if not common.dbname_of(args.database_url).startswith("dds_bench"):
         p.error("refusing to drop a database whose name does not start with dds_bench")
-    loop_ms = python_loop_ms()
+    loop_ms = common.python_loop_ms()
     load_before = loadavg()
     result = run(args)
     report = {
@@ -402,18 +375,17 @@ def main(argv: list[str] | None = None) -> int:
         "minutes": args.minutes,
         "workers": args.workers,
         "worker_options": args.worker_args or "none (the settings' defaults)",
-        "prune": {"every_s": args.prune_every, "keep_minutes": args.keep_minutes},
         "machine_python_loop_ms": loop_ms,
-        "machine_python_loop_ms_after": python_loop_ms(),
+        "machine_python_loop_ms_after": common.python_loop_ms(),
         "loadavg_before": load_before,
         **result,
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "code": code_version(),
+        "code": common.code_version(),
     }
     floors = result["floors"]
     passed = "error" not in floors and all(f["passed"] for f in floors.values())
     lines = [f"  {name}: {'PASS' if f['passed'] else 'FAIL'} {f}" for name, f in floors.items()]
-    emit(report, "\n".join(lines), args.json_out)
+    common.emit(report, "\n".join(lines), args.json_out)
     print(
         f"sustained: {args.schedules:,} schedules every {args.interval} s "
         f"({report['runs_per_second']:g} runs/s), {args.minutes} min, {args.workers} workers, "
