@@ -28,7 +28,7 @@ and last ``W = min(5, judged minutes // 2)`` judged minutes):
 * RSS flat: each worker's median VmRSS over the last W minutes <= 1.1 x its median over
   the first W + 8 MiB;
 * schedule table bounded: heap + indexes at the end <= 2 x their size after the first W;
-* runs keep up: 0 missed slots, and every judged minute ran >= 99 % of its slots;
+* runs keep up: 0 missed slots, and the judged minutes ran >= 99 % of their slots;
 * prune keeps pace: no prune overlapped the next, and the receipts alive at the end are
   at most (keep + prune interval + 2 minutes) of runs.
 
@@ -239,13 +239,13 @@ def judge(args: argparse.Namespace, minutes: list[dict[str, Any]], pruner: Perio
         "passed": size(last[-1]) <= 2 * size(first[-1]),
     }
     expected = args.schedules * 60 / args.interval
-    short = [m["minute_start"] for m in judged if m["runs"] < 0.99 * expected]
+    ran = sum(m["runs"] for m in judged)  # a late run may finish in the next minute
     missed = args.missed_count  # the schedules' own count (the attempts' is per minute)
     floors["keeps_up"] = {
         "expected_runs_per_minute": round(expected),
-        "minutes_below_99_percent": short,
+        "judged_runs_fraction": round(ran / (expected * len(judged)), 4),
         "missed_slots": missed,
-        "passed": not short and missed == 0,
+        "passed": ran >= 0.99 * expected * len(judged) and missed == 0,
     }
     keep_bound = (args.keep_minutes + args.prune_every / 60 + 2) * expected
     live = last[-1]["receipts"]["live"]
