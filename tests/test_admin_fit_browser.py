@@ -14,7 +14,12 @@ import pytest
 from . import test_admin_browser as browser
 from .test_admin_browser import browser_page, served_static  # noqa: F401 - fixtures
 
-pytestmark = [pytest.mark.browser, pytest.mark.process, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.process,
+    pytest.mark.vendor_independent,  # SQLite only, as tests/test_admin_browser.py
+    pytest.mark.django_db(transaction=True),
+]
 
 #: What a list's layout is measured with: how far its table scrolls sideways (0: it fits),
 #: and the widest cell's right edge against the content box's.

@@ -552,6 +552,7 @@ def spec_zone(zone):
     return ZoneInfo(zone)
 
 
+@pytest.mark.vendor_independent  # holiday arithmetic (columns per vendor: test_calendar_edges)
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     "case", [c for c in CASES if "|" not in c[4]], ids=[c[0] for c in CASES if "|" not in c[4]]

@@ -21,6 +21,7 @@ def ids(messages):
     return {m.id for m in messages}
 
 
+@pytest.mark.vendor_independent  # settings checks without databases=: no query
 @pytest.mark.parametrize(
     "bad",
     [
@@ -39,6 +40,7 @@ def test_a_setting_of_the_wrong_type_is_an_error_not_a_crash(bad):
     assert "durable_schedules.E006" in found
 
 
+@pytest.mark.vendor_independent  # settings checks without databases=: no query
 def test_good_settings_pass():
     good = {"RENEW_EVERY_SECONDS": 5, "AUTODISCOVER": False, "SKEW_WARN_SECONDS": 0}
     with override_settings(DURABLE_SCHEDULES=good):
@@ -46,6 +48,7 @@ def test_good_settings_pass():
     assert not {i for i in found if i.startswith("durable_schedules.")}
 
 
+@pytest.mark.vendor_independent  # settings checks without databases=: no query
 def test_backoff_cap_below_base_warns():
     with override_settings(
         DURABLE_SCHEDULES={"BACKOFF_BASE_SECONDS": 120, "BACKOFF_CAP_SECONDS": 60}
@@ -96,6 +99,7 @@ def test_run_scheduler_warns_at_start_when_another_worker_is_alive_on_sqlite():
 # --- found by a newcomer trying to break a fresh project (issue #6) -----------------------
 
 
+@pytest.mark.vendor_independent  # settings checks without databases=: no query
 @pytest.mark.parametrize(
     "bad",
     [
@@ -118,6 +122,7 @@ def test_counts_must_be_whole_and_every_number_finite(bad):
     assert "durable_schedules.E004" in found
 
 
+@pytest.mark.vendor_independent  # settings checks without databases=: no query
 @pytest.mark.parametrize("good", [0, 0.05, 60])
 def test_claiming_ahead_may_be_off_or_up_to_a_minute(good):
     with override_settings(DURABLE_SCHEDULES={"CLAIM_AHEAD_SECONDS": good}):

@@ -327,6 +327,7 @@ def check_ids(value, **extra):
         ]
 
 
+@pytest.mark.vendor_independent  # the NOTIFIERS setting's checks; the outbox: other tests
 @pytest.mark.parametrize(
     ("value", "words"),
     [

@@ -203,6 +203,7 @@ def test_the_cap_comes_from_the_setting(registry):
     assert metrics.labels.cap == 1
 
 
+@pytest.mark.vendor_independent  # a setting's check: no query
 @pytest.mark.parametrize("bad", [-1, 1.5, "500", True, None, 10**6])
 def test_a_bad_cap_is_a_system_check_error(bad):
     from django_durable_schedules.checks import check_setting_types

@@ -12,7 +12,12 @@ import pytest
 
 from .test_admin_browser import _login, browser_page, served_static  # noqa: F401 - fixtures
 
-pytestmark = [pytest.mark.browser, pytest.mark.process, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.process,
+    pytest.mark.vendor_independent,  # SQLite only, as tests/test_admin_browser.py
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def test_compare_then_restore_an_older_version_in_a_real_browser(

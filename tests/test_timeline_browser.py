@@ -20,7 +20,12 @@ import pytest
 from .test_admin_browser import _login, _shot, browser_page, served_static  # noqa: F401
 from .test_timeline import history, make
 
-pytestmark = [pytest.mark.browser, pytest.mark.process, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.process,
+    pytest.mark.vendor_independent,  # SQLite only, as tests/test_admin_browser.py
+    pytest.mark.django_db(transaction=True),
+]
 
 TIMELINE = "/admin/durable_schedules/schedule/timeline/"
 

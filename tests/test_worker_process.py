@@ -340,6 +340,7 @@ def test_use_tz_false_is_refused_and_touches_nothing_b10(start_worker):
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.vendor_independent  # argparse refuses before any connection: the CLI's words
 @pytest.mark.parametrize(
     "args, message",
     [
