@@ -347,3 +347,22 @@ def test_only_the_call_that_cancels_a_pending_run_says_so():
     started: RunFuture[int] = RunFuture()
     assert started.set_running_or_notify_cancel()
     assert started.cancel_pending() is False and not started.cancelled()
+
+
+# -- the worker's wake-up ---------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_worker_wakeup_builds_its_reads_once_and_answers_the_same():
+    from django_durable_schedules.state import workers
+
+    fast_orm.clear()
+    ScheduleFactory(name="wake", interval_seconds=60, next_run_at=NOW)
+    state.heartbeat("wake-w")
+    with mock.patch.object(workers, "_wakeup_reads", wraps=workers._wakeup_reads) as reads:
+        first = state.next_wakeup(worker_id="wake-w")
+        second = state.next_wakeup(worker_id="wake-w")
+        assert reads.call_count == 1  # compiled once: the later calls build nothing
+        assert first == second == state.next_wakeup()  # the per-read path agrees
+        assert first.due == NOW
+        assert reads.call_count == 2

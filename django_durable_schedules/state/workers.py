@@ -97,10 +97,14 @@ def _next_wakeup(worker_id: str | None, using: str, pools: Sequence[str]) -> Wak
         if conn.vendor in CLOCK_SQL
         else db_now(using)
     )
-    instants, flags = _wakeup_reads(using, pools, clock)
     if worker_id is not None:
 
         def build() -> QuerySet[Any]:
+            # Built only when compiled (once per worker where the clock is SQL): building
+            # the reads costs more Python than running the compiled statement.
+            instants, flags = _wakeup_reads(using, pools, clock)
+            if (*instants, *flags) != WAKEUP_READS:
+                raise AssertionError(f"wake-up reads {[*instants, *flags]} != {WAKEUP_READS}")
             subqueries = {k: Subquery(q, output_field=DateTimeField()) for k, q in instants.items()}
             return (
                 WorkerHeartbeat.objects.using(using)
@@ -115,14 +119,30 @@ def _next_wakeup(worker_id: str | None, using: str, pools: Sequence[str]) -> Wak
         else:
             found = list(build())
         if found:
-            values = dict(zip([*instants, *flags, "seen"], found[0], strict=True))
+            values = dict(zip([*WAKEUP_READS, "seen"], found[0], strict=True))
             return _wakeup_of(values, values["seen"])
+    instants, flags = _wakeup_reads(using, pools, clock)
     values = {
         k: next(iter(row.values())) if (row := q.first()) else None for k, q in instants.items()
     }
     values.update({k: Schedule.objects.using(using).filter(f).exists() for k, f in flags.items()})
     at_once = values["backfill"] or values["chain"] or values["odd"]
     return _wakeup_of(values, db_now(using) if at_once else None)
+
+
+#: The names of :func:`_wakeup_reads`' instants, then of its flags, in their order.
+WAKEUP_READS = (
+    "due",
+    "rate_end",
+    "full_end",
+    "expiry",
+    "occurrence_expiry",
+    "resume",
+    "chain_deadline",
+    "backfill",
+    "chain",
+    "odd",
+)
 
 
 def _wakeup_reads(
