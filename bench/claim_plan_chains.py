@@ -69,7 +69,10 @@ for q in ctx.captured_queries:
     elif locking and sql.startswith(f'SELECT "{SLOT}".'):
         found["settle"].append(sql)
     elif locking and f'FROM "{S}"' in sql:
-        found["chain_read" if f'"{SLOT}"' in sql else "live"] = sql
+        # The kind after rows are read by key (the ids due_downstreams found); the live
+        # rows by the claim index's ranges.
+        chain = f'"{SLOT}"' in sql or f'"{S}"."id" IN (' in sql
+        found["chain_read" if chain else "live"] = sql
     elif sql.startswith(f'SELECT "{LINK}"."upstream_id"'):
         found["links"].append(sql)
     elif '"priority" <' in sql and not locking:
