@@ -4,6 +4,7 @@ database server's time, read here; an injected ``now`` replaces it in tests and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from django.db import connections
@@ -52,3 +53,16 @@ def resolve_now(now: datetime | None, using: str) -> datetime:
     if now is None:
         return db_now(using)
     return timing.require_aware(now, "now")
+
+
+def instant_after_read(
+    now: datetime | None, using: str = "default", *, fresh: bool = False
+) -> Callable[[], datetime]:
+    """The instant of rows a transaction reads after it took ``now``: ``now``, or the
+    database clock read at each call when ``fresh`` (rows lock: a row another transaction
+    released after ``now`` is seen only once that commit happened, so an instant read after
+    the row is never before what the row follows) or when ``now`` is None. A claim's
+    backfill and chain slots (tests/test_chain_claim_clock.py)."""
+    if fresh or now is None:
+        return lambda: db_now(using)
+    return lambda: now

@@ -19,7 +19,7 @@ from django.db.models.expressions import RawSQL
 from .. import timing
 from ..conf import app_settings
 from ..db.batch import ROW_PROBLEMS
-from ..db.clock import DUE_NOW_SQL, db_now, resolve_now
+from ..db.clock import DUE_NOW_SQL, db_now, instant_after_read, resolve_now
 from ..db.fast_orm import PLACEHOLDER, read_rows
 from ..db.locks import lock_for_write, locked
 from ..models import (
@@ -304,7 +304,7 @@ def _claim_batch(
         parallel, groups = admissions = (ParallelAdmission(using), Admission(using))
         rows, more = _fill_held(admissions, head, now, using, due_before, pools)
         plan_rows(rows, *plan)
-        now_of = lambda: now if now is not None else db_now(using)  # noqa: E731
+        now_of = instant_after_read(now, using, fresh=clock_after)  # backfill, chain slots
         sink = (lease, worker, attempts, receipts, claims, using)  # where claims are written
         filled = chained = []
         if only is None and open_ is not False:  # backfill slots on schedules left free
