@@ -88,3 +88,23 @@ def due_schedules(rows, *, due=T0, offset=0, spacing=0, prefix="s", **fields):
         }
         made.append(Schedule(**values))
     return Schedule.objects.bulk_create(made)
+
+
+def complete_elsewhere(outcomes):
+    """Complete ``outcomes`` (``state.Outcome``) on another connection, committed before
+    this returns: a worker ending runs in the middle of this thread's transaction."""
+    import threading
+
+    from django.db import connections
+
+    from django_durable_schedules import state
+
+    def complete():
+        try:
+            state.complete(outcomes)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=complete)
+    thread.start()
+    thread.join()

@@ -11,16 +11,16 @@ reads the chain slots."""
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from django_durable_schedules import state
 from django_durable_schedules.models import RunReceipt, Schedule
 from django_durable_schedules.state import Outcome, runs
 
+from .factories import complete_elsewhere
 from .test_chain_engine import chain, prices
 
 pytestmark = [
@@ -42,15 +42,7 @@ def test_a_chain_slot_made_ready_during_a_claim_is_claimed_after_its_upstream_en
     real = runs.chain_reserve
 
     def upstream_ends_first(*args, **kwargs):
-        def complete() -> None:
-            try:
-                state.complete([Outcome(first, "succeeded")])
-            finally:
-                connections.close_all()
-
-        thread = threading.Thread(target=complete)
-        thread.start()
-        thread.join()
+        complete_elsewhere([Outcome(first, "succeeded")])
         return real(*args, **kwargs)
 
     monkeypatch.setattr(runs, "chain_reserve", upstream_ends_first)

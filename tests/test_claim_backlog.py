@@ -24,23 +24,12 @@ from django_durable_schedules.state import claim_reads
 from django_durable_schedules.state.claim_reads import read_level
 
 from .factories import T0
+from .test_group_plans import schedule
 
 pytestmark = pytest.mark.django_db
 S = timedelta(seconds=1)
 TABLE = Schedule._meta.db_table
 BACKLOG = 400
-
-
-def schedule(name: str, due: object, group: ConcurrencyGroup | None = None) -> Schedule:
-    return Schedule(
-        name=name,
-        callback="tests.noop",
-        kind="interval",
-        interval_seconds=3600,
-        start_at=due,
-        next_run_at=due,
-        concurrency_group=group,
-    )
 
 
 def names(claims) -> list[str]:

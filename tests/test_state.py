@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import OperationalError, connection, connections
+from django.db import OperationalError, connection
 from django.test.utils import override_settings
 
 from django_durable_schedules import state
@@ -19,7 +18,7 @@ from django_durable_schedules.registry import registry
 from django_durable_schedules.state import runs
 from django_durable_schedules.worker.execution.runner import execute
 
-from .factories import T0
+from .factories import T0, complete_elsewhere
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -430,16 +429,7 @@ def test_reclaim_after_a_concurrent_release_never_starts_before_it_ended(monkeyp
     def release_meanwhile(*args, **kwargs):
         if not raced:
             raced.append(True)
-
-            def release():
-                try:
-                    state.complete([state.Outcome(first, "released")])
-                finally:
-                    connections.close_all()
-
-            thread = threading.Thread(target=release)
-            thread.start()
-            thread.join()
+            complete_elsewhere([state.Outcome(first, "released")])
         return real_read(*args, **kwargs)
 
     monkeypatch.setattr(runs, "_read_due", release_meanwhile)
