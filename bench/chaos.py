@@ -436,7 +436,8 @@ class Fleet:
         self.started = self.killed = self.stalled = 0
         self.killed_ids: set[str] = set()  # workers SIGKILLed: their leases are recovered
         self.crashes: list[dict[str, Any]] = []
-        # (wall time, "kill" | "stop" | "cont", worker pid): what the groups' audit ends runs by
+        # (wall time, "kill" | "stop" | "cont", worker pid), and (wall time, "outage" |
+        # "outage_end", 0) around the PostgreSQL restart: what the audits end and cut runs by
         self.events: list[tuple[float, str, int]] = []
         self.children_survived_sigkill: list[int] = []  # isolation children alive 3 s after
         self.lock = threading.Lock()  # frozen/events: the loop and the resume timers
@@ -649,7 +650,9 @@ def soak(
         if restart_pending and now >= restart_at:
             restart_pending = False
             say("restarting PostgreSQL")
+            fleet.events.append((time.time(), "outage", 0))  # every worker: no renewals
             restart = restart_postgres(url)
+            fleet.events.append((time.time(), "outage_end", 0))
         time.sleep(0.1)
     return restart
 

@@ -138,6 +138,56 @@ def read_runs(log_path: Path) -> dict[tuple[str, int], dict[str, Any]]:
     return runs
 
 
+def run_spans(
+    run: dict[str, Any],
+    events: list[tuple[float, str, int]],
+    survivors: list[int],
+    lease: float,
+    renew_every: float,
+    now: float,
+) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float], str]:
+    """A run's ``live``, ``upper`` and ``wall`` intervals and how it ended (``done``,
+    ``sigkill``, ``stopped_on_resume``, ``fenced_in_outage``, ``unended``); ``events``:
+    the fleet's ``(wall time, "kill" | "stop" | "cont", worker pid)`` and the soak's
+    ``(wall time, "outage" | "outage_end", 0)`` (the PostgreSQL restart: every worker).
+    The worker is the run's ``pid`` (in process) or its ``ppid`` (an isolation child):
+    events of either count.
+
+    An outage cuts a lease as a freeze does: no renewal reaches the database, so the lease
+    lapses ``lease`` after the last one (at most ``renew_every`` before the outage) unless
+    the worker is back first, and another run may then be claimed beside this one. A run
+    in a thread runs on (nothing can stop it); a run in a child is killed at its lease's
+    deadline by its own thread (``IsolationPool``), leaving no ``done`` line: it ended by
+    ``outage + lease`` at the latest (``fenced_in_outage``)."""
+    mine = sorted((t, k) for t, k, pid in events if pid in (run["pid"], run["ppid"], 0))
+    start, end = run["start"], run["end"]
+    after = [(t, k) for t, k in mine if t >= start]
+    how = "done"
+    if end is None:
+        kill = next((t for t, k in after if k == "kill"), None)
+        cont = next((t for t, k in after if k == "cont"), None)
+        outage = next((t for t, k in after if k == "outage"), None)
+        if kill is not None and run["pid"] not in survivors:
+            end, how = kill, "sigkill"
+        elif cont is not None:
+            end, how = cont + renew_every, "stopped_on_resume"
+        elif outage is not None:
+            end, how = outage + lease, "fenced_in_outage"
+        else:
+            end, how = now, "unended"
+    # The freeze (or outage) that cuts the lease: one under way at the start, else the
+    # first after it.
+    freeze = None
+    for t, k in mine:
+        if t < start:
+            freeze = t if k in ("stop", "outage") else None
+    if freeze is None:
+        freeze = next((t for t, k in after if k in ("stop", "outage") and t < end), None)
+    low = end if freeze is None else min(end, freeze + lease - renew_every)
+    high = end if freeze is None else min(end, freeze + lease)
+    return (start, max(start, low)), (start, max(start, high)), (start, end), how
+
+
 def max_overlap(intervals: list[tuple[float, float]]) -> tuple[int, float]:
     """The most intervals ``[start, end)`` open at one instant, and the first such instant."""
     edges = sorted([(s, 1) for s, _e in intervals] + [(e, -1) for _s, e in intervals])
@@ -179,7 +229,8 @@ def audit_groups(
     log_path: Path, events: list[tuple[float, str, int]], survivors: list[int], lease: float
 ) -> dict[str, Any]:
     """Check both groups' limits from the side-effect log and the fleet's ``events``
-    (``(wall time, "kill" | "stop" | "cont", worker pid)``); ``survivors``: isolation
+    (:func:`run_spans`: each run's spans, a freeze or the PostgreSQL restart cutting its
+    lease); ``survivors``: isolation
     children still alive 3 s after their worker's SIGKILL. Returns ``violations``,
     ``examples`` and ``groups`` (the numbers, per group)."""
     from django_durable_schedules.conf import app_settings
@@ -189,9 +240,6 @@ def audit_groups(
 
     renew_every = min(app_settings.RENEW_EVERY_SECONDS, lease / 3)
     now = time.time()
-    by_worker: dict[int, list[tuple[float, str]]] = defaultdict(list)
-    for t, kind, pid in sorted(events):
-        by_worker[pid].append((t, kind))
     claims = list(
         RunAttempt.objects.filter(schedule__concurrency_group__isnull=False).values(
             "idempotency_key",
@@ -216,27 +264,12 @@ def audit_groups(
         if attempt:
             delays[group].append(run["start"] - attempt["claimed_at"].timestamp())
             delay_of[run["start"]] = delays[group][-1]
-        start, end = run["start"], run["end"]
-        after = [(t, kind) for t, kind in by_worker.get(run["ppid"], []) if t >= start]
-        if end is not None:
-            ended_by["done"] += 1
-        elif (kill := next((t for t, k in after if k == "kill"), None)) and run[
-            "pid"
-        ] not in survivors:
-            end, ended_by["sigkill"] = kill, ended_by["sigkill"] + 1
-        elif cont := next((t for t, k in after if k == "cont"), None):
-            end, ended_by["stopped_on_resume"] = (
-                cont + renew_every,
-                ended_by["stopped_on_resume"] + 1,
-            )
-        else:
-            end, ended_by["unended"] = now, ended_by["unended"] + 1
-        freeze = next((t for t, k in after if k == "stop" and t < end), None)
-        cut_low = end if freeze is None else min(end, freeze + lease - renew_every)
-        cut_high = end if freeze is None else min(end, freeze + lease)
-        live[group].append((start, max(start, cut_low)))
-        upper[group].append((start, max(start, cut_high)))
-        wall[group].append((start, end))
+        lo, hi, wa, how = run_spans(run, events, survivors, lease, renew_every, now)
+        ended_by[how] += 1
+        start = run["start"]
+        live[group].append(lo)
+        upper[group].append(hi)
+        wall[group].append(wa)
         starts[group].append(start)
 
     counts: dict[str, int] = {n: 0 for n in (*VIOLATIONS, *FINDINGS)}

@@ -23,9 +23,10 @@ resumes; an in-process run resumes with its worker and finishes, its outcome fen
 ``lease_expired``). So the check of the callbacks' own records, like the one of
 ``max_running`` in bench/chaos_groups.py, counts each run as holding its lease from its
 ``start`` line to its ``done`` line (without one: its worker's SIGKILL, else the worker's
-resume plus the renewal period, else the audit), cut, when its worker was frozen during
-the run, at ``freeze + lease - renew_every`` (the lease was last renewed at most
-``renew_every`` before the freeze): ``live``. The report also gives the maximum with the
+resume plus the renewal period, else the PostgreSQL restart plus the lease, else the
+audit), cut, when its worker was frozen or the database restarted during the run, at
+``freeze + lease - renew_every`` (the lease was last renewed at most ``renew_every``
+before; :func:`chaos_groups.run_spans`): ``live``. The report also gives the maximum with the
 cut at ``freeze + lease`` (``upper``) and with no cut (``wall``: what ran, leased or not).
 
 Violations (:func:`judge_parallel` over plain rows; :func:`audit_parallel` reads them):
@@ -61,7 +62,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from chaos_groups import max_overlap, read_runs
+from chaos_groups import max_overlap, read_runs, run_spans
 
 PRIORITY = 5
 #: ``(name, interval seconds, max_parallel, priority, isolated, ends half-way)``.
@@ -109,43 +110,6 @@ def create_parallel(common: dict[str, Any], duration: float) -> None:
             priority=priority,
             **{**common, "callback": "chaos.parallel", "max_attempts": 1, **more},
         )
-
-
-def run_spans(
-    run: dict[str, Any],
-    events: list[tuple[float, str, int]],
-    survivors: list[int],
-    lease: float,
-    renew_every: float,
-    now: float,
-) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float], str]:
-    """A run's ``live``, ``upper`` and ``wall`` intervals and how it ended (``done``,
-    ``sigkill``, ``stopped_on_resume``, ``unended``); ``events``: the fleet's ``(wall
-    time, "kill" | "stop" | "cont", worker pid)``. The worker is the run's ``pid`` (in
-    process) or its ``ppid`` (an isolation child): events of either count."""
-    mine = sorted((t, k) for t, k, pid in events if pid in (run["pid"], run["ppid"]))
-    start, end = run["start"], run["end"]
-    after = [(t, k) for t, k in mine if t >= start]
-    how = "done"
-    if end is None:
-        kill = next((t for t, k in after if k == "kill"), None)
-        cont = next((t for t, k in after if k == "cont"), None)
-        if kill is not None and run["pid"] not in survivors:
-            end, how = kill, "sigkill"
-        elif cont is not None:
-            end, how = cont + renew_every, "stopped_on_resume"
-        else:
-            end, how = now, "unended"
-    # The freeze that cuts the lease: one under way at the start, else the first after it.
-    freeze = None
-    for t, k in mine:
-        if t < start:
-            freeze = t if k == "stop" else None
-    if freeze is None:
-        freeze = next((t for t, k in after if k == "stop" and t < end), None)
-    low = end if freeze is None else min(end, freeze + lease - renew_every)
-    high = end if freeze is None else min(end, freeze + lease)
-    return (start, max(start, low)), (start, max(start, high)), (start, end), how
 
 
 def _ts(value: datetime) -> float:

@@ -137,6 +137,31 @@ def test_a_frozen_workers_run_stops_counting_when_its_lease_can_have_lapsed():
     assert broken(load.judge(schedule(slots=3), events)) == {"parallel_over_max": 1}
 
 
+def test_an_outage_cuts_every_workers_lease_as_a_freeze_does():
+    """The PostgreSQL restart at 1 s (``outage``, pid 0: every worker): no renewal reaches
+    the database, so a run's lease lapsed by 1 + 4 - 1 = 4 s at the earliest. A run in a
+    thread runs on (to 9 s); one in a child is killed at its lease's deadline and leaves no
+    ``done`` line: it ended by 1 + 4 = 5 s (``fenced_in_outage``), not at the audit. Two
+    runs claimed after the lapse beside each are within the limit (the chaos soak on
+    PostgreSQL counted three)."""
+    events = [(1.0, "outage", 0), (4.0, "outage_end", 0)]
+    for run in ((0.1, 9.0), (0.1, None)):
+        load = Load()
+        load.add(1, 0, 9, "lease_expired", run=run)
+        load.add(2, 4.5, 7, run=(4.6, 6.9), pid=OTHER)
+        load.add(3, 5, 7, run=(5.1, 6.9), pid=OTHER)
+        result = load.judge(schedule(slots=3), events)
+        assert broken(result) == {}, run
+        figures = result["schedules"]["par"]
+        assert figures["max_concurrent_live"] == 2
+        if run[1] is None:
+            assert figures["runs_ended_by"] == {"fenced_in_outage": 1, "done": 2}
+        # Started before the earliest lapse: three live at once.
+        load.runs[("k:2", 1)]["start"] = BASE + 3.5
+        load.runs[("k:3", 1)]["start"] = BASE + 3.6
+        assert broken(load.judge(schedule(slots=3), events)) == {"parallel_over_max": 1}
+
+
 def test_a_run_without_done_ends_at_its_workers_sigkill():
     load = Load()
     load.add(1, 0, 8, "lease_expired", run=(0.1, None))

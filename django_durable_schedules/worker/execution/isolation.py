@@ -65,6 +65,9 @@ STARTUP_TIMEOUT_SECONDS = 60.0
 ASYNC_CANCEL_GRACE_SECONDS = 1.0
 #: Longest wait for an idle child to leave after being asked to (seconds), then SIGKILL.
 STOP_GRACE_SECONDS = 2.0
+#: How often a run's thread reads its lease's deadline again at the longest (seconds): a
+#: child whose lease lapses unrenewed is killed (``IsolationPool._wait_within_lease``).
+LEASE_POLL_SECONDS = 1.0
 
 
 def hard_timeouts_enabled() -> bool:
@@ -188,12 +191,15 @@ class IsolationPool:
             try:
                 started_at = clock()
                 deadline = lease_deadline() if lease_deadline else None
+                sent = time.monotonic()
                 child.conn.send(("run", claim, deadline, reading))
-                time_limit_at = time.monotonic() + timeout
-                wait = timeout
+                time_limit_at = sent + timeout
+                wait_until = time_limit_at
                 if stop_at is not None:  # overlap_policy replace: stopped at the next slot
-                    wait = max(0.0, min(timeout, stop_at - time.monotonic()))
-                readable = child.wait_message(wait)
+                    wait_until = min(time_limit_at, max(sent, stop_at))
+                # A lease that lapsed before the send: the child refuses the claim itself.
+                fenced = lease_deadline if deadline is not None and deadline > sent else None
+                readable = self._wait_within_lease(child, token, wait_until, fenced)
                 if readable is False:  # it died without a word
                     raise EOFError
                 message = child.conn.recv() if readable else None
@@ -230,6 +236,36 @@ class IsolationPool:
                 self._running.pop(token, None)
                 self._stopped.pop(token, None)
             self._release(child, reusable)
+
+    def _wait_within_lease(
+        self,
+        child: Child,
+        token: uuid.UUID,
+        until: float,
+        lease_deadline: Callable[[], float | None] | None,
+    ) -> bool | None:
+        """:meth:`.Child.wait_message` until ``until`` (``time.monotonic()``), stopping the
+        child (:meth:`stop`) once the lease of ``token`` lapses unrenewed: ``lease_deadline()``
+        is read again at each lapse it gave and at least every ``LEASE_POLL_SECONDS`` (a
+        renewal moves it later; a lease the worker found lost moves it to the past). The worker renews from its main thread; while the
+        database is unreachable or a renewal hangs, nothing renews, and a run whose lease
+        lapsed may be recovered and run again by another worker. A worker resumed after a
+        freeze (SIGSTOP) kills it here first too, before its next renewal finds the lease lost
+        (:func:`.lost_leases.stop_lost`). The deadline errs early
+        (:meth:`.inflight.RunsInFlight.renew`), so the child is gone before the database's
+        clock lets anyone recover the lease. Returns what ``wait_message`` returned."""
+        while True:
+            now = time.monotonic()
+            lapse = lease_deadline() if lease_deadline is not None else None
+            if lapse is not None and lapse <= now:
+                self.stop(token, "its lease lapsed unrenewed (the worker was stalled or "
+                          "could not reach the database)")  # fmt: skip
+                readable = child.wait_message(REAP_SECONDS)
+                return False if readable is None else readable  # run() reads why: _stopped
+            step_end = until if lapse is None else min(until, lapse, now + LEASE_POLL_SECONDS)
+            readable = child.wait_message(max(0.0, step_end - now))
+            if readable is not None or step_end >= until:
+                return readable
 
     def stop(self, token: uuid.UUID, reason: str) -> bool:
         """Kill (SIGKILL, with its process group) the child running the claim of lease
