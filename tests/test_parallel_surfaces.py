@@ -192,3 +192,18 @@ def test_health_counts_the_occurrence_leases(monkeypatch, one_pass):
     assert (counts["live"], counts["expired"]) == (2, 1)
     snap = health.snapshot(now=now)
     assert (snap.live_leases, snap.expired_leases) == (2, 1)
+
+
+def test_the_timeline_draws_the_occurrences_in_flight_as_a_running_bar(admin_client):
+    """The timeline's running bar (from the claim to now, linking to the attempt) for an
+    ``allow`` schedule whose row holds no lease: from its oldest occurrence, its words
+    saying how many run."""
+    par = make("par", max_parallel=3)
+    run(par, 2)
+    first = RunAttempt.objects.filter(schedule=par).order_by("claimed_at", "pk").first()
+    html = admin_client.get(reverse("admin:durable_schedules_schedule_timeline")).content.decode()
+    url = reverse("admin:durable_schedules_runattempt_change", args=[first.pk])
+    link = f'<a href="{url}" class="dds-tl-link dds-tl-running-link" data-attempt="{first.pk}">'
+    assert html.count(link) == 1 and html.count("dds-tl-running-link") == 1
+    assert '<rect class="dds-tl-bar dds-tl-running" x="' in html
+    assert f"running since {first.claimed_at:%H:%M:%S} UTC (2 of 3 occurrences)" in html

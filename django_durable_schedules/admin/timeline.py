@@ -62,7 +62,7 @@ from ..models import (
     with_calendar_flag,
 )
 from ..registry import registry
-from ..running import annotated_running
+from ..running import annotated_running, running_count
 from .columns import attempt_link, receipt_link
 from .display import fmt_time_utc
 from .timeline_density import bucket_seconds, density
@@ -130,7 +130,8 @@ def _schedules(params: TimelineParams) -> list[Schedule]:
         rows = rows.filter(concurrency_group__name=params.group)
     if params.labels:
         rows = rows.with_labels(params.labels)
-    open_attempt = RunAttempt.objects.filter(lease_token=OuterRef("lease_token"))
+    # The row's own lease, else its oldest occurrence's (overlap_policy allow): with_running.
+    open_attempt = RunAttempt.objects.filter(lease_token=OuterRef("running_lease_token"))
     rows = rows.annotate(
         **{
             RUNNING_ID: Subquery(open_attempt.values("id")[:1]),
@@ -172,11 +173,14 @@ def _running(schedule: Schedule, axis: Axis, link: str | None) -> dict[str, Any]
     bar = running_bar(axis, found)
     if bar is None:
         return None
+    note = f"running since {fmt_time_utc(run.claimed_at)}"
+    if getattr(schedule, "running_occurrences", 0):  # overlap_policy allow
+        note += f" ({running_count(schedule)} of {schedule.max_parallel} occurrences)"
     return {
         **bar_context(bar, link),
         "css": "dds-tl-bar dds-tl-running",
         "pattern": "",
-        "note": f"running since {fmt_time_utc(run.claimed_at)}",
+        "note": note,
     }
 
 
