@@ -290,6 +290,25 @@ def test_a_remembered_fingerprint_is_the_one_computed_afresh(definitions):
     assert remembered == fresh
 
 
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"kind": "cron", "cron": "0 * * * *", "extra_specs": ["0 9 * * *"]},
+        {"kind": "cron", "cron": "0 * * * *", "extra_specs": ("0 9 * * *",)},
+        {"kind": "cron", "cron": "0 * * * *", "extra_specs": []},
+        {"kind": "cron", "cron": ["0 * * * *"]},  # a list written behind save()
+        {"kind": "interval", "interval_seconds": [60], "extra_specs": [{"a": 1}]},
+    ],
+)
+def test_a_remembered_fingerprint_of_list_values_is_the_one_computed_afresh(values):
+    from django_durable_schedules.models import definition as schedule_module
+
+    row = Schedule(name="h", callback="tests.noop", **values)
+    remembered = [row.compute_definition_hash() for _ in range(2)]
+    schedule_module._HASHES.clear()
+    assert remembered == [row.compute_definition_hash()] * 2
+
+
 # -- a row's spec remembered ------------------------------------------------------------
 
 

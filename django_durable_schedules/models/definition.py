@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,11 @@ from .choices import DEFINITION_FIELDS, Kind
 #: datetimes never compare equal).
 _HASHES: dict[tuple[Any, ...], str] = {}
 _HASHES_MAX = 4096
+#: The definition's values of a row, in :data:`DEFINITION_FIELDS` order (one C call).
+_DEFINITION_VALUES = operator.attrgetter(*DEFINITION_FIELDS)
+_EXTRA_AT = DEFINITION_FIELDS.index("extra_specs")
+#: Types of values that are never an instant (no check of their zone needed).
+_PLAIN_TYPES = frozenset({str, int, bool, float, type(None), tuple})
 #: Hex digits of the definition's own digest in a fingerprint that names zone rules.
 _DEFINITION_DIGITS = 32
 #: Specs of rows without exclusion calendars by the values they are built from
@@ -210,13 +216,22 @@ class DefinitionMixin:
         return digest
 
     def _definition_digest(self) -> str:
-        values = tuple([_hashable(getattr(self, f)) for f in DEFINITION_FIELDS])
+        values = _DEFINITION_VALUES(self)
+        if type(values[_EXTRA_AT]) is list:  # extra_specs: a list (default [])
+            values = (*values[:_EXTRA_AT], tuple(values[_EXTRA_AT]), *values[_EXTRA_AT + 1 :])
+        types = tuple(map(type, values))
+        if list in types:  # another column holding a list, written behind save()
+            values = tuple([_hashable(v) for v in values])
+            types = tuple(map(type, values))
         # Keyed by the values and their types (1 and True, 60 and 60.0 have other texts);
         # not remembered for an instant outside UTC (the two instants of a repeated wall
         # time compare equal in their zone but have other UTC texts).
-        key: tuple[Any, ...] | None = (values, tuple(map(type, values)))
-        if any(isinstance(v, datetime) and v.tzinfo is not UTC for v in values):
-            key = None
+        key: tuple[Any, ...] | None = (values, types)
+        if not _PLAIN_TYPES.issuperset(types):  # a datetime, or a value written behind save()
+            for v in values:
+                if isinstance(v, datetime) and v.tzinfo is not UTC:
+                    key = None
+                    break
         if key is not None:
             try:
                 return _HASHES[key]
