@@ -290,6 +290,177 @@ def test_a_remembered_fingerprint_is_the_one_computed_afresh(definitions):
     assert remembered == fresh
 
 
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"kind": "cron", "cron": "0 * * * *", "extra_specs": ["0 9 * * *"]},
+        {"kind": "cron", "cron": "0 * * * *", "extra_specs": ("0 9 * * *",)},
+        {"kind": "cron", "cron": "0 * * * *", "extra_specs": []},
+        {"kind": "cron", "cron": ["0 * * * *"]},  # a list written behind save()
+        {"kind": "interval", "interval_seconds": [60], "extra_specs": [{"a": 1}]},
+    ],
+)
+def test_a_remembered_fingerprint_of_list_values_is_the_one_computed_afresh(values):
+    from django_durable_schedules.models import definition as schedule_module
+
+    row = Schedule(name="h", callback="tests.noop", **values)
+    remembered = [row.compute_definition_hash() for _ in range(2)]
+    schedule_module._HASHES.clear()
+    assert remembered == [row.compute_definition_hash()] * 2
+
+
+# -- a row's spec remembered ------------------------------------------------------------
+
+
+def _row(**values):
+    values = {"kind": "interval", "interval_seconds": 60, "timezone": "UTC", **values}
+    values.setdefault("created_at", NOW)
+    return Schedule(name="r", callback="tests.noop", **values)
+
+
+def _shape(spec):
+    """A spec's fields with their types, and what validating it says."""
+    from dataclasses import fields
+
+    try:
+        spec.validate()
+        verdict = None
+    except timing.InvalidSchedule as exc:
+        verdict = (exc.field, exc.message)
+    return [(f.name, getattr(spec, f.name), type(getattr(spec, f.name))) for f in fields(spec)], (
+        verdict
+    )
+
+
+def test_a_row_whose_values_did_not_change_gets_its_validated_spec_back(monkeypatch):
+    from django_durable_schedules.models import definition
+
+    definition._SPECS.clear()
+    first = _row().spec()
+    first.validate()
+    calls = []
+    monkeypatch.setattr(spec_module, "validate_timezone", lambda zone: calls.append(zone))
+    again = _row().spec()  # the same values read again (the next claim of the row)
+    again.validate()
+    assert again is first and calls == []
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"timezone": "Mars/Olympus"},
+        {"interval_seconds": 60.0},
+        {"interval_seconds": True},
+        {"interval_seconds": 0},
+        {"kind": "cron", "cron": "61 * * * *"},
+        {"extra_specs": ["0 9 * * *"]},
+        {"start_at": NOW, "end_at": NOW - timedelta(seconds=1)},
+        {"created_at": datetime(2027, 6, 1, 10, 0, 0)},  # naive
+    ],
+)
+def test_a_value_written_behind_save_is_validated_afresh(changed):
+    # A valid row's spec is remembered; the same row read again with one value written
+    # behind save() (raw SQL, update()) is another key: built and refused as before.
+    _row().spec().validate()
+    row = _row(**changed)
+    with pytest.raises(timing.InvalidSchedule):
+        row.spec().validate()
+    with pytest.raises(timing.InvalidSchedule):  # and at every claim, not only the first
+        row.spec().validate()
+
+
+def test_specs_of_rows_with_calendars_or_instants_outside_utc_are_not_remembered():
+    from zoneinfo import ZoneInfo
+
+    from django_durable_schedules.models import definition
+
+    definition._SPECS.clear()
+    row = _row()
+    row.__dict__["_dds_exclusions"] = timing.exclusions_of([("c", NOW.date(), "")], [], [])
+    assert row.spec().exclusions and not definition._SPECS
+    _row(start_at=datetime(2027, 6, 1, 12, 0, tzinfo=ZoneInfo("Europe/Paris"))).spec()
+    _row(kind="cron", cron="0 * * * *", extra_specs=[5]).spec()
+    _row(created_at=None).spec()  # unsaved: its anchor is the clock's now
+    assert not definition._SPECS
+
+
+def test_the_remembered_spec_cache_is_bounded(monkeypatch):
+    from django_durable_schedules.models import definition
+
+    monkeypatch.setattr(definition, "_SPECS_MAX", 3)
+    definition._SPECS.clear()
+    for seconds in range(1, 8):
+        _row(interval_seconds=seconds).spec()
+        assert len(definition._SPECS) <= 3
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("rehash", [False, True])
+def test_a_row_claimed_then_broken_behind_save_is_paused_at_its_next_claim(rehash):
+    # Its valid spec was remembered at the first claim; the bad zone written behind save()
+    # is still found at the next one: the row alone is receipted degraded and paused.
+    second = timedelta(seconds=1)
+    row = Schedule(name="b", callback="tests.noop", kind="interval", interval_seconds=60)
+    row.created_at = NOW
+    row.full_clean()
+    row.save()
+    neighbour = Schedule.objects.create(
+        name="n", callback="tests.noop", kind="interval", interval_seconds=60, created_at=NOW
+    )
+    claims = state.claim_due(worker="w", now=NOW + second)
+    assert len(claims) == 2
+    state.complete([state.Outcome(c, "succeeded") for c in claims], now=NOW + 2 * second)
+    row.refresh_from_db()
+    values = {"timezone": "Mars/Olympus"}
+    if rehash:  # the fingerprint matches (as a tzdata that dropped the zone leaves it)
+        values["definition_hash"] = row.definition_hash
+    Schedule.objects.filter(pk=row.pk).update(**values)
+    if rehash:
+        Schedule.objects.filter(pk=row.pk).update(definition_hash=row.definition_hash)
+    [claim] = state.claim_due(worker="w", now=NOW + 61 * second)
+    assert claim.schedule_id == neighbour.pk
+    row.refresh_from_db()
+    assert row.status == "paused" and "timezone" in row.degraded_reason
+
+
+_SPEC_ROWS = st.fixed_dictionaries(
+    {
+        "kind": st.sampled_from(["interval", "cron", "once", "rrule", "manual", "after"]),
+        "interval_seconds": st.one_of(
+            st.none(), st.integers(1, 10**6), st.just(True), st.just(60.0)
+        ),
+        "cron": st.sampled_from(["", "*/5 * * * *", "0 3 * * 1-5"]),
+        "timezone": st.sampled_from(["UTC", "Europe/Paris", "Mars/Olympus"]),
+        "run_at": _INSTANTS,
+        "start_at": _INSTANTS,
+        "end_at": _INSTANTS,
+        "created_at": st.datetimes(  # never None: the anchor would be the clock's now
+            min_value=datetime(1990, 1, 1),
+            max_value=datetime(2100, 1, 1),
+            timezones=st.sampled_from(_ZONES),
+        ),
+        "rrule": st.sampled_from(["", "FREQ=DAILY"]),
+        "extra_specs": st.sampled_from([None, [], {}, "", ["0 9 * * *"], ("0 9 * * *",), [5]]),
+        "exclusion_policy": st.sampled_from(["skip", "next_business_day", "bogus"]),
+        "rrule_business_days": st.sampled_from([False, True, 1, 0]),
+    }
+)
+
+
+@given(st.lists(_SPEC_ROWS, min_size=1, max_size=6))
+def test_a_remembered_spec_is_the_one_built_afresh(definitions):
+    from django_durable_schedules.models import definition
+
+    rows = [_row(**d) for d in definitions]
+    remembered = [_shape(row.spec()) for row in rows for _ in range(2)]
+    fresh = []
+    for row in rows:
+        definition._SPECS.clear()
+        spec_module._VALID_SPECS.clear()
+        fresh += [_shape(row.spec())] * 2
+    assert remembered == fresh
+
+
 # -- the light future of a run ------------------------------------------------------------
 
 _OPS = st.lists(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +25,19 @@ from .choices import DEFINITION_FIELDS, Kind
 #: datetimes never compare equal).
 _HASHES: dict[tuple[Any, ...], str] = {}
 _HASHES_MAX = 4096
+#: The definition's values of a row, in :data:`DEFINITION_FIELDS` order (one C call).
+_DEFINITION_VALUES = operator.attrgetter(*DEFINITION_FIELDS)
+_EXTRA_AT = DEFINITION_FIELDS.index("extra_specs")
+#: Types of values that are never an instant (no check of their zone needed).
+_PLAIN_TYPES = frozenset({str, int, bool, float, type(None), tuple})
 #: Hex digits of the definition's own digest in a fingerprint that names zone rules.
 _DEFINITION_DIGITS = 32
+#: Specs of rows without exclusion calendars by the values they are built from
+#: (:func:`_spec_key`): the worker builds and validates one per claimed row, and a row
+#: keeps its definition from claim to claim. A spec is pure data whose validity and caches
+#: are functions of its fields, so rows of equal values share it. Bounded, emptied when full.
+_SPECS: dict[tuple[Any, ...], timing.Spec] = {}
+_SPECS_MAX = 4096
 
 
 def same_definition(stored: str, current: str) -> bool:
@@ -57,6 +69,57 @@ def extra_of(value: Any) -> tuple[Any, ...]:
 def _hashable(value: Any) -> Any:
     """A list (``extra_specs``) as a tuple, so the fingerprint's memo can key it."""
     return tuple(value) if type(value) is list else value
+
+
+def _spec_key(row: DefinitionMixin, weekend: frozenset[int]) -> tuple[Any, ...] | None:
+    """The key of :data:`_SPECS` for ``row``'s spec with ``weekend`` days: every column
+    :meth:`DefinitionMixin.spec` reads with its type (``60`` and ``60.0``, ``1`` and
+    ``True`` are equal but not equally valid), so a value changed behind ``save()`` (raw
+    SQL, ``update()``) is another key and is built and validated afresh. None (not
+    remembered) for a row without ``created_at`` (its anchor is the clock's now), an
+    instant that is not an aware UTC ``datetime`` (two instants of a repeated wall time
+    compare equal in their zone), ``extra_specs`` that is not empty or a list of texts
+    (``1`` and ``True`` items would share a key), or a value that cannot be hashed."""
+    d = row.__dict__
+    try:
+        values = (
+            d["kind"],
+            d["interval_seconds"],
+            d["cron"],
+            d["timezone"],
+            d["rrule"],
+            d["exclusion_policy"],
+            d["rrule_business_days"],
+            d["extra_specs"],
+            d["run_at"],
+            d["start_at"],
+            d["end_at"],
+            d["created_at"],
+        )
+    except KeyError:  # a deferred column: read through the model, never remembered
+        return None
+    if values[11] is None:
+        return None
+    for instant in values[8:11]:
+        if instant is not None and (type(instant) is not datetime or instant.tzinfo is not UTC):
+            return None
+    if type(values[11]) is not datetime or values[11].tzinfo is not UTC:
+        return None
+    extra = values[7]
+    if extra:
+        if type(extra) is not list and type(extra) is not tuple:
+            return None
+        if not all(type(item) is str for item in extra):
+            return None
+        values = (*values[:7], tuple(extra), *values[8:])
+    elif extra is not None:
+        values = (*values[:7], (), *values[8:])  # an empty value: none, as extra_of reads it
+    key = (values, tuple(map(type, values)), weekend)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 class DefinitionMixin:
@@ -93,9 +156,30 @@ class DefinitionMixin:
         exclusion calendars unless ``exclusions`` is False (descriptions need none).
         ``extra_specs`` becomes ``extra`` (:func:`extra_of`): a value written behind
         ``save()`` that is not a list of texts gives a spec that :meth:`.timing.Spec.validate`
-        refuses on field ``extra_specs``, as the worker's claim then pauses it."""
-        extra = extra_of(self.extra_specs)
+        refuses on field ``extra_specs``, as the worker's claim then pauses it.
+
+        Without calendars (none linked, or ``exclusions`` False) the spec is remembered by
+        every value it is built from (:func:`_spec_key`): a row whose values did not change
+        gets the same (frozen) spec, validated already when it was valid, instead of a new
+        one to validate at every claim."""
         found = self.exclusions() if exclusions else None
+        key = None
+        if not found:
+            weekend = found.weekend_days() if found is not None else timing.DEFAULT_WEEKEND
+            key = _spec_key(self, weekend)
+            if key is not None:
+                cached = _SPECS.get(key)
+                if cached is not None:
+                    return cached
+        spec = self._build_spec(found)
+        if key is not None and not spec.moves_slots:  # a moved grid's days: per instance
+            if len(_SPECS) >= _SPECS_MAX:
+                _SPECS.clear()
+            _SPECS[key] = spec
+        return spec
+
+    def _build_spec(self, found: timing.Exclusions | None) -> timing.Spec:
+        extra = extra_of(self.extra_specs)
         return timing.Spec(
             kind=self.kind,
             interval_seconds=self.interval_seconds,
@@ -132,13 +216,22 @@ class DefinitionMixin:
         return digest
 
     def _definition_digest(self) -> str:
-        values = tuple([_hashable(getattr(self, f)) for f in DEFINITION_FIELDS])
+        values = _DEFINITION_VALUES(self)
+        if type(values[_EXTRA_AT]) is list:  # extra_specs: a list (default [])
+            values = (*values[:_EXTRA_AT], tuple(values[_EXTRA_AT]), *values[_EXTRA_AT + 1 :])
+        types = tuple(map(type, values))
+        if list in types:  # another column holding a list, written behind save()
+            values = tuple([_hashable(v) for v in values])
+            types = tuple(map(type, values))
         # Keyed by the values and their types (1 and True, 60 and 60.0 have other texts);
         # not remembered for an instant outside UTC (the two instants of a repeated wall
         # time compare equal in their zone but have other UTC texts).
-        key: tuple[Any, ...] | None = (values, tuple(map(type, values)))
-        if any(isinstance(v, datetime) and v.tzinfo is not UTC for v in values):
-            key = None
+        key: tuple[Any, ...] | None = (values, types)
+        if not _PLAIN_TYPES.issuperset(types):  # a datetime, or a value written behind save()
+            for v in values:
+                if isinstance(v, datetime) and v.tzinfo is not UTC:
+                    key = None
+                    break
         if key is not None:
             try:
                 return _HASHES[key]
