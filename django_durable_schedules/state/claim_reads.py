@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from django.db import connections
 from django.db.models import Exists, F, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 
@@ -84,10 +85,15 @@ def rooms_by_head(rows: QuerySet[Schedule], using: str, at: Any) -> QuerySet[Any
     ``dds_head``: their earliest row's ``next_run_at``, a probe of the group's range of the
     claim index in :data:`CLAIM_ORDER`; the earliest head first, then by id. A held group's
     rows are never read."""
-    # The group as a range of one id, not an equality: equated with the outer row's id,
-    # PostgreSQL takes the order by group as given and may walk migration 0004's index by
-    # next_run_at through other groups' rows (a held backlog) to the group's first one.
-    one = {"concurrency_group_id__gte": OuterRef("pk"), "concurrency_group_id__lte": OuterRef("pk")}
+    group = OuterRef("pk")
+    if connections[using].vendor == "postgresql":
+        # The group as a range of one id, not an equality: equated with the outer row's
+        # id, PostgreSQL takes the order by group as given and may walk migration 0004's
+        # index by next_run_at through other groups' rows (a held backlog) to the group's
+        # first one. (MariaDB answers that range, correlated, with no row: an equality.)
+        one = {"concurrency_group_id__gte": group, "concurrency_group_id__lte": group}
+    else:
+        one = {"concurrency_group_id": group}
     heads = rows.filter(**one).order_by(*CLAIM_ORDER).values("next_run_at")[:1]
     rooms: QuerySet[Any] = (
         ConcurrencyGroup.objects.using(using)
