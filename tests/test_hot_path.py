@@ -525,9 +525,10 @@ def test_only_the_call_that_cancels_a_pending_run_says_so():
 
 @pytest.mark.django_db
 def test_the_worker_wakeup_builds_its_reads_once_and_answers_the_same():
-    from django_durable_schedules.state import workers
+    from django_durable_schedules.state import wakeup_due, workers
 
     fast_orm.clear()
+    wakeup_due.forget_levels()  # no priority level kept from another test's rows
     ScheduleFactory(name="wake", interval_seconds=60, next_run_at=NOW)
     state.heartbeat("wake-w")
     with mock.patch.object(workers, "_wakeup_reads", wraps=workers._wakeup_reads) as reads:

@@ -101,6 +101,20 @@ def top_level(pool: str, below: int, using: str) -> int | None:
     return found[0][0] if found else None
 
 
+def levels_in(pool: str, using: str, most: int) -> tuple[int, ...] | None:
+    """The priority levels of ``pool``'s claimable rows (:func:`claimable_in`), highest
+    first: one :func:`top_level` probe per level and one more; None when there are more
+    than ``most``."""
+    found: list[int] = []
+    level = top_level(pool, ABOVE_ALL, using)
+    while level is not None:
+        if len(found) == most:
+            return None
+        found.append(level)
+        level = top_level(pool, level, using)
+    return tuple(found)
+
+
 def worker_pools(pools: Sequence[str] | None) -> tuple[str, ...]:
     """The pools a worker claims: ``pools`` without repeats, in order; ``("default",)``
     when none is given."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from django.db import connections
 from django.db.models import Exists, F, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 
@@ -48,24 +49,60 @@ CLAIM_ORDER = ("concurrency_group_id", "next_run_at")
 GROUPS_FLAG = "_dds_groups_exist"
 
 
+def in_level(rows: QuerySet[Schedule], pool: str, level: int, at: Any) -> QuerySet[Schedule]:
+    """``rows`` of ``pool`` at priority ``level`` not held at ``max_parallel`` running
+    occurrences at ``at`` (``ScheduleQuerySet.parallel_room_q``), earliest due first: the
+    claim index's ranges of one level (:func:`no_group`, :func:`of_group`)."""
+    return rows.filter(Schedule.objects.parallel_room_q(at), pool=pool, priority=level).order_by(
+        "next_run_at"
+    )
+
+
 def due_in_level(using: str, due_before: Any, pool: str, level: int) -> QuerySet[Schedule]:
     """Rows of ``pool`` at priority ``level`` a claim may take (``ScheduleQuerySet.claimable``;
     not held at ``max_parallel`` running occurrences), earliest due first. Narrowed by
     :func:`ungrouped` or :func:`of_group` to one range of the claim index."""
-    return (
-        Schedule.objects.using(using)
-        .claimable(due_before)
-        .filter(Schedule.objects.parallel_room_q(due_before), pool=pool, priority=level)
-        .order_by("next_run_at")
-    )
+    claimable = Schedule.objects.using(using).claimable(due_before)
+    return in_level(claimable, pool, level, due_before)
+
+
+def no_group(qs: QuerySet[Schedule]) -> QuerySet[Schedule]:
+    """``qs`` narrowed to the rows of no concurrency group, in :data:`CLAIM_ORDER` (one
+    range of the claim index when ``qs`` is one pool and level: :func:`in_level`)."""
+    return qs.filter(concurrency_group__isnull=True).order_by(*CLAIM_ORDER)
 
 
 def ungrouped(qs: QuerySet[Schedule], using: str) -> QuerySet[Schedule]:
     """``qs`` narrowed to the rows of no concurrency group, each annotated with
     :data:`GROUPS_FLAG` (an uncorrelated ``EXISTS``: evaluated once a statement)."""
     groups = ConcurrencyGroup.objects.using(using)
-    narrowed = qs.filter(concurrency_group__isnull=True).annotate(**{GROUPS_FLAG: Exists(groups)})
-    return narrowed.order_by(*CLAIM_ORDER)
+    return no_group(qs).annotate(**{GROUPS_FLAG: Exists(groups)})
+
+
+def rooms_by_head(rows: QuerySet[Schedule], using: str, at: Any) -> QuerySet[Any]:
+    """The concurrency groups not held back at ``at`` (``ConcurrencyGroup.holding_q``) with
+    a row in ``rows`` (one pool and level, earliest first: :func:`in_level`), annotated
+    ``dds_head``: their earliest row's ``next_run_at``, a probe of the group's range of the
+    claim index in :data:`CLAIM_ORDER`; the earliest head first, then by id. A held group's
+    rows are never read."""
+    group = OuterRef("pk")
+    if connections[using].vendor == "postgresql":
+        # The group as a range of one id, not an equality: equated with the outer row's
+        # id, PostgreSQL takes the order by group as given and may walk migration 0004's
+        # index by next_run_at through other groups' rows (a held backlog) to the group's
+        # first one. (MariaDB answers that range, correlated, with no row: an equality.)
+        one = {"concurrency_group_id__gte": group, "concurrency_group_id__lte": group}
+    else:
+        one = {"concurrency_group_id": group}
+    heads = rows.filter(**one).order_by(*CLAIM_ORDER).values("next_run_at")[:1]
+    rooms: QuerySet[Any] = (
+        ConcurrencyGroup.objects.using(using)
+        .exclude(ConcurrencyGroup.holding_q(at))
+        .annotate(dds_head=Subquery(heads))
+        .filter(dds_head__isnull=False)
+        .order_by("dds_head", "pk")
+    )
+    return rooms
 
 
 def of_group(qs: QuerySet[Any], group: Any) -> QuerySet[Any]:
@@ -102,19 +139,9 @@ class GroupRooms:
         if key not in self._found:
 
             def build() -> QuerySet[Any]:
-                heads = (
-                    due_in_level(self.using, self.due_before, pool, level)
-                    .filter(concurrency_group_id=OuterRef("pk"))
-                    .values("next_run_at")[:1]
-                )
-                return (
-                    ConcurrencyGroup.objects.using(self.using)
-                    .exclude(ConcurrencyGroup.holding_q(self.due_before))
-                    .annotate(dds_head=Subquery(heads))
-                    .filter(dds_head__isnull=False)
-                    .order_by("dds_head", "pk")
-                    .values_list("pk", "max_running")[:GROUP_READS]
-                )
+                rows = due_in_level(self.using, self.due_before, pool, level)
+                rooms = rooms_by_head(rows, self.using, self.due_before)
+                return rooms.values_list("pk", "max_running")[:GROUP_READS]
 
             if self.cached:
                 found = read_values(("claim_rooms", pool, level), self.using, build)

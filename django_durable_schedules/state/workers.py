@@ -26,8 +26,10 @@ from ..models import (
     Schedule,
     WorkerHeartbeat,
 )
+from . import wakeup_due
 from .claim_order import worker_pools
 from .values import Wakeup
+from .wakeup_due import Levels
 
 logger = logging.getLogger(__name__)
 
@@ -88,51 +90,87 @@ def _cautious_wakeup(using: str, pools: Sequence[str]) -> Wakeup:
 
 
 def _next_wakeup(worker_id: str | None, using: str, pools: Sequence[str]) -> Wakeup:
-    """The reads of :func:`next_wakeup`: one statement on the worker's heartbeat row
-    (compiled once where the database clock is SQL) when ``worker_id`` has one, else one
-    read each."""
+    """The reads of :func:`next_wakeup` at the priority levels last found in ``pools``
+    (:func:`.wakeup_due.levels`); when a row is at a level they do not name, again at the
+    levels found now, and if the levels moved once more, by the walk (no level to miss)."""
     conn = connections[using]
     clock: Any = (
         RawSQL(CLOCK_SQL[conn.vendor], (), output_field=DateTimeField())
         if conn.vendor in CLOCK_SQL
         else db_now(using)
     )
+    attempts = (
+        lambda: wakeup_due.levels(using, pools),
+        lambda: wakeup_due.levels(using, pools, refresh=True),
+        lambda: wakeup_due.walked(pools),
+    )
+    for attempt in attempts:
+        found = attempt()
+        values = _read_wakeup(worker_id, using, pools, clock, found)
+        if not values["moved"]:
+            break
+    return _wakeup_of(values, values["seen"])
+
+
+def _read_wakeup(
+    worker_id: str | None, using: str, pools: Sequence[str], clock: Any, found: Levels
+) -> dict[str, Any]:
+    """The values of the reads at the levels ``found``, by name (``due``: the earliest of
+    the due reads; ``seen``: the "at once" instant, None when nothing is at once): one
+    statement on the worker's heartbeat row (compiled once per levels where the database
+    clock is SQL) when ``worker_id`` has one, else one read each."""
+    conn = connections[using]
     if worker_id is not None:
 
         def build() -> QuerySet[Any]:
-            # Built only when compiled (once per worker where the clock is SQL): building
-            # the reads costs more Python than running the compiled statement.
-            instants, flags = _wakeup_reads(using, pools, clock)
+            # Built only when compiled (once per worker and levels where the clock is SQL):
+            # building the reads costs more Python than running the compiled statement.
+            dues, instants, flags = _wakeup_reads(using, pools, clock, found)
             if (*instants, *flags) != WAKEUP_READS:
                 raise AssertionError(f"wake-up reads {[*instants, *flags]} != {WAKEUP_READS}")
-            subqueries = {k: Subquery(q, output_field=DateTimeField()) for k, q in instants.items()}
+            subqueries = {
+                **{f"dds_due_{n}": due for n, due in enumerate(dues)},
+                **instants,
+            }
             return (
                 WorkerHeartbeat.objects.using(using)
                 .filter(worker_id=worker_id)
-                .annotate(**subqueries, **flags)
-                .values_list(*instants, *flags, "last_seen_at")
+                .annotate(
+                    **{k: Subquery(q, output_field=DateTimeField()) for k, q in subqueries.items()},
+                    **flags,
+                )
+                .values_list(*subqueries, *flags, "last_seen_at")
                 .order_by("pk")[:1]
             )
 
         if conn.vendor in CLOCK_SQL:  # no parameter but the worker's id: compiled once
-            found = read_values(("next_wakeup", worker_id, tuple(pools)), using, build)
+            key = ("next_wakeup", worker_id, tuple(pools), found)
+            rows = read_values(key, using, build)
         else:
-            found = list(build())
-        if found:
-            values = dict(zip([*WAKEUP_READS, "seen"], found[0], strict=True))
-            return _wakeup_of(values, values["seen"])
-    instants, flags = _wakeup_reads(using, pools, clock)
-    values = {
-        k: next(iter(row.values())) if (row := q.first()) else None for k, q in instants.items()
-    }
+            rows = list(build())
+        if rows:
+            row = list(rows[0])
+            heads = len(row) - len(WAKEUP_READS) - 1
+            values = dict(zip([*WAKEUP_READS, "seen"], row[heads:], strict=True))
+            values["due"] = _earliest(*row[:heads])
+            return values
+    dues, instants, flags = _wakeup_reads(using, pools, clock, found)
+    values = {k: _first(q) for k, q in instants.items()}
+    values["due"] = _earliest(*(_first(q) for q in dues))
     values.update({k: Schedule.objects.using(using).filter(f).exists() for k, f in flags.items()})
     at_once = values["backfill"] or values["chain"] or values["odd"]
-    return _wakeup_of(values, db_now(using) if at_once else None)
+    values["seen"] = db_now(using) if at_once else None
+    return values
 
 
-#: The names of :func:`_wakeup_reads`' instants, then of its flags, in their order.
+def _first(q: QuerySet[Any]) -> Any:
+    row = q.first()
+    return next(iter(row.values())) if row else None
+
+
+#: The names of :func:`_wakeup_reads`' instants, then of its flags, in their order (its
+#: due reads come first, as many as the levels read).
 WAKEUP_READS = (
-    "due",
     "rate_end",
     "full_end",
     "expiry",
@@ -142,25 +180,26 @@ WAKEUP_READS = (
     "backfill",
     "chain",
     "odd",
+    "moved",
 )
 
 
 def _wakeup_reads(
-    using: str, pools: Sequence[str], clock: Any
-) -> tuple[dict[str, QuerySet[Any]], dict[str, Exists]]:
-    """The wake-up's reads at ``clock``: the ordered ``LIMIT 1`` reads of its instants by
-    name (``due``: the next slot of an unleased runnable row of ``pools`` its concurrency
-    group does not hold back; ``rate_end`` / ``full_end``: the next end of a group's hold;
-    ``expiry``, ``resume``; ``chain_deadline``: the next deadline of a waiting chain slot)
-    and its flags (``backfill``: a backfill slot free to run now; ``chain``: a kind
-    ``after`` schedule free to settle a chain slot now; ``odd``: a lease expiry that cannot
-    be read)."""
+    using: str, pools: Sequence[str], clock: Any, found: Levels
+) -> tuple[list[QuerySet[Any]], dict[str, QuerySet[Any]], dict[str, Any]]:
+    """The wake-up's reads at ``clock``: the due reads (ordered ``LIMIT 1`` reads whose
+    earliest is ``due``, the next slot of an unleased runnable row of ``pools`` its
+    concurrency group does not hold back, at the priority levels ``found``:
+    :func:`.wakeup_due.due_reads`), the ordered ``LIMIT 1`` reads of its other instants by
+    name (``rate_end`` / ``full_end``: the next end of a group's hold; ``expiry``,
+    ``resume``; ``chain_deadline``: the next deadline of a waiting chain slot) and its
+    flags (``backfill``: a backfill slot free to run now; ``chain``: a kind ``after``
+    schedule free to settle a chain slot now; ``odd``: a lease expiry that cannot be
+    read; ``moved``: a row at a level ``found`` does not name, :func:`.wakeup_due.levels_moved`)."""
     schedules = Schedule.objects.using(using)
     mine = schedules.filter(pool__in=pools)
-    room = mine.filter(schedules.group_room_q(clock), schedules.parallel_room_q(clock))
     groups = ConcurrencyGroup.objects.using(using)
     instants = {
-        "due": room.waiting().order_by("next_run_at").values("next_run_at")[:1],
         "rate_end": groups.filter(ConcurrencyGroup.rate_holding_q(clock))
         .order_by("rate_until")
         .values("rate_until")[:1],
@@ -189,8 +228,9 @@ def _wakeup_reads(
         "backfill": Exists(mine.backfill_ready(clock)),
         "chain": Exists(mine.chain_ready(clock)),
         "odd": Exists(schedules.filter(schedules.lease_unreadable_q())),
+        "moved": wakeup_due.levels_moved(using, pools, found),
     }
-    return instants, flags
+    return wakeup_due.due_reads(using, pools, clock, found), instants, flags
 
 
 def _wakeup_of(values: dict[str, Any], now: datetime | None) -> Wakeup:
