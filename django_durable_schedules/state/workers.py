@@ -26,10 +26,9 @@ from ..models import (
     Schedule,
     WorkerHeartbeat,
 )
-from . import wakeup_due
 from .claim_order import worker_pools
 from .values import Wakeup
-from .wakeup_due import Levels
+from .wakeup_due import Levels, due_reads, levels, levels_moved, walked
 
 logger = logging.getLogger(__name__)
 
@@ -100,9 +99,9 @@ def _next_wakeup(worker_id: str | None, using: str, pools: Sequence[str]) -> Wak
         else db_now(using)
     )
     attempts = (
-        lambda: wakeup_due.levels(using, pools),
-        lambda: wakeup_due.levels(using, pools, refresh=True),
-        lambda: wakeup_due.walked(pools),
+        lambda: levels(using, pools),
+        lambda: levels(using, pools, refresh=True),
+        lambda: walked(pools),
     )
     for attempt in attempts:
         found = attempt()
@@ -228,9 +227,9 @@ def _wakeup_reads(
         "backfill": Exists(mine.backfill_ready(clock)),
         "chain": Exists(mine.chain_ready(clock)),
         "odd": Exists(schedules.filter(schedules.lease_unreadable_q())),
-        "moved": wakeup_due.levels_moved(using, pools, found),
+        "moved": levels_moved(using, pools, found),
     }
-    return wakeup_due.due_reads(using, pools, clock, found), instants, flags
+    return due_reads(using, pools, clock, found), instants, flags
 
 
 def _wakeup_of(values: dict[str, Any], now: datetime | None) -> Wakeup:
