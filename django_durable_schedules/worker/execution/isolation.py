@@ -247,10 +247,12 @@ class IsolationPool:
         """:meth:`.Child.wait_message` until ``until`` (``time.monotonic()``), stopping the
         child (:meth:`stop`) once the lease of ``token`` lapses unrenewed: ``lease_deadline()``
         is read again at each lapse it gave and at least every ``LEASE_POLL_SECONDS`` (a
-        renewal moves it later; a lease the worker found lost moves it to the past). The worker renews from its main thread; while the
-        database is unreachable or a renewal hangs, nothing renews, and a run whose lease
-        lapsed may be recovered and run again by another worker. A worker resumed after a
-        freeze (SIGSTOP) kills it here first too, before its next renewal finds the lease lost
+        renewal moves it later; a lease the worker found lost moves it to the past).
+
+        The worker renews from its main thread; while the database is unreachable or a
+        renewal hangs, nothing renews, and a run whose lease lapsed may be recovered and
+        run again by another worker. A worker resumed after a freeze (SIGSTOP) kills it
+        here first too, before its next renewal finds the lease lost
         (:func:`.lost_leases.stop_lost`). The deadline errs early
         (:meth:`.inflight.RunsInFlight.renew`), so the child is gone before the database's
         clock lets anyone recover the lease. Returns what ``wait_message`` returned."""
