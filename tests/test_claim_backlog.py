@@ -84,14 +84,20 @@ def test_the_reads_scan_rows_bounded_by_the_batch_not_by_the_backlog():
     ]
     assert reads
     for sql in reads:
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("SET LOCAL enable_seqscan = off")
-            cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}")
-            plan = cursor.fetchone()[0][0]["Plan"]
-            transaction.set_rollback(True)
-        scanned = _rows_scanned(plan)
+        scanned = rows_scanned_by(sql)
         # The batch (10) and a few rows of the read's own, never the 400 held back.
         assert scanned <= 20, (scanned, sql)
+
+
+def rows_scanned_by(sql: str) -> int:
+    """Rows the schedule-table scans of ``sql`` read, by ``EXPLAIN ANALYZE`` on PostgreSQL
+    (sequential scans off, the statement rolled back): :func:`_rows_scanned`."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}")
+        plan = cursor.fetchone()[0][0]["Plan"]
+        transaction.set_rollback(True)
+    return _rows_scanned(plan)
 
 
 def _rows_scanned(node: dict) -> int:
