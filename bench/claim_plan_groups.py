@@ -74,7 +74,15 @@ with CaptureQueriesContext(connection) as ctx:
     except Exception as exc:
         error = repr(exc)
 sql = [q["sql"] for q in ctx.captured_queries]
-print(json.dumps({"claimed": len(claims), "error": error, "sql": sql}))
+# The worker's wake-up (an idle worker's one statement on its heartbeat row): the heartbeat
+# kept (the statement reads nothing without it), the second call's statements captured
+# (the first also reads the priority levels, then cached).
+state.heartbeat("plan-probe")
+state.next_wakeup(worker_id="plan-probe")
+with CaptureQueriesContext(connection) as wake:
+    state.next_wakeup(worker_id="plan-probe")
+wakeup = [q["sql"] for q in wake.captured_queries]
+print(json.dumps({"claimed": len(claims), "error": error, "sql": sql, "wakeup": wakeup}))
 """
 
 
@@ -212,12 +220,16 @@ def capture_group_sql(env: dict[str, str], batch: int) -> dict[str, Any]:
     }
     if "read_2" not in statements or "group_count_1" not in statements:
         raise RuntimeError(f"the claim held nothing back: {list(statements)} {found['error']}")
+    for n, sql in enumerate(found["wakeup"], 1):
+        statements[f"wakeup_{n}"] = sql
     return {"statements": statements, "claimed": found["claimed"], "error": found["error"]}
 
 
 def is_group_statement(role: str) -> bool:
     """Whether a statement of :func:`label`'s ``role`` is one a claim sends only because of
     its concurrency groups (a claim of no group sends none of them)."""
+    if role.startswith("wakeup_"):  # the wake-up's, not the claim's
+        return False
     if "concurrencygroup" in role or role.startswith("group_count"):
         return True
     return role.startswith(("read_", "probe_")) and not role.endswith("_1")
@@ -274,6 +286,7 @@ def measure_groups(
             f"+ {m['rows_filtered_by_scans']} filtered out, "
             f"seq scans {m['seq_scans'] or 'none'}, {' > '.join(m['nodes'])}"
         )
+    wakeup = {r: measured.pop(r) for r in list(measured) if r.startswith("wakeup_")}
     timed = {r: m for r, m in measured.items() if "p99_ms" in m}
     read, probe = timed["read_1"], timed.get("probe_1")
     rest = [m for r, m in timed.items() if r not in ("read_1", "probe_1")]
@@ -298,6 +311,13 @@ def measure_groups(
         ),
         "group_buffers_added": sum(m["shared_buffers"] for m in timed.values()),
         "groups_bounded": all(m["bounded"] for m in timed.values()),
+        # An idle worker's wake-up on this table: its statements (one on its heartbeat row
+        # where its reads compile once), judged like the claim's: it reads no held group's
+        # backlog (issue #32: the held rows' count must not set its time).
+        "wakeup_statements": wakeup,
+        "wakeup_p50_ms": round(sum(m.get("p50_ms", 0) for m in wakeup.values()), 3),
+        "wakeup_p99_ms": round(sum(m.get("p99_ms", 0) for m in wakeup.values()), 3),
+        "wakeup_bounded": bool(wakeup) and all(m.get("bounded") for m in wakeup.values()),
         "claimed": captured["claimed"],
         "claim_error": captured["error"],
         "table_bytes": conn.execute("SELECT pg_table_size(%s)", (T_SCHEDULE,)).fetchone()[0],
