@@ -12,6 +12,7 @@ sys.path.insert(0, _BENCH)
 try:
     claim_plan = pytest.importorskip("claim_plan")
     claim_plan_chains = pytest.importorskip("claim_plan_chains")
+    claim_plan_groups = pytest.importorskip("claim_plan_groups")
     throughput = pytest.importorskip("throughput")
     memory_soak = pytest.importorskip("memory_soak")
 finally:
@@ -90,6 +91,19 @@ def test_a_chain_statement_is_bounded_unless_it_scans_the_schedules_or_the_chain
     slots = _scan("Seq Scan", "durable_schedules_chainslot", **{"Parent Relationship": "SubPlan"})
     doc[0]["Plan"]["Plans"].append(slots)
     assert claim_plan_chains.bounded(claim_plan.summarize(doc)) is False
+
+
+def test_the_wake_up_is_judged_apart_from_the_claims_group_statements():
+    """``groups_due``: the idle worker's wake-up statements are no statement of the claim's
+    groups (their p99s are not added to the claim's), and one that reads a held backlog
+    through is unbounded like a claim's read (100,014 rows read past: the engine before
+    ``state/wakeup_due.py``)."""
+    assert claim_plan_groups.is_group_statement("wakeup_1") is False
+    assert claim_plan_groups.is_group_statement("read_2") is True
+    backlog = {"seq_scans": [], "rows_read_by_scans": 5, "rows_filtered_by_scans": 100_014}
+    assert claim_plan_groups.bounded(backlog, 100_000, 100) is False
+    ranges = {"seq_scans": [], "rows_read_by_scans": 13, "rows_filtered_by_scans": 12}
+    assert claim_plan_groups.bounded(ranges, 100_000, 100) is True
 
 
 def test_backends_opened_during_the_round_count_whole_and_ended_ones_are_counted():
