@@ -95,7 +95,9 @@ The audit (each item a count; any non-zero count is a violation and exit status 
   claimed after the last poison was written, a claim handed back unrun not counted: the
   callbacks' planned failures and the SIGKILLs and freezes of a short soak may leave a
   schedule without a success, or even without a receipted outcome, in that window - a
-  run on a worker SIGKILLed mid-run ends ``lease_expired`` - never without a claim), ``unbounded_next_runs`` (a
+  run on a worker SIGKILLed mid-run ends ``lease_expired`` - never without a claim; on a
+  loaded machine the soak runs on past ``--duration``, chaos included, until each was
+  claimed or ``--extend-max`` seconds passed: ``soak_extended`` in the report), ``unbounded_next_runs`` (a
   ``next_run_at`` more than 31 days ahead), ``invalid_receipt_text`` (NUL in a receipt's
   text, or a result that is not strict JSON) and ``dropped_outcomes`` (outcomes the
   engine logged as dropped because no receipt of them could be stored).
@@ -604,8 +606,10 @@ def _wait_postgres(url: str, seconds: float) -> bool:
 
 def soak(
     fleet: Fleet, args: argparse.Namespace, url: str, vendor: str, poisoned: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """The chaos itself; appends each poison row written (``--poison``) to ``poisoned``."""
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The chaos itself; appends each poison row written (``--poison``) to ``poisoned``.
+    Returns the PostgreSQL restart's report and the soak's extension past ``--duration``
+    (``seconds``, ``still_waiting_on``: what the liveness checks still miss)."""
     for _ in range(args.workers):
         fleet.start()
     restart: dict[str, Any] = {"done": False, "note": "not requested"}
@@ -654,7 +658,77 @@ def soak(
             restart = restart_postgres(url)
             fleet.events.append((time.time(), "outage_end", 0))
         time.sleep(0.1)
-    return restart
+    # The liveness checks need time with workers: on a loaded machine (CI runs three soaks
+    # and a test suite side by side) two workers killed every 10 s, each restart taking
+    # seconds to import Django, and slow callbacks ahead in priority can leave a healthy
+    # schedule unclaimed in the half-duration after the last poison. Then the soak runs on,
+    # kills and freezes included, until every one was claimed or --extend-max seconds
+    # passed: a poison that stops the claim path still fails the audit.
+    extended_from = time.monotonic()
+    limit = extended_from + max(0.0, args.extend_max)
+    waiting = waiting_on(poisoned, args.surfaces) if args.poison else []
+    while waiting and (now := time.monotonic()) < limit:
+        fleet.reap()
+        fleet.resume()
+        if now >= next_kill:
+            fleet.kill_random()
+            next_kill += args.kill_every
+        if now >= next_stall:
+            fleet.stall_random()
+            next_stall += args.stall_every
+        time.sleep(1.0)
+        waiting = waiting_on(poisoned, args.surfaces)
+    extended = round(time.monotonic() - extended_from, 1)
+    if extended >= 1:
+        say(f"soak extended {extended} s for the liveness checks (still waiting on "
+            f"{len(waiting)})")  # fmt: skip
+    return restart, {"seconds": extended, "still_waiting_on": waiting[:10]}
+
+
+def healthy_unclaimed(poisoned: list[dict[str, Any]], *, receipted: bool = False) -> dict[str, Any]:
+    """The plain ``chaos-every-*`` schedules with no claim after the last poison written
+    (``healthy_stalled``), each with its latest claim's instant (None: never claimed);
+    empty when no poison was written. Counted: the claims not handed back unrun (a claim
+    proves the claim path kept taking the row after the poison; its outcome - a success,
+    a planned failure, or a lease lost to a SIGKILL or a freeze - is the chaos's).
+    ``receipted``: only claims with a receipt already (during the soak: a claim still in
+    flight may yet be handed back, so what this finds then holds at the audit too)."""
+    from django.db.models import Max
+
+    from django_durable_schedules.models import RunAttempt, Schedule
+
+    written_at = [e["at"] for e in poisoned if e.get("result") == "written"]
+    if not written_at:
+        return {}
+    last = max(written_at)
+    claims = RunAttempt.objects.exclude(receipt__status="released")
+    if receipted:
+        claims = claims.filter(receipt__isnull=False)
+    latest = dict(
+        claims.values("schedule__name")
+        .annotate(at=Max("claimed_at"))
+        .values_list("schedule__name", "at")
+    )
+    names = Schedule.objects.filter(name__startswith="chaos-every-").values_list("name", flat=True)
+    return {n: latest.get(n) for n in sorted(names) if not (latest.get(n) and latest[n] > last)}
+
+
+def waiting_on(poisoned: list[dict[str, Any]], surfaces: bool) -> list[str]:
+    """What the audit's liveness checks would still find at this instant: the healthy
+    schedules not claimed since the last poison (:func:`healthy_unclaimed`, receipted
+    claims only) and, with ``surfaces``, the innocent backfills that ran no slot
+    (``chaos_surfaces.unrun_backfills``)."""
+    from django.db import DatabaseError, connections
+
+    try:
+        found = list(healthy_unclaimed(poisoned, receipted=True))
+        if surfaces:
+            found += chaos_surfaces.unrun_backfills(poisoned)
+    except DatabaseError as exc:  # SQLite busy under load: not known yet, ask again
+        found = [f"(not read: {exc})"]
+    finally:
+        connections.close_all()  # the soak stays off the database between its writes
+    return found
 
 
 def settle(lease: int) -> int:
@@ -892,10 +966,9 @@ def _invalid_receipts() -> list[str]:
 def audit_poison(poisoned: list[dict[str, Any]], outdir: Path) -> dict[str, Any]:
     """The ``--poison`` checks: poisoned rows contained, healthy schedules still running,
     next runs bounded, no outcome dropped (see the module docstring)."""
-    from django.db.models import Max
 
     from django_durable_schedules import health, state
-    from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
+    from django_durable_schedules.models import RunReceipt, Schedule
 
     counts: Counter[str] = Counter()
     examples: dict[str, list[Any]] = defaultdict(list)
@@ -927,21 +1000,8 @@ def audit_poison(poisoned: list[dict[str, Any]], outdir: Path) -> dict[str, Any]
     if snapshot.degraded != paused:
         violation("poison_not_contained", f"health counts {snapshot.degraded}, not {paused}")
 
-    written_at = [e["at"] for e in poisoned if e.get("result") == "written"]
-    if written_at:
-        last = max(written_at)
-        # The latest claim of each schedule that was not handed back unrun: a claim proves
-        # the claim path kept taking the row after the poison; its outcome (a success, a
-        # planned failure, or a lease lost to a SIGKILL or a freeze) is the chaos's.
-        latest = dict(
-            RunAttempt.objects.exclude(receipt__status="released")
-            .values("schedule__name")
-            .annotate(at=Max("claimed_at"))
-            .values_list("schedule__name", "at")
-        )
-        for name in sorted(rows):
-            if name.startswith("chaos-every-") and not (latest.get(name) and latest[name] > last):
-                violation("healthy_stalled", f"{name}: last claimed {latest.get(name)}")
+    for name, at in healthy_unclaimed(poisoned).items():
+        violation("healthy_stalled", f"{name}: last claimed {at}")
 
     horizon = state.db_now() + timedelta(days=31)
     for row in rows.values():
@@ -1006,6 +1066,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--duration", type=float, default=300.0, help="seconds of chaos")
+    p.add_argument(
+        "--extend-max",
+        type=float,
+        default=90.0,
+        help="with --poison: after --duration, run on (chaos included) at most this many "
+        "seconds until every healthy schedule was claimed since the last poison and every "
+        "innocent backfill ran a slot (default 90; 0: never)",
+    )
     p.add_argument(
         "--database-url",
         default=os.environ.get("DDS_CHAOS_DATABASE_URL", DEFAULT_URL),
@@ -1102,7 +1170,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     poisoned: list[dict[str, Any]] = []
     try:
-        restart = soak(fleet, args, url, vendor, poisoned)
+        restart, extension = soak(fleet, args, url, vendor, poisoned)
     finally:
         stopped_at = datetime.now(UTC)  # the chain audit's end: no claim after the drain
         unclean = fleet.stop()
@@ -1168,6 +1236,8 @@ def main(argv: list[str] | None = None) -> int:
             "sigkills": fleet.killed,
             "stalls": fleet.stalled,
             "postgres_restart": restart,
+            # After --duration, the seconds run on for the liveness checks (--extend-max).
+            "soak_extended": extension,
             "leases_recovered_after_stop": recovered,
         },
         **report,

@@ -215,6 +215,21 @@ def write_surface_poison(name: str, vendor: str) -> dict[str, Any]:
     return entry
 
 
+def unrun_backfills(poisoned: list[dict[str, Any]]) -> list[str]:
+    """The innocent backfills (none the soak poisoned) that ran no slot at all
+    (``backfill_stalled``), as ``"NAME: no slot run (STATUS)"``."""
+    from django_durable_schedules.models import Backfill, RunAttempt
+
+    poisoned_backfills = {e.get("backfill") for e in poisoned if e.get("backfill")}
+    found = []
+    for bf in Backfill.objects.select_related("schedule"):
+        if str(bf.pk) in poisoned_backfills:
+            continue
+        if not RunAttempt.objects.filter(schedule_id=bf.schedule_id, origin="backfill").exists():
+            found.append(f"{bf.schedule_name}: no slot run ({bf.status})")
+    return found
+
+
 def audit_surfaces(poisoned: list[dict[str, Any]]) -> dict[str, Any]:
     """The surfaces' part of the audit (see the module docstring): violations, examples,
     and totals (backfill slots run, excluded slots counted)."""
@@ -243,16 +258,11 @@ def audit_surfaces(poisoned: list[dict[str, Any]]) -> dict[str, Any]:
         if origin != "trigger" and slot.astimezone(UTC).date() in excluded_days:
             violation("excluded_slot_ran", f"{name} {slot.isoformat()}")
 
-    poisoned_backfills = {e.get("backfill") for e in poisoned if e.get("backfill")}
-    backfills = list(Backfill.objects.select_related("schedule"))
-    run_slots = 0
-    for bf in backfills:
-        ran = RunAttempt.objects.filter(schedule_id=bf.schedule_id, origin="backfill").count()
-        run_slots += ran
-        if str(bf.pk) in poisoned_backfills:
-            continue
-        if ran == 0:
-            violation("backfill_stalled", f"{bf.schedule_name}: no slot run ({bf.status})")
+    run_slots = RunAttempt.objects.filter(
+        schedule_id__in=Backfill.objects.values("schedule_id"), origin="backfill"
+    ).count()
+    for example in unrun_backfills(poisoned):
+        violation("backfill_stalled", example)
 
     rows = {s.name: s for s in Schedule.objects.all()}
     for entry in poisoned:
@@ -281,7 +291,7 @@ def audit_surfaces(poisoned: list[dict[str, Any]]) -> dict[str, Any]:
         "violations": dict(counts),
         "examples": dict(examples),
         "totals": {
-            "backfills": len(backfills),
+            "backfills": Backfill.objects.count(),
             "backfill_slots_run": run_slots,
             "backfill_receipts": RunReceipt.objects.filter(attempt__origin="backfill").count(),
             "excluded_count": excluded,

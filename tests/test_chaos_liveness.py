@@ -1,0 +1,56 @@
+"""The chaos soak's liveness checks (bench/chaos.py ``healthy_unclaimed``): a plain
+``chaos-every-*`` schedule must be claimed after the last poison written, a claim handed
+back unrun not counted; during the soak (``receipted=True``) a claim still in flight is not
+counted yet either, so what the soak waits for holds at the audit too."""
+
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from django_durable_schedules import state
+from django_durable_schedules.models import Schedule
+from django_durable_schedules.state import Outcome
+
+_BENCH = str(Path(__file__).resolve().parent.parent / "bench")
+sys.path.insert(0, _BENCH)
+try:
+    chaos = pytest.importorskip("chaos")
+finally:
+    sys.path.remove(_BENCH)
+
+pytestmark = [pytest.mark.django_db, pytest.mark.vendor_independent]
+
+
+def test_a_healthy_schedule_counts_once_a_claim_after_the_last_poison_is_not_handed_back():
+    now = state.db_now().replace(microsecond=0)
+    for name in ("chaos-every-done", "chaos-every-released", "chaos-every-running", "other"):
+        Schedule.objects.create(
+            name=name, callback="tests.noop", kind="interval", interval_seconds=60, next_run_at=now
+        )
+    poisoned = [
+        {"victim": "v1", "result": "written", "at": now - timedelta(seconds=1)},
+        {"victim": "v2", "result": "refused", "at": now + timedelta(hours=1)},  # not written
+    ]
+    assert set(chaos.healthy_unclaimed(poisoned)) == {
+        "chaos-every-done",
+        "chaos-every-released",
+        "chaos-every-running",
+    }  # never claimed
+    claims = {c.schedule_name: c for c in state.claim_due(worker="w", now=now)}
+    state.complete(
+        [
+            Outcome(claim=claims["chaos-every-done"], status="succeeded", started_at=now),
+            Outcome(claim=claims["chaos-every-released"], status="released"),
+        ]
+    )
+    assert set(chaos.healthy_unclaimed(poisoned)) == {"chaos-every-released"}
+    assert set(chaos.healthy_unclaimed(poisoned, receipted=True)) == {
+        "chaos-every-released",
+        "chaos-every-running",
+    }
+    # A poison written after every claim: none of them counts.
+    later = [*poisoned, {"victim": "v3", "result": "written", "at": now + timedelta(seconds=1)}]
+    assert len(chaos.healthy_unclaimed(later)) == 3
+    assert chaos.healthy_unclaimed([]) == {}  # no poison written: nothing to prove
