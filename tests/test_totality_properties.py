@@ -81,8 +81,8 @@ PROFILE = settings(
 #: the properties about what each database lets in behind ``save()`` (and what it keeps of
 #: a run's texts). They run on every vendor, whose refusals differ (NUL, ranges, text in
 #: a typed column); the strategies are the same on each, and SQLite runs all ``EXAMPLES``.
-#: Used here, in tests/test_rrule_totality.py, test_calendar_totality.py and
-#: test_calendar_columns.py.
+#: Used here and in tests/test_totality_worker_paths.py, test_rrule_totality.py,
+#: test_calendar_totality.py, test_calendar_columns.py and test_trigger_payload.py.
 POISON_PROFILE = settings(PROFILE, max_examples=server_examples(EXAMPLES, server=10))
 
 S = timedelta(seconds=1)
