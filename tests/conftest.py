@@ -244,6 +244,20 @@ def property_examples(n: int) -> int:
     return max(1, min(n, int(os.environ.get("DDS_HYPOTHESIS_SERVER_EXAMPLES", "5"))))
 
 
+def server_examples(n: int, server: int = 10) -> int:
+    """Hypothesis examples for a property about what each database lets in (values
+    written behind ``save()``, raw SQL): it must still run on PostgreSQL and MariaDB, but
+    the search space (the strategies) is the same on every vendor, so ``n`` on SQLite and
+    at most ``server`` there (``DDS_HYPOTHESIS_SERVER_POISON_EXAMPLES`` replaces it). Each
+    vendor's refusals (NUL, dates out of range, text in a date column, foreign keys) are
+    values of short lists that a few examples meet; the full count runs on SQLite, whose
+    run is the longest search. ``DDS_TEST_PURE_EVERYWHERE=1`` keeps ``n`` everywhere."""
+    if not _on_a_server_database() or os.environ.get("DDS_TEST_PURE_EVERYWHERE") == "1":
+        return n
+    limit = int(os.environ.get("DDS_HYPOTHESIS_SERVER_POISON_EXAMPLES", str(server)))
+    return max(1, min(n, limit))
+
+
 def pytest_collection_modifyitems(config, items):
     """On PostgreSQL and MariaDB, deselect the tests whose outcome cannot depend on the
     database's vendor; they run on SQLite.

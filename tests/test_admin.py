@@ -126,6 +126,7 @@ def strips(html: str) -> list[str]:
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.vendor_independent  # the list's HTML (cadence, zones, badges); its receipt SQL: the strip tests below
 def test_changelist_shows_cadence_status_next_run_in_zone_and_utc(admin_client):
     make("every-five", interval_seconds=300)
     make("tokyo-nine", kind="cron", interval_seconds=None, cron="0 9 * * *", timezone="Asia/Tokyo")
@@ -257,6 +258,7 @@ def test_filters_and_search(admin_client):
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.vendor_independent  # which service each action calls (a spy); the transitions: the action tests kept below
 def test_every_action_calls_the_state_machine(admin_client, monkeypatch):
     s = make("spied")
     calls = []
@@ -370,6 +372,7 @@ def test_the_change_page_cancel_asks_on_its_own_page_first(admin_client):
     assert s.status == Status.CANCELLED
 
 
+@pytest.mark.vendor_independent  # an empty form's HTML
 def test_the_add_page_has_no_empty_run_tables(admin_client):
     html = admin_client.get(reverse("admin:durable_schedules_schedule_add")).content.decode()
     assert "latest attempts" not in html and "latest receipts" not in html
@@ -392,6 +395,7 @@ def test_trigger_action_requests_a_run_now_and_refuses_a_running_schedule(admin_
     assert [c.schedule_name for c in claims] == ["idle"]
 
 
+@pytest.mark.vendor_independent  # Django's permission checks refuse before any state call
 def test_actions_need_change_permission(client, django_user_model):
     viewer = django_user_model.objects.create_user("viewer", password="x", is_staff=True)
     viewer.user_permissions.add(Permission.objects.get(codename="view_schedule"))
@@ -412,6 +416,7 @@ def test_actions_need_change_permission(client, django_user_model):
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.vendor_independent  # cron and zone arithmetic rendered
 def test_change_page_shows_the_next_five_fire_times_in_zone_and_utc(admin_client):
     s = make("tokyo", kind="cron", interval_seconds=None, cron="0 9 * * *", timezone="Asia/Tokyo")
     response = admin_client.get(change_url(s))
@@ -427,6 +432,7 @@ def test_change_page_shows_the_next_five_fire_times_in_zone_and_utc(admin_client
         assert utc == f"{t:%Y-%m-%d} 00:00:00 UTC"
 
 
+@pytest.mark.vendor_independent  # the page's words for a paused row
 def test_change_page_of_a_paused_schedule_says_nothing_runs(admin_client):
     s = make("paused-page")
     state.disable(s.pk)
@@ -435,6 +441,7 @@ def test_change_page_of_a_paused_schedule_says_nothing_runs(admin_client):
     assert "nothing planned while paused" in html
 
 
+@pytest.mark.vendor_independent  # inline permissions and slicing of distinct instants
 def test_change_page_inlines_are_read_only_and_limited(admin_client):
     s = make("history")
     add_history(s, ["succeeded"] * 22 + ["failed", "skipped", "missed"])
@@ -462,6 +469,7 @@ def test_change_page_inlines_are_read_only_and_limited(admin_client):
     assert listed.status_code == 200 and listed.context["cl"].result_count == 25
 
 
+@pytest.mark.vendor_independent  # the registry's names in a form
 def test_callback_is_a_choice_of_registered_names(admin_client):
     response = admin_client.get(reverse("admin:durable_schedules_schedule_add"))
     field = response.context["adminform"].form.fields["callback"]
@@ -505,6 +513,7 @@ def _form_data(**overrides) -> dict:
     return data
 
 
+@pytest.mark.vendor_independent  # which service the form calls (a spy); create's SQL: test_state
 def test_add_goes_through_services_and_rejects_unregistered_callbacks(admin_client, monkeypatch):
     created = []
     real = state.create_schedule
@@ -529,6 +538,7 @@ def test_add_goes_through_services_and_rejects_unregistered_callbacks(admin_clie
     assert s.kind == "cron" and s.timezone == "Europe/Paris" and s.next_run_at is not None
 
 
+@pytest.mark.vendor_independent  # which service the form calls (a spy); update's SQL: test_state
 def test_edit_goes_through_services_and_writes_only_what_changed(admin_client, monkeypatch):
     s = make("to-edit", interval_seconds=60)
     edits = []
@@ -597,6 +607,7 @@ def test_change_page_button_of_a_deleted_schedule_redirects_with_a_warning(admin
     ]
 
 
+@pytest.mark.vendor_independent  # a row's HTML with an unregistered callback
 def test_page_of_a_schedule_whose_callback_is_gone_still_renders(admin_client):
     s = make("orphan")
     Schedule.objects.filter(pk=s.pk).update(callback="removed.callback")
@@ -671,6 +682,7 @@ def test_bulk_delete_reports_deleted_and_refused(admin_client):
 
 
 @pytest.mark.parametrize("model_name", ["runattempt", "runreceipt", "workerheartbeat"])
+@pytest.mark.vendor_independent  # Django's 403s before any write
 def test_history_admins_are_read_only_even_for_superusers(admin_client, model_name):
     s = make("ro")
     [receipt] = add_history(s, ["failed"])
@@ -777,6 +789,7 @@ def test_health_page_when_healthy(admin_client):
     assert "No schedule is degraded." in html
 
 
+@pytest.mark.vendor_independent  # Django's login and permission redirects
 def test_health_page_is_staff_only(client, django_user_model):
     url = reverse("admin:durable_schedules_schedule_health")
     response = client.get(url)
@@ -794,6 +807,7 @@ def test_health_page_is_staff_only(client, django_user_model):
     assert client.get(url).status_code == 200
 
 
+@pytest.mark.vendor_independent  # links in the pages' HTML
 def test_health_page_is_linked_from_the_app_index_and_lists(admin_client):
     health = reverse("admin:durable_schedules_schedule_health")
     app_index = admin_client.get(reverse("admin:app_list", args=["durable_schedules"]))
@@ -805,6 +819,7 @@ def test_health_page_is_linked_from_the_app_index_and_lists(admin_client):
 
 
 @pytest.mark.parametrize("model", ["runattempt", "runreceipt"])
+@pytest.mark.vendor_independent  # the list's HTML links
 def test_each_history_row_links_to_its_own_page_and_the_schedule_is_its_own_column(
     admin_client, model
 ):
@@ -847,6 +862,7 @@ def test_the_audit_trail_is_on_the_change_page_and_in_its_own_filterable_list(ad
     assert admin_client.get(add).status_code == 403  # append-only, for superusers too
 
 
+@pytest.mark.vendor_independent  # cron in words: pure text
 def test_cron_in_words_in_the_list_the_form_and_as_you_type(admin_client):
     s = make("weekdays", kind="cron", interval_seconds=None, cron="0 9 * * 1-5")
     html = admin_client.get(reverse(CHANGELIST)).content.decode()
@@ -877,6 +893,7 @@ def test_a_second_trigger_before_the_run_says_one_run_happens(admin_client):
     assert state.claim_due(worker="w") == []  # one run, not two
 
 
+@pytest.mark.vendor_independent  # the message's zone text; enable's SQL: test_disable_then_enable_say_what_changed
 def test_enable_says_the_next_run_in_the_schedule_zone_and_in_utc(admin_client):
     s = make(
         "tokyo-job", kind="cron", interval_seconds=None, cron="0 9 * * *", timezone="Asia/Tokyo"
@@ -908,6 +925,7 @@ def test_history_instants_are_in_the_schedule_zone_with_utc_beside(admin_client,
     assert response.status_code == 200 and "JST" not in response.content.decode()
 
 
+@pytest.mark.vendor_independent  # which form fields are read-only
 def test_a_schedule_declared_in_code_shows_its_definition_read_only(admin_client):
     from django_durable_schedules.registry import register, registry
 

@@ -57,7 +57,7 @@ from django_durable_schedules.state.rules import ceil_second
 from django_durable_schedules.worker.execution import runner
 from tests.testapp.models import SideEffect
 
-from .conftest import wait_until
+from .conftest import server_examples, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -77,6 +77,13 @@ PROFILE = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
+#: PROFILE with at most 10 examples on PostgreSQL and MariaDB (``server_examples``): for
+#: the properties about what each database lets in behind ``save()`` (and what it keeps of
+#: a run's texts). They run on every vendor, whose refusals differ (NUL, ranges, text in
+#: a typed column); the strategies are the same on each, and SQLite runs all ``EXAMPLES``.
+#: Used here and in tests/test_totality_worker_paths.py, test_rrule_totality.py,
+#: test_calendar_totality.py, test_calendar_columns.py and test_trigger_payload.py.
+POISON_PROFILE = settings(PROFILE, max_examples=server_examples(EXAMPLES, server=10))
 
 S = timedelta(seconds=1)
 #: The longest delay the engine may put between now and a schedule's next run after a
@@ -485,7 +492,7 @@ HEALTHY_KINDS = st.lists(
 )
 
 
-@PROFILE
+@POISON_PROFILE
 @given(
     kinds=HEALTHY_KINDS,
     poisoned=st.lists(
@@ -595,7 +602,7 @@ def test_claim_contains_poison_rows(kinds, poisoned, order):
     state.complete([runner.execute(c) for c in again], now=later + S)
 
 
-@PROFILE
+@POISON_PROFILE
 @given(
     plan=st.lists(
         st.tuples(
@@ -685,7 +692,7 @@ def outcome_specs(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
-@PROFILE
+@POISON_PROFILE
 @given(
     specs=st.lists(outcome_specs(), min_size=1, max_size=5),
     max_attempts=st.lists(st.sampled_from([1, 3]), min_size=5, max_size=5),
@@ -769,7 +776,7 @@ def expected_status(spec: dict[str, Any]) -> tuple[str, bool]:
     return "failed", name == "FailRun"
 
 
-@PROFILE
+@POISON_PROFILE
 @given(spec=poison_specs(), siblings=st.integers(min_value=0, max_value=3))
 def test_runner_contains_poison_callbacks(spec, siblings):
     """A callback raising or returning generated values, run with ``runner.execute`` and

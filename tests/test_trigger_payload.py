@@ -25,7 +25,7 @@ from django_durable_schedules.registry import registry
 from django_durable_schedules.worker.execution.runner import execute
 
 from .factories import T0
-from .test_totality_properties import JSON_VALUES, PROFILE, wipe
+from .test_totality_properties import JSON_VALUES, POISON_PROFILE, wipe
 from .test_totality_worker_paths import write
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -275,7 +275,7 @@ def test_a_pending_override_follows_triggered_at():
     assert broken.degraded_reason and broken.trigger_payload is None
 
 
-@PROFILE
+@POISON_PROFILE  # what each database keeps of the JSON written behind save()
 @given(override=st.one_of(JSON_VALUES, st.just({"big": "x" * PAYLOAD_MAX_BYTES})))
 def test_an_override_written_behind_save_never_stops_the_claim(override):
     """Whatever ``trigger_payload`` holds (written behind ``save()``), the claim takes the
