@@ -313,3 +313,25 @@ def test_an_occurrence_lease_written_behind_save_with_no_run_is_dropped_by_recov
     )
     assert state.expire_leases(now=T0 + 10 * S) == 0  # no attempt holds it: nothing to receipt
     assert RunReceipt.objects.count() == 0
+
+
+def test_a_lease_counted_out_by_a_claim_is_not_revived_by_a_late_renewal():
+    """A renewal reads its clock first, then extends the leases live by it. If it read the
+    clock before an occurrence's lease lapsed and its UPDATE comes after a claim that
+    counted that lease out and admitted the next slot in its place, it extended the lapsed
+    lease: two occurrences live under ``max_parallel`` 1, the first receipted
+    ``succeeded`` (CI's chaos soak, 2026-12-07: ``parallel_claims_over_max``). The claim
+    now ends the lease it counts out: the late renewal finds it lost, the run's outcome is
+    fenced, and the recovery receipts it ``lease_expired``."""
+    make(max_parallel=1, interval_seconds=10)
+    first = claim(T0, lease=30)[0]
+    [second] = claim(T0 + 40 * S, lease=30)  # the first's lease lapsed at T0 + 30
+    owned = state.renew_leases([first.lease_token], lease_seconds=30, now=T0 + 29 * S)
+    assert first.lease_token not in owned
+    assert OccurrenceLease.objects.live(T0 + 41 * S).count() == 1
+    report = state.complete([done(first)], now=T0 + 42 * S)
+    assert report.fenced
+    assert RunReceipt.objects.get(attempt_id=first.attempt_id).status == "lease_expired"
+    state.complete([done(second)], now=T0 + 43 * S)
+    assert RunReceipt.objects.get(attempt_id=second.attempt_id).status == "succeeded"
+    assert OccurrenceLease.objects.count() == 0

@@ -14,7 +14,9 @@ item 4): the reads and writes around the pure rules of :mod:`.parallel_rules`.
 The discipline is the one of a row's own lease: every write of an occurrence lease happens
 in a transaction that holds its schedule's row lock (a claim and a completion lock the row
 first; a recovery locks the expired leases, then their rows, skipping locked ones), except
-a renewal, which extends only leases still live (a recovery takes only expired ones).
+a renewal, which extends only leases still live (a recovery takes only expired ones). A
+renewal's "live" is judged by the clock it read at its start, so a claim that counts a
+lapsed lease out also ends it (``COUNTED_OUT``): a late renewal cannot revive it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Min
@@ -50,6 +52,11 @@ from .values import Claim, CompletionReport, Failure, Outcome
 
 logger = logging.getLogger(__name__)
 
+#: The expiry a claim gives an occurrence lease it counted out as lapsed
+#: (:meth:`ParallelAdmission.admit`): before any instant a renewal's clock can read, so no
+#: renewal extends it, and expired for the recovery.
+COUNTED_OUT = datetime(1970, 1, 1, tzinfo=UTC)
+
 
 class ParallelAdmission:
     """The ``allow`` rows of one claim transaction (see the module). No statement for a
@@ -70,14 +77,27 @@ class ParallelAdmission:
         ids = [row.pk for row in rows if parallel_limit(row) is not None]
         if not ids:
             return rows
-        live = (
-            OccurrenceLease.objects.using(self.using)
-            .live(now)
-            .filter(schedule_id__in=ids)
+        leases = OccurrenceLease.objects.using(self.using).filter(schedule_id__in=ids)
+        # A lease that lapsed is counted out here, and ended: its expiry moves to
+        # COUNTED_OUT, so that no renewal revives it - one whose clock was read before the
+        # lapse and whose UPDATE comes after this claim would otherwise extend it, and its
+        # run would go on beside the one admitted in its place. Its run's completion is then
+        # fenced and the recovery receipts it (at once: the wake-up reads its expiry). A
+        # lapsed lease another transaction holds (a renewal in flight) is not counted out:
+        # it takes its place.
+        lapsed = list(
+            locked(leases.expired(now), self.using, skip_locked=True).values_list("pk", flat=True)
+        )
+        if lapsed:
+            OccurrenceLease.objects.using(self.using).filter(pk__in=lapsed).update(
+                lease_expires_at=COUNTED_OUT
+            )
+        taken = (
+            leases.exclude(pk__in=lapsed)
             .values("schedule_id")
             .annotate(n=Count("pk"), first=Min("lease_expires_at"))
         )
-        found = {r["schedule_id"]: r for r in live}
+        found = {r["schedule_id"]: r for r in taken}
         admitted, held = admit_parallel(rows, {k: v["n"] for k, v in found.items()})
         kept = {row.pk for row in held}
         self.admitted.update(pk for pk in ids if pk not in kept)
