@@ -604,6 +604,21 @@ def _wait_postgres(url: str, seconds: float) -> bool:
     return False
 
 
+def strike(fleet: Fleet, now: float, due: list[float], args: argparse.Namespace) -> None:
+    """One tick of the chaos: reap the workers that died and resume the frozen ones whose
+    time is up, then SIGKILL one once ``due[0]`` passed and freeze one once ``due[1]``
+    passed (``time.monotonic()`` seconds), each moved on by ``--kill-every`` /
+    ``--stall-every``."""
+    fleet.reap()
+    fleet.resume()
+    if now >= due[0]:
+        fleet.kill_random()
+        due[0] += args.kill_every
+    if now >= due[1]:
+        fleet.stall_random()
+        due[1] += args.stall_every
+
+
 def soak(
     fleet: Fleet, args: argparse.Namespace, url: str, vendor: str, poisoned: list[dict[str, Any]]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -617,8 +632,11 @@ def soak(
     if restart_pending and vendor != "postgresql":
         restart, restart_pending = {"done": False, "note": f"not PostgreSQL ({vendor})"}, False
     t0 = time.monotonic()
-    next_kill = t0 + args.kill_every if args.kill_every > 0 else float("inf")
-    next_stall = t0 + args.stall_every if args.stall_every > 0 else float("inf")
+    # The next SIGKILL and the next freeze (monotonic seconds; strike() moves them on).
+    due = [
+        t0 + args.kill_every if args.kill_every > 0 else float("inf"),
+        t0 + args.stall_every if args.stall_every > 0 else float("inf"),
+    ]
     restart_at = t0 + args.duration / 2
     n = len(POISON_ROWS) if args.poison else 0
     if args.poison and args.surfaces:
@@ -631,8 +649,7 @@ def soak(
     # the soak then runs on until healthy schedules have had half the duration after it.
     end = t0 + args.duration
     while (now := time.monotonic()) < end:
-        fleet.reap()
-        fleet.resume()
+        strike(fleet, now, due, args)
         if poison_at and now >= poison_at[0]:
             entry = write_poison(len(poisoned), vendor, args.surfaces)
             tries += 1
@@ -645,12 +662,6 @@ def soak(
                 end = max(end, now + args.duration * 0.5)
             else:
                 poison_at[0] = now + 1.0
-        if now >= next_kill:
-            fleet.kill_random()
-            next_kill += args.kill_every
-        if now >= next_stall:
-            fleet.stall_random()
-            next_stall += args.stall_every
         if restart_pending and now >= restart_at:
             restart_pending = False
             say("restarting PostgreSQL")
@@ -668,14 +679,7 @@ def soak(
     limit = extended_from + max(0.0, args.extend_max)
     waiting = waiting_on(poisoned, args.surfaces) if args.poison else []
     while waiting and (now := time.monotonic()) < limit:
-        fleet.reap()
-        fleet.resume()
-        if now >= next_kill:
-            fleet.kill_random()
-            next_kill += args.kill_every
-        if now >= next_stall:
-            fleet.stall_random()
-            next_stall += args.stall_every
+        strike(fleet, now, due, args)
         time.sleep(1.0)
         waiting = waiting_on(poisoned, args.surfaces)
     extended = round(time.monotonic() - extended_from, 1)
