@@ -62,7 +62,8 @@ def instant_after_read(
     database clock read at each call when ``fresh`` (rows lock: a row another transaction
     released after ``now`` is seen only once that commit happened, so an instant read after
     the row is never before what the row follows) or when ``now`` is None. A claim's
-    backfill and chain slots (tests/test_chain_claim_clock.py)."""
+    backfill and chain slots (tests/test_chain_claim_clock.py) and the rows it reads to
+    fill places held back (tests/test_parallel_claim_clock.py)."""
     if fresh or now is None:
         return lambda: db_now(using)
     return lambda: now

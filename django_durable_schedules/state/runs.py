@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -302,9 +302,12 @@ def _claim_batch(
         head = read[: limit - reserve - kept] if open_ or kept else list(read)
         # Rows held back (allow: at max_parallel running; by their group) wait, due.
         parallel, groups = admissions = (ParallelAdmission(using), Admission(using))
-        rows, more = _fill_held(admissions, head, now, using, due_before, pools)
-        plan_rows(rows, *plan)
-        now_of = instant_after_read(now, using, fresh=clock_after)  # backfill, chain slots
+        now_of = instant_after_read(now, using, fresh=clock_after)  # rows read after now
+        parts, more = _fill_held(admissions, head, now, now_of, using, due_before, pools)
+        rows: list[Schedule] = []
+        for part, at in parts:  # each part planned at an instant after its read
+            plan_rows(part, at, *plan[1:])
+            rows += part
         sink = (lease, worker, attempts, receipts, claims, using)  # where claims are written
         filled = chained = []
         if only is None and open_ is not False:  # backfill slots on schedules left free
@@ -351,36 +354,44 @@ def _fill_held(
     admissions: tuple[ParallelAdmission, Admission],
     head: list[Schedule],
     now: datetime | None,
+    now_of: Callable[[], datetime],
     using: str,
     due_before: Any,
     pools: Sequence[str],
-) -> tuple[list[Schedule], list[Schedule]]:
+) -> tuple[list[tuple[list[Schedule], datetime]], list[Schedule]]:
     """The rows of ``head`` that start now (:meth:`.groups.Admission.admit`), and when
     their groups held some back, as many more due rows of other groups or none as fill
-    the places (at most :data:`FILL_ROUNDS` more reads): ``(rows, more)``, ``more`` every
-    row read beyond ``head`` (locked; the ones admitted are in ``rows``, their calendars
-    and windows loaded). A full group never costs the others their place in the batch, nor
+    the places (at most :data:`FILL_ROUNDS` more reads): ``(parts, more)``, ``parts`` the
+    rows admitted, each list with the instant it is admitted and planned at (``now`` for
+    ``head``; for a fill read's rows, ``now_of()`` after that read: where rows lock, an
+    instant read after their lock, so what another worker ended before it is never
+    after their ``claimed_at``: tests/test_parallel_claim_clock.py), ``more`` every row
+    read beyond ``head`` (locked; the ones admitted are in ``parts``, their calendars and
+    windows loaded). A full group never costs the others their place in the batch, nor
     does an ``allow`` row at its ``max_parallel`` (``admissions``: the claim's
     :class:`.parallel.ParallelAdmission`, then its groups')."""
     if not head or now is None:
         return [], []
     parallel, groups = admissions
-    rows = groups.admit(parallel.admit(head, now), now)
+    parts = [(groups.admit(parallel.admit(head, now), now), now)]
+    taken = len(parts[0][0])
     more: list[Schedule] = []
     for _ in range(FILL_ROUNDS):
-        if len(rows) >= len(head) or not (groups.held or parallel.held):
+        if taken >= len(head) or not (groups.held or parallel.held):
             break
         skip = ([r.pk for r in head + more], sorted(groups.held, key=str))
         found = _read_due(
-            using, due_before, len(head) - len(rows), None, pools, cached=False, skip=skip
+            using, due_before, len(head) - taken, None, pools, cached=False, skip=skip
         )
         if not found:
             break
         load_exclusions(found, using)
         load_blackouts(found, using)
         more += found
-        rows += groups.admit(parallel.admit(found, now), now)
-    return rows, more
+        at = now_of()
+        parts.append((groups.admit(parallel.admit(found, at), at), at))
+        taken += len(parts[-1][0])
+    return parts, more
 
 
 def _due_clock(now: datetime | None, using: str) -> tuple[bool, Any, datetime | None]:
