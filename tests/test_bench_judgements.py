@@ -7,16 +7,21 @@ from pathlib import Path
 
 import pytest
 
-_BENCH = str(Path(__file__).resolve().parent.parent / "bench")
-sys.path.insert(0, _BENCH)
-try:
-    claim_plan = pytest.importorskip("claim_plan")
-    claim_plan_chains = pytest.importorskip("claim_plan_chains")
-    claim_plan_groups = pytest.importorskip("claim_plan_groups")
-    throughput = pytest.importorskip("throughput")
-    memory_soak = pytest.importorskip("memory_soak")
-finally:
-    sys.path.remove(_BENCH)  # bench's module names (common, seed) stay out of the way
+from .bench_modules import import_bench
+
+(
+    claim_plan,
+    claim_plan_chains,
+    claim_plan_groups,
+    throughput,
+    memory_soak,
+) = import_bench(
+    "claim_plan",
+    "claim_plan_chains",
+    "claim_plan_groups",
+    "throughput",
+    "memory_soak",
+)
 
 
 def _scan(node_type: str, relation: str, **more):

@@ -1,18 +1,13 @@
 """The chaos soak's chain audit (bench/chaos_chains.py): fabricated rows of a clean chain
 pass; rows that break each rule are counted under that rule's name, and no other."""
 
-import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-_BENCH = str(Path(__file__).resolve().parent.parent / "bench")
-sys.path.insert(0, _BENCH)
-try:
-    chaos_chains = pytest.importorskip("chaos_chains")
-finally:
-    sys.path.remove(_BENCH)
+from .bench_modules import import_bench
+
+(chaos_chains,) = import_bench("chaos_chains")
 
 T0 = datetime(2026, 12, 6, 10, 0, tzinfo=UTC)
 STOP = T0 + timedelta(seconds=120)

@@ -1,19 +1,12 @@
 """The chaos soak's group audit (bench/chaos_groups.py): the most intervals open at once
 and the most starts in one window, against a brute count over the same values."""
 
-import sys
-from pathlib import Path
-
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-_BENCH = str(Path(__file__).resolve().parent.parent / "bench")
-sys.path.insert(0, _BENCH)
-try:
-    chaos_groups = pytest.importorskip("chaos_groups")
-finally:
-    sys.path.remove(_BENCH)
+from .bench_modules import import_bench
+
+(chaos_groups,) = import_bench("chaos_groups")
 
 instants = st.integers(min_value=0, max_value=200).map(lambda n: n / 10)
 

@@ -3,9 +3,7 @@
 back unrun not counted; during the soak (``receipted=True``) a claim still in flight is not
 counted yet either, so what the soak waits for holds at the audit too."""
 
-import sys
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -13,12 +11,9 @@ from django_durable_schedules import state
 from django_durable_schedules.models import Schedule
 from django_durable_schedules.state import Outcome
 
-_BENCH = str(Path(__file__).resolve().parent.parent / "bench")
-sys.path.insert(0, _BENCH)
-try:
-    chaos = pytest.importorskip("chaos")
-finally:
-    sys.path.remove(_BENCH)
+from .bench_modules import import_bench
+
+(chaos,) = import_bench("chaos")
 
 pytestmark = [pytest.mark.django_db, pytest.mark.vendor_independent]
 

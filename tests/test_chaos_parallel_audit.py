@@ -3,18 +3,11 @@ fabricated rows of clean occurrences pass; rows that break each rule are counted
 that rule's name, and no other. A run whose lease lapsed (its worker frozen) does not
 count against ``max_parallel`` past the lapse, though its callback ran on."""
 
-import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest
+from .bench_modules import import_bench
 
-_BENCH = str(Path(__file__).resolve().parent.parent / "bench")
-sys.path.insert(0, _BENCH)
-try:
-    chaos_parallel = pytest.importorskip("chaos_parallel")
-finally:
-    sys.path.remove(_BENCH)
+(chaos_parallel,) = import_bench("chaos_parallel")
 
 T0 = datetime(2026, 12, 6, 10, 0, tzinfo=UTC)
 BASE = T0.timestamp()

@@ -16,9 +16,7 @@ its own status. Driven with an injected clock, the poison written by raw SQL.
 
 from __future__ import annotations
 
-import sys
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -28,11 +26,11 @@ from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
 from django_durable_schedules.state.quarantine import LEASE_PREFIX
 from django_durable_schedules.worker.execution.runner import execute
 
+from .bench_modules import import_bench
 from .factories import T0
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-_BENCH = str(Path(__file__).resolve().parent.parent / "bench")
 
 S = timedelta(seconds=1)
 
@@ -115,11 +113,7 @@ def test_the_chaos_audit_holds_the_quarantined_run_fenced_and_its_occurrence_end
     """The soak's audit (bench/chaos.py) of that sequence: the callback's ``done ... ok``
     line with a ``lease_expired`` receipt is no ``ok_with_wrong_receipt`` (its worker died:
     fenced), and the occurrence the pause ended is no ``lost_occurrences``."""
-    sys.path.insert(0, _BENCH)
-    try:
-        chaos = pytest.importorskip("chaos")
-    finally:
-        sys.path.remove(_BENCH)
+    (chaos,) = import_bench("chaos")
     bad, bad_claim, _ = claimed("victim")
     poison(bad.pk, value)
     state.expire_leases(now=T0 + 71 * S)
