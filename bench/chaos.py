@@ -721,13 +721,15 @@ def waiting_on(poisoned: list[dict[str, Any]], surfaces: bool) -> list[str]:
     """What the audit's liveness checks would still find at this instant: the healthy
     schedules not claimed since the last poison (:func:`healthy_unclaimed`, receipted
     claims only) and, with ``surfaces``, the innocent backfills that ran no slot
-    (``chaos_surfaces.unrun_backfills``)."""
+    (``chaos_surfaces.unrun_backfills``) and the poisoned rows whose pass neither paused
+    them nor went on (``chaos_surfaces.stalled_victims``)."""
     from django.db import DatabaseError, connections
 
     try:
         found = list(healthy_unclaimed(poisoned, receipted=True))
         if surfaces:
             found += chaos_surfaces.unrun_backfills(poisoned)
+            found += [example for _, example in chaos_surfaces.stalled_victims(poisoned)]
     except DatabaseError as exc:  # SQLite busy under load: not known yet, ask again
         found = [f"(not read: {exc})"]
     finally:

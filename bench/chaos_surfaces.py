@@ -231,6 +231,45 @@ def unrun_backfills(poisoned: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def stalled_victims(
+    poisoned: list[dict[str, Any]], rows: dict[str, Any] | None = None
+) -> list[tuple[str, str]]:
+    """The poisoned rows (lease, occurrence, calendar; a poisoned backfill's schedule) whose
+    worker pass did not go on: ``(violation, example)`` pairs,
+    ``backfill_poison_not_contained`` or ``surface_victim_stalled`` (the module docstring).
+    ``rows``: the schedules by name, read when not given. Notes each entry's ``final``
+    state."""
+    from django_durable_schedules.models import Backfill, RunAttempt, Schedule
+
+    if rows is None:
+        rows = {s.name: s for s in Schedule.objects.all()}
+    found: list[tuple[str, str]] = []
+    for entry in poisoned:
+        if entry.get("result") != "written" or "surface" not in entry:
+            continue
+        row = rows[entry["victim"]]
+        contained = row.status == "paused" and bool(row.degraded_reason)
+        entry["final"] = {"status": row.status, "degraded_reason": row.degraded_reason}
+        if entry.get("backfill"):
+            bf = Backfill.objects.get(pk=entry["backfill"])
+            entry["final"]["backfill"] = bf.status
+            # Open at the end is fine when it went on: a slot in flight when the poison
+            # was written moves the backfill on and overwrites it (the other audits judge
+            # those runs). Open and stuck is not.
+            went_on = RunAttempt.objects.filter(
+                schedule_id=row.pk, origin="backfill", claimed_at__gt=entry["at"]
+            ).exists()
+            if bf.status == "active" and not (contained or went_on):
+                found.append(("backfill_poison_not_contained", f"{row.name}: backfill still open"))
+            continue
+        went_on = RunAttempt.objects.filter(schedule_id=row.pk, claimed_at__gt=entry["at"]).exists()
+        if not (contained or went_on):
+            found.append(
+                ("surface_victim_stalled", f"{row.name} ({entry['surface']}): {row.status}")
+            )
+    return found
+
+
 def audit_surfaces(poisoned: list[dict[str, Any]]) -> dict[str, Any]:
     """The surfaces' part of the audit (see the module docstring): violations, examples,
     and totals (backfill slots run, excluded slots counted)."""
@@ -266,27 +305,8 @@ def audit_surfaces(poisoned: list[dict[str, Any]]) -> dict[str, Any]:
         violation("backfill_stalled", example)
 
     rows = {s.name: s for s in Schedule.objects.all()}
-    for entry in poisoned:
-        if entry.get("result") != "written" or "surface" not in entry:
-            continue
-        row = rows[entry["victim"]]
-        contained = row.status == "paused" and bool(row.degraded_reason)
-        entry["final"] = {"status": row.status, "degraded_reason": row.degraded_reason}
-        if entry.get("backfill"):
-            bf = Backfill.objects.get(pk=entry["backfill"])
-            entry["final"]["backfill"] = bf.status
-            # Open at the end is fine when it went on: a slot in flight when the poison
-            # was written moves the backfill on and overwrites it (the other audits judge
-            # those runs). Open and stuck is not.
-            went_on = RunAttempt.objects.filter(
-                schedule_id=row.pk, origin="backfill", claimed_at__gt=entry["at"]
-            ).exists()
-            if bf.status == "active" and not (contained or went_on):
-                violation("backfill_poison_not_contained", f"{row.name}: backfill still open")
-            continue
-        went_on = RunAttempt.objects.filter(schedule_id=row.pk, claimed_at__gt=entry["at"]).exists()
-        if not (contained or went_on):
-            violation("surface_victim_stalled", f"{row.name} ({entry['surface']}): {row.status}")
+    for example in stalled_victims(poisoned, rows):
+        violation(*example)
     excluded = sum(s.excluded_count for s in rows.values() if s.name.startswith("chaos-"))
     return {
         "violations": dict(counts),

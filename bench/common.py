@@ -190,7 +190,8 @@ def worker_backends(conn: psycopg.Connection) -> list[int]:
     return [row[0] for row in rows]
 
 
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+#: Clock ticks a second (``/proc``'s CPU figures are in them).
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -204,7 +205,7 @@ def cpu_seconds(pids: list[int]) -> float:
         except OSError:
             continue
         total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
-    return total / _TICKS
+    return total / TICKS
 
 
 def python_loop_ms(iterations: int = 2_000_000) -> float:
@@ -228,7 +229,7 @@ def machine_busy_seconds() -> float:
     except OSError:
         return 0.0
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
-    return (user + nice + system + irq + softirq + steal) / _TICKS
+    return (user + nice + system + irq + softirq + steal) / TICKS
 
 
 # ---------------------------------------------------------------------------------------

@@ -18,7 +18,8 @@
    scan), runs counted, each worker's VmRSS, the schedule table's heap / index / total
    size, updates, HOT updates, dead tuples and vacuums (``pg_stat_user_tables``), the
    attempts and receipts inserted and alive, slots recorded missed, schedules overdue by
-   over 5 s, and ``/proc/loadavg``.
+   over 5 s, ``/proc/loadavg`` and the CPU used in it (``cpu``: the workers', their
+   backends', the machine's busy share and the engine's ms per run; bench/cpu_meter.py).
 
 Floors (the first ``--warmup-minutes`` are not judged; "first" and "last" are the first
 and last ``W = min(5, judged minutes // 2)`` judged minutes):
@@ -50,6 +51,7 @@ from typing import Any
 
 import common
 from common import ROOT, T_ATTEMPT, T_RECEIPT, T_SCHEDULE, log, scalar
+from cpu_meter import CpuMeter
 from memory_soak import rss_kib
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_bench_sustained"
@@ -120,7 +122,9 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def minute_sample(conn: Any, start: datetime, end: datetime, pids: list[int]) -> dict[str, Any]:
+def minute_sample(
+    conn: Any, start: datetime, end: datetime, pids: list[int], cpu: CpuMeter
+) -> dict[str, Any]:
     """The figures of the minute [start, end) (see the module's docstring)."""
     runs, p50, p99, worst = conn.execute(
         f"SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY x), "
@@ -158,6 +162,7 @@ def minute_sample(conn: Any, start: datetime, end: datetime, pids: list[int]) ->
         "attempts": {k: attempts[k] for k in ("inserted", "deleted", "live", "total_bytes")},
         "receipts": {k: receipts[k] for k in ("inserted", "deleted", "live", "total_bytes")},
         "loadavg": loadavg(),
+        "cpu": cpu.sample(conn, pids, runs),
     }
 
 
@@ -301,6 +306,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         minutes: list[dict[str, Any]] = []
         try:
             common.wait_for_heartbeats(conn, args.workers, procs)
+            cpu = CpuMeter()
+            cpu.sample(conn, pids)
             if scalar(conn, "SELECT now()") >= t0:
                 log("the workers started after the first slots: the first minute runs late")
             for k in range(args.minutes):
@@ -312,14 +319,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         if proc.poll() is not None:
                             raise RuntimeError(f"worker {proc.pid} exited (log: {path})")
                     time.sleep(0.5)
-                minutes.append(minute_sample(conn, start, end, pids))
+                minutes.append(minute_sample(conn, start, end, pids, cpu))
                 m = minutes[-1]
                 log(
                     f"minute {k + 1}: {m['runs']} runs, p50 {m['lateness_p50_ms']} ms, p99 "
                     f"{m['lateness_p99_ms']} ms, rss {m['worker_rss_mib']} MiB, schedule table "
                     f"{m['schedule_table']['total_bytes'] / 2**20:.1f} MiB (HOT "
                     f"{m['schedule_table']['hot_ratio']}), dead {m['schedule_table']['dead']}, "
-                    f"receipts live {m['receipts']['live']}, load {m['loadavg']}"
+                    f"receipts live {m['receipts']['live']}, load {m['loadavg']}, cpu {m['cpu']}"
                 )
         finally:
             codes = common.stop_workers(procs)
@@ -384,7 +391,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     floors = result["floors"]
     passed = "error" not in floors and all(f["passed"] for f in floors.values())
-    lines = [f"  {name}: {'PASS' if f['passed'] else 'FAIL'} {f}" for name, f in floors.items()]
+    lines = (
+        [f"  FAIL: {floors['error']}"]
+        if "error" in floors
+        else [f"  {name}: {'PASS' if f['passed'] else 'FAIL'} {f}" for name, f in floors.items()]
+    )
     common.emit(report, "\n".join(lines), args.json_out)
     print(
         f"sustained: {args.schedules:,} schedules every {args.interval} s "

@@ -49,3 +49,31 @@ def test_a_healthy_schedule_counts_once_a_claim_after_the_last_poison_is_not_han
     later = [*poisoned, {"victim": "v3", "result": "written", "at": now + timedelta(seconds=1)}]
     assert len(chaos.healthy_unclaimed(later)) == 3
     assert chaos.healthy_unclaimed([]) == {}  # no poison written: nothing to prove
+
+
+@pytest.mark.django_db(transaction=True)  # waiting_on closes its connections, as the soak
+def test_the_soak_waits_on_a_poisoned_row_until_its_pass_paused_it_or_went_on():
+    """``chaos.waiting_on`` (what the soak runs on past ``--duration`` for) names a surface
+    victim whose pass neither paused it with a reason nor claimed it since its poison, as
+    the audit's ``surface_victim_stalled`` would; once it is paused degraded, or claimed
+    after the poison, nothing is waited on."""
+    now = state.db_now().replace(microsecond=0)
+    poisoned = []
+    for name in ("chaos-svictim-paused", "chaos-svictim-claimed"):
+        Schedule.objects.create(
+            name=name, callback="tests.noop", kind="interval", interval_seconds=60,
+            next_run_at=now,
+        )  # fmt: skip
+        poisoned.append({"victim": name, "result": "written", "surface": "x", "at": now})
+    assert chaos.waiting_on(poisoned, surfaces=True) == [
+        "chaos-svictim-paused (x): active",
+        "chaos-svictim-claimed (x): active",
+    ]
+    assert chaos.waiting_on(poisoned, surfaces=False) == []
+    Schedule.objects.filter(name="chaos-svictim-paused").update(
+        status="paused", degraded_reason="bad row"
+    )
+    assert chaos.waiting_on(poisoned, surfaces=True) == ["chaos-svictim-claimed (x): active"]
+    (claim,) = state.claim_due(worker="w", now=now + timedelta(seconds=1))
+    assert claim.schedule_name == "chaos-svictim-claimed"
+    assert chaos.waiting_on(poisoned, surfaces=True) == []
