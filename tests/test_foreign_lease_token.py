@@ -109,3 +109,22 @@ def test_a_quarantined_foreign_lease_receipts_the_run_it_displaced():
     attempt = RunAttempt.objects.get(pk=claim.attempt_id)
     assert attempt.receipt.status == "lease_expired"  # its run was out: it may have run
     assert "the schedule was paused" in attempt.receipt.error_message
+
+
+def test_a_late_outcome_on_a_row_no_conversion_reads_is_fenced_not_dropped():
+    """The completion reads the row to apply an outcome; a lease expiry that no Python
+    datetime holds (PostgreSQL ``-infinity``, written behind ``save()`` with a foreign token
+    while the run was out: the chaos soak's ``lease_minus_infinity``) made the whole read
+    fail, and the outcome was dropped ("dropped the outcome ..."), its run known only as
+    ``lease_expired`` once the recovery came. The token, read alone, is not the outcome's:
+    the outcome is fenced as any late one, receipted ``lease_lost`` at once, and the
+    occurrence still retried after the recovery."""
+    s, claim = claimed()
+    replace_token(s, past())
+    report = state.complete([Outcome(claim, "succeeded")])
+    assert report.dropped == []
+    assert [o.claim.attempt_id for o in report.fenced] == [claim.attempt_id]
+    assert RunAttempt.objects.get(pk=claim.attempt_id).receipt.status == "lease_lost"
+    state.expire_leases()
+    assert RunReceipt.objects.filter(attempt_id=claim.attempt_id).count() == 1
+    retried(s, claim)

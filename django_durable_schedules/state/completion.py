@@ -43,7 +43,7 @@ from .enqueues import run_enqueue
 from .events import write_events
 from .groups import release_groups, unstart_groups
 from .machine import apply_changes, changes_of, pause_degraded
-from .orphans import orphan_receipts
+from .orphans import fence_unreadable, orphan_receipts
 from .outcomes import apply_outcome, fail_attempt, fenced_result
 from .parallel import end_leases, finish_occurrence, leases_of, off_row
 from .previous_rules import note_success
@@ -144,6 +144,9 @@ def _complete_alone(outcome: Outcome, now: datetime | None, using: str) -> Compl
     try:
         return _complete_batch([stripped], now, using)
     except ROW_PROBLEMS as exc:
+        fenced = fence_unreadable(outcome, now, using)
+        if fenced is not None:
+            return fenced
         logger.error(
             "dropped the outcome of %s occurrence %s attempt %s: the database refused it "
             "(%s; %s); its lease will expire and the occurrence be recovered",

@@ -1,14 +1,20 @@
 """The late outcomes of a completion batch whose lease token no longer owns its row (the
 lease was recovered, or the row deleted, while the run ran): receipted ``lease_lost`` unless
 the recovery receipted the attempt already, dropped with a log line when retention pruned
-the attempt (:func:`orphan_receipts`)."""
+the attempt (:func:`orphan_receipts`); the same for the outcome of a row the completion
+cannot read at all whose token, read alone, is not the outcome's (:func:`fence_unreadable`)."""
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime
 
-from ..models import ReceiptStatus, RunAttempt
+from django.db import transaction
+
+from ..db.batch import ROW_PROBLEMS, insert_rows
+from ..db.clock import resolve_now
+from ..db.locks import lock_for_write, locked
+from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule
 from .outcomes import fenced_result
 from .records import Receipt, build_receipt
 from .transitions import implements
@@ -60,3 +66,31 @@ def orphan_receipts(
             )
         )
     return receipts
+
+
+@implements("outcome.lease_lost")
+def fence_unreadable(outcome: Outcome, now: datetime | None, using: str) -> CompletionReport | None:
+    """The outcome of a row the completion cannot read (a value no conversion takes,
+    written behind ``save()``: PostgreSQL's ``-infinity`` in a lease expiry), when the
+    row's lease token, read alone, is not the outcome's: fenced as any late outcome
+    (:func:`orphan_receipts`: ``lease_lost``), the row left to the lease recovery
+    (which contains it). Deferred when the row is locked; None when its token is the
+    outcome's or cannot be read either (the outcome is then dropped: its lease expires
+    and the recovery receipts it)."""
+    report = CompletionReport()
+    try:
+        with transaction.atomic(using=using):
+            lock_for_write(using)
+            qs = Schedule.objects.using(using).filter(pk=outcome.claim.schedule_id)
+            if not locked(qs.only("pk"), using, skip_locked=True):
+                report.deferred.append(outcome)  # or deleted: the batch fenced it then
+                return report
+            token = qs.values_list("lease_token", flat=True).first()
+            if token == outcome.claim.lease_token:
+                return None
+            receipts = orphan_receipts([outcome], resolve_now(now, using), using, report)
+            report.receipts = [r.model() for r in receipts]
+            insert_rows(RunReceipt, report.receipts, using)
+    except ROW_PROBLEMS:
+        return None
+    return report
