@@ -482,8 +482,24 @@ class Fleet:
                     self.frozen.pop(wid, None)
                 self.start()
 
-    def kill_random(self) -> None:
-        wid = self.rng.choice(sorted(self.procs))
+    def up(self, wid: str) -> bool:
+        """Whether worker ``wid`` reached its loop (its log says it is starting): a worker
+        still importing Django holds no claim, and killing it proves nothing of the engine;
+        on a loaded machine (import taking most of ``--kill-every``) such kills starved the
+        fleet until no schedule ran."""
+        try:
+            with (self.outdir / f"{wid}.log").open("rb") as log:
+                return b" starting (" in log.read(8192)
+        except OSError:
+            return False
+
+    def kill_random(self) -> bool:
+        """SIGKILL a random worker that is up (:meth:`up`) and start another in its place;
+        False (nothing killed, the kill stays due) while none is."""
+        ready = [wid for wid in sorted(self.procs) if self.up(wid)]
+        if not ready:
+            return False
+        wid = self.rng.choice(ready)
         with self.lock:
             proc = self.procs.pop(wid)
             self.frozen.pop(wid, None)
@@ -495,6 +511,7 @@ class Fleet:
         self.killed += 1
         self.killed_ids.add(wid)
         say(f"SIGKILL {wid}; started {self.start()}")
+        return True
 
     def stall_random(self) -> None:
         awake = sorted(set(self.procs) - set(self.frozen))
@@ -608,11 +625,10 @@ def strike(fleet: Fleet, now: float, due: list[float], args: argparse.Namespace)
     """One tick of the chaos: reap the workers that died and resume the frozen ones whose
     time is up, then SIGKILL one once ``due[0]`` passed and freeze one once ``due[1]``
     passed (``time.monotonic()`` seconds), each moved on by ``--kill-every`` /
-    ``--stall-every``."""
+    ``--stall-every``; a kill waits, due, while no worker is up (:meth:`Fleet.up`)."""
     fleet.reap()
     fleet.resume()
-    if now >= due[0]:
-        fleet.kill_random()
+    if now >= due[0] and fleet.kill_random():
         due[0] += args.kill_every
     if now >= due[1]:
         fleet.stall_random()

@@ -77,3 +77,20 @@ def test_the_soak_waits_on_a_poisoned_row_until_its_pass_paused_it_or_went_on():
     (claim,) = state.claim_due(worker="w", now=now + timedelta(seconds=1))
     assert claim.schedule_name == "chaos-svictim-claimed"
     assert chaos.waiting_on(poisoned, surfaces=True) == []
+
+
+def test_the_chaos_kills_only_a_worker_that_is_up(tmp_path):
+    """A worker still importing Django (no ``starting`` line in its log yet) is never the
+    one SIGKILLed: the kill stays due (``kill_random`` returns False) until one is up."""
+    import random
+
+    fleet = chaos.Fleet({}, tmp_path, 4, random.Random(1))
+    fleet.procs = {"chaos-w001": None, "chaos-w002": None}  # not touched while none is up
+    (tmp_path / "chaos-w001.log").write_text("")
+    assert not fleet.up("chaos-w001") and not fleet.up("chaos-w002")  # no log at all
+    assert fleet.kill_random() is False
+    (tmp_path / "chaos-w002.log").write_text(
+        "2026-12-07 04:20:11,582 INFO django_durable_schedules.worker: worker chaos-w002 "
+        "starting (concurrency 4, batch 100, claim ahead 0.05s, lease 4.0s) pools=default\n"
+    )
+    assert fleet.up("chaos-w002") and not fleet.up("chaos-w001")
