@@ -482,21 +482,31 @@ class Fleet:
                     self.frozen.pop(wid, None)
                 self.start()
 
-    def up(self, wid: str) -> bool:
-        """Whether worker ``wid`` reached its loop (its log says it is starting): a worker
-        still importing Django holds no claim, and killing it proves nothing of the engine;
-        on a loaded machine (import taking most of ``--kill-every``) such kills starved the
-        fleet until no schedule ran."""
+    def up(self, wid: str, for_seconds: float = 0.0) -> bool:
+        """Whether worker ``wid`` reached its loop (its log says it is starting) at least
+        ``for_seconds`` ago: a worker still importing Django holds no claim, and killing it
+        proves nothing of the engine; on a loaded machine (an import taking 10-18 s, longer
+        than ``--kill-every``) such kills, and kills just after the start, starved the
+        fleet until the healthy schedules went unclaimed."""
         try:
             with (self.outdir / f"{wid}.log").open("rb") as log:
-                return b" starting (" in log.read(8192)
+                head = log.read(8192)
         except OSError:
             return False
+        for line in head.splitlines():
+            if b" starting (" in line:
+                try:
+                    at = datetime.strptime(line[:23].decode(), "%Y-%m-%d %H:%M:%S,%f")
+                except ValueError:
+                    return True  # up; when, not known
+                return (datetime.now() - at).total_seconds() >= for_seconds
+        return False
 
-    def kill_random(self) -> bool:
-        """SIGKILL a random worker that is up (:meth:`up`) and start another in its place;
-        False (nothing killed, the kill stays due) while none is."""
-        ready = [wid for wid in sorted(self.procs) if self.up(wid)]
+    def kill_random(self, up_for: float = 0.0) -> bool:
+        """SIGKILL a random worker that has been up for ``up_for`` seconds (:meth:`up`) and
+        start another in its place; False (nothing killed, the kill stays due) while none
+        has."""
+        ready = [wid for wid in sorted(self.procs) if self.up(wid, up_for)]
         if not ready:
             return False
         wid = self.rng.choice(ready)
@@ -625,10 +635,11 @@ def strike(fleet: Fleet, now: float, due: list[float], args: argparse.Namespace)
     """One tick of the chaos: reap the workers that died and resume the frozen ones whose
     time is up, then SIGKILL one once ``due[0]`` passed and freeze one once ``due[1]``
     passed (``time.monotonic()`` seconds), each moved on by ``--kill-every`` /
-    ``--stall-every``; a kill waits, due, while no worker is up (:meth:`Fleet.up`)."""
+    ``--stall-every``; a kill waits, due, until a worker has been up (:meth:`Fleet.up`)
+    for half of ``--kill-every``."""
     fleet.reap()
     fleet.resume()
-    if now >= due[0] and fleet.kill_random():
+    if now >= due[0] and fleet.kill_random(args.kill_every / 2):
         due[0] += args.kill_every
     if now >= due[1]:
         fleet.stall_random()

@@ -80,17 +80,29 @@ def test_the_soak_waits_on_a_poisoned_row_until_its_pass_paused_it_or_went_on():
 
 
 def test_the_chaos_kills_only_a_worker_that_is_up(tmp_path):
-    """A worker still importing Django (no ``starting`` line in its log yet) is never the
-    one SIGKILLed: the kill stays due (``kill_random`` returns False) until one is up."""
+    """A worker still importing Django (no ``starting`` line in its log yet), or up for less
+    than the time asked, is never the one SIGKILLed: the kill stays due (``kill_random``
+    returns False) until one has been up that long."""
     import random
+    from datetime import datetime
 
     fleet = chaos.Fleet({}, tmp_path, 4, random.Random(1))
     fleet.procs = {"chaos-w001": None, "chaos-w002": None}  # not touched while none is up
     (tmp_path / "chaos-w001.log").write_text("")
     assert not fleet.up("chaos-w001") and not fleet.up("chaos-w002")  # no log at all
     assert fleet.kill_random() is False
-    (tmp_path / "chaos-w002.log").write_text(
-        "2026-12-07 04:20:11,582 INFO django_durable_schedules.worker: worker chaos-w002 "
-        "starting (concurrency 4, batch 100, claim ahead 0.05s, lease 4.0s) pools=default\n"
-    )
+
+    def started(seconds_ago):
+        at = datetime.now() - timedelta(seconds=seconds_ago)
+        return (
+            f"{at:%Y-%m-%d %H:%M:%S},{at.microsecond // 1000:03} INFO "
+            "django_durable_schedules.worker: worker chaos-w002 starting (concurrency 4, "
+            "batch 100, claim ahead 0.05s, lease 4.0s) pools=default\n"
+        )
+
+    (tmp_path / "chaos-w002.log").write_text(started(2))
     assert fleet.up("chaos-w002") and not fleet.up("chaos-w001")
+    assert not fleet.up("chaos-w002", 5.0)
+    assert fleet.kill_random(5.0) is False
+    (tmp_path / "chaos-w002.log").write_text(started(6))
+    assert fleet.up("chaos-w002", 5.0)
