@@ -51,21 +51,25 @@ def api_errors(api, body: str) -> dict:
         ("[" * 100_000 + "]" * 100_000, "The JSON is nested deeper than 32 levels."),
     ],
 )
+@pytest.mark.vendor_independent  # validation message; refused before any write
 def test_a_payload_no_backend_can_store_is_a_field_error(admin_client, text, message):
     assert admin_errors(admin_client, payload=text) == {"payload": [message]}
 
 
+@pytest.mark.vendor_independent  # validation messages compared
 def test_the_admin_and_the_api_give_the_same_payload_message(admin_client, api):
     admin = admin_errors(admin_client, payload='{"x": "a\\u0000b"}')
     body = '{"name": "n", "callback": "tests.noop", "kind": "interval", "interval_seconds": 60, '
     assert api_errors(api, body + '"payload": {"x": "a\\u0000b"}}')["payload"] == admin["payload"]
 
 
+@pytest.mark.vendor_independent  # validation message
 def test_a_huge_json_text_is_refused_before_it_is_parsed(admin_client):
     errors = admin_errors(admin_client, payload='"' + "x" * 300_000 + '"')
     assert errors == {"payload": ["At most 262144 characters of JSON are accepted."]}
 
 
+@pytest.mark.vendor_independent  # validation messages
 @pytest.mark.parametrize("field", ["max_attempts", "max_runs"])
 def test_zero_attempts_or_runs_is_refused_as_by_the_api(admin_client, api, field):
     errors = admin_errors(admin_client, **{field: "0"})
@@ -74,6 +78,7 @@ def test_zero_attempts_or_runs_is_refused_as_by_the_api(admin_client, api, field
     assert field in api_errors(api, body + f'"{field}": 0}}')
 
 
+@pytest.mark.vendor_independent  # name validation of the form, the API and the model
 def test_a_name_with_a_trailing_newline_is_refused_everywhere(admin_client, api):
     # The admin's form trims what is typed (Django's CharField): "daily" is stored.
     admin_client.post(reverse(ADD), _form_data(name="daily\n"))
@@ -101,6 +106,7 @@ def once(**fields) -> dict:
     return _form_data(kind="once", cron="", name="one-shot", **fields)
 
 
+@pytest.mark.vendor_independent  # the form reads wall time in the schedule's zone; the page's HTML
 def test_run_at_is_read_in_the_schedule_zone_not_the_site_zone(admin_client):
     response = admin_client.post(
         reverse(ADD), once(timezone="Asia/Tokyo", run_at="2027-06-01T09:00"), follow=True
@@ -114,6 +120,7 @@ def test_run_at_is_read_in_the_schedule_zone_not_the_site_zone(admin_client):
     assert "2027-06-01 09:00:00 JST</b> = 2027-06-01 00:00:00 UTC" in html
 
 
+@pytest.mark.vendor_independent  # validation message (zone arithmetic)
 def test_a_wall_time_the_zone_skips_is_refused_with_the_reason(admin_client):
     errors = admin_errors(admin_client, **once(timezone="Europe/Paris", run_at="2027-03-28T02:30"))
     assert errors == {
@@ -124,12 +131,14 @@ def test_a_wall_time_the_zone_skips_is_refused_with_the_reason(admin_client):
     }
 
 
+@pytest.mark.vendor_independent  # zone arithmetic of the form; the row only stores it
 def test_a_repeated_wall_time_is_its_first_occurrence(admin_client):
     admin_client.post(reverse(ADD), once(timezone="Europe/Paris", run_at="2027-10-31T02:30"))
     s = Schedule.objects.get(name="one-shot")
     assert s.run_at.isoformat() == "2027-10-31T00:30:00+00:00"  # 02:30 CEST, not CET
 
 
+@pytest.mark.vendor_independent  # zone arithmetic of the form; the row only stores it
 def test_changing_the_zone_reads_the_same_wall_time_in_the_new_zone(admin_client):
     admin_client.post(reverse(ADD), once(timezone="Europe/Paris", run_at="2027-06-01T09:00"))
     s = Schedule.objects.get(name="one-shot")
@@ -141,6 +150,7 @@ def test_changing_the_zone_reads_the_same_wall_time_in_the_new_zone(admin_client
     assert (s.timezone, s.run_at.isoformat()) == ("Asia/Tokyo", "2027-06-01T00:00:00+00:00")
 
 
+@pytest.mark.vendor_independent  # the form's parsing; the row only stores it
 def test_a_time_typed_with_an_offset_is_that_instant(admin_client):
     admin_client.post(reverse(ADD), once(timezone="Asia/Tokyo", run_at="2027-06-01T09:00:00+02:00"))
     assert Schedule.objects.get(name="one-shot").run_at.isoformat() == "2027-06-01T07:00:00+00:00"
@@ -149,6 +159,7 @@ def test_a_time_typed_with_an_offset_is_that_instant(admin_client):
 # -- time zone input ------------------------------------------------------------------------
 
 
+@pytest.mark.vendor_independent  # the form's HTML and zone-name validation
 def test_the_zone_field_offers_every_zone_and_accepts_any_case(admin_client, api):
     html = admin_client.get(reverse(ADD)).content.decode()
     assert 'list="dds-zones-timezone"' in html
@@ -170,6 +181,7 @@ def test_the_zone_field_offers_every_zone_and_accepts_any_case(admin_client, api
     assert s.timezone == "UTC"
 
 
+@pytest.mark.vendor_independent  # the form's HTML
 def test_cron_and_zone_fields_have_help_with_examples(admin_client):
     html = admin_client.get(reverse(ADD)).content.decode()
     assert "'0 9 * * 1-5' (09:00 on weekdays)" in html
@@ -207,6 +219,7 @@ def test_a_save_waits_for_a_concurrent_writer_on_sqlite_instead_of_a_500(admin_c
         other.close()
 
 
+@pytest.mark.vendor_independent  # JSON parsing refuses before any write
 def test_a_number_too_long_for_python_is_a_field_error_not_a_500(admin_client, api):
     huge = "1" * 5000
     errors = admin_errors(admin_client, payload=huge)
@@ -219,11 +232,13 @@ def test_a_number_too_long_for_python_is_a_field_error_not_a_500(admin_client, a
     assert response.json() == {"detail": "JSON parse error - a number has more than 4300 digits"}
 
 
+@pytest.mark.vendor_independent  # validation message
 def test_an_instant_past_the_engines_horizon_is_refused_as_by_the_api(admin_client):
     errors = admin_errors(admin_client, **once(timezone="UTC", run_at="9999-12-31T23:59:59"))
     assert errors == {"run_at": ["Must be between the years 1000 and 9000."]}
 
 
+@pytest.mark.vendor_independent  # validation message
 def test_duration_bounds_say_at_least_0(admin_client):
     errors = admin_errors(admin_client, backoff_base_seconds="1e12")
     assert errors == {"backoff_base_seconds": ["Must be at least 0 and at most 86400 seconds."]}
@@ -233,6 +248,7 @@ def test_duration_bounds_say_at_least_0(admin_client):
     ("zone", "text"),
     [("Asia/Tokyo", "0001-01-01T00:00:00"), ("America/New_York", "9999-12-31T23:00:00")],
 )
+@pytest.mark.vendor_independent  # validation message (zone arithmetic)
 def test_a_wall_time_at_the_edge_of_the_calendar_is_a_field_error(admin_client, zone, text):
     """Read in the schedule's zone, such a time has no UTC instant (it over- or underflows):
     a field error, not a 500."""

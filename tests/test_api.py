@@ -106,23 +106,27 @@ ENDPOINTS = [
 ]
 
 
+@pytest.mark.vendor_independent  # DRF's permission checks refuse before any query
 @pytest.mark.parametrize(("method", "path"), ENDPOINTS)
 def test_anonymous_is_refused_everywhere(method, path):
     response = getattr(APIClient(), method)(path, {}, format="json")
     assert response.status_code in (401, 403)
 
 
+@pytest.mark.vendor_independent  # DRF's permission checks refuse before any query
 @pytest.mark.parametrize(("method", "path"), ENDPOINTS)
 def test_non_staff_is_refused_everywhere_by_default(alice, method, path):
     response = getattr(client_for(alice), method)(path, {}, format="json")
     assert response.status_code == 403
 
 
+@pytest.mark.vendor_independent  # permissions
 def test_anonymous_is_refused_even_when_owner_scoped():
     with override_settings(DURABLE_SCHEDULES=SCOPED):
         assert APIClient().get(url("schedule-list")).status_code in (401, 403)
 
 
+@pytest.mark.vendor_independent  # permissions: status codes of rows read back
 def test_staff_may_use_every_read_endpoint(api):
     schedule = ScheduleFactory()
     attempt = AttemptFactory(schedule=schedule)
@@ -139,6 +143,7 @@ def test_staff_may_use_every_read_endpoint(api):
         assert api.get(path).status_code == 200, path
 
 
+@pytest.mark.vendor_independent  # permissions from settings
 def test_permission_classes_are_configurable(alice):
     setting = {"API_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"]}
     ScheduleFactory()
@@ -148,6 +153,7 @@ def test_permission_classes_are_configurable(alice):
         assert APIClient().get(url("schedule-list")).status_code in (401, 403)
 
 
+@pytest.mark.vendor_independent  # CSRF is checked before the view
 def test_session_auth_keeps_csrf(staff):
     client = APIClient(enforce_csrf_checks=True)
     client.force_login(staff)
@@ -222,6 +228,7 @@ def test_list_is_paginated_by_cursor_and_filterable(api):
     assert api.get(url("schedule-list", status="bogus")).status_code == 400
 
 
+@pytest.mark.vendor_independent  # serialisation and URL resolution
 def test_retrieve_and_404(api):
     schedule = ScheduleFactory()
     data = api.get(url("schedule-detail", schedule.pk)).json()
@@ -295,6 +302,7 @@ def errors_of(response):
     return response.json()
 
 
+@pytest.mark.vendor_independent  # validation message
 def test_unknown_callback_lists_nothing(api):
     errors = errors_of(create(api, callback="os.system"))
     assert list(errors) == ["callback"]
@@ -304,6 +312,7 @@ def test_unknown_callback_lists_nothing(api):
     assert len(long["callback"][0]) < 200
 
 
+@pytest.mark.vendor_independent  # validation message
 def test_bad_cron_names_the_field(api):
     errors = errors_of(create(api, kind="cron", interval_seconds=None, cron="61 * * * *"))
     assert list(errors) == ["cron"] and "minute" in errors["cron"][0]
@@ -311,6 +320,7 @@ def test_bad_cron_names_the_field(api):
     assert "never" in errors["cron"][0]
 
 
+@pytest.mark.vendor_independent  # validation message
 def test_kind_specific_fields(api):
     errors = errors_of(create(api, kind="cron", interval_seconds=None))
     assert "cron" in errors
@@ -324,6 +334,7 @@ def test_kind_specific_fields(api):
     assert "kind" in errors
 
 
+@pytest.mark.vendor_independent  # validation message
 def test_unknown_zone(api):
     errors = errors_of(
         create(api, kind="cron", interval_seconds=None, cron="@daily", timezone="Mars/Olympus")
@@ -331,6 +342,7 @@ def test_unknown_zone(api):
     assert list(errors) == ["timezone"] and "Mars/Olympus" in errors["timezone"][0]
 
 
+@pytest.mark.vendor_independent  # validation message (refused before any write)
 def test_naive_datetimes_are_refused(api):
     errors = errors_of(
         create(api, kind="once", interval_seconds=None, run_at="2027-06-01T10:00:00")
@@ -344,6 +356,7 @@ def test_naive_datetimes_are_refused(api):
     assert "start_at" in errors
 
 
+@pytest.mark.vendor_independent  # validation message (refused before any write)
 def test_interval_bounds(api):
     assert "interval_seconds" in errors_of(create(api, interval_seconds=0))
     assert "interval_seconds" in errors_of(create(api, interval_seconds=-5))
@@ -353,6 +366,7 @@ def test_interval_bounds(api):
     assert "max_attempts" in errors_of(create(api, max_attempts=0))
 
 
+@pytest.mark.vendor_independent  # validation message
 def test_window_order(api):
     errors = errors_of(create(api, start_at="2027-06-02T00:00:00Z", end_at="2027-06-01T00:00:00Z"))
     assert list(errors) == ["end_at"]
@@ -379,6 +393,7 @@ def test_run_policies_round_trip_and_are_validated(api):
     assert "timeout_seconds" in errors_of(create(api, name="t", timeout_seconds="nan"))
 
 
+@pytest.mark.vendor_independent  # validation message
 def test_run_in_seconds_rules(api):
     errors = errors_of(create(api, run_in_seconds=30))
     assert "run_in_seconds" in errors
@@ -440,6 +455,7 @@ def post_raw(api, body: str | bytes):
     return api.generic("POST", url("schedule-list"), body, content_type="application/json")
 
 
+@pytest.mark.vendor_independent  # the parser refuses; nothing is written
 def test_hostile_bodies_are_400_or_413_never_500(api):
     assert post_raw(api, "{not json").status_code == 400
     assert post_raw(api, "[" * 100_000 + "]" * 100_000).status_code == 400
@@ -454,6 +470,7 @@ def test_hostile_bodies_are_400_or_413_never_500(api):
     assert not Schedule.objects.exists()
 
 
+@pytest.mark.vendor_independent  # validation message
 def test_edit_is_validated_too(api):
     schedule = ScheduleFactory()
     errors = errors_of(
@@ -618,6 +635,7 @@ def test_list_queries_do_not_grow_with_rows(api, django_assert_max_num_queries):
     assert len(response.json()["results"]) == len(STATES) + 20
 
 
+@pytest.mark.vendor_independent  # URL and 404 handling
 def test_actions_404_for_a_missing_schedule(api):
     for name in ("enable", "disable", "cancel", "trigger"):
         assert api.post(url(f"schedule-{name}", uuid.uuid4())).status_code == 404
@@ -628,6 +646,7 @@ def test_actions_404_for_a_missing_schedule(api):
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.vendor_independent  # cron and zone arithmetic serialised
 def test_upcoming_default_count_and_zones(api):
     schedule = ScheduleFactory(cron_job=True, cron="0 3 * * *", timezone="Europe/Paris")
     data = api.get(url("schedule-upcoming", schedule.pk)).json()
@@ -641,6 +660,7 @@ def test_upcoming_default_count_and_zones(api):
     assert times == sorted(times) and times[0] > now()
 
 
+@pytest.mark.vendor_independent  # query-string validation and slot arithmetic
 def test_upcoming_count_bounds(api):
     schedule = ScheduleFactory(interval_seconds=60)
     get = lambda **q: api.get(url("schedule-upcoming", schedule.pk, **q))  # noqa: E731
@@ -655,6 +675,7 @@ def test_upcoming_count_bounds(api):
     assert "after" in get(after="2030-01-01T00:00:00").json()  # naive: 400
 
 
+@pytest.mark.vendor_independent  # slot arithmetic serialised
 def test_upcoming_of_a_past_once_is_empty(api):
     schedule = ScheduleFactory(once=True, run_at=datetime(2020, 1, 1, tzinfo=UTC))
     data = api.get(url("schedule-upcoming", schedule.pk)).json()
@@ -748,6 +769,7 @@ def test_attempts_and_receipts_are_read_only(api, runs):
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.vendor_independent  # serialisation; the 503 and its SQL: test_health_503_when_a_schedule_is_overdue
 def test_health_200_when_healthy(api):
     response = api.get(url("health"))
     assert response.status_code == 200
@@ -756,6 +778,7 @@ def test_health_200_when_healthy(api):
     assert data["checked_at"].endswith("Z")  # every datetime the API answers ends in Z
 
 
+@pytest.mark.vendor_independent  # serialisation of datetimes
 def test_every_datetime_of_the_api_ends_in_z(api, staff):
     from django_durable_schedules.models import WorkerHeartbeat
 
@@ -803,6 +826,7 @@ def test_scoped_user_creates_and_sees_only_own(scoped, alice, bob, staff):
     assert names(client_for(staff)) == ["alice-job", "bob-job", "unowned"]
 
 
+@pytest.mark.vendor_independent  # permissions (owner scoping)
 def test_scoped_user_gets_404_for_anyone_elses_schedule(scoped, alice, bob):
     mine = ScheduleFactory(name="mine", owner=alice)
     theirs = ScheduleFactory(name="theirs", owner=bob)
@@ -824,6 +848,7 @@ def test_scoped_user_gets_404_for_anyone_elses_schedule(scoped, alice, bob):
     assert response.status_code == 200 and response.json()["owner"] == alice.pk
 
 
+@pytest.mark.vendor_independent  # permissions (owner scoping)
 def test_scoped_user_sees_only_own_runs(scoped, alice, bob):
     mine, theirs = ScheduleFactory(owner=alice), ScheduleFactory(owner=bob)
     my_receipt = ReceiptFactory(attempt=AttemptFactory(schedule=mine))
@@ -837,6 +862,7 @@ def test_scoped_user_sees_only_own_runs(scoped, alice, bob):
     assert client.get(url("receipt-detail", my_receipt.pk)).status_code == 200
 
 
+@pytest.mark.vendor_independent  # permissions and validation messages
 def test_scoped_user_may_schedule_only_open_callbacks_at_their_cadence(scoped, alice, staff):
     from django_durable_schedules.registry import register, registry
 
@@ -872,6 +898,7 @@ def test_scoped_user_may_schedule_only_open_callbacks_at_their_cadence(scoped, a
         registry.remove("tests.scoped_hourly")
 
 
+@pytest.mark.vendor_independent  # registry argument checks
 def test_register_refuses_a_bad_owner_min_interval():
     from django_durable_schedules.registry import register
 
@@ -881,6 +908,7 @@ def test_register_refuses_a_bad_owner_min_interval():
         register("tests.bad", lambda ctx: None, owner_scoped="yes")
 
 
+@pytest.mark.vendor_independent  # permissions
 def test_scoped_user_gets_no_health(scoped, alice, staff):
     assert client_for(alice).get(url("health")).status_code == 403
     assert client_for(staff).get(url("health")).status_code == 200
@@ -897,6 +925,7 @@ def test_staff_may_set_an_owner(api, alice):
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.vendor_independent  # the OpenAPI document
 def test_openapi_schema_is_valid_without_warnings():
     out = StringIO()
     call_command("spectacular", "--validate", "--fail-on-warn", "--format=openapi-json", stdout=out)
@@ -942,6 +971,7 @@ def test_events_endpoint_lists_the_audit_trail():
     assert actions[:2] == [("triggered", "api", "auditor"), ("disabled", "api", "auditor")]
 
 
+@pytest.mark.vendor_independent  # cron in words, translated
 def test_cron_description_is_the_cron_in_words(api):
     body = create(api, name="weekdays", kind="cron", cron="0 9 * * 1-5", interval_seconds=None)
     assert body.status_code == 201, body.json()
@@ -955,6 +985,7 @@ def test_cron_description_is_the_cron_in_words(api):
     assert french.json()["cron_description"].startswith("À 09:00")
 
 
+@pytest.mark.vendor_independent  # validation messages; nothing is written
 def test_rough_edges_are_clear_errors_not_silent_successes(api):
     assert api.get(url("schedule-list"), {"failing": "maybe"}).status_code == 400
     assert api.get(url("schedule-list"), {"failing": "TRUE"}).status_code == 200
@@ -968,6 +999,7 @@ def test_rough_edges_are_clear_errors_not_silent_successes(api):
     assert not Schedule.objects.exists()
 
 
+@pytest.mark.vendor_independent  # the parser refuses; nothing is written
 def test_every_oversized_or_non_json_body_is_a_json_answer(api):
     body = '{"payload": "' + "x" * 3_000_000 + '"}'
     response = api.generic("POST", url("schedule-list"), body, content_type="application/json")
@@ -981,6 +1013,7 @@ def test_every_oversized_or_non_json_body_is_a_json_answer(api):
     assert not Schedule.objects.exists()
 
 
+@pytest.mark.vendor_independent  # the docs page's HTML
 def test_swagger_ui_loads_its_files_from_the_site_not_a_cdn(rf, admin_user, settings, monkeypatch):
     """The example project's (and docs/api.md's) settings: drf-spectacular-sidecar's files.
     (drf-spectacular reads its settings once: they are set on its settings object here.)"""

@@ -42,6 +42,7 @@ def api(django_user_model):
     return client
 
 
+@pytest.mark.vendor_independent  # validation message; nothing is written
 def test_a_typo_in_a_schedule_is_a_400_naming_it_and_nothing_is_created(api):
     body = {**SCHEDULE, "intreval_seconds": 120}
     answer = api.post(url("schedule-list"), body, format="json")
@@ -50,6 +51,7 @@ def test_a_typo_in_a_schedule_is_a_400_naming_it_and_nothing_is_created(api):
     assert not Schedule.objects.exists()
 
 
+@pytest.mark.vendor_independent  # validation messages
 def test_unknown_fields_are_reported_with_the_other_field_errors(api):
     body = {"name": "job", "kind": "interval", "interval_seconds": 0, "zzz": 1}
     errors = api.post(url("schedule-list"), body, format="json").json()
@@ -57,6 +59,7 @@ def test_unknown_fields_are_reported_with_the_other_field_errors(api):
     assert "callback" in errors and "interval_seconds" in errors
 
 
+@pytest.mark.vendor_independent  # validation messages
 def test_unknown_fields_on_update_and_partial_update(api):
     pk = api.post(url("schedule-list"), SCHEDULE, format="json").json()["id"]
     full = {**SCHEDULE, "interval_seconds": 120, "pyload": {}}
@@ -87,6 +90,7 @@ def test_read_only_fields_in_a_body_are_ignored(api):
         ("blackout-list", {"name": "b", "start_at": "2030-01-01T00:00:00Z", "end": "x"}),
     ],
 )
+@pytest.mark.vendor_independent  # validation messages; nothing is written
 def test_unknown_fields_on_the_other_collections(api, name, body):
     answer = api.post(reverse(f"durable_schedules_api:{name}"), body, format="json")
     assert answer.status_code == 400
@@ -96,6 +100,7 @@ def test_unknown_fields_on_the_other_collections(api, name, body):
     assert not ExclusionCalendar.objects.exists() and not BlackoutWindow.objects.exists()
 
 
+@pytest.mark.vendor_independent  # validation message
 def test_an_unknown_key_of_a_nested_calendar_date(api):
     body = {"name": "c", "dates": [{"date": "2030-01-01", "reson": "x"}]}
     answer = api.post(url("calendar-list"), body, format="json")
@@ -103,6 +108,7 @@ def test_an_unknown_key_of_a_nested_calendar_date(api):
     assert answer.json() == {"dates": ["dates[0].reson: Unknown field. Did you mean reason?"]}
 
 
+@pytest.mark.vendor_independent  # validation message
 def test_unknown_fields_on_updates_of_the_other_collections(api):
     group = api.post(url("group-list"), {"name": "g", "max_running": 1}, format="json").json()
     answer = api.patch(url("group-detail", group["id"]), {"rat": "1/m"}, format="json")
@@ -122,6 +128,7 @@ def test_unknown_fields_on_updates_of_the_other_collections(api):
         ("backfill", {"start": "2020-01-01T00:00:00Z", "end": "2020-01-02T00:00:00Z", "dry": 1}),
     ],
 )
+@pytest.mark.vendor_independent  # validation messages; the row is left as it was
 def test_unknown_fields_of_the_action_bodies(api, action, body):
     schedule = ScheduleFactory(name="s")
     if action == "enable":
@@ -141,6 +148,7 @@ def test_unknown_fields_of_the_action_bodies(api, action, body):
     keys=st.lists(st.text(min_size=1, max_size=20), max_size=6),
     known=st.sets(st.sampled_from(["name", "kind", "cron", "payload", "id"])),
 )
+@pytest.mark.vendor_independent  # a pure function searched by Hypothesis
 def test_unknown_field_errors_name_exactly_the_unknown_keys(keys, known):
     errors = unknown_field_errors(keys, known, known - {"id"})
     assert set(errors) == {k for k in keys if k not in known}
@@ -162,6 +170,7 @@ def test_a_name_with_a_nul_character_is_a_400_not_a_500(api, field):
 # The API root.
 
 
+@pytest.mark.vendor_independent  # the API root's links
 def test_the_root_lists_the_endpoints_as_absolute_urls(api):
     answer = api.get("/api/")
     assert answer.status_code == 200
@@ -173,6 +182,7 @@ def test_the_root_lists_the_endpoints_as_absolute_urls(api):
         assert api.get(link).status_code in (200, 503), link  # 503: health when unhealthy
 
 
+@pytest.mark.vendor_independent  # permissions
 def test_the_root_respects_the_api_permissions(django_user_model, settings):
     assert APIClient().get("/api/").status_code == 403
     client = APIClient()
@@ -198,11 +208,13 @@ def request_examples() -> list[tuple[str, str, dict]]:
     return found
 
 
+@pytest.mark.vendor_independent  # the OpenAPI document
 def test_every_create_endpoint_has_request_examples():
     posted = {path for method, path, _, _ in request_examples() if method == "post"}
     assert posted >= {"/api/schedules/", "/api/groups/", "/api/calendars/", "/api/blackouts/"}
 
 
+@pytest.mark.vendor_independent  # the OpenAPI document
 def test_the_actions_with_a_body_have_request_examples():
     posted = {path for method, path, _, _ in request_examples() if "{" in path}
     actions = ("trigger", "disable", "duplicate", "restore")
@@ -228,6 +240,7 @@ def test_every_request_example_of_the_schema_succeeds(admin_client):
             model.objects.all().delete()  # a clean database for the next example
 
 
+@pytest.mark.vendor_independent  # dates of the examples
 def test_the_schedule_examples_are_still_valid_later():
     """The examples' fixed dates are in the future (a range in the past is refused)."""
     assert datetime(2030, 1, 5, tzinfo=UTC) - datetime.now(UTC) > timedelta(days=365)

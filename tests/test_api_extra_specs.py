@@ -136,6 +136,7 @@ def test_an_update_behind_save_is_seen_as_an_edit():
     assert fresh.next_run_at <= datetime.now(UTC) + timedelta(seconds=2)
 
 
+@pytest.mark.vendor_independent  # validation of an unsaved row
 def test_model_clean_names_the_field():
     row = Schedule(
         name="job",
@@ -150,6 +151,7 @@ def test_model_clean_names_the_field():
     assert caught.value.message_dict["extra_specs"][0].startswith("item 2: ")
 
 
+@pytest.mark.vendor_independent  # the form's parsing, unsaved
 def test_the_admin_form_takes_one_spec_a_line():
     form = ScheduleForm(
         data={
@@ -176,6 +178,7 @@ def test_the_admin_form_takes_one_spec_a_line():
         assert ("extra_specs" in hides) == (kind not in timing.EXTRA_KINDS)
 
 
+@pytest.mark.vendor_independent  # validation message
 def test_a_bad_item_is_a_form_error():
     form = ScheduleForm(
         data={
@@ -191,6 +194,7 @@ def test_a_bad_item_is_a_form_error():
     assert form.errors["extra_specs"][0].startswith("item 2: ")
 
 
+@pytest.mark.vendor_independent  # words of an unsaved row
 def test_words_name_the_union_for_the_model():
     row = Schedule(
         kind="cron",
@@ -258,6 +262,7 @@ def test_register_declares_extra_specs(cleanup_registry):
     assert row.extra_specs == []
 
 
+@pytest.mark.vendor_independent  # registry argument checks
 def test_register_refuses_extra_specs_it_cannot_use():
     from django_durable_schedules import register
 

@@ -159,6 +159,7 @@ def test_batches_of_one_give_backfills_their_share_over_time():
         (4, 0.25, float("inf"), (1, 0.0)),
     ],
 )
+@pytest.mark.vendor_independent  # a pure rule
 def test_the_reserve_rule(limit, share, carry, want):
     assert backfill_reserve(limit, share, carry) == want
 
@@ -200,6 +201,7 @@ def test_a_saturated_claim_with_an_open_backfill_reads_it_in_the_same_transactio
     share=st.floats(allow_nan=True, allow_infinity=True),
     carry=st.floats(allow_nan=True, allow_infinity=True),
 )
+@pytest.mark.vendor_independent  # a pure rule searched by Hypothesis
 def test_the_reserve_is_bounded_whatever_it_is_given(limit, share, carry):
     reserve, left = backfill_reserve(limit, share, carry)
     assert 0 <= reserve <= max(limit, 0) and 0.0 <= left < 1.0
@@ -210,6 +212,7 @@ def test_the_reserve_is_bounded_whatever_it_is_given(limit, share, carry):
     share=st.floats(min_value=0.0, max_value=1.0),
     batches=st.integers(min_value=1, max_value=50),
 )
+@pytest.mark.vendor_independent  # a pure rule searched by Hypothesis
 def test_over_batches_the_backfills_get_their_share(limit, share, batches):
     carry, total = 0.0, 0
     for _ in range(batches):
@@ -231,6 +234,7 @@ def test_a_share_that_is_no_number_is_the_default_and_a_check_error(bad):
         assert [b.count("backfill") for b in saturated_passes(1, limit=4)] == [1]
 
 
+@pytest.mark.vendor_independent  # a settings check: no query
 @pytest.mark.parametrize(("value", "bounded"), [(-1, 0.0), (7, 1.0), (float("inf"), 1.0)])
 def test_a_share_out_of_range_is_clamped_and_a_check_error(value, bounded):
     from django_durable_schedules.checks import check_setting_types
@@ -241,6 +245,7 @@ def test_a_share_out_of_range_is_clamped_and_a_check_error(value, bounded):
         assert any("BACKFILL_SHARE" in e.msg for e in check_setting_types())
 
 
+@pytest.mark.vendor_independent  # a settings check: no query
 @pytest.mark.parametrize("bad", ["ten minutes", 0, -5, float("nan")])
 def test_a_stall_threshold_that_is_no_positive_number_is_a_check_error(bad):
     from django_durable_schedules.checks import check_setting_types

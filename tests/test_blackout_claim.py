@@ -228,12 +228,14 @@ def test_the_claim_reads_windows_in_one_query_per_batch(django_assert_max_num_qu
         ({"start_at": T0, "end_at": at(1), "duration_seconds": 60}, {"duration_seconds"}),
     ],
 )
+@pytest.mark.vendor_independent  # validation of an unsaved row
 def test_clean_gives_field_messages(fields, errors):
     with pytest.raises(ValidationError) as err:
         BlackoutWindow(name="w", **fields).full_clean()
     assert errors <= set(err.value.message_dict)
 
 
+@pytest.mark.vendor_independent  # validation of an unsaved row
 def test_clean_normalizes_a_valid_rule_and_zone():
     w = BlackoutWindow(
         name="w", rrule="freq=daily;byhour=2", duration_seconds=3600, timezone="europe/paris"

@@ -127,6 +127,7 @@ def test_a_buffered_run_that_is_retried_counts_the_queue_behind_it():
     assert one_pass(T0 + 4 * H, 0 * S) == [(T0 + 4 * H, "scheduled")]
 
 
+@pytest.mark.vendor_independent  # a settings check: no query
 def test_the_setting_is_checked_and_bounded():
     for value in ("3", 0, -1, 2.5, True, None):
         with override_settings(DURABLE_SCHEDULES={"BUFFER_MAX": value}):

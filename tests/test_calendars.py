@@ -82,11 +82,13 @@ def spec(cron=PARIS_7, exclusions=FR, **kw):
     return timing.Spec(kind="cron", cron=cron, timezone="Europe/Paris", exclusions=exclusions, **kw)
 
 
+@pytest.mark.vendor_independent  # pure time math (timing.Spec)
 def test_daily_paris_skips_july_14_and_may_1():
     assert timing.upcoming(spec(), JUL[12] + S, 3) == [JUL[13], JUL[15], JUL[16]]
     assert timing.upcoming(spec(), APR_30 - S, 3) == [APR_30, MAY[2], MAY[3]]
 
 
+@pytest.mark.vendor_independent  # pure time math
 def test_weekday_cron_may_1_is_a_saturday_and_excludes_nothing_extra():
     weekdays = spec("0 7 * * 1-5")
     plain = spec("0 7 * * 1-5", exclusions=None)
@@ -105,6 +107,7 @@ def test_weekday_cron_may_1_is_a_saturday_and_excludes_nothing_extra():
     assert day.exclusion.reason == "Fête nationale" and day.first == JUL[14]
 
 
+@pytest.mark.vendor_independent  # pure time math
 def test_upcoming_slots_marks_the_excluded_ones():
     views = timing.upcoming_slots(spec(), JUL[12] + S, 3)
     assert [(v.at, v.excluded_by is not None) for v in views] == [
@@ -118,6 +121,7 @@ def test_upcoming_slots_marks_the_excluded_ones():
     )
 
 
+@pytest.mark.vendor_independent  # pure time math and gettext
 @pytest.mark.parametrize("locale", ["C.UTF-8", "en_US.UTF-8", "de_DE.UTF-8", ""])
 def test_holiday_names_do_not_depend_on_the_process_locale(monkeypatch, locale):
     """The holidays package translates names through gettext, which reads LANGUAGE and
@@ -135,6 +139,7 @@ def test_holiday_names_do_not_depend_on_the_process_locale(monkeypatch, locale):
         exclusions._holiday_dates.cache_clear()
 
 
+@pytest.mark.vendor_independent  # pure time math
 def test_count_and_latest_skip_excluded_dates():
     assert timing.count_slots(spec(), JUL[13], JUL[16]) == 2  # 13, 15
     assert timing.count_slots(spec(exclusions=None), JUL[13], JUL[16]) == 3
@@ -143,6 +148,7 @@ def test_count_and_latest_skip_excluded_dates():
     )
 
 
+@pytest.mark.vendor_independent  # pure time math (dates given, not read)
 def test_dates_kept_in_the_database_and_local_dates():
     own = timing.exclusions_of([("plant", date(2027, 7, 13), "shutdown")], [])
     assert timing.upcoming(spec(exclusions=own), JUL[12] + S, 2) == [JUL[14], JUL[15]]
@@ -153,6 +159,7 @@ def test_dates_kept_in_the_database_and_local_dates():
     ]
 
 
+@pytest.mark.vendor_independent  # pure time math
 def test_interval_and_rrule_kinds_use_the_local_date_of_the_slot():
     anchor = datetime(2027, 7, 1, 5, tzinfo=UTC)
     every_day = timing.Spec(
@@ -173,6 +180,7 @@ def test_interval_and_rrule_kinds_use_the_local_date_of_the_slot():
     assert timing.upcoming(rule, JUL[12] + S, 2) == [JUL[13], JUL[15]]
 
 
+@pytest.mark.vendor_independent  # pure time math
 def test_an_interval_reads_its_dates_in_its_zone():
     every_6h = timing.Spec(
         kind="interval",
@@ -191,6 +199,7 @@ def test_an_interval_reads_its_dates_in_its_zone():
     assert timing.count_slots(every_6h, JUL[13], JUL[15]) == 4  # 07-13 10/16Z, 07-14 22Z, 07-15 04Z
 
 
+@pytest.mark.vendor_independent  # pure time math
 def test_a_calendar_that_excludes_every_slot_gives_up_bounded():
     every_14th = timing.exclusions_of([("all", date(y, 7, 14), "") for y in range(2027, 2500)], [])
     yearly = spec("0 7 14 7 *", exclusions=every_14th)
@@ -199,6 +208,7 @@ def test_a_calendar_that_excludes_every_slot_gives_up_bounded():
     assert err.value.field == "exclusion_calendars" and "400 years" in err.value.message
 
 
+@pytest.mark.vendor_independent  # pure validation of a Spec
 def test_unknown_holiday_codes_are_field_errors():
     with pytest.raises(timing.InvalidSchedule) as err:
         spec(exclusions=timing.exclusions_of([], [("x", "XX", "")])).validate()
@@ -535,6 +545,7 @@ def test_api_upcoming_lists_excluded_slots_on_request(api):
     ]
 
 
+@pytest.mark.vendor_independent  # the OpenAPI document
 def test_api_schema_has_the_calendars():
     from drf_spectacular.generators import SchemaGenerator
 

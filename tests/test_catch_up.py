@@ -170,6 +170,7 @@ def test_a_cron_schedule_across_a_dst_change_runs_each_missed_slot_once():
     assert Schedule.objects.get().missed_count == 0
 
 
+@pytest.mark.vendor_independent  # a settings check: no query
 @pytest.mark.parametrize("value", [0, -1, 1.5, "3", True, None, 10**7])
 def test_catch_up_max_is_checked_and_bounded(value):
     from django_durable_schedules import checks

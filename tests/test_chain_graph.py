@@ -19,6 +19,7 @@ from django_durable_schedules.models import Schedule, ScheduleLink
 pytestmark = pytest.mark.django_db
 
 
+@pytest.mark.vendor_independent  # the SVG layout, pure
 def test_layout_puts_levels_in_columns_left_to_right_and_counts_what_is_left_out() -> None:
     nodes = [Node("me", "me", "active", 0), Node("a", "a", "active", -1)]
     nodes += [Node(f"d{i}", f"down-{i}", "active", 1) for i in range(PER_LEVEL + 2)]
@@ -33,6 +34,7 @@ def test_layout_puts_levels_in_columns_left_to_right_and_counts_what_is_left_out
     assert layout([], set()).nodes == []
 
 
+@pytest.mark.vendor_independent  # the SVG layout, pure
 def test_a_long_name_is_cut_in_its_box_and_whole_in_its_tooltip() -> None:
     node = Node(1, "a" * 40, "active", 0)
     assert len(node.label) == 22 and node.label.endswith("…")

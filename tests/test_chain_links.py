@@ -184,6 +184,7 @@ def test_the_events_record_the_upstreams_by_sorted_name(api):
     assert ScheduleEvent.objects.filter(schedule__name="b", action="edited").count() == 1
 
 
+@pytest.mark.vendor_independent  # the OpenAPI document
 def test_the_schema_describes_the_chain_fields():
     from drf_spectacular.generators import SchemaGenerator
 

@@ -56,6 +56,7 @@ def test_backoff_cap_below_base_warns():
         assert "durable_schedules.W003" in ids(checks.run_checks())
 
 
+@pytest.mark.vendor_independent  # a settings check: no query
 def test_missing_required_app_is_an_error(monkeypatch):
     from django.apps import apps
 
@@ -152,6 +153,7 @@ def bad_declaration():
     registry.remove("t.bad_cron")
 
 
+@pytest.mark.vendor_independent  # a non-database system check
 def test_an_invalid_schedule_declared_in_code_is_e008_naming_it(bad_declaration):
     messages = [m for m in checks.run_checks() if m.id == "durable_schedules.E008"]
     assert len(messages) == 1
@@ -199,6 +201,7 @@ def test_a_worker_starts_with_a_declared_group_that_does_not_exist(
     assert any("'nowhere', which does not exist" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.vendor_independent  # non-database system checks
 def test_every_check_reports_on_its_own():
     """E005 (renewal not shorter than the lease) is reported even when another setting is
     wrong at the same time (it used to wait for every other error to be fixed)."""

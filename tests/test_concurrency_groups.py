@@ -13,7 +13,8 @@ from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ValidationError
-from hypothesis import given, settings
+from django.db import DataError
+from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from django_durable_schedules import state
@@ -21,6 +22,7 @@ from django_durable_schedules.limits import RATE_HOLD_MAX_SECONDS
 from django_durable_schedules.models import ConcurrencyGroup, Schedule, parse_rate
 from django_durable_schedules.state.group_rules import GroupRoom, admit, rate_window
 
+from .conftest import server_examples
 from .factories import T0, due_schedules
 
 S = timedelta(seconds=1)
@@ -259,7 +261,7 @@ def test_a_run_state_instant_the_engine_never_writes_is_refused_or_holds_nothing
         st.text(max_size=4),
     )
 )
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=server_examples(40), deadline=None)  # what each vendor lets in
 def test_any_recorded_starts_written_behind_save_never_break_the_claim(starts):
     """``starts`` is JSON any writer can fill: huge, negative or not numbers at all (the
     databases refuse what is not JSON). The claim keeps only the starts of the rate's window that could have happened and
@@ -267,7 +269,10 @@ def test_any_recorded_starts_written_behind_save_never_break_the_claim(starts):
     Schedule.objects.all().delete()
     ConcurrencyGroup.objects.all().delete()
     group = ConcurrencyGroup.objects.create(name="odd-starts", rate="2/s", max_running=5)
-    ConcurrencyGroup.objects.filter(pk=group.pk).update(starts=starts)
+    try:
+        ConcurrencyGroup.objects.filter(pk=group.pk).update(starts=starts)
+    except DataError:  # PostgreSQL's jsonb refuses a NUL in a text: no row holds it
+        reject()
     due_schedules(2, prefix="grouped", spacing=1, concurrency_group=group)
     due_schedules(2, prefix="free", offset=10, spacing=1)
     claims = state.claim_due(worker="w", limit=10, now=NOW)

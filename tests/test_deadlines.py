@@ -68,6 +68,7 @@ def row(**kw):
     return Schedule(name="r", **kw)
 
 
+@pytest.mark.vendor_independent  # a pure rule on unsaved rows
 def test_owed_occurrence_follows_how_a_claim_numbers_occurrences():
     waiting = row(next_run_at=T0)
     assert owed_occurrence(waiting) == Owed(5, T0)
@@ -89,6 +90,7 @@ def test_owed_occurrence_follows_how_a_claim_numbers_occurrences():
     assert owed_occurrence(row(next_run_at=None)) is None
 
 
+@pytest.mark.vendor_independent  # a pure rule on an unsaved row
 def test_a_missed_deadline_is_reported_once_and_opens_late():
     r = row(next_run_at=T0)
     owed = owed_occurrence(r)
@@ -103,6 +105,7 @@ def test_a_missed_deadline_is_reported_once_and_opens_late():
     assert not miss_deadline(row(next_run_at=T0, deadline_seconds=None), owed, T0 + 99 * S)
 
 
+@pytest.mark.vendor_independent  # a pure text rule
 def test_open_alerts_are_read_totally():
     assert alerts_of("degraded  late junk late") == ["late", "degraded"]
     assert alerts_of(None) == [] and alerts_of(7) == []
@@ -123,6 +126,7 @@ def test_open_alerts_are_read_totally():
     ),
     deadline=st.integers(1, 120),
 )
+@pytest.mark.vendor_independent  # a pure rule on an unsaved row, searched by Hypothesis
 def test_property_never_twice_never_a_succeeded_one(steps, deadline):
     """Whatever the sequence of looks (workers sweeping in any order, runs succeeding in
     between), an occurrence is reported at most once, only once its deadline passed, and
@@ -145,6 +149,7 @@ def test_property_never_twice_never_a_succeeded_one(steps, deadline):
     assert len(reported) == len(set(reported))
 
 
+@pytest.mark.vendor_independent  # a pure rule on an unsaved row; values written behind save() on each vendor: test_property_rows_written_behind_save_never_break_the_sweep_or_health
 @settings(max_examples=100, deadline=None)
 @given(st.one_of(st.none(), st.integers(), st.text(max_size=20), st.booleans()))
 def test_property_a_deadline_written_behind_save_never_raises(value):
@@ -360,6 +365,7 @@ def test_without_partial_indexes_a_worker_reads_waiting_retries_less_often(monke
     assert sweep.last_retry_scan == 1100.0
 
 
+@pytest.mark.vendor_independent  # a settings check: no query
 @pytest.mark.parametrize("value", [0, -1, 1.5, "3", True, None, 10**7])
 def test_failing_after_is_checked_and_bounded(value):
     from django_durable_schedules import checks

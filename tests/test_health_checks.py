@@ -57,11 +57,13 @@ def ids(messages):
     return {m.id for m in messages}
 
 
+@pytest.mark.vendor_independent  # a non-database system check
 def test_check_requires_use_tz():
     with override_settings(USE_TZ=False):
         assert "durable_schedules.E001" in ids(checks.run_checks())
 
 
+@pytest.mark.vendor_independent  # non-database system checks
 def test_check_unknown_and_bad_settings():
     with override_settings(DURABLE_SCHEDULES={"LEASE_SECOND": 3}):
         assert "durable_schedules.E003" in ids(checks.run_checks())

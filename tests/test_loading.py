@@ -25,6 +25,7 @@ def django_from_db(model, db, names, values):
     return super(FastLoading, model).from_db.__func__(model, db, names, values)
 
 
+@pytest.mark.vendor_independent  # a class check: no query
 @pytest.mark.parametrize("model", [Schedule, RunAttempt, RunReceipt, ScheduleEvent])
 def test_every_model_of_the_app_loads_fast(model):
     assert issubclass(model, FastLoading)

@@ -114,6 +114,7 @@ def test_an_interval_schedule_edited_into_a_manual_one_stops_running_by_itself()
         ("max_runs", 3),
     ],
 )
+@pytest.mark.vendor_independent  # validation of an unsaved row
 def test_a_manual_schedule_refuses_timing_fields_with_field_messages(field, value):
     row = Schedule(name="bad", callback="tests.noop", kind="manual", **{field: value})
     with pytest.raises(ValidationError) as caught:
@@ -131,6 +132,7 @@ def test_a_manual_schedule_refuses_exclusion_calendars():
     assert "exclusion_calendars" in caught.value.message_dict
 
 
+@pytest.mark.vendor_independent  # words rendered for a row
 def test_the_words_say_manual_everywhere():
     row = manual()
     assert timing.describe(row.spec()) == WORDS
@@ -202,6 +204,7 @@ def test_register_manual_declares_a_manual_schedule():
         registry.remove("tests.manual_declared")
 
 
+@pytest.mark.vendor_independent  # registry argument checks
 @pytest.mark.parametrize("timing_arg", [{"every": 60}, {"cron": "0 3 * * *"}, {"max_runs": 2}])
 def test_register_manual_with_a_timing_argument_is_a_value_error(timing_arg):
     with pytest.raises(ValueError, match="manual=True"):

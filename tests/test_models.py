@@ -22,6 +22,7 @@ def test_create_directly_is_due_at_once_and_whole_seconds():
     assert s.definition_hash == s.compute_definition_hash()
 
 
+@pytest.mark.vendor_independent  # validation of an unsaved row
 def test_naive_run_at_is_rejected_b10c():
     s = Schedule(
         name="naive", callback="tests.noop", kind="once", run_at=datetime(2027, 6, 1, 9, 0)
@@ -31,6 +32,7 @@ def test_naive_run_at_is_rejected_b10c():
     assert "aware datetime" in str(exc.value.message_dict["run_at"])
 
 
+@pytest.mark.vendor_independent  # validation of an unsaved row
 def test_unknown_callback_and_bad_name_are_field_errors():
     s = Schedule(name="-bad name", callback="not.registered", kind="interval", interval_seconds=60)
     with pytest.raises(ValidationError) as exc:
@@ -38,6 +40,7 @@ def test_unknown_callback_and_bad_name_are_field_errors():
     assert set(exc.value.message_dict) >= {"name", "callback"}
 
 
+@pytest.mark.vendor_independent  # validation of an unsaved row
 @pytest.mark.parametrize("seconds", [0, -5, 10**10 * 86400])
 def test_interval_out_of_range_is_rejected_b30(seconds):
     s = Schedule(name="x", callback="tests.noop", kind="interval", interval_seconds=seconds)
@@ -45,6 +48,7 @@ def test_interval_out_of_range_is_rejected_b30(seconds):
         s.full_clean()
 
 
+@pytest.mark.vendor_independent  # validation of an unsaved row
 def test_timezone_defaults_to_settings_and_unknown_zone_is_rejected(settings):
     settings.TIME_ZONE = "Asia/Jakarta"
     s = Schedule(name="tz", callback="tests.noop", kind="cron", cron="25 8-16 * * *")
@@ -62,6 +66,7 @@ def test_timezone_defaults_to_settings_and_unknown_zone_is_rejected(settings):
     assert "timezone" in exc.value.message_dict
 
 
+@pytest.mark.vendor_independent  # slot arithmetic of an unsaved row
 def test_upcoming_works_on_an_unsaved_instance():
     s = Schedule(
         name="u", callback="tests.noop", kind="cron", cron="0 3 * * *", timezone="Europe/Paris"
@@ -91,6 +96,7 @@ def test_one_success_per_occurrence_and_one_receipt_per_attempt():
         AttemptFactory(schedule=a1.schedule, occurrence=1, attempt=2)
 
 
+@pytest.mark.vendor_independent  # validation of an unsaved row
 def test_end_before_start_is_rejected():
     s = Schedule(
         name="w",

@@ -274,6 +274,7 @@ def test_mail_goes_through_the_named_mailer(deliveries):
     assert message.to == ["ops@example.com"] and "invoices" in message.subject
 
 
+@pytest.mark.vendor_independent  # an options check: no query
 def test_a_bad_mailer_option_is_a_problem_not_a_crash():
     from django_durable_schedules.notify import MailNotifier
 
@@ -370,6 +371,7 @@ def test_bad_notifiers_are_check_errors_not_crashes(value, words):
     assert not NotificationDelivery.objects.exists()
 
 
+@pytest.mark.vendor_independent  # settings checks
 def test_good_notifiers_pass_the_checks():
     good = {
         "ops": {
@@ -387,10 +389,12 @@ def test_good_notifiers_pass_the_checks():
 @pytest.mark.parametrize(
     "bad", [{"NOTIFY_MAX_TRIES": 0}, {"NOTIFY_MAX_TRIES": 2.5}, {"NOTIFY_POLL_SECONDS": "1"}]
 )
+@pytest.mark.vendor_independent  # settings checks
 def test_bad_notify_numbers_are_e021(bad):
     assert [i for i, _ in check_ids({}, **bad)] == ["durable_schedules.E021"]
 
 
+@pytest.mark.vendor_independent  # the webhook body's JSON
 def test_webhook_body_is_the_documented_json():
     from django_durable_schedules.notify.base import Notification, webhook_body
 

@@ -39,10 +39,12 @@ def test_a_missing_table_or_column_is_permanent_on_every_backend():
         DatabaseError(),
     ],
 )
+@pytest.mark.vendor_independent  # a pure classification of exceptions
 def test_an_error_waiting_may_cure_is_not_permanent(exc):
     assert not permanent(exc)
 
 
+@pytest.mark.vendor_independent  # a pure classification of exceptions (each backend's real errors: test_a_missing_table_or_column_is_permanent_on_every_backend)
 def test_driver_codes_of_refusals_are_permanent():
     class PgError(Exception):
         def __init__(self, sqlstate):

@@ -159,6 +159,7 @@ def test_a_hook_that_raises_never_fails_the_run(exporter, caplog):
     assert [s.name for s in exporter.get_finished_spans()] == ["durable_schedules.run sturdy"]
 
 
+@pytest.mark.vendor_independent  # hook installation: no query
 def test_the_setting_installs_it_on_the_global_provider():
     with override_settings(DURABLE_SCHEDULES={"OTEL_SPANS": True}):
         try:

@@ -47,6 +47,7 @@ def post_once(api, run_at: datetime, **extra):
     return api.post(LIST, {**body, **extra}, format="json")
 
 
+@pytest.mark.vendor_independent  # a pure rule and its words
 def test_the_rule_refuses_past_the_grace_and_says_the_gap():
     assert past_run_at_errors(NOW - timedelta(days=3), NOW, kind="once") == {
         "run_at": [
@@ -170,6 +171,7 @@ def test_the_change_page_of_a_due_one_shot_says_it_runs_at_once(admin_client, ap
     assert "No further fire times" not in html
 
 
+@pytest.mark.vendor_independent  # a pure rule searched by Hypothesis
 @given(gap=st.integers(min_value=-(10**9), max_value=10**10))
 def test_the_rule_refuses_exactly_past_the_grace_whatever_the_gap(gap):
     run_at = NOW - timedelta(seconds=gap)

@@ -20,7 +20,7 @@ from django_durable_schedules.models import RunAttempt, Schedule, ScheduleEvent
 from django_durable_schedules.state import control
 from django_durable_schedules.state.pause_rules import NOTE_MAX_CHARS
 
-from .conftest import wait_until
+from .conftest import server_examples, wait_until
 from .factories import T0
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -219,7 +219,11 @@ outside = st.one_of(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    # What each database keeps of a note or an end (text, far dates): it runs on every
+    # vendor, with fewer examples on the servers (conftest.server_examples).
+    max_examples=server_examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(note=outside, until=outside)
 def test_any_note_or_end_from_outside_is_taken_or_refused_never_a_crash(note, until):

@@ -60,6 +60,7 @@ def note(row: Schedule, result) -> None:
     )
 
 
+@pytest.mark.vendor_independent  # serialisation of the row's previous columns; the completion's SQL: test_previous_run
 def test_the_api_gives_null_then_the_last_success(admin_client):
     row = make()
     url = f"/api/schedules/{row.pk}/"
@@ -80,6 +81,7 @@ def test_the_api_gives_null_then_the_last_success(admin_client):
     assert rows[0]["previous"] == body["previous"]
 
 
+@pytest.mark.vendor_independent  # a read-only serializer field
 def test_previous_is_read_only_in_the_api(admin_client):
     row = make()
     note(row, {"n": 1})
@@ -123,6 +125,7 @@ def test_no_surface_makes_a_query_more_for_it(admin_client, django_assert_max_nu
         admin_client.get(detail)
 
 
+@pytest.mark.vendor_independent  # the change page's HTML
 def test_the_admin_change_page_shows_it_cut(admin_client):
     row = make()
     change = reverse("admin:durable_schedules_schedule_change", args=[row.pk])
@@ -137,6 +140,7 @@ def test_the_admin_change_page_shows_it_cut(admin_client):
     assert "x" * 600 not in page and "…" in page and 'title="cut to 500 characters"' in page
 
 
+@pytest.mark.vendor_independent  # the command's text
 def test_schedules_show_prints_it():
     row = make()
     out = StringIO()
@@ -165,6 +169,7 @@ def test_schedules_show_prints_it():
     ),
     limit=st.integers(1, 300),
 )
+@pytest.mark.vendor_independent  # a pure preview rule searched by Hypothesis
 def test_the_preview_is_the_json_or_a_prefix_of_it(value, limit):
     """Property: the preview is the whole compact JSON when it fits, else a cut of at most
     ``limit`` characters ending in "…", a prefix of it; the flag says which."""
@@ -178,6 +183,7 @@ def test_the_preview_is_the_json_or_a_prefix_of_it(value, limit):
         assert text == full or "\ufffd" in text
 
 
+@pytest.mark.vendor_independent  # the OpenAPI document
 def test_the_openapi_schema_documents_previous():
     from drf_spectacular.generators import SchemaGenerator
 

@@ -78,6 +78,7 @@ def test_access_can_be_restricted_to_staff(admin_client):
     assert Client().post(PROBE).status_code == 405
 
 
+@pytest.mark.vendor_independent  # a settings check: no query
 def test_probe_settings_are_checked():
     from django_durable_schedules.checks import check_setting_types
 

@@ -134,6 +134,7 @@ def test_next_deadline_is_the_owed_slot_plus_the_deadline(registry):
     assert value(registry, gauge, schedule="watched") >= first + 3600
 
 
+@pytest.mark.vendor_independent  # a pure function on a dict
 def test_the_owed_slot_is_the_earliest_pending_one():
     t = datetime(2030, 1, 1, tzinfo=UTC)
     row = {"retry_scheduled_for": None, "triggered_at": None, "buffered_for": None}
@@ -216,6 +217,7 @@ def test_a_bad_cap_is_a_system_check_error(bad):
         assert 0 <= app_settings.METRICS_MAX_SCHEDULES <= 100_000
 
 
+@pytest.mark.vendor_independent  # a pure label rule searched by Hypothesis
 @given(st.lists(st.text(max_size=300), max_size=60), st.integers(min_value=0, max_value=20))
 def test_labels_are_bounded_and_stable(names, cap):
     labels = ScheduleLabels(cap)
@@ -233,6 +235,7 @@ def test_labels_are_bounded_and_stable(names, cap):
     assert own == set(seen[:cap])
 
 
+@pytest.mark.vendor_independent  # a pure label rule searched by Hypothesis
 @given(st.one_of(st.text(), st.integers(), st.none()))
 def test_status_labels_are_the_known_statuses_or_other(status):
     label = status_label(status)
@@ -321,6 +324,7 @@ def test_a_real_run_scheduler_serves_the_per_schedule_metrics(start_worker):
     assert gauge == deadline
 
 
+@pytest.mark.vendor_independent  # pure label rule
 def test_every_receipt_status_is_a_label_of_its_own():
     """The label's statuses are the model's (derived, not copied): a status added to
     ``ReceiptStatus`` gets its own label, not ``other``."""

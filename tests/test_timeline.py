@@ -290,6 +290,7 @@ def history(schedule: Schedule, outcomes: list[tuple[str, str, int]], *, every=t
     return receipts
 
 
+@pytest.mark.vendor_independent  # the page's SVG and links; its reads: the bounded-reads tests below
 @pytest.mark.django_db
 def test_the_page_draws_bars_that_link_to_their_receipts(admin_client):
     s = make("nightly.report")
@@ -316,6 +317,7 @@ def test_the_page_draws_bars_that_link_to_their_receipts(admin_client):
     assert 'role="img"' in html and 'aria-label="nightly.report: 5 runs in the range' in html
 
 
+@pytest.mark.vendor_independent  # the page's HTML table
 @pytest.mark.django_db
 def test_the_runs_as_a_text_table_on_request(admin_client):
     s = make("nightly.report")
@@ -372,6 +374,7 @@ def claim(schedules: list[Schedule]) -> list[RunAttempt]:
     return list(RunAttempt.objects.filter(schedule__in=schedules))
 
 
+@pytest.mark.vendor_independent  # the page's SVG
 @pytest.mark.django_db
 def test_a_run_in_flight_is_a_running_bar_to_now_linking_to_its_attempt(admin_client, monkeypatch):
     from django_durable_schedules.admin import timeline as view
@@ -408,6 +411,7 @@ def test_a_run_in_flight_is_a_running_bar_to_now_linking_to_its_attempt(admin_cl
     assert idle.name in html and html.count("dds-tl-running-note") == 1
 
 
+@pytest.mark.vendor_independent  # the page's SVG
 @pytest.mark.django_db
 def test_a_range_that_ended_before_the_claim_draws_no_running_bar(admin_client):
     busy = make("busy", start_at=timezone.now() + timedelta(hours=1))
@@ -419,6 +423,7 @@ def test_a_range_that_ended_before_the_claim_draws_no_running_bar(admin_client):
     assert "dds-tl-running-link" not in past and 'data-schedule="busy"' in past
 
 
+@pytest.mark.vendor_independent  # slot arithmetic drawn in SVG
 @pytest.mark.django_db
 def test_excluded_and_blacked_out_slots_are_struck_through(admin_client):
     now = timezone.now()
@@ -437,6 +442,7 @@ def test_excluded_and_blacked_out_slots_are_struck_through(admin_client):
     assert '<g class="dds-tl-tick dds-tl-struck">' in html
 
 
+@pytest.mark.vendor_independent  # links in the pages' HTML
 @pytest.mark.django_db
 def test_links_from_the_list_and_the_change_page(admin_client):
     s = make("linked")
@@ -457,6 +463,7 @@ def test_links_from_the_list_and_the_change_page(admin_client):
      "label=%3Ax", "status=sleepy", "schedule=42", "p=abc", "owner=" + "x" * 300,
      "start=2027-06-01T00:00:00%2B99:00&end=2027-06-02"],
 )  # fmt: skip
+@pytest.mark.vendor_independent  # query-string validation message
 def test_a_bad_parameter_is_a_message_never_an_error_page(admin_client, query):
     make("any")
     response = admin_client.get(f"{reverse(TIMELINE)}?{query}")
@@ -486,6 +493,7 @@ def test_filters_status_callback_owner_group_and_label(admin_client):
     assert shown("status=active&label=team:web") == {"b.other"}
 
 
+@pytest.mark.vendor_independent  # Django's permission check
 @pytest.mark.django_db
 def test_view_permission_is_required(client):
     user = User.objects.create_user("staff", password="pw", is_staff=True)

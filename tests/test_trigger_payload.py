@@ -323,6 +323,7 @@ def test_an_override_that_is_a_json_string_is_ignored_by_the_claim():
 # -- register(payload_schema=...) --------------------------------------------------------
 
 
+@pytest.mark.vendor_independent  # registry argument checks
 def test_a_bad_payload_schema_is_refused_at_register_time():
     with pytest.raises(ImproperlyConfigured, match=r"t\.schema.*at properties/n/type"):
         register("t.schema", lambda ctx: None, payload_schema={"properties": {"n": {"type": 5}}})
@@ -331,6 +332,7 @@ def test_a_bad_payload_schema_is_refused_at_register_time():
     assert "t.schema" not in registry
 
 
+@pytest.mark.vendor_independent  # a pure JSON Schema rule
 def test_a_schema_that_cannot_be_applied_is_a_problem_not_an_error():
     from django_durable_schedules.payload_schemas import check_schema, schema_problems
 

@@ -366,6 +366,7 @@ def test_runs_finished_during_an_outage_are_receipted_not_rerun(start_worker, tm
     assert_ledger_consistent(record_side_effects=False)
 
 
+@pytest.mark.vendor_independent  # a pure function
 def test_reconnect_delay_grows_with_the_outage_and_is_capped():
     from django_durable_schedules.worker.outage import (
         RECONNECT_MAX_SECONDS,
