@@ -20,7 +20,8 @@ What it does:
    cron ``* * * * *``; 3 attempts per occurrence, backoff 0.5 s doubling to 2 s.
 2. Starts ``--workers`` real ``run_scheduler`` processes (``--lease-seconds``, max idle
    1 s) and for ``--duration`` seconds: every ``--kill-every`` s SIGKILLs a random worker
-   and starts a replacement; every ``--stall-every`` s (0: never) freezes one with SIGSTOP
+   among those up for half of it (a kill waits, due, while none is: ``Fleet.up``) and
+   starts a replacement; every ``--stall-every`` s (0: never) freezes one with SIGSTOP
    for lease + 2 s (resumed by a timer thread), so its leases expire and are recovered
    elsewhere while its runs go on (their late outcomes must be fenced); on PostgreSQL, half-way through, restarts the
    server once (``pg_ctlcluster ... restart``; skipped with a note when that is not
