@@ -25,28 +25,12 @@ from django_durable_schedules.models import OccurrenceLease, RunReceipt, Schedul
 from django_durable_schedules.state import Outcome, runs
 
 from .factories import complete_elsewhere
+from .test_parallel import make
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(connection.vendor == "sqlite", reason="SQLite serialises claims"),
 ]
-
-
-def make(name, max_parallel, priority):
-    s = Schedule(
-        name=name,
-        callback="tests.noop",
-        kind="interval",
-        interval_seconds=3600,
-        timezone="UTC",
-        max_attempts=1,
-        overlap_policy="allow",
-        max_parallel=max_parallel,
-        priority=priority,
-    )
-    s.full_clean()
-    s.save()
-    return s
 
 
 def due(*rows):
@@ -57,8 +41,10 @@ def due(*rows):
 def test_a_row_read_to_fill_a_held_back_place_is_claimed_after_what_ended_before_its_lock(
     monkeypatch,
 ):
-    full = make("full", 1, priority=10)  # the head of the batch, held at its limit
-    other = make("other", 2, priority=0)  # read to fill its place
+    full = make(
+        "full", 1, priority=10, interval_seconds=3600
+    )  # the head of the batch, held at its limit
+    other = make("other", 2, priority=0, interval_seconds=3600)  # read to fill its place
     due(full, other)
     first = {c.schedule_name: c for c in state.claim_due(worker="w1")}
     due(other)
