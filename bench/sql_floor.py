@@ -47,6 +47,7 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,19 @@ COMPLETE_CTE = (
     "RETURNING s.id, s.occurrence, s.next_run_at, done.attempt_id) "
     f"INSERT INTO {T_RECEIPT} ({_RECEIPT_COLUMNS}) SELECT {_RECEIPT_VALUES} FROM released"
 )
+#: The completion with each run's start (``--record-starts``, bench/herd_floor.py): the
+#: receipts' ``started_at`` from one more array, the instants the runs began (this machine's
+#: clock, the database's: the server is local).
+COMPLETE_CTE_STARTS = (
+    "WITH done AS (SELECT * FROM unnest(%(attempts)s::uuid[], %(schedules)s::uuid[], "
+    "%(tokens)s::uuid[], %(starts)s::timestamptz[]) "
+    "AS d (attempt_id, schedule_id, lease_token, started_at)), "
+    f"released AS (UPDATE {T_SCHEDULE} AS s SET lease_token = NULL, lease_expires_at = NULL "
+    "FROM done WHERE s.id = done.schedule_id AND s.lease_token = done.lease_token "
+    "RETURNING s.id, s.occurrence, s.next_run_at, done.attempt_id, done.started_at) "
+    f"INSERT INTO {T_RECEIPT} ({_RECEIPT_COLUMNS}, started_at) "
+    f"SELECT {_RECEIPT_VALUES}, started_at FROM released"
+)
 
 # --form split: the same work, one statement per step, in an explicit transaction.
 SPLIT_LOCK = _DUE
@@ -181,16 +195,22 @@ def claim(
 
 
 def complete(
-    conn: psycopg.Connection, form: str, runs: Sequence[tuple[uuid.UUID, uuid.UUID, uuid.UUID]]
+    conn: psycopg.Connection,
+    form: str,
+    runs: Sequence[tuple[uuid.UUID, uuid.UUID, uuid.UUID]],
+    starts: Sequence[datetime] | None = None,
 ) -> int:
     """Receipt ``runs`` (as :func:`claim` returned them) ``succeeded`` and release their
     leases in one committed transaction; returns how many were receipted (a run whose lease
-    is no longer this worker's is not)."""
+    is no longer this worker's is not). ``starts`` (``--record-starts``, form ``cte``):
+    each run's start instant, written as its receipt's ``started_at``."""
     params: dict[str, Any] = {
         "attempts": [r[0] for r in runs],
         "schedules": [r[1] for r in runs],
         "tokens": [r[2] for r in runs],
     }
+    if starts is not None:
+        return conn.execute(COMPLETE_CTE_STARTS, {**params, "starts": list(starts)}).rowcount
     if form == "cte":
         return conn.execute(COMPLETE_CTE, params).rowcount
     with conn.transaction():
@@ -206,9 +226,12 @@ def complete(
         return conn.execute(SPLIT_RECEIPTS, rows).rowcount
 
 
-def work(url: str, form: str, batch: int, worker: str, poll: float) -> dict[str, int]:
+def work(
+    url: str, form: str, batch: int, worker: str, poll: float, record_starts: bool = False
+) -> dict[str, int]:
     """Claim, run and complete batches until SIGTERM (the batch in hand is completed
-    first); sleep ``poll`` seconds after an empty claim. Returns the counts."""
+    first); sleep ``poll`` seconds after an empty claim. ``record_starts``: note each run's
+    start (UTC) and write it as its receipt's ``started_at``. Returns the counts."""
     stop = False
 
     def on_term(_signum: int, _frame: Any) -> None:
@@ -226,9 +249,12 @@ def work(url: str, form: str, batch: int, worker: str, poll: float) -> dict[str,
                 time.sleep(poll)
                 continue
             counts["claims"] += 1
+            starts: list[datetime] | None = [] if record_starts else None
             for _ in runs:
+                if starts is not None:
+                    starts.append(datetime.now(UTC))
                 noop()
-            done = complete(conn, form, runs)
+            done = complete(conn, form, runs, starts)
             counts["runs"] += len(runs)
             counts["receipted"] += done
             counts["lost"] += len(runs) - done
@@ -240,9 +266,12 @@ def floor_launcher() -> tuple[str, ...]:
     return (str(HERE / "sql_floor.py"),)
 
 
-def floor_args(url: str, batch: int, form: str, poll: float) -> list[str]:
+def floor_args(
+    url: str, batch: int, form: str, poll: float, record_starts: bool = False
+) -> list[str]:
     """The floor worker's options (``--worker-id`` is added by ``common.start_workers``)."""
-    return ["--database-url", url, "--batch", str(batch), "--form", form, "--poll", str(poll)]
+    args = ["--database-url", url, "--batch", str(batch), "--form", form, "--poll", str(poll)]
+    return [*args, "--record-starts"] if record_starts else args
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -261,15 +290,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--poll", type=float, default=0.2, help="sleep after an empty claim (default 0.2 s)"
     )
     p.add_argument("--worker-id", default=f"sql-floor-{os.getpid()}")
+    p.add_argument(
+        "--record-starts",
+        action="store_true",
+        help="write each run's start as its receipt's started_at (form cte; bench/herd_floor.py)",
+    )
     args = p.parse_args(argv)
     if args.batch < 1:
         p.error("--batch must be positive")
+    if args.record_starts and args.form != "cte":
+        p.error("--record-starts needs --form cte")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    counts = work(args.database_url, args.form, args.batch, args.worker_id, args.poll)
+    counts = work(
+        args.database_url, args.form, args.batch, args.worker_id, args.poll, args.record_starts
+    )
     print(f"{args.worker_id}: {counts}", flush=True)
     return 0
 
