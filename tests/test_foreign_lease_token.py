@@ -128,3 +128,46 @@ def test_a_late_outcome_on_a_row_no_conversion_reads_is_fenced_not_dropped():
     state.expire_leases()
     assert RunReceipt.objects.filter(attempt_id=claim.attempt_id).count() == 1
     retried(s, claim)
+
+
+def poison_unreadable(s):
+    """Write behind ``save()`` a value no conversion reads, the lease token left as it is:
+    ``-infinity`` in ``last_run_at`` (no Python datetime holds it). SQLite and MariaDB
+    hold no such value in a datetime column (SQLite's text there reads as no date)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("only PostgreSQL keeps a timestamp that no Python datetime holds")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Schedule._meta.db_table} SET last_run_at = '-infinity' WHERE id = %s",
+            [uuid_param(s.pk)],
+        )
+
+
+def test_an_outcome_on_its_own_row_that_no_conversion_reads_is_receipted_and_the_row_paused():
+    """The row its lease token still owns cannot be read at all (a value written behind
+    ``save()`` while the run was out): the outcome was dropped ("dropped the outcome ...")
+    and the run known only as ``lease_expired`` once its lease expired. Now the outcome is
+    receipted with its own status at once, the pause noted, and the row alone is paused as
+    degraded with the reason (``outcome.unappliable``), its lease cleared: nothing is left
+    for the recovery, and the rest of the batch commits."""
+    s, claim = claimed()
+    other = state.create_schedule(
+        name="bystander", callback="tests.noop", kind="interval", interval_seconds=60
+    )
+    Schedule.objects.filter(pk=other.pk).update(next_run_at=state.db_now() - S)
+    [bystander] = state.claim_due(worker="w1", limit=5)
+    poison_unreadable(s)
+    report = state.complete([Outcome(claim, "succeeded"), Outcome(bystander, "succeeded")])
+    assert report.dropped == [] and report.fenced == []
+    receipt = RunAttempt.objects.get(pk=claim.attempt_id).receipt
+    assert receipt.status == "succeeded"
+    assert "the schedule was paused" in receipt.error_message
+    assert RunAttempt.objects.get(pk=bystander.attempt_id).receipt.status == "succeeded"
+    row = Schedule.objects.filter(pk=s.pk).values(
+        "status", "degraded_reason", "degraded_kind", "lease_token", "next_run_at"
+    )[0]
+    assert row["status"] == "paused" and row["lease_token"] is None, row
+    assert row["degraded_reason"].startswith("its completion could not read the row"), row
+    assert row["next_run_at"] is None
+    assert state.expire_leases() == 0  # nothing left to recover
+    assert RunReceipt.objects.filter(attempt_id=claim.attempt_id).count() == 1

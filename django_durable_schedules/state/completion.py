@@ -129,8 +129,9 @@ def _log_enqueued(report: CompletionReport, outcomes: Sequence[Outcome]) -> None
 
 def _complete_alone(outcome: Outcome, now: datetime | None, using: str) -> CompletionReport:
     """:func:`complete` of one outcome after its batch was refused: as given, then stripped
-    of its result and message, then dropped (logged; its lease expires and the occurrence
-    is recovered)."""
+    of its result and message; when its row cannot be read at all, fenced or receipted
+    with the row quarantined (:func:`.orphans.fence_unreadable`); else dropped (logged;
+    its lease expires and the occurrence is recovered)."""
     try:
         return _complete_batch([outcome], now, using)
     except ROW_PROBLEMS as exc:
@@ -144,7 +145,7 @@ def _complete_alone(outcome: Outcome, now: datetime | None, using: str) -> Compl
     try:
         return _complete_batch([stripped], now, using)
     except ROW_PROBLEMS as exc:
-        fenced = fence_unreadable(outcome, now, using)
+        fenced = fence_unreadable(outcome, exc, now, using)
         if fenced is not None:
             return fenced
         logger.error(

@@ -1,8 +1,9 @@
 """The late outcomes of a completion batch whose lease token no longer owns its row (the
 lease was recovered, or the row deleted, while the run ran): receipted ``lease_lost`` unless
 the recovery receipted the attempt already, dropped with a log line when retention pruned
-the attempt (:func:`orphan_receipts`); the same for the outcome of a row the completion
-cannot read at all whose token, read alone, is not the outcome's (:func:`fence_unreadable`)."""
+the attempt (:func:`orphan_receipts`). The outcome of a row the completion cannot read at
+all (:func:`fence_unreadable`) is fenced the same way when the row's token, read alone, is
+not the outcome's, else receipted with its own status and the row quarantined."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..db.clock import resolve_now
 from ..db.locks import lock_for_write, locked
 from ..models import ReceiptStatus, RunAttempt, RunReceipt, Schedule
 from .outcomes import fenced_result
+from .quarantine import quarantine_unreadable
 from .records import Receipt, build_receipt
 from .transitions import implements
 from .values import CompletionReport, Outcome
@@ -68,15 +70,19 @@ def orphan_receipts(
     return receipts
 
 
-@implements("outcome.lease_lost")
-def fence_unreadable(outcome: Outcome, now: datetime | None, using: str) -> CompletionReport | None:
-    """The outcome of a row the completion cannot read (a value no conversion takes,
-    written behind ``save()``: PostgreSQL's ``-infinity`` in a lease expiry), when the
-    row's lease token, read alone, is not the outcome's: fenced as any late outcome
-    (:func:`orphan_receipts`: ``lease_lost``), the row left to the lease recovery
-    (which contains it). Deferred when the row is locked; None when its token is the
-    outcome's or cannot be read either (the outcome is then dropped: its lease expires
-    and the recovery receipts it)."""
+@implements("outcome.lease_lost", "outcome.unappliable")
+def fence_unreadable(
+    outcome: Outcome, exc: BaseException, now: datetime | None, using: str
+) -> CompletionReport | None:
+    """The outcome of a row the completion cannot read (``exc``: a value no conversion
+    takes, written behind ``save()``, such as PostgreSQL's ``-infinity``). The row's
+    lease token, read alone, decides: not the outcome's, the outcome is fenced as any
+    late outcome (:func:`orphan_receipts`: ``lease_lost``), the row left to the lease
+    recovery (which contains it); the outcome's, the row is paused as degraded and the
+    outcome receipted with its own status, the pause noted
+    (:func:`.quarantine.quarantine_unreadable`). Deferred when the row is locked; None
+    when the token cannot be read either, or the receipt cannot be written (the outcome
+    is then dropped: its lease expires and the recovery receipts it)."""
     report = CompletionReport()
     try:
         with transaction.atomic(using=using):
@@ -86,9 +92,11 @@ def fence_unreadable(outcome: Outcome, now: datetime | None, using: str) -> Comp
                 report.deferred.append(outcome)  # or deleted: the batch fenced it then
                 return report
             token = qs.values_list("lease_token", flat=True).first()
+            at = resolve_now(now, using)
             if token == outcome.claim.lease_token:
-                return None
-            receipts = orphan_receipts([outcome], resolve_now(now, using), using, report)
+                receipts = [quarantine_unreadable(qs, outcome, exc, at, using)]
+            else:
+                receipts = orphan_receipts([outcome], at, using, report)
             report.receipts = [r.model() for r in receipts]
             insert_rows(RunReceipt, report.receipts, using)
     except ROW_PROBLEMS:

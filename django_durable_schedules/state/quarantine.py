@@ -15,7 +15,10 @@ or backfill with writes that read none of its values:
   cancelled, with the reason in its ``backfill_cancel`` event;
 * :func:`quarantine_lease` - the expired lease is cleared, the schedule paused as degraded
   with the reason, its attempt receipted ``lease_expired`` (what is known of the run: its
-  lease expired before it reported; the pause noted), its open backfill cancelled.
+  lease expired before it reported; the pause noted), its open backfill cancelled;
+* :func:`quarantine_unreadable` - the same for the row of an outcome that the completion
+  cannot read at all, its lease still the outcome's: the outcome is receipted with its
+  own status, the pause noted.
 
 Health counts such a schedule as degraded (``degraded_reason``); a valid edit and
 ``enable`` bring it back.
@@ -29,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Case, F, Value, When
+from django.db.models import Case, F, QuerySet, Value, When
 
 from ..db.batch import ROW_PROBLEMS
 from ..db.clock import db_now
@@ -50,14 +53,18 @@ from .alerts import degraded_by_update
 from .bounds import bad_counters, describe_problem, read_count
 from .events import record_event
 from .machine import RUNNABLE_STATUSES, degraded_columns
-from .records import PAUSE_NOTE, build_receipt
+from .records import PAUSE_NOTE, Receipt, build_receipt
 from .transitions import implements
+from .values import Outcome
 
 logger = logging.getLogger(__name__)
 
 #: How the ``degraded_reason`` of a schedule whose expired lease could not be recovered
 #: begins.
 LEASE_PREFIX = "its expired lease could not be recovered: "
+#: How the ``degraded_reason`` of a schedule whose completion could not read its row
+#: begins.
+UNREADABLE_PREFIX = "its completion could not read the row: "
 
 
 @implements("claim.unevaluable")
@@ -224,34 +231,74 @@ def quarantine_lease(pk: uuid.UUID, exc: BaseException, now: datetime, using: st
         row = found[0]
         token = _guarded(lambda: qs.values_list("lease_token", flat=True).first(), using)
         failures = _guarded(lambda: qs.values_list("failure_count", flat=True).first(), using)
-        qs.update(
-            lease_token=None,
-            lease_expires_at=None,
-            # Paused if it could run; a cancelled, completed or failed one keeps its status
-            # (a cancel is never undone by a worker).
-            **degraded_columns(
-                reason,
-                DegradedKind.LEASE,
-                status=Case(
-                    When(status__in=list(RUNNABLE_STATUSES), then=Value(Status.PAUSED)),
-                    default=F("status"),
-                ),
-            ),
-        )
+        _pause_leased(qs, row, reason, DegradedKind.LEASE, now, using)
         if isinstance(token, uuid.UUID):
             _receipt_expired(row, token, _count_or_zero(failures), reason, now, using)
-        degraded_by_update(row, reason, DegradedKind.LEASE, now, using)
-        backfill_id = (
-            Backfill.objects.using(using)
-            .open()
-            .filter(schedule_id=pk)
-            .values_list("pk", flat=True)
-            .first()
-        )
-        if backfill_id is not None:
-            quarantine_backfill(row, backfill_id, f"{PAUSE_NOTE}{reason}", now, using)
     logger.error("schedule %s paused: %s", row.name, reason, extra={"schedule": row.name})
     return True
+
+
+@implements("outcome.unappliable", "alert.degraded")
+def quarantine_unreadable(
+    qs: QuerySet[Schedule], outcome: Outcome, exc: BaseException, now: datetime, using: str
+) -> Receipt:
+    """Inside a transaction that holds the lock of the row ``qs`` selects, which the lease
+    token of ``outcome`` still owns but which cannot be read at all (``exc``: a value no
+    conversion reads, written behind ``save()`` while the run was out, such as
+    PostgreSQL's ``-infinity``): the lease is cleared and the row paused as degraded
+    with the reason (``degraded_reason`` begins with :data:`UNREADABLE_PREFIX`; a
+    cancelled, completed or failed row keeps its status), its open backfill cancelled;
+    returns the receipt of the outcome with its own status (an unknown status:
+    ``failed``), the pause noted, for the caller to write. Reads none of the row's
+    values but its failure count, guarded."""
+    claim = outcome.claim
+    reason = bound_text(f"{UNREADABLE_PREFIX}{describe_problem(exc)}", 500)
+    failures = _guarded(lambda: qs.values_list("failure_count", flat=True).first(), using)
+    row = Schedule(pk=claim.schedule_id, name=claim.schedule_name)
+    _pause_leased(qs, row, reason, DegradedKind.DEFINITION, now, using)
+    logger.error("schedule %s paused: %s", row.name, reason, extra={"schedule": row.name})
+    status = outcome.status if outcome.status in ReceiptStatus.values else "failed"
+    return build_receipt(
+        claim,
+        status,
+        now,
+        schedule_id=claim.schedule_id,
+        failure_count_after=_count_or_zero(failures),
+        ran=outcome,
+        note=f"{PAUSE_NOTE}{reason}",
+    )
+
+
+@implements("recovery.lease_unrecoverable", "outcome.unappliable", "alert.degraded")
+def _pause_leased(
+    qs: QuerySet[Schedule], row: Schedule, reason: str, kind: str, now: datetime, using: str
+) -> None:
+    """With ``row``'s lock held: clear the lease of the row ``qs`` selects and pause it as
+    degraded (``reason``, ``kind``) if it could run - a cancelled, completed or failed one
+    keeps its status (a cancel is never undone by a worker) - with nothing pending; open
+    its ``degraded`` alert and cancel its open backfill. Writes by ``update()`` only."""
+    qs.update(
+        lease_token=None,
+        lease_expires_at=None,
+        **degraded_columns(
+            reason,
+            kind,
+            status=Case(
+                When(status__in=list(RUNNABLE_STATUSES), then=Value(Status.PAUSED)),
+                default=F("status"),
+            ),
+        ),
+    )
+    degraded_by_update(row, reason, kind, now, using)
+    backfill_id = (
+        Backfill.objects.using(using)
+        .open()
+        .filter(schedule_id=row.pk)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if backfill_id is not None:
+        quarantine_backfill(row, backfill_id, f"{PAUSE_NOTE}{reason}", now, using)
 
 
 def _guarded(read: Any, using: str) -> Any:

@@ -143,7 +143,9 @@ OUTCOMES: tuple[Transition, ...] = (
       KEEPS, seen("complete", "lease_lost")),
     T("outcome.unappliable", LEASED,
       "cannot be applied, or the recovery cannot move it on (definition made invalid "
-      "while it ran)", DEGRADED, "none", "the outcome's own status, noting the pause",
+      "while it ran), or the row its lease still owns cannot be read at all (a value no "
+      "conversion reads, written behind `save()` while it ran)", DEGRADED, "none",
+      "the outcome's own status, noting the pause",
       TO_PAUSED, _COMPLETE_ANY | seen("expire", "lease_expired")),
     T("outcome.backfill_ended", LEASED,
       "any outcome that leaves the schedule completed or failed, with an open backfill",
