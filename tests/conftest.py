@@ -132,12 +132,31 @@ class WorkerProcess:
         return "".join(self.lines)
 
     def stop(self) -> None:
+        """SIGTERM (a drain), then wait up to 30 s for the exit; kill it after that."""
+        self.request_stop()
+        self.wait_stopped()
+
+    def request_stop(self) -> None:
+        """The first half of :meth:`stop`: SIGTERM, if the process still runs."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+
+    def wait_stopped(self, timeout: float = 30) -> None:
+        """The second half of :meth:`stop`: wait up to ``timeout`` seconds, then kill."""
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+def stop_all(workers) -> None:
+    """Stop ``workers`` side by side: SIGTERM to each, then wait for each (each still
+    bounded by 30 s). One after the other, each drain (its threads, its final heartbeat,
+    its interpreter's exit: ~0.5 s) waited for the one before: 2.7 s to stop 4 workers."""
+    for w in workers:
+        w.request_stop()
+    for w in workers:
+        w.wait_stopped()
 
 
 @pytest.fixture
@@ -150,8 +169,7 @@ def start_worker():
         return w
 
     yield start
-    for w in started:
-        w.stop()
+    stop_all(started)
 
 
 def wait_until(predicate, timeout: float = 30.0, interval: float = 0.1, message: str = "condition"):

@@ -32,7 +32,7 @@ from django_durable_schedules.models import (
     ScheduleLink,
 )
 
-from .conftest import wait_until
+from .conftest import stop_all, wait_until
 from .test_worker_process import log, wait_exit, wait_started
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
@@ -168,8 +168,7 @@ def start_workers(start_worker, prefix):
 
 
 def stop(workers):
-    for w in workers:
-        w.stop()
+    stop_all(workers)  # side by side: each drain does not wait for the one before
     for w in workers:
         assert wait_exit(w, 30) == 0, log(w)
 

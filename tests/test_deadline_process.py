@@ -12,6 +12,7 @@ from django_durable_schedules import state
 from django_durable_schedules.models import RunReceipt, Schedule, ScheduleEvent
 
 from .conftest import wait_until
+from .test_worker_process import wait_started
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,14 +61,26 @@ def test_a_deadline_passed_with_no_worker_is_reported_by_the_next_to_start(start
         interval_seconds=3600,
         deadline_seconds=1,
     )
-    time.sleep(2.5)  # every worker stopped across the deadline
+    # Every worker stopped across the deadline: wait (polling the database's clock) until
+    # it has passed, not a fixed 2.5 s.
+    wait_until(
+        lambda: Schedule.objects.overdue_deadline(state.db_now()).filter(pk=s.pk).exists(),
+        15,
+        message="the deadline to pass with no worker",
+    )
     now = state.db_now()
     assert Schedule.objects.overdue_deadline(now).filter(pk=s.pk).exists()  # late on read
     assert alert_events(s) == []
-    for i in range(2):
-        start_worker("--worker-id", f"late{i}")
+    ids = [f"late{i}" for i in range(2)]
+    for wid in ids:
+        start_worker("--worker-id", wid)
     wait_until(lambda: succeeded(s), 60, message="the late run's success")
-    time.sleep(6)
+    # Each worker's start-up sweep (the one that reports a deadline missed while no worker
+    # ran) comes before its first heartbeat; its next sweep is DEADLINE_SWEEP_SECONDS
+    # (10 s) later. Once both have a heartbeat, both have swept: a second report would be
+    # written by now. (A fixed 6 s here saw no more sweeps than these.)
+    wait_started(*ids, timeout=60)
+    time.sleep(1)
     assert alert_events(s) == [("deadline_missed", 1), ("recovered", 1)]
     missed = ScheduleEvent.objects.get(schedule_id=s.pk, action="deadline_missed")
     attempt = s.attempts.get()

@@ -95,7 +95,7 @@ def test_a_group_of_three_across_four_workers_never_runs_more_than_three(tmp_pat
     def finished():
         return len(spans(path)) >= 220
 
-    wait_until(finished, 90, interval=0.5, message="220 runs")
+    wait_until(finished, 90, interval=0.1, message="220 runs")
     time.sleep(1)  # a duplicate would show up now
     found = spans(path)
     grouped = [s for name, runs in found.items() if name.startswith("grouped") for s in runs]
@@ -117,7 +117,7 @@ def test_a_rate_of_five_a_second_is_never_exceeded(tmp_path, start_worker):
     workers_up(2)
     due = (state.db_now() + timedelta(seconds=2)).replace(microsecond=0)
     once_rows(30, path, prefix="mail", due=due, group=group, seconds=0.05)
-    wait_until(lambda: len(spans(path)) >= 30, 60, interval=0.5, message="30 runs")
+    wait_until(lambda: len(spans(path)) >= 30, 60, interval=0.1, message="30 runs")
     found = spans(path)
     assert len(found) == 30 and all(len(runs) == 1 for runs in found.values())
     starts = [start for runs in found.values() for start, _ in runs]

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from itertools import pairwise
 
@@ -322,17 +323,22 @@ def test_use_tz_false_is_refused_and_touches_nothing_b10(start_worker):
     worker = start(
         start_worker, "--worker-id", "no-tz", "--max-idle", "0.5", settings="tests.settings_no_tz"
     )
-    code = wait_exit(worker, 60)
-    output = "".join(worker.lines)
-    assert code != 0, output
-    assert "USE_TZ" in output and "durable_schedules.E001" in output, output
-    assert Schedule.objects.values().get(pk=s.pk) == before
-    assert not RunAttempt.objects.exists() and not WorkerHeartbeat.objects.exists()
+    # The two ``check`` commands (they write nothing) start side by side with the refused
+    # worker, not one Django start-up after the other.
+    with ThreadPoolExecutor(2) as pool:
+        check_no_tz = pool.submit(django_command, "check", settings="tests.settings_no_tz")
+        check_default = pool.submit(django_command, "check")
+        code = wait_exit(worker, 60)
+        output = "".join(worker.lines)
+        assert code != 0, output
+        assert "USE_TZ" in output and "durable_schedules.E001" in output, output
+        assert Schedule.objects.values().get(pk=s.pk) == before
+        assert not RunAttempt.objects.exists() and not WorkerHeartbeat.objects.exists()
 
-    check = django_command("check", settings="tests.settings_no_tz")
-    assert check.returncode != 0
-    assert "durable_schedules.E001" in check.stderr + check.stdout, check.stderr
-    assert django_command("check").returncode == 0
+        check = check_no_tz.result()
+        assert check.returncode != 0
+        assert "durable_schedules.E001" in check.stderr + check.stdout, check.stderr
+        assert check_default.result().returncode == 0
 
 
 # ---------------------------------------------------------------------------------------
