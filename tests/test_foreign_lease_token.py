@@ -171,3 +171,18 @@ def test_an_outcome_on_its_own_row_that_no_conversion_reads_is_receipted_and_the
     assert row["next_run_at"] is None
     assert state.expire_leases() == 0  # nothing left to recover
     assert RunReceipt.objects.filter(attempt_id=claim.attempt_id).count() == 1
+
+
+def test_an_outcome_to_enqueue_on_an_unreadable_row_is_enqueued_then_receipted():
+    """The outcome of a run handed to a task queue (``enqueue``) on its own row that cannot
+    be read: enqueued as the completion would, in its transaction, then receipted
+    ``enqueued`` with the pause noted; the row is paused."""
+    s, claim = claimed()
+    poison_unreadable(s)
+    sent = []
+    report = state.complete([Outcome(claim, "enqueued", enqueue=lambda: sent.append(1) or "id-1")])
+    assert sent == [1] and report.dropped == []
+    receipt = RunAttempt.objects.get(pk=claim.attempt_id).receipt
+    assert (receipt.status, receipt.result) == ("enqueued", "id-1")
+    assert "the schedule was paused" in receipt.error_message
+    assert Schedule.objects.filter(pk=s.pk).values_list("status", flat=True)[0] == "paused"

@@ -51,6 +51,7 @@ from ..models import (
 from ..projection import bound_text
 from .alerts import degraded_by_update
 from .bounds import bad_counters, describe_problem, read_count
+from .enqueues import run_enqueue
 from .events import record_event
 from .machine import RUNNABLE_STATUSES, degraded_columns
 from .records import PAUSE_NOTE, Receipt, build_receipt
@@ -249,7 +250,8 @@ def quarantine_unreadable(
     with the reason (``degraded_reason`` begins with :data:`UNREADABLE_PREFIX`; a
     cancelled, completed or failed row keeps its status), its open backfill cancelled;
     returns the receipt of the outcome with its own status (an unknown status:
-    ``failed``), the pause noted, for the caller to write. Reads none of the row's
+    ``failed``; an outcome to enqueue is enqueued first, as the completion does:
+    :func:`.enqueues.run_enqueue`), the pause noted, for the caller to write. Reads none of the row's
     values but its failure count, guarded."""
     claim = outcome.claim
     reason = bound_text(f"{UNREADABLE_PREFIX}{describe_problem(exc)}", 500)
@@ -257,6 +259,7 @@ def quarantine_unreadable(
     row = Schedule(pk=claim.schedule_id, name=claim.schedule_name)
     _pause_leased(qs, row, reason, DegradedKind.DEFINITION, now, using)
     logger.error("schedule %s paused: %s", row.name, reason, extra={"schedule": row.name})
+    outcome = run_enqueue(outcome, using)  # as the completion would: enqueued, or failed
     status = outcome.status if outcome.status in ReceiptStatus.values else "failed"
     return build_receipt(
         claim,
