@@ -96,18 +96,48 @@ from datetime import datetime
 from django_durable_schedules.models import Kind, Schedule, Status
 
 n, first = int(sys.argv[1]), datetime.fromisoformat(sys.argv[2])
-template = Schedule(kind=Kind.CRON, cron="* * * * *", timezone="UTC")
-digest = template.compute_definition_hash()
+# cron "* * * * *", or (bench/herd_floor.py, whose floor plans intervals only) the same grid
+# as an interval of 60 s whose first run is a boundary.
+timing = (
+    {"kind": Kind.CRON, "cron": "* * * * *"} if sys.argv[3] == "cron"
+    else {"kind": Kind.INTERVAL, "interval_seconds": 60}
+)
+digest = Schedule(timezone="UTC", **timing).compute_definition_hash()
 rows = [
     Schedule(
-        name=f"herd-{i:05d}", callback="tests.noop", kind=Kind.CRON, cron="* * * * *",
-        timezone="UTC", status=Status.ACTIVE, next_run_at=first, definition_hash=digest,
+        name=f"herd-{i:05d}", callback="tests.noop", timezone="UTC", status=Status.ACTIVE,
+        next_run_at=first, definition_hash=digest, **timing,
     )
     for i in range(n)
 ]
 Schedule.objects.bulk_create(rows, batch_size=2000)
 print(Schedule.objects.count())
 """
+
+
+def seed_herd(conn: Any, env: dict[str, str], n: int, lead: float, kind: str = "cron") -> datetime:
+    """Seed ``n`` schedules (``kind``: ``cron`` or ``interval``, see :data:`SEED`) due at the
+    first minute boundary at least ``lead + n / 2000`` seconds ahead; returns it."""
+    first = next_boundary(conn, lead + n / 2000)
+    seeded = subprocess.run(
+        [sys.executable, "-c", SEED, str(n), first.isoformat(), kind],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    log(f"{seeded.stdout.strip()} schedules due at {first:%H:%M:%S}")
+    return first
+
+
+def lateness(starts: list[float]) -> dict[str, float | None]:
+    """p50, p99 and max of the sorted start lateness ``starts`` (seconds)."""
+    return {
+        "p50": rounded(statistics.median(starts) if starts else None),
+        "p99": rounded(percentile(starts, 0.99)),
+        "max": rounded(starts[-1] if starts else None),
+    }
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -204,9 +234,14 @@ def watch_backends(conn: Any, until: datetime, seen: dict[int, float]) -> None:
     An idle worker closes its connection, so its backend lives for one busy spell: the
     most seen of each is about what it cost (its last 0.2 s may be missed)."""
     while scalar(conn, "SELECT now()") < until:
-        for pid in worker_backends(conn):
-            seen[pid] = max(seen.get(pid, 0.0), cpu_seconds([pid]))
+        note_backends(conn, seen)
         time.sleep(0.2)
+
+
+def note_backends(conn: Any, seen: dict[int, float]) -> None:
+    """Note in ``seen`` (pid -> the most seen) the CPU seconds of this database's backends."""
+    for pid in worker_backends(conn):
+        seen[pid] = max(seen.get(pid, 0.0), cpu_seconds([pid]))
 
 
 def cpu_fields(
@@ -234,16 +269,7 @@ def run_size(args: argparse.Namespace, n: int) -> dict[str, Any]:
     env = django_env(args.database_url)
     fresh_database(args.database_url, env)
     with connect(args.database_url) as conn:
-        first = next_boundary(conn, args.lead + n / 2000)
-        seeded = subprocess.run(
-            [sys.executable, "-c", SEED, str(n), first.isoformat()],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        log(f"{seeded.stdout.strip()} schedules due at {first:%H:%M:%S}")
+        first = seed_herd(conn, env, n, args.lead)
         procs = start_workers(args.workers, env, ROOT / "bench" / "out", f"herd{n}")
         killed: dict[str, Any] = {"done": False}
         try:
@@ -301,11 +327,7 @@ def run_size(args: argparse.Namespace, n: int) -> dict[str, Any]:
         "worker_options": "none (the settings' defaults)",
         "killed": killed,
         "minutes": minutes,
-        "start_lateness_s": {
-            "p50": rounded(statistics.median(starts) if starts else None),
-            "p99": rounded(p99),
-            "max": rounded(starts[-1] if starts else None),
-        },
+        "start_lateness_s": lateness(starts),
         "missed": missed,
         "duplicated": duplicated,
         "problems": problems,

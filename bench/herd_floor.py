@@ -31,8 +31,6 @@ Prints JSON, then one summary line per size. Uses the database ``dds_bench_herd_
 from __future__ import annotations
 
 import argparse
-import statistics
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -50,7 +48,6 @@ from common import (
     django_env,
     emit,
     fresh_database,
-    log,
     python_loop_ms,
     scalar,
     server_info,
@@ -62,10 +59,10 @@ from common import (
 from herd import (
     cpu_fields,
     cpu_sample,
+    lateness,
     minute_figures,
-    next_boundary,
-    percentile,
-    rounded,
+    note_backends,
+    seed_herd,
     sleep_until,
 )
 from sql_floor import DEFAULT_BATCH, FLOOR_SESSIONS_SQL, floor_args, floor_launcher
@@ -77,32 +74,6 @@ RECEIPTED = (
     "WHERE a.scheduled_for = %s"
 )
 
-SEED = r"""
-import sys, django
-django.setup()
-from datetime import datetime
-from django_durable_schedules.models import Kind, Schedule, Status
-
-n, first = int(sys.argv[1]), datetime.fromisoformat(sys.argv[2])
-template = Schedule(kind=Kind.INTERVAL, interval_seconds=60, timezone="UTC")
-digest = template.compute_definition_hash()
-rows = [
-    Schedule(
-        name=f"herd-{i:05d}", callback="tests.noop", kind=Kind.INTERVAL, interval_seconds=60,
-        timezone="UTC", status=Status.ACTIVE, next_run_at=first, definition_hash=digest,
-    )
-    for i in range(n)
-]
-Schedule.objects.bulk_create(rows, batch_size=2000)
-print(Schedule.objects.count())
-"""
-
-
-def note_backends(conn: Any, seen: dict[int, float]) -> None:
-    """Note in ``seen`` (pid -> the most seen) the CPU seconds of this database's backends."""
-    for pid in worker_backends(conn):
-        seen[pid] = max(seen.get(pid, 0.0), cpu_seconds([pid]))
-
 
 def run_size(args: argparse.Namespace, n: int) -> dict[str, Any]:
     """The floor's herd of ``n`` rows over ``args.minutes`` boundaries: per minute the
@@ -110,16 +81,7 @@ def run_size(args: argparse.Namespace, n: int) -> dict[str, Any]:
     env = django_env(args.database_url)
     fresh_database(args.database_url, env)
     with connect(args.database_url) as conn:
-        first = next_boundary(conn, args.lead + n / 2000)
-        seeded = subprocess.run(
-            [sys.executable, "-c", SEED, str(n), first.isoformat()],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        log(f"{seeded.stdout.strip()} schedules due at {first:%H:%M:%S}")
+        first = seed_herd(conn, env, n, args.lead, kind="interval")
         fargs = floor_args(args.database_url, args.batch, "cte", args.poll, record_starts=True)
         procs = start_workers(
             args.workers, env, ROOT / "bench" / "out", f"herdfloor{n}", fargs, floor_launcher()
@@ -160,11 +122,7 @@ def run_size(args: argparse.Namespace, n: int) -> dict[str, Any]:
         "poll_s": args.poll,
         "batch": args.batch,
         "minutes": minutes,
-        "start_lateness_s": {
-            "p50": rounded(statistics.median(starts) if starts else None),
-            "p99": rounded(percentile(starts, 0.99)),
-            "max": rounded(starts[-1] if starts else None),
-        },
+        "start_lateness_s": lateness(starts),
         "missed": sum(m["missed"] for m in minutes),
         "duplicated": sum(m["duplicated"] for m in minutes),
         "worker_exit_codes": codes,
