@@ -186,3 +186,21 @@ def test_an_outcome_to_enqueue_on_an_unreadable_row_is_enqueued_then_receipted()
     assert (receipt.status, receipt.result) == ("enqueued", "id-1")
     assert "the schedule was paused" in receipt.error_message
     assert Schedule.objects.filter(pk=s.pk).values_list("status", flat=True)[0] == "paused"
+
+
+def test_an_enqueue_that_raises_on_an_unreadable_row_is_receipted_failed():
+    """The task queue refuses the hand-off (the callback's ``enqueue`` raises) while its
+    row cannot be read: the run is receipted ``failed`` with the error, the pause noted;
+    the row is paused and the worker's call returns."""
+    s, claim = claimed()
+    poison_unreadable(s)
+
+    def refuse():
+        raise ConnectionError("broker down")
+
+    report = state.complete([Outcome(claim, "enqueued", enqueue=refuse)])
+    assert report.dropped == []
+    receipt = RunAttempt.objects.get(pk=claim.attempt_id).receipt
+    assert (receipt.status, receipt.error_type) == ("failed", "ConnectionError")
+    assert "the schedule was paused" in receipt.error_message
+    assert Schedule.objects.filter(pk=s.pk).values_list("status", flat=True)[0] == "paused"
