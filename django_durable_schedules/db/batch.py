@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from operator import is_, itemgetter
 from typing import Any
 
 from django.db import DataError, IntegrityError, connections
 from django.db.models import (
+    NOT_PROVIDED,
     DateField,
     DateTimeField,
     Field,
@@ -22,6 +25,7 @@ from django.db.models import (
 )
 
 from ..models import Schedule
+from .loaded import forget_reads, positions_of, read_of
 
 #: What the database (or its driver) raises for a value it refuses to store: a batch that
 #: meets one is retried row by row, so one bad row or outcome never blocks the others.
@@ -36,29 +40,36 @@ ROW_PROBLEMS = (*REFUSED, TypeError, AttributeError, ArithmeticError, LookupErro
 
 
 def update_rows(rows: Sequence[Schedule], fields: Sequence[str], using: str) -> None:
-    """Write ``fields`` of each row in one round trip.
+    """Write ``fields`` of each row in one round trip: those of them that some row changed
+    since its locking read (:func:`written_columns`; none: no statement).
 
     PostgreSQL: one ``UPDATE ... FROM unnest(%s::uuid[], %s::integer[], ...)`` per batch,
-    one array parameter per column, so the statement text is the same for every batch and
-    the client caches its parsing. Others: one parameterised ``UPDATE ... WHERE id = %s``
-    sent through ``executemany``. (``QuerySet.bulk_update`` builds a CASE expression per row
-    and field, about 10 ms of Python per row here; see docs/benchmarks.md.)
+    one array parameter per column, so the statement text is the same for every batch with
+    the same columns and the client caches its parsing. Others: one parameterised ``UPDATE
+    ... WHERE id = %s`` sent through ``executemany``. (``QuerySet.bulk_update`` builds a CASE
+    expression per row and field, about 10 ms of Python per row here; see
+    docs/benchmarks.md.)
     """
     if not rows:
         return
     conn = connections[using]
     pk, pk_column = _column_field(Schedule._meta.pk)
-    targets = [_column_field(Schedule._meta.get_field(name)) for name in fields]
-    columns = [f for f, _ in targets]
+    column_of = dict(_column_field(Schedule._meta.get_field(name)) for name in fields)
+    values = {c: [getattr(r, c.attname) for r in rows] for c in column_of}
+    columns = written_columns(rows, values)
+    forget_reads(rows)  # written now: a later write of these rows writes every column
+    if not columns:
+        return
     with conn.cursor() as cursor:
         if conn.vendor == "postgresql":
             cursor.execute(
                 _unnest_sql(conn, Schedule, "update", (pk, *columns)),
-                [_pg_array(c, [getattr(r, c.attname) for r in rows], conn) for c in (pk, *columns)],
+                [_pg_array(pk, [r.pk for r in rows], conn)]
+                + [_pg_array(c, values[c], conn) for c in columns],
             )
         else:
             qn = conn.ops.quote_name
-            sets = ", ".join(f"{qn(c)} = %s" for _, c in targets)
+            sets = ", ".join(f"{qn(column_of[c])} = %s" for c in columns)
             cursor.executemany(
                 f"UPDATE {qn(Schedule._meta.db_table)} SET {sets} WHERE {qn(pk_column)} = %s",
                 [
@@ -66,6 +77,48 @@ def update_rows(rows: Sequence[Schedule], fields: Sequence[str], using: str) -> 
                     for row in rows
                 ],
             )
+
+
+def written_columns(
+    rows: Sequence[Model], values: dict[Field[Any, Any], list[Any]]
+) -> list[Field[Any, Any]]:
+    """The columns of ``values`` (``{field: each row's value}``) an ``UPDATE`` of ``rows``
+    must write: all of them, unless every row was loaded by one locking read
+    (:func:`.loaded.read_of`: the values it loaded); then only those some row changed.
+    A column is unchanged when each row's value is of the type it was read as, equal to
+    it, and of an immutable type (``None``, a number, a text, an instant, a UUID: a value
+    changed in place, a JSON document, is always written). The rows are locked since
+    that read, so a column left out holds that very value: the statement writes less,
+    not otherwise."""
+    columns = list(values)
+    reads = [read_of(r) for r in rows]
+    first = reads[0]
+    if first is None or any(r is None or r[0] is not first[0] for r in reads):
+        return columns
+    positions = positions_of(first[0])
+    loaded = [r[1] for r in reads if r is not None]
+    written = []
+    for column in columns:
+        pos = positions.get(column.attname)
+        now = values[column]
+        if pos is None:
+            written.append(column)
+            continue
+        then = list(map(itemgetter(pos), loaded))
+        if not (
+            now == then
+            and _IMMUTABLE.issuperset(map(type, now))
+            and all(map(is_, map(type, now), map(type, then)))
+        ):
+            written.append(column)
+    return written
+
+
+#: The types of values a column may be left out of an ``UPDATE`` for (see
+#: :func:`written_columns`): none can change in place.
+_IMMUTABLE = frozenset(
+    {type(None), bool, int, float, str, datetime, date, timedelta, uuid.UUID, Decimal}
+)
 
 
 def insert_rows(model: type[Model], objs: Sequence[Model], using: str) -> None:
@@ -81,17 +134,18 @@ def insert_rows(model: type[Model], objs: Sequence[Model], using: str) -> None:
     if conn.vendor != "postgresql":
         model._default_manager.using(using).bulk_create(objs)
         return
-    fields = tuple(model._meta.concrete_fields)
-    params = [
-        _pg_array(
-            f,
-            [f.pre_save(o, True) for o in objs]
-            if _computes_on_save(f)
-            else [getattr(o, f.attname) for o in objs],
-            conn,
-        )
-        for f in fields
-    ]
+    every = {
+        f: [f.pre_save(o, True) for o in objs]
+        if _computes_on_save(f)
+        else [getattr(o, f.attname) for o in objs]
+        for f in model._meta.concrete_fields
+    }
+    # A column of NULLs only is left out: it has no default of its own in the database
+    # (no field here has a ``db_default``), so it is NULL all the same, for nothing sent.
+    fields = tuple(
+        f for f, v in every.items() if v.count(None) != len(v) or f.db_default is not NOT_PROVIDED
+    )
+    params = [_pg_array(f, every[f], conn) for f in fields]
     with conn.cursor() as cursor:
         cursor.execute(_unnest_sql(conn, model, "insert", fields), params)
     for o in objs:
@@ -224,7 +278,7 @@ _UNNEST_SQL: dict[tuple[Any, ...], str] = {}
 
 def _unnest_sql(conn: Any, model: type[Model], verb: str, fields: Sequence[Field[Any, Any]]) -> str:
     """The PostgreSQL statement of :func:`update_rows` (``fields[0]`` is the key) or of
-    :func:`insert_rows`, built once per model, verb and column list."""
+    :func:`insert_rows`, built once per model, verb and column list (at most 256 kept)."""
     key = (conn.alias, model, verb, tuple(f.column for f in fields))
     sql = _UNNEST_SQL.get(key)
     if sql is None:
@@ -244,6 +298,8 @@ def _unnest_sql(conn: Any, model: type[Model], verb: str, fields: Sequence[Field
                 f"UPDATE {table} AS t SET {sets} FROM unnest({arrays}) AS v ({names}) "
                 f"WHERE t.{key_column} = v.{key_column}"
             )
+        if len(_UNNEST_SQL) >= 256:  # one per column list written: a few in practice
+            _UNNEST_SQL.clear()
         _UNNEST_SQL[key] = sql
     return sql
 

@@ -62,6 +62,8 @@ from django.db.models.fields.related_descriptors import ForeignKeyDeferredAttrib
 from django.db.models.query_utils import DeferredAttribute
 from django.db.models.signals import post_init, pre_init
 
+from .loaded import READ
+
 _M = TypeVar("_M", bound=Model)
 
 #: A stand-in parameter: each occurrence in the compiled parameters is replaced by the
@@ -338,6 +340,7 @@ class FastLoading:
         fetch_mode = kwargs.get("fetch_mode")
         if fetch_mode is not None:
             state.fetch_mode = fetch_mode
+        state.__dict__[READ] = (names, values)  # what it was read as (.loaded.read_of)
         new.__dict__["_state"] = state
         new.__dict__.update(zip(names, values, strict=True))
         return new
