@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 
 from .. import timing
 from ..conf import app_settings
+from ..frozen import quick_init
 from ..models import AttemptOrigin, Kind, MisfirePolicy, OverlapPolicy, Schedule
 from .replace_rules import newest_passed_slot, replaces
 from .transitions import implements
@@ -40,6 +41,7 @@ ONE_SECOND = timedelta(seconds=1)
 BUFFERING = (OverlapPolicy.BUFFER_ONE, OverlapPolicy.BUFFER_ALL)
 
 
+@quick_init
 @dataclass(frozen=True)
 class Overlap:
     """What :func:`plan_overlap` decides for the slots that came due during a run."""

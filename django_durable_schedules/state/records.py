@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..frozen import quick_init
 from ..models import SUCCESS_STATUSES, RunAttempt, RunReceipt
 from ..projection import bound_text
 from ..uuids import uuid4
@@ -27,6 +28,7 @@ NOTED_MESSAGE_MAX_CHARS = 1000
 PAUSE_NOTE = "the schedule was paused: "
 
 
+@quick_init
 @dataclass(frozen=True)
 class Receipt:
     """One run's receipt as a rule builds it (unsaved; times UTC), made by

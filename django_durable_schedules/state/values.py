@@ -9,10 +9,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..frozen import quick_init
+
 if TYPE_CHECKING:
     from ..models import RunReceipt
 
 
+@quick_init
 @dataclass(frozen=True)
 class Previous:
     """The schedule's last successful run, as a callback reads it (``ctx.previous``).
@@ -32,6 +35,7 @@ class Previous:
     result: Any = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class Claim:
     """A committed claim: one attempt of one occurrence, owned through ``lease_token``.
@@ -90,6 +94,7 @@ class OutcomeStatus(enum.StrEnum):
     REPLACED = "replaced"
 
 
+@quick_init
 @dataclass(frozen=True)
 class Outcome:
     """What running a claim produced, as the worker reports it to :func:`complete`.
@@ -124,6 +129,7 @@ class Outcome:
     traceback: list[dict[str, Any]] | None = None
 
 
+@quick_init
 @dataclass(frozen=True)
 class Failure:
     """A failed attempt, as the failure path takes it (:func:`.outcomes.fail_attempt`):

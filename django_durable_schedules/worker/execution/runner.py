@@ -21,6 +21,7 @@ from django.utils import timezone as dj_timezone
 from ...conf import app_settings
 from ...db import open_transactions
 from ...exceptions import FailRun, NotRegistered, RetryRun, SkipRun
+from ...frozen import quick_init
 from ...projection import bound_text, project_error, project_result, project_traceback
 from ...registry import KIND_CALLABLE, registry
 from ...state import Claim, Outcome, Previous
@@ -30,6 +31,7 @@ from . import dispatch, hooks
 logger = logging.getLogger("django_durable_schedules.runner")
 
 
+@quick_init
 @dataclass(frozen=True)
 class RunContext:
     """What a callback receives.
