@@ -83,13 +83,14 @@ def written_columns(
     rows: Sequence[Model], values: dict[Field[Any, Any], list[Any]]
 ) -> list[Field[Any, Any]]:
     """The columns of ``values`` (``{field: each row's value}``) an ``UPDATE`` of ``rows``
-    must write: all of them, unless every row was loaded by one locking read
-    (:func:`.loaded.read_of`: the values it loaded); then only those some row changed.
-    A column is unchanged when each row's value is of the type it was read as, equal to
-    it, and of an immutable type (``None``, a number, a text, an instant, a UUID: a value
-    changed in place, a JSON document, is always written). The rows are locked since
-    that read, so a column left out holds that very value: the statement writes less,
-    not otherwise."""
+    must write: all of them, unless every row still knows what it was loaded with, the
+    same columns for each (:func:`.loaded.read_of`; a row built, or written once since,
+    does not); then only those some row changed. A column is unchanged when each row's
+    value is of the type it was read as, equal to it, and of an immutable type (``None``,
+    a number, a text, an instant, a UUID: a value changed in place, a JSON document, is
+    always written). Every caller's rows are locked since their read (the claim's, the
+    completion's, a lease recovery's ``FOR UPDATE``), so a column left out holds that
+    very value: the statement writes less, not otherwise."""
     columns = list(values)
     reads = [read_of(r) for r in rows]
     first = reads[0]
