@@ -5,7 +5,6 @@ held before this shortcut, on every database."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 from django_durable_schedules.db import batch
 from django_durable_schedules.db.loaded import read_of
 from django_durable_schedules.models import RunAttempt, Schedule
+from django_durable_schedules.state.attempt_rules import new_attempt
 from django_durable_schedules.state.columns import CLAIM_FIELDS, COMPLETE_FIELDS
 
 from .factories import ScheduleFactory
@@ -153,20 +153,7 @@ def test_after_a_write_the_database_holds_each_rows_values(changes):
 
 def test_an_insert_leaves_out_a_column_of_nulls_only():
     row = ScheduleFactory()
-    attempt = RunAttempt.build(
-        id=uuid.uuid4(),
-        schedule_id=row.pk,
-        schedule_name=row.name,
-        occurrence=1,
-        attempt=1,
-        scheduled_for=T0,
-        claimed_at=T0,
-        lease_token=uuid.uuid4(),
-        lease_expires_at=T0 + timedelta(seconds=30),
-        worker="w",
-        idempotency_key=f"{row.pk}:1",
-        payload=None,
-    )
+    attempt = new_attempt(row, 1, 1, T0, T0, T0 + timedelta(seconds=30), "w")  # no payload
     with transaction.atomic(), CaptureQueriesContext(connection) as q:
         batch.insert_rows(RunAttempt, [attempt], "default")
     got = RunAttempt.objects.get(pk=attempt.pk)

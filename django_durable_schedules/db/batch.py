@@ -73,8 +73,9 @@ def update_rows(rows: Sequence[Schedule], fields: Sequence[str], using: str) -> 
             cursor.executemany(
                 f"UPDATE {qn(Schedule._meta.db_table)} SET {sets} WHERE {qn(pk_column)} = %s",
                 [
-                    [*_row_params(row, pk, columns, conn)[1:], pk.get_db_prep_save(row.pk, conn)]
-                    for row in rows
+                    [c.get_db_prep_save(values[c][i], conn) for c in columns]
+                    + [pk.get_db_prep_save(row.pk, conn)]
+                    for i, row in enumerate(rows)
                 ],
             )
 
@@ -310,9 +311,3 @@ def _column_field(field: Field[Any, Any] | ForeignObjectRel | None) -> tuple[Fie
     if not isinstance(field, Field) or field.column is None:
         raise ValueError(f"{field!r} is not a concrete column of {Schedule._meta.db_table}")
     return field, field.column
-
-
-def _row_params(row: Schedule, pk: Any, columns: Sequence[Any], conn: Any) -> list[Any]:
-    return [pk.get_db_prep_save(row.pk, conn)] + [
-        c.get_db_prep_save(getattr(row, c.attname), conn) for c in columns
-    ]
