@@ -172,6 +172,57 @@ def start_worker():
     stop_all(started)
 
 
+def freeze(worker: WorkerProcess, schedule_pk=None, tries: int = 100) -> None:
+    """SIGSTOP ``worker`` at a moment it holds no lock another worker's write would wait
+    for: a lock on SQLite's database file (the tests' rollback journal: a reader's shared
+    lock too holds off a writer's commit), or (PostgreSQL, MariaDB) the row lock of the
+    schedule ``schedule_pk``. A worker stopped inside a write transaction (a lease
+    renewal, a claim: milliseconds of each second) keeps that lock until SIGCONT, so the
+    other workers' writes wait for it (SQLite: silently, up to the 20 s busy timeout);
+    that is not what a frozen worker's test is about (tests/test_lost_lease.py's frozen
+    worker failed so in CI, SQLite lane, 2026-12-07: worker B never ran attempt 2). After
+    each SIGSTOP a probe takes the lock without waiting; when it cannot, SIGCONT, a short
+    sleep, and again."""
+    for _ in range(tries):
+        worker.signal(signal.SIGSTOP)
+        if lock_free(schedule_pk):
+            return
+        worker.signal(signal.SIGCONT)
+        time.sleep(0.02)
+    raise AssertionError(f"could not freeze the worker outside a write in {tries} tries")
+
+
+def lock_free(schedule_pk) -> bool:
+    """Whether another connection can take the database file's exclusive lock (SQLite:
+    no other connection reads or writes) or ``schedule_pk``'s row lock (the others)
+    without waiting: a probe, rolled back."""
+    import sqlite3
+
+    from django.db import DatabaseError, connection, transaction
+
+    if connection.vendor == "sqlite":
+        probe = sqlite3.connect(connection.settings_dict["NAME"], timeout=0.2)
+        probe.isolation_level = None
+        try:
+            probe.execute("BEGIN EXCLUSIVE")
+            probe.execute("ROLLBACK")
+            return True
+        except sqlite3.OperationalError:
+            return False
+        finally:
+            probe.close()
+    if schedule_pk is None:
+        return True
+    from django_durable_schedules.models import Schedule
+
+    try:
+        with transaction.atomic():
+            list(Schedule.objects.select_for_update(nowait=True).filter(pk=schedule_pk))
+        return True
+    except DatabaseError:
+        return False
+
+
 def wait_until(predicate, timeout: float = 30.0, interval: float = 0.1, message: str = "condition"):
     """Poll ``predicate`` (which may query the database) until true or ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

@@ -19,7 +19,7 @@ from django_durable_schedules import state
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
 from tests.testapp.models import SideEffect
 
-from .conftest import wait_until
+from .conftest import freeze, wait_until
 from .test_hard_timeouts import alive, once, receipts
 from .test_worker_process import log, wait_exit, wait_started
 
@@ -87,7 +87,7 @@ def test_a_frozen_workers_child_does_not_start_a_stale_claim(start_worker):
         15,
         message=f"the claim\n{log(worker)}",
     )
-    worker.signal(signal.SIGSTOP)
+    freeze(worker, stale.pk)
     try:
         assert not SideEffect.objects.filter(schedule_name=stale.name).exists()
         # Frozen: no renewal. Wait until its lease has lapsed by the database clock.

@@ -24,7 +24,7 @@ from django_durable_schedules import state
 from django_durable_schedules.models import RunAttempt, RunReceipt, Schedule
 from django_durable_schedules.worker.execution.isolation import IsolationPool
 
-from .conftest import wait_until
+from .conftest import freeze, wait_until
 from .test_hard_timeout_children import kill_quietly
 from .test_hard_timeouts import alive, once
 from .test_worker_process import log, wait_started
@@ -179,7 +179,7 @@ def test_a_frozen_workers_child_is_killed_when_it_finds_its_lease_lost(start_wor
     child = int(started[0][2])
     assert child != first.proc.pid  # it runs in a child process
     second = None
-    first.signal(signal.SIGSTOP)
+    freeze(first, row.pk)
     try:
         second = start_worker("--worker-id", "lost-b", *lease)
         wait_until(
@@ -259,3 +259,35 @@ def test_renew_stops_a_lost_child_run_once_and_only_logs_a_thread_run(tmp_path, 
     assert len(messages) == 2, messages
     assert "its process is killed" in messages[0]
     assert "its process is killed" not in messages[1]
+
+
+def test_the_freeze_probe_sees_a_write_in_flight():
+    """:func:`.conftest.freeze` stops a worker only outside a write: its probe sees
+    another connection's open write transaction on the schedule row (SQLite: the database
+    write lock; the others: the row lock) and sees it free again once committed."""
+    from django.db import connection, transaction
+    from django.db.models import F
+
+    from .conftest import lock_free
+
+    row = once("probe", "tests.noop")
+    holding, release = threading.Event(), threading.Event()
+
+    def writer():
+        try:
+            with transaction.atomic():
+                Schedule.objects.filter(pk=row.pk).update(max_attempts=F("max_attempts"))
+                holding.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert holding.wait(10)
+        assert not lock_free(row.pk)
+    finally:
+        release.set()
+        thread.join(10)
+    assert lock_free(row.pk)
