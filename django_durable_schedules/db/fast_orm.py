@@ -30,7 +30,10 @@ on SQLite).
 A cached statement must depend on nothing but its key: its parameters are the constants of
 the predicates, and a value that changes from call to call (the ids a completion reads) is
 passed as :data:`PLACEHOLDER` when the queryset is built and replaced by the call's own
-value each time. The cache is bounded (:data:`MAX_STATEMENTS`; emptied when full).
+value each time; a row limit that changes from call to call (a claim takes as many rows as
+its worker has room for) is sliced as ``[:LIMIT]`` and passed as ``limit=``, so one
+statement serves every claim size. The cache is bounded (:data:`MAX_STATEMENTS`; emptied
+when full).
 
 **Row loading.** The worker loads every claimed and completed schedule row as a
 ``Schedule`` (about 40 columns), and the admin lists load 100 rows a page. ``Model.__init__`` sends ``pre_init``
@@ -70,6 +73,11 @@ _M = TypeVar("_M", bound=Model)
 #: value the call passes (``read_rows(..., value=...)``).
 PLACEHOLDER: Any = ["durable_schedules: the parameter of this call"]
 
+#: A stand-in row limit: a cached statement's queryset sliced ``[:LIMIT]`` reads as many
+#: rows as each call's ``limit=`` (the SQL's ``LIMIT`` becomes a parameter).
+LIMIT = 987_654_321_013
+_LIMIT_SQL = f" LIMIT {LIMIT}"
+
 #: How many compiled statements are kept (batch sizes and aliases make the keys).
 MAX_STATEMENTS = 512
 
@@ -89,6 +97,8 @@ class Compiled:
     end: int = 0
     #: Model rows: (attribute, column position) of each annotation.
     annotations: tuple[tuple[str, int], ...] = ()
+    #: Whether the SQL's ``LIMIT`` is its last parameter (sliced ``[:LIMIT]``).
+    limited: bool = False
 
 
 _STATEMENTS: dict[tuple[Hashable, ...], Compiled] = {}
@@ -115,6 +125,7 @@ def compiled(
 def _compile(qs: QuerySet[Any], using: str, models: bool) -> Compiled:
     compiler = qs.query.get_compiler(using=using)
     sql, params = compiler.as_sql()  # fills select, klass_info and annotation_col_map
+    sql, limited = _limit_parameter(sql)
     select = compiler.select
     converters = tuple(
         (pos, _quick(tuple(convs)), expression)
@@ -124,7 +135,7 @@ def _compile(qs: QuerySet[Any], using: str, models: bool) -> Compiled:
     )
     info = compiler.klass_info
     if not models:  # values_list(): tuples
-        return Compiled(sql, tuple(params), converters)
+        return Compiled(sql, tuple(params), converters, limited=limited)
     if not info or getattr(qs, "_fields", None) is not None or compiler.query.select_related:
         raise TypeError("read_rows reads whole model rows (no values(), no select_related)")
     fields = info["select_fields"]
@@ -138,7 +149,22 @@ def _compile(qs: QuerySet[Any], using: str, models: bool) -> Compiled:
         start=start,
         end=end,
         annotations=tuple((compiler.annotation_col_map or {}).items()),
+        limited=limited,
     )
+
+
+def _limit_parameter(sql: str) -> tuple[str, bool]:
+    """``sql`` with its ``LIMIT`` of :data:`LIMIT` made a parameter (``LIMIT %s``), and
+    whether it was; a statement whose text has the stand-in elsewhere, or a parameter
+    after it (the limit would not be the last), is refused with ``TypeError``."""
+    head, found, tail = sql.partition(_LIMIT_SQL)
+    if not found:
+        if str(LIMIT) in sql:
+            raise TypeError(f"the row limit {LIMIT} is not the statement's LIMIT: {sql}")
+        return sql, False
+    if str(LIMIT) in tail or "%s" in tail:
+        raise TypeError(f"the row limit {LIMIT} is not the statement's last parameter: {sql}")
+    return f"{head} LIMIT %s{tail}", True
 
 
 #: The JSON texts most columns hold (a default ``{}`` or ``[]``, a JSON ``null``): what
@@ -165,10 +191,16 @@ def _quick(convs: tuple[Callable[..., Any], ...]) -> tuple[Callable[..., Any], .
     return (json_value,)
 
 
-def _fetch(found: Compiled, using: str, value: Any) -> list[list[Any]]:
+def _fetch(found: Compiled, using: str, value: Any, limit: int | None) -> list[list[Any]]:
     params = found.params
     if value is not None:
         params = tuple(value if p is PLACEHOLDER else p for p in params)
+    if found.limited != (limit is not None):
+        raise TypeError(
+            "a statement sliced [:LIMIT] needs limit=, and only such a statement takes one"
+        )
+    if limit is not None:
+        params = (*params, int(limit))
     conn = connections[using]
     with conn.cursor() as cursor:
         if conn.vendor == "postgresql":
@@ -229,10 +261,13 @@ def read_rows(
     build: Callable[[], QuerySet[_M]],
     *,
     value: Any = None,
+    limit: int | None = None,
 ) -> list[_M]:
     """The model instances of the queryset ``build()`` returns (annotations as attributes;
     no ``select_related``), from its SQL compiled once per ``key`` (:func:`compiled`);
-    ``value`` replaces each :data:`PLACEHOLDER` among its parameters."""
+    ``value`` replaces each :data:`PLACEHOLDER` among its parameters, and ``limit`` (a
+    number of rows) the :data:`LIMIT` of a queryset sliced ``[:LIMIT]`` (needed then,
+    refused otherwise: ``TypeError``)."""
     found = compiled(key, using, build)
     if found.model is not model:
         raise TypeError(f"the statement {key!r} reads {found.model!r}, not {model!r}")
@@ -240,7 +275,7 @@ def read_rows(
     from_db = model.from_db
     names, start, end, annotations = found.names, found.start, found.end, found.annotations
     objs = []
-    for row in _fetch(found, using, value):
+    for row in _fetch(found, using, value, limit):
         obj = from_db(using, names, row[start:end])
         for attr, pos in annotations:
             setattr(obj, attr, row[pos])
@@ -249,12 +284,18 @@ def read_rows(
 
 
 def read_values(
-    key: Hashable, using: str, build: Callable[[], QuerySet[Any]], *, value: Any = None
+    key: Hashable,
+    using: str,
+    build: Callable[[], QuerySet[Any]],
+    *,
+    value: Any = None,
+    limit: int | None = None,
 ) -> list[tuple[Any, ...]]:
     """The rows of the ``values_list()`` queryset ``build()`` returns, as tuples, from its
-    SQL compiled once per ``key`` (:func:`compiled`)."""
+    SQL compiled once per ``key`` (:func:`compiled`); ``value`` and ``limit`` as in
+    :func:`read_rows`."""
     found = compiled(key, using, build, models=False)
-    return [tuple(row) for row in _fetch(found, using, value)]
+    return [tuple(row) for row in _fetch(found, using, value, limit)]
 
 
 def clear() -> None:
@@ -364,4 +405,4 @@ class FastLoading:
         return new
 
 
-__all__ = ["PLACEHOLDER", "FastLoading", "compiled", "read_rows", "read_values", "clear"]
+__all__ = ["LIMIT", "PLACEHOLDER", "FastLoading", "compiled", "read_rows", "read_values", "clear"]

@@ -20,7 +20,7 @@ from .. import timing
 from ..conf import app_settings
 from ..db.batch import ROW_PROBLEMS
 from ..db.clock import DUE_NOW_SQL, db_now, instant_after_read, resolve_now
-from ..db.fast_orm import PLACEHOLDER, read_rows
+from ..db.fast_orm import LIMIT, PLACEHOLDER, read_rows
 from ..db.locks import lock_for_write, locked
 from ..models import (
     RunAttempt,
@@ -146,7 +146,7 @@ def _read_due(
     def read(pool: str, level: int, n: int, group: Any = None) -> list[Schedule]:
         """One range: the rows of no group (``group`` None), or of ``group``."""
 
-        def build(value: Any = PLACEHOLDER) -> QuerySet[Schedule]:
+        def build(value: Any = PLACEHOLDER, limit: int = LIMIT) -> QuerySet[Schedule]:
             due = due_in_level(using, due_before, pool, level).defer(*CLAIM_UNREAD)
             due = ungrouped(due, using) if group is None else of_group(due, value)
             qs: QuerySet[Schedule] = with_links_flag(
@@ -154,12 +154,13 @@ def _read_due(
             )
             if skip is not None:
                 qs = qs.exclude(pk__in=skip[0])
-            return locked(qs, using, skip_locked=True)[:n]
+            return locked(qs, using, skip_locked=True)[:limit]
 
         if cached and skip is None:
-            key = ("claim_due", pool, level, n, group is None)
-            return read_rows(Schedule, key, using, build, value=group)
-        return list(build(group))
+            # One statement for every claim size: the limit is its parameter.
+            key = ("claim_due", pool, level, group is None)
+            return read_rows(Schedule, key, using, build, value=group, limit=n)
+        return list(build(group, n))
 
     def read_level_rows(pool: str, level: int, n: int) -> list[Schedule]:
         return read_level(
