@@ -181,11 +181,16 @@ def freeze(worker: WorkerProcess, schedule_pk=None, tries: int = 100) -> None:
     other workers' writes wait for it (SQLite: silently, up to the 20 s busy timeout);
     that is not what a frozen worker's test is about (tests/test_lost_lease.py's frozen
     worker failed so in CI, SQLite lane, 2026-12-07: worker B never ran attempt 2). After
-    each SIGSTOP a probe takes the lock without waiting; when it cannot, SIGCONT, a short
+    each SIGSTOP a probe takes the lock, waiting at most 0.2 s; when it cannot, SIGCONT, a short
     sleep, and again."""
     for _ in range(tries):
         worker.signal(signal.SIGSTOP)
-        if lock_free(schedule_pk):
+        try:
+            free = lock_free(schedule_pk)
+        except BaseException:
+            worker.signal(signal.SIGCONT)  # never left stopped by a probe that failed
+            raise
+        if free:
             return
         worker.signal(signal.SIGCONT)
         time.sleep(0.02)
@@ -195,7 +200,7 @@ def freeze(worker: WorkerProcess, schedule_pk=None, tries: int = 100) -> None:
 def lock_free(schedule_pk) -> bool:
     """Whether another connection can take the database file's exclusive lock (SQLite:
     no other connection reads or writes) or ``schedule_pk``'s row lock (the others)
-    without waiting: a probe, rolled back."""
+    waiting at most 0.2 s (SQLite) or not at all: a probe, rolled back."""
     import sqlite3
 
     from django.db import DatabaseError, connection, transaction

@@ -203,12 +203,27 @@ def test_a_row_limit_is_given_exactly_where_the_statement_takes_one():
         fast_orm.read_rows(Schedule, "l", "default", limited)
     with pytest.raises(TypeError, match="needs limit="):
         fast_orm.read_rows(Schedule, "w", "default", whole, limit=3)
-    with pytest.raises(TypeError, match="not the statement's last parameter"):
+    with pytest.raises(TypeError, match="not the statement's LIMIT"):
 
-        def inner():  # a subquery's limit, a parameter after it
+        def inner():  # a subquery's limit only
             return Schedule.objects.filter(pk__in=limited().values("pk")).filter(name="x")
 
         fast_orm.read_rows(Schedule, "s", "default", inner, limit=3)
+    with pytest.raises(TypeError, match="moved by an offset"):
+        fast_orm.read_rows(Schedule, "o", "default", lambda: limited()[1:], limit=3)
+    for n in range(5):
+        ScheduleFactory(name=f"off-{n}")
+    offset = fast_orm.read_rows(
+        Schedule,
+        "f",
+        "default",
+        lambda: Schedule.objects.order_by("name")[1:][: fast_orm.LIMIT],
+        limit=3,
+    )
+    assert [r.name for r in offset] == ["off-1", "off-2", "off-3"]
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="at least 1"):
+            fast_orm.read_rows(Schedule, "l", "default", limited, limit=bad)
 
 
 @pytest.mark.django_db

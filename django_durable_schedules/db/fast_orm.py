@@ -125,7 +125,7 @@ def compiled(
 def _compile(qs: QuerySet[Any], using: str, models: bool) -> Compiled:
     compiler = qs.query.get_compiler(using=using)
     sql, params = compiler.as_sql()  # fills select, klass_info and annotation_col_map
-    sql, limited = _limit_parameter(sql)
+    sql, limited = _limit_parameter(sql, qs.query.low_mark, qs.query.high_mark)
     select = compiler.select
     converters = tuple(
         (pos, _quick(tuple(convs)), expression)
@@ -153,16 +153,20 @@ def _compile(qs: QuerySet[Any], using: str, models: bool) -> Compiled:
     )
 
 
-def _limit_parameter(sql: str) -> tuple[str, bool]:
+def _limit_parameter(sql: str, low: int, high: int | None) -> tuple[str, bool]:
     """``sql`` with its ``LIMIT`` of :data:`LIMIT` made a parameter (``LIMIT %s``), and
-    whether it was; a statement whose text has the stand-in elsewhere, or a parameter
-    after it (the limit would not be the last), is refused with ``TypeError``."""
-    head, found, tail = sql.partition(_LIMIT_SQL)
-    if not found:
+    whether it was: the queryset's own slice (``low``, ``high``: its ``Query`` marks) takes
+    ``LIMIT`` rows, after any offset (``[3:][:LIMIT]``). Refused with ``TypeError``: the
+    stand-in moved by a later offset (``[:LIMIT][1:]``), in a subquery only, elsewhere in
+    the text, or followed by another parameter (the limit must be the last)."""
+    if high is not None and high == LIMIT and low > 0:
+        raise TypeError(f"the row limit {LIMIT} is moved by an offset: slice [:LIMIT] last")
+    if high is None or high - low != LIMIT:
         if str(LIMIT) in sql:
             raise TypeError(f"the row limit {LIMIT} is not the statement's LIMIT: {sql}")
         return sql, False
-    if str(LIMIT) in tail or "%s" in tail:
+    head, found, tail = sql.partition(_LIMIT_SQL)
+    if not found or str(LIMIT) in head or str(LIMIT) in tail or "%s" in tail:
         raise TypeError(f"the row limit {LIMIT} is not the statement's last parameter: {sql}")
     return f"{head} LIMIT %s{tail}", True
 
@@ -200,7 +204,9 @@ def _fetch(found: Compiled, using: str, value: Any, limit: int | None) -> list[l
             "a statement sliced [:LIMIT] needs limit=, and only such a statement takes one"
         )
     if limit is not None:
-        params = (*params, int(limit))
+        if type(limit) is not int or limit < 1:  # as Django: no negative slice, [:0] reads none
+            raise ValueError(f"a row limit is a whole number of rows, at least 1: {limit!r}")
+        params = (*params, limit)
     conn = connections[using]
     with conn.cursor() as cursor:
         if conn.vendor == "postgresql":
@@ -266,8 +272,9 @@ def read_rows(
     """The model instances of the queryset ``build()`` returns (annotations as attributes;
     no ``select_related``), from its SQL compiled once per ``key`` (:func:`compiled`);
     ``value`` replaces each :data:`PLACEHOLDER` among its parameters, and ``limit`` (a
-    number of rows) the :data:`LIMIT` of a queryset sliced ``[:LIMIT]`` (needed then,
-    refused otherwise: ``TypeError``)."""
+    number of rows, at least 1: else ``ValueError``) the :data:`LIMIT` of a queryset
+    sliced ``[:LIMIT]`` (needed then, refused otherwise: ``TypeError``; so is a stand-in
+    moved by an offset, ``[:LIMIT][1:]``, or followed by another parameter)."""
     found = compiled(key, using, build)
     if found.model is not model:
         raise TypeError(f"the statement {key!r} reads {found.model!r}, not {model!r}")

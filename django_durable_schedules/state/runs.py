@@ -136,7 +136,7 @@ def _read_due(
     (:func:`.claim_order.take_in_order`; ``only``: that row alone, if it is due), locked
     ``SKIP LOCKED``, each flagged with whether it links a calendar or a blackout window.
     ``cached``: the statement judges "due" by the database clock (no parameter of this
-    call), so it is compiled once per pool, level and batch size
+    call), so it is compiled once per pool and level, its row limit a parameter
     (:func:`.db.fast_orm.read_rows`). ``skip``: ``(ids, group ids)`` left out (rows this
     claim read already, groups it found without room: :func:`_fill_held`), uncached."""
 
