@@ -32,15 +32,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from common import (
     ROOT,
-    T_ATTEMPT,
-    T_RECEIPT,
     code_version,
     connect,
     cpu_seconds,
@@ -61,18 +58,14 @@ from herd import (
     cpu_sample,
     lateness,
     minute_figures,
-    note_backends,
     seed_herd,
     sleep_until,
+    watch_herd,
 )
 from sql_floor import DEFAULT_BATCH, FLOOR_SESSIONS_SQL, floor_args, floor_launcher
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/dds_bench_herd_floor"
 #: Receipts of the slots at a boundary (the herd is done when there are N).
-RECEIPTED = (
-    f"SELECT count(*) FROM {T_RECEIPT} r JOIN {T_ATTEMPT} a ON a.id = r.attempt_id "
-    "WHERE a.scheduled_for = %s"
-)
 
 
 def run_size(args: argparse.Namespace, n: int) -> dict[str, Any]:
@@ -99,13 +92,7 @@ def run_size(args: argparse.Namespace, n: int) -> dict[str, Any]:
                 before = cpu_sample(procs)
                 base = {pid: cpu_seconds([pid]) for pid in worker_backends(conn)}
                 seen: dict[int, float] = {}
-                deadline = boundary + timedelta(seconds=50)
-                while scalar(conn, RECEIPTED, (boundary,)) < n:
-                    if scalar(conn, "SELECT now()") >= deadline:
-                        break
-                    note_backends(conn, seen)
-                    time.sleep(0.05)
-                note_backends(conn, seen)
+                watch_herd(conn, boundary, n, boundary + timedelta(seconds=50), seen, 0.05)
                 spent = {pid: c - base.get(pid, 0.0) for pid, c in seen.items()}
                 cpu.append(cpu_fields(before, cpu_sample(procs), spent, n))
             sleep_until(conn, boundaries[-1] + timedelta(seconds=50))
