@@ -78,7 +78,7 @@ PLACEHOLDER: Any = ["durable_schedules: the parameter of this call"]
 LIMIT = 987_654_321_013
 _LIMIT_SQL = f" LIMIT {LIMIT}"
 
-#: How many compiled statements are kept (batch sizes and aliases make the keys).
+#: How many compiled statements are kept (pools, levels and aliases make the keys).
 MAX_STATEMENTS = 512
 
 
