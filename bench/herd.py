@@ -62,6 +62,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -232,14 +233,22 @@ def cpu_sample(procs: list[Any]) -> tuple[dict[int, float], float]:
     return live, machine_busy_seconds()
 
 
-def watch_backends(conn: Any, until: datetime, seen: dict[int, float]) -> None:
-    """Until the database clock reads ``until``, note every 0.2 s the CPU seconds of this
-    database's backends (the local PostgreSQL, /proc) into ``seen`` (pid -> the most seen).
-    An idle worker closes its connection, so its backend lives for one busy spell: the
-    most seen of each is about what it cost (its last 0.2 s may be missed)."""
-    while scalar(conn, "SELECT now()") < until:
+def watch_backends(
+    conn: Any,
+    until: datetime,
+    seen: dict[int, float],
+    every: float = 0.2,
+    done: Callable[[], bool] = lambda: False,
+) -> None:
+    """Until the database clock reads ``until`` (or ``done()``), note every ``every``
+    seconds the CPU seconds of this database's backends (the local PostgreSQL, /proc) into
+    ``seen`` (pid -> the most seen), and once more at the end. An idle worker closes its
+    connection, so its backend lives for one busy spell: the most seen of each is about
+    what it cost (its last ``every`` seconds may be missed)."""
+    while not done() and scalar(conn, "SELECT now()") < until:
         note_backends(conn, seen)
-        time.sleep(0.2)
+        time.sleep(every)
+    note_backends(conn, seen)
 
 
 #: Succeeded receipts finished since a boundary: its herd is done when they number N (the
@@ -252,13 +261,9 @@ RECEIPTED = f"SELECT count(*) FROM {T_RECEIPT} WHERE status = 'succeeded' AND fi
 def watch_herd(
     conn: Any, boundary: datetime, n: int, until: datetime, seen: dict[int, float], every: float
 ) -> None:
-    """Note the backends' CPU into ``seen`` (as :func:`watch_backends`) every ``every``
-    seconds until ``n`` succeeded receipts have finished since ``boundary`` (its slots'),
-    or the database clock reads ``until``."""
-    while scalar(conn, RECEIPTED, (boundary,)) < n and scalar(conn, "SELECT now()") < until:
-        note_backends(conn, seen)
-        time.sleep(every)
-    note_backends(conn, seen)
+    """:func:`watch_backends` until ``n`` succeeded receipts have finished since
+    ``boundary`` (its slots'), or the database clock reads ``until``."""
+    watch_backends(conn, until, seen, every, lambda: scalar(conn, RECEIPTED, (boundary,)) >= n)
 
 
 def note_backends(conn: Any, seen: dict[int, float]) -> None:
