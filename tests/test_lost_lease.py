@@ -291,3 +291,55 @@ def test_the_freeze_probe_sees_a_write_in_flight():
         release.set()
         thread.join(10)
     assert lock_free(row.pk)
+
+
+_LOCK_HOLDER = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], timeout=5, isolation_level=None)
+print("ready", flush=True)
+while True:  # the database file locked 90 % of the time, as a busy writer would
+    db.execute("BEGIN EXCLUSIVE")
+    time.sleep(0.18)
+    db.execute("ROLLBACK")
+    time.sleep(0.02)
+"""
+
+
+def test_a_frozen_process_never_holds_the_sqlite_lock():
+    """The CI failure's cause, made likely: a process that holds SQLite's lock 90 % of the
+    time is frozen five times; a plain SIGSTOP would catch it holding the lock almost
+    every time (and every other writer would wait for it), :func:`.conftest.freeze`
+    never does."""
+    import os
+    import subprocess
+    import sys
+
+    from django.db import connection
+
+    from .conftest import lock_free
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's file lock (the servers' row lock: the probe test above)")
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _LOCK_HOLDER, connection.settings_dict["NAME"]],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+    class Process:
+        def signal(self, sig: int) -> None:
+            os.kill(holder.pid, sig)
+
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        for _ in range(5):
+            freeze(Process())
+            try:
+                assert lock_free(None)
+            finally:
+                holder.send_signal(signal.SIGCONT)
+            time.sleep(0.05)
+    finally:
+        holder.kill()
+        holder.wait(10)
